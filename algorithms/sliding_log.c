@@ -1,0 +1,201 @@
+/*
+ * sliding_log: the exact sliding window. The state is the log of admitted
+ * requests in the last PERIOD, as (time, count) entries (requests at the
+ * same µs share one entry); a request is admitted when the counts in
+ * (now - PERIOD, now] plus its cost fit in LIMIT. remaining, reset_after
+ * and retry_after are exact.
+ *
+ * The log holds at most LIMIT entries (each count >= 1 and their sum is at
+ * most LIMIT), hence LIMIT <= DRL_SLIDING_LOG_LIMIT_MAX for this algorithm:
+ * its state is up to 16 bytes per admitted request and every decision reads
+ * and writes all of it.
+ *
+ * State: 'L', entry count n, then n x (time µs, count); int64 LE, times
+ * strictly increasing.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+#define HEADER 9
+#define ENTRY 16
+
+typedef struct log_view {
+	const unsigned char *p; /* first entry */
+	int64_t n;              /* entries */
+} log_view;
+
+static int64_t ts_at(const log_view *v, int64_t i)
+{
+	return drl__get64(v->p + i * ENTRY);
+}
+
+static int64_t count_at(const log_view *v, int64_t i)
+{
+	return drl__get64(v->p + i * ENTRY + 8);
+}
+
+/* Validate the stored log; an absent one is empty. */
+static int read_log(const drl__limit *lim, const void *old, size_t oldlen,
+		    log_view *v)
+{
+	v->p = NULL;
+	v->n = 0;
+	if (old == NULL)
+		return 0;
+	const unsigned char *p = old;
+	if (oldlen < HEADER || p[0] != 'L')
+		return DRL_ECORRUPT;
+	int64_t n = drl__get64(p + 1);
+	if (n < 0 || n > lim->limit || oldlen != HEADER + (size_t)n * ENTRY)
+		return DRL_ECORRUPT;
+	v->p = p + HEADER;
+	v->n = n;
+	int64_t sum = 0;
+	for (int64_t i = 0; i < n; i++) {
+		int64_t c = count_at(v, i);
+		if (c < 1 || (i > 0 && ts_at(v, i) <= ts_at(v, i - 1)))
+			return DRL_ECORRUPT;
+		sum += c;
+		if (sum > lim->limit)
+			return DRL_ECORRUPT;
+	}
+	return 0;
+}
+
+/* First entry still inside the window (now - PERIOD, now]. */
+static int64_t first_live(const drl__limit *lim, const log_view *v,
+			  int64_t now)
+{
+	int64_t i = 0;
+	while (i < v->n && ts_at(v, i) <= now - lim->period_us)
+		i++;
+	return i;
+}
+
+/* Write entries [from, n) of v, then (stamp, add) merged or appended when
+ * add > 0; entries whose count drops to 0 through `add < 0` vanish. */
+static void write_log(const log_view *v, int64_t from, int64_t stamp,
+		      int64_t add, unsigned char *out, size_t *outlen)
+{
+	unsigned char *q = out + HEADER;
+	int64_t n = 0;
+	bool merged = add == 0;
+	for (int64_t i = from; i < v->n; i++) {
+		int64_t t = ts_at(v, i), c = count_at(v, i);
+		if (t == stamp) {
+			c += add;
+			merged = true;
+		}
+		if (c <= 0)
+			continue;
+		drl__put64(q, t);
+		drl__put64(q + 8, c);
+		q += ENTRY;
+		n++;
+	}
+	if (!merged && add > 0) {
+		drl__put64(q, stamp);
+		drl__put64(q + 8, add);
+		n++;
+	}
+	out[0] = 'L';
+	drl__put64(out + 1, n);
+	*outlen = HEADER + (size_t)n * ENTRY;
+}
+
+static int corrupt(const drl__call *call)
+{
+	return drl_error_set(call->err, DRL_ECORRUPT,
+			     "sliding_log state in the store is malformed");
+}
+
+static int step(const drl__limit *lim, const drl__call *call, const void *old,
+		size_t oldlen, void *out, size_t cap, size_t *outlen,
+		int64_t *ttl_us, drl_result *res, drl__undo *undo)
+{
+	(void)cap;
+	log_view v;
+	if (read_log(lim, old, oldlen, &v))
+		return corrupt(call);
+	int64_t now = call->now, cost = call->cost, limit = lim->limit;
+	int64_t first = first_live(lim, &v, now), used = 0;
+	for (int64_t i = first; i < v.n; i++)
+		used += count_at(&v, i);
+	int64_t newest = v.n > first ? ts_at(&v, v.n - 1) : -1;
+	int64_t reset = newest < 0 ? 0 : newest + lim->period_us - now;
+
+	if (cost > limit || used + cost > limit) {
+		int64_t retry = DRL_NEVER;
+		if (cost <= limit) {
+			/* wait until enough of the oldest entries leave */
+			int64_t excess = used + cost - limit, k = first;
+			for (int64_t freed = 0;; k++) {
+				freed += count_at(&v, k);
+				if (freed >= excess)
+					break;
+			}
+			retry = ts_at(&v, k) + lim->period_us - now;
+		}
+		drl__result_fill(res, false, limit, limit - used, reset, retry);
+		return 0;
+	}
+	int write = !call->peek && cost > 0;
+	if (write) {
+		int64_t stamp = drl__max64(now, newest);
+		write_log(&v, first, stamp, cost, out, outlen);
+		undo->a = stamp;
+		used += cost;
+		reset = stamp + lim->period_us - now;
+		*ttl_us = reset + DRL__TTL_GRACE_US;
+	}
+	drl__result_fill(res, true, limit, limit - used, reset, 0);
+	return write;
+}
+
+/* Take call->cost back from the entry stamped undo->a. */
+static int unstep(const drl__limit *lim, const drl__call *call,
+		  const void *old, size_t oldlen, void *out, size_t cap,
+		  size_t *outlen, int64_t *ttl_us, drl_result *res,
+		  drl__undo *undo)
+{
+	(void)cap, (void)res;
+	log_view v;
+	if (read_log(lim, old, oldlen, &v))
+		return corrupt(call);
+	int64_t first = first_live(lim, &v, call->now);
+	write_log(&v, first, undo->a, -call->cost, out, outlen);
+	int64_t n = drl__get64((unsigned char *)out + 1);
+	int64_t newest = n ? drl__get64((unsigned char *)out + HEADER +
+					(size_t)(n - 1) * ENTRY)
+			   : call->now - lim->period_us;
+	*ttl_us = newest + lim->period_us - call->now + DRL__TTL_GRACE_US;
+	return 1;
+}
+
+static size_t state_size(const drl__limit *lim)
+{
+	return HEADER + (size_t)lim->limit * ENTRY;
+}
+
+static int finish(drl__limit *lim, drl_error *err)
+{
+	if (lim->limit > DRL_SLIDING_LOG_LIMIT_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "sliding_log keeps one entry per request: "
+				     "LIMIT must be at most %d",
+				     DRL_SLIDING_LOG_LIMIT_MAX);
+	return 0;
+}
+
+const drl__algorithm drl__sliding_log = {
+	.name = "sliding_log",
+	.tag = "log",
+	.option = NULL, /* no options */
+	.finish = finish,
+	.decide = drl__state_decide,
+	.refund = drl__state_refund,
+	.step = step,
+	.unstep = unstep,
+	.state_size = state_size,
+};

@@ -1,0 +1,148 @@
+/*
+ * token_bucket: a bucket of `burst` tokens (default LIMIT) refilled at
+ * LIMIT tokens per PERIOD; a request takes `cost` tokens or is denied.
+ *
+ * Exact integer arithmetic: the fill level is kept in units of 1/PERIOD
+ * token ("token-microseconds per LIMIT"), so refilling t µs adds exactly
+ * t * LIMIT units and a token is exactly PERIOD units: no rounding, no
+ * floating point, and the same decisions as gcra with the same parameters
+ * (while time does not go backwards).
+ *
+ * State (25 bytes): 'T', whole tokens, fraction (0..PERIOD-1 units), time
+ * of the last refill; all int64 little-endian.
+ */
+#include "internal.h"
+
+#define STATE_LEN 25
+
+typedef struct bucket {
+	drl__i128 level; /* units of 1/PERIOD token */
+	int64_t last;    /* µs; refill is computed up to here */
+} bucket;
+
+/* Read the stored bucket, or a full one when absent, refilled to `now`
+ * (never back in time: a clock that goes backwards refills nothing). */
+static int load_bucket(const drl__limit *lim, const void *old, size_t oldlen,
+		       int64_t now, bucket *bk)
+{
+	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
+	if (old == NULL) {
+		bk->level = full;
+		bk->last = now;
+		return 0;
+	}
+	const unsigned char *p = old;
+	if (oldlen != STATE_LEN || p[0] != 'T')
+		return DRL_ECORRUPT;
+	int64_t whole = drl__get64(p + 1), frac = drl__get64(p + 9);
+	bk->last = drl__get64(p + 17);
+	if (whole < 0 || frac < 0 || frac >= lim->period_us || bk->last < 0)
+		return DRL_ECORRUPT;
+	bk->level = (drl__i128)whole * lim->period_us + frac;
+	if (bk->level > full)
+		return DRL_ECORRUPT;
+	if (now > bk->last) {
+		bk->level += (drl__i128)(now - bk->last) * lim->limit;
+		if (bk->level > full)
+			bk->level = full;
+		bk->last = now;
+	}
+	return 0;
+}
+
+static void store_bucket(const drl__limit *lim, const bucket *bk,
+			 unsigned char *out, size_t *outlen)
+{
+	out[0] = 'T';
+	drl__put64(out + 1, (int64_t)(bk->level / lim->period_us));
+	drl__put64(out + 9, (int64_t)(bk->level % lim->period_us));
+	drl__put64(out + 17, bk->last);
+	*outlen = STATE_LEN;
+}
+
+/* µs from `now` until the bucket is full again. */
+static int64_t until_full(const drl__limit *lim, const bucket *bk,
+			  int64_t now)
+{
+	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
+	return (bk->last - now) +
+	       drl__i128_ceil_div(full - bk->level, lim->limit);
+}
+
+static int corrupt(const drl__call *call)
+{
+	return drl_error_set(call->err, DRL_ECORRUPT,
+			     "token_bucket state in the store is malformed");
+}
+
+static int step(const drl__limit *lim, const drl__call *call, const void *old,
+		size_t oldlen, void *out, size_t cap, size_t *outlen,
+		int64_t *ttl_us, drl_result *res, drl__undo *undo)
+{
+	(void)cap;
+	bucket bk;
+	if (load_bucket(lim, old, oldlen, call->now, &bk))
+		return corrupt(call);
+	int64_t cost = call->cost, ahead = bk.last - call->now;
+	drl__i128 need = (drl__i128)cost * lim->period_us;
+	if (cost > lim->burst || bk.level < need) {
+		int64_t retry =
+			cost > lim->burst
+				? DRL_NEVER
+				: ahead + drl__i128_ceil_div(need - bk.level,
+							     lim->limit);
+		drl__result_fill(res, false, lim->burst,
+				 drl__i128_floor_div(bk.level, lim->period_us),
+				 until_full(lim, &bk, call->now), retry);
+		return 0;
+	}
+	int write = !call->peek && cost > 0;
+	if (write) {
+		bk.level -= need;
+		store_bucket(lim, &bk, out, outlen);
+		undo->a = cost;
+	}
+	int64_t reset = until_full(lim, &bk, call->now);
+	*ttl_us = reset + DRL__TTL_GRACE_US;
+	drl__result_fill(res, true, lim->burst,
+			 drl__i128_floor_div(bk.level, lim->period_us), reset,
+			 0);
+	return write;
+}
+
+/* Put call->cost tokens back (never above burst). */
+static int refund_step(const drl__limit *lim, const drl__call *call,
+		       const void *old, size_t oldlen, void *out, size_t cap,
+		       size_t *outlen, int64_t *ttl_us, drl_result *res,
+		       drl__undo *undo)
+{
+	(void)cap, (void)res, (void)undo;
+	bucket bk;
+	if (load_bucket(lim, old, oldlen, call->now, &bk))
+		return corrupt(call);
+	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
+	bk.level += (drl__i128)call->cost * lim->period_us;
+	if (bk.level > full)
+		bk.level = full;
+	store_bucket(lim, &bk, out, outlen);
+	*ttl_us = until_full(lim, &bk, call->now) + DRL__TTL_GRACE_US;
+	return 1;
+}
+
+static size_t state_size(const drl__limit *lim)
+{
+	(void)lim;
+	return STATE_LEN;
+}
+
+const drl__algorithm drl__token_bucket = {
+	.name = "token_bucket",
+	.tag = "tb",
+	.option = drl__burst_option,
+	.finish = drl__burst_finish,
+	.decide = drl__state_decide,
+	.refund = drl__state_refund,
+	.step = step,
+	.unstep = refund_step,
+	.state_size = state_size,
+};

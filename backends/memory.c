@@ -1,0 +1,830 @@
+/*
+ * The embedded in-process store, "memory://".
+ *
+ * Layout: the key space is split into 2^k shards by the top bits of a
+ * seeded 64-bit hash of the key; each shard is a chained hash table (by the
+ * low bits) behind its own mutex. There is no global lock: a call locks the
+ * one shard its key lives in. An entry holds its key bytes inline, the
+ * cached hash, an expiry and either a counter or a blob with a version.
+ *
+ * Hash: XXH3-64 from xxHash (Debian's libxxhash-dev, used header-only
+ * through XXH_INLINE_ALL so nothing is linked): among the fast
+ * non-cryptographic hashes it is the one Debian packages with the best
+ * speed on the short keys this store sees (a few to a few hundred bytes),
+ * with good distribution in both its high bits (shard) and low bits
+ * (bucket). It is seeded with a random value per store so that keys chosen
+ * by clients cannot be precomputed to pile into one bucket.
+ *
+ * Time: expiries are CLOCK_MONOTONIC microseconds (wall-clock jumps cannot
+ * expire or revive keys). An expired entry is absent to every method
+ * (checked on lookup, and freed then), and memory comes back without
+ * anyone reading the key: each bucket records a lower bound of its
+ * entries' expiries, and every write moves the shard's sweep hand over a
+ * few buckets (more when the write creates a key), freeing what has
+ * expired in those whose bound has passed. Since a table of B buckets
+ * holds at most about B entries and each key creation sweeps
+ * SWEEP_INSERT buckets, a full sweep cycle completes every
+ * B / SWEEP_INSERT creations: garbage stays below about 1/SWEEP_INSERT of
+ * the table, so a stream of distinct short-lived keys reaches a steady
+ * size. Tables double when they hold more entries than buckets and shrink
+ * when they fall below an eighth.
+ *
+ * Versions come from a per-shard counter, so a key that expires and is
+ * created again never repeats a version a client may still hold (no ABA).
+ */
+#include "memory.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#define SHARDS_DEFAULT 64
+#define SHARDS_MAX 1024
+#define MAX_KEYS_MAX (INT64_C(1) << 48)
+#define BUCKETS_MIN 16  /* per shard; power of two */
+#define SWEEP_WRITE 2   /* buckets swept by every write */
+#define SWEEP_INSERT 8  /* more buckets swept by a write that adds a key */
+#define SHOW_KEY_MAX 64 /* key bytes quoted in a message */
+#define CACHELINE 64
+
+enum { FULL = 1 }; /* insert(): max_keys reached (not an error code) */
+
+typedef struct entry {
+	struct entry *next;
+	uint64_t hash;
+	int64_t expires;  /* CLOCK_MONOTONIC µs; gone when <= now */
+	uint64_t version; /* 0: a counter; else a blob and its version */
+	union {
+		int64_t counter; /* version == 0 */
+		size_t bloblen;  /* version != 0 */
+	};
+	size_t blobcap;
+	unsigned char *blob;
+	size_t keylen;
+	unsigned char key[];
+} entry;
+
+typedef struct bucket {
+	entry *head;
+	int64_t min_expires; /* <= expires of every entry in the chain */
+} bucket;
+
+typedef struct shard {
+	_Alignas(CACHELINE) pthread_mutex_t lock;
+	bucket *buckets;
+	size_t nbuckets;     /* power of two */
+	size_t count;        /* entries held, expired or not */
+	size_t hand;         /* next bucket the sweep looks at */
+	int64_t min_expires; /* <= expires of every entry in the shard */
+	uint64_t vclock;     /* last version handed out */
+} shard;
+
+typedef struct store {
+	drl_backend parent;
+	uint64_t seed;
+	unsigned shard_bits;
+	size_t nshards;
+	shard *shards;
+	size_t max_keys;           /* 0: unlimited */
+	atomic_size_t nkeys;       /* entries held; kept only with max_keys */
+} store;
+
+/* ---- helpers ---------------------------------------------------------- */
+
+/* Now on CLOCK_MONOTONIC, in microseconds. */
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Expiry for a TTL starting now; ttl_us > 0. Saturates. */
+static int64_t deadline(int64_t now, int64_t ttl_us)
+{
+	return ttl_us > INT64_MAX - now ? INT64_MAX : now + ttl_us;
+}
+
+/* Write key bytes for a message: printable ASCII as is, the rest as \xNN,
+ * cut at SHOW_KEY_MAX bytes. */
+static const char *show_key(char *buf, size_t cap, drl_bytes key)
+{
+	const unsigned char *k = key.data;
+	size_t o = 0;
+	for (size_t i = 0; i < key.len; i++) {
+		if (i == SHOW_KEY_MAX || o + 8 > cap) {
+			memcpy(buf + o, "...", 3);
+			o += 3;
+			break;
+		}
+		if (k[i] >= 0x20 && k[i] < 0x7f && k[i] != '"' && k[i] != '\\')
+			buf[o++] = (char)k[i];
+		else
+			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", k[i]);
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+/* DRL_ESTORE for a counter method used on a blob or the reverse. */
+static int wrong_kind(drl_error *err, drl_bytes key, bool want_counter)
+{
+	char k[SHOW_KEY_MAX * 4 + 8];
+	return drl_error_set(err, DRL_ESTORE,
+			     "wrong kind of value at key \"%s\": found %s, "
+			     "expected %s",
+			     show_key(k, sizeof k, key),
+			     want_counter ? "a state blob" : "a counter",
+			     want_counter ? "a counter" : "a state blob");
+}
+
+/* DRL_EINVAL unless key is a usable byte string. */
+static int check_key(drl_bytes key, drl_error *err)
+{
+	if (key.data == NULL && key.len > 0)
+		return drl_error_set(err, DRL_EINVAL, "memory store: NULL key");
+	return 0;
+}
+
+static uint64_t hash_key(const store *st, drl_bytes key)
+{
+	return XXH3_64bits_withSeed(key.data, key.len, st->seed);
+}
+
+static shard *shard_of(store *st, uint64_t h)
+{
+	return &st->shards[st->shard_bits ? h >> (64 - st->shard_bits) : 0];
+}
+
+/* A bucket array of n entries, all empty; NULL when out of memory. */
+static bucket *buckets_new(size_t n)
+{
+	bucket *bs = malloc(n * sizeof *bs);
+	if (bs)
+		for (size_t i = 0; i < n; i++)
+			bs[i] = (bucket){NULL, INT64_MAX};
+	return bs;
+}
+
+/* ---- table operations, all with the shard locked ---------------------- */
+
+/* Free one entry already unlinked from its chain. */
+static void entry_free(store *st, shard *sh, entry *e)
+{
+	free(e->blob);
+	free(e);
+	sh->count--;
+	if (st->max_keys)
+		atomic_fetch_sub_explicit(&st->nkeys, 1, memory_order_relaxed);
+}
+
+/* Unlink and free the entry *pp. */
+static void unlink_free(store *st, shard *sh, entry **pp)
+{
+	entry *e = *pp;
+	*pp = e->next;
+	entry_free(st, sh, e);
+}
+
+/* Set e's expiry and keep the lower bounds of its bucket and shard. */
+static void touch(shard *sh, entry *e, int64_t expires)
+{
+	e->expires = expires;
+	bucket *bk = &sh->buckets[e->hash & (sh->nbuckets - 1)];
+	if (expires < bk->min_expires)
+		bk->min_expires = expires;
+	if (expires < sh->min_expires)
+		sh->min_expires = expires;
+}
+
+/* Move every entry into a new table of n buckets (power of two). Keeps
+ * the old table when memory is short: a fuller table is slower, not
+ * wrong. */
+static void resize(shard *sh, size_t n)
+{
+	bucket *nb = buckets_new(n);
+	if (!nb)
+		return;
+	for (size_t i = 0; i < sh->nbuckets; i++) {
+		entry *e = sh->buckets[i].head;
+		while (e) {
+			entry *next = e->next;
+			bucket *bk = &nb[e->hash & (n - 1)];
+			e->next = bk->head;
+			bk->head = e;
+			if (e->expires < bk->min_expires)
+				bk->min_expires = e->expires;
+			e = next;
+		}
+	}
+	free(sh->buckets);
+	sh->buckets = nb;
+	sh->nbuckets = n;
+	sh->hand &= n - 1;
+}
+
+/* Shrink a table that fell below an eighth full to about half full. */
+static void maybe_shrink(shard *sh)
+{
+	if (sh->nbuckets <= BUCKETS_MIN || sh->count >= sh->nbuckets / 8)
+		return;
+	size_t n = sh->nbuckets;
+	while (n > BUCKETS_MIN && sh->count < n / 4)
+		n /= 2;
+	resize(sh, n);
+}
+
+/* Free the expired entries of bucket i, when its bound says there may be
+ * some, and make its bound exact. */
+static void sweep_bucket(store *st, shard *sh, size_t i, int64_t now)
+{
+	bucket *bk = &sh->buckets[i];
+	if (bk->min_expires > now)
+		return;
+	int64_t m = INT64_MAX;
+	entry **pp = &bk->head;
+	entry *e;
+	while ((e = *pp) != NULL) {
+		if (e->expires <= now) {
+			unlink_free(st, sh, pp);
+			continue;
+		}
+		if (e->expires < m)
+			m = e->expires;
+		pp = &e->next;
+	}
+	bk->min_expires = m;
+}
+
+/* Advance the sweep hand over `steps` buckets. May resize the table:
+ * call it before taking pointers into the table. */
+static void sweep(store *st, shard *sh, int64_t now, size_t steps)
+{
+	size_t mask = sh->nbuckets - 1;
+	if (steps > sh->nbuckets)
+		steps = sh->nbuckets;
+	for (size_t s = 0; s < steps; s++) {
+		sweep_bucket(st, sh, sh->hand & mask, now);
+		sh->hand = (sh->hand + 1) & mask;
+	}
+	maybe_shrink(sh);
+}
+
+/* Sweep every bucket and make the shard's bound exact. */
+static void sweep_all(store *st, shard *sh, int64_t now)
+{
+	int64_t m = INT64_MAX;
+	for (size_t i = 0; i < sh->nbuckets; i++) {
+		sweep_bucket(st, sh, i, now);
+		if (sh->buckets[i].min_expires < m)
+			m = sh->buckets[i].min_expires;
+	}
+	sh->min_expires = m;
+	maybe_shrink(sh);
+}
+
+/* The link pointing at the live entry for key, or NULL when absent. An
+ * expired entry met on the way is freed (and reported absent). */
+static entry **lookup(store *st, shard *sh, uint64_t h, drl_bytes key,
+		      int64_t now)
+{
+	entry **pp = &sh->buckets[h & (sh->nbuckets - 1)].head;
+	entry *e;
+	for (; (e = *pp) != NULL; pp = &e->next) {
+		if (e->hash != h || e->keylen != key.len ||
+		    (key.len && memcmp(e->key, key.data, key.len) != 0))
+			continue;
+		if (e->expires <= now) {
+			unlink_free(st, sh, pp);
+			return NULL;
+		}
+		return pp;
+	}
+	return NULL;
+}
+
+/*
+ * Add a new entry for key (known absent) as an empty counter that never
+ * expires; the caller fills it and calls touch(). Sweeps first, then may
+ * grow the table (pointers into the table taken before are stale after).
+ * Returns 0 with *out set, FULL when max_keys entries are held, or
+ * DRL_ENOMEM.
+ */
+static int insert(store *st, shard *sh, uint64_t h, drl_bytes key,
+		  int64_t now, entry **out)
+{
+	sweep(st, sh, now, SWEEP_INSERT);
+	if (st->max_keys &&
+	    atomic_fetch_add_explicit(&st->nkeys, 1, memory_order_relaxed) >=
+		    st->max_keys) {
+		atomic_fetch_sub_explicit(&st->nkeys, 1, memory_order_relaxed);
+		return FULL;
+	}
+	entry *e = NULL;
+	if (key.len <= SIZE_MAX - sizeof *e)
+		e = malloc(sizeof *e + key.len);
+	if (!e) {
+		if (st->max_keys)
+			atomic_fetch_sub_explicit(&st->nkeys, 1,
+						  memory_order_relaxed);
+		return DRL_ENOMEM;
+	}
+	e->hash = h;
+	e->expires = INT64_MAX;
+	e->version = 0;
+	e->counter = 0;
+	e->blobcap = 0;
+	e->blob = NULL;
+	e->keylen = key.len;
+	if (key.len)
+		memcpy(e->key, key.data, key.len);
+	bucket *bk = &sh->buckets[h & (sh->nbuckets - 1)];
+	e->next = bk->head;
+	bk->head = e;
+	sh->count++;
+	if (sh->count > sh->nbuckets && sh->nbuckets <= SIZE_MAX / 4 / sizeof *bk)
+		resize(sh, sh->nbuckets * 2);
+	*out = e;
+	return 0;
+}
+
+/* The error for insert()'s failure rc. */
+static int insert_error(const store *st, int rc, drl_error *err)
+{
+	if (rc == FULL)
+		return drl_error_set(err, DRL_ESTORE,
+				     "memory store full (max_keys=%zu)",
+				     st->max_keys);
+	return drl_error_set(err, DRL_ENOMEM, "memory store: out of memory");
+}
+
+/*
+ * Called with no lock held when a key could not be created because
+ * max_keys entries are held: free every expired entry in every shard
+ * that may have some, so that only live keys count against the limit.
+ */
+static void reclaim(store *st, int64_t now)
+{
+	for (size_t i = 0; i < st->nshards; i++) {
+		shard *sh = &st->shards[i];
+		pthread_mutex_lock(&sh->lock);
+		if (sh->min_expires <= now)
+			sweep_all(st, sh, now);
+		pthread_mutex_unlock(&sh->lock);
+	}
+}
+
+/* Make e's blob a copy of blob[0..len), reusing its allocation when it
+ * fits; DRL_ENOMEM leaves e unchanged. blob may point into e's own blob. */
+static int set_blob(entry *e, const void *blob, size_t len)
+{
+	if (e->version != 0 && len <= e->blobcap) {
+		if (len)
+			memmove(e->blob, blob, len);
+		e->bloblen = len;
+		return 0;
+	}
+	unsigned char *nb = malloc(len ? len : 1);
+	if (!nb)
+		return DRL_ENOMEM;
+	if (len)
+		memcpy(nb, blob, len);
+	free(e->blob);
+	e->blob = nb;
+	e->blobcap = len;
+	e->bloblen = len;
+	return 0;
+}
+
+/* Create key (known absent) holding a copy of blob[0..len) with a new
+ * version and a TTL of ttl_us > 0. Returns 0, FULL or DRL_ENOMEM, with the
+ * table unchanged on failure. */
+static int insert_blob(store *st, shard *sh, uint64_t h, drl_bytes key,
+		       int64_t now, const void *blob, size_t len,
+		       int64_t ttl_us)
+{
+	unsigned char *copy = malloc(len ? len : 1);
+	if (!copy)
+		return DRL_ENOMEM;
+	if (len)
+		memcpy(copy, blob, len);
+	entry *e;
+	int rc = insert(st, sh, h, key, now, &e);
+	if (rc) {
+		free(copy);
+		return rc;
+	}
+	e->blob = copy;
+	e->blobcap = len;
+	e->bloblen = len;
+	e->version = ++sh->vclock;
+	touch(sh, e, deadline(now, ttl_us));
+	return 0;
+}
+
+/* ---- vtable ------------------------------------------------------------ */
+
+/* Add delta to the counter at key (absent: 0), set its TTL, return the new
+ * value. DRL_ERANGE on int64 overflow and DRL_ESTORE on a blob, both with
+ * the store unchanged; DRL_ESTORE when creating the key would pass
+ * max_keys. */
+static int mem_incr(drl_backend *b, drl_bytes key, int64_t delta,
+		    int64_t ttl_us, int64_t *value, drl_error *err)
+{
+	store *st = (store *)b;
+	int rc = check_key(key, err);
+	if (rc)
+		return rc;
+	int64_t now = mono_us();
+	uint64_t h = hash_key(st, key);
+	shard *sh = shard_of(st, h);
+	for (int attempt = 0;; attempt++) {
+		pthread_mutex_lock(&sh->lock);
+		sweep(st, sh, now, SWEEP_WRITE);
+		entry **pp = lookup(st, sh, h, key, now);
+		if (pp) {
+			entry *e = *pp;
+			if (e->version != 0) {
+				pthread_mutex_unlock(&sh->lock);
+				return wrong_kind(err, key, true);
+			}
+			if ((delta > 0 && e->counter > INT64_MAX - delta) ||
+			    (delta < 0 && e->counter < INT64_MIN - delta)) {
+				pthread_mutex_unlock(&sh->lock);
+				char k[SHOW_KEY_MAX * 4 + 8];
+				return drl_error_set(
+					err, DRL_ERANGE,
+					"counter at key \"%s\" would overflow",
+					show_key(k, sizeof k, key));
+			}
+			e->counter += delta;
+			*value = e->counter;
+			if (ttl_us <= 0)
+				unlink_free(st, sh, pp);
+			else
+				touch(sh, e, deadline(now, ttl_us));
+			pthread_mutex_unlock(&sh->lock);
+			return 0;
+		}
+		if (ttl_us <= 0) { /* created and expired at once */
+			pthread_mutex_unlock(&sh->lock);
+			*value = delta;
+			return 0;
+		}
+		entry *e;
+		rc = insert(st, sh, h, key, now, &e);
+		if (rc == 0) {
+			e->counter = delta;
+			touch(sh, e, deadline(now, ttl_us));
+			pthread_mutex_unlock(&sh->lock);
+			*value = delta;
+			return 0;
+		}
+		pthread_mutex_unlock(&sh->lock);
+		if (rc != FULL || attempt > 0)
+			return insert_error(st, rc, err);
+		reclaim(st, now);
+	}
+}
+
+/* Read n counters; absent keys read 0. DRL_ESTORE when one is a blob
+ * (values before it are filled). Each key is read atomically, the set
+ * is not. */
+static int mem_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
+			int64_t *values, drl_error *err)
+{
+	store *st = (store *)b;
+	if (n > 0 && (keys == NULL || values == NULL))
+		return drl_error_set(err, DRL_EINVAL,
+				     "memory store: NULL keys or values");
+	int64_t now = mono_us();
+	for (size_t i = 0; i < n; i++) {
+		int rc = check_key(keys[i], err);
+		if (rc)
+			return rc;
+		uint64_t h = hash_key(st, keys[i]);
+		shard *sh = shard_of(st, h);
+		pthread_mutex_lock(&sh->lock);
+		entry **pp = lookup(st, sh, h, keys[i], now);
+		if (pp && (*pp)->version != 0) {
+			pthread_mutex_unlock(&sh->lock);
+			return wrong_kind(err, keys[i], true);
+		}
+		values[i] = pp ? (*pp)->counter : 0;
+		pthread_mutex_unlock(&sh->lock);
+	}
+	return 0;
+}
+
+/* Copy the blob at key into buf. Absent: version 0, len 0. DRL_ERANGE with
+ * *len = the size needed when cap is too small; DRL_ESTORE on a counter. */
+static int mem_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
+		    size_t *len, uint64_t *version, drl_error *err)
+{
+	store *st = (store *)b;
+	int rc = check_key(key, err);
+	if (rc)
+		return rc;
+	int64_t now = mono_us();
+	uint64_t h = hash_key(st, key);
+	shard *sh = shard_of(st, h);
+	pthread_mutex_lock(&sh->lock);
+	entry **pp = lookup(st, sh, h, key, now);
+	if (!pp) {
+		pthread_mutex_unlock(&sh->lock);
+		*len = 0;
+		*version = 0;
+		return 0;
+	}
+	entry *e = *pp;
+	if (e->version == 0) {
+		pthread_mutex_unlock(&sh->lock);
+		return wrong_kind(err, key, false);
+	}
+	size_t need = e->bloblen;
+	if (need > cap) {
+		pthread_mutex_unlock(&sh->lock);
+		*len = need;
+		return drl_error_set(err, DRL_ERANGE,
+				     "memory store: state of %zu bytes does "
+				     "not fit a buffer of %zu",
+				     need, cap);
+	}
+	if (need)
+		memcpy(buf, e->blob, need);
+	*len = need;
+	*version = e->version;
+	pthread_mutex_unlock(&sh->lock);
+	return 0;
+}
+
+/* Store blob at key if its version is still `version` (0: absent).
+ * DRL_ECONFLICT when it changed, DRL_ESTORE on a counter or when creating
+ * the key would pass max_keys. ttl_us <= 0 stores and expires at once. */
+static int mem_cas(drl_backend *b, drl_bytes key, const void *blob,
+		   size_t len, uint64_t version, int64_t ttl_us,
+		   drl_error *err)
+{
+	store *st = (store *)b;
+	int rc = check_key(key, err);
+	if (rc)
+		return rc;
+	if (blob == NULL && len > 0)
+		return drl_error_set(err, DRL_EINVAL, "memory store: NULL blob");
+	int64_t now = mono_us();
+	uint64_t h = hash_key(st, key);
+	shard *sh = shard_of(st, h);
+	for (int attempt = 0;; attempt++) {
+		pthread_mutex_lock(&sh->lock);
+		sweep(st, sh, now, SWEEP_WRITE);
+		entry **pp = lookup(st, sh, h, key, now);
+		entry *e = pp ? *pp : NULL;
+		if (e && e->version == 0) {
+			pthread_mutex_unlock(&sh->lock);
+			return wrong_kind(err, key, false);
+		}
+		if ((e ? e->version : 0) != version) {
+			pthread_mutex_unlock(&sh->lock);
+			return drl_error_set(err, DRL_ECONFLICT,
+					     "memory store: version changed");
+		}
+		if (ttl_us <= 0) { /* written and expired at once */
+			if (e)
+				unlink_free(st, sh, pp);
+			pthread_mutex_unlock(&sh->lock);
+			return 0;
+		}
+		if (e) {
+			rc = set_blob(e, blob, len);
+			if (rc == 0) {
+				e->version = ++sh->vclock;
+				touch(sh, e, deadline(now, ttl_us));
+			}
+			pthread_mutex_unlock(&sh->lock);
+			return rc ? insert_error(st, rc, err) : 0;
+		}
+		rc = insert_blob(st, sh, h, key, now, blob, len, ttl_us);
+		pthread_mutex_unlock(&sh->lock);
+		if (rc == 0)
+			return 0;
+		if (rc != FULL || attempt > 0)
+			return insert_error(st, rc, err);
+		reclaim(st, now);
+	}
+}
+
+/*
+ * Run fn on the blob at key under the key's shard lock: fn sees the
+ * current blob (NULL, 0 when absent). fn returning 1 stores its blob with
+ * its TTL and a new version; 0 leaves everything; a negative value is
+ * returned as is. fn must not call this store (it would deadlock). When
+ * storing needs a new key and max_keys is reached, expired keys are
+ * reclaimed and fn runs once more on the state then current.
+ */
+static int mem_update(drl_backend *b, drl_bytes key, drl_update_fn fn,
+		      void *arg, drl_error *err)
+{
+	store *st = (store *)b;
+	int rc = check_key(key, err);
+	if (rc)
+		return rc;
+	if (fn == NULL)
+		return drl_error_set(err, DRL_EINVAL, "memory store: NULL fn");
+	int64_t now = mono_us();
+	uint64_t h = hash_key(st, key);
+	shard *sh = shard_of(st, h);
+	for (int attempt = 0;; attempt++) {
+		pthread_mutex_lock(&sh->lock);
+		sweep(st, sh, now, SWEEP_WRITE);
+		entry **pp = lookup(st, sh, h, key, now);
+		entry *e = pp ? *pp : NULL;
+		if (e && e->version == 0) {
+			pthread_mutex_unlock(&sh->lock);
+			return wrong_kind(err, key, false);
+		}
+		const void *nb = NULL;
+		size_t nlen = 0;
+		int64_t ttl_us = 0;
+		rc = fn(arg, e ? e->blob : NULL, e ? e->bloblen : 0, &nb, &nlen,
+			&ttl_us);
+		if (rc <= 0) {
+			pthread_mutex_unlock(&sh->lock);
+			return rc;
+		}
+		if (rc != 1 || (nb == NULL && nlen > 0)) {
+			pthread_mutex_unlock(&sh->lock);
+			return drl_error_set(err, DRL_EINTERNAL,
+					     "memory store: update step "
+					     "returned %d with a %s blob",
+					     rc, nb ? "non-NULL" : "NULL");
+		}
+		if (ttl_us <= 0) { /* written and expired at once */
+			if (e)
+				unlink_free(st, sh, pp);
+			pthread_mutex_unlock(&sh->lock);
+			return 0;
+		}
+		if (e) {
+			rc = set_blob(e, nb, nlen);
+			if (rc == 0) {
+				e->version = ++sh->vclock;
+				touch(sh, e, deadline(now, ttl_us));
+			}
+			pthread_mutex_unlock(&sh->lock);
+			return rc ? insert_error(st, rc, err) : 0;
+		}
+		rc = insert_blob(st, sh, h, key, now, nb, nlen, ttl_us);
+		pthread_mutex_unlock(&sh->lock);
+		if (rc == 0)
+			return 0;
+		if (rc != FULL || attempt > 0)
+			return insert_error(st, rc, err);
+		reclaim(st, now);
+	}
+}
+
+/* Free every entry, table and lock, and the store itself. */
+static void mem_destroy(drl_backend *b)
+{
+	store *st = (store *)b;
+	if (!st)
+		return;
+	for (size_t i = 0; i < st->nshards; i++) {
+		shard *sh = &st->shards[i];
+		for (size_t j = 0; sh->buckets && j < sh->nbuckets; j++) {
+			entry *e = sh->buckets[j].head;
+			while (e) {
+				entry *next = e->next;
+				free(e->blob);
+				free(e);
+				e = next;
+			}
+		}
+		free(sh->buckets);
+		pthread_mutex_destroy(&sh->lock);
+	}
+	free(st->shards);
+	free(st);
+}
+
+static const drl_backend memory_vtable = {
+	/* version */ DRL_BACKEND_VERSION,
+	/* caps */ DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE,
+	/* name */ "memory",
+	/* destroy */ mem_destroy,
+	/* incr */ mem_incr,
+	/* get_many */ mem_get_many,
+	/* load */ mem_load,
+	/* cas */ mem_cas,
+	/* update */ mem_update,
+	/* eval */ NULL,
+	/* now */ NULL,
+};
+
+/* ---- opening ----------------------------------------------------------- */
+
+/* A seed no client can predict (falls back to clock and address bits). */
+static uint64_t random_seed(const void *salt)
+{
+	uint64_t s = 0;
+	if (getentropy(&s, sizeof s) != 0 || s == 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		s = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^
+		    (uint64_t)(uintptr_t)salt;
+	}
+	return s;
+}
+
+/* Open a memory store from a parsed memory:// URI; see memory.h. */
+int drl__memory_open(drl_backend **out, drl__uri *uri, drl_error *err)
+{
+	if (out == NULL || uri == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl__memory_open: NULL argument");
+	*out = NULL;
+	if (uri->user || uri->password)
+		return drl_error_set(err, DRL_EINVAL,
+				     "memory:// takes no user or password");
+	if (uri->hosts)
+		return drl_error_set(err, DRL_EINVAL,
+				     "memory:// takes no host (got \"%.64s\"); "
+				     "write memory:// or memory://?shards=16",
+				     uri->hosts);
+	if (uri->path)
+		return drl_error_set(err, DRL_EINVAL,
+				     "memory:// takes no path (got \"/%.64s\"); "
+				     "write memory:// or memory://?shards=16",
+				     uri->path);
+	int64_t shards, max_keys;
+	int rc = drl__uri_get_int(uri, "shards", 1, SHARDS_MAX, SHARDS_DEFAULT,
+				  &shards, err);
+	if (rc)
+		return rc;
+	if ((shards & (shards - 1)) != 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "URI option shards=%" PRId64 ": must be "
+				     "a power of two in [1, %d]",
+				     shards, SHARDS_MAX);
+	rc = drl__uri_get_int(uri, "max_keys", 0, MAX_KEYS_MAX, 0, &max_keys,
+			      err);
+	if (rc)
+		return rc;
+	rc = drl__uri_check_all_used(uri, err);
+	if (rc)
+		return rc;
+
+	store *st = calloc(1, sizeof *st);
+	if (!st)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	st->parent = memory_vtable;
+	st->seed = random_seed(st);
+	st->nshards = (size_t)shards;
+	while ((1u << st->shard_bits) < st->nshards)
+		st->shard_bits++;
+	st->max_keys = (size_t)max_keys;
+	atomic_init(&st->nkeys, 0);
+	size_t bytes = st->nshards * sizeof(shard);
+	st->shards = aligned_alloc(CACHELINE, bytes);
+	if (!st->shards) {
+		free(st);
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	}
+	memset(st->shards, 0, bytes);
+	for (size_t i = 0; i < st->nshards; i++) {
+		shard *sh = &st->shards[i];
+		sh->buckets = buckets_new(BUCKETS_MIN);
+		if (!sh->buckets || pthread_mutex_init(&sh->lock, NULL) != 0) {
+			free(sh->buckets);
+			sh->buckets = NULL;
+			st->nshards = i; /* destroy only what was set up */
+			mem_destroy(&st->parent);
+			return drl_error_set(err, DRL_ENOMEM, "out of memory");
+		}
+		sh->nbuckets = BUCKETS_MIN;
+		sh->min_expires = INT64_MAX;
+	}
+	*out = &st->parent;
+	return 0;
+}
+
+/* Test hook; see memory.h. */
+size_t drl__memory_count(drl_backend *b)
+{
+	store *st = (store *)b;
+	size_t n = 0;
+	for (size_t i = 0; i < st->nshards; i++) {
+		pthread_mutex_lock(&st->shards[i].lock);
+		n += st->shards[i].count;
+		pthread_mutex_unlock(&st->shards[i].lock);
+	}
+	return n;
+}

@@ -1,0 +1,1702 @@
+/*
+ * The Redis store, over hiredis 0.14 blocking contexts.
+ *
+ * Connections. A redisContext is not thread-safe, so the store keeps a
+ * small pool: a mutex, a LIFO free list, and at most `pool` connections
+ * serving calls at once (callers wait up to timeout_ms for one). A
+ * connection is opened on demand with the connect timeout, given the
+ * command timeout, and AUTH/SELECT on every (re)connect. One that saw an
+ * I/O error, a timeout or a reply we could not follow is freed, never
+ * reused; the next checkout connects afresh. Every command goes through
+ * redisAppendCommandArgv with explicit lengths (keys and blobs are binary)
+ * and a call's commands are pipelined: one round trip per primitive.
+ *
+ * load -> cas. WATCH belongs to a connection, so cas() must run on the
+ * connection its load() watched. load() leaves that connection "held" by
+ * the calling thread (one per thread, across all stores): the thread's
+ * hold records the store, the key and the version token load() returned.
+ * cas() on the same thread, store, key and version takes it back and
+ * sends MULTI/SET/EXEC on it. Any other call on that thread takes the held
+ * connection too (same store) or gives it back to its pool (other store);
+ * either way a connection whose WATCH may still be pending is marked
+ * `watching` and its next user sends UNWATCH first, pipelined in front of
+ * its own commands, so a leftover WATCH can never fail an unrelated EXEC.
+ * A cas() with no matching hold cannot be checked: version 0 falls back to
+ * SET NX (exactly "only if absent"), any other version is DRL_ECONFLICT
+ * (the caller reloads). Held connections do not count against `pool`
+ * (a thread that never calls again must not starve the others), so a
+ * store has at most pool + (threads holding one) connections. A thread's
+ * hold is given back when the thread exits (a pthread key destructor).
+ * Holds refer to their store by a never-reused id looked up in a registry
+ * of live stores, so a hold that outlives its store (destroyed meanwhile,
+ * which frees the held connection) is simply forgotten.
+ *
+ * Threading: every method may be called from any number of threads at
+ * once; destroy() must not run concurrently with any other method.
+ *
+ * Errors: connect refused, error replies, WRONGTYPE, OOM: DRL_ESTORE with
+ * Redis's text; a connect or command timeout: DRL_ETIMEDOUT; a counter or
+ * TIME reply that is not an integer: DRL_ECORRUPT. The password is never
+ * put into a message. Writes to a connection the server closed would raise
+ * SIGPIPE (hiredis uses write()), so SIGPIPE is blocked in the calling
+ * thread around each round trip and a SIGPIPE it caused is discarded.
+ */
+#include "internal.h"
+#include "redis.h"
+
+#include <hiredis/hiredis.h>
+#include <openssl/evp.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define DEFAULT_PORT 6379
+#define DEFAULT_TIMEOUT_MS 1000
+#define TIMEOUT_MS_MAX 3600000
+#define DEFAULT_POOL 16
+#define POOL_MAX 1024
+#define PREFIX_MAX DRL__PREFIX_MAX
+#define DB_MAX INT32_MAX
+#define SCRIPT_CACHE 32   /* SHA1s remembered per store */
+#define KEY_STACK 512     /* prefixed keys up to this size need no malloc */
+#define ARGV_STACK 32     /* EVALSHA argument vectors on the stack */
+#define MEM_STACK 1024    /* EVALSHA argument bytes on the stack */
+#define GET_STACK 16      /* get_many replies on the stack */
+#define ARGS_MAX 1000000  /* keys or args of one eval */
+#define MSG_ERR_MAX 200   /* bytes of a Redis error quoted in a message */
+
+/* ---- types -------------------------------------------------------------- */
+
+typedef struct conn conn;
+struct conn {
+	redisContext *ctx;
+	conn *next, *prev;   /* free list (next only) or held list */
+	bool watching;       /* a WATCH may be pending: UNWATCH before use */
+	bool unwatch_queued; /* an UNWATCH is pipelined ahead of a call */
+	bool broken;         /* failed or desynced: free, never reuse */
+	/* While held between load() and cas(): what was loaded. */
+	uint64_t hold_version;
+	unsigned char *wkey;
+	size_t wkeylen, wkeycap;
+};
+
+typedef struct script_sha {
+	const drl_script *script;
+	const char *source;
+	char hex[41];
+} script_sha;
+
+typedef struct rstore rstore;
+struct rstore {
+	drl_backend parent; /* first: the core sees only this */
+	uint64_t id;        /* never reused; holds find their store by it */
+	rstore *reg_next;   /* registry of live stores */
+
+	/* Where and how to connect; constant after open. */
+	bool is_unix;
+	char *host;     /* TCP host, or the unix socket path */
+	int port;
+	char *user;     /* NULL: AUTH <password> */
+	char *password; /* NULL: no AUTH */
+	int64_t db;
+	int64_t timeout_ms;
+	struct timeval timeout;
+	bool watch_tx;
+	char *prefix;
+	size_t prefixlen;
+	char where[128]; /* "host:port" or the socket path, for messages */
+
+	/* Pool; guarded by mu. nconn counts free and in-call connections;
+	 * held ones are on `held` and not counted. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	conn *free;
+	conn *held;
+	size_t nconn;
+	size_t cap;
+
+	_Atomic uint64_t next_version;
+
+	pthread_mutex_t script_mu;
+	script_sha scripts[SCRIPT_CACHE];
+	size_t script_next;
+};
+
+/* The connection a thread keeps between load() and cas(). */
+typedef struct hold {
+	rstore *store; /* compare only; dereference only after an id check */
+	uint64_t store_id;
+	conn *c; /* NULL: nothing held */
+} hold;
+
+/* ---- registry of live stores, thread holds ------------------------------ */
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static rstore *reg_head;
+static uint64_t reg_last_id;
+
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t hold_key;
+static bool hold_key_ok;
+
+static void conn_free(conn *c);
+
+/* Unlink c from s's held list (s->mu held). */
+static void held_unlink(rstore *s, conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->held = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+}
+
+/*
+ * Give the connection h keeps back to its store's pool, WATCH possibly
+ * still pending (its next user sends UNWATCH first). When the store is
+ * gone (it freed the connection), just forget it. h is the calling
+ * thread's own hold (or one of an exiting thread).
+ */
+static void drop_hold(hold *h)
+{
+	conn *c = h->c;
+	conn *dead = NULL;
+	if (c == NULL)
+		return;
+	h->c = NULL;
+	pthread_mutex_lock(&reg_mu);
+	rstore *s = reg_head;
+	while (s && s->id != h->store_id)
+		s = s->reg_next;
+	if (s) {
+		pthread_mutex_lock(&s->mu);
+		held_unlink(s, c);
+		if (!c->broken && s->nconn < s->cap) {
+			c->next = s->free;
+			s->free = c;
+			s->nconn++;
+			pthread_cond_signal(&s->cv);
+		} else {
+			dead = c;
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+	pthread_mutex_unlock(&reg_mu);
+	if (dead)
+		conn_free(dead);
+}
+
+/* Thread exit: give back what the thread still holds. */
+static void hold_destructor(void *p)
+{
+	hold *h = p;
+	drop_hold(h);
+	free(h);
+}
+
+static void make_hold_key(void)
+{
+	hold_key_ok = pthread_key_create(&hold_key, hold_destructor) == 0;
+}
+
+/* The calling thread's hold; created when `create` (NULL when that fails
+ * or when there is none). */
+static hold *thread_hold(bool create)
+{
+	hold *h = pthread_getspecific(hold_key);
+	if (h || !create)
+		return h;
+	h = calloc(1, sizeof *h);
+	if (h && pthread_setspecific(hold_key, h) != 0) {
+		free(h);
+		h = NULL;
+	}
+	return h;
+}
+
+/* 1 when h holds a connection of s. */
+static bool holds_for(const hold *h, const rstore *s)
+{
+	return h && h->c && h->store == s && h->store_id == s->id;
+}
+
+/* Take the connection h holds for s into the calling call (counted in
+ * the pool again; it may exceed `cap` until released). */
+static conn *take_own(rstore *s, hold *h)
+{
+	conn *c = h->c;
+	h->c = NULL;
+	pthread_mutex_lock(&s->mu);
+	held_unlink(s, c);
+	s->nconn++;
+	pthread_mutex_unlock(&s->mu);
+	return c;
+}
+
+/* ---- errors ------------------------------------------------------------- */
+
+/* 1 when a hiredis I/O error means a timeout (connect or command). */
+static bool is_timeout(const redisContext *ctx, int saved_errno)
+{
+	if (ctx->err != REDIS_ERR_IO)
+		return false;
+	if (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK ||
+	    saved_errno == ETIMEDOUT || saved_errno == EINPROGRESS)
+		return true;
+	/* hiredis formats errno into errstr: trust it over a clobbered
+	 * errno. */
+	return strstr(ctx->errstr, "temporarily unavailable") != NULL ||
+	       strstr(ctx->errstr, "timed out") != NULL;
+}
+
+/* Mark c broken and report its context error: DRL_ETIMEDOUT for a
+ * timeout, DRL_ENOMEM for hiredis OOM, DRL_ESTORE otherwise. */
+static int ctx_error(rstore *s, conn *c, const char *what, int saved_errno,
+		     drl_error *err)
+{
+	redisContext *ctx = c->ctx;
+	int code = DRL_ESTORE;
+	c->broken = true;
+	if (is_timeout(ctx, saved_errno))
+		code = DRL_ETIMEDOUT;
+	else if (ctx->err == REDIS_ERR_OOM)
+		code = DRL_ENOMEM;
+	return drl_error_set(err, code, "redis %s: %s: %s%s", s->where, what,
+			     ctx->errstr[0] ? ctx->errstr : "connection error",
+			     code == DRL_ETIMEDOUT ? " (timeout_ms exceeded)"
+						   : "");
+}
+
+static const char *reply_type_name(int type)
+{
+	switch (type) {
+	case REDIS_REPLY_STRING:
+		return "string";
+	case REDIS_REPLY_ARRAY:
+		return "array";
+	case REDIS_REPLY_INTEGER:
+		return "integer";
+	case REDIS_REPLY_NIL:
+		return "nil";
+	case REDIS_REPLY_STATUS:
+		return "status";
+	case REDIS_REPLY_ERROR:
+		return "error";
+	}
+	return "unknown";
+}
+
+/*
+ * Report reply r of command `what` as a failure: an error reply with
+ * Redis's text (DRL_ESTORE; DRL_ERANGE for an overflow; DRL_ECORRUPT when
+ * `value_err_corrupt` and Redis says the stored value is not an integer),
+ * anything else as an unexpected reply (DRL_ESTORE).
+ */
+static int reply_error(rstore *s, const char *what, const redisReply *r,
+		       bool value_err_corrupt, drl_error *err)
+{
+	if (r == NULL)
+		return drl_error_set(err, DRL_ESTORE, "redis %s: %s: no reply",
+				     s->where, what);
+	if (r->type != REDIS_REPLY_ERROR || r->str == NULL)
+		return drl_error_set(err, DRL_ESTORE,
+				     "redis %s: %s: unexpected %s reply",
+				     s->where, what,
+				     reply_type_name(r->type));
+	int code = DRL_ESTORE;
+	if (strstr(r->str, "overflow"))
+		code = DRL_ERANGE;
+	else if (value_err_corrupt &&
+		 strncmp(r->str, "ERR value is not an integer", 27) == 0)
+		code = DRL_ECORRUPT;
+	int n = (int)(r->len < MSG_ERR_MAX ? r->len : MSG_ERR_MAX);
+	return drl_error_set(err, code, "redis %s: %s: %.*s", s->where, what,
+			     n, r->str);
+}
+
+/* 1 when r is the status reply `text` ("OK", "QUEUED"). */
+static bool is_status(const redisReply *r, const char *text)
+{
+	return r && r->type == REDIS_REPLY_STATUS && r->str &&
+	       strcmp(r->str, text) == 0;
+}
+
+/* ---- one round trip ----------------------------------------------------- */
+
+/* SIGPIPE blocked in the calling thread around socket writes. */
+typedef struct pipe_guard {
+	sigset_t old;
+	bool pending_before;
+} pipe_guard;
+
+static void pipe_block(pipe_guard *g)
+{
+	sigset_t set, pend;
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &set, &g->old);
+	/* Only a signal that was already blocked can already be pending. */
+	g->pending_before = sigismember(&g->old, SIGPIPE) &&
+			    sigpending(&pend) == 0 &&
+			    sigismember(&pend, SIGPIPE);
+}
+
+/* Restore the mask; after a failed write, discard the SIGPIPE it raised
+ * (never one that was pending before). */
+static void pipe_restore(pipe_guard *g, bool failed)
+{
+	if (failed && !g->pending_before) {
+		sigset_t set, pend;
+		sigemptyset(&set);
+		sigaddset(&set, SIGPIPE);
+		if (sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE)) {
+			struct timespec zero = {0, 0};
+			while (sigtimedwait(&set, NULL, &zero) < 0 &&
+			       errno == EINTR)
+				;
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+/* Start a call on c: a connection that may still watch something gets an
+ * UNWATCH in front of the call's commands. */
+static int begin(rstore *s, conn *c, drl_error *err)
+{
+	c->unwatch_queued = false;
+	if (!c->watching)
+		return 0;
+	if (redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK)
+		return ctx_error(s, c, "UNWATCH", errno, err);
+	c->unwatch_queued = true;
+	return 0;
+}
+
+/* Queue one command (argv with explicit lengths; nothing is sent yet). */
+static int append(rstore *s, conn *c, int argc, const char **argv,
+		  const size_t *lens, drl_error *err)
+{
+	if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK)
+		return ctx_error(s, c, argv[0], errno, err);
+	return 0;
+}
+
+/*
+ * Send what was queued and read n replies into r[] (the caller frees them
+ * with freeReplyObject). The reply to a queued UNWATCH is read and checked
+ * first. On failure nothing is left in r[], c is broken, the error set.
+ */
+static int collect(rstore *s, conn *c, size_t n, redisReply **r,
+		   const char *what, drl_error *err)
+{
+	pipe_guard g;
+	size_t got = 0;
+	int rc = 0;
+	pipe_block(&g);
+	if (c->unwatch_queued) {
+		void *u = NULL;
+		c->unwatch_queued = false;
+		if (redisGetReply(c->ctx, &u) != REDIS_OK || u == NULL) {
+			rc = ctx_error(s, c, what, errno, err);
+		} else {
+			if (is_status(u, "OK"))
+				c->watching = false;
+			else
+				c->broken = true; /* WATCH state unknown */
+			freeReplyObject(u);
+		}
+	}
+	for (; rc == 0 && got < n; got++) {
+		void *p = NULL;
+		if (redisGetReply(c->ctx, &p) != REDIS_OK || p == NULL) {
+			rc = ctx_error(s, c, what, errno, err);
+			break;
+		}
+		r[got] = p;
+	}
+	pipe_restore(&g, rc != 0);
+	if (rc)
+		for (size_t i = 0; i < got; i++)
+			freeReplyObject(r[i]);
+	return rc;
+}
+
+static void free_replies(redisReply **r, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		freeReplyObject(r[i]);
+}
+
+/*
+ * Check the replies of MULTI, n-2 queued commands, EXEC (r[0..n)). The
+ * first error wins (a command refused at queue time, e.g. OOM, beats
+ * EXECABORT). On success *exec is the EXEC array (n-2 elements) or NULL
+ * when EXEC returned nil (a watched key changed).
+ */
+static int exec_result(rstore *s, conn *c, redisReply **r, size_t n,
+		       const char *what, bool value_err_corrupt,
+		       redisReply **exec, drl_error *err)
+{
+	redisReply *e = r[n - 1];
+	*exec = NULL;
+	if (!is_status(r[0], "OK")) {
+		c->broken = true;
+		return reply_error(s, "MULTI", r[0], false, err);
+	}
+	for (size_t i = 1; i + 1 < n; i++)
+		if (!is_status(r[i], "QUEUED")) {
+			if (r[i]->type != REDIS_REPLY_ERROR)
+				c->broken = true;
+			return reply_error(s, what, r[i], value_err_corrupt,
+					   err);
+		}
+	if (e->type == REDIS_REPLY_NIL) {
+		c->watching = false; /* EXEC always ends the WATCH */
+		return 0;
+	}
+	if (e->type == REDIS_REPLY_ARRAY && e->elements == n - 2) {
+		c->watching = false;
+		*exec = e;
+		return 0;
+	}
+	if (e->type != REDIS_REPLY_ERROR)
+		c->broken = true;
+	return reply_error(s, "EXEC", e, false, err);
+}
+
+/* ---- connections and the pool ------------------------------------------ */
+
+static void conn_free(conn *c)
+{
+	if (c == NULL)
+		return;
+	if (c->ctx)
+		redisFree(c->ctx);
+	free(c->wkey);
+	free(c);
+}
+
+/* Connect, set the command timeout, AUTH and SELECT. */
+static int conn_open(rstore *s, conn **out, drl_error *err)
+{
+	redisContext *ctx = s->is_unix
+		? redisConnectUnixWithTimeout(s->host, s->timeout)
+		: redisConnectWithTimeout(s->host, s->port, s->timeout);
+	int saved = errno;
+	*out = NULL;
+	if (ctx == NULL)
+		return drl_error_set(err, DRL_ENOMEM,
+				     "redis %s: out of memory connecting",
+				     s->where);
+	conn *c = calloc(1, sizeof *c);
+	if (c == NULL) {
+		redisFree(ctx);
+		return drl_error_set(err, DRL_ENOMEM,
+				     "redis %s: out of memory connecting",
+				     s->where);
+	}
+	c->ctx = ctx;
+	if (ctx->err) {
+		int rc = ctx_error(s, c, "connect", saved, err);
+		conn_free(c);
+		return rc;
+	}
+	if (redisSetTimeout(ctx, s->timeout) != REDIS_OK) {
+		int rc = ctx_error(s, c, "setting the timeout", errno, err);
+		conn_free(c);
+		return rc;
+	}
+	if (!s->is_unix)
+		(void)redisEnableKeepAlive(ctx);
+
+	redisReply *r[2];
+	size_t n = 0;
+	int rc = 0;
+	if (s->password) {
+		const char *argv[3] = {"AUTH", s->user, s->password};
+		size_t lens[3] = {4, s->user ? strlen(s->user) : 0,
+				  strlen(s->password)};
+		if (s->user)
+			rc = append(s, c, 3, argv, lens, err);
+		else
+			rc = append(s, c, 2, (const char *[]){"AUTH", s->password},
+				    (size_t[]){4, lens[2]}, err);
+		n++;
+	}
+	if (rc == 0 && s->db != 0) {
+		char db[24];
+		int dl = snprintf(db, sizeof db, "%" PRId64, s->db);
+		const char *argv[2] = {"SELECT", db};
+		size_t lens[2] = {6, (size_t)dl};
+		rc = append(s, c, 2, argv, lens, err);
+		n++;
+	}
+	if (rc == 0 && n > 0)
+		rc = collect(s, c, n, r, "AUTH/SELECT", err);
+	if (rc) {
+		conn_free(c);
+		return rc;
+	}
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (is_status(r[i], "OK"))
+			continue;
+		bool auth = s->password && i == 0;
+		/* Redis's AUTH errors never quote the password. */
+		rc = reply_error(s, auth ? "AUTH" : "SELECT", r[i], false,
+				 err);
+	}
+	free_replies(r, n);
+	if (rc) {
+		conn_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+/* Deadline `ms` from now on CLOCK_MONOTONIC. */
+static struct timespec deadline_in(int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+/* A connection from the pool, opening one when below `cap`, else waiting
+ * up to timeout_ms for one (DRL_ETIMEDOUT). */
+static int checkout(rstore *s, conn **out, drl_error *err)
+{
+	bool have_deadline = false;
+	struct timespec deadline;
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		if (s->free) {
+			conn *c = s->free;
+			s->free = c->next;
+			c->next = NULL;
+			pthread_mutex_unlock(&s->mu);
+			*out = c;
+			return 0;
+		}
+		if (s->nconn < s->cap) {
+			s->nconn++;
+			pthread_mutex_unlock(&s->mu);
+			int rc = conn_open(s, out, err);
+			if (rc) {
+				pthread_mutex_lock(&s->mu);
+				s->nconn--;
+				pthread_cond_signal(&s->cv);
+				pthread_mutex_unlock(&s->mu);
+			}
+			return rc;
+		}
+		if (!have_deadline) {
+			deadline = deadline_in(s->timeout_ms);
+			have_deadline = true;
+		}
+		if (pthread_cond_timedwait(&s->cv, &s->mu, &deadline) ==
+		    ETIMEDOUT) {
+			pthread_mutex_unlock(&s->mu);
+			return drl_error_set(
+				err, DRL_ETIMEDOUT,
+				"redis %s: no free connection within %" PRId64
+				" ms (pool=%zu)",
+				s->where, s->timeout_ms, s->cap);
+		}
+	}
+}
+
+/* Give c back to the pool, or free it when broken or above `cap`. */
+static void release(rstore *s, conn *c)
+{
+	bool drop;
+	pthread_mutex_lock(&s->mu);
+	drop = c->broken || s->nconn > s->cap;
+	if (drop) {
+		s->nconn--;
+	} else {
+		c->next = s->free;
+		s->free = c;
+	}
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	if (drop)
+		conn_free(c);
+}
+
+/* A connection for one call: the one this thread holds for s (its WATCH
+ * is cleared by begin()), else one from the pool (after giving back what
+ * this thread holds for another store). */
+static int acquire(rstore *s, conn **out, drl_error *err)
+{
+	hold *h = pthread_getspecific(hold_key);
+	if (h && h->c) {
+		if (holds_for(h, s)) {
+			*out = take_own(s, h);
+			return 0;
+		}
+		drop_hold(h);
+	}
+	return checkout(s, out, err);
+}
+
+/* After a successful load(): keep c, watching `key`, for this thread's
+ * cas(). On failure c goes back to the pool and DRL_ENOMEM is returned. */
+static int hold_conn(rstore *s, conn *c, drl_bytes key, uint64_t version,
+		     drl_error *err)
+{
+	hold *h = thread_hold(true);
+	if (h && c->wkeycap < key.len) {
+		unsigned char *k = realloc(c->wkey, key.len);
+		if (k) {
+			c->wkey = k;
+			c->wkeycap = key.len;
+		} else {
+			h = NULL;
+		}
+	}
+	if (h == NULL) {
+		release(s, c);
+		return drl_error_set(err, DRL_ENOMEM,
+				     "redis %s: out of memory", s->where);
+	}
+	if (key.len)
+		memcpy(c->wkey, key.data, key.len);
+	c->wkeylen = key.len;
+	c->hold_version = version;
+	pthread_mutex_lock(&s->mu);
+	s->nconn--;
+	c->prev = NULL;
+	c->next = s->held;
+	if (s->held)
+		s->held->prev = c;
+	s->held = c;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	h->store = s;
+	h->store_id = s->id;
+	h->c = c;
+	return 0;
+}
+
+/* ---- keys and arguments ------------------------------------------------- */
+
+/* A store key: prefix + user key, on the stack when small. */
+typedef struct keybuf {
+	const char *p;
+	size_t len;
+	char *heap;
+	size_t heapcap;
+	char stack[KEY_STACK];
+} keybuf;
+
+static void key_init(keybuf *k)
+{
+	k->p = "";
+	k->len = 0;
+	k->heap = NULL;
+	k->heapcap = 0;
+}
+
+static void key_done(keybuf *k)
+{
+	free(k->heap);
+}
+
+/* Point k at prefix + key (reusing k's memory). */
+static int key_make(rstore *s, keybuf *k, drl_bytes key, drl_error *err)
+{
+	const char *data = key.len ? key.data : "";
+	if (s->prefixlen == 0) {
+		k->p = data;
+		k->len = key.len;
+		return 0;
+	}
+	if (key.len > SIZE_MAX - s->prefixlen)
+		return drl_error_set(err, DRL_EINVAL, "redis: key too long");
+	size_t need = s->prefixlen + key.len;
+	char *dst = k->stack;
+	if (need > sizeof k->stack) {
+		if (k->heapcap < need) {
+			char *n = realloc(k->heap, need);
+			if (n == NULL)
+				return drl_error_set(err, DRL_ENOMEM,
+						     "redis %s: out of memory",
+						     s->where);
+			k->heap = n;
+			k->heapcap = need;
+		}
+		dst = k->heap;
+	}
+	memcpy(dst, s->prefix, s->prefixlen);
+	memcpy(dst + s->prefixlen, data, key.len);
+	k->p = dst;
+	k->len = need;
+	return 0;
+}
+
+/* PX argument: ttl_us rounded up to whole milliseconds (>= 1). */
+static int ttl_arg(rstore *s, int64_t ttl_us, char ms[24], size_t *len,
+		   drl_error *err)
+{
+	if (ttl_us <= 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis %s: ttl %" PRId64
+				     " us is not positive",
+				     s->where, ttl_us);
+	int64_t v = ttl_us / 1000 + (ttl_us % 1000 != 0);
+	*len = (size_t)snprintf(ms, 24, "%" PRId64, v);
+	return 0;
+}
+
+/* ---- counters ----------------------------------------------------------- */
+
+/* MULTI; INCRBY k delta; PEXPIRE k ttl; EXEC — one round trip. */
+static int r_incr(drl_backend *b, drl_bytes key, int64_t delta,
+		  int64_t ttl_us, int64_t *value, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	char ms[24], d[24];
+	size_t mslen, dlen;
+	keybuf k;
+	conn *c;
+	int rc = ttl_arg(s, ttl_us, ms, &mslen, err);
+	if (rc)
+		return rc;
+	dlen = (size_t)snprintf(d, sizeof d, "%" PRId64, delta);
+	key_init(&k);
+	rc = key_make(s, &k, key, err);
+	if (rc == 0)
+		rc = acquire(s, &c, err);
+	if (rc) {
+		key_done(&k);
+		return rc;
+	}
+
+	const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
+	size_t multil[1] = {5}, execl[1] = {4};
+	const char *incr[3] = {"INCRBY", k.p, d};
+	size_t incrl[3] = {6, k.len, dlen};
+	const char *pexp[3] = {"PEXPIRE", k.p, ms};
+	size_t pexpl[3] = {7, k.len, mslen};
+	redisReply *r[4];
+	rc = begin(s, c, err);
+	if (rc == 0)
+		rc = append(s, c, 1, multi, multil, err);
+	if (rc == 0)
+		rc = append(s, c, 3, incr, incrl, err);
+	if (rc == 0)
+		rc = append(s, c, 3, pexp, pexpl, err);
+	if (rc == 0)
+		rc = append(s, c, 1, exec, execl, err);
+	if (rc == 0)
+		rc = collect(s, c, 4, r, "INCRBY", err);
+	key_done(&k);
+	if (rc) {
+		release(s, c);
+		return rc;
+	}
+	redisReply *e;
+	rc = exec_result(s, c, r, 4, "INCRBY", true, &e, err);
+	if (rc == 0 && e == NULL)
+		rc = drl_error_set(err, DRL_ESTORE,
+				   "redis %s: INCRBY: transaction aborted",
+				   s->where);
+	if (rc == 0) {
+		redisReply *v = e->element[0], *x = e->element[1];
+		if (v->type != REDIS_REPLY_INTEGER)
+			rc = v->type == REDIS_REPLY_ERROR
+				? reply_error(s, "INCRBY", v, true, err)
+				: reply_error(s, "INCRBY", v, false, err);
+		else if (x->type != REDIS_REPLY_INTEGER)
+			rc = reply_error(s, "PEXPIRE", x, false, err);
+		else
+			*value = v->integer;
+	}
+	free_replies(r, 4);
+	release(s, c);
+	return rc;
+}
+
+/* Parse a counter reply into *v: nil 0, a decimal string, an integer. */
+static int counter_value(rstore *s, const redisReply *r, int64_t *v,
+			 drl_error *err)
+{
+	switch (r->type) {
+	case REDIS_REPLY_NIL:
+		*v = 0;
+		return 0;
+	case REDIS_REPLY_INTEGER:
+		*v = r->integer;
+		return 0;
+	case REDIS_REPLY_STRING:
+		if (r->str && drl__parse_int(r->str, r->len, INT64_MIN,
+					     INT64_MAX, v) == 0)
+			return 0;
+		return drl_error_set(err, DRL_ECORRUPT,
+				     "redis %s: a counter holds a %zu-byte "
+				     "value that is not an integer",
+				     s->where, r->len);
+	}
+	return reply_error(s, "GET", r, false, err);
+}
+
+/*
+ * n pipelined GETs, one round trip. Not MGET: MGET reads a key of another
+ * type (a list, a hash) as nil, i.e. as a zero counter; GET reports it
+ * (WRONGTYPE), so a damaged key can never look like an unused one.
+ */
+static int r_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
+		      int64_t *values, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	redisReply *stack[GET_STACK];
+	redisReply **r = stack;
+	keybuf k;
+	conn *c;
+	int rc;
+	if (n == 0)
+		return 0;
+	if (n > SIZE_MAX / sizeof *r)
+		return drl_error_set(err, DRL_EINVAL, "redis: too many keys");
+	if (n > GET_STACK) {
+		r = malloc(n * sizeof *r);
+		if (r == NULL)
+			return drl_error_set(err, DRL_ENOMEM,
+					     "redis %s: out of memory",
+					     s->where);
+	}
+	rc = acquire(s, &c, err);
+	if (rc) {
+		if (r != stack)
+			free(r);
+		return rc;
+	}
+	key_init(&k);
+	rc = begin(s, c, err);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		rc = key_make(s, &k, keys[i], err);
+		if (rc == 0) {
+			const char *argv[2] = {"GET", k.p};
+			size_t lens[2] = {3, k.len};
+			rc = append(s, c, 2, argv, lens, err);
+		}
+	}
+	key_done(&k);
+	if (rc) {
+		/* Queued but unsent commands would desync the next call. */
+		c->broken = true;
+	} else {
+		rc = collect(s, c, n, r, "GET", err);
+		if (rc == 0) {
+			for (size_t i = 0; i < n && rc == 0; i++)
+				rc = counter_value(s, r[i], &values[i], err);
+			free_replies(r, n);
+		}
+	}
+	release(s, c);
+	if (r != stack)
+		free(r);
+	return rc;
+}
+
+/* ---- optimistic state: WATCH/GET, MULTI/SET/EXEC ------------------------ */
+
+/* A nonzero version token. */
+static uint64_t new_version(rstore *s)
+{
+	uint64_t v;
+	do
+		v = atomic_fetch_add(&s->next_version, 1) + 1;
+	while (v == 0);
+	return v;
+}
+
+/*
+ * WATCH k; GET k, one round trip, and keep the connection for this
+ * thread's cas(). The version is a token for "what this thread watched":
+ * the WATCH itself is the check.
+ */
+static int r_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
+		  size_t *len, uint64_t *version, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	keybuf k;
+	conn *c;
+	key_init(&k);
+	int rc = key_make(s, &k, key, err);
+	if (rc == 0)
+		rc = acquire(s, &c, err);
+	if (rc) {
+		key_done(&k);
+		return rc;
+	}
+	const char *watch[2] = {"WATCH", k.p}, *get[2] = {"GET", k.p};
+	size_t watchl[2] = {5, k.len}, getl[2] = {3, k.len};
+	redisReply *r[2];
+	rc = begin(s, c, err);
+	if (rc == 0)
+		rc = append(s, c, 2, watch, watchl, err);
+	if (rc == 0) {
+		c->watching = true;
+		rc = append(s, c, 2, get, getl, err);
+	}
+	if (rc == 0)
+		rc = collect(s, c, 2, r, "WATCH/GET", err);
+	key_done(&k);
+	if (rc) {
+		release(s, c);
+		return rc;
+	}
+
+	uint64_t v = 0;
+	bool keep = false;
+	if (!is_status(r[0], "OK")) {
+		if (r[0]->type != REDIS_REPLY_ERROR)
+			c->broken = true;
+		rc = reply_error(s, "WATCH", r[0], false, err);
+	} else if (r[1]->type == REDIS_REPLY_NIL) {
+		*len = 0;
+		keep = true;
+	} else if (r[1]->type == REDIS_REPLY_STRING) {
+		if (r[1]->len > cap) {
+			*len = r[1]->len;
+			rc = drl_error_set(err, DRL_ERANGE,
+					   "redis %s: state of %zu bytes does "
+					   "not fit %zu",
+					   s->where, r[1]->len, cap);
+		} else {
+			if (r[1]->len)
+				memcpy(buf, r[1]->str, r[1]->len);
+			*len = r[1]->len;
+			v = new_version(s);
+			keep = true;
+		}
+	} else {
+		if (r[1]->type != REDIS_REPLY_ERROR)
+			c->broken = true;
+		rc = reply_error(s, "GET", r[1], false, err);
+	}
+	free_replies(r, 2);
+	if (!keep) {
+		release(s, c);
+		return rc;
+	}
+	*version = v;
+	return hold_conn(s, c, key, v, err);
+}
+
+/*
+ * Store blob at key if it is unchanged since this thread's load() of it
+ * (MULTI; SET k blob PX ttl; EXEC on the watching connection; nil EXEC:
+ * DRL_ECONFLICT). Without that load: version 0 is SET NX, anything else
+ * DRL_ECONFLICT.
+ */
+static int r_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
+		 uint64_t version, int64_t ttl_us, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	char ms[24];
+	size_t mslen;
+	conn *c = NULL;
+	keybuf k;
+	int rc = ttl_arg(s, ttl_us, ms, &mslen, err);
+	if (rc)
+		return rc;
+	hold *h = pthread_getspecific(hold_key);
+	if (h && h->c) {
+		conn *hc = h->c;
+		if (holds_for(h, s) && hc->hold_version == version &&
+		    hc->wkeylen == key.len &&
+		    (key.len == 0 || memcmp(hc->wkey, key.data, key.len) == 0))
+			c = take_own(s, h);
+		else if (holds_for(h, s))
+			release(s, take_own(s, h)); /* UNWATCH comes lazily */
+		else
+			drop_hold(h);
+	}
+	if (c == NULL && version != 0)
+		return drl_error_set(err, DRL_ECONFLICT,
+				     "redis %s: cas without a matching load "
+				     "on this thread",
+				     s->where);
+	key_init(&k);
+	rc = key_make(s, &k, key, err);
+	if (rc == 0 && c == NULL)
+		rc = acquire(s, &c, err);
+	if (rc) {
+		if (c)
+			release(s, c);
+		key_done(&k);
+		return rc;
+	}
+
+	const char *data = len ? blob : "";
+	const char *set[6] = {"SET", k.p, data, "PX", ms, "NX"};
+	size_t setl[6] = {3, k.len, len, 2, mslen, 2};
+	redisReply *r[3];
+	if (c->watching && c->hold_version == version && !c->unwatch_queued &&
+	    c->wkeylen == key.len) {
+		/* The held connection: its WATCH is the check. */
+		const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
+		size_t multil[1] = {5}, execl[1] = {4};
+		rc = append(s, c, 1, multi, multil, err);
+		if (rc == 0)
+			rc = append(s, c, 5, set, setl, err);
+		if (rc == 0)
+			rc = append(s, c, 1, exec, execl, err);
+		if (rc == 0)
+			rc = collect(s, c, 3, r, "SET", err);
+		key_done(&k);
+		if (rc) {
+			release(s, c);
+			return rc;
+		}
+		redisReply *e;
+		rc = exec_result(s, c, r, 3, "SET", false, &e, err);
+		if (rc == 0 && e == NULL)
+			rc = drl_error_set(err, DRL_ECONFLICT,
+					   "redis %s: the state changed "
+					   "since it was loaded",
+					   s->where);
+		else if (rc == 0 && !is_status(e->element[0], "OK"))
+			rc = reply_error(s, "SET", e->element[0], false, err);
+		free_replies(r, 3);
+		release(s, c);
+		return rc;
+	}
+
+	/* No load to check against, version 0: only if absent. */
+	rc = begin(s, c, err);
+	if (rc == 0)
+		rc = append(s, c, 6, set, setl, err);
+	if (rc == 0)
+		rc = collect(s, c, 1, r, "SET NX", err);
+	key_done(&k);
+	if (rc) {
+		release(s, c);
+		return rc;
+	}
+	if (r[0]->type == REDIS_REPLY_NIL)
+		rc = drl_error_set(err, DRL_ECONFLICT,
+				   "redis %s: the state appeared since it was "
+				   "loaded",
+				   s->where);
+	else if (!is_status(r[0], "OK"))
+		rc = reply_error(s, "SET", r[0], false, err);
+	free_replies(r, 1);
+	release(s, c);
+	return rc;
+}
+
+/* ---- scripts (tx=lua) --------------------------------------------------- */
+
+/* The lowercase hex SHA1 of script's source, cached per (script, source)
+ * pointer: a drl_script and its source must stay unchanged while the
+ * store is open. */
+static int script_sha1(rstore *s, const drl_script *sc, char hex[41],
+		       drl_error *err)
+{
+	pthread_mutex_lock(&s->script_mu);
+	for (size_t i = 0; i < SCRIPT_CACHE; i++) {
+		if (s->scripts[i].script == sc &&
+		    s->scripts[i].source == sc->source) {
+			memcpy(hex, s->scripts[i].hex, 41);
+			pthread_mutex_unlock(&s->script_mu);
+			return 0;
+		}
+	}
+	pthread_mutex_unlock(&s->script_mu);
+
+	static const char digits[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	if (!EVP_Digest(sc->source, strlen(sc->source), md, &mdlen,
+			EVP_sha1(), NULL) ||
+	    mdlen != 20)
+		return drl_error_set(err, DRL_EINTERNAL,
+				     "redis: SHA1 of script %s failed",
+				     sc->name ? sc->name : "?");
+	for (unsigned i = 0; i < 20; i++) {
+		hex[2 * i] = digits[md[i] >> 4];
+		hex[2 * i + 1] = digits[md[i] & 15];
+	}
+	hex[40] = '\0';
+
+	pthread_mutex_lock(&s->script_mu);
+	script_sha *e = &s->scripts[s->script_next++ % SCRIPT_CACHE];
+	e->script = sc;
+	e->source = sc->source;
+	memcpy(e->hex, hex, 41);
+	pthread_mutex_unlock(&s->script_mu);
+	return 0;
+}
+
+/* A script's reply into out[]: an array of integers, one integer, or nil
+ * (no values). */
+static int script_result(rstore *s, const drl_script *sc, const redisReply *r,
+			 int64_t *out, size_t nout, size_t *nret,
+			 drl_error *err)
+{
+	const char *name = sc->name ? sc->name : "?";
+	switch (r->type) {
+	case REDIS_REPLY_NIL:
+		*nret = 0;
+		return 0;
+	case REDIS_REPLY_INTEGER:
+		if (nout < 1)
+			break;
+		out[0] = r->integer;
+		*nret = 1;
+		return 0;
+	case REDIS_REPLY_ARRAY:
+		if (r->elements > nout)
+			break;
+		for (size_t i = 0; i < r->elements; i++) {
+			if (r->element[i]->type != REDIS_REPLY_INTEGER)
+				return drl_error_set(
+					err, DRL_EINTERNAL,
+					"redis %s: script %s: result %zu is a "
+					"%s, not an integer",
+					s->where, name, i,
+					reply_type_name(r->element[i]->type));
+			out[i] = r->element[i]->integer;
+		}
+		*nret = r->elements;
+		return 0;
+	case REDIS_REPLY_ERROR: {
+		int n = (int)(r->len < MSG_ERR_MAX ? r->len : MSG_ERR_MAX);
+		return drl_error_set(err, DRL_ESTORE, "redis %s: script %s: %.*s",
+				     s->where, name, n, r->str ? r->str : "");
+	}
+	default:
+		return drl_error_set(err, DRL_EINTERNAL,
+				     "redis %s: script %s returned a %s, not "
+				     "integers",
+				     s->where, name, reply_type_name(r->type));
+	}
+	return drl_error_set(err, DRL_ERANGE,
+			     "redis %s: script %s returned %zu values; room "
+			     "for %zu",
+			     s->where, name,
+			     r->type == REDIS_REPLY_ARRAY ? r->elements : 1,
+			     nout);
+}
+
+/* 1 when r is a NOSCRIPT error (script cache flushed, failover). */
+static bool is_noscript(const redisReply *r)
+{
+	return r->type == REDIS_REPLY_ERROR && r->str &&
+	       strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/*
+ * EVALSHA sha nkeys keys... args... (integers as decimal strings). On
+ * NOSCRIPT: SCRIPT LOAD and EVALSHA again, pipelined, once.
+ */
+static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
+		  const drl_bytes *keys, size_t nargs, const int64_t *args,
+		  int64_t *out, size_t nout, size_t *nret, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	if (script == NULL || script->source == NULL)
+		return drl_error_set(err, DRL_EINVAL, "redis: no script");
+	if (nkeys > ARGS_MAX || nargs > ARGS_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis: script %s: too many keys or "
+				     "arguments",
+				     script->name ? script->name : "?");
+	char hex[41];
+	int rc = script_sha1(s, script, hex, err);
+	if (rc)
+		return rc;
+
+	/* Argument vector and the bytes it points into: the decimal
+	 * numbers, and the prefixed keys when there is a prefix. */
+	size_t argc = 3 + nkeys + nargs;
+	size_t mem = 24 + nargs * 24;
+	if (s->prefixlen)
+		for (size_t i = 0; i < nkeys; i++)
+			mem += s->prefixlen + keys[i].len;
+	const char *sargv[ARGV_STACK];
+	size_t slens[ARGV_STACK];
+	char smem[MEM_STACK];
+	const char **argv = sargv;
+	size_t *lens = slens;
+	char *m = smem;
+	if (argc > ARGV_STACK) {
+		argv = malloc(argc * sizeof *argv);
+		lens = malloc(argc * sizeof *lens);
+	}
+	if (mem > sizeof smem)
+		m = malloc(mem);
+	if (argv == NULL || lens == NULL || m == NULL) {
+		rc = drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
+				   s->where);
+		goto out;
+	}
+	char *p = m;
+	argv[0] = "EVALSHA";
+	lens[0] = 7;
+	argv[1] = hex;
+	lens[1] = 40;
+	argv[2] = p;
+	lens[2] = (size_t)snprintf(p, 24, "%zu", nkeys);
+	p += lens[2];
+	for (size_t i = 0; i < nkeys; i++) {
+		const char *kd = keys[i].len ? keys[i].data : "";
+		if (s->prefixlen) {
+			memcpy(p, s->prefix, s->prefixlen);
+			memcpy(p + s->prefixlen, kd, keys[i].len);
+			argv[3 + i] = p;
+			lens[3 + i] = s->prefixlen + keys[i].len;
+			p += lens[3 + i];
+		} else {
+			argv[3 + i] = kd;
+			lens[3 + i] = keys[i].len;
+		}
+	}
+	for (size_t i = 0; i < nargs; i++) {
+		argv[3 + nkeys + i] = p;
+		lens[3 + nkeys + i] =
+			(size_t)snprintf(p, 24, "%" PRId64, args[i]);
+		p += lens[3 + nkeys + i];
+	}
+
+	conn *c;
+	redisReply *r[2] = {NULL, NULL};
+	rc = acquire(s, &c, err);
+	if (rc)
+		goto out;
+	rc = begin(s, c, err);
+	if (rc == 0)
+		rc = append(s, c, (int)argc, argv, lens, err);
+	if (rc == 0)
+		rc = collect(s, c, 1, r, "EVALSHA", err);
+	if (rc == 0 && is_noscript(r[0])) {
+		const char *load[3] = {"SCRIPT", "LOAD", script->source};
+		size_t loadl[3] = {6, 4, strlen(script->source)};
+		freeReplyObject(r[0]);
+		r[0] = NULL;
+		rc = append(s, c, 3, load, loadl, err);
+		if (rc == 0)
+			rc = append(s, c, (int)argc, argv, lens, err);
+		if (rc == 0)
+			rc = collect(s, c, 2, r, "SCRIPT LOAD/EVALSHA", err);
+		if (rc == 0) {
+			if (r[0]->type != REDIS_REPLY_STRING)
+				rc = reply_error(s, "SCRIPT LOAD", r[0],
+						 false, err);
+			else if (r[0]->len != 40 ||
+				 strncasecmp(r[0]->str, hex, 40) != 0)
+				rc = drl_error_set(
+					err, DRL_EINTERNAL,
+					"redis %s: SCRIPT LOAD of %s gave "
+					"another SHA1",
+					s->where,
+					script->name ? script->name : "?");
+			freeReplyObject(r[0]);
+			r[0] = r[1];
+			r[1] = NULL;
+		}
+	}
+	if (rc == 0)
+		rc = script_result(s, script, r[0], out, nout, nret, err);
+	if (r[0])
+		freeReplyObject(r[0]);
+	release(s, c);
+out:
+	if (argv != sargv)
+		free((void *)argv);
+	if (lens != slens)
+		free(lens);
+	if (m != smem)
+		free(m);
+	return rc;
+}
+
+/* ---- server clock (clock=server) ---------------------------------------- */
+
+/* Redis TIME, in microseconds since the epoch. */
+static int r_now(drl_backend *b, int64_t *now_us, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	const char *argv[1] = {"TIME"};
+	size_t lens[1] = {4};
+	redisReply *r[1];
+	conn *c;
+	int rc = acquire(s, &c, err);
+	if (rc)
+		return rc;
+	rc = begin(s, c, err);
+	if (rc == 0)
+		rc = append(s, c, 1, argv, lens, err);
+	if (rc == 0)
+		rc = collect(s, c, 1, r, "TIME", err);
+	if (rc) {
+		release(s, c);
+		return rc;
+	}
+	int64_t sec, usec;
+	const redisReply *t = r[0];
+	if (t->type == REDIS_REPLY_ARRAY && t->elements == 2 &&
+	    t->element[0]->type == REDIS_REPLY_STRING &&
+	    t->element[1]->type == REDIS_REPLY_STRING &&
+	    drl__parse_int(t->element[0]->str, t->element[0]->len, 0,
+			   INT64_C(9000000000), &sec) == 0 &&
+	    drl__parse_int(t->element[1]->str, t->element[1]->len, 0, 999999,
+			   &usec) == 0)
+		*now_us = sec * 1000000 + usec;
+	else if (t->type == REDIS_REPLY_ERROR)
+		rc = reply_error(s, "TIME", t, false, err);
+	else
+		rc = drl_error_set(err, DRL_ECORRUPT,
+				   "redis %s: TIME: malformed reply",
+				   s->where);
+	free_replies(r, 1);
+	release(s, c);
+	return rc;
+}
+
+/* ---- open, destroy ------------------------------------------------------ */
+
+/* Zero and free a secret. */
+static void free_secret(char *p)
+{
+	if (p == NULL)
+		return;
+	volatile char *v = p;
+	while (*v)
+		*v++ = '\0';
+	free(p);
+}
+
+/* Free everything; safe on a half-opened store (registered or not). */
+static void r_destroy(drl_backend *b)
+{
+	rstore *s = (rstore *)b;
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&reg_mu);
+	for (rstore **pp = &reg_head; *pp; pp = &(*pp)->reg_next) {
+		if (*pp == s) {
+			*pp = s->reg_next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&reg_mu);
+	/* No hold can reach s now: free what they held too. */
+	hold *h = hold_key_ok ? pthread_getspecific(hold_key) : NULL;
+	if (holds_for(h, s))
+		h->c = NULL;
+	while (s->free) {
+		conn *c = s->free;
+		s->free = c->next;
+		conn_free(c);
+	}
+	while (s->held) {
+		conn *c = s->held;
+		s->held = c->next;
+		conn_free(c);
+	}
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->script_mu);
+	free(s->host);
+	free(s->user);
+	free_secret(s->password);
+	free(s->prefix);
+	free(s);
+}
+
+/* Copy of s[0..n) as a C string, or NULL. */
+static char *dup_n(const char *p, size_t n)
+{
+	char *d = malloc(n + 1);
+	if (d) {
+		memcpy(d, p, n);
+		d[n] = '\0';
+	}
+	return d;
+}
+
+/* Parse "host", "host:port", "[v6]" or "[v6]:port" into s->host, s->port. */
+static int parse_hosts(rstore *s, const char *hosts, drl_error *err)
+{
+	if (hosts == NULL || hosts[0] == '\0')
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis URI has no host (expected "
+				     "redis://host[:port][/db])");
+	if (strchr(hosts, ','))
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis URI names several hosts "
+				     "(\"%.64s\"); a redis store takes one",
+				     hosts);
+	const char *h = hosts, *port = NULL;
+	size_t hlen;
+	if (h[0] == '[') {
+		const char *rb = strchr(h, ']');
+		if (rb == NULL)
+			return drl_error_set(err, DRL_EINVAL,
+					     "redis URI host \"%.64s\": "
+					     "missing ']'",
+					     hosts);
+		h++;
+		hlen = (size_t)(rb - h);
+		if (rb[1] == ':')
+			port = rb + 2;
+		else if (rb[1] != '\0')
+			return drl_error_set(err, DRL_EINVAL,
+					     "redis URI host \"%.64s\": "
+					     "junk after ']'",
+					     hosts);
+	} else {
+		const char *colon = strchr(h, ':');
+		if (colon && strchr(colon + 1, ':'))
+			return drl_error_set(err, DRL_EINVAL,
+					     "redis URI host \"%.64s\": write "
+					     "an IPv6 address in brackets",
+					     hosts);
+		hlen = colon ? (size_t)(colon - h) : strlen(h);
+		port = colon ? colon + 1 : NULL;
+	}
+	if (hlen == 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis URI has an empty host");
+	int64_t p = DEFAULT_PORT;
+	if (port && drl__parse_int(port, strlen(port), 1, 65535, &p) != 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis URI port \"%.16s\": expected an "
+				     "integer in [1, 65535]",
+				     port);
+	s->host = dup_n(h, hlen);
+	if (s->host == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	s->port = (int)p;
+	snprintf(s->where, sizeof s->where, "%s%.96s%s:%d",
+		 h == hosts ? "" : "[", s->host, h == hosts ? "" : "]",
+		 s->port);
+	return 0;
+}
+
+/* Everything the URI says, checked before any connection is made. */
+static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
+{
+	int64_t v;
+	int rc;
+	s->is_unix = strcmp(u->scheme, "redis+unix") == 0;
+	if (!s->is_unix && strcmp(u->scheme, "redis") != 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "scheme \"%.32s\" is not redis or "
+				     "redis+unix",
+				     u->scheme);
+
+	const char *tx = drl__uri_get(u, "tx");
+	if (tx == NULL || strcmp(tx, "lua") == 0)
+		s->watch_tx = false;
+	else if (strcmp(tx, "watch") == 0)
+		s->watch_tx = true;
+	else
+		return drl_error_set(err, DRL_EINVAL,
+				     "URI option tx=\"%.32s\": expected lua or "
+				     "watch",
+				     tx);
+
+	const char *clock = drl__uri_get(u, "clock");
+	bool server_clock = false;
+	if (clock == NULL || strcmp(clock, "client") == 0)
+		server_clock = false;
+	else if (strcmp(clock, "server") == 0)
+		server_clock = true;
+	else
+		return drl_error_set(err, DRL_EINVAL,
+				     "URI option clock=\"%.32s\": expected "
+				     "client or server",
+				     clock);
+
+	rc = drl__uri_get_int(u, "timeout_ms", 1, TIMEOUT_MS_MAX,
+			      DEFAULT_TIMEOUT_MS, &s->timeout_ms, err);
+	if (rc)
+		return rc;
+	s->timeout.tv_sec = (time_t)(s->timeout_ms / 1000);
+	s->timeout.tv_usec = (suseconds_t)(s->timeout_ms % 1000) * 1000;
+
+	rc = drl__uri_get_int(u, "pool", 1, POOL_MAX, DEFAULT_POOL, &v, err);
+	if (rc)
+		return rc;
+	s->cap = (size_t)v;
+
+	const char *prefix = drl__uri_get(u, "prefix");
+	if (prefix) {
+		s->prefixlen = strlen(prefix);
+		if (s->prefixlen > PREFIX_MAX)
+			return drl_error_set(err, DRL_EINVAL,
+					     "URI option prefix is %zu bytes; "
+					     "at most %d",
+					     s->prefixlen, PREFIX_MAX);
+		s->prefix = dup_n(prefix, s->prefixlen);
+		if (s->prefix == NULL)
+			return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	}
+
+	bool db_option = drl__uri_get(u, "db") != NULL;
+	rc = drl__uri_get_int(u, "db", 0, DB_MAX, 0, &s->db, err);
+	if (rc)
+		return rc;
+
+	rc = drl__uri_check_all_used(u, err);
+	if (rc)
+		return rc;
+
+	if (s->is_unix) {
+		if (u->hosts)
+			return drl_error_set(err, DRL_EINVAL,
+					     "redis+unix URI takes no host "
+					     "(expected redis+unix:///path/to/"
+					     "redis.sock)");
+		if (u->path == NULL || u->path[0] != '/' || u->path[1] == '\0')
+			return drl_error_set(err, DRL_EINVAL,
+					     "redis+unix URI needs an absolute "
+					     "socket path (redis+unix:///path/"
+					     "to/redis.sock)");
+		s->host = dup_n(u->path, strlen(u->path));
+		if (s->host == NULL)
+			return drl_error_set(err, DRL_ENOMEM, "out of memory");
+		snprintf(s->where, sizeof s->where, "%.120s", s->host);
+	} else {
+		rc = parse_hosts(s, u->hosts, err);
+		if (rc)
+			return rc;
+		if (u->path && u->path[0] != '\0') {
+			if (db_option)
+				return drl_error_set(err, DRL_EINVAL,
+						     "redis URI names the "
+						     "database twice (path "
+						     "and db=)");
+			if (drl__parse_int(u->path, strlen(u->path), 0, DB_MAX,
+					   &s->db) != 0)
+				return drl_error_set(
+					err, DRL_EINVAL,
+					"redis URI database \"%.32s\": "
+					"expected an integer in [0, %d]",
+					u->path, DB_MAX);
+		}
+	}
+
+	if (u->user && u->password == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis URI names a user but no password "
+				     "(redis://user:password@host)");
+	if (u->password) {
+		s->password = dup_n(u->password, strlen(u->password));
+		if (u->user)
+			s->user = dup_n(u->user, strlen(u->user));
+		if (s->password == NULL || (u->user && s->user == NULL))
+			return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	}
+
+	s->parent.version = DRL_BACKEND_VERSION;
+	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
+	s->parent.name = "redis";
+	s->parent.destroy = r_destroy;
+	s->parent.incr = r_incr;
+	s->parent.get_many = r_get_many;
+	s->parent.load = r_load;
+	s->parent.cas = r_cas;
+	s->parent.update = NULL; /* no in-process atomic step */
+	if (!s->watch_tx) {
+		s->parent.caps |= DRL_CAP_SCRIPT;
+		s->parent.eval = r_eval;
+	}
+	if (server_clock) {
+		s->parent.caps |= DRL_CAP_CLOCK;
+		s->parent.now = r_now;
+	}
+	return 0;
+}
+
+/* Mutexes and the condition variable (on CLOCK_MONOTONIC). */
+static int init_sync(rstore *s)
+{
+	pthread_condattr_t ca;
+	if (pthread_condattr_init(&ca) != 0)
+		return -1;
+	int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	if (rc == 0)
+		rc = pthread_cond_init(&s->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (rc != 0)
+		return -1;
+	if (pthread_mutex_init(&s->mu, NULL) != 0) {
+		pthread_cond_destroy(&s->cv);
+		return -1;
+	}
+	if (pthread_mutex_init(&s->script_mu, NULL) != 0) {
+		pthread_mutex_destroy(&s->mu);
+		pthread_cond_destroy(&s->cv);
+		return -1;
+	}
+	return 0;
+}
+
+int drl__redis_open(drl_backend **out, drl__uri *uri, drl_error *err)
+{
+	if (out == NULL || uri == NULL || uri->scheme == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl__redis_open: NULL argument");
+	*out = NULL;
+	pthread_once(&key_once, make_hold_key);
+	if (!hold_key_ok)
+		return drl_error_set(err, DRL_ENOMEM,
+				     "redis: no thread-specific key left");
+	rstore *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	int rc = parse_uri(s, uri, err);
+	if (rc == 0 && init_sync(s) != 0)
+		rc = drl_error_set(err, DRL_ENOMEM,
+				   "redis: cannot make a mutex");
+	if (rc) {
+		free(s->host);
+		free(s->user);
+		free_secret(s->password);
+		free(s->prefix);
+		free(s);
+		return rc;
+	}
+	atomic_init(&s->next_version, 0);
+
+	pthread_mutex_lock(&reg_mu);
+	s->id = ++reg_last_id;
+	s->reg_next = reg_head;
+	reg_head = s;
+	pthread_mutex_unlock(&reg_mu);
+
+	/* Connect now, so a wrong address or password fails at open. */
+	conn *c;
+	rc = checkout(s, &c, err);
+	if (rc) {
+		r_destroy(&s->parent);
+		return rc;
+	}
+	release(s, c);
+	*out = &s->parent;
+	return 0;
+}

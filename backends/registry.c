@@ -1,0 +1,48 @@
+/* The stores built into this library, by URI scheme. The only place that
+ * names them all; the core asks here and never names a store itself. */
+#include "internal.h"
+#include "drl_config.h"
+#include "memory.h"
+#if DRL_HAVE_REDIS
+#include "redis.h"
+#endif
+#if DRL_HAVE_MEMCACHED
+#include "memcached.h"
+#endif
+
+#include <string.h>
+
+static const struct {
+	const char *scheme;
+	drl__backend_open_fn open;
+} builtin[] = {
+	{"memory", drl__memory_open},
+#if DRL_HAVE_REDIS
+	{"redis", drl__redis_open},
+	{"redis+unix", drl__redis_open},
+#endif
+#if DRL_HAVE_MEMCACHED
+	{"memcached", drl__memcached_open},
+	{"memcached+unix", drl__memcached_open},
+#endif
+};
+
+drl__backend_open_fn drl__backend_lookup(const char *scheme)
+{
+	for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
+		if (strcmp(builtin[i].scheme, scheme) == 0)
+			return builtin[i].open;
+	return NULL;
+}
+
+const char *drl__backend_schemes(void)
+{
+	return "memory"
+#if DRL_HAVE_REDIS
+	       ", redis, redis+unix"
+#endif
+#if DRL_HAVE_MEMCACHED
+	       ", memcached, memcached+unix"
+#endif
+		;
+}

@@ -1,0 +1,250 @@
+/*
+ * Internal interfaces shared by core/, algorithms/ and backends/.
+ * Cross-file internal symbols carry the drl__ prefix; none is exported.
+ */
+#ifndef DRL_INTERNAL_H
+#define DRL_INTERNAL_H
+
+#include "drl/backend.h"
+#include "drl/drl.h"
+
+#include <stdbool.h>
+
+/* ---- URIs (core/uri.c) ------------------------------------------------ */
+
+#define DRL__URI_OPTS_MAX 16
+
+typedef struct drl__uri_option {
+	char *key;
+	char *value;
+	bool used;
+} drl__uri_option;
+
+/* scheme://[user[:password]@]hosts[/path][?k=v&k=v]
+ * All strings are percent-decoded, NUL-terminated, owned by the uri, and
+ * NULL when absent. `hosts` is kept raw ("a:1,b:2"); `path` starts after the
+ * '/' that ends the authority ("0" for redis://h/0, "/run/x.sock" for
+ * redis+unix:///run/x.sock). */
+typedef struct drl__uri {
+	char *scheme;
+	char *user;
+	char *password;
+	char *hosts;
+	char *path;
+	size_t nopts;
+	drl__uri_option opts[DRL__URI_OPTS_MAX];
+} drl__uri;
+
+/* Parse; DRL_EINVAL naming the bad part. The password never appears in a
+ * message. On failure *u is cleared. */
+int drl__uri_parse(drl__uri *u, const char *text, drl_error *err);
+void drl__uri_clear(drl__uri *u);
+/* The value of option `key` (marking it used), or NULL. */
+const char *drl__uri_get(drl__uri *u, const char *key);
+/* An integer option in [min, max]; `def` when absent. */
+int drl__uri_get_int(drl__uri *u, const char *key, int64_t min, int64_t max,
+		     int64_t def, int64_t *out, drl_error *err);
+/* DRL_EINVAL naming the first option no one asked for. */
+int drl__uri_check_all_used(const drl__uri *u, drl_error *err);
+
+/* ---- numbers (core/parse.c) ------------------------------------------- */
+
+/* Parse a whole decimal int64 in [min, max] from s[0..len). */
+int drl__parse_int(const char *s, size_t len, int64_t min, int64_t max,
+		   int64_t *out);
+
+/* ---- backends registry (backends/registry.c) -------------------------- */
+
+typedef int (*drl__backend_open_fn)(drl_backend **out, drl__uri *uri,
+				    drl_error *err);
+/* The opener for a scheme, or NULL. */
+drl__backend_open_fn drl__backend_lookup(const char *scheme);
+/* Space-separated list of the schemes this build knows, for messages. */
+const char *drl__backend_schemes(void);
+
+/* ---- limits (core/spec.c) --------------------------------------------- */
+
+struct drl__algorithm;
+
+/* One parsed limit: ALGORITHM:LIMIT/PERIOD[,option=value...]. */
+typedef struct drl__limit {
+	const struct drl__algorithm *algo;
+	int64_t limit;      /* LIMIT, requests per period */
+	int64_t period_us;  /* PERIOD */
+	int64_t burst;      /* token_bucket, gcra: capacity (default LIMIT) */
+	int64_t subwindows; /* subwindow: number of sub-windows */
+	int trailing;       /* subwindow: weight the expired sub-window */
+	char tag[96];       /* key component naming this limit uniquely */
+	size_t taglen;
+} drl__limit;
+
+/* Parse one limit spec (no ';'). DRL_EINVAL names the bad part. */
+int drl__limit_parse(drl__limit *lim, const char *spec, size_t len,
+		     drl_error *err);
+
+/* ---- keys (core/key.c) ----------------------------------------------- */
+
+#define DRL__PREFIX_MAX 128
+#define DRL__KEY_INLINE_MAX 128 /* longer user keys are stored hashed */
+#define DRL__KEY_BUF 448        /* fits prefix + tag + key + suffix */
+
+/* The part of a store key shared by every key of one (limit, user key):
+ * prefix, limit tag and the user key, inside one Redis hash tag {...}. */
+typedef struct drl__keybase {
+	char buf[DRL__KEY_BUF];
+	size_t len;
+} drl__keybase;
+
+/* A full store key: base + optional ":<suffix>". */
+typedef struct drl__key {
+	char buf[DRL__KEY_BUF + 24];
+	size_t len;
+} drl__key;
+
+void drl__keybase_make(drl__keybase *kb, const char *prefix, size_t plen,
+		       const drl__limit *lim, const void *key, size_t keylen);
+/* base (no suffix) */
+drl_bytes drl__key_plain(drl__key *k, const drl__keybase *kb);
+/* base + ":" + decimal suffix (e.g. a window index) */
+drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb,
+			   int64_t suffix);
+
+/* ---- algorithms -------------------------------------------------------- */
+
+/* Everything one decision of one limit needs. */
+typedef struct drl__call {
+	drl_backend *backend;
+	const drl__keybase *key;
+	int64_t now;  /* µs since the epoch, >= 0 */
+	int64_t cost; /* >= 0 */
+	bool peek;    /* decide, but consume nothing and write nothing */
+	drl_error *err;
+} drl__call;
+
+/* What an allowed decision consumed, so a policy can give it back when a
+ * later limit denies. Opaque to the core. */
+typedef struct drl__undo {
+	int64_t a, b;
+} drl__undo;
+
+/* Pure step for optimistic-state algorithms: read `old` (NULL/0 when
+ * absent), decide, and (when allowed and not peeking) encode the new state
+ * into out (cap bytes) and set *outlen and *ttl_us. Returns 1 to write, 0 to
+ * leave the state alone, or a negative error (DRL_ECORRUPT for a blob it
+ * cannot read). */
+typedef int (*drl__step_fn)(const drl__limit *lim, const drl__call *call,
+			    const void *old, size_t oldlen, void *out,
+			    size_t cap, size_t *outlen, int64_t *ttl_us,
+			    drl_result *res, drl__undo *undo);
+
+typedef struct drl__algorithm {
+	const char *name; /* as written in specs */
+	const char *tag;  /* short name used in keys */
+	/* Take one algorithm-specific option; DRL_EINVAL if unknown/bad. */
+	int (*option)(drl__limit *lim, const char *key, const char *value,
+		      drl_error *err);
+	/* After parsing: fill defaults, check bounds. */
+	int (*finish)(drl__limit *lim, drl_error *err);
+	/* Decide call->cost at call->now; fill *res. When allowed and not a
+	 * peek, record in *undo what refund() needs. */
+	int (*decide)(const drl__limit *lim, const drl__call *call,
+		      drl_result *res, drl__undo *undo);
+	/* Give back what an allowed decide() consumed (same call). */
+	int (*refund)(const drl__limit *lim, const drl__call *call,
+		      const drl__undo *undo);
+	/* Optimistic-state algorithms only (decide/refund are then
+	 * drl__state_decide/drl__state_refund): the pure step, the step that
+	 * gives call->cost back, and the largest state they write. */
+	drl__step_fn step;
+	drl__step_fn unstep;
+	size_t (*state_size)(const drl__limit *lim);
+} drl__algorithm;
+
+extern const drl__algorithm drl__fixed_window;
+extern const drl__algorithm drl__sliding_window;
+extern const drl__algorithm drl__subwindow;
+extern const drl__algorithm drl__token_bucket;
+extern const drl__algorithm drl__gcra;
+extern const drl__algorithm drl__sliding_log;
+
+/* Lookup by spec name; NULL if unknown. */
+const drl__algorithm *drl__algorithm_find(const char *name, size_t len);
+
+/* ---- shared helpers for algorithms (core/counter.c, core/optimistic.c) -- */
+
+/* Fill res for a limit whose decision is final. */
+void drl__result_fill(drl_result *res, bool allowed, int64_t limit,
+		      int64_t remaining, int64_t reset_after,
+		      int64_t retry_after);
+
+/* decide/refund of every optimistic-state algorithm: run lim->algo->step
+ * (or ->unstep) against the state at the limit's key atomically: through
+ * the store's update() when it has one, otherwise load/cas in a bounded
+ * retry loop with jittered backoff (DRL_ECONFLICT when the budget is
+ * spent, never a silent allow). */
+int drl__state_decide(const drl__limit *lim, const drl__call *call,
+		      drl_result *res, drl__undo *undo);
+int drl__state_refund(const drl__limit *lim, const drl__call *call,
+		      const drl__undo *undo);
+
+/* How long a key outlives the last moment an algorithm may read it: room
+ * for client clocks that lag by up to this much. */
+#define DRL__TTL_GRACE_US INT64_C(1000000)
+
+/* The counter engine (algorithms/subwindow.c) that fixed_window (one
+ * sub-window) and sliding_window (one sub-window plus the weighted previous
+ * one) are parameterizations of. */
+int drl__counter_decide(const drl__limit *lim, const drl__call *call,
+			drl_result *res, drl__undo *undo);
+int drl__counter_refund(const drl__limit *lim, const drl__call *call,
+			const drl__undo *undo);
+
+/* burst=N for token_bucket and gcra (algorithms/burst.c); default LIMIT. */
+int drl__burst_option(drl__limit *lim, const char *key, const char *value,
+		      drl_error *err);
+int drl__burst_finish(drl__limit *lim, drl_error *err);
+
+/* 128-bit intermediates for products of bounded int64s (LIMIT, burst <=
+ * 1e9, PERIOD <= 366d in µs, times <= INT64_MAX): exact, no floating
+ * point. GCC and clang provide __int128 on every 64-bit target. */
+__extension__ typedef __int128 drl__i128;
+
+/* floor(a / b) and ceil(a / b) for a >= 0, b > 0, result clamped to
+ * INT64_MAX. */
+static inline int64_t drl__i128_floor_div(drl__i128 a, drl__i128 b)
+{
+	drl__i128 q = a / b;
+	return q > INT64_MAX ? INT64_MAX : (int64_t)q;
+}
+static inline int64_t drl__i128_ceil_div(drl__i128 a, drl__i128 b)
+{
+	drl__i128 q = a / b + (a % b != 0);
+	return q > INT64_MAX ? INT64_MAX : (int64_t)q;
+}
+
+/* Saturating and checked integer helpers. */
+static inline int64_t drl__min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t drl__max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Little-endian fixed-width encoding for state blobs. */
+static inline void drl__put64(unsigned char *p, int64_t v)
+{
+	uint64_t u = (uint64_t)v;
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(u >> (8 * i));
+}
+static inline int64_t drl__get64(const unsigned char *p)
+{
+	uint64_t u = 0;
+	for (int i = 0; i < 8; i++)
+		u |= (uint64_t)p[i] << (8 * i);
+	return (int64_t)u;
+}
+
+/* ---- store object (core/store.c) --------------------------------------- */
+
+struct drl_store {
+	drl_backend *backend;
+};
+
+#endif /* DRL_INTERNAL_H */

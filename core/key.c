@@ -1,0 +1,81 @@
+/*
+ * Store keys: <prefix><limit tag>:{<user key>}[:<suffix>]
+ *
+ * The user key is written as "<length>:<bytes>" when it is at most
+ * DRL__KEY_INLINE_MAX bytes, and as "#<sha256 hex>" otherwise. The length
+ * makes the encoding injective (no user key can end early and borrow the
+ * suffix of another), '#' cannot start a length, and hashing bounds every
+ * store key to DRL__KEY_BUF bytes so no decision allocates for its keys.
+ * Braces form a Redis Cluster hash tag: every key of one (limit, user key)
+ * lands in one slot.
+ */
+#include "internal.h"
+
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <string.h>
+
+static size_t put_uint(char *p, uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (size_t i = 0; i < n; i++)
+		p[i] = tmp[n - 1 - i];
+	return n;
+}
+
+void drl__keybase_make(drl__keybase *kb, const char *prefix, size_t plen,
+		       const drl__limit *lim, const void *key, size_t keylen)
+{
+	char *p = kb->buf;
+	memcpy(p, prefix, plen);
+	p += plen;
+	memcpy(p, lim->tag, lim->taglen);
+	p += lim->taglen;
+	*p++ = ':';
+	*p++ = '{';
+	if (keylen <= DRL__KEY_INLINE_MAX) {
+		p += put_uint(p, keylen);
+		*p++ = ':';
+		memcpy(p, key, keylen);
+		p += keylen;
+	} else {
+		static const char hex[] = "0123456789abcdef";
+		unsigned char md[SHA256_DIGEST_LENGTH];
+		SHA256(key, keylen, md);
+		*p++ = '#';
+		for (size_t i = 0; i < sizeof md; i++) {
+			*p++ = hex[md[i] >> 4];
+			*p++ = hex[md[i] & 15];
+		}
+	}
+	*p++ = '}';
+	kb->len = (size_t)(p - kb->buf);
+}
+
+drl_bytes drl__key_plain(drl__key *k, const drl__keybase *kb)
+{
+	memcpy(k->buf, kb->buf, kb->len);
+	k->len = kb->len;
+	return (drl_bytes){k->buf, k->len};
+}
+
+drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb,
+			   int64_t suffix)
+{
+	memcpy(k->buf, kb->buf, kb->len);
+	char *p = k->buf + kb->len;
+	*p++ = ':';
+	if (suffix < 0) {
+		*p++ = '-';
+		p += put_uint(p, (uint64_t)0 - (uint64_t)suffix);
+	} else {
+		p += put_uint(p, (uint64_t)suffix);
+	}
+	k->len = (size_t)(p - k->buf);
+	return (drl_bytes){k->buf, k->len};
+}

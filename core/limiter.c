@@ -1,0 +1,232 @@
+/*
+ * drl_limiter: a store, a policy of one or more limits, and a key prefix.
+ *
+ * A policy is decided limit by limit, each consuming as it allows; when one
+ * denies, what the earlier ones consumed is refunded. So a denied request
+ * consumes nothing, and concurrent callers can only ever be denied too
+ * often for an instant (while a refund is in flight), never admitted too
+ * often.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct drl_limiter {
+	drl_store *store;
+	size_t nlimits;
+	drl__limit limits[DRL_POLICY_LIMITS_MAX];
+	size_t prefixlen;
+	char prefix[DRL__PREFIX_MAX + 1];
+};
+
+#define DEFAULT_PREFIX "drl:"
+
+int64_t drl_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int parse_policy(drl_limiter *l, const char *spec, drl_error *err)
+{
+	size_t len = strlen(spec);
+	if (len == 0)
+		return drl_error_set(err, DRL_EINVAL, "empty limit spec");
+	const char *s = spec;
+	for (;;) {
+		const char *semi = memchr(s, ';', len - (size_t)(s - spec));
+		size_t n = semi ? (size_t)(semi - s) : len - (size_t)(s - spec);
+		if (l->nlimits == DRL_POLICY_LIMITS_MAX)
+			return drl_error_set(err, DRL_EINVAL,
+					     "a policy has at most %d limits",
+					     DRL_POLICY_LIMITS_MAX);
+		if (n == 0)
+			return drl_error_set(err, DRL_EINVAL,
+					     "empty limit in policy \"%.64s\"",
+					     spec);
+		drl__limit *lim = &l->limits[l->nlimits];
+		int rc = drl__limit_parse(lim, s, n, err);
+		if (rc)
+			return rc;
+		for (size_t i = 0; i < l->nlimits; i++)
+			if (l->limits[i].taglen == lim->taglen &&
+			    !memcmp(l->limits[i].tag, lim->tag, lim->taglen))
+				return drl_error_set(
+					err, DRL_EINVAL,
+					"limit \"%.*s\" appears twice in the "
+					"policy",
+					(int)(n < 64 ? n : 64), s);
+		l->nlimits++;
+		if (!semi)
+			return 0;
+		s = semi + 1;
+	}
+}
+
+int drl_limiter_new(drl_limiter **out, drl_store *store, const char *spec,
+		    const char *prefix, drl_error *err)
+{
+	if (out == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_limiter_new: out is NULL");
+	*out = NULL;
+	if (store == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_limiter_new: store is NULL");
+	if (spec == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_limiter_new: spec is NULL");
+	if (prefix == NULL)
+		prefix = DEFAULT_PREFIX;
+	size_t plen = strlen(prefix);
+	if (plen > DRL__PREFIX_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "key prefix is %zu bytes; at most %d",
+				     plen, DRL__PREFIX_MAX);
+	drl_limiter *l = calloc(1, sizeof *l);
+	if (!l)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	int rc = parse_policy(l, spec, err);
+	if (rc) {
+		free(l);
+		return rc;
+	}
+	l->store = store;
+	memcpy(l->prefix, prefix, plen + 1);
+	l->prefixlen = plen;
+	*out = l;
+	return 0;
+}
+
+void drl_limiter_free(drl_limiter *limiter)
+{
+	free(limiter);
+}
+
+/* Decide limit i for call; the keybase is built here so each limit gets
+ * its own. */
+static int decide_one(drl_limiter *l, size_t i, drl__call *call,
+		      drl__keybase *kb, const void *key, size_t keylen,
+		      drl_result *r, drl__undo *undo)
+{
+	drl__limit *lim = &l->limits[i];
+	drl__keybase_make(kb, l->prefix, l->prefixlen, lim, key, keylen);
+	call->key = kb;
+	memset(r, 0, sizeof *r);
+	int rc = lim->algo->decide(lim, call, r, undo);
+	r->limit_index = (int)i;
+	return rc;
+}
+
+/* Give back what limits [0, n) consumed. A refund that fails leaves quota
+ * consumed: the safe direction (a later request may be denied early), so
+ * the decision already made stands. */
+static void refund_all(drl_limiter *l, size_t n, drl__call *call,
+		       const void *key, size_t keylen, const drl__undo *undo)
+{
+	drl__keybase kb;
+	for (size_t i = 0; i < n; i++) {
+		drl__limit *lim = &l->limits[i];
+		drl__keybase_make(&kb, l->prefix, l->prefixlen, lim, key,
+				  keylen);
+		call->key = &kb;
+		call->peek = false;
+		(void)lim->algo->refund(lim, call, &undo[i]);
+	}
+}
+
+/* After limit `denied` said no: ask the limits after it (without
+ * consuming) so retry_after is the time when every limit would allow. */
+static int widen_retry(drl_limiter *l, size_t denied, drl__call *call,
+		       const void *key, size_t keylen, drl_result *res)
+{
+	drl__keybase kb;
+	for (size_t i = denied + 1; i < l->nlimits; i++) {
+		drl_result r;
+		drl__undo undo;
+		call->peek = true;
+		int rc = decide_one(l, i, call, &kb, key, keylen, &r, &undo);
+		if (rc)
+			return rc;
+		if (r.allowed || res->retry_after_us == DRL_NEVER)
+			continue;
+		if (r.retry_after_us == DRL_NEVER ||
+		    r.retry_after_us > res->retry_after_us) {
+			*res = r;
+		}
+	}
+	return 0;
+}
+
+int drl_allow_at(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
+		 int64_t now_us, drl_result *result, drl_error *err)
+{
+	if (l == NULL || result == NULL || key == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_allow: NULL %s",
+				     l == NULL ? "limiter"
+				     : key == NULL ? "key"
+						   : "result");
+	if (keylen == 0 || keylen > DRL_KEY_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "key length %zu is outside 1..%d bytes",
+				     keylen, DRL_KEY_MAX);
+	if (cost < 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "cost %lld is negative", (long long)cost);
+	if (now_us < 0 || now_us > DRL_TIME_MAX_US)
+		return drl_error_set(err, DRL_EINVAL,
+				     "time %lld us is outside 0..2^62 (the "
+				     "epoch to ~146000 years on)",
+				     (long long)now_us);
+
+	drl__call call = {
+		.backend = l->store->backend,
+		.now = now_us,
+		.cost = cost,
+		.peek = cost == 0,
+		.err = err,
+	};
+	drl__undo undo[DRL_POLICY_LIMITS_MAX];
+	drl__keybase kb;
+	drl_result best = {0}, r;
+	for (size_t i = 0; i < l->nlimits; i++) {
+		call.peek = cost == 0;
+		int rc = decide_one(l, i, &call, &kb, key, keylen, &r,
+				    &undo[i]);
+		if (rc) {
+			if (!call.peek)
+				refund_all(l, i, &call, key, keylen, undo);
+			return rc;
+		}
+		if (!r.allowed) {
+			refund_all(l, i, &call, key, keylen, undo);
+			rc = widen_retry(l, i, &call, key, keylen, &r);
+			if (rc)
+				return rc;
+			*result = r;
+			return 0;
+		}
+		if (i == 0 || r.remaining < best.remaining)
+			best = r;
+	}
+	*result = best;
+	return 0;
+}
+
+int drl_allow(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
+	      drl_result *result, drl_error *err)
+{
+	int64_t now = 0;
+	if (l && (l->store->backend->caps & DRL_CAP_CLOCK)) {
+		int rc = l->store->backend->now(l->store->backend, &now, err);
+		if (rc)
+			return rc;
+	} else {
+		now = drl_now_us();
+	}
+	return drl_allow_at(l, key, keylen, cost, now, result, err);
+}

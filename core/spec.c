@@ -1,0 +1,205 @@
+/*
+ * Limit specs: ALGORITHM:LIMIT/PERIOD[,option=value...]
+ *
+ * The grammar is small and strict on purpose: a typo in a rate limit must
+ * be an error at startup, never a silently different limit.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define SHOW_MAX 64 /* how much of a bad spec a message quotes */
+
+/* Quote at most SHOW_MAX bytes of the spec in messages. */
+static int show_len(size_t len)
+{
+	return (int)(len < SHOW_MAX ? len : SHOW_MAX);
+}
+
+static int bad(drl_error *err, const char *spec, size_t len, const char *what)
+{
+	return drl_error_set(err, DRL_EINVAL, "invalid limit spec \"%.*s%s\": %s",
+			     show_len(len), spec, len > SHOW_MAX ? "..." : "",
+			     what);
+}
+
+/* PERIOD: decimal count followed by one unit: ms, s, m, h, d. */
+static int parse_period(const char *s, size_t len, int64_t *out)
+{
+	static const struct {
+		const char *unit;
+		int64_t us;
+	} units[] = {
+		{"ms", INT64_C(1000)},        {"s", INT64_C(1000000)},
+		{"m", INT64_C(60000000)},     {"h", INT64_C(3600000000)},
+		{"d", INT64_C(86400000000)},
+	};
+	size_t digits = 0;
+	while (digits < len && s[digits] >= '0' && s[digits] <= '9')
+		digits++;
+	if (digits == 0)
+		return DRL_EINVAL;
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+		size_t ulen = strlen(units[i].unit);
+		if (len - digits != ulen || memcmp(s + digits, units[i].unit, ulen))
+			continue;
+		int64_t n;
+		int64_t max = DRL_PERIOD_MAX_US / units[i].us;
+		if (drl__parse_int(s, digits, 1, max, &n))
+			return DRL_ERANGE;
+		*out = n * units[i].us;
+		return 0;
+	}
+	return DRL_EINVAL;
+}
+
+/* Append the key tag naming this limit: every parameter that changes what
+ * the stored state means is in it, so two different limits never share
+ * state, and changing a limit starts it afresh. */
+static void make_tag(drl__limit *lim)
+{
+	int n = snprintf(lim->tag, sizeof lim->tag, "%s:%lld:%lld",
+			 lim->algo->tag, (long long)lim->limit,
+			 (long long)lim->period_us);
+	if (lim->burst)
+		n += snprintf(lim->tag + n, sizeof lim->tag - (size_t)n,
+			      ":b%lld", (long long)lim->burst);
+	if (lim->subwindows)
+		n += snprintf(lim->tag + n, sizeof lim->tag - (size_t)n,
+			      ":n%lld%s", (long long)lim->subwindows,
+			      lim->trailing ? "t" : "");
+	lim->taglen = (size_t)n;
+}
+
+/* Options: comma-separated name=value pairs, each at most once. */
+static int parse_options(drl__limit *lim, const char *spec, size_t speclen,
+			 const char *s, size_t len, drl_error *err)
+{
+	char seen[8][32];
+	size_t nseen = 0;
+	while (len > 0) {
+		const char *comma = memchr(s, ',', len);
+		size_t item = comma ? (size_t)(comma - s) : len;
+		const char *eq = memchr(s, '=', item);
+		char name[32], value[32], msg[128];
+		size_t nlen = eq ? (size_t)(eq - s) : 0;
+		size_t vlen = eq ? item - nlen - 1 : 0;
+		if (!eq || nlen == 0 || vlen == 0) {
+			snprintf(msg, sizeof msg,
+				 "option \"%.*s\" is not name=value",
+				 show_len(item), s);
+			return bad(err, spec, speclen, msg);
+		}
+		if (nlen >= sizeof name || vlen >= sizeof value) {
+			snprintf(msg, sizeof msg, "option \"%.*s\" is too long",
+				 show_len(item), s);
+			return bad(err, spec, speclen, msg);
+		}
+		memcpy(name, s, nlen);
+		name[nlen] = '\0';
+		memcpy(value, eq + 1, vlen);
+		value[vlen] = '\0';
+		for (size_t i = 0; i < nseen; i++) {
+			if (strcmp(seen[i], name) == 0) {
+				snprintf(msg, sizeof msg,
+					 "option \"%s\" given twice", name);
+				return bad(err, spec, speclen, msg);
+			}
+		}
+		if (nseen == sizeof seen / sizeof seen[0])
+			return bad(err, spec, speclen, "too many options");
+		memcpy(seen[nseen++], name, nlen + 1);
+
+		drl_error sub = {0};
+		if (!lim->algo->option ||
+		    lim->algo->option(lim, name, value, &sub) != 0) {
+			if (!sub.message[0])
+				snprintf(sub.message, sizeof sub.message,
+					 "unknown option \"%s\" for %s", name,
+					 lim->algo->name);
+			return bad(err, spec, speclen, sub.message);
+		}
+		if (!comma)
+			break;
+		if (item + 1 == len)
+			return bad(err, spec, speclen, "trailing ','");
+		s += item + 1;
+		len -= item + 1;
+	}
+	return 0;
+}
+
+int drl__limit_parse(drl__limit *lim, const char *spec, size_t len,
+		     drl_error *err)
+{
+	memset(lim, 0, sizeof *lim);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)spec[i];
+		if (c <= 0x20 || c >= 0x7f)
+			return bad(err, spec, len,
+				   "spaces and control or non-ASCII bytes are "
+				   "not allowed");
+	}
+	const char *colon = memchr(spec, ':', len);
+	if (!colon)
+		return bad(err, spec, len,
+			   "expected ALGORITHM:LIMIT/PERIOD, e.g. "
+			   "token_bucket:100/1m");
+	size_t alen = (size_t)(colon - spec);
+	lim->algo = drl__algorithm_find(spec, alen);
+	if (!lim->algo) {
+		char msg[160];
+		snprintf(msg, sizeof msg,
+			 "unknown algorithm \"%.*s\" (expected fixed_window, "
+			 "sliding_window, subwindow, token_bucket, gcra or "
+			 "sliding_log)",
+			 show_len(alen), spec);
+		return bad(err, spec, len, msg);
+	}
+	const char *rest = colon + 1;
+	size_t rlen = len - alen - 1;
+	const char *slash = memchr(rest, '/', rlen);
+	if (!slash)
+		return bad(err, spec, len, "expected LIMIT/PERIOD after ':'");
+	size_t llen = (size_t)(slash - rest);
+	if (drl__parse_int(rest, llen, 1, DRL_LIMIT_MAX, &lim->limit)) {
+		char msg[128];
+		snprintf(msg, sizeof msg,
+			 "LIMIT \"%.*s\" must be an integer from 1 to %lld",
+			 show_len(llen), rest, (long long)DRL_LIMIT_MAX);
+		return bad(err, spec, len, msg);
+	}
+	const char *per = slash + 1;
+	size_t plen = rlen - llen - 1;
+	const char *comma = memchr(per, ',', plen);
+	size_t perlen = comma ? (size_t)(comma - per) : plen;
+	int rc = parse_period(per, perlen, &lim->period_us);
+	if (rc == 0 && lim->period_us < DRL_PERIOD_MIN_US)
+		rc = DRL_ERANGE;
+	if (rc) {
+		char msg[160];
+		snprintf(msg, sizeof msg,
+			 rc == DRL_ERANGE
+				 ? "PERIOD \"%.*s\" must be from 1ms to 366d"
+				 : "PERIOD \"%.*s\" must be a count and a unit "
+				   "(ms, s, m, h, d), e.g. 250ms or 1m",
+			 show_len(perlen), per);
+		return bad(err, spec, len, msg);
+	}
+	if (comma) {
+		rc = parse_options(lim, spec, len, comma + 1,
+				   plen - perlen - 1, err);
+		if (rc)
+			return rc;
+		if (plen - perlen - 1 == 0)
+			return bad(err, spec, len, "trailing ','");
+	}
+	if (lim->algo->finish) {
+		drl_error sub = {0};
+		if (lim->algo->finish(lim, &sub) != 0)
+			return bad(err, spec, len, sub.message);
+	}
+	make_tag(lim);
+	return 0;
+}

@@ -1,0 +1,76 @@
+/* drl_store: a backend opened from a URI, or one the user brings. */
+#include "internal.h"
+
+#include <stdlib.h>
+
+int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
+{
+	if (out == NULL || b == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_store_from_backend: NULL argument");
+	*out = NULL;
+	if (b->version < 1)
+		return drl_error_set(err, DRL_EINVAL,
+				     "backend version %d is not supported",
+				     b->version);
+	unsigned need = DRL_CAP_COUNTER | DRL_CAP_CAS;
+	if ((b->caps & need) != need || !b->incr || !b->get_many || !b->load ||
+	    !b->cas || !b->destroy)
+		return drl_error_set(err, DRL_EINVAL,
+				     "backend \"%s\" lacks a required method "
+				     "(incr, get_many, load, cas, destroy)",
+				     b->name ? b->name : "?");
+	if (((b->caps & DRL_CAP_UPDATE) && !b->update) ||
+	    ((b->caps & DRL_CAP_SCRIPT) && !b->eval) ||
+	    ((b->caps & DRL_CAP_CLOCK) && !b->now))
+		return drl_error_set(err, DRL_EINVAL,
+				     "backend \"%s\" claims a capability "
+				     "without its method",
+				     b->name ? b->name : "?");
+	drl_store *s = calloc(1, sizeof *s);
+	if (!s)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	s->backend = b;
+	*out = s;
+	return 0;
+}
+
+int drl_store_open(drl_store **out, const char *uri, drl_error *err)
+{
+	if (out == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_store_open: out is NULL");
+	*out = NULL;
+	if (uri == NULL || uri[0] == '\0')
+		uri = "memory://";
+	drl__uri u;
+	int rc = drl__uri_parse(&u, uri, err);
+	if (rc)
+		return rc;
+	drl__backend_open_fn open = drl__backend_lookup(u.scheme);
+	if (!open) {
+		rc = drl_error_set(err, DRL_EINVAL,
+				   "unknown store scheme \"%s\" (this build "
+				   "knows: %s)",
+				   u.scheme, drl__backend_schemes());
+		drl__uri_clear(&u);
+		return rc;
+	}
+	drl_backend *b = NULL;
+	rc = open(&b, &u, err);
+	drl__uri_clear(&u);
+	if (rc)
+		return rc;
+	rc = drl_store_from_backend(out, b, err);
+	if (rc)
+		b->destroy(b);
+	return rc;
+}
+
+void drl_store_free(drl_store *store)
+{
+	if (!store)
+		return;
+	store->backend->destroy(store->backend);
+	free(store);
+}

@@ -1,0 +1,125 @@
+/*
+ * libdrl — the store (backend) vtable, for people who write a store.
+ *
+ * Applications need only <drl/drl.h>. A store fills a drl_backend (embed it
+ * as the first member of your own struct) and hands it to
+ * drl_store_from_backend(). Algorithms are written once against these
+ * primitives; a store never learns which algorithm calls it.
+ *
+ * Versioning (as SQLite's sqlite3_vfs): `version` is the first field, new
+ * slots are only ever appended, and the core checks version and capability
+ * bits before calling an optional slot. A store built against version N
+ * keeps working with a core that knows N+1.
+ *
+ * Keys are byte strings (not NUL-terminated; may hold any byte). Every
+ * primitive that writes also sets a TTL: the store may forget the key after
+ * ttl_us microseconds without changing any decision (window identity lives
+ * in the key, the TTL only cleans up).
+ *
+ * Every method returns 0 or a negative DRL_E* code and, on failure, may fill
+ * `err` (which may be NULL) through drl_error_set().
+ */
+#ifndef DRL_BACKEND_H
+#define DRL_BACKEND_H
+
+#include "drl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DRL_BACKEND_VERSION 1
+
+typedef struct drl_bytes {
+	const void *data;
+	size_t len;
+} drl_bytes;
+
+/* Capability bits: what a store can do. */
+enum {
+	DRL_CAP_COUNTER = 1u << 0, /* incr, get_many (required) */
+	DRL_CAP_CAS = 1u << 1,     /* load, cas (required) */
+	DRL_CAP_UPDATE = 1u << 2,  /* update: in-process atomic step */
+	DRL_CAP_SCRIPT = 1u << 3,  /* eval: server-side script */
+	DRL_CAP_CLOCK = 1u << 4    /* now: the store's own clock */
+};
+
+/* A step run by update(): given the current blob (old == NULL, oldlen == 0
+ * when absent), either leave it (return 0), or point *newblob and *newlen at the
+ * replacement, which stays valid until the step's caller returns, set
+ * *ttl_us, and return 1. A negative return aborts with that error. */
+typedef int (*drl_update_fn)(void *arg, const void *old, size_t oldlen,
+			     const void **newblob, size_t *newlen,
+			     int64_t *ttl_us);
+
+/* A server-side script handed over by an algorithm (its Lua twin). The
+ * store may cache whatever it needs (e.g. the SHA1) itself. */
+typedef struct drl_script {
+	const char *name;   /* for messages */
+	const char *source; /* Lua source */
+} drl_script;
+
+typedef struct drl_backend drl_backend;
+struct drl_backend {
+	int version;      /* DRL_BACKEND_VERSION the store was written for */
+	unsigned caps;    /* DRL_CAP_* */
+	const char *name; /* "memory", "redis", ... */
+
+	/* Free everything the store owns, including `b` itself. */
+	void (*destroy)(drl_backend *b);
+
+	/* Atomically add `delta` (may be negative) to the integer at `key`
+	 * (absent counts as 0), set its TTL to ttl_us, and return the new
+	 * value in *value. */
+	int (*incr)(drl_backend *b, drl_bytes key, int64_t delta,
+		    int64_t ttl_us, int64_t *value, drl_error *err);
+
+	/* Read n counters in one go; absent keys read as 0. */
+	int (*get_many)(drl_backend *b, size_t n, const drl_bytes *keys,
+			int64_t *values, drl_error *err);
+
+	/* Copy the blob at `key` into buf (cap bytes), its length into *len
+	 * and its version into *version (nonzero). Absent: *version = 0 and
+	 * *len = 0. When cap is too small: DRL_ERANGE with *len = the size
+	 * needed, nothing else changed. */
+	int (*load)(drl_backend *b, drl_bytes key, void *buf, size_t cap,
+		    size_t *len, uint64_t *version, drl_error *err);
+
+	/* Store `blob` at `key` with ttl_us only if the key still has
+	 * `version` (0: only if absent). DRL_ECONFLICT when it changed. */
+	int (*cas)(drl_backend *b, drl_bytes key, const void *blob, size_t len,
+		   uint64_t version, int64_t ttl_us, drl_error *err);
+
+	/* Optional (DRL_CAP_UPDATE): run `fn` on the blob at `key` atomically
+	 * with respect to every other method on that key. */
+	int (*update)(drl_backend *b, drl_bytes key, drl_update_fn fn, void *arg,
+		      drl_error *err);
+
+	/* Optional (DRL_CAP_SCRIPT): run `script` atomically on the server
+	 * with `nkeys` keys and `nargs` integer arguments; up to `nout` integer
+	 * results go to out[] (*nret gets how many came back). */
+	int (*eval)(drl_backend *b, const drl_script *script, size_t nkeys,
+		    const drl_bytes *keys, size_t nargs, const int64_t *args,
+		    int64_t *out, size_t nout, size_t *nret, drl_error *err);
+
+	/* Optional (DRL_CAP_CLOCK): the store's clock, µs since the epoch. */
+	int (*now)(drl_backend *b, int64_t *now_us, drl_error *err);
+};
+
+/* Wrap a backend in a drl_store. On success the store owns `b` and calls
+ * b->destroy(b) from drl_store_free(); on failure b is untouched. */
+DRL_EXPORT int drl_store_from_backend(drl_store **out, drl_backend *b,
+				      drl_error *err);
+
+/* Fill `err` (may be NULL) with code and a printf-style message; returns
+ * `code`, so a store can write `return drl_error_set(err, DRL_ESTORE, ...)`. */
+DRL_EXPORT int drl_error_set(drl_error *err, int code, const char *fmt, ...)
+#ifdef __GNUC__
+	__attribute__((format(printf, 3, 4)))
+#endif
+	;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DRL_BACKEND_H */

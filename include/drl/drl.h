@@ -1,0 +1,139 @@
+/*
+ * libdrl — distributed rate limiting.
+ *
+ * The application API: open a store from a URI, make a limiter from a spec,
+ * ask for decisions. See docs/api.md for the whole story and
+ * docs/threading.md for which objects may be shared between threads.
+ *
+ * Conventions (every function below):
+ * - 0 is success, errors are negative DRL_E* codes. Being rate limited is
+ *   not an error: the call returns 0 with result->allowed == 0.
+ * - The last argument is an optional caller-owned drl_error (may be NULL);
+ *   on failure it receives the code and a message naming the bad part.
+ * - Every _new/_open has a _free; _free(NULL) is a no-op.
+ */
+#ifndef DRL_DRL_H
+#define DRL_DRL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(DRL_BUILDING) && defined(__GNUC__)
+#define DRL_EXPORT __attribute__((visibility("default")))
+#else
+#define DRL_EXPORT
+#endif
+
+#define DRL_VERSION_MAJOR 0
+#define DRL_VERSION_MINOR 1
+#define DRL_VERSION_PATCH 0
+#define DRL_VERSION_STRING "0.1.0"
+
+/* The one list of error codes: the enum, drl_strerror() and drl_err_name()
+ * are all generated from it, so they cannot drift apart. */
+#define DRL_ERRNO_MAP(X)                                                       \
+	X(EINVAL, -1, "invalid argument")                                      \
+	X(ENOMEM, -2, "out of memory")                                         \
+	X(ESTORE, -3, "store error")                                           \
+	X(ETIMEDOUT, -4, "store timed out")                                    \
+	X(ECONFLICT, -5, "too many concurrent updates, retry budget spent")   \
+	X(ENOTSUP, -6, "operation not supported by this store")               \
+	X(ECORRUPT, -7, "malformed state found in the store")                 \
+	X(ERANGE, -8, "value out of range")                                   \
+	X(EINTERNAL, -9, "internal error")
+
+typedef enum drl_errno {
+	DRL_OK = 0,
+#define DRL__ERRNO_ENUM(name, value, text) DRL_##name = value,
+	DRL_ERRNO_MAP(DRL__ERRNO_ENUM)
+#undef DRL__ERRNO_ENUM
+} drl_errno;
+
+/* Caller-owned error detail. `message` is always NUL-terminated. */
+#define DRL_ERROR_MESSAGE_MAX 256
+typedef struct drl_error {
+	int code;
+	char message[DRL_ERROR_MESSAGE_MAX];
+} drl_error;
+
+/* Static text for a code ("invalid argument"); never NULL. */
+DRL_EXPORT const char *drl_strerror(int code);
+/* Static name for a code ("DRL_EINVAL"); never NULL. */
+DRL_EXPORT const char *drl_err_name(int code);
+/* The library's version string, e.g. "0.1.0". */
+DRL_EXPORT const char *drl_version(void);
+
+/* Documented bounds. Anything outside them is DRL_EINVAL. */
+#define DRL_KEY_MAX (1024 * 1024)              /* user key bytes, >= 1 */
+#define DRL_LIMIT_MAX INT64_C(1000000000)      /* LIMIT and burst */
+#define DRL_PERIOD_MIN_US INT64_C(1000)        /* 1ms */
+#define DRL_PERIOD_MAX_US (INT64_C(366) * 86400 * 1000000) /* 366d */
+#define DRL_SLIDING_LOG_LIMIT_MAX 10000
+#define DRL_SUBWINDOWS_MAX 60
+#define DRL_POLICY_LIMITS_MAX 8
+/* token_bucket, gcra: burst x PERIOD / LIMIT (the time to refill an empty
+ * bucket) at most 2^52 µs, about 142 years. */
+#define DRL_FILL_TIME_MAX_US (INT64_C(1) << 52)
+/* Explicit times (drl_allow_at) run from 0 to 2^62 µs, ~146000 years. */
+#define DRL_TIME_MAX_US (INT64_C(1) << 62)
+
+/* retry_after value meaning "this request can never be allowed"
+ * (its cost exceeds the limit's capacity). */
+#define DRL_NEVER INT64_C(-1)
+
+/* One decision. Filled by drl_allow*(); all times are microseconds,
+ * relative to the decision's time. */
+typedef struct drl_result {
+	int allowed;            /* 1 allowed, 0 denied */
+	int64_t limit;          /* capacity of the limit that decided */
+	int64_t remaining;      /* cost-1 requests still allowed now */
+	int64_t reset_after_us; /* until that limit is back to full quota */
+	int64_t retry_after_us; /* 0 when allowed; DRL_NEVER when impossible */
+	int limit_index;        /* which limit of a policy decided (0-based) */
+} drl_result;
+
+typedef struct drl_store drl_store;
+typedef struct drl_limiter drl_limiter;
+
+/* Open a store from a URI: "memory://" (the default when uri is NULL or
+ * ""), later "redis://...", "memcached://...". The store is owned by the
+ * caller and must outlive every limiter made on it. */
+DRL_EXPORT int drl_store_open(drl_store **out, const char *uri,
+			      drl_error *err);
+DRL_EXPORT void drl_store_free(drl_store *store);
+
+/* Make a limiter on `store` from a spec (see README, "Spec grammar"):
+ *   "token_bucket:100/1m,burst=20"
+ * or a policy of several limits separated by ';', all checked together:
+ *   "sliding_window:60/1m;fixed_window:10000/1d"
+ * `prefix` (may be NULL) namespaces the keys this limiter writes; it is
+ * copied. The limiter borrows `store`. */
+DRL_EXPORT int drl_limiter_new(drl_limiter **out, drl_store *store,
+			       const char *spec, const char *prefix,
+			       drl_error *err);
+DRL_EXPORT void drl_limiter_free(drl_limiter *limiter);
+
+/* Decide one request of `cost` units for `key` (keylen bytes, any bytes,
+ * 1..DRL_KEY_MAX) at the real-time clock. cost 0 consumes nothing and is
+ * always allowed: it reports the current quota. A denied request consumes
+ * nothing, from any limit of a policy. */
+DRL_EXPORT int drl_allow(drl_limiter *limiter, const void *key, size_t keylen,
+			 int64_t cost, drl_result *result, drl_error *err);
+
+/* The same at an explicit time (microseconds since the Unix epoch, >= 0),
+ * for simulation and tests. */
+DRL_EXPORT int drl_allow_at(drl_limiter *limiter, const void *key,
+			    size_t keylen, int64_t cost, int64_t now_us,
+			    drl_result *result, drl_error *err);
+
+/* Microseconds since the Unix epoch from the real-time clock. */
+DRL_EXPORT int64_t drl_now_us(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DRL_DRL_H */

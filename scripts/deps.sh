@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Install what libdrl needs to build and test, on Debian 12 (run as root).
+#
+# Idempotent: asks dpkg which packages are missing and only then runs
+# apt-get update + install for those; when nothing is missing it touches
+# nothing (and needs no root). It starts no service: the tests start their
+# own redis-server / memcached on free ports and never use a system one.
+set -euo pipefail
+
+packages=(
+	meson ninja-build pkg-config gcc g++   # build
+	libcmocka-dev                          # unit tests
+	libssl-dev                             # libcrypto (key hashing)
+	libhiredis-dev redis-server redis-tools           # redis store
+	libmemcached-dev libmemcached-tools memcached     # memcached store
+	valgrind clang                         # checks
+	python3                                # tests/test_cli.sh reads JSON
+)
+
+# Whether dpkg has package $1 fully installed.
+installed() {
+	[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = \
+		"install ok installed" ]
+}
+
+missing=()
+for p in "${packages[@]}"; do
+	installed "$p" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "deps: all ${#packages[@]} packages present"
+	exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps: must run as root to install: ${missing[*]}" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update </dev/null
+apt-get install -y --no-install-recommends "${missing[@]}" </dev/null
+
+for p in "${missing[@]}"; do
+	if ! installed "$p"; then
+		echo "deps: $p is still not installed" >&2
+		exit 1
+	fi
+done
+echo "deps: done"

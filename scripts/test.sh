@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Install what is missing, build, and run the whole test suite: once as a
+# normal build with warnings as errors (build/), once under ASan+UBSan
+# (build-asan/). Idempotent; works unattended (CI=true, no stdin).
+#
+# The last line is always "N passed, N failed, N skipped", counted from
+# each run's meson-logs/testlog.json; the exit status is nonzero when
+# anything failed (a build that does not compile counts as a failure).
+#
+# More runs (TSan, valgrind, fuzzers) are one more run_suite line at the
+# bottom.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+
+passed=0
+failed=0
+skipped=0
+
+# Count one failure that no testlog.json records (setup or build broke).
+fail_step() {
+	echo "FAILED: $*" >&2
+	failed=$((failed + 1))
+}
+
+# Configure BUILDDIR with the given meson setup arguments: a fresh setup the
+# first time, a reconfigure (applying the same arguments) afterwards.
+setup_dir() {
+	local dir=$1
+	shift
+	if [ -f "$dir/meson-private/coredata.dat" ]; then
+		meson setup --reconfigure "$dir" "$@"
+	else
+		meson setup "$dir" "$@"
+	fi
+}
+
+# Add the results in testlog.json $1 to the totals: OK and EXPECTEDFAIL
+# pass, SKIP skips, anything else (FAIL, TIMEOUT, ERROR, UNEXPECTEDPASS)
+# fails. Prints this run's counts.
+count_results() {
+	local counts p f s
+	counts=$(python3 - "$1" <<'PY'
+import json, sys
+p = f = s = 0
+with open(sys.argv[1]) as log:
+    for line in log:
+        line = line.strip()
+        if not line:
+            continue
+        r = json.loads(line).get("result")
+        if r in ("OK", "EXPECTEDFAIL"):
+            p += 1
+        elif r == "SKIP":
+            s += 1
+        else:
+            f += 1
+print(p, f, s)
+PY
+	) || {
+		fail_step "cannot read $1"
+		return
+	}
+	read -r p f s <<<"$counts"
+	echo "--- $p passed, $f failed, $s skipped"
+	passed=$((passed + p))
+	failed=$((failed + f))
+	skipped=$((skipped + s))
+}
+
+# run_suite NAME BUILDDIR [meson setup args...]
+# Configure and build BUILDDIR, run every test suite in it with
+# `meson test`, and add its results to the totals. Environment for the
+# tests (e.g. UBSAN_OPTIONS) can be given on the call:
+#   UBSAN_OPTIONS=... run_suite asan build-asan -Db_sanitize=address
+run_suite() {
+	local name=$1 dir=$2 rc log
+	shift 2
+	log="$dir/meson-logs/testlog.json"
+	echo "=== $name: $dir ${*:-}"
+	if ! setup_dir "$dir" "$@"; then
+		fail_step "$name: meson setup $dir"
+		return
+	fi
+	if ! ninja -C "$dir"; then
+		fail_step "$name: build in $dir"
+		return
+	fi
+	rm -f "$log"
+	meson test -C "$dir" --print-errorlogs
+	rc=$?
+	if [ ! -f "$log" ]; then
+		fail_step "$name: meson test wrote no $log (exit $rc)"
+		return
+	fi
+	local before=$failed
+	count_results "$log"
+	if [ "$rc" -ne 0 ] && [ "$failed" -eq "$before" ]; then
+		fail_step "$name: meson test exited $rc"
+	fi
+}
+
+if ! bash scripts/deps.sh; then
+	fail_step "scripts/deps.sh"
+	echo "$passed passed, $failed failed, $skipped skipped"
+	exit 1
+fi
+
+run_suite werror build -Dwerror=true
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	run_suite asan build-asan -Db_sanitize=address,undefined \
+	-Db_lundef=false
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,38 @@
+/*
+ * Test fixture: start a real server process (redis-server, memcached) on a
+ * free loopback port, wait until it accepts connections, stop it after.
+ *
+ * When the server binary is missing: under CI=true the start fails (the
+ * test must fail); otherwise drl_fixture_start returns 1 and the test skips.
+ */
+#ifndef DRL_SERVER_FIXTURE_H
+#define DRL_SERVER_FIXTURE_H
+
+#include <sys/types.h>
+
+typedef struct drl_server {
+	pid_t pid;
+	int port;
+	char dir[256]; /* private temp dir (unix sockets, logs) */
+} drl_server;
+
+/* Start redis-server with persistence off on 127.0.0.1:<free port>.
+ * Extra "--opt value" arguments may follow in extra_argv (NULL-terminated,
+ * may be NULL). Returns 0 started, 1 binary missing and not under CI
+ * (skip), -1 failure (message on stderr). */
+int drl_fixture_redis_start(drl_server *s, const char *const *extra_argv);
+
+/* Start memcached on 127.0.0.1:<free port>; same return values. */
+int drl_fixture_memcached_start(drl_server *s, const char *const *extra_argv);
+
+/* Stop (SIGTERM, then SIGKILL after 2 s) and reap; remove the temp dir. */
+void drl_fixture_stop(drl_server *s);
+
+/* SIGSTOP / SIGCONT the server (fault tests). */
+int drl_fixture_pause(drl_server *s);
+int drl_fixture_resume(drl_server *s);
+
+/* 1 when the environment variable CI is "true". */
+int drl_fixture_under_ci(void);
+
+#endif

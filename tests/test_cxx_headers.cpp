@@ -1,0 +1,42 @@
+/*
+ * The public headers compile as C++ (extern "C", no C-only constructs),
+ * and a C++ program links against the library through them.
+ */
+#include <drl/drl.h>
+#include <drl/backend.h>
+
+#include <cstdio>
+
+/* A store author's struct in C++: the base embedded as the first member. */
+struct cxx_backend {
+	drl_backend parent;
+	int extra;
+};
+
+int main()
+{
+	const char *text = drl_strerror(DRL_EINVAL);
+	const char *name = drl_err_name(DRL_ESTORE);
+	const char *version = drl_version();
+	drl_error err = {};
+	drl_result res = {};
+	drl_bytes bytes = {"k", 1};
+	cxx_backend b = {};
+
+	b.parent.version = DRL_BACKEND_VERSION;
+	b.parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
+	res.retry_after_us = DRL_NEVER;
+	if (text == nullptr || name == nullptr || version == nullptr) {
+		std::fprintf(stderr, "NULL text from the library\n");
+		return 1;
+	}
+	if (drl_error_set(&err, DRL_EINVAL, "bad %s", "part") != DRL_EINVAL ||
+	    err.code != DRL_EINVAL) {
+		std::fprintf(stderr, "drl_error_set did not fill the code\n");
+		return 1;
+	}
+	std::printf("%s (%s), drl %s, key %zu byte, never=%lld, error \"%s\"\n",
+		    text, name, version, bytes.len,
+		    static_cast<long long>(res.retry_after_us), err.message);
+	return b.parent.version == DRL_BACKEND_VERSION ? 0 : 1;
+}

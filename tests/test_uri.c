@@ -1,0 +1,454 @@
+/* Store URIs (core/uri.c) and strict integers (core/parse.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Parse `text`, expecting success. */
+static void parse_ok(drl__uri *u, const char *text)
+{
+	drl_error err = {0};
+	int rc = drl__uri_parse(u, text, &err);
+	if (rc)
+		fail_msg("parse(\"%s\") = %d: %s", text, rc, err.message);
+}
+
+/* Parse `text`, expecting DRL_EINVAL with a message containing `want`
+ * (when not NULL); the uri must come back cleared. Returns the message. */
+static const char *parse_bad(const char *text, const char *want)
+{
+	static drl_error err;
+	drl__uri u;
+	memset(&err, 0, sizeof err);
+	memset(&u, 0xab, sizeof u); /* garbage: parse must not read it */
+	int rc = drl__uri_parse(&u, text, &err);
+	if (rc != DRL_EINVAL)
+		fail_msg("parse(\"%s\") = %d, want DRL_EINVAL", text, rc);
+	assert_int_equal(err.code, DRL_EINVAL);
+	if (want && !strstr(err.message, want))
+		fail_msg("parse(\"%s\"): message \"%s\" lacks \"%s\"", text,
+			 err.message, want);
+	drl__uri zero;
+	memset(&zero, 0, sizeof zero);
+	assert_memory_equal(&u, &zero, sizeof u);
+	drl__uri_clear(&u); /* idempotent on a cleared uri */
+	return err.message;
+}
+
+static void test_memory(void **state)
+{
+	(void)state;
+	drl__uri u;
+	parse_ok(&u, "memory://");
+	assert_string_equal(u.scheme, "memory");
+	assert_null(u.user);
+	assert_null(u.password);
+	assert_null(u.hosts);
+	assert_null(u.path);
+	assert_int_equal(u.nopts, 0);
+	assert_int_equal(drl__uri_check_all_used(&u, NULL), 0);
+	drl__uri_clear(&u);
+
+	parse_ok(&u, "memory://?shards=16");
+	assert_null(u.hosts);
+	assert_null(u.path);
+	assert_int_equal(u.nopts, 1);
+	int64_t v = 0;
+	assert_int_equal(drl__uri_get_int(&u, "shards", 1, 1024, 64, &v, NULL),
+			 0);
+	assert_int_equal(v, 16);
+	drl__uri_clear(&u);
+
+	parse_ok(&u, "memory://?"); /* a lone '?': no options */
+	assert_int_equal(u.nopts, 0);
+	drl__uri_clear(&u);
+}
+
+static void test_redis(void **state)
+{
+	(void)state;
+	drl__uri u;
+	parse_ok(&u, "redis://user:pw@h:1/2?tx=lua&timeout_ms=5");
+	assert_string_equal(u.scheme, "redis");
+	assert_string_equal(u.user, "user");
+	assert_string_equal(u.password, "pw");
+	assert_string_equal(u.hosts, "h:1");
+	assert_string_equal(u.path, "2");
+	assert_int_equal(u.nopts, 2);
+	assert_string_equal(drl__uri_get(&u, "tx"), "lua");
+	int64_t t = 0;
+	drl_error err = {0};
+	assert_int_equal(
+		drl__uri_get_int(&u, "timeout_ms", 1, 60000, 100, &t, &err), 0);
+	assert_int_equal(t, 5);
+	assert_int_equal(drl__uri_check_all_used(&u, &err), 0);
+	assert_null(drl__uri_get(&u, "absent"));
+	drl__uri_clear(&u);
+	drl__uri_clear(&u);
+
+	parse_ok(&u, "redis://h:6379");
+	assert_string_equal(u.hosts, "h:6379");
+	assert_null(u.path);
+	assert_null(u.user);
+	drl__uri_clear(&u);
+
+	parse_ok(&u, "redis://h/");
+	assert_string_equal(u.path, "");
+	drl__uri_clear(&u);
+
+	/* A user without a password, a password without a user. */
+	parse_ok(&u, "redis://alice@h");
+	assert_string_equal(u.user, "alice");
+	assert_null(u.password);
+	drl__uri_clear(&u);
+	parse_ok(&u, "redis://:pw@h");
+	assert_null(u.user);
+	assert_string_equal(u.password, "pw");
+	drl__uri_clear(&u);
+
+	/* The userinfo ends at the last '@': a raw '@' in a password. */
+	parse_ok(&u, "redis://:p@ss@h");
+	assert_string_equal(u.password, "p@ss");
+	assert_string_equal(u.hosts, "h");
+	drl__uri_clear(&u);
+}
+
+static void test_unix_and_memcached(void **state)
+{
+	(void)state;
+	drl__uri u;
+	parse_ok(&u, "redis+unix:///tmp/x.sock?tx=watch");
+	assert_string_equal(u.scheme, "redis+unix");
+	assert_null(u.hosts);
+	assert_string_equal(u.path, "/tmp/x.sock");
+	assert_string_equal(drl__uri_get(&u, "tx"), "watch");
+	drl__uri_clear(&u);
+
+	parse_ok(&u, "redis+unix://:pw@/run/r.sock");
+	assert_string_equal(u.password, "pw");
+	assert_null(u.hosts);
+	assert_string_equal(u.path, "/run/r.sock");
+	drl__uri_clear(&u);
+
+	parse_ok(&u, "memcached://a:1,b:2?binary=1");
+	assert_string_equal(u.scheme, "memcached");
+	assert_string_equal(u.hosts, "a:1,b:2");
+	assert_null(u.path);
+	int64_t v = 0;
+	assert_int_equal(drl__uri_get_int(&u, "binary", 0, 1, 0, &v, NULL), 0);
+	assert_int_equal(v, 1);
+	drl__uri_clear(&u);
+
+	parse_ok(&u, "a1+b.c-d://x");
+	assert_string_equal(u.scheme, "a1+b.c-d");
+	drl__uri_clear(&u);
+}
+
+static void test_percent_decoding(void **state)
+{
+	(void)state;
+	drl__uri u;
+	parse_ok(&u, "redis://us%40er:p%3Aw%2f%3F%25@h:1/a%20b?k=v%26x%3D1&e=");
+	assert_string_equal(u.user, "us@er");
+	assert_string_equal(u.password, "p:w/?%");
+	assert_string_equal(u.hosts, "h:1");
+	assert_string_equal(u.path, "a b");
+	assert_string_equal(drl__uri_get(&u, "k"), "v&x=1");
+	assert_string_equal(drl__uri_get(&u, "e"), "");
+	drl__uri_clear(&u);
+
+	/* '=' after the first one belongs to the value; bytes >= 0x80 pass. */
+	parse_ok(&u, "redis://h?k=a=b&u=%C3%A9\xc3\xa9");
+	assert_string_equal(drl__uri_get(&u, "k"), "a=b");
+	assert_string_equal(drl__uri_get(&u, "u"), "\xc3\xa9\xc3\xa9");
+	drl__uri_clear(&u);
+
+	/* Hosts are kept raw. */
+	parse_ok(&u, "redis://[fe80::1%25eth0]:6379");
+	assert_string_equal(u.hosts, "[fe80::1%25eth0]:6379");
+	drl__uri_clear(&u);
+}
+
+static void test_rejections(void **state)
+{
+	(void)state;
+	parse_bad("redis//h:6379", "missing \"://\"");
+	parse_bad("h:6379", "missing \"://\"");
+	parse_bad("", "missing \"://\"");
+	parse_bad("://h", "empty scheme");
+	parse_bad("Redis://h", "bad scheme \"Redis\"");
+	parse_bad("1redis://h", "bad scheme \"1redis\"");
+	parse_bad("re_dis://h", "bad scheme");
+	parse_bad("redis://h/%zz", "bad %-escape \"%zz\" in the path");
+	parse_bad("redis://h/a%4", "bad %-escape \"%4\" in the path");
+	parse_bad("redis://h/a%", "bad %-escape \"%\" in the path");
+	parse_bad("redis://us%g0@h", "bad %-escape \"%g0\" in the user");
+	parse_bad("redis://h?k=%0", "in the value of option \"k\"");
+	parse_bad("redis://h?k=a%00b", "\"%00\" is not allowed");
+	const char *m = parse_bad("redis://h:6379?tx", NULL);
+	assert_string_equal(
+		m, "invalid URI \"redis://h:6379?tx\": option \"tx\" has no value");
+	parse_bad("redis://h?a=1&tx", "option \"tx\" has no value");
+	parse_bad("redis://h?=v", "empty name");
+	parse_bad("redis://h?a=1&=v", "empty name");
+	parse_bad("redis://h?a=1&a=2", "option \"a\" given twice");
+	parse_bad("redis://h?a=1&b=2&a=1", "option \"a\" given twice");
+	parse_bad("redis://h?a=1&&b=2", "empty option");
+	parse_bad("redis://h?a=1&", "empty option");
+	parse_bad("redis://h?&", "empty option");
+	parse_bad("redis://h?k:x=1", "bad option name \"k:x\"");
+	parse_bad("redis://h ost", "space at byte 9");
+	parse_bad(" redis://h", "space at byte 0");
+	parse_bad("redis://h\tx", "control byte 0x09");
+	parse_bad("redis://h\x7f", "control byte 0x7f");
+	parse_bad("redis://h?k=a\nb", "control byte 0x0a");
+	parse_bad("redis://h\r\n", "control byte 0x0d");
+	/* The control byte itself is escaped in the quoted URI. */
+	parse_bad("redis://h\tx", "\"redis://h\\x09x\"");
+	parse_bad("redis://h?x=a@b", "raw '@' after the host part");
+	parse_bad("redis+unix:///tmp/a@b", "raw '@'");
+
+	drl_error err = {0};
+	drl__uri u;
+	assert_int_equal(drl__uri_parse(&u, NULL, &err), DRL_EINVAL);
+	assert_null(u.scheme);
+	assert_int_equal(drl__uri_parse(NULL, "memory://", NULL), DRL_EINVAL);
+}
+
+static void test_option_limit(void **state)
+{
+	(void)state;
+	char text[512];
+	int o = snprintf(text, sizeof text, "memory://?");
+	for (int i = 0; i < DRL__URI_OPTS_MAX; i++)
+		o += snprintf(text + o, sizeof text - (size_t)o, "%so%d=%d",
+			      i ? "&" : "", i, i);
+	drl__uri u;
+	parse_ok(&u, text);
+	assert_int_equal(u.nopts, DRL__URI_OPTS_MAX);
+	drl__uri_clear(&u);
+	snprintf(text + o, sizeof text - (size_t)o, "&one=more");
+	parse_bad(text, "more than 16 options");
+}
+
+/* Count occurrences of needle in hay. */
+static int occurrences(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+		n++;
+	return n;
+}
+
+static void test_password_never_in_message(void **state)
+{
+	(void)state;
+	/* Every bad URI holds the password "s3cr3t" (or pieces of it). */
+	static const char *const bad[] = {
+		"redis://u:s3cr3t@h:6379?tx",
+		"redis://u:s3cr3t@h/%zz",
+		"redis://u:s3cr3t@h?a=1&a=2",
+		"redis://u:s3cr3t@h?=1",
+		"redis://u:s3cr3t@h ost",
+		"redis://u:s3cr3t@h\x01",
+		"Redis://u:s3cr3t@h",
+		"redis//u:s3cr3t@h",
+		"u:s3cr3t@h",
+		"redis://u:s3%zzcr3t@h",
+		"redis://u:s3cr3t%00@h",
+		"redis://u:s3/cr3t@h/0",
+		"redis://u:s3?cr3t@h",
+		"redis://u:s3cr3t@h?x=a@b",
+		"redis://u:s3cr3t@h?k%=1",
+		"redis://:s3cr3t@h?tx",
+		"redis://:s3:cr3t@h?tx",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		const char *m = parse_bad(bad[i], NULL);
+		if (strstr(m, "cr3t") || strstr(m, "s3"))
+			fail_msg("password leaked for \"%s\": %s", bad[i], m);
+		if (!strstr(m, "***"))
+			fail_msg("no *** for \"%s\": %s", bad[i], m);
+	}
+	/* The rest of the URI is still shown. */
+	const char *m = parse_bad("redis://u:s3cr3t@h:6379?tx", NULL);
+	assert_string_equal(m, "invalid URI \"redis://u:***@h:6379?tx\": "
+			       "option \"tx\" has no value");
+	m = parse_bad("redis://u:s3%zzcr3t@h", "bad %-escape in the password");
+	assert_int_equal(occurrences(m, "%zz"), 0);
+}
+
+static void test_long_uri_message(void **state)
+{
+	(void)state;
+	char text[4096];
+	memset(text, 'a', sizeof text);
+	memcpy(text, "redis://", 8);
+	memcpy(text + 2000, "?k", 2);
+	text[sizeof text - 1] = '\0';
+	const char *m = parse_bad(text, "...");
+	assert_true(strlen(m) < DRL_ERROR_MESSAGE_MAX);
+	assert_non_null(strstr(m, "has no value"));
+}
+
+static void test_get_int(void **state)
+{
+	(void)state;
+	drl__uri u;
+	parse_ok(&u, "memory://?a=16&b=abc&c=-5&d=99999999999999999999&e=&"
+		     "f=%2B7&g=1024&h=1025&i=-0");
+	drl_error err = {0};
+	int64_t v = 42;
+	assert_int_equal(drl__uri_get_int(&u, "a", 1, 1024, 64, &v, &err), 0);
+	assert_int_equal(v, 16);
+	assert_int_equal(drl__uri_get_int(&u, "zz", 1, 1024, 64, &v, &err), 0);
+	assert_int_equal(v, 64);
+
+	v = 7;
+	assert_int_equal(drl__uri_get_int(&u, "b", 1, 1024, 64, &v, &err),
+			 DRL_EINVAL);
+	assert_int_equal(v, 7);
+	assert_int_equal(err.code, DRL_EINVAL);
+	assert_non_null(strstr(err.message, "b=\"abc\""));
+	assert_non_null(strstr(err.message, "[1, 1024]"));
+
+	assert_int_equal(drl__uri_get_int(&u, "c", 0, 10, 1, &v, &err),
+			 DRL_EINVAL);
+	assert_non_null(strstr(err.message, "c=\"-5\""));
+	assert_non_null(strstr(err.message, "[0, 10]"));
+	assert_int_equal(drl__uri_get_int(&u, "d", 0, INT64_MAX, 1, &v, &err),
+			 DRL_EINVAL);
+	assert_int_equal(drl__uri_get_int(&u, "e", 0, 10, 1, &v, &err),
+			 DRL_EINVAL);
+	assert_int_equal(drl__uri_get_int(&u, "f", 0, 10, 1, &v, &err),
+			 DRL_EINVAL);
+	assert_int_equal(drl__uri_get_int(&u, "g", 1, 1024, 1, &v, &err), 0);
+	assert_int_equal(v, 1024);
+	assert_int_equal(drl__uri_get_int(&u, "h", 1, 1024, 1, &v, &err),
+			 DRL_EINVAL);
+	assert_non_null(strstr(err.message, "h=\"1025\""));
+	assert_int_equal(drl__uri_get_int(&u, "i", -1, 1, 1, &v, &err), 0);
+	assert_int_equal(v, 0);
+	/* every option was asked for, even the bad ones */
+	assert_int_equal(drl__uri_check_all_used(&u, &err), 0);
+	drl__uri_clear(&u);
+}
+
+static void test_unused_options(void **state)
+{
+	(void)state;
+	drl__uri u;
+	parse_ok(&u, "redis://h?tx=lua&tmeout_ms=5");
+	drl_error err = {0};
+	assert_non_null(drl__uri_get(&u, "tx"));
+	assert_int_equal(drl__uri_check_all_used(&u, &err), DRL_EINVAL);
+	assert_int_equal(err.code, DRL_EINVAL);
+	assert_non_null(strstr(err.message, "\"tmeout_ms\""));
+	assert_non_null(strstr(err.message, "redis"));
+	assert_null(drl__uri_get(&u, "timeout_ms"));
+	assert_int_equal(drl__uri_check_all_used(&u, &err), DRL_EINVAL);
+	assert_non_null(drl__uri_get(&u, "tmeout_ms"));
+	assert_int_equal(drl__uri_check_all_used(&u, &err), 0);
+	drl__uri_clear(&u);
+}
+
+static void test_clear(void **state)
+{
+	(void)state;
+	drl__uri u;
+	memset(&u, 0, sizeof u);
+	drl__uri_clear(&u);
+	drl__uri_clear(&u);
+	drl__uri_clear(NULL);
+	parse_ok(&u, "redis://u:p@h/0?a=1&b=2");
+	drl__uri_clear(&u);
+	assert_null(u.scheme);
+	assert_null(u.password);
+	assert_int_equal(u.nopts, 0);
+	drl__uri_clear(&u);
+	/* A failure after options were stored frees them (see valgrind). */
+	parse_bad("redis://u:p@h/0?a=1&b=2&b=3", "given twice");
+	parse_bad("redis://u:p@h/0?a=1&b=%zz", "bad %-escape");
+}
+
+static void test_parse_int(void **state)
+{
+	(void)state;
+	int64_t v = 99;
+#define OK(s, want)                                                            \
+	do {                                                                   \
+		v = 99;                                                        \
+		assert_int_equal(drl__parse_int(s, strlen(s), INT64_MIN,       \
+						INT64_MAX, &v),                \
+				 0);                                           \
+		assert_true(v == (want));                                      \
+	} while (0)
+#define BAD(s, lo, hi)                                                         \
+	do {                                                                   \
+		v = 99;                                                        \
+		assert_int_equal(drl__parse_int(s, strlen(s), lo, hi, &v),     \
+				 DRL_EINVAL);                                  \
+		assert_int_equal(v, 99);                                       \
+	} while (0)
+	OK("0", 0);
+	OK("-0", 0);
+	OK("007", 7);
+	OK("123", 123);
+	OK("-123", -123);
+	OK("9223372036854775807", INT64_MAX);
+	OK("-9223372036854775808", INT64_MIN);
+	BAD("9223372036854775808", INT64_MIN, INT64_MAX);
+	BAD("-9223372036854775809", INT64_MIN, INT64_MAX);
+	BAD("99999999999999999999999", INT64_MIN, INT64_MAX);
+	BAD("", INT64_MIN, INT64_MAX);
+	BAD("-", INT64_MIN, INT64_MAX);
+	BAD("+1", INT64_MIN, INT64_MAX);
+	BAD(" 1", INT64_MIN, INT64_MAX);
+	BAD("1 ", INT64_MIN, INT64_MAX);
+	BAD("1a", INT64_MIN, INT64_MAX);
+	BAD("0x10", INT64_MIN, INT64_MAX);
+	BAD("--1", INT64_MIN, INT64_MAX);
+	BAD("1-", INT64_MIN, INT64_MAX);
+	BAD("1.5", INT64_MIN, INT64_MAX);
+	BAD("5", 6, 10);
+	BAD("11", 6, 10);
+	BAD("-1", 0, 10);
+	BAD("5", 10, 6); /* min > max */
+	assert_int_equal(drl__parse_int("10", 2, 10, 10, &v), 0);
+	assert_int_equal(v, 10);
+	/* Only len bytes are read: no NUL needed, trailing bytes ignored. */
+	const char buf[5] = {'1', '2', '3', '4', '5'};
+	assert_int_equal(drl__parse_int(buf, 3, 0, 1000, &v), 0);
+	assert_int_equal(v, 123);
+	assert_int_equal(drl__parse_int("12x", 2, 0, 1000, &v), 0);
+	assert_int_equal(v, 12);
+	assert_int_equal(drl__parse_int("1\0" "2", 3, 0, 1000, &v), DRL_EINVAL);
+	assert_int_equal(drl__parse_int(NULL, 1, 0, 1, &v), DRL_EINVAL);
+#undef OK
+#undef BAD
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_memory),
+		cmocka_unit_test(test_redis),
+		cmocka_unit_test(test_unix_and_memcached),
+		cmocka_unit_test(test_percent_decoding),
+		cmocka_unit_test(test_rejections),
+		cmocka_unit_test(test_option_limit),
+		cmocka_unit_test(test_password_never_in_message),
+		cmocka_unit_test(test_long_uri_message),
+		cmocka_unit_test(test_get_int),
+		cmocka_unit_test(test_unused_options),
+		cmocka_unit_test(test_clear),
+		cmocka_unit_test(test_parse_int),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

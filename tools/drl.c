@@ -1,0 +1,564 @@
+/*
+ * drl — the command-line face of libdrl.
+ *
+ *   drl check [--store URI] --limit SPEC [--cost N] [--now-ms MS]
+ *             [--repeat N] [--json] KEY
+ *
+ * Uses the public API (<drl/drl.h>) only. Exit codes: 0 allowed, 1 denied,
+ * 2 bad usage / spec / URI / key, 3 store (or output) error. Subcommands live
+ * in one table (`commands` below); a new one is a function and a row.
+ */
+#include <drl/drl.h>
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+	EXIT_ALLOWED = 0,
+	EXIT_DENIED = 1,
+	EXIT_USAGE = 2,
+	EXIT_STORE = 3,
+};
+
+#define REPEAT_MAX 1000000
+#define DEFAULT_STORE "memory://"
+
+/* ---- usage ------------------------------------------------------------ */
+
+static const char check_synopsis[] =
+	"usage: drl check [--store URI] --limit SPEC [--cost N]\n"
+	"                 [--now-ms MS] [--repeat N] [--json] KEY\n";
+
+static const char check_details[] =
+	"\n"
+	"Decide whether a request of COST units for KEY is allowed.\n"
+	"\n"
+	"  -s, --store URI   store holding the shared state\n"
+	"                    (default memory://)\n"
+	"  -l, --limit SPEC  ALGORITHM:LIMIT/PERIOD[,option=value...]\n"
+	"                    or a policy of limits joined by ';';\n"
+	"                    repeat --limit to add limits to the policy\n"
+	"  -c, --cost N      units this request takes (default 1;\n"
+	"                    0 consumes nothing and reports the quota)\n"
+	"      --now-ms MS   decide at this time (ms since the Unix\n"
+	"                    epoch) instead of the real-time clock\n"
+	"  -r, --repeat N    decide N times in this process (default 1,\n"
+	"                    max 1000000); the exit status is the last\n"
+	"                    decision's\n"
+	"  -j, --json        one JSON object per decision\n"
+	"  -h, --help        this text\n"
+	"\n"
+	"Exit status: 0 allowed, 1 denied, 2 bad usage, spec, URI or\n"
+	"key, 3 store error.\n";
+
+/* A subcommand: `run` gets argv with argv[0] naming the subcommand and
+ * returns the process exit status. `synopsis` + `details` is its --help. */
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+	const char *synopsis;
+	const char *details;
+};
+
+static int cmd_check(int argc, char **argv);
+
+static const struct command commands[] = {
+	{
+		"check",                     /* name */
+		cmd_check,                   /* run */
+		"decide requests for a key", /* summary */
+		check_synopsis,              /* synopsis */
+		check_details,               /* details */
+	},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+/* Print the top-level usage (every subcommand with its summary) to `out`. */
+static void print_usage(FILE *out)
+{
+	fputs("usage: drl COMMAND [OPTIONS] ...\n"
+	      "       drl --help | --version\n"
+	      "\n"
+	      "Commands:\n",
+	      out);
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name,
+			commands[i].summary);
+	fputs("\n'drl COMMAND --help' describes one command.\n", out);
+}
+
+/* Print the whole help of subcommand `cmd` to stdout. */
+static void print_help(const struct command *cmd)
+{
+	fputs(cmd->synopsis, stdout);
+	fputs(cmd->details, stdout);
+}
+
+/* The subcommand called `name`, or NULL. */
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+/* ---- parsing ---------------------------------------------------------- */
+
+/* Parse `s` as a whole unsigned decimal number in [min, max] into *out.
+ * Digits only: no sign, no spaces, no suffix, not empty. Returns false (and
+ * leaves *out alone) otherwise, including on overflow. */
+static bool parse_uint(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	int64_t v = 0;
+
+	if (*s == '\0')
+		return false;
+	for (; *s != '\0'; s++) {
+		if (*s < '0' || *s > '9')
+			return false;
+		int d = *s - '0';
+		if (v > (INT64_MAX - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	if (v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Append `spec` to the policy in *policy (a malloc'd string or NULL),
+ * joining with ';'. Returns false when out of memory (*policy unchanged). */
+static bool policy_append(char **policy, const char *spec)
+{
+	size_t old = *policy != NULL ? strlen(*policy) : 0;
+	size_t add = strlen(spec);
+	char *p = realloc(*policy, old + (old != 0) + add + 1);
+
+	if (p == NULL)
+		return false;
+	if (old != 0)
+		p[old++] = ';';
+	memcpy(p + old, spec, add + 1);
+	*policy = p;
+	return true;
+}
+
+/* Number of limits in a policy spec (';'-separated parts), for display. */
+static int policy_count(const char *spec)
+{
+	int n = 1;
+
+	for (; *spec != '\0'; spec++)
+		n += *spec == ';';
+	return n;
+}
+
+/* ---- output ----------------------------------------------------------- */
+
+/* Length of the well-formed UTF-8 sequence starting at p (n bytes left), or
+ * 0 when it is not one (overlong forms, surrogates and code points above
+ * U+10FFFF are not well-formed). */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+	unsigned c = p[0];
+	size_t len;
+	unsigned lo = 0x80, hi = 0xbf; /* bounds for the second byte */
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (n < len || p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return len;
+}
+
+/* Whether the n bytes at p are entirely well-formed UTF-8. */
+static bool utf8_valid(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		size_t l = utf8_len(p + i, n - i);
+		if (l == 0)
+			return false;
+		i += l;
+	}
+	return true;
+}
+
+/* Write the n bytes at p to `out` as a JSON string with its quotes. Valid
+ * UTF-8 passes through; quotes, backslashes and control bytes are escaped;
+ * a byte that is not part of well-formed UTF-8 becomes \u00XX (its Latin-1
+ * reading), so the output is always valid JSON. */
+static void json_string(FILE *out, const unsigned char *p, size_t n)
+{
+	putc('"', out);
+	for (size_t i = 0; i < n;) {
+		unsigned c = p[i];
+		size_t l = utf8_len(p + i, n - i);
+
+		if (l > 1) {
+			fwrite(p + i, 1, l, out);
+			i += l;
+			continue;
+		}
+		i++;
+		if (c == '"' || c == '\\')
+			fprintf(out, "\\%c", (char)c);
+		else if (c == '\n')
+			fputs("\\n", out);
+		else if (c == '\t')
+			fputs("\\t", out);
+		else if (c == '\r')
+			fputs("\\r", out);
+		else if (c < 0x20 || c >= 0x7f)
+			fprintf(out, "\\u%04x", c);
+		else
+			putc((int)c, out);
+	}
+	putc('"', out);
+}
+
+/* Write the n bytes at p to `out` as lowercase hex. */
+static void hex_string(FILE *out, const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fprintf(out, "%02x", p[i]);
+}
+
+/* Write a key for a human line: printable ASCII as is, backslash, space
+ * and every other byte as \xHH, so the key stays one token. */
+static void human_key(FILE *out, const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] > ' ' && p[i] < 0x7f && p[i] != '\\')
+			putc(p[i], out);
+		else
+			fprintf(out, "\\x%02x", p[i]);
+	}
+}
+
+/* Microseconds to whole milliseconds, rounded up (a client that waits the
+ * printed time never retries too early); negative values (DRL_NEVER) pass
+ * through unchanged. */
+static int64_t us_to_ms(int64_t us)
+{
+	if (us <= 0)
+		return us;
+	return us / 1000 + (us % 1000 != 0);
+}
+
+/* Print one decision as a JSON object on its own line. */
+static void print_json(FILE *out, const unsigned char *key, size_t keylen,
+		       const drl_result *r)
+{
+	bool never = r->retry_after_us == DRL_NEVER;
+
+	fputs("{\"key\":", out);
+	json_string(out, key, keylen);
+	if (!utf8_valid(key, keylen)) {
+		fputs(",\"key_hex\":\"", out);
+		hex_string(out, key, keylen);
+		putc('"', out);
+	}
+	fprintf(out,
+		",\"allowed\":%s,\"limit\":%" PRId64 ",\"remaining\":%" PRId64
+		",\"reset_ms\":%" PRId64 ",\"retry_after_ms\":%" PRId64
+		",\"retry_never\":%s,\"reset_us\":%" PRId64
+		",\"retry_after_us\":%" PRId64 ",\"limit_index\":%d}\n",
+		r->allowed ? "true" : "false", r->limit, r->remaining,
+		us_to_ms(r->reset_after_us), us_to_ms(r->retry_after_us),
+		never ? "true" : "false", r->reset_after_us, r->retry_after_us,
+		r->limit_index);
+}
+
+/* Print one decision as a human line, e.g.
+ *   allowed  key=user42 remaining=4 limit=5 reset=1000ms
+ *   denied   key=user42 remaining=0 limit=5 retry_after=200ms
+ * `policy` adds which limit of the policy decided. */
+static void print_human(FILE *out, const unsigned char *key, size_t keylen,
+			const drl_result *r, bool policy)
+{
+	fputs(r->allowed ? "allowed  key=" : "denied   key=", out);
+	human_key(out, key, keylen);
+	fprintf(out, " remaining=%" PRId64 " limit=%" PRId64, r->remaining,
+		r->limit);
+	if (r->allowed)
+		fprintf(out, " reset=%" PRId64 "ms",
+			us_to_ms(r->reset_after_us));
+	else if (r->retry_after_us == DRL_NEVER)
+		fputs(" retry_after=never", out);
+	else
+		fprintf(out, " retry_after=%" PRId64 "ms",
+			us_to_ms(r->retry_after_us));
+	if (policy)
+		fprintf(out, " limit_index=%d", r->limit_index);
+	putc('\n', out);
+}
+
+/* ---- drl check -------------------------------------------------------- */
+
+/* Options of one `drl check` run, as parsed. */
+struct check_opts {
+	const char *store;
+	char *policy; /* malloc'd, the --limit specs joined by ';' */
+	int64_t cost;
+	int64_t now_us; /* -1: use the real-time clock */
+	int64_t repeat;
+	bool json;
+	const char *key;
+};
+
+/* Report a library error on stderr: what was being done, then the
+ * library's message (which names the bad part), or the code's text when
+ * the library left no message. Returns the exit status for rc: DRL_EINVAL
+ * is the caller's mistake (2), any other code the store's (3). */
+static int report(const char *what, int rc, const drl_error *err)
+{
+	const char *msg =
+		err->message[0] != '\0' ? err->message : drl_strerror(rc);
+
+	fprintf(stderr, "drl: %s: %s (%s)\n", what, msg, drl_err_name(rc));
+	return rc == DRL_EINVAL ? EXIT_USAGE : EXIT_STORE;
+}
+
+/* Report a usage error (printf-style) on stderr, followed by the check
+ * synopsis. Returns 2. */
+static int usage_error(const char *fmt, ...)
+#ifdef __GNUC__
+	__attribute__((format(printf, 1, 2)))
+#endif
+	;
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("drl check: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\n", stderr);
+	fputs(check_synopsis, stderr);
+	fputs("Try 'drl check --help' for more.\n", stderr);
+	return EXIT_USAGE;
+}
+
+/* Parse `drl check` arguments into *o. Returns -1 to go on, or an exit
+ * status (0 after --help, 2 on bad usage). o->policy is malloc'd and the
+ * caller frees it either way. */
+static int check_parse(int argc, char **argv, struct check_opts *o)
+{
+	enum { OPT_NOW_MS = 256 };
+	static const struct option longopts[] = {
+		{"store", required_argument, NULL, 's'},
+		{"limit", required_argument, NULL, 'l'},
+		{"cost", required_argument, NULL, 'c'},
+		{"now-ms", required_argument, NULL, OPT_NOW_MS},
+		{"repeat", required_argument, NULL, 'r'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	int64_t ms;
+
+	*o = (struct check_opts){
+		.store = DEFAULT_STORE,
+		.cost = 1,
+		.now_us = -1,
+		.repeat = 1,
+	};
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":s:l:c:r:jh", longopts, NULL)) !=
+	       -1) {
+		switch (c) {
+		case 's':
+			o->store = optarg;
+			break;
+		case 'l':
+			if (!policy_append(&o->policy, optarg)) {
+				fputs("drl check: out of memory\n", stderr);
+				return EXIT_STORE;
+			}
+			break;
+		case 'c':
+			if (!parse_uint(optarg, 0, INT64_MAX, &o->cost))
+				return usage_error("bad --cost '%s': expected "
+						   "a whole number >= 0",
+						   optarg);
+			break;
+		case OPT_NOW_MS:
+			if (!parse_uint(optarg, 0, INT64_MAX / 1000, &ms))
+				return usage_error("bad --now-ms '%s': "
+						   "expected milliseconds "
+						   "since the Unix epoch",
+						   optarg);
+			o->now_us = ms * 1000;
+			break;
+		case 'r':
+			if (!parse_uint(optarg, 1, REPEAT_MAX, &o->repeat))
+				return usage_error("bad --repeat '%s': "
+						   "expected 1..1000000",
+						   optarg);
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'h':
+			fputs(check_synopsis, stdout);
+			fputs(check_details, stdout);
+			return EXIT_ALLOWED;
+		case ':':
+			return usage_error("option '%s' needs a value",
+					   argv[optind - 1]);
+		default: /* '?': optopt is the bad short option, or 0 */
+			if (optopt != 0)
+				return usage_error("unknown option '-%c'",
+						   optopt);
+			return usage_error("unknown option '%s'",
+					   argv[optind - 1]);
+		}
+	}
+	if (o->policy == NULL)
+		return usage_error("missing --limit SPEC");
+	if (optind == argc)
+		return usage_error("missing KEY");
+	if (argc - optind > 1)
+		return usage_error("unexpected argument '%s' (one KEY only)",
+				   argv[optind + 1]);
+	o->key = argv[optind];
+	return -1;
+}
+
+/* Run the decisions of one parsed `drl check`: open the store, make the
+ * limiter, decide o->repeat times and print each decision. Returns the exit
+ * status of the last decision, or 2/3 on the first error. */
+static int check_run(const struct check_opts *o)
+{
+	drl_error err = {0};
+	drl_store *store = NULL;
+	drl_limiter *lim = NULL;
+	const unsigned char *key = (const unsigned char *)o->key;
+	size_t keylen = strlen(o->key);
+	bool policy = policy_count(o->policy) > 1;
+	int status = EXIT_STORE;
+	int rc;
+
+	rc = drl_store_open(&store, o->store, &err);
+	if (rc != 0) {
+		status = report("--store", rc, &err);
+		goto out;
+	}
+	rc = drl_limiter_new(&lim, store, o->policy, NULL, &err);
+	if (rc != 0) {
+		status = report("--limit", rc, &err);
+		goto out;
+	}
+	for (int64_t i = 0; i < o->repeat; i++) {
+		drl_result r;
+
+		if (o->now_us >= 0)
+			rc = drl_allow_at(lim, key, keylen, o->cost, o->now_us,
+					  &r, &err);
+		else
+			rc = drl_allow(lim, key, keylen, o->cost, &r, &err);
+		if (rc != 0) {
+			status = report("decision", rc, &err);
+			goto out;
+		}
+		if (o->json)
+			print_json(stdout, key, keylen, &r);
+		else
+			print_human(stdout, key, keylen, &r, policy);
+		status = r.allowed ? EXIT_ALLOWED : EXIT_DENIED;
+	}
+out:
+	drl_limiter_free(lim);
+	drl_store_free(store);
+	return status;
+}
+
+/* `drl check`: see check_details. Returns the process exit status. */
+static int cmd_check(int argc, char **argv)
+{
+	struct check_opts o;
+	int status = check_parse(argc, argv, &o);
+
+	if (status < 0)
+		status = check_run(&o);
+	free(o.policy);
+	return status;
+}
+
+/* ---- main ------------------------------------------------------------- */
+
+/* Dispatch to a subcommand, or answer --help / --version. Returns the exit
+ * status. */
+static int dispatch(int argc, char **argv)
+{
+	const struct command *cmd;
+
+	if (argc < 2) {
+		print_usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		if (argc > 2 && (cmd = find_command(argv[2])) != NULL) {
+			print_help(cmd);
+			return EXIT_ALLOWED;
+		}
+		print_usage(stdout);
+		return EXIT_ALLOWED;
+	}
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+		printf("drl %s\n", drl_version());
+		return EXIT_ALLOWED;
+	}
+	cmd = find_command(argv[1]);
+	if (cmd == NULL) {
+		fprintf(stderr, "drl: unknown %s '%s'\n\n",
+			argv[1][0] == '-' ? "option" : "command", argv[1]);
+		print_usage(stderr);
+		return EXIT_USAGE;
+	}
+	return cmd->run(argc - 1, argv + 1);
+}
+
+/* Run one command. An output error (e.g. a full disk behind stdout) turns
+ * any status into 3: what was printed may be incomplete. */
+int main(int argc, char **argv)
+{
+	int status = dispatch(argc, argv);
+
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		perror("drl: writing output");
+		return EXIT_STORE;
+	}
+	return status;
+}
