@@ -1,0 +1,150 @@
+/*
+ * Memory store benchmark: median ns per decision and decisions/s for every
+ * algorithm, at 1 and 2 threads, on one hot key and on 1M distinct keys.
+ * Run: meson test -C build --benchmark memory --verbose
+ * (or build/bench/bench_memory [rounds] [keys]).
+ *
+ * Each cell runs ROUNDS timed rounds after a warm-up pass (which also
+ * creates every key), and reports the median round. Time advances by 1 µs
+ * per decision per thread, as real traffic would; limits are set high so
+ * most decisions are admitted and write.
+ */
+#include <drl/drl.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { MAX_THREADS = 2, KEYLEN = 16 };
+
+static int rounds = 7;
+static long nkeys = 1000000;
+static long per_round = 1000000; /* decisions per thread per round */
+
+typedef struct worker {
+	drl_limiter *lim;
+	const char *keys; /* nkeys x KEYLEN, or NULL: the hot key */
+	long first, count;
+	int64_t now;
+	long allowed;
+	int failed;
+	double ns;
+} worker;
+
+static double mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void *run(void *arg)
+{
+	worker *w = arg;
+	drl_result r;
+	double t0 = mono_ns();
+	for (long i = 0; i < per_round; i++) {
+		const char *key = "hot-key-00000000";
+		if (w->keys)
+			key = w->keys + (size_t)(w->first + i % w->count) *
+						KEYLEN;
+		if (drl_allow_at(w->lim, key, KEYLEN, 1, w->now++, &r, NULL))
+			w->failed = 1;
+		w->allowed += r.allowed;
+	}
+	w->ns = (mono_ns() - t0) / (double)per_round;
+	return NULL;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* One cell: median over rounds of the mean ns per decision per thread. */
+static void cell(const char *spec, const char *keys, int threads)
+{
+	drl_store *store;
+	drl_limiter *lim;
+	drl_error err;
+	if (drl_store_open(&store, "memory://", &err) ||
+	    drl_limiter_new(&lim, store, spec, NULL, &err)) {
+		fprintf(stderr, "%s: %s\n", spec, err.message);
+		exit(1);
+	}
+	worker w[MAX_THREADS];
+	double med[64];
+	long each = keys ? nkeys / threads : 1;
+	for (int i = 0; i < threads; i++)
+		w[i] = (worker){lim, keys, i * each, each,
+				INT64_C(1700000000000000), 0, 0, 0};
+	for (int round = -1; round < rounds; round++) {
+		pthread_t th[MAX_THREADS];
+		for (int i = 0; i < threads; i++)
+			pthread_create(&th[i], NULL, run, &w[i]);
+		double sum = 0;
+		for (int i = 0; i < threads; i++) {
+			pthread_join(th[i], NULL);
+			sum += w[i].ns;
+		}
+		if (round >= 0)
+			med[round] = sum / threads;
+	}
+	for (int i = 0; i < threads; i++)
+		if (w[i].failed) {
+			fprintf(stderr, "%s: a decision failed\n", spec);
+			exit(1);
+		}
+	qsort(med, (size_t)rounds, sizeof med[0], cmp);
+	double ns = med[rounds / 2];
+	printf("| %-44s | %-9s | %d | %8.0f | %12.0f |\n", spec,
+	       keys ? "1M keys" : "hot key", threads, ns,
+	       1e9 / ns * threads);
+	fflush(stdout);
+	drl_limiter_free(lim);
+	drl_store_free(store);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1)
+		rounds = atoi(argv[1]);
+	if (argc > 2)
+		nkeys = atol(argv[2]);
+	if (rounds < 1 || rounds > 64 || nkeys < 2) {
+		fprintf(stderr, "usage: bench_memory [rounds 1..64] [keys]\n");
+		return 2;
+	}
+	per_round = nkeys;
+	char *keys = malloc((size_t)nkeys * KEYLEN);
+	if (!keys)
+		return 1;
+	for (long i = 0; i < nkeys; i++) {
+		char tmp[KEYLEN + 1];
+		snprintf(tmp, sizeof tmp, "user-%011ld", i);
+		memcpy(keys + (size_t)i * KEYLEN, tmp, KEYLEN);
+	}
+	static const char *const specs[] = {
+		"fixed_window:1000000000/1m",
+		"sliding_window:1000000000/1m",
+		"subwindow:1000000000/1m,subwindows=6",
+		"token_bucket:1000000000/1m",
+		"gcra:1000000000/1m",
+		"sliding_log:1000/1s",
+	};
+	printf("memory store, %ld decisions per thread per round, median of "
+	       "%d rounds\n\n",
+	       per_round, rounds);
+	printf("| %-44s | %-9s | %s | %8s | %12s |\n", "spec", "keys", "T",
+	       "ns/dec", "decisions/s");
+	printf("|---|---|---|---|---|\n");
+	for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
+		for (int k = 0; k < 2; k++)
+			for (int t = 1; t <= MAX_THREADS; t++)
+				cell(specs[s], k ? keys : NULL, t);
+	free(keys);
+	return 0;
+}
