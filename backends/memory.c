@@ -20,14 +20,16 @@
  * (checked on lookup, and freed then), and memory comes back without
  * anyone reading the key: each bucket records a lower bound of its
  * entries' expiries, and every write moves the shard's sweep hand over a
- * few buckets (more when the write creates a key), freeing what has
- * expired in those whose bound has passed. Since a table of B buckets
- * holds at most about B entries and each key creation sweeps
- * SWEEP_INSERT buckets, a full sweep cycle completes every
- * B / SWEEP_INSERT creations: garbage stays below about 1/SWEEP_INSERT of
- * the table, so a stream of distinct short-lived keys reaches a steady
- * size. Tables double when they hold more entries than buckets and shrink
- * when they fall below an eighth.
+ * bucket (SWEEP_INSERT more when the write creates a key), freeing what has
+ * expired in those whose bound has passed. A key creation sweeps
+ * SWEEP_INSERT buckets, so the hand laps a table of B buckets every
+ * B / SWEEP_INSERT creations; an expired entry waits at most one lap, so
+ * garbage stays below B / SWEEP_INSERT entries. Tables double when they
+ * are more than half full (short chains: in a big table every entry a
+ * lookup passes is a cache miss), so with SWEEP_INSERT = 8 a table stops
+ * growing once its live keys stay below 3B/8: a stream of distinct
+ * short-lived keys reaches a steady size. Tables shrink when they fall
+ * below a sixteenth full.
  *
  * Versions come from a per-shard counter, so a key that expires and is
  * created again never repeats a version a client may still hold (no ABA).
@@ -50,7 +52,7 @@
 #define SHARDS_MAX 1024
 #define MAX_KEYS_MAX (INT64_C(1) << 48)
 #define BUCKETS_MIN 16  /* per shard; power of two */
-#define SWEEP_WRITE 2   /* buckets swept by every write */
+#define SWEEP_WRITE 1   /* buckets swept by every write */
 #define SWEEP_INSERT 8  /* more buckets swept by a write that adds a key */
 #define SHOW_KEY_MAX 64 /* key bytes quoted in a message */
 #define CACHELINE 64
@@ -176,6 +178,18 @@ static bucket *buckets_new(size_t n)
 
 /* ---- table operations, all with the shard locked ---------------------- */
 
+/* Start loading key's bucket (in a big table, a cache miss) while the
+ * sweep runs. */
+static void prefetch_bucket(const shard *sh, uint64_t h)
+{
+#ifdef __GNUC__
+	__builtin_prefetch(&sh->buckets[h & (sh->nbuckets - 1)]);
+#else
+	(void)sh;
+	(void)h;
+#endif
+}
+
 /* Free one entry already unlinked from its chain. */
 static void entry_free(store *st, shard *sh, entry *e)
 {
@@ -231,13 +245,13 @@ static void resize(shard *sh, size_t n)
 	sh->hand &= n - 1;
 }
 
-/* Shrink a table that fell below an eighth full to about half full. */
+/* Shrink a table that fell below a sixteenth full to about a quarter. */
 static void maybe_shrink(shard *sh)
 {
-	if (sh->nbuckets <= BUCKETS_MIN || sh->count >= sh->nbuckets / 8)
+	if (sh->nbuckets <= BUCKETS_MIN || sh->count >= sh->nbuckets / 16)
 		return;
 	size_t n = sh->nbuckets;
-	while (n > BUCKETS_MIN && sh->count < n / 4)
+	while (n > BUCKETS_MIN && sh->count < n / 8)
 		n /= 2;
 	resize(sh, n);
 }
@@ -350,7 +364,8 @@ static int insert(store *st, shard *sh, uint64_t h, drl_bytes key,
 	e->next = bk->head;
 	bk->head = e;
 	sh->count++;
-	if (sh->count > sh->nbuckets && sh->nbuckets <= SIZE_MAX / 4 / sizeof *bk)
+	if (sh->count > sh->nbuckets / 2 &&
+	    sh->nbuckets <= SIZE_MAX / 4 / sizeof *bk)
 		resize(sh, sh->nbuckets * 2);
 	*out = e;
 	return 0;
@@ -448,6 +463,7 @@ static int mem_incr(drl_backend *b, drl_bytes key, int64_t delta,
 	shard *sh = shard_of(st, h);
 	for (int attempt = 0;; attempt++) {
 		pthread_mutex_lock(&sh->lock);
+		prefetch_bucket(sh, h);
 		sweep(st, sh, now, SWEEP_WRITE);
 		entry **pp = lookup(st, sh, h, key, now);
 		if (pp) {
@@ -584,6 +600,7 @@ static int mem_cas(drl_backend *b, drl_bytes key, const void *blob,
 	shard *sh = shard_of(st, h);
 	for (int attempt = 0;; attempt++) {
 		pthread_mutex_lock(&sh->lock);
+		prefetch_bucket(sh, h);
 		sweep(st, sh, now, SWEEP_WRITE);
 		entry **pp = lookup(st, sh, h, key, now);
 		entry *e = pp ? *pp : NULL;
@@ -643,6 +660,7 @@ static int mem_update(drl_backend *b, drl_bytes key, drl_update_fn fn,
 	shard *sh = shard_of(st, h);
 	for (int attempt = 0;; attempt++) {
 		pthread_mutex_lock(&sh->lock);
+		prefetch_bucket(sh, h);
 		sweep(st, sh, now, SWEEP_WRITE);
 		entry **pp = lookup(st, sh, h, key, now);
 		entry *e = pp ? *pp : NULL;

@@ -23,10 +23,16 @@
  * its own commands, so a leftover WATCH can never fail an unrelated EXEC.
  * A cas() with no matching hold cannot be checked: version 0 falls back to
  * SET NX (exactly "only if absent"), any other version is DRL_ECONFLICT
- * (the caller reloads). Held connections do not count against `pool`
- * (a thread that never calls again must not starve the others), so a
- * store has at most pool + (threads holding one) connections. A thread's
- * hold is given back when the thread exits (a pthread key destructor).
+ * (the caller reloads). A thread's hold is given back when the thread
+ * exits (a pthread key destructor).
+ *
+ * Pool size. New connections are opened only while fewer than `pool` are
+ * idle or in a call; held connections do not count (a thread that never
+ * calls again must not starve the others), and a connection released
+ * while more than pool + held are idle or in a call is closed. So calls
+ * never wait on an abandoned hold, threads cycling load/cas under load do
+ * not churn connections, and a store has at most pool + 2 x (threads
+ * holding one) connections, back towards `pool` as holds end.
  * Holds refer to their store by a never-reused id looked up in a registry
  * of live stores, so a hold that outlives its store (destroyed meanwhile,
  * which frees the held connection) is simply forgotten.
@@ -66,13 +72,13 @@
 #define POOL_MAX 1024
 #define PREFIX_MAX DRL__PREFIX_MAX
 #define DB_MAX INT32_MAX
-#define SCRIPT_CACHE 32   /* SHA1s remembered per store */
-#define KEY_STACK 512     /* prefixed keys up to this size need no malloc */
-#define ARGV_STACK 32     /* EVALSHA argument vectors on the stack */
-#define MEM_STACK 1024    /* EVALSHA argument bytes on the stack */
-#define GET_STACK 16      /* get_many replies on the stack */
-#define ARGS_MAX 1000000  /* keys or args of one eval */
-#define MSG_ERR_MAX 200   /* bytes of a Redis error quoted in a message */
+#define SCRIPT_CACHE 32  /* SHA1s remembered per store */
+#define KEY_STACK 512    /* prefixed keys up to this size need no malloc */
+#define ARGV_STACK 32    /* EVALSHA argument vectors on the stack */
+#define MEM_STACK 1024   /* EVALSHA argument bytes on the stack */
+#define GET_STACK 16     /* get_many replies on the stack */
+#define ARGS_MAX 1000000 /* keys or args of one eval */
+#define MSG_ERR_MAX 200  /* bytes of a Redis error quoted in a message */
 
 /* ---- types -------------------------------------------------------------- */
 
@@ -103,7 +109,7 @@ struct rstore {
 
 	/* Where and how to connect; constant after open. */
 	bool is_unix;
-	char *host;     /* TCP host, or the unix socket path */
+	char *host; /* TCP host, or the unix socket path */
 	int port;
 	char *user;     /* NULL: AUTH <password> */
 	char *password; /* NULL: no AUTH */
@@ -115,13 +121,14 @@ struct rstore {
 	size_t prefixlen;
 	char where[128]; /* "host:port" or the socket path, for messages */
 
-	/* Pool; guarded by mu. nconn counts free and in-call connections;
-	 * held ones are on `held` and not counted. */
+	/* Pool; guarded by mu. nconn counts free and in-call connections,
+	 * nheld the ones threads keep between load() and cas() (on `held`). */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	conn *free;
 	conn *held;
 	size_t nconn;
+	size_t nheld;
 	size_t cap;
 
 	_Atomic uint64_t next_version;
@@ -160,6 +167,7 @@ static void held_unlink(rstore *s, conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	c->next = c->prev = NULL;
+	s->nheld--;
 }
 
 /*
@@ -182,7 +190,7 @@ static void drop_hold(hold *h)
 	if (s) {
 		pthread_mutex_lock(&s->mu);
 		held_unlink(s, c);
-		if (!c->broken && s->nconn < s->cap) {
+		if (!c->broken && s->nconn < s->cap + s->nheld) {
 			c->next = s->free;
 			s->free = c;
 			s->nconn++;
@@ -312,8 +320,7 @@ static int reply_error(rstore *s, const char *what, const redisReply *r,
 	if (r->type != REDIS_REPLY_ERROR || r->str == NULL)
 		return drl_error_set(err, DRL_ESTORE,
 				     "redis %s: %s: unexpected %s reply",
-				     s->where, what,
-				     reply_type_name(r->type));
+				     s->where, what, reply_type_name(r->type));
 	int code = DRL_ESTORE;
 	if (strstr(r->str, "overflow"))
 		code = DRL_ERANGE;
@@ -321,8 +328,8 @@ static int reply_error(rstore *s, const char *what, const redisReply *r,
 		 strncmp(r->str, "ERR value is not an integer", 27) == 0)
 		code = DRL_ECORRUPT;
 	int n = (int)(r->len < MSG_ERR_MAX ? r->len : MSG_ERR_MAX);
-	return drl_error_set(err, code, "redis %s: %s: %.*s", s->where, what,
-			     n, r->str);
+	return drl_error_set(err, code, "redis %s: %s: %.*s", s->where, what, n,
+			     r->str);
 }
 
 /* 1 when r is the status reply `text` ("OK", "QUEUED"). */
@@ -371,7 +378,9 @@ static void pipe_restore(pipe_guard *g, bool failed)
 }
 
 /* Start a call on c: a connection that may still watch something gets an
- * UNWATCH in front of the call's commands. */
+ * UNWATCH in front of the call's commands. `watching` is cleared now, not
+ * when the reply arrives: the call may queue a WATCH of its own after the
+ * UNWATCH (load), and if the round trip fails c is dropped anyway. */
 static int begin(rstore *s, conn *c, drl_error *err)
 {
 	c->unwatch_queued = false;
@@ -380,6 +389,7 @@ static int begin(rstore *s, conn *c, drl_error *err)
 	if (redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK)
 		return ctx_error(s, c, "UNWATCH", errno, err);
 	c->unwatch_queued = true;
+	c->watching = false;
 	return 0;
 }
 
@@ -410,9 +420,7 @@ static int collect(rstore *s, conn *c, size_t n, redisReply **r,
 		if (redisGetReply(c->ctx, &u) != REDIS_OK || u == NULL) {
 			rc = ctx_error(s, c, what, errno, err);
 		} else {
-			if (is_status(u, "OK"))
-				c->watching = false;
-			else
+			if (!is_status(u, "OK"))
 				c->broken = true; /* WATCH state unknown */
 			freeReplyObject(u);
 		}
@@ -487,12 +495,15 @@ static void conn_free(conn *c)
 	free(c);
 }
 
-/* Connect, set the command timeout, AUTH and SELECT. */
+/* Connect, set the command timeout; AUTH, SELECT and PING pipelined in
+ * one round trip (PING: a server that wants a password we lack, or is not
+ * Redis, fails here rather than in the first call). */
 static int conn_open(rstore *s, conn **out, drl_error *err)
 {
-	redisContext *ctx = s->is_unix
-		? redisConnectUnixWithTimeout(s->host, s->timeout)
-		: redisConnectWithTimeout(s->host, s->port, s->timeout);
+	redisContext *ctx =
+		s->is_unix
+			? redisConnectUnixWithTimeout(s->host, s->timeout)
+			: redisConnectWithTimeout(s->host, s->port, s->timeout);
 	int saved = errno;
 	*out = NULL;
 	if (ctx == NULL)
@@ -520,18 +531,19 @@ static int conn_open(rstore *s, conn **out, drl_error *err)
 	if (!s->is_unix)
 		(void)redisEnableKeepAlive(ctx);
 
-	redisReply *r[2];
+	redisReply *r[3];
 	size_t n = 0;
 	int rc = 0;
 	if (s->password) {
+		/* AUTH [user] password (a user: Redis 6 ACL). */
 		const char *argv[3] = {"AUTH", s->user, s->password};
 		size_t lens[3] = {4, s->user ? strlen(s->user) : 0,
 				  strlen(s->password)};
-		if (s->user)
-			rc = append(s, c, 3, argv, lens, err);
-		else
-			rc = append(s, c, 2, (const char *[]){"AUTH", s->password},
-				    (size_t[]){4, lens[2]}, err);
+		if (s->user == NULL) {
+			argv[1] = s->password;
+			lens[1] = lens[2];
+		}
+		rc = append(s, c, s->user ? 3 : 2, argv, lens, err);
 		n++;
 	}
 	if (rc == 0 && s->db != 0) {
@@ -542,19 +554,29 @@ static int conn_open(rstore *s, conn **out, drl_error *err)
 		rc = append(s, c, 2, argv, lens, err);
 		n++;
 	}
-	if (rc == 0 && n > 0)
-		rc = collect(s, c, n, r, "AUTH/SELECT", err);
+	if (rc == 0) {
+		const char *argv[1] = {"PING"};
+		size_t lens[1] = {4};
+		rc = append(s, c, 1, argv, lens, err);
+		n++;
+	}
+	if (rc == 0)
+		rc = collect(s, c, n, r, "connection setup", err);
 	if (rc) {
 		conn_free(c);
 		return rc;
 	}
 	for (size_t i = 0; i < n && rc == 0; i++) {
-		if (is_status(r[i], "OK"))
+		bool ping = i == n - 1;
+		if (is_status(r[i], ping ? "PONG" : "OK"))
 			continue;
 		bool auth = s->password && i == 0;
 		/* Redis's AUTH errors never quote the password. */
-		rc = reply_error(s, auth ? "AUTH" : "SELECT", r[i], false,
-				 err);
+		rc = reply_error(s,
+				 ping   ? "PING"
+				 : auth ? "AUTH"
+					: "SELECT",
+				 r[i], false, err);
 	}
 	free_replies(r, n);
 	if (rc) {
@@ -623,12 +645,12 @@ static int checkout(rstore *s, conn **out, drl_error *err)
 	}
 }
 
-/* Give c back to the pool, or free it when broken or above `cap`. */
+/* Give c back to the pool, or free it when broken or surplus. */
 static void release(rstore *s, conn *c)
 {
 	bool drop;
 	pthread_mutex_lock(&s->mu);
-	drop = c->broken || s->nconn > s->cap;
+	drop = c->broken || s->nconn > s->cap + s->nheld;
 	if (drop) {
 		s->nconn--;
 	} else {
@@ -674,8 +696,8 @@ static int hold_conn(rstore *s, conn *c, drl_bytes key, uint64_t version,
 	}
 	if (h == NULL) {
 		release(s, c);
-		return drl_error_set(err, DRL_ENOMEM,
-				     "redis %s: out of memory", s->where);
+		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
+				     s->where);
 	}
 	if (key.len)
 		memcpy(c->wkey, key.data, key.len);
@@ -683,6 +705,7 @@ static int hold_conn(rstore *s, conn *c, drl_bytes key, uint64_t version,
 	c->hold_version = version;
 	pthread_mutex_lock(&s->mu);
 	s->nconn--;
+	s->nheld++;
 	c->prev = NULL;
 	c->next = s->held;
 	if (s->held)
@@ -769,12 +792,12 @@ static int ttl_arg(rstore *s, int64_t ttl_us, char ms[24], size_t *len,
 /* ---- counters ----------------------------------------------------------- */
 
 /* MULTI; INCRBY k delta; PEXPIRE k ttl; EXEC — one round trip. */
-static int r_incr(drl_backend *b, drl_bytes key, int64_t delta,
-		  int64_t ttl_us, int64_t *value, drl_error *err)
+static int r_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
+		  int64_t *value, drl_error *err)
 {
 	rstore *s = (rstore *)b;
 	char ms[24], d[24];
-	size_t mslen, dlen;
+	size_t mslen = 0, dlen;
 	keybuf k;
 	conn *c;
 	int rc = ttl_arg(s, ttl_us, ms, &mslen, err);
@@ -822,9 +845,7 @@ static int r_incr(drl_backend *b, drl_bytes key, int64_t delta,
 	if (rc == 0) {
 		redisReply *v = e->element[0], *x = e->element[1];
 		if (v->type != REDIS_REPLY_INTEGER)
-			rc = v->type == REDIS_REPLY_ERROR
-				? reply_error(s, "INCRBY", v, true, err)
-				: reply_error(s, "INCRBY", v, false, err);
+			rc = reply_error(s, "INCRBY", v, true, err);
 		else if (x->type != REDIS_REPLY_INTEGER)
 			rc = reply_error(s, "PEXPIRE", x, false, err);
 		else
@@ -1014,23 +1035,27 @@ static int r_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 {
 	rstore *s = (rstore *)b;
 	char ms[24];
-	size_t mslen;
+	size_t mslen = 0;
 	conn *c = NULL;
 	keybuf k;
 	int rc = ttl_arg(s, ttl_us, ms, &mslen, err);
 	if (rc)
 		return rc;
 	hold *h = pthread_getspecific(hold_key);
+	bool checked = false; /* c watches key since the matching load */
 	if (h && h->c) {
 		conn *hc = h->c;
 		if (holds_for(h, s) && hc->hold_version == version &&
 		    hc->wkeylen == key.len &&
-		    (key.len == 0 || memcmp(hc->wkey, key.data, key.len) == 0))
+		    (key.len == 0 ||
+		     memcmp(hc->wkey, key.data, key.len) == 0)) {
 			c = take_own(s, h);
-		else if (holds_for(h, s))
+			checked = true;
+		} else if (holds_for(h, s)) {
 			release(s, take_own(s, h)); /* UNWATCH comes lazily */
-		else
+		} else {
 			drop_hold(h);
+		}
 	}
 	if (c == NULL && version != 0)
 		return drl_error_set(err, DRL_ECONFLICT,
@@ -1052,8 +1077,7 @@ static int r_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 	const char *set[6] = {"SET", k.p, data, "PX", ms, "NX"};
 	size_t setl[6] = {3, k.len, len, 2, mslen, 2};
 	redisReply *r[3];
-	if (c->watching && c->hold_version == version && !c->unwatch_queued &&
-	    c->wkeylen == key.len) {
+	if (checked) {
 		/* The held connection: its WATCH is the check. */
 		const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
 		size_t multil[1] = {5}, execl[1] = {4};
@@ -1128,8 +1152,8 @@ static int script_sha1(rstore *s, const drl_script *sc, char hex[41],
 	static const char digits[] = "0123456789abcdef";
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
-	if (!EVP_Digest(sc->source, strlen(sc->source), md, &mdlen,
-			EVP_sha1(), NULL) ||
+	if (!EVP_Digest(sc->source, strlen(sc->source), md, &mdlen, EVP_sha1(),
+			NULL) ||
 	    mdlen != 20)
 		return drl_error_set(err, DRL_EINTERNAL,
 				     "redis: SHA1 of script %s failed",
@@ -1183,8 +1207,9 @@ static int script_result(rstore *s, const drl_script *sc, const redisReply *r,
 		return 0;
 	case REDIS_REPLY_ERROR: {
 		int n = (int)(r->len < MSG_ERR_MAX ? r->len : MSG_ERR_MAX);
-		return drl_error_set(err, DRL_ESTORE, "redis %s: script %s: %.*s",
-				     s->where, name, n, r->str ? r->str : "");
+		return drl_error_set(err, DRL_ESTORE,
+				     "redis %s: script %s: %.*s", s->where,
+				     name, n, r->str ? r->str : "");
 	}
 	default:
 		return drl_error_set(err, DRL_EINTERNAL,
@@ -1224,6 +1249,9 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 				     "arguments",
 				     script->name ? script->name : "?");
 	char hex[41];
+	char *p;
+	conn *c;
+	redisReply *r[2] = {NULL, NULL};
 	int rc = script_sha1(s, script, hex, err);
 	if (rc)
 		return rc;
@@ -1252,7 +1280,7 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 				   s->where);
 		goto out;
 	}
-	char *p = m;
+	p = m;
 	argv[0] = "EVALSHA";
 	lens[0] = 7;
 	argv[1] = hex;
@@ -1280,8 +1308,6 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 		p += lens[3 + nkeys + i];
 	}
 
-	conn *c;
-	redisReply *r[2] = {NULL, NULL};
 	rc = acquire(s, &c, err);
 	if (rc)
 		goto out;
@@ -1302,8 +1328,8 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 			rc = collect(s, c, 2, r, "SCRIPT LOAD/EVALSHA", err);
 		if (rc == 0) {
 			if (r[0]->type != REDIS_REPLY_STRING)
-				rc = reply_error(s, "SCRIPT LOAD", r[0],
-						 false, err);
+				rc = reply_error(s, "SCRIPT LOAD", r[0], false,
+						 err);
 			else if (r[0]->len != 40 ||
 				 strncasecmp(r[0]->str, hex, 40) != 0)
 				rc = drl_error_set(
@@ -1368,8 +1394,7 @@ static int r_now(drl_backend *b, int64_t *now_us, drl_error *err)
 		rc = reply_error(s, "TIME", t, false, err);
 	else
 		rc = drl_error_set(err, DRL_ECORRUPT,
-				   "redis %s: TIME: malformed reply",
-				   s->where);
+				   "redis %s: TIME: malformed reply", s->where);
 	free_replies(r, 1);
 	release(s, c);
 	return rc;

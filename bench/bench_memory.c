@@ -123,8 +123,8 @@ int main(int argc, char **argv)
 	if (!keys)
 		return 1;
 	for (long i = 0; i < nkeys; i++) {
-		char tmp[KEYLEN + 1];
-		snprintf(tmp, sizeof tmp, "user-%011ld", i);
+		char tmp[32];
+		snprintf(tmp, sizeof tmp, "user-%011ld", i % 100000000000L);
 		memcpy(keys + (size_t)i * KEYLEN, tmp, KEYLEN);
 	}
 	static const char *const specs[] = {

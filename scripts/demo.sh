@@ -45,7 +45,7 @@ show check --limit "fixed_window:3/1s;fixed_window:100/1d" \
 	--now-ms 1700000000000 --repeat 4 user42
 
 echo
-echo "== the same policy as repeated --limit options, a request of cost 2"
+echo "== a policy from repeated --limit options; requests of cost 2"
 show check --limit sliding_window:3/1s --limit gcra:100/1d \
 	--cost 2 --now-ms 1700000000000 --repeat 2 user42
 
@@ -55,4 +55,5 @@ show check --limit sliding_log:5/1m --cost 6 --json user42
 
 echo
 echo "== a typo in a spec is an error (exit 2) naming the bad part"
-"$drl" check --limit token_bukket:5/1s user42 || echo "(exit $?)"
+echo "\$ drl check --limit token_bukket:5/1s user42"
+"$drl" check --limit token_bukket:5/1s user42 2>&1 || echo "(exit $?)"

@@ -55,7 +55,7 @@
 #define MAX_ARGS 64
 #define MAX_SERVERS 64
 
-/* ---- registry of running servers, for cleanup at exit --------------- */
+/* ---- registry of running servers, for cleanup at exit -------------------- */
 
 typedef struct tracked {
 	volatile pid_t pid; /* 0: free slot */
@@ -199,7 +199,7 @@ static void untrack(pid_t pid)
 	pthread_mutex_unlock(&table_lock);
 }
 
-/* ---- small helpers ---------------------------------------------------- */
+/* ---- small helpers ------------------------------------------------------- */
 
 /* Sleep `ms` milliseconds (restarting after signals). */
 static void sleep_ms(long ms)
@@ -220,9 +220,8 @@ int drl_fixture_under_ci(void)
  * full path goes to out (cap bytes). 0 found, -1 not found. */
 static int find_binary(const char *name, char *out, size_t cap)
 {
-	static const char *const fallback[] = {"/usr/sbin", "/usr/bin",
-					       "/usr/local/bin", "/sbin",
-					       "/bin"};
+	static const char *const fallback[] = {
+		"/usr/sbin", "/usr/bin", "/usr/local/bin", "/sbin", "/bin"};
 	const char *path = getenv("PATH");
 
 	if (path != NULL) {
@@ -230,8 +229,9 @@ static int find_binary(const char *name, char *out, size_t cap)
 		while (*p != '\0') {
 			const char *end = strchr(p, ':');
 			size_t n = end ? (size_t)(end - p) : strlen(p);
-			if (n > 0 && (size_t)snprintf(out, cap, "%.*s/%s",
-						      (int)n, p, name) < cap &&
+			if (n > 0 &&
+			    (size_t)snprintf(out, cap, "%.*s/%s", (int)n, p,
+					     name) < cap &&
 			    access(out, X_OK) == 0)
 				return 0;
 			if (end == NULL)
@@ -363,8 +363,8 @@ static void close_inherited_fds(void)
 static pid_t spawn(char *const argv[], const char *logpath)
 {
 	pid_t parent = getpid();
-	int logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-			 0600);
+	int logfd =
+		open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	pid_t pid;
 
 	if (logfd < 0) {
@@ -563,8 +563,7 @@ static int start(drl_server *s, kind k, const char *const *extra)
 				binname, s->port);
 			continue;
 		}
-		fprintf(stderr, "fixture: %s on port %d %s\n", binname,
-			s->port,
+		fprintf(stderr, "fixture: %s on port %d %s\n", binname, s->port,
 			r == 1 ? "exited during startup"
 			       : "did not accept connections within 5 s");
 		kill_and_reap(s);

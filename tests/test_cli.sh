@@ -37,6 +37,7 @@ run() {
 	last_args=("$@")
 	"$drl" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
 	rc=$?
+	rm -f "$tmp/json"
 }
 
 # The last command exited with status $1.
@@ -71,13 +72,25 @@ expect_lines() {
 
 # In the JSON object on stdout line $1, field $2 is the JSON value $3
 # (written as JSON: true, 5, -1, "user42"). The line must parse as JSON.
+# stdout is parsed once per run, into "LINE<tab>FIELD<tab>VALUE" rows.
 expect_json() {
 	local got
-	got=$(sed -n "${1}p" "$tmp/out" | python3 -c '
+	if [ ! -f "$tmp/json" ]; then
+		python3 -c '
 import json, sys
-o = json.loads(sys.stdin.read())
-print(json.dumps(o[sys.argv[1]]) if sys.argv[1] in o else "<absent>")
-' "$2" 2>&1)
+for n, line in enumerate(sys.stdin, 1):
+    try:
+        o = json.loads(line)
+    except ValueError:
+        print("%d\t<not JSON>\t" % n)
+        continue
+    for k, v in o.items():
+        print("%d\t%s\t%s" % (n, k, json.dumps(v)))
+' <"$tmp/out" >"$tmp/json" 2>&1
+	fi
+	got=$(awk -F '\t' -v n="$1" -v k="$2" \
+		'$1 == n && $2 == k { print $3; found = 1 }
+		 END { if (!found) print "<absent>" }' "$tmp/json")
 	[ "$got" = "$3" ]
 	check $? "json line $1: $2 = $3 (got $got)"
 }

@@ -1,0 +1,1041 @@
+/*
+ * The memcached store, over libmemcached (1.1.x).
+ *
+ * URI, options and threading: see memcached.h. What this file decides:
+ *
+ * Connections. One master memcached_st holds the configuration; calls
+ * borrow a clone from a libmemcachedutil pool (`pool` handles at most), as
+ * a memcached_st is not thread-safe. A call that finds every handle busy
+ * waits for one, up to 10 x timeout_ms (at least 1 s), then fails with
+ * DRL_ETIMEDOUT. After a transport error the borrowed handle's connections
+ * are closed (memcached_quit) before it goes back, so a late reply to a
+ * timed-out request can never be read as the answer to the next one.
+ *
+ * Pools. Several servers use ketama consistent hashing. Failed servers are
+ * never ejected and their keys never rehashed to the others: moving keys
+ * silently would restart every limit that lives on them, and a client that
+ * ejected a server would disagree with one that had not. Calls for a dead
+ * server's keys fail within the timeout (at once when the connection is
+ * refused); other keys carry on. The order servers are listed in does not
+ * matter (ketama hashes "host:port").
+ *
+ * Keys. memcached keys are at most 250 bytes with no space or control
+ * bytes. The store key is `prefix` + K, where K is the key handed in when
+ * it is 1..(250 - prefix) bytes long, holds no byte <= 0x20 or == 0x7f,
+ * and does not start with '#'; otherwise K is "#" + the lowercase hex
+ * SHA-256 of the key. Every byte string thus maps to a valid key, and two
+ * different keys never share state: a raw K never starts with '#', a
+ * hashed one always does (and SHA-256 does not collide). The mapping does
+ * not depend on the protocol, so binary and ASCII clients share state.
+ *
+ * Counters. memcached counters are unsigned 64-bit, decrement stops at 0
+ * and increment wraps; the vtable's counters are signed (absent is 0, a
+ * refund may take one below 0). So a counter holds value + 2^62 (BIAS):
+ * values in (-2^62, 2^63) are exact, anything outside is DRL_ERANGE, never
+ * a wrong number. With the binary protocol an increment is one round trip
+ * (increment/decrement_with_initial; a missing key is created holding the
+ * initial value as is, so initial = BIAS + delta). With binary=0: incr or
+ * decr; on NOT_FOUND add BIAS + delta; when add loses a race, incr again
+ * (bounded). memcached sets a counter's expiry when it creates it; later
+ * increments keep that expiry (windows are named in keys, so the TTL given
+ * at creation covers the window; the TTL only cleans up).
+ *
+ * Optimistic state. load() is a `gets` (the memcached CAS id is the
+ * version, never 0 for a stored item), cas() with version 0 is `add`
+ * (NOT_STORED: DRL_ECONFLICT), otherwise `cas` (EXISTS or NOT_FOUND:
+ * DRL_ECONFLICT).
+ *
+ * TTLs. memcached expiries are whole seconds, and a value above 30 days
+ * (2592000 s) is read as an absolute Unix time. A TTL becomes ceil(seconds)
+ * + 1: the extra second covers memcached's clock, which ticks once a second,
+ * so an item given N seconds may vanish up to 1 s early. Above 30 days the
+ * expiry is sent as time(NULL) + seconds (client clock; skew only moves the
+ * cleanup). Correctness never depends on a TTL.
+ *
+ * Evictions and restarts. A server that evicts a key or restarts forgets
+ * the limits stored there: those limits start over (a fresh window or a
+ * full bucket), decisions carry on, no error is reported.
+ *
+ * Failures. A call that fails with DRL_ETIMEDOUT (or a connection lost
+ * after sending) may still have been applied by the server: an increment
+ * then counts although the caller saw an error, which only ever errs on the
+ * side of limiting. Host names are resolved when a connection is made; that
+ * lookup is not bounded by timeout_ms (use addresses where it matters).
+ */
+#include "memcached.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libmemcached/memcached.h>
+#include <libmemcached/util.h>
+#include <openssl/sha.h>
+
+#define DEFAULT_PORT 11211
+#define SERVERS_MAX 64
+#define KEY_MAX 250                /* memcached's key length limit */
+#define PREFIX_MAX DRL__PREFIX_MAX /* leaves room for "#" + 64 hex */
+#define BIAS (UINT64_C(1) << 62)
+#define RELATIVE_TTL_MAX INT64_C(2592000) /* 30 days */
+#define ADD_RACE_RETRIES 16
+#define INLINE_KEYS 16 /* get_many: no allocation up to this many keys */
+
+typedef struct mc_backend {
+	drl_backend parent;
+	memcached_st *master; /* configuration; cloned into the pool */
+	memcached_pool_st *pool;
+	struct timespec pool_wait; /* longest wait for a free handle */
+	bool binary;
+	size_t plen;
+	char prefix[PREFIX_MAX + 1];
+} mc_backend;
+
+/* A store key, mapped (see the top of the file). */
+typedef struct mkey {
+	size_t len;
+	char buf[KEY_MAX + 1];
+} mkey;
+
+/* One call: the borrowed handle and whether it must be reset. */
+typedef struct call {
+	mc_backend *m;
+	memcached_st *mc;
+	bool broken;
+} call;
+
+/* ---- keys ---------------------------------------------------------------- */
+
+/* 1 when byte c may appear in a memcached key as is. */
+static bool key_byte_ok(unsigned char c)
+{
+	return c > 0x20 && c != 0x7f;
+}
+
+/* Map `key` to its store key in *out (see the top of the file). */
+static void map_key(const mc_backend *m, drl_bytes key, mkey *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = key.data;
+	bool raw = key.len >= 1 && key.len <= KEY_MAX - m->plen && p[0] != '#';
+
+	for (size_t i = 0; raw && i < key.len; i++)
+		raw = key_byte_ok(p[i]);
+	memcpy(out->buf, m->prefix, m->plen);
+	if (raw) {
+		memcpy(out->buf + m->plen, p, key.len);
+		out->len = m->plen + key.len;
+	} else {
+		unsigned char md[SHA256_DIGEST_LENGTH];
+		char *o = out->buf + m->plen;
+		SHA256(key.len ? p : (const unsigned char *)"", key.len, md);
+		*o++ = '#';
+		for (size_t i = 0; i < sizeof md; i++) {
+			*o++ = hex[md[i] >> 4];
+			*o++ = hex[md[i] & 15];
+		}
+		out->len = m->plen + 1 + 2 * sizeof md;
+	}
+	out->buf[out->len] = '\0';
+}
+
+/* ---- TTLs and counters --------------------------------------------------- */
+
+/* The memcached expiry for ttl_us (see the top of the file): relative
+ * seconds up to 30 days, an absolute Unix time beyond. */
+static time_t expiry(int64_t ttl_us)
+{
+	int64_t s =
+		ttl_us <= 0 ? 1 : ttl_us / 1000000 + (ttl_us % 1000000 != 0);
+	int64_t abs_time;
+
+	if (s > INT64_C(1) << 40)
+		s = INT64_C(1) << 40;
+	s += 1; /* memcached's clock ticks once a second */
+	if (s <= RELATIVE_TTL_MAX)
+		return (time_t)s;
+	abs_time = (int64_t)time(NULL) + s;
+	/* The binary protocol carries 32 bits; 0xffffffff means "do not
+	 * create" to an increment. */
+	if (abs_time > (int64_t)UINT32_MAX - 1)
+		abs_time = (int64_t)UINT32_MAX - 1;
+	return (time_t)abs_time;
+}
+
+/* The signed value of a stored (biased) counter. DRL_ERANGE when it is
+ * outside what an int64 holds. */
+static int unbias(uint64_t stored, int64_t *value, drl_error *err)
+{
+	if (stored >= BIAS) {
+		uint64_t d = stored - BIAS;
+		if (d > (uint64_t)INT64_MAX)
+			return drl_error_set(err, DRL_ERANGE,
+					     "memcached counter above 2^63-1");
+		*value = (int64_t)d;
+	} else {
+		*value = -(int64_t)(BIAS - stored);
+	}
+	return 0;
+}
+
+/* Parse a counter as memcached stores it: decimal digits, maybe followed
+ * by spaces (memcached pads a number that got shorter in place).
+ * DRL_ECORRUPT when it is anything else. */
+static int parse_counter(const char *s, size_t len, int64_t *value,
+			 drl_error *err)
+{
+	uint64_t v = 0;
+	size_t i = 0;
+
+	while (i < len && s[i] >= '0' && s[i] <= '9') {
+		unsigned d = (unsigned)(s[i] - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			break;
+		v = v * 10 + d;
+		i++;
+	}
+	if (i == 0)
+		goto bad;
+	for (size_t j = i; j < len; j++)
+		if (s[j] != ' ' && s[j] != '\r' && s[j] != '\n')
+			goto bad;
+	return unbias(v, value, err);
+bad:
+	return drl_error_set(
+		err, DRL_ECORRUPT,
+		"memcached: a counter key holds %zu bytes that are "
+		"not a counter",
+		len);
+}
+
+/* ---- handles and errors -------------------------------------------------- */
+
+/* Borrow a handle for one call. DRL_ETIMEDOUT when none frees up in time. */
+static int borrow(mc_backend *m, call *c, drl_error *err)
+{
+	memcached_return_t rc = MEMCACHED_SUCCESS;
+	struct timespec wait = m->pool_wait;
+
+	c->m = m;
+	c->broken = false;
+	c->mc = memcached_pool_fetch(m->pool, &wait, &rc);
+	if (c->mc != NULL)
+		return 0;
+	if (rc == MEMCACHED_TIMEOUT)
+		return drl_error_set(err, DRL_ETIMEDOUT,
+				     "memcached: no free connection within "
+				     "%lld s (all pool handles busy)",
+				     (long long)m->pool_wait.tv_sec);
+	return drl_error_set(err, DRL_ENOMEM,
+			     "memcached: cannot get a connection handle (%s)",
+			     memcached_strerror(NULL, rc));
+}
+
+/* Give the handle back; close its connections first if a transport error
+ * left them in an unknown state. */
+static void give_back(call *c)
+{
+	if (c->mc == NULL)
+		return;
+	if (c->broken)
+		memcached_quit(c->mc);
+	memcached_pool_release(c->m->pool, c->mc);
+	c->mc = NULL;
+}
+
+/* 1 when rc (just returned on c) means a timeout. */
+static bool is_timeout(const call *c, memcached_return_t rc)
+{
+	return rc == MEMCACHED_TIMEOUT ||
+	       (rc == MEMCACHED_ERRNO &&
+		memcached_last_error_errno(c->mc) == ETIMEDOUT);
+}
+
+/* Turn a failed libmemcached call into DRL_ETIMEDOUT, DRL_ENOMEM or
+ * DRL_ESTORE with libmemcached's own words, and mark the handle for a
+ * reset. `op` names the operation. */
+static int store_error(call *c, memcached_return_t rc, const char *op,
+		       drl_error *err)
+{
+	const char *detail = memcached_last_error_message(c->mc);
+	const char *where;
+	size_t dlen;
+	int code = DRL_ESTORE;
+
+	if (detail == NULL || detail[0] == '\0')
+		detail = memcached_strerror(c->mc, rc);
+	/* libmemcached writes "(0x<handle>) TEXT, host: H:P -> file.cc:N":
+	 * keep "TEXT, host: H:P". */
+	if (strncmp(detail, "(0x", 3) == 0 && strstr(detail, ") ") != NULL)
+		detail = strstr(detail, ") ") + 2;
+	where = strstr(detail, " -> ");
+	dlen = where != NULL ? (size_t)(where - detail) : strlen(detail);
+	if (dlen > 200)
+		dlen = 200;
+	if (rc == MEMCACHED_MEMORY_ALLOCATION_FAILURE)
+		code = DRL_ENOMEM;
+	else if (is_timeout(c, rc))
+		code = DRL_ETIMEDOUT;
+	c->broken = true;
+	return drl_error_set(err, code, "memcached %s: %.*s", op, (int)dlen,
+			     detail);
+}
+
+/* 0 when the last query on c left no error behind (libmemcached's mget
+ * skips a server it cannot reach without saying so in its return code in
+ * ASCII mode: its keys would read as absent). */
+static int check_quiet(call *c, const char *op, drl_error *err)
+{
+	memcached_return_t last = memcached_last_error(c->mc);
+
+	if (last == MEMCACHED_SUCCESS || last == MEMCACHED_END ||
+	    last == MEMCACHED_NOTFOUND)
+		return 0;
+	return store_error(c, last, op, err);
+}
+
+/* ---- counters ------------------------------------------------------------ */
+
+/* A binary increment failed with UNKNOWN_READ_FAILURE, which is how
+ * libmemcached 1.1 reports both a garbled reply and memcached's "non-numeric
+ * value" status. Reset the connections, then look at the key to tell the
+ * two apart: DRL_ECORRUPT when it holds something that is not a counter,
+ * DRL_ESTORE otherwise. (Error path only: one more round trip.) */
+static int incr_binary_failed(call *c, const mkey *k, drl_error *err)
+{
+	memcached_return_t rc;
+	size_t len = 0;
+	uint32_t flags = 0;
+	char *value;
+	int64_t ignored;
+	drl_error scratch;
+
+	memcached_quit(c->mc);
+	value = memcached_get(c->mc, k->buf, k->len, &len, &flags, &rc);
+	if (value != NULL) {
+		int bad = parse_counter(value, len, &ignored, &scratch) ==
+			  DRL_ECORRUPT;
+		free(value);
+		if (bad)
+			return drl_error_set(
+				err, DRL_ECORRUPT,
+				"memcached incr: the key holds %zu "
+				"bytes that are not a counter",
+				len);
+	}
+	c->broken = true;
+	return drl_error_set(err, DRL_ESTORE,
+			     "memcached incr: unreadable reply from the "
+			     "server");
+}
+
+/* Binary protocol: one round trip, creating a missing key at BIAS + delta.
+ * The stored value goes to *stored. */
+static int incr_binary(call *c, const mkey *k, int64_t delta, time_t exp,
+		       uint64_t *stored, drl_error *err)
+{
+	memcached_return_t rc;
+
+	if (delta >= 0)
+		rc = memcached_increment_with_initial(
+			c->mc, k->buf, k->len, (uint64_t)delta,
+			BIAS + (uint64_t)delta, exp, stored);
+	else
+		rc = memcached_decrement_with_initial(
+			c->mc, k->buf, k->len, (uint64_t)0 - (uint64_t)delta,
+			BIAS - ((uint64_t)0 - (uint64_t)delta), exp, stored);
+	if (rc == MEMCACHED_SUCCESS)
+		return 0;
+	if (rc == MEMCACHED_UNKNOWN_READ_FAILURE)
+		return incr_binary_failed(c, k, err);
+	return store_error(c, rc, "incr", err);
+}
+
+/* ASCII protocol: incr/decr; when the key is missing, add it at
+ * BIAS + delta; when that add loses a race, incr again. */
+static int incr_ascii(call *c, const mkey *k, int64_t delta, time_t exp,
+		      uint64_t *stored, drl_error *err)
+{
+	uint64_t mag =
+		delta >= 0 ? (uint64_t)delta : (uint64_t)0 - (uint64_t)delta;
+	uint64_t initial = delta >= 0 ? BIAS + mag : BIAS - mag;
+	char text[24];
+	int n = snprintf(text, sizeof text, "%" PRIu64, initial);
+
+	if (mag > UINT32_MAX)
+		return drl_error_set(err, DRL_ERANGE,
+				     "memcached incr: with binary=0 a delta "
+				     "must be within +-4294967295");
+	for (int attempt = 0; attempt < ADD_RACE_RETRIES; attempt++) {
+		memcached_return_t rc;
+		if (delta >= 0)
+			rc = memcached_increment(c->mc, k->buf, k->len,
+						 (uint32_t)mag, stored);
+		else
+			rc = memcached_decrement(c->mc, k->buf, k->len,
+						 (uint32_t)mag, stored);
+		if (rc == MEMCACHED_SUCCESS)
+			return 0;
+		if (rc == MEMCACHED_CLIENT_ERROR)
+			return drl_error_set(err, DRL_ECORRUPT,
+					     "memcached incr: the key holds "
+					     "something that is not a counter");
+		if (rc != MEMCACHED_NOTFOUND)
+			return store_error(c, rc, "incr", err);
+		rc = memcached_add(c->mc, k->buf, k->len, text, (size_t)n, exp,
+				   0);
+		if (rc == MEMCACHED_SUCCESS) {
+			*stored = initial;
+			return 0;
+		}
+		if (rc != MEMCACHED_NOTSTORED && rc != MEMCACHED_DATA_EXISTS)
+			return store_error(c, rc, "add", err);
+	}
+	return drl_error_set(err, DRL_ECONFLICT,
+			     "memcached incr: the key kept appearing and "
+			     "vanishing (%d attempts)",
+			     ADD_RACE_RETRIES);
+}
+
+/* vtable incr: add delta to the counter at key (absent: 0); see the top of
+ * the file for the bias and the expiry. */
+static int mc_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
+		   int64_t *value, drl_error *err)
+{
+	mc_backend *m = (mc_backend *)b;
+	uint64_t stored = 0;
+	call c;
+	mkey k;
+	int rc;
+
+	if (delta <= -(int64_t)BIAS)
+		return drl_error_set(err, DRL_ERANGE,
+				     "memcached incr: delta below -2^62");
+	map_key(m, key, &k);
+	rc = borrow(m, &c, err);
+	if (rc)
+		return rc;
+	if (m->binary)
+		rc = incr_binary(&c, &k, delta, expiry(ttl_us), &stored, err);
+	else
+		rc = incr_ascii(&c, &k, delta, expiry(ttl_us), &stored, err);
+	give_back(&c);
+	if (rc)
+		return rc;
+	/* decrement stops at 0, increment wraps: both mean out of range. */
+	if ((delta < 0 && stored == 0) ||
+	    (delta > 0 && stored < (uint64_t)delta))
+		return drl_error_set(err, DRL_ERANGE,
+				     "memcached incr: counter out of the "
+				     "range (-2^62, 2^63)");
+	return unbias(stored, value, err);
+}
+
+/* Fill values[i] for every requested key equal to the fetched result. */
+static int take_result(const memcached_result_st *r, size_t n,
+		       const char *const *kp, const size_t *kl, int64_t *values,
+		       drl_error *err)
+{
+	const char *rk = memcached_result_key_value(r);
+	size_t rkl = memcached_result_key_length(r);
+
+	for (size_t i = 0; i < n; i++) {
+		if (kl[i] != rkl || memcmp(kp[i], rk, rkl) != 0)
+			continue;
+		int rc = parse_counter(memcached_result_value(r),
+				       memcached_result_length(r), &values[i],
+				       err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Fetch every result of an mget of n counter keys into values (absent
+ * keys stay 0). */
+static int fetch_counters(call *c, size_t n, const char *const *kp,
+			  const size_t *kl, int64_t *values, drl_error *err)
+{
+	memcached_result_st res;
+	memcached_return_t rc = MEMCACHED_SUCCESS;
+	int out = 0;
+
+	if (memcached_result_create(c->mc, &res) == NULL)
+		return drl_error_set(err, DRL_ENOMEM,
+				     "memcached get: no memory");
+	/* Each requested key answers at most once. */
+	for (size_t i = 0; i <= n; i++) {
+		if (memcached_fetch_result(c->mc, &res, &rc) == NULL)
+			break;
+		if (out == 0)
+			out = take_result(&res, n, kp, kl, values, err);
+		rc = MEMCACHED_SUCCESS;
+	}
+	memcached_result_free(&res);
+	if (out) {
+		c->broken = true; /* replies may be left unread */
+		return out;
+	}
+	if (rc != MEMCACHED_END && rc != MEMCACHED_NOTFOUND)
+		return store_error(
+			c, rc == MEMCACHED_SUCCESS ? MEMCACHED_FAILURE : rc,
+			"get", err);
+	return check_quiet(c, "get", err);
+}
+
+/* vtable get_many: read n counters in one multi-get; absent keys read 0. */
+static int mc_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
+		       int64_t *values, drl_error *err)
+{
+	mc_backend *m = (mc_backend *)b;
+	mkey inline_keys[INLINE_KEYS];
+	const char *inline_kp[INLINE_KEYS];
+	size_t inline_kl[INLINE_KEYS];
+	mkey *mk = inline_keys;
+	const char **kp = inline_kp;
+	size_t *kl = inline_kl;
+	memcached_return_t mrc;
+	call c;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (n > INLINE_KEYS) {
+		mk = malloc(n * sizeof *mk);
+		kp = malloc(n * sizeof *kp);
+		kl = malloc(n * sizeof *kl);
+		if (mk == NULL || kp == NULL || kl == NULL) {
+			rc = drl_error_set(err, DRL_ENOMEM,
+					   "memcached get: no memory for %zu "
+					   "keys",
+					   n);
+			goto done;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		map_key(m, keys[i], &mk[i]);
+		kp[i] = mk[i].buf;
+		kl[i] = mk[i].len;
+		values[i] = 0;
+	}
+	rc = borrow(m, &c, err);
+	if (rc)
+		goto done;
+	mrc = memcached_mget(c.mc, kp, kl, n);
+	if (mrc != MEMCACHED_SUCCESS)
+		rc = store_error(&c, mrc, "get", err);
+	else
+		rc = fetch_counters(&c, n, kp, kl, values, err);
+	give_back(&c);
+done:
+	if (mk != inline_keys) {
+		free(mk);
+		free(kp);
+		free(kl);
+	}
+	return rc;
+}
+
+/* ---- optimistic state ---------------------------------------------------- */
+
+/* vtable load: `gets` the blob at key into buf; version = its CAS id. */
+static int mc_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
+		   size_t *len, uint64_t *version, drl_error *err)
+{
+	mc_backend *m = (mc_backend *)b;
+	memcached_result_st res;
+	memcached_return_t mrc = MEMCACHED_SUCCESS;
+	const char *kp;
+	size_t kl;
+	call c;
+	mkey k;
+	int rc;
+
+	map_key(m, key, &k);
+	kp = k.buf;
+	kl = k.len;
+	rc = borrow(m, &c, err);
+	if (rc)
+		return rc;
+	mrc = memcached_mget(c.mc, &kp, &kl, 1);
+	if (mrc != MEMCACHED_SUCCESS) {
+		rc = store_error(&c, mrc, "gets", err);
+		goto out;
+	}
+	if (memcached_result_create(c.mc, &res) == NULL) {
+		c.broken = true;
+		rc = drl_error_set(err, DRL_ENOMEM,
+				   "memcached gets: no memory");
+		goto out;
+	}
+	if (memcached_fetch_result(c.mc, &res, &mrc) == NULL) {
+		if (mrc == MEMCACHED_END || mrc == MEMCACHED_NOTFOUND) {
+			rc = check_quiet(&c, "gets", err);
+			if (rc == 0) {
+				*len = 0;
+				*version = 0;
+			}
+		} else {
+			rc = store_error(&c, mrc, "gets", err);
+		}
+		memcached_result_free(&res);
+		goto out;
+	}
+	size_t need = memcached_result_length(&res);
+	uint64_t cas = memcached_result_cas(&res);
+	if (cas == 0) {
+		c.broken = true;
+		rc = drl_error_set(err, DRL_EINTERNAL,
+				   "memcached gets: the server sent no CAS id");
+	} else if (need > cap) {
+		*len = need;
+		rc = drl_error_set(
+			err, DRL_ERANGE,
+			"memcached gets: state of %zu bytes does not "
+			"fit in %zu",
+			need, cap);
+	} else {
+		if (need > 0)
+			memcpy(buf, memcached_result_value(&res), need);
+		*len = need;
+		*version = cas;
+	}
+	/* Read up to the end marker so the handle is clean. */
+	if (!c.broken && memcached_fetch_result(c.mc, &res, &mrc) != NULL)
+		c.broken = true;
+	memcached_result_free(&res);
+out:
+	give_back(&c);
+	return rc;
+}
+
+/* vtable cas: store blob only if the key still has `version` (0: only if
+ * absent, by `add`). */
+static int mc_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
+		  uint64_t version, int64_t ttl_us, drl_error *err)
+{
+	mc_backend *m = (mc_backend *)b;
+	const char *v = len > 0 ? blob : "";
+	memcached_return_t mrc;
+	call c;
+	mkey k;
+	int rc;
+
+	map_key(m, key, &k);
+	rc = borrow(m, &c, err);
+	if (rc)
+		return rc;
+	if (version == 0)
+		mrc = memcached_add(c.mc, k.buf, k.len, v, len, expiry(ttl_us),
+				    0);
+	else
+		mrc = memcached_cas(c.mc, k.buf, k.len, v, len, expiry(ttl_us),
+				    0, version);
+	switch (mrc) {
+	case MEMCACHED_SUCCESS:
+		rc = 0;
+		break;
+	case MEMCACHED_NOTSTORED:
+	case MEMCACHED_DATA_EXISTS:
+	case MEMCACHED_NOTFOUND:
+		rc = drl_error_set(err, DRL_ECONFLICT,
+				   "memcached %s: the state changed meanwhile",
+				   version == 0 ? "add" : "cas");
+		break;
+	case MEMCACHED_E2BIG:
+		rc = drl_error_set(err, DRL_ESTORE,
+				   "memcached %s: state of %zu bytes is larger "
+				   "than the server's item size limit",
+				   version == 0 ? "add" : "cas", len);
+		break;
+	default:
+		rc = store_error(&c, mrc, version == 0 ? "add" : "cas", err);
+	}
+	give_back(&c);
+	return rc;
+}
+
+/* vtable destroy: close every connection, free everything. */
+static void mc_destroy(drl_backend *b)
+{
+	mc_backend *m = (mc_backend *)b;
+
+	if (m == NULL)
+		return;
+	if (m->pool != NULL)
+		memcached_pool_destroy(m->pool);
+	if (m->master != NULL)
+		memcached_free(m->master);
+	free(m);
+}
+
+/* ---- opening ------------------------------------------------------------- */
+
+/* 1 when c may appear in a host name or IPv4 address. */
+static bool host_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
+}
+
+/* 1 when c may appear inside [...] (an IPv6 address). */
+static bool ipv6_char(char c)
+{
+	return (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
+	       (c >= '0' && c <= '9') || c == ':' || c == '.';
+}
+
+/* Parse one "host[:port]" or "[v6]:port" item s[0..len) into host (cap
+ * bytes) and *port. DRL_EINVAL naming the item and what is wrong. */
+static int parse_server(const char *s, size_t len, char *host, size_t cap,
+			in_port_t *port, drl_error *err)
+{
+	const char *h = s, *p = NULL;
+	size_t hl;
+	int64_t pv = DEFAULT_PORT;
+
+	if (len == 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "memcached URI: empty server in the host "
+				     "list (stray ',')");
+	if (s[0] == '[') {
+		const char *close = memchr(s, ']', len);
+		if (close == NULL)
+			return drl_error_set(err, DRL_EINVAL,
+					     "memcached URI: server \"%.*s\": "
+					     "'[' without ']'",
+					     (int)len, s);
+		h = s + 1;
+		hl = (size_t)(close - h);
+		if (close + 1 < s + len) {
+			if (close[1] != ':')
+				return drl_error_set(
+					err, DRL_EINVAL,
+					"memcached URI: server \"%.*s\": "
+					"expected ':' after ']'",
+					(int)len, s);
+			p = close + 2;
+		}
+		for (size_t i = 0; i < hl; i++)
+			if (!ipv6_char(h[i]))
+				return drl_error_set(
+					err, DRL_EINVAL,
+					"memcached URI: server \"%.*s\": bad "
+					"IPv6 address",
+					(int)len, s);
+	} else {
+		const char *colon = memchr(s, ':', len);
+		hl = colon ? (size_t)(colon - s) : len;
+		if (colon) {
+			if (memchr(colon + 1, ':', len - hl - 1))
+				return drl_error_set(err, DRL_EINVAL,
+						     "memcached URI: server "
+						     "\"%.*s\": put an "
+						     "IPv6 address in [...]",
+						     (int)len, s);
+			p = colon + 1;
+		}
+		for (size_t i = 0; i < hl; i++)
+			if (!host_char(h[i]))
+				return drl_error_set(
+					err, DRL_EINVAL,
+					"memcached URI: server \"%.*s\": bad "
+					"character in the host name",
+					(int)len, s);
+	}
+	if (hl == 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "memcached URI: server \"%.*s\": empty "
+				     "host",
+				     (int)len, s);
+	if (hl >= cap)
+		return drl_error_set(
+			err, DRL_EINVAL,
+			"memcached URI: server \"%.*s\": host name "
+			"too long",
+			(int)(len > 64 ? 64 : len), s);
+	if (p != NULL &&
+	    drl__parse_int(p, (size_t)(s + len - p), 1, 65535, &pv) != 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "memcached URI: server \"%.*s\": port "
+				     "must be an integer in [1, 65535]",
+				     (int)len, s);
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	*port = (in_port_t)pv;
+	return 0;
+}
+
+/* Add every server of the host list "a[:p],b[:p]..." to the master. */
+static int add_servers(mc_backend *m, const char *hosts, drl_error *err)
+{
+	char seen[SERVERS_MAX][300];
+	size_t nseen = 0;
+	const char *s = hosts;
+
+	if (hosts == NULL || hosts[0] == '\0')
+		return drl_error_set(
+			err, DRL_EINVAL,
+			"memcached URI: no server (expected "
+			"memcached://host[:port][,host[:port]...])");
+	for (;;) {
+		const char *comma = strchr(s, ',');
+		size_t len = comma ? (size_t)(comma - s) : strlen(s);
+		char host[256];
+		in_port_t port = DEFAULT_PORT;
+		int rc = parse_server(s, len, host, sizeof host, &port, err);
+		if (rc)
+			return rc;
+		if (nseen == SERVERS_MAX)
+			return drl_error_set(err, DRL_EINVAL,
+					     "memcached URI: more than %d "
+					     "servers",
+					     SERVERS_MAX);
+		snprintf(seen[nseen], sizeof seen[nseen], "%s:%u", host,
+			 (unsigned)port);
+		for (size_t i = 0; i < nseen; i++)
+			if (strcmp(seen[i], seen[nseen]) == 0)
+				return drl_error_set(
+					err, DRL_EINVAL,
+					"memcached URI: server %s listed twice",
+					seen[nseen]);
+		nseen++;
+		memcached_return_t mrc =
+			memcached_server_add(m->master, host, port);
+		if (mrc != MEMCACHED_SUCCESS)
+			return drl_error_set(
+				err, DRL_EINVAL,
+				"memcached URI: server %s:%u: %s", host,
+				(unsigned)port,
+				memcached_strerror(m->master, mrc));
+		if (comma == NULL)
+			return 0;
+		s = comma + 1;
+	}
+}
+
+/* memcached_server_cursor callback: count servers that told their version. */
+static memcached_return_t count_answered(const memcached_st *mc,
+					 const memcached_instance_st *server,
+					 void *context)
+{
+	(void)mc;
+	if (memcached_server_major_version(server) != UINT8_MAX)
+		++*(size_t *)context;
+	return MEMCACHED_SUCCESS;
+}
+
+/* Ask every server for its version (on a throwaway clone). Fails only
+ * when none answers: a pool may start with a server down. */
+static int probe(mc_backend *m, drl_error *err)
+{
+	memcached_st *p = memcached_clone(NULL, m->master);
+	memcached_server_fn fn[1] = {count_answered};
+	memcached_return_t mrc;
+	size_t answered = 0;
+	int rc = 0;
+
+	if (p == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "memcached: no memory");
+	mrc = memcached_version(p);
+	if (mrc != MEMCACHED_SUCCESS) {
+		memcached_server_cursor(p, fn, &answered, 1);
+		if (answered == 0) {
+			call c = {m, p, false};
+			rc = store_error(&c, mrc, "open (no server answered)",
+					 err);
+		}
+	}
+	memcached_free(p);
+	return rc;
+}
+
+/* Read and check every option of *uri into m (before servers are added). */
+static int read_options(mc_backend *m, drl__uri *uri, int64_t *timeout_ms,
+			int64_t *pool, drl_error *err)
+{
+	int64_t binary;
+	const char *prefix;
+	int rc;
+
+	rc = drl__uri_get_int(uri, "timeout_ms", 1, 600000, 1000, timeout_ms,
+			      err);
+	if (rc == 0)
+		rc = drl__uri_get_int(uri, "pool", 1, 1024, 16, pool, err);
+	if (rc == 0)
+		rc = drl__uri_get_int(uri, "binary", 0, 1, 1, &binary, err);
+	if (rc)
+		return rc;
+	m->binary = binary == 1;
+	prefix = drl__uri_get(uri, "prefix");
+	if (prefix != NULL) {
+		size_t n = strlen(prefix);
+		if (n > PREFIX_MAX)
+			return drl_error_set(
+				err, DRL_EINVAL,
+				"memcached URI option prefix: longer "
+				"than %d bytes",
+				PREFIX_MAX);
+		for (size_t i = 0; i < n; i++)
+			if (!key_byte_ok((unsigned char)prefix[i]))
+				return drl_error_set(
+					err, DRL_EINVAL,
+					"memcached URI option prefix: byte "
+					"0x%02x at %zu (no spaces or control "
+					"bytes in a memcached key)",
+					(unsigned char)prefix[i], i);
+		memcpy(m->prefix, prefix, n + 1);
+		m->plen = n;
+	}
+	return drl__uri_check_all_used(uri, err);
+}
+
+/* Set the master's behaviours: protocol, hashing, timeouts, no ejection. */
+static int configure(mc_backend *m, int64_t timeout_ms, drl_error *err)
+{
+	static const struct {
+		memcached_behavior_t flag;
+		int what; /* 0: literal, 1: ms, 2: µs, 3: binary */
+		uint64_t value;
+	} set[] = {
+		{MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 3, 0},
+		{MEMCACHED_BEHAVIOR_SUPPORT_CAS, 0, 1},
+		{MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 0, 1},
+		{MEMCACHED_BEHAVIOR_NO_BLOCK, 0, 1},
+		{MEMCACHED_BEHAVIOR_TCP_NODELAY, 0, 1},
+		{MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, 1, 0},
+		{MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 1, 0},
+		{MEMCACHED_BEHAVIOR_SND_TIMEOUT, 2, 0},
+		{MEMCACHED_BEHAVIOR_RCV_TIMEOUT, 2, 0},
+		{MEMCACHED_BEHAVIOR_AUTO_EJECT_HOSTS, 0, 0},
+		{MEMCACHED_BEHAVIOR_REMOVE_FAILED_SERVERS, 0, 0},
+	};
+
+	for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
+		uint64_t v = set[i].value;
+		if (set[i].what == 1)
+			v = (uint64_t)timeout_ms;
+		else if (set[i].what == 2)
+			v = (uint64_t)timeout_ms * 1000;
+		else if (set[i].what == 3)
+			v = m->binary;
+		memcached_return_t mrc =
+			memcached_behavior_set(m->master, set[i].flag, v);
+		if (mrc != MEMCACHED_SUCCESS)
+			return drl_error_set(
+				err, DRL_EINTERNAL,
+				"memcached: cannot set behaviour "
+				"%d: %s",
+				(int)set[i].flag,
+				memcached_strerror(m->master, mrc));
+	}
+	return 0;
+}
+
+/* Add the servers named by the URI: a host list, or one unix socket. */
+static int add_uri_servers(mc_backend *m, const drl__uri *uri, drl_error *err)
+{
+	if (strcmp(uri->scheme, "memcached+unix") == 0) {
+		const char *path = uri->path;
+		memcached_return_t mrc;
+		if (uri->hosts != NULL && uri->hosts[0] != '\0')
+			return drl_error_set(
+				err, DRL_EINVAL,
+				"memcached+unix URI: no host expected (write "
+				"memcached+unix:///path/to/socket)");
+		if (path == NULL || path[0] != '/')
+			return drl_error_set(
+				err, DRL_EINVAL,
+				"memcached+unix URI: expected an absolute "
+				"socket path "
+				"(memcached+unix:///path/to/socket)");
+		if (strlen(path) >= 108)
+			return drl_error_set(err, DRL_EINVAL,
+					     "memcached+unix URI: socket path "
+					     "longer than 107 bytes");
+		mrc = memcached_server_add_unix_socket(m->master, path);
+		if (mrc != MEMCACHED_SUCCESS)
+			return drl_error_set(
+				err, DRL_EINVAL, "memcached+unix URI: %s",
+				memcached_strerror(m->master, mrc));
+		return 0;
+	}
+	if (uri->path != NULL && uri->path[0] != '\0')
+		return drl_error_set(
+			err, DRL_EINVAL,
+			"memcached URI: unexpected path \"/%.48s\" "
+			"(memcached has no databases)",
+			uri->path);
+	return add_servers(m, uri->hosts, err);
+}
+
+/* Open a memcached store from a parsed URI; see memcached.h. */
+int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err)
+{
+	int64_t timeout_ms = 1000, pool = 16;
+	mc_backend *m;
+	int rc;
+
+	if (out != NULL)
+		*out = NULL;
+	if (out == NULL || uri == NULL || uri->scheme == NULL)
+		return drl_error_set(err, DRL_EINVAL, "memcached: no URI");
+	if (strcmp(uri->scheme, "memcached") != 0 &&
+	    strcmp(uri->scheme, "memcached+unix") != 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "memcached: unknown scheme \"%.32s\"",
+				     uri->scheme);
+	if (uri->user != NULL || uri->password != NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "memcached URI: user or password given, "
+				     "but SASL is not supported");
+	m = calloc(1, sizeof *m);
+	if (m == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "memcached: no memory");
+	m->parent.version = DRL_BACKEND_VERSION;
+	m->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
+	m->parent.name = "memcached";
+	m->parent.destroy = mc_destroy;
+	m->parent.incr = mc_incr;
+	m->parent.get_many = mc_get_many;
+	m->parent.load = mc_load;
+	m->parent.cas = mc_cas;
+	m->parent.update = NULL; /* no in-process atomic step */
+	m->parent.eval = NULL;   /* no server-side scripts */
+	m->parent.now = NULL;    /* memcached has no clock to offer */
+
+	rc = read_options(m, uri, &timeout_ms, &pool, err);
+	if (rc)
+		goto fail;
+	m->master = memcached_create(NULL);
+	if (m->master == NULL) {
+		rc = drl_error_set(err, DRL_ENOMEM, "memcached: no memory");
+		goto fail;
+	}
+	rc = configure(m, timeout_ms, err);
+	if (rc == 0)
+		rc = add_uri_servers(m, uri, err);
+	if (rc == 0)
+		rc = probe(m, err);
+	if (rc)
+		goto fail;
+	m->pool = memcached_pool_create(m->master, 1, (uint32_t)pool);
+	if (m->pool == NULL) {
+		rc = drl_error_set(err, DRL_ENOMEM,
+				   "memcached: cannot create the pool");
+		goto fail;
+	}
+	m->pool_wait.tv_sec =
+		(time_t)(timeout_ms >= 100 ? timeout_ms * 10 / 1000 : 1);
+	m->pool_wait.tv_nsec = 0;
+	*out = &m->parent;
+	return 0;
+fail:
+	mc_destroy(&m->parent);
+	return rc;
+}

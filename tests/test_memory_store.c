@@ -1,0 +1,771 @@
+/* The memory store (backends/memory.c), through its vtable. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/memory.h"
+#include "internal.h"
+
+#define LONG_TTL (INT64_C(60) * 1000000)
+
+/* Open a memory store from `text`, expecting success. */
+static drl_backend *open_store(const char *text)
+{
+	drl__uri u;
+	drl_error err = {0};
+	drl_backend *b = NULL;
+	if (drl__uri_parse(&u, text, &err))
+		fail_msg("parse(\"%s\"): %s", text, err.message);
+	if (drl__memory_open(&b, &u, &err))
+		fail_msg("open(\"%s\"): %s", text, err.message);
+	drl__uri_clear(&u);
+	assert_non_null(b);
+	return b;
+}
+
+/* Open `text` expecting DRL_EINVAL with `want` in the message. */
+static void open_bad(const char *text, const char *want)
+{
+	drl__uri u;
+	drl_error err = {0};
+	drl_backend *b = (drl_backend *)&err; /* must be reset to NULL */
+	assert_int_equal(drl__uri_parse(&u, text, &err), 0);
+	int rc = drl__memory_open(&b, &u, &err);
+	drl__uri_clear(&u);
+	if (rc != DRL_EINVAL)
+		fail_msg("open(\"%s\") = %d, want DRL_EINVAL", text, rc);
+	assert_null(b);
+	if (!strstr(err.message, want))
+		fail_msg("open(\"%s\"): message \"%s\" lacks \"%s\"", text,
+			 err.message, want);
+}
+
+static drl_bytes K(const char *s)
+{
+	return (drl_bytes){s, strlen(s)};
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+/* The counter at key, read through get_many. */
+static int64_t get1(drl_backend *b, drl_bytes key)
+{
+	int64_t v = -12345;
+	drl_error err = {0};
+	if (b->get_many(b, 1, &key, &v, &err))
+		fail_msg("get_many: %s", err.message);
+	return v;
+}
+
+static int64_t incr1(drl_backend *b, drl_bytes key, int64_t delta,
+		     int64_t ttl)
+{
+	int64_t v = -12345;
+	drl_error err = {0};
+	if (b->incr(b, key, delta, ttl, &v, &err))
+		fail_msg("incr: %s", err.message);
+	return v;
+}
+
+static void test_vtable(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://");
+	assert_int_equal(b->version, DRL_BACKEND_VERSION);
+	assert_int_equal(b->caps, DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE);
+	assert_string_equal(b->name, "memory");
+	assert_non_null(b->destroy);
+	assert_non_null(b->incr);
+	assert_non_null(b->get_many);
+	assert_non_null(b->load);
+	assert_non_null(b->cas);
+	assert_non_null(b->update);
+	assert_null(b->eval);
+	assert_null(b->now);
+	assert_int_equal(drl__memory_count(b), 0);
+	b->destroy(b);
+
+	b = open_store("memory://?shards=1&max_keys=0");
+	b->destroy(b);
+	b = open_store("memory://?shards=1024");
+	b->destroy(b);
+}
+
+static void test_incr_get_many(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://?shards=4");
+	assert_int_equal(get1(b, K("k")), 0);
+	assert_int_equal(incr1(b, K("k"), 5, LONG_TTL), 5);
+	assert_int_equal(incr1(b, K("k"), -7, LONG_TTL), -2);
+	assert_int_equal(incr1(b, K("k"), 0, LONG_TTL), -2);
+	assert_int_equal(incr1(b, K("n"), -3, LONG_TTL), -3);
+
+	drl_bytes keys[3] = {K("k"), K("absent"), K("n")};
+	int64_t vals[3] = {9, 9, 9};
+	drl_error err = {0};
+	assert_int_equal(b->get_many(b, 3, keys, vals, &err), 0);
+	assert_int_equal(vals[0], -2);
+	assert_int_equal(vals[1], 0);
+	assert_int_equal(vals[2], -3);
+	assert_int_equal(b->get_many(b, 0, NULL, NULL, &err), 0);
+	assert_int_equal(drl__memory_count(b), 2);
+
+	/* int64 overflow either way: DRL_ERANGE, value unchanged */
+	assert_int_equal(incr1(b, K("big"), INT64_MAX, LONG_TTL), INT64_MAX);
+	int64_t v = 1;
+	assert_int_equal(b->incr(b, K("big"), 1, LONG_TTL, &v, &err),
+			 DRL_ERANGE);
+	assert_int_equal(err.code, DRL_ERANGE);
+	assert_int_equal(v, 1);
+	assert_int_equal(get1(b, K("big")), INT64_MAX);
+	assert_int_equal(incr1(b, K("small"), INT64_MIN, LONG_TTL), INT64_MIN);
+	assert_int_equal(b->incr(b, K("small"), -1, LONG_TTL, &v, &err),
+			 DRL_ERANGE);
+	assert_int_equal(get1(b, K("small")), INT64_MIN);
+	assert_int_equal(incr1(b, K("small"), INT64_MAX, LONG_TTL), -1);
+	b->destroy(b);
+}
+
+static void test_load_cas(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://");
+	drl_error err = {0};
+	unsigned char buf[64];
+	size_t len = 99;
+	uint64_t ver = 99;
+
+	/* absent: version 0, len 0 */
+	assert_int_equal(b->load(b, K("s"), buf, sizeof buf, &len, &ver, &err),
+			 0);
+	assert_int_equal(ver, 0);
+	assert_int_equal(len, 0);
+	/* only-if-present on an absent key conflicts */
+	assert_int_equal(b->cas(b, K("s"), "abc", 3, 5, LONG_TTL, &err),
+			 DRL_ECONFLICT);
+	assert_int_equal(err.code, DRL_ECONFLICT);
+	/* add-only-if-absent */
+	assert_int_equal(b->cas(b, K("s"), "abc", 3, 0, LONG_TTL, &err), 0);
+	assert_int_equal(b->load(b, K("s"), buf, sizeof buf, &len, &ver, &err),
+			 0);
+	assert_int_equal(len, 3);
+	assert_memory_equal(buf, "abc", 3);
+	assert_int_not_equal(ver, 0);
+	uint64_t v1 = ver;
+	assert_int_equal(b->cas(b, K("s"), "xyz", 3, 0, LONG_TTL, &err),
+			 DRL_ECONFLICT);
+	/* the right version wins and bumps it */
+	assert_int_equal(b->cas(b, K("s"), "hello", 5, v1, LONG_TTL, &err), 0);
+	assert_int_equal(b->load(b, K("s"), buf, sizeof buf, &len, &ver, &err),
+			 0);
+	assert_int_equal(len, 5);
+	assert_memory_equal(buf, "hello", 5);
+	assert_int_not_equal(ver, 0);
+	assert_int_not_equal(ver, v1);
+	uint64_t v2 = ver;
+	/* a stale version conflicts and changes nothing */
+	assert_int_equal(b->cas(b, K("s"), "stale", 5, v1, LONG_TTL, &err),
+			 DRL_ECONFLICT);
+	assert_int_equal(b->load(b, K("s"), buf, sizeof buf, &len, &ver, &err),
+			 0);
+	assert_int_equal(ver, v2);
+	assert_memory_equal(buf, "hello", 5);
+
+	/* buffer too small: DRL_ERANGE with the size needed, nothing else */
+	memset(buf, '#', sizeof buf);
+	ver = 777;
+	len = 0;
+	assert_int_equal(b->load(b, K("s"), buf, 4, &len, &ver, &err),
+			 DRL_ERANGE);
+	assert_int_equal(err.code, DRL_ERANGE);
+	assert_int_equal(len, 5);
+	assert_int_equal(ver, 777);
+	assert_int_equal(buf[0], '#');
+	assert_int_equal(b->load(b, K("s"), buf, 5, &len, &ver, &err), 0);
+	assert_int_equal(ver, v2);
+
+	/* a larger blob, then a smaller one (allocation reused) */
+	unsigned char large[300];
+	for (size_t i = 0; i < sizeof large; i++)
+		large[i] = (unsigned char)i;
+	assert_int_equal(b->cas(b, K("s"), large, sizeof large, v2, LONG_TTL,
+				&err),
+			 0);
+	unsigned char big[400];
+	assert_int_equal(b->load(b, K("s"), big, sizeof big, &len, &ver, &err),
+			 0);
+	assert_int_equal(len, sizeof large);
+	assert_memory_equal(big, large, sizeof large);
+	assert_int_equal(b->cas(b, K("s"), "x", 1, ver, LONG_TTL, &err), 0);
+	assert_int_equal(b->load(b, K("s"), buf, 1, &len, &ver, &err), 0);
+	assert_int_equal(len, 1);
+	assert_int_equal(buf[0], 'x');
+
+	/* an empty blob is present: nonzero version, len 0 */
+	assert_int_equal(b->cas(b, K("e"), NULL, 0, 0, LONG_TTL, &err), 0);
+	len = 9;
+	assert_int_equal(b->load(b, K("e"), NULL, 0, &len, &ver, &err), 0);
+	assert_int_equal(len, 0);
+	assert_int_not_equal(ver, 0);
+	assert_int_equal(b->cas(b, K("e"), "z", 1, ver, LONG_TTL, &err), 0);
+	b->destroy(b);
+}
+
+static void test_wrong_kind(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://");
+	drl_error err = {0};
+	unsigned char buf[16];
+	size_t len = 0;
+	uint64_t ver = 0;
+	int64_t v = 0;
+
+	assert_int_equal(b->cas(b, K("blob"), "abcd", 4, 0, LONG_TTL, &err), 0);
+	assert_int_equal(b->load(b, K("blob"), buf, sizeof buf, &len, &ver,
+				 &err),
+			 0);
+	uint64_t v1 = ver;
+	assert_int_equal(incr1(b, K("ctr"), 7, LONG_TTL), 7);
+
+	memset(&err, 0, sizeof err);
+	assert_int_equal(b->incr(b, K("blob"), 1, LONG_TTL, &v, &err),
+			 DRL_ESTORE);
+	assert_int_equal(err.code, DRL_ESTORE);
+	assert_non_null(strstr(err.message, "wrong kind of value at key"));
+	assert_non_null(strstr(err.message, "blob"));
+	drl_bytes keys[2] = {K("ctr"), K("blob")};
+	int64_t vals[2];
+	assert_int_equal(b->get_many(b, 2, keys, vals, &err), DRL_ESTORE);
+	assert_non_null(strstr(err.message, "wrong kind"));
+
+	assert_int_equal(b->load(b, K("ctr"), buf, sizeof buf, &len, &ver,
+				 &err),
+			 DRL_ESTORE);
+	assert_non_null(strstr(err.message, "wrong kind"));
+	assert_int_equal(b->cas(b, K("ctr"), "x", 1, 0, LONG_TTL, &err),
+			 DRL_ESTORE);
+	assert_int_equal(b->cas(b, K("ctr"), "x", 1, 1, LONG_TTL, &err),
+			 DRL_ESTORE);
+
+	/* state unchanged */
+	assert_int_equal(get1(b, K("ctr")), 7);
+	assert_int_equal(b->load(b, K("blob"), buf, sizeof buf, &len, &ver,
+				 &err),
+			 0);
+	assert_int_equal(ver, v1);
+	assert_int_equal(len, 4);
+	assert_memory_equal(buf, "abcd", 4);
+	b->destroy(b);
+}
+
+/* An update step that records what it saw and does what it is told. */
+typedef struct step {
+	int calls;
+	unsigned char seen[64];
+	size_t seenlen;
+	bool saw_null;
+	int ret;
+	const void *blob;
+	size_t len;
+	int64_t ttl;
+} step;
+
+static int step_fn(void *arg, const void *old, size_t oldlen,
+		   const void **newblob, size_t *newlen, int64_t *ttl_us)
+{
+	step *s = arg;
+	s->calls++;
+	s->saw_null = old == NULL;
+	s->seenlen = oldlen;
+	if (oldlen && oldlen <= sizeof s->seen)
+		memcpy(s->seen, old, oldlen);
+	if (s->ret == 1) {
+		*newblob = s->blob;
+		*newlen = s->len;
+		*ttl_us = s->ttl;
+	}
+	return s->ret;
+}
+
+static void test_update(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://");
+	drl_error err = {0};
+	unsigned char buf[64];
+	size_t len = 0;
+	uint64_t ver = 0;
+
+	/* absent: fn sees NULL, 0; returning 0 stores nothing */
+	step s = {.ret = 0};
+	assert_int_equal(b->update(b, K("u"), step_fn, &s, &err), 0);
+	assert_int_equal(s.calls, 1);
+	assert_true(s.saw_null);
+	assert_int_equal(s.seenlen, 0);
+	assert_int_equal(drl__memory_count(b), 0);
+
+	/* returning 1 stores the blob with a version */
+	s = (step){.ret = 1, .blob = "one", .len = 3, .ttl = LONG_TTL};
+	assert_int_equal(b->update(b, K("u"), step_fn, &s, &err), 0);
+	assert_int_equal(b->load(b, K("u"), buf, sizeof buf, &len, &ver, &err),
+			 0);
+	assert_int_equal(len, 3);
+	assert_memory_equal(buf, "one", 3);
+	assert_int_not_equal(ver, 0);
+	uint64_t v1 = ver;
+
+	/* fn sees the current blob; 0 leaves blob and version alone */
+	s = (step){.ret = 0};
+	assert_int_equal(b->update(b, K("u"), step_fn, &s, &err), 0);
+	assert_false(s.saw_null);
+	assert_int_equal(s.seenlen, 3);
+	assert_memory_equal(s.seen, "one", 3);
+	assert_int_equal(b->load(b, K("u"), buf, sizeof buf, &len, &ver, &err),
+			 0);
+	assert_int_equal(ver, v1);
+
+	/* a negative return comes back as is, nothing changed */
+	s = (step){.ret = DRL_ECORRUPT};
+	assert_int_equal(b->update(b, K("u"), step_fn, &s, &err), DRL_ECORRUPT);
+	assert_int_equal(b->load(b, K("u"), buf, sizeof buf, &len, &ver, &err),
+			 0);
+	assert_int_equal(ver, v1);
+
+	/* replace (smaller, then larger): version bumps each time */
+	s = (step){.ret = 1, .blob = "2", .len = 1, .ttl = LONG_TTL};
+	assert_int_equal(b->update(b, K("u"), step_fn, &s, &err), 0);
+	assert_int_equal(b->load(b, K("u"), buf, sizeof buf, &len, &ver, &err),
+			 0);
+	assert_int_equal(len, 1);
+	assert_int_not_equal(ver, v1);
+	uint64_t v2 = ver;
+	s = (step){.ret = 1,
+		   .blob = "a much longer state blob",
+		   .len = 24,
+		   .ttl = LONG_TTL};
+	assert_int_equal(b->update(b, K("u"), step_fn, &s, &err), 0);
+	assert_int_equal(b->load(b, K("u"), buf, sizeof buf, &len, &ver, &err),
+			 0);
+	assert_int_equal(len, 24);
+	assert_memory_equal(buf, "a much longer state blob", 24);
+	assert_int_not_equal(ver, v2);
+	assert_int_not_equal(ver, v1);
+
+	/* update and cas see each other's versions */
+	assert_int_equal(b->cas(b, K("u"), "c", 1, ver, LONG_TTL, &err), 0);
+	s = (step){.ret = 0};
+	assert_int_equal(b->update(b, K("u"), step_fn, &s, &err), 0);
+	assert_int_equal(s.seenlen, 1);
+	assert_int_equal(s.seen[0], 'c');
+
+	/* update on a counter: wrong kind, fn not called */
+	assert_int_equal(incr1(b, K("ctr"), 1, LONG_TTL), 1);
+	s = (step){.ret = 1, .blob = "x", .len = 1, .ttl = LONG_TTL};
+	assert_int_equal(b->update(b, K("ctr"), step_fn, &s, &err), DRL_ESTORE);
+	assert_int_equal(s.calls, 0);
+	assert_int_equal(get1(b, K("ctr")), 1);
+
+	/* a TTL <= 0 from fn deletes */
+	s = (step){.ret = 1, .blob = "x", .len = 1, .ttl = 0};
+	assert_int_equal(b->update(b, K("u"), step_fn, &s, &err), 0);
+	assert_int_equal(b->load(b, K("u"), buf, sizeof buf, &len, &ver, &err),
+			 0);
+	assert_int_equal(ver, 0);
+	assert_int_equal(drl__memory_count(b), 1);
+	b->destroy(b);
+}
+
+static void test_binary_keys(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://");
+	static const char raw[] = "a\0b" "a\0c" "a\nb" "a" "a\0" "\0";
+	const drl_bytes keys[] = {
+		{raw + 0, 3},  /* a\0b */
+		{raw + 3, 3},  /* a\0c */
+		{raw + 6, 3},  /* a\nb */
+		{raw + 9, 1},  /* a */
+		{raw + 10, 2}, /* a\0 */
+		{raw + 12, 1}, /* \0 */
+		{raw + 12, 2}, /* \0\0 */
+		{"", 0},       /* the empty key */
+	};
+	size_t n = sizeof keys / sizeof keys[0];
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(incr1(b, keys[i], (int64_t)i + 1, LONG_TTL),
+				 (int64_t)i + 1);
+	int64_t vals[8];
+	drl_error err = {0};
+	assert_int_equal(b->get_many(b, n, keys, vals, &err), 0);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(vals[i], (int64_t)i + 1);
+	assert_int_equal(drl__memory_count(b), n);
+
+	/* A 1 MiB key, and one differing only in its last byte. */
+	size_t big = 1u << 20;
+	char *k1 = malloc(big), *k2 = malloc(big);
+	assert_non_null(k1);
+	assert_non_null(k2);
+	memset(k1, 'x', big);
+	memcpy(k2, k1, big);
+	k2[big - 1] = 'y';
+	assert_int_equal(incr1(b, (drl_bytes){k1, big}, 10, LONG_TTL), 10);
+	assert_int_equal(incr1(b, (drl_bytes){k2, big}, 20, LONG_TTL), 20);
+	assert_int_equal(get1(b, (drl_bytes){k1, big}), 10);
+	assert_int_equal(get1(b, (drl_bytes){k2, big - 1}), 0);
+	free(k1);
+	free(k2);
+
+	/* A message quoting a binary key escapes it. */
+	assert_int_equal(b->cas(b, K("bl\nob"), "z", 1, 0, LONG_TTL, &err), 0);
+	int64_t v;
+	assert_int_equal(b->incr(b, K("bl\nob"), 1, LONG_TTL, &v, &err),
+			 DRL_ESTORE);
+	assert_non_null(strstr(err.message, "bl\\x0aob"));
+	b->destroy(b);
+}
+
+static void test_ttl(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://");
+	drl_error err = {0};
+	unsigned char buf[8];
+	size_t len = 0;
+	uint64_t ver = 0;
+
+	assert_int_equal(incr1(b, K("short"), 3, 30000), 3);
+	assert_int_equal(incr1(b, K("long"), 4, LONG_TTL), 4);
+	assert_int_equal(b->cas(b, K("sblob"), "ab", 2, 0, 30000, &err), 0);
+	assert_int_equal(incr1(b, K("refresh"), 1, 60000), 1);
+	sleep_ms(40);
+	assert_int_equal(incr1(b, K("refresh"), 1, 60000), 2);
+	sleep_ms(40);
+	/* expired entries are absent to every method */
+	assert_int_equal(get1(b, K("short")), 0);
+	assert_int_equal(get1(b, K("long")), 4);
+	assert_int_equal(get1(b, K("refresh")), 2);
+	assert_int_equal(b->load(b, K("sblob"), buf, sizeof buf, &len, &ver,
+				 &err),
+			 0);
+	assert_int_equal(ver, 0);
+	/* re-created keys start over */
+	assert_int_equal(incr1(b, K("short"), 1, LONG_TTL), 1);
+
+	/* ttl <= 0: the result is computed, then the key is gone */
+	assert_int_equal(incr1(b, K("zero"), 5, 0), 5);
+	assert_int_equal(get1(b, K("zero")), 0);
+	assert_int_equal(incr1(b, K("long"), 1, -1), 5);
+	assert_int_equal(get1(b, K("long")), 0);
+	assert_int_equal(b->cas(b, K("zb"), "ab", 2, 0, 0, &err), 0);
+	assert_int_equal(b->load(b, K("zb"), buf, sizeof buf, &len, &ver, &err),
+			 0);
+	assert_int_equal(ver, 0);
+
+	/* a huge TTL saturates instead of overflowing */
+	assert_int_equal(incr1(b, K("forever"), 1, INT64_MAX), 1);
+	assert_int_equal(get1(b, K("forever")), 1);
+
+	/* No ABA: a key that expires and comes back gets a new version. */
+	assert_int_equal(b->cas(b, K("aba"), "1", 1, 0, 20000, &err), 0);
+	assert_int_equal(b->load(b, K("aba"), buf, sizeof buf, &len, &ver,
+				 &err),
+			 0);
+	uint64_t old = ver;
+	sleep_ms(30);
+	assert_int_equal(b->cas(b, K("aba"), "2", 1, 0, LONG_TTL, &err), 0);
+	assert_int_equal(b->cas(b, K("aba"), "3", 1, old, LONG_TTL, &err),
+			 DRL_ECONFLICT);
+	b->destroy(b);
+}
+
+static void test_max_keys(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://?max_keys=3&shards=4");
+	drl_error err = {0};
+	int64_t v = 0;
+	assert_int_equal(incr1(b, K("a"), 1, LONG_TTL), 1);
+	assert_int_equal(incr1(b, K("b"), 1, LONG_TTL), 1);
+	assert_int_equal(incr1(b, K("c"), 1, 20000), 1);
+
+	assert_int_equal(b->incr(b, K("d"), 1, LONG_TTL, &v, &err), DRL_ESTORE);
+	assert_string_equal(err.message, "memory store full (max_keys=3)");
+	assert_int_equal(b->cas(b, K("d"), "x", 1, 0, LONG_TTL, &err),
+			 DRL_ESTORE);
+	assert_non_null(strstr(err.message, "max_keys=3"));
+	step s = {.ret = 1, .blob = "x", .len = 1, .ttl = LONG_TTL};
+	assert_int_equal(b->update(b, K("d"), step_fn, &s, &err), DRL_ESTORE);
+	assert_non_null(strstr(err.message, "max_keys=3"));
+	/* nothing live was evicted; existing keys still take writes */
+	assert_int_equal(incr1(b, K("a"), 1, LONG_TTL), 2);
+	assert_int_equal(get1(b, K("b")), 1);
+	assert_int_equal(get1(b, K("c")), 1);
+	/* a write that stores nothing needs no room */
+	assert_int_equal(incr1(b, K("d"), 9, 0), 9);
+	assert_int_equal(drl__memory_count(b), 3);
+
+	/* once c expires, its room is reclaimed without anyone reading it */
+	sleep_ms(30);
+	assert_int_equal(incr1(b, K("d"), 1, LONG_TTL), 1);
+	assert_int_equal(drl__memory_count(b), 3);
+	assert_int_equal(b->incr(b, K("e"), 1, LONG_TTL, &v, &err), DRL_ESTORE);
+	/* deleting (ttl <= 0) frees room too */
+	assert_int_equal(incr1(b, K("a"), 0, 0), 2);
+	assert_int_equal(b->cas(b, K("e"), "x", 1, 0, LONG_TTL, &err), 0);
+	assert_int_equal(drl__memory_count(b), 3);
+	b->destroy(b);
+}
+
+static void test_bad_options(void **state)
+{
+	(void)state;
+	open_bad("memory://?shards=3", "shards");
+	open_bad("memory://?shards=3", "power of two");
+	open_bad("memory://?shards=0", "shards=\"0\"");
+	open_bad("memory://?shards=2048", "[1, 1024]");
+	open_bad("memory://?shards=abc", "shards=\"abc\"");
+	open_bad("memory://?max_keys=-1", "max_keys");
+	open_bad("memory://?shards=16&bogus=1", "\"bogus\"");
+	open_bad("memory://localhost", "host");
+	open_bad("memory://localhost", "localhost");
+	open_bad("memory:///tmp/x", "path");
+	open_bad("memory:///", "path");
+
+	drl__uri u;
+	drl_error err = {0};
+	drl_backend *b = NULL;
+	assert_int_equal(drl__uri_parse(&u, "memory://u:s3cr3t@", &err), 0);
+	assert_int_equal(drl__memory_open(&b, &u, &err), DRL_EINVAL);
+	assert_non_null(strstr(err.message, "user"));
+	assert_null(strstr(err.message, "s3cr3t"));
+	drl__uri_clear(&u);
+}
+
+/* ---- threads ------------------------------------------------------------ */
+
+#define NTHREADS 8
+
+typedef struct worker {
+	drl_backend *b;
+	int iters;
+	int id;
+	int failures;
+} worker;
+
+static void run_workers(void *(*fn)(void *), worker *w)
+{
+	pthread_t t[NTHREADS];
+	for (int i = 0; i < NTHREADS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, fn, &w[i]), 0);
+	for (int i = 0; i < NTHREADS; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	for (int i = 0; i < NTHREADS; i++)
+		assert_int_equal(w[i].failures, 0);
+}
+
+static void *incr_worker(void *arg)
+{
+	worker *w = arg;
+	for (int i = 0; i < w->iters; i++) {
+		int64_t v;
+		if (w->b->incr(w->b, K("hot"), 1, LONG_TTL, &v, NULL))
+			w->failures++;
+	}
+	return NULL;
+}
+
+static void test_threads_incr(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://");
+	worker w[NTHREADS];
+	for (int i = 0; i < NTHREADS; i++)
+		w[i] = (worker){b, 50000, i, 0};
+	run_workers(incr_worker, w);
+	assert_int_equal(get1(b, K("hot")), NTHREADS * 50000);
+	b->destroy(b);
+}
+
+static void *cas_worker(void *arg)
+{
+	worker *w = arg;
+	for (int i = 0; i < w->iters; i++) {
+		for (;;) {
+			unsigned char buf[8];
+			size_t len = 0;
+			uint64_t ver = 0;
+			if (w->b->load(w->b, K("state"), buf, sizeof buf, &len,
+				       &ver, NULL)) {
+				w->failures++;
+				break;
+			}
+			int64_t n = ver ? drl__get64(buf) : 0;
+			drl__put64(buf, n + 1);
+			int rc = w->b->cas(w->b, K("state"), buf, 8, ver,
+					   LONG_TTL, NULL);
+			if (rc == 0)
+				break;
+			if (rc != DRL_ECONFLICT) {
+				w->failures++;
+				break;
+			}
+		}
+	}
+	return NULL;
+}
+
+/* An update step adding 1 to an 8-byte counter blob. */
+static int add_one(void *arg, const void *old, size_t oldlen,
+		   const void **newblob, size_t *newlen, int64_t *ttl_us)
+{
+	unsigned char *out = arg;
+	int64_t n = old ? drl__get64(old) : 0;
+	drl__put64(out, n + 1);
+	*newblob = out;
+	*newlen = 8;
+	*ttl_us = LONG_TTL;
+	return oldlen == 0 || oldlen == 8 ? 1 : DRL_ECORRUPT;
+}
+
+static void *update_worker(void *arg)
+{
+	worker *w = arg;
+	unsigned char out[8];
+	for (int i = 0; i < w->iters; i++)
+		if (w->b->update(w->b, K("state"), add_one, out, NULL))
+			w->failures++;
+	return NULL;
+}
+
+static void test_threads_cas(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://");
+	worker w[NTHREADS];
+	for (int i = 0; i < NTHREADS; i++)
+		w[i] = (worker){b, 5000, i, 0};
+	run_workers(cas_worker, w);
+	unsigned char buf[8];
+	size_t len = 0;
+	uint64_t ver = 0;
+	assert_int_equal(b->load(b, K("state"), buf, 8, &len, &ver, NULL), 0);
+	assert_int_equal(drl__get64(buf), NTHREADS * 5000);
+
+	/* update() and load/cas interleaved on the same key */
+	for (int i = 0; i < NTHREADS; i++)
+		w[i] = (worker){b, 5000, i, 0};
+	pthread_t t[NTHREADS];
+	for (int i = 0; i < NTHREADS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL,
+						i % 2 ? update_worker : cas_worker,
+						&w[i]),
+				 0);
+	for (int i = 0; i < NTHREADS; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	for (int i = 0; i < NTHREADS; i++)
+		assert_int_equal(w[i].failures, 0);
+	assert_int_equal(b->load(b, K("state"), buf, 8, &len, &ver, NULL), 0);
+	assert_int_equal(drl__get64(buf), 2 * NTHREADS * 5000);
+	b->destroy(b);
+}
+
+/* Many short-lived distinct keys per thread (sweeps, resizes) next to
+ * shared long-lived counters that must stay exact. */
+static void *churn_worker(void *arg)
+{
+	worker *w = arg;
+	char key[32];
+	for (int i = 0; i < w->iters; i++) {
+		int64_t v;
+		int n = snprintf(key, sizeof key, "t%d:%d", w->id, i);
+		if (w->b->incr(w->b, (drl_bytes){key, (size_t)n}, 1, 1000, &v,
+			       NULL))
+			w->failures++;
+		n = snprintf(key, sizeof key, "shared:%d", i % 16);
+		if (w->b->incr(w->b, (drl_bytes){key, (size_t)n}, 1, LONG_TTL,
+			       &v, NULL))
+			w->failures++;
+	}
+	return NULL;
+}
+
+static void test_threads_churn(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://?shards=8");
+	worker w[NTHREADS];
+	for (int i = 0; i < NTHREADS; i++)
+		w[i] = (worker){b, 16000, i, 0};
+	run_workers(churn_worker, w);
+	int64_t total = 0;
+	for (int i = 0; i < 16; i++) {
+		char key[32];
+		int n = snprintf(key, sizeof key, "shared:%d", i);
+		total += get1(b, (drl_bytes){key, (size_t)n});
+	}
+	assert_int_equal(total, NTHREADS * 16000);
+	b->destroy(b);
+}
+
+/* ---- memory reclamation ----------------------------------------------- */
+
+/* Distinct short-lived keys must not make the store grow without bound:
+ * expired entries are reclaimed by writes to other keys, without reads. */
+static void test_growth(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://");
+	char key[32];
+	const int first = 1000000, second = 200000;
+	for (int i = 0; i < first; i++) {
+		int n = snprintf(key, sizeof key, "old:%d", i);
+		incr1(b, (drl_bytes){key, (size_t)n}, 1, 50000);
+	}
+	sleep_ms(80);
+	for (int i = 0; i < second; i++) {
+		int n = snprintf(key, sizeof key, "new:%d", i);
+		incr1(b, (drl_bytes){key, (size_t)n}, 1, LONG_TTL);
+	}
+	size_t held = drl__memory_count(b);
+	print_message("entries held after %d + %d keys: %zu\n", first, second,
+		      held);
+	assert_true(held >= (size_t)second); /* live keys are all kept */
+	assert_true(held < (size_t)first / 2);
+	b->destroy(b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_vtable),
+		cmocka_unit_test(test_incr_get_many),
+		cmocka_unit_test(test_load_cas),
+		cmocka_unit_test(test_wrong_kind),
+		cmocka_unit_test(test_update),
+		cmocka_unit_test(test_binary_keys),
+		cmocka_unit_test(test_ttl),
+		cmocka_unit_test(test_max_keys),
+		cmocka_unit_test(test_bad_options),
+		cmocka_unit_test(test_threads_incr),
+		cmocka_unit_test(test_threads_cas),
+		cmocka_unit_test(test_threads_churn),
+		cmocka_unit_test(test_growth),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
