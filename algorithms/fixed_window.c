@@ -23,4 +23,5 @@ const drl__algorithm drl__fixed_window = {
 	.finish = finish,
 	.decide = drl__counter_decide,
 	.refund = drl__counter_refund,
+	.lua = &drl__lua_counter,
 };

@@ -123,4 +123,5 @@ const drl__algorithm drl__gcra = {
 	.step = step,
 	.unstep = refund_step,
 	.state_size = state_size,
+	.lua = &drl__lua_gcra,
 };

@@ -198,4 +198,5 @@ const drl__algorithm drl__sliding_log = {
 	.step = step,
 	.unstep = unstep,
 	.state_size = state_size,
+	.lua = &drl__lua_sliding_log,
 };

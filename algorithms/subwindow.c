@@ -102,6 +102,8 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 	counts k = {{0}};
 	int rc;
 
+	if (drl__script_usable(lim, call))
+		return drl__script_decide(lim, call, res, undo);
 	for (size_t j = 0; j < nkeys; j++)
 		keys[j] = drl__key_indexed(&kbuf[j], call->key, i - (int64_t)j);
 
@@ -156,7 +158,9 @@ int drl__counter_refund(const drl__limit *lim, const drl__call *call,
 {
 	drl_backend *b = call->backend;
 	int64_t n = lim->subwindows, s = lim->period_us / n;
-	int64_t ttl = (n + 1) * s - call->now % s + DRL__TTL_GRACE_US;
+	/* with the store's clock unread, the longest TTL the key can need */
+	int64_t e = call->now == DRL__NOW_STORE ? 0 : call->now % s;
+	int64_t ttl = (n + 1) * s - e + DRL__TTL_GRACE_US;
 	drl__key kbuf;
 	int64_t v;
 	return b->incr(b, drl__key_indexed(&kbuf, call->key, undo->a),
@@ -214,4 +218,5 @@ const drl__algorithm drl__subwindow = {
 	.finish = finish,
 	.decide = drl__counter_decide,
 	.refund = drl__counter_refund,
+	.lua = &drl__lua_counter,
 };

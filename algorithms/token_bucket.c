@@ -145,4 +145,5 @@ const drl__algorithm drl__token_bucket = {
 	.step = step,
 	.unstep = refund_step,
 	.state_size = state_size,
+	.lua = &drl__lua_token_bucket,
 };

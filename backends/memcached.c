@@ -34,9 +34,10 @@
  * values in (-2^62, 2^63) are exact, anything outside is DRL_ERANGE, never
  * a wrong number. With the binary protocol an increment is one round trip
  * (increment/decrement_with_initial; a missing key is created holding the
- * initial value as is, so initial = BIAS + delta). With binary=0: incr or
- * decr; on NOT_FOUND add BIAS + delta; when add loses a race, incr again
- * (bounded). memcached sets a counter's expiry when it creates it; later
+ * initial value as is, so initial = BIAS + delta; a client that loses the
+ * race to create it gets NOT_STORED and sends it again). With binary=0:
+ * incr or decr; on NOT_FOUND add BIAS + delta; when add loses a race, incr
+ * again (bounded). memcached sets a counter's expiry when it creates it; later
  * increments keep that expiry (windows are named in keys, so the TTL given
  * at creation covers the window; the TTL only cleans up).
  *
@@ -184,8 +185,7 @@ static int unbias(uint64_t stored, int64_t *value, drl_error *err)
 }
 
 /* Parse a counter as memcached stores it: decimal digits, maybe followed
- * by spaces (memcached pads a number that got shorter in place).
- * DRL_ECORRUPT when it is anything else. */
+ * by padding. DRL_ECORRUPT when it is anything else. */
 static int parse_counter(const char *s, size_t len, int64_t *value,
 			 drl_error *err)
 {
@@ -201,8 +201,10 @@ static int parse_counter(const char *s, size_t len, int64_t *value,
 	}
 	if (i == 0)
 		goto bad;
+	/* memcached pads in place with spaces; before 1.4.17 a binary
+	 * create padded with NULs */
 	for (size_t j = i; j < len; j++)
-		if (s[j] != ' ' && s[j] != '\r' && s[j] != '\n')
+		if (s[j] != ' ' && s[j] != '\0' && s[j] != '\r' && s[j] != '\n')
 			goto bad;
 	return unbias(v, value, err);
 bad:
@@ -262,13 +264,16 @@ static bool is_timeout(const call *c, memcached_return_t rc)
 static int store_error(call *c, memcached_return_t rc, const char *op,
 		       drl_error *err)
 {
+	const char *text = memcached_strerror(c->mc, rc);
 	const char *detail = memcached_last_error_message(c->mc);
 	const char *where;
 	size_t dlen;
 	int code = DRL_ESTORE;
 
-	if (detail == NULL || detail[0] == '\0')
-		detail = memcached_strerror(c->mc, rc);
+	/* The handle's last error may not be this one (libmemcached does not
+	 * record every failure): then say what rc is. */
+	if (detail == NULL || memcached_last_error(c->mc) != rc)
+		detail = text;
 	/* libmemcached writes "(0x<handle>) TEXT, host: H:P -> file.cc:N":
 	 * keep "TEXT, host: H:P". */
 	if (strncmp(detail, "(0x", 3) == 0 && strstr(detail, ") ") != NULL)
@@ -335,22 +340,35 @@ static int incr_binary_failed(call *c, const mkey *k, drl_error *err)
 }
 
 /* Binary protocol: one round trip, creating a missing key at BIAS + delta.
- * The stored value goes to *stored. */
+ * The stored value goes to *stored. When two clients create the same key
+ * at once, memcached answers the loser NOT_STORED (its create is an `add`):
+ * the key exists by then, so the increment is simply sent again. */
 static int incr_binary(call *c, const mkey *k, int64_t delta, time_t exp,
 		       uint64_t *stored, drl_error *err)
 {
-	memcached_return_t rc;
+	uint64_t mag =
+		delta >= 0 ? (uint64_t)delta : (uint64_t)0 - (uint64_t)delta;
+	memcached_return_t rc = MEMCACHED_NOTSTORED;
 
-	if (delta >= 0)
-		rc = memcached_increment_with_initial(
-			c->mc, k->buf, k->len, (uint64_t)delta,
-			BIAS + (uint64_t)delta, exp, stored);
-	else
-		rc = memcached_decrement_with_initial(
-			c->mc, k->buf, k->len, (uint64_t)0 - (uint64_t)delta,
-			BIAS - ((uint64_t)0 - (uint64_t)delta), exp, stored);
-	if (rc == MEMCACHED_SUCCESS)
-		return 0;
+	for (int attempt = 0; attempt < ADD_RACE_RETRIES; attempt++) {
+		if (delta >= 0)
+			rc = memcached_increment_with_initial(
+				c->mc, k->buf, k->len, mag, BIAS + mag, exp,
+				stored);
+		else
+			rc = memcached_decrement_with_initial(
+				c->mc, k->buf, k->len, mag, BIAS - mag, exp,
+				stored);
+		if (rc == MEMCACHED_SUCCESS)
+			return 0;
+		if (rc != MEMCACHED_NOTSTORED)
+			break;
+	}
+	if (rc == MEMCACHED_NOTSTORED)
+		return drl_error_set(err, DRL_ECONFLICT,
+				     "memcached incr: the key kept appearing "
+				     "and vanishing (%d attempts)",
+				     ADD_RACE_RETRIES);
 	if (rc == MEMCACHED_UNKNOWN_READ_FAILURE)
 		return incr_binary_failed(c, k, err);
 	return store_error(c, rc, "incr", err);
@@ -847,6 +865,10 @@ static int probe(mc_backend *m, drl_error *err)
 		memcached_server_cursor(p, fn, &answered, 1);
 		if (answered == 0) {
 			call c = {m, p, false};
+			/* version() sums failures up as SOME_ERRORS; the
+			 * handle's last error says what went wrong. */
+			if (memcached_failed(memcached_last_error(p)))
+				mrc = memcached_last_error(p);
 			rc = store_error(&c, mrc, "open (no server answered)",
 					 err);
 		}

@@ -45,8 +45,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#define XXH_INLINE_ALL /* header only: nothing to link */
+#include <xxhash.h>    /* Debian: libxxhash-dev */
 
 #define SHARDS_DEFAULT 64
 #define SHARDS_MAX 1024
@@ -95,8 +95,8 @@ typedef struct store {
 	unsigned shard_bits;
 	size_t nshards;
 	shard *shards;
-	size_t max_keys;           /* 0: unlimited */
-	atomic_size_t nkeys;       /* entries held; kept only with max_keys */
+	size_t max_keys;     /* 0: unlimited */
+	atomic_size_t nkeys; /* entries held; kept only with max_keys */
 } store;
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -130,7 +130,8 @@ static const char *show_key(char *buf, size_t cap, drl_bytes key)
 		if (k[i] >= 0x20 && k[i] < 0x7f && k[i] != '"' && k[i] != '\\')
 			buf[o++] = (char)k[i];
 		else
-			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", k[i]);
+			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x",
+					      k[i]);
 	}
 	buf[o] = '\0';
 	return buf;
@@ -156,11 +157,14 @@ static int check_key(drl_bytes key, drl_error *err)
 	return 0;
 }
 
+/* The store's seeded 64-bit hash of key: top bits pick the shard, low
+ * bits the bucket. */
 static uint64_t hash_key(const store *st, drl_bytes key)
 {
 	return XXH3_64bits_withSeed(key.data, key.len, st->seed);
 }
 
+/* The shard owning hash h. */
 static shard *shard_of(store *st, uint64_t h)
 {
 	return &st->shards[st->shard_bits ? h >> (64 - st->shard_bits) : 0];
@@ -332,8 +336,8 @@ static entry **lookup(store *st, shard *sh, uint64_t h, drl_bytes key,
  * Returns 0 with *out set, FULL when max_keys entries are held, or
  * DRL_ENOMEM.
  */
-static int insert(store *st, shard *sh, uint64_t h, drl_bytes key,
-		  int64_t now, entry **out)
+static int insert(store *st, shard *sh, uint64_t h, drl_bytes key, int64_t now,
+		  entry **out)
 {
 	sweep(st, sh, now, SWEEP_INSERT);
 	if (st->max_keys &&
@@ -585,16 +589,16 @@ static int mem_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 /* Store blob at key if its version is still `version` (0: absent).
  * DRL_ECONFLICT when it changed, DRL_ESTORE on a counter or when creating
  * the key would pass max_keys. ttl_us <= 0 stores and expires at once. */
-static int mem_cas(drl_backend *b, drl_bytes key, const void *blob,
-		   size_t len, uint64_t version, int64_t ttl_us,
-		   drl_error *err)
+static int mem_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
+		   uint64_t version, int64_t ttl_us, drl_error *err)
 {
 	store *st = (store *)b;
 	int rc = check_key(key, err);
 	if (rc)
 		return rc;
 	if (blob == NULL && len > 0)
-		return drl_error_set(err, DRL_EINVAL, "memory store: NULL blob");
+		return drl_error_set(err, DRL_EINVAL,
+				     "memory store: NULL blob");
 	int64_t now = mono_us();
 	uint64_t h = hash_key(st, key);
 	shard *sh = shard_of(st, h);
@@ -778,10 +782,11 @@ int drl__memory_open(drl_backend **out, drl__uri *uri, drl_error *err)
 				     "write memory:// or memory://?shards=16",
 				     uri->hosts);
 	if (uri->path)
-		return drl_error_set(err, DRL_EINVAL,
-				     "memory:// takes no path (got \"/%.64s\"); "
-				     "write memory:// or memory://?shards=16",
-				     uri->path);
+		return drl_error_set(
+			err, DRL_EINVAL,
+			"memory:// takes no path (got \"/%.64s\"); "
+			"write memory:// or memory://?shards=16",
+			uri->path);
 	int64_t shards, max_keys;
 	int rc = drl__uri_get_int(uri, "shards", 1, SHARDS_MAX, SHARDS_DEFAULT,
 				  &shards, err);
@@ -817,19 +822,28 @@ int drl__memory_open(drl_backend **out, drl__uri *uri, drl_error *err)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
 	}
 	memset(st->shards, 0, bytes);
+	/* Critical sections are tens of nanoseconds: spin a little before
+	 * sleeping (glibc's adaptive mutex) where available. */
+	pthread_mutexattr_t attr;
+	pthread_mutexattr_init(&attr);
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
 	for (size_t i = 0; i < st->nshards; i++) {
 		shard *sh = &st->shards[i];
 		sh->buckets = buckets_new(BUCKETS_MIN);
-		if (!sh->buckets || pthread_mutex_init(&sh->lock, NULL) != 0) {
+		if (!sh->buckets || pthread_mutex_init(&sh->lock, &attr) != 0) {
 			free(sh->buckets);
 			sh->buckets = NULL;
 			st->nshards = i; /* destroy only what was set up */
+			pthread_mutexattr_destroy(&attr);
 			mem_destroy(&st->parent);
 			return drl_error_set(err, DRL_ENOMEM, "out of memory");
 		}
 		sh->nbuckets = BUCKETS_MIN;
 		sh->min_expires = INT64_MAX;
 	}
+	pthread_mutexattr_destroy(&attr);
 	*out = &st->parent;
 	return 0;
 }

@@ -74,6 +74,7 @@ typedef struct drl__limit {
 	int64_t burst;      /* token_bucket, gcra: capacity (default LIMIT) */
 	int64_t subwindows; /* subwindow: number of sub-windows */
 	int trailing;       /* subwindow: weight the expired sub-window */
+	bool lua_ok;        /* its numbers fit a Lua twin's doubles */
 	char tag[96];       /* key component naming this limit uniquely */
 	size_t taglen;
 } drl__limit;
@@ -112,10 +113,15 @@ drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb,
 /* ---- algorithms -------------------------------------------------------- */
 
 /* Everything one decision of one limit needs. */
+/* call->now when the store's own clock decides and has not been read:
+ * only ever seen by a Lua twin (which reads TIME itself) or by code that
+ * reads the store's clock first (drl__call_now). */
+#define DRL__NOW_STORE INT64_C(-1)
+
 typedef struct drl__call {
 	drl_backend *backend;
 	const drl__keybase *key;
-	int64_t now;  /* µs since the epoch, >= 0 */
+	int64_t now;  /* µs since the epoch, >= 0, or DRL__NOW_STORE */
 	int64_t cost; /* >= 0 */
 	bool peek;    /* decide, but consume nothing and write nothing */
 	drl_error *err;
@@ -158,6 +164,8 @@ typedef struct drl__algorithm {
 	drl__step_fn step;
 	drl__step_fn unstep;
 	size_t (*state_size)(const drl__limit *lim);
+	/* The Lua twin run by stores with DRL_CAP_SCRIPT, or NULL. */
+	const drl_script *lua;
 } drl__algorithm;
 
 extern const drl__algorithm drl__fixed_window;
@@ -240,6 +248,27 @@ static inline int64_t drl__get64(const unsigned char *p)
 		u |= (uint64_t)p[i] << (8 * i);
 	return (int64_t)u;
 }
+
+/* ---- server-side twins (core/script.c) ---------------------------------- */
+
+extern const drl_script drl__lua_counter;
+extern const drl_script drl__lua_token_bucket;
+extern const drl_script drl__lua_gcra;
+extern const drl_script drl__lua_sliding_log;
+
+/* Largest magnitude a Lua twin may compute with: products stay below 2^53
+ * with a factor of 2 to spare. */
+#define DRL__LUA_EXACT_MAX (INT64_C(1) << 52)
+
+/* Whether this decision runs as the algorithm's Lua twin: the store runs
+ * scripts, the algorithm has a twin, the limit's numbers fit and so does
+ * the time. */
+bool drl__script_usable(const drl__limit *lim, const drl__call *call);
+/* Run the twin: one round trip, atomic on the server. */
+int drl__script_decide(const drl__limit *lim, const drl__call *call,
+		       drl_result *res, drl__undo *undo);
+/* call->now, reading the store's clock when it is DRL__NOW_STORE. */
+int drl__call_now(const drl__call *call, int64_t *now);
 
 /* ---- store object (core/store.c) --------------------------------------- */
 

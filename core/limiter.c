@@ -161,8 +161,25 @@ static int widen_retry(drl_limiter *l, size_t denied, drl__call *call,
 	return 0;
 }
 
+static int decide_policy(drl_limiter *l, const void *key, size_t keylen,
+			 int64_t cost, int64_t now_us, drl_result *result,
+			 drl_error *err);
+
 int drl_allow_at(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 		 int64_t now_us, drl_result *result, drl_error *err)
+{
+	if (now_us < 0 || now_us > DRL_TIME_MAX_US)
+		return drl_error_set(err, DRL_EINVAL,
+				     "time %lld us is outside 0..2^62 (the "
+				     "epoch to ~146000 years on)",
+				     (long long)now_us);
+	return decide_policy(l, key, keylen, cost, now_us, result, err);
+}
+
+/* now_us may be DRL__NOW_STORE (see drl_allow). */
+static int decide_policy(drl_limiter *l, const void *key, size_t keylen,
+			 int64_t cost, int64_t now_us, drl_result *result,
+			 drl_error *err)
 {
 	if (l == NULL || result == NULL || key == NULL)
 		return drl_error_set(err, DRL_EINVAL,
@@ -177,12 +194,6 @@ int drl_allow_at(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 	if (cost < 0)
 		return drl_error_set(err, DRL_EINVAL,
 				     "cost %lld is negative", (long long)cost);
-	if (now_us < 0 || now_us > DRL_TIME_MAX_US)
-		return drl_error_set(err, DRL_EINVAL,
-				     "time %lld us is outside 0..2^62 (the "
-				     "epoch to ~146000 years on)",
-				     (long long)now_us);
-
 	drl__call call = {
 		.backend = l->store->backend,
 		.now = now_us,
@@ -217,16 +228,32 @@ int drl_allow_at(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 	return 0;
 }
 
+/* Whether every limit of the policy runs as a Lua twin that reads the
+ * store's clock itself, so no separate round trip for the time is needed. */
+static bool twins_read_clock(const drl_limiter *l)
+{
+	drl__call probe = {.backend = l->store->backend, .now = DRL__NOW_STORE};
+	for (size_t i = 0; i < l->nlimits; i++)
+		if (!drl__script_usable(&l->limits[i], &probe))
+			return false;
+	return true;
+}
+
 int drl_allow(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 	      drl_result *result, drl_error *err)
 {
-	int64_t now = 0;
-	if (l && (l->store->backend->caps & DRL_CAP_CLOCK)) {
-		int rc = l->store->backend->now(l->store->backend, &now, err);
-		if (rc)
-			return rc;
-	} else {
-		now = drl_now_us();
-	}
-	return drl_allow_at(l, key, keylen, cost, now, result, err);
+	if (l == NULL)
+		return drl_error_set(err, DRL_EINVAL, "drl_allow: NULL limiter");
+	drl_backend *b = l->store->backend;
+	if (!(b->caps & DRL_CAP_CLOCK))
+		return decide_policy(l, key, keylen, cost, drl_now_us(), result,
+				     err);
+	if (twins_read_clock(l))
+		return decide_policy(l, key, keylen, cost, DRL__NOW_STORE,
+				     result, err);
+	int64_t now;
+	int rc = b->now(b, &now, err);
+	if (rc)
+		return rc;
+	return decide_policy(l, key, keylen, cost, now, result, err);
 }

@@ -163,6 +163,8 @@ static int run(const drl__limit *lim, const drl__call *call,
 int drl__state_decide(const drl__limit *lim, const drl__call *call,
 		      drl_result *res, drl__undo *undo)
 {
+	if (drl__script_usable(lim, call))
+		return drl__script_decide(lim, call, res, undo);
 	return run(lim, call, lim->algo->step, res, undo);
 }
 
@@ -171,5 +173,9 @@ int drl__state_refund(const drl__limit *lim, const drl__call *call,
 {
 	drl_result r;
 	drl__undo u = *undo;
-	return run(lim, call, lim->algo->unstep, &r, &u);
+	drl__call c = *call;
+	int rc = drl__call_now(call, &c.now);
+	if (rc)
+		return rc;
+	return run(lim, &c, lim->algo->unstep, &r, &u);
 }

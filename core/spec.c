@@ -201,5 +201,7 @@ int drl__limit_parse(drl__limit *lim, const char *spec, size_t len,
 			return bad(err, spec, len, sub.message);
 	}
 	make_tag(lim);
+	int64_t widest = lim->burst > lim->limit ? lim->burst : lim->limit;
+	lim->lua_ok = (drl__i128)widest * lim->period_us <= DRL__LUA_EXACT_MAX;
 	return 0;
 }

@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SHOW_URI_MAX 120  /* bytes of the URI quoted in a message */
-#define SHOW_PART_MAX 48  /* bytes of one part quoted in a message */
+#define SHOW_URI_MAX 120 /* bytes of the URI quoted in a message */
+#define SHOW_PART_MAX 48 /* bytes of one part quoted in a message */
 
 /*
  * Write s[0..len) into buf (cap >= 8 bytes) for quoting inside "...":
@@ -76,8 +76,8 @@ static const char *show_redacted(char *buf, size_t cap, const char *text)
 	for (size_t i = a; i < n; i++)
 		if (text[i] == '@')
 			at = text + i;
-	const char *colon = at ? memchr(text + a, ':', (size_t)(at - text) - a)
-			       : NULL;
+	const char *colon =
+		at ? memchr(text + a, ':', (size_t)(at - text) - a) : NULL;
 	if (!colon)
 		return show(buf, cap, text, n, SHOW_URI_MAX);
 
@@ -102,8 +102,8 @@ static const char *show_redacted(char *buf, size_t cap, const char *text)
 #ifdef __GNUC__
 __attribute__((format(printf, 4, 5)))
 #endif
-static int fail(drl__uri *u, drl_error *err, const char *text,
-		const char *fmt, ...)
+static int
+fail(drl__uri *u, drl_error *err, const char *text, const char *fmt, ...)
 {
 	char detail[DRL_ERROR_MESSAGE_MAX];
 	char shown[SHOW_URI_MAX + 8];
@@ -174,8 +174,8 @@ static int decode(const char *s, size_t len, char **out, size_t *bad)
  * a message naming the part (and, unless `secret`, the bad escape).
  */
 static int decode_part(drl__uri *u, drl_error *err, const char *text,
-		       const char *what, bool secret, const char *s,
-		       size_t len, char **dst)
+		       const char *what, bool secret, const char *s, size_t len,
+		       char **dst)
 {
 	size_t bad = 0;
 	int rc = decode(s, len, dst, &bad);
@@ -192,8 +192,9 @@ static int decode_part(drl__uri *u, drl_error *err, const char *text,
 	size_t elen = len - bad < 3 ? len - bad : 3;
 	show(esc, sizeof esc, s + bad, elen, 8);
 	if (rc == DECODE_NUL)
-		return fail(u, err, text, "escape \"%s\" is not allowed in the %s",
-			    esc, what);
+		return fail(u, err, text,
+			    "escape \"%s\" is not allowed in the %s", esc,
+			    what);
 	return fail(u, err, text, "bad %%-escape \"%s\" in the %s", esc, what);
 }
 
@@ -235,15 +236,14 @@ static int parse_options(drl__uri *u, drl_error *err, const char *text,
 			return fail(u, err, text, "empty option (stray '&')");
 		const char *eq = memchr(p, '=', seglen);
 		if (!eq)
-			return fail(u, err, text, "option \"%s\" has no value",
-				    show(a, sizeof a, p, seglen,
-					 SHOW_PART_MAX));
+			return fail(
+				u, err, text, "option \"%s\" has no value",
+				show(a, sizeof a, p, seglen, SHOW_PART_MAX));
 		size_t klen = (size_t)(eq - p);
 		if (klen == 0)
-			return fail(u, err, text,
-				    "option \"%s\" has an empty name",
-				    show(a, sizeof a, p, seglen,
-					 SHOW_PART_MAX));
+			return fail(
+				u, err, text, "option \"%s\" has an empty name",
+				show(a, sizeof a, p, seglen, SHOW_PART_MAX));
 		for (size_t i = 0; i < klen; i++)
 			if (!name_char(p[i]))
 				return fail(u, err, text,
@@ -304,8 +304,8 @@ int drl__uri_parse(drl__uri *u, const char *text, drl_error *err)
 				    "%%20)",
 				    i);
 		if (c < 0x20 || c == 0x7f)
-			return fail(u, err, text, "control byte 0x%02x at byte %zu",
-				    c, i);
+			return fail(u, err, text,
+				    "control byte 0x%02x at byte %zu", c, i);
 	}
 
 	/* scheme */
@@ -323,11 +323,11 @@ int drl__uri_parse(drl__uri *u, const char *text, drl_error *err)
 			  (i > 0 && ((c >= '0' && c <= '9') || c == '+' ||
 				     c == '.' || c == '-'));
 		if (!ok)
-			return fail(u, err, text,
-				    "bad scheme \"%s\" (must match "
-				    "[a-z][a-z0-9+.-]*)",
-				    show(a, sizeof a, text, slen,
-					 SHOW_PART_MAX));
+			return fail(
+				u, err, text,
+				"bad scheme \"%s\" (must match "
+				"[a-z][a-z0-9+.-]*)",
+				show(a, sizeof a, text, slen, SHOW_PART_MAX));
 	}
 	u->scheme = dup_n(text, slen);
 	if (!u->scheme)
@@ -452,11 +452,11 @@ int drl__uri_get_int(drl__uri *u, const char *key, int64_t min, int64_t max,
 	if (drl__parse_int(v, strlen(v), min, max, out) == 0)
 		return 0;
 	char a[SHOW_PART_MAX + 8];
-	return drl_error_set(err, DRL_EINVAL,
-			     "URI option %s=\"%s\": expected an integer in "
-			     "[%" PRId64 ", %" PRId64 "]",
-			     key, show(a, sizeof a, v, strlen(v), SHOW_PART_MAX),
-			     min, max);
+	return drl_error_set(
+		err, DRL_EINVAL,
+		"URI option %s=\"%s\": expected an integer in "
+		"[%" PRId64 ", %" PRId64 "]",
+		key, show(a, sizeof a, v, strlen(v), SHOW_PART_MAX), min, max);
 }
 
 /*

@@ -6,9 +6,12 @@
  * /usr/local/bin), make a private temp dir, pick a free port by binding
  * 127.0.0.1:0, fork/exec the server with stdout/stderr going to
  * <dir>/server.log, and poll until a TCP connect (or, for a unix-socket-only
- * memcached, a unix connect) succeeds, for at most 5 s. When the server dies
- * early because the port was taken in the meantime, start over on another
- * port (a few attempts). On failure the log is copied to stderr.
+ * memcached, a unix connect) succeeds and (on Linux, through /proc) the
+ * listening socket is our server's, for at most 5 s. When the server dies
+ * early because another process took the port in the meantime, start over
+ * on another port (a few attempts). On failure the log is copied to
+ * stderr. A server that had died on its own by the time it is stopped is
+ * reported on stderr with its log.
  *
  * Leftover servers: every started server is recorded in a small table. An
  * atexit handler, and a handler for SIGINT/SIGTERM/SIGHUP (only where the
@@ -402,6 +405,59 @@ static pid_t spawn(char *const argv[], const char *logpath)
 	return pid;
 }
 
+/* Whether process `pid` holds the socket listening on 127.0.0.1:port:
+ * 1 yes, 0 no (someone else does, or nobody yet), -1 cannot tell (no
+ * Linux /proc). Closes the race where another process binds the free port
+ * first: our server then exits, but a connect to the port succeeds. */
+static int owns_listener(pid_t pid, int port)
+{
+	char line[512], path[64], link[64], want[32];
+	unsigned long inodes[16];
+	size_t ninodes = 0;
+	FILE *f = fopen("/proc/net/tcp", "r");
+	DIR *d;
+	struct dirent *e;
+	int found = 0;
+
+	if (f == NULL)
+		return -1;
+	/* local_address "0100007F:PORT" (hex), st "0A" is LISTEN */
+	snprintf(want, sizeof want, "0100007F:%04X", (unsigned)port);
+	while (fgets(line, sizeof line, f) != NULL && ninodes < 16) {
+		char local[64], st[8];
+		unsigned long inode;
+		if (sscanf(line, " %*s %63s %*s %7s %*s %*s %*s %*s %*s %lu",
+			   local, st, &inode) == 3 &&
+		    strcmp(local, want) == 0 && strcmp(st, "0A") == 0)
+			inodes[ninodes++] = inode;
+	}
+	fclose(f);
+	if (ninodes == 0)
+		return 0;
+	snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	if (d == NULL)
+		return -1;
+	while (!found && (e = readdir(d)) != NULL) {
+		char fdpath[PATH_MAX];
+		ssize_t n;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(fdpath, sizeof fdpath, "%s/%s", path, e->d_name);
+		n = readlink(fdpath, link, sizeof link - 1);
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		for (size_t i = 0; i < ninodes && !found; i++) {
+			char sock[40];
+			snprintf(sock, sizeof sock, "socket:[%lu]", inodes[i]);
+			found = strcmp(link, sock) == 0;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
 /* Poll until the server at s accepts connections (TCP port, or the unix
  * socket `unix_path` when not NULL), the child dies, or 5 s pass.
  * 0 ready, 1 child exited early, -1 timed out. */
@@ -414,17 +470,26 @@ static int wait_ready(drl_server *s, const char *unix_path)
 			s->pid = 0;
 			return 1;
 		}
-		if (unix_path != NULL ? unix_ready(unix_path)
-				      : tcp_ready(s->port)) {
-			/* Someone else may hold the port: make sure our
-			 * server did not die on a failed bind meanwhile. */
-			sleep_ms(POLL_MS);
-			if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
-				untrack(s->pid);
-				s->pid = 0;
-				return 1;
-			}
+		if (unix_path != NULL && unix_ready(unix_path))
 			return 0;
+		if (unix_path == NULL && tcp_ready(s->port)) {
+			/* The listener must be our server's, not that of a
+			 * process that took the port first. */
+			int own = owns_listener(s->pid, s->port);
+			if (own == 1)
+				return 0;
+			if (own < 0) {
+				/* No /proc: at least make sure our server
+				 * did not die on a failed bind meanwhile. */
+				sleep_ms(POLL_MS);
+				if (waitpid(s->pid, &status, WNOHANG) ==
+				    s->pid) {
+					untrack(s->pid);
+					s->pid = 0;
+					return 1;
+				}
+				return 0;
+			}
 		}
 		sleep_ms(POLL_MS);
 	}
@@ -595,6 +660,27 @@ void drl_fixture_stop(drl_server *s)
 {
 	if (s == NULL)
 		return;
+	if (s->pid > 0) {
+		int status;
+
+		/* A server that died on its own explains why tests failed. */
+		if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+			if (WIFSIGNALED(status))
+				fprintf(stderr,
+					"fixture: server pid %d (port %d) "
+					"had died of signal %d\n",
+					(int)s->pid, s->port, WTERMSIG(status));
+			else
+				fprintf(stderr,
+					"fixture: server pid %d (port %d) "
+					"had exited with status %d\n",
+					(int)s->pid, s->port,
+					WEXITSTATUS(status));
+			dump_log("server", s->dir);
+			untrack(s->pid);
+			s->pid = 0;
+		}
+	}
 	if (s->pid > 0) {
 		int status;
 		int reaped = 0;

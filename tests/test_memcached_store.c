@@ -97,8 +97,10 @@ static drl_backend *open_srv(const char *opts)
 {
 	drl_error err = {0};
 	drl_backend *b;
-	if (try_open(&b, &err, "memcached://127.0.0.1:%d%s%s", srv.port,
-		     opts[0] ? "?" : "", opts))
+	/* a generous timeout: these tests are not about timeouts, and a
+	 * loaded CI host can stall a loopback reply for a second */
+	if (try_open(&b, &err, "memcached://127.0.0.1:%d?timeout_ms=5000%s%s",
+		     srv.port, opts[0] ? "&" : "", opts))
 		fail_msg("open(%s): %s", opts, err.message);
 	assert_string_equal(b->name, "memcached");
 	assert_int_equal(b->caps, DRL_CAP_COUNTER | DRL_CAP_CAS);
@@ -141,16 +143,22 @@ static memcached_st *raw_client(int port)
 	return mc;
 }
 
+/* 1 when `key` (already a store key) exists behind the raw client mc. */
+static int raw_has(memcached_st *mc, const char *key, size_t len)
+{
+	memcached_return_t rc = memcached_exist(mc, key, len);
+	if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND)
+		fail_msg("exist: %s", memcached_strerror(NULL, rc));
+	return rc == MEMCACHED_SUCCESS;
+}
+
 /* 1 when `key` (already a store key) exists on the server at port. */
 static int raw_exists(int port, const char *key, size_t len)
 {
 	memcached_st *mc = raw_client(port);
-	memcached_return_t rc = memcached_exist(mc, key, len);
+	int has = raw_has(mc, key, len);
 	memcached_free(mc);
-	if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND)
-		fail_msg("exist on port %d: %s", port,
-			 memcached_strerror(NULL, rc));
-	return rc == MEMCACHED_SUCCESS;
+	return has;
 }
 
 /* Ask the server at port (meta debug command "me") for the seconds left
@@ -190,6 +198,21 @@ static long raw_exp_left(int port, const char *key)
 	out = strtol(e + 5, NULL, 10);
 	/* memcached 1.6.18 prints the seconds left negated */
 	return out == -1 ? -1 : labs(out);
+}
+
+/* 1 when something accepts TCP connections on 127.0.0.1:port. */
+static int port_listening(int port)
+{
+	struct sockaddr_in a;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+	assert_true(fd >= 0);
+	memset(&a, 0, sizeof a);
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_port = htons((unsigned short)port);
+	ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+	close(fd);
+	return ok;
 }
 
 /* A port with nothing listening a moment ago. */
@@ -287,6 +310,15 @@ static void test_open_fails_fast_without_server(void **state)
 	int rc = try_open(&b, &err, "memcached://127.0.0.1:%d?timeout_ms=300",
 			  port);
 	int64_t took = mono_ms() - t0;
+	if (rc == 0) {
+		b->destroy(b);
+		if (port_listening(port)) {
+			print_message("port %d was taken by another process: "
+				      "skipping\n",
+				      port);
+			skip();
+		}
+	}
 	if (rc != DRL_ESTORE && rc != DRL_ETIMEDOUT)
 		fail_msg("open on a dead port: %s (%s)", drl_err_name(rc),
 			 err.message);
@@ -696,13 +728,14 @@ static void test_ttl_long(void **state)
 
 #define POOL_KEYS 300
 
-/* Which of the three servers holds store key "pl_k<i>": its index. */
-static int owner_of(const drl_server *s, int i)
+/* Which of the three servers (raw clients) holds store key "pl_k<i>": its
+ * index. */
+static int owner_of(memcached_st *const *raw, int i)
 {
 	char key[32];
 	int n = snprintf(key, sizeof key, "pl_k%d", i), owner = -1;
 	for (int j = 0; j < 3; j++) {
-		if (raw_exists(s[j].port, key, (size_t)n)) {
+		if (raw_has(raw[j], key, (size_t)n)) {
 			if (owner >= 0)
 				fail_msg("key %s on two servers", key);
 			owner = j;
@@ -714,15 +747,18 @@ static int owner_of(const drl_server *s, int i)
 }
 
 /* Expect an incr of k to fail within the timeout bound; print the first
- * message. */
-static void expect_fast_failure(drl_backend *b, const char *k,
-				int64_t timeout_ms, int first)
+ * message. Returns 1 (instead of failing) when the incr worked because some
+ * other process has started a server on the dead server's port. */
+static int expect_fast_failure(drl_backend *b, const char *k,
+			       int64_t timeout_ms, int first, int dead_port)
 {
 	drl_error err = {0};
 	int64_t v;
 	int64_t t0 = mono_ms();
 	int rc = b->incr(b, K(k), 1, LONG_TTL, &v, &err);
 	int64_t took = mono_ms() - t0;
+	if (rc == 0 && port_listening(dead_port))
+		return 1;
 	if (rc != DRL_ESTORE && rc != DRL_ETIMEDOUT)
 		fail_msg("incr %s on a dead server: %s (%s)", k,
 			 drl_err_name(rc), err.message);
@@ -731,6 +767,7 @@ static void expect_fast_failure(drl_backend *b, const char *k,
 	assert_non_null(strstr(err.message, "memcached"));
 	if (first)
 		print_message("%s: %s\n", drl_err_name(rc), err.message);
+	return 0;
 }
 
 /* mode: "kill" stops a server, "pause" hangs it (SIGSTOP). */
@@ -739,7 +776,7 @@ static void pool_with_failure(const char *mode)
 	drl_server s[3];
 	char keys[POOL_KEYS][16];
 	int owner[POOL_KEYS], count[3] = {0, 0, 0};
-	const int64_t timeout_ms = 300;
+	const int64_t timeout_ms = 1000;
 	drl_error err = {0};
 	drl_backend *b;
 
@@ -756,16 +793,22 @@ static void pool_with_failure(const char *mode)
 		assert_int_equal(incr_ok(b, K(keys[i]), 1), 1);
 	}
 	/* every key on exactly one server, every server has a fair share */
+	memcached_st *raw[3];
+	for (int j = 0; j < 3; j++)
+		raw[j] = raw_client(s[j].port);
 	for (int i = 0; i < POOL_KEYS; i++) {
-		owner[i] = owner_of(s, i);
+		owner[i] = owner_of(raw, i);
 		count[owner[i]]++;
 	}
+	for (int j = 0; j < 3; j++)
+		memcached_free(raw[j]);
 	print_message("keys per server: %d %d %d\n", count[0], count[1],
 		      count[2]);
 	for (int j = 0; j < 3; j++)
 		assert_true(count[j] >= POOL_KEYS / 10);
 
 	/* take server 1 down */
+	int dead_port_no = s[1].port;
 	if (strcmp(mode, "kill") == 0)
 		drl_fixture_stop(&s[1]);
 	else
@@ -777,8 +820,17 @@ static void pool_with_failure(const char *mode)
 		if (owner[i] == 1) {
 			if (failed < 12) { /* bounded: each may wait */
 				int64_t t0 = mono_ms();
-				expect_fast_failure(b, keys[i], timeout_ms,
-						    failed == 0);
+				if (expect_fast_failure(b, keys[i], timeout_ms,
+							failed == 0,
+							dead_port_no)) {
+					b->destroy(b);
+					for (int j = 0; j < 3; j++)
+						drl_fixture_stop(&s[j]);
+					print_message("the dead server's port "
+						      "was taken by another "
+						      "process: skipping\n");
+					skip();
+				}
 				worst = drl__max64(worst, mono_ms() - t0);
 				failed++;
 			}
@@ -857,17 +909,20 @@ static void test_pool_consistent_hashing(void **state)
 		start_or_skip(&s[j], NULL);
 	assert_int_equal(try_open(&b3, &err,
 				  "memcached://127.0.0.1:%d,127.0.0.1:%d,"
-				  "127.0.0.1:%d?prefix=ch_",
+				  "127.0.0.1:%d"
+				  "?timeout_ms=5000&prefix=ch_",
 				  s[0].port, s[1].port, s[2].port),
 			 0);
 	assert_int_equal(try_open(&b3r, &err,
 				  "memcached://127.0.0.1:%d,127.0.0.1:%d,"
-				  "127.0.0.1:%d?prefix=ch_",
+				  "127.0.0.1:%d"
+				  "?timeout_ms=5000&prefix=ch_",
 				  s[2].port, s[0].port, s[1].port),
 			 0);
 	assert_int_equal(try_open(&b4, &err,
 				  "memcached://127.0.0.1:%d,127.0.0.1:%d,"
-				  "127.0.0.1:%d,127.0.0.1:%d?prefix=ch_",
+				  "127.0.0.1:%d,127.0.0.1:%d"
+				  "?timeout_ms=5000&prefix=ch_",
 				  s[0].port, s[1].port, s[2].port, s[3].port),
 			 0);
 	for (int i = 0; i < NKEYS; i++) {
@@ -956,6 +1011,7 @@ static void test_unix_socket_and_restart(void **state)
 	assert_int_equal(get_ok(b, K("u")), 201);
 	b->destroy(b);
 	drl_fixture_stop(&s);
+	unlink(sock); /* memcached leaves its socket file behind */
 	rmdir(dir);
 }
 
@@ -1139,7 +1195,9 @@ static void test_e2e_same_decisions_as_memory(void **state)
 {
 	const char *proto = *state;
 	char uri[256];
-	snprintf(uri, sizeof uri, "memcached://127.0.0.1:%d?%s&prefix=e2e%s_",
+	snprintf(uri, sizeof uri,
+		 "memcached://127.0.0.1:%d"
+		 "?timeout_ms=5000&%s&prefix=e2e%s_",
 		 srv.port, proto, strchr(proto, '0') ? "a" : "b");
 	for (size_t si = 0; si < sizeof specs / sizeof specs[0]; si++) {
 		drl_store *ms, *cs;
@@ -1209,8 +1267,9 @@ static void test_e2e_cross_process_exact(void **state)
 		pid_t pids[PROCS];
 		int total = 0, errors = 0;
 		snprintf(uri, sizeof uri,
-			 "memcached://127.0.0.1:%d?prefix=xp%zu_", srv.port,
-			 si);
+			 "memcached://"
+			 "127.0.0.1:%d?timeout_ms=5000&prefix=xp%zu_",
+			 srv.port, si);
 		for (int p = 0; p < PROCS; p++) {
 			assert_int_equal(pipe(fds[p]), 0);
 			pids[p] = fork();

@@ -48,11 +48,13 @@ static void open_bad(const char *text, const char *want)
 			 err.message, want);
 }
 
+/* A key from a C string (without its NUL). */
 static drl_bytes K(const char *s)
 {
 	return (drl_bytes){s, strlen(s)};
 }
 
+/* Sleep at least ms milliseconds. */
 static void sleep_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -70,8 +72,8 @@ static int64_t get1(drl_backend *b, drl_bytes key)
 	return v;
 }
 
-static int64_t incr1(drl_backend *b, drl_bytes key, int64_t delta,
-		     int64_t ttl)
+/* incr, expecting success; returns the new value. */
+static int64_t incr1(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl)
 {
 	int64_t v = -12345;
 	drl_error err = {0};
@@ -85,7 +87,8 @@ static void test_vtable(void **state)
 	(void)state;
 	drl_backend *b = open_store("memory://");
 	assert_int_equal(b->version, DRL_BACKEND_VERSION);
-	assert_int_equal(b->caps, DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE);
+	assert_int_equal(b->caps,
+			 DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE);
 	assert_string_equal(b->name, "memory");
 	assert_non_null(b->destroy);
 	assert_non_null(b->incr);
@@ -202,9 +205,8 @@ static void test_load_cas(void **state)
 	unsigned char large[300];
 	for (size_t i = 0; i < sizeof large; i++)
 		large[i] = (unsigned char)i;
-	assert_int_equal(b->cas(b, K("s"), large, sizeof large, v2, LONG_TTL,
-				&err),
-			 0);
+	assert_int_equal(
+		b->cas(b, K("s"), large, sizeof large, v2, LONG_TTL, &err), 0);
 	unsigned char big[400];
 	assert_int_equal(b->load(b, K("s"), big, sizeof big, &len, &ver, &err),
 			 0);
@@ -236,9 +238,8 @@ static void test_wrong_kind(void **state)
 	int64_t v = 0;
 
 	assert_int_equal(b->cas(b, K("blob"), "abcd", 4, 0, LONG_TTL, &err), 0);
-	assert_int_equal(b->load(b, K("blob"), buf, sizeof buf, &len, &ver,
-				 &err),
-			 0);
+	assert_int_equal(
+		b->load(b, K("blob"), buf, sizeof buf, &len, &ver, &err), 0);
 	uint64_t v1 = ver;
 	assert_int_equal(incr1(b, K("ctr"), 7, LONG_TTL), 7);
 
@@ -253,9 +254,9 @@ static void test_wrong_kind(void **state)
 	assert_int_equal(b->get_many(b, 2, keys, vals, &err), DRL_ESTORE);
 	assert_non_null(strstr(err.message, "wrong kind"));
 
-	assert_int_equal(b->load(b, K("ctr"), buf, sizeof buf, &len, &ver,
-				 &err),
-			 DRL_ESTORE);
+	assert_int_equal(
+		b->load(b, K("ctr"), buf, sizeof buf, &len, &ver, &err),
+		DRL_ESTORE);
 	assert_non_null(strstr(err.message, "wrong kind"));
 	assert_int_equal(b->cas(b, K("ctr"), "x", 1, 0, LONG_TTL, &err),
 			 DRL_ESTORE);
@@ -264,9 +265,8 @@ static void test_wrong_kind(void **state)
 
 	/* state unchanged */
 	assert_int_equal(get1(b, K("ctr")), 7);
-	assert_int_equal(b->load(b, K("blob"), buf, sizeof buf, &len, &ver,
-				 &err),
-			 0);
+	assert_int_equal(
+		b->load(b, K("blob"), buf, sizeof buf, &len, &ver, &err), 0);
 	assert_int_equal(ver, v1);
 	assert_int_equal(len, 4);
 	assert_memory_equal(buf, "abcd", 4);
@@ -394,7 +394,12 @@ static void test_binary_keys(void **state)
 {
 	(void)state;
 	drl_backend *b = open_store("memory://");
-	static const char raw[] = "a\0b" "a\0c" "a\nb" "a" "a\0" "\0";
+	static const char raw[] = "a\0b"
+				  "a\0c"
+				  "a\nb"
+				  "a"
+				  "a\0"
+				  "\0";
 	const drl_bytes keys[] = {
 		{raw + 0, 3},  /* a\0b */
 		{raw + 3, 3},  /* a\0c */
@@ -460,9 +465,8 @@ static void test_ttl(void **state)
 	assert_int_equal(get1(b, K("short")), 0);
 	assert_int_equal(get1(b, K("long")), 4);
 	assert_int_equal(get1(b, K("refresh")), 2);
-	assert_int_equal(b->load(b, K("sblob"), buf, sizeof buf, &len, &ver,
-				 &err),
-			 0);
+	assert_int_equal(
+		b->load(b, K("sblob"), buf, sizeof buf, &len, &ver, &err), 0);
 	assert_int_equal(ver, 0);
 	/* re-created keys start over */
 	assert_int_equal(incr1(b, K("short"), 1, LONG_TTL), 1);
@@ -483,9 +487,8 @@ static void test_ttl(void **state)
 
 	/* No ABA: a key that expires and comes back gets a new version. */
 	assert_int_equal(b->cas(b, K("aba"), "1", 1, 0, 20000, &err), 0);
-	assert_int_equal(b->load(b, K("aba"), buf, sizeof buf, &len, &ver,
-				 &err),
-			 0);
+	assert_int_equal(
+		b->load(b, K("aba"), buf, sizeof buf, &len, &ver, &err), 0);
 	uint64_t old = ver;
 	sleep_ms(30);
 	assert_int_equal(b->cas(b, K("aba"), "2", 1, 0, LONG_TTL, &err), 0);
@@ -568,6 +571,7 @@ typedef struct worker {
 	int failures;
 } worker;
 
+/* Run fn on NTHREADS threads (one worker each), join, expect no failure. */
 static void run_workers(void *(*fn)(void *), worker *w)
 {
 	pthread_t t[NTHREADS];
@@ -672,10 +676,11 @@ static void test_threads_cas(void **state)
 		w[i] = (worker){b, 5000, i, 0};
 	pthread_t t[NTHREADS];
 	for (int i = 0; i < NTHREADS; i++)
-		assert_int_equal(pthread_create(&t[i], NULL,
-						i % 2 ? update_worker : cas_worker,
-						&w[i]),
-				 0);
+		assert_int_equal(
+			pthread_create(&t[i], NULL,
+				       i % 2 ? update_worker : cas_worker,
+				       &w[i]),
+			0);
 	for (int i = 0; i < NTHREADS; i++)
 		assert_int_equal(pthread_join(t[i], NULL), 0);
 	for (int i = 0; i < NTHREADS; i++)

@@ -192,8 +192,8 @@ static void test_rejections(void **state)
 	parse_bad("redis://h?k=%0", "in the value of option \"k\"");
 	parse_bad("redis://h?k=a%00b", "\"%00\" is not allowed");
 	const char *m = parse_bad("redis://h:6379?tx", NULL);
-	assert_string_equal(
-		m, "invalid URI \"redis://h:6379?tx\": option \"tx\" has no value");
+	assert_string_equal(m, "invalid URI \"redis://h:6379?tx\": option "
+			       "\"tx\" has no value");
 	parse_bad("redis://h?a=1&tx", "option \"tx\" has no value");
 	parse_bad("redis://h?=v", "empty name");
 	parse_bad("redis://h?a=1&=v", "empty name");
@@ -428,7 +428,10 @@ static void test_parse_int(void **state)
 	assert_int_equal(v, 123);
 	assert_int_equal(drl__parse_int("12x", 2, 0, 1000, &v), 0);
 	assert_int_equal(v, 12);
-	assert_int_equal(drl__parse_int("1\0" "2", 3, 0, 1000, &v), DRL_EINVAL);
+	assert_int_equal(drl__parse_int("1\0"
+					"2",
+					3, 0, 1000, &v),
+			 DRL_EINVAL);
 	assert_int_equal(drl__parse_int(NULL, 1, 0, 1, &v), DRL_EINVAL);
 #undef OK
 #undef BAD

@@ -1,0 +1,103 @@
+-- Twin of the counter engine in subwindow.c (fixed_window, sliding_window,
+-- subwindow). KEYS[1]: the key base; sub-window k is KEYS[1] .. ':' .. k.
+-- Atomic on the server, so it checks first and increments only when
+-- admitting (the C path increments first and refunds: same decisions).
+local n = subwindows
+local s = period / n -- a whole number: the spec parser checked it
+local i = fdiv(now, s)
+local e = now - i * s
+local ttl = (n + 1) * s - e + grace
+local last = n - 1
+if trailing == 1 then
+  last = n
+end
+
+local keys, c = {}, {}
+for j = 0, last do
+  keys[j] = KEYS[1] .. ':' .. string.format('%d', i - j)
+  local v = redis.call('GET', keys[j])
+  c[j] = 0
+  if v then
+    c[j] = tonumber(v)
+    if not c[j] then
+      return corrupt('counter')
+    end
+  end
+end
+
+local function estimate()
+  local sum = 0
+  for j = 0, n - 1 do
+    sum = sum + c[j]
+  end
+  if trailing == 1 then
+    sum = sum + fdiv(c[n] * (s - e), s)
+  end
+  return sum
+end
+
+local function reset_after()
+  for j = 0, last do
+    if c[j] > 0 then
+      local r = (n - j) * s - e
+      if trailing == 1 then
+        r = r + s
+      end
+      return r
+    end
+  end
+  return 0
+end
+
+local function retry_after()
+  local need = limit - cost
+  local full = 0
+  for j = 0, n - 1 do
+    full = full + c[j]
+  end
+  for m = 0, n do
+    if m > 0 then
+      full = full - c[n - m]
+    end
+    if full <= need then
+      local start, base = 0, (s - e) + (m - 1) * s
+      if m == 0 then
+        start, base = e, 0
+      end
+      local old = 0
+      if trailing == 1 then
+        old = c[n - m]
+      end
+      if old == 0 then
+        return base
+      end
+      local rmax = cdiv((need - full + 1) * s, old) - 1
+      local at = 0
+      if rmax < s then
+        at = s - rmax
+      end
+      if at < start then
+        at = start
+      end
+      return base + (at - start)
+    end
+  end
+  return (s - e) + n * s
+end
+
+local est = estimate()
+if cost == 0 then
+  return {1, limit - est, reset_after(), 0, i}
+end
+if cost > limit then
+  return {0, limit - est, reset_after(), -1, i}
+end
+if est + cost > limit then
+  return {0, limit - est, reset_after(), retry_after(), i}
+end
+if peek == 0 then
+  c[0] = redis.call('INCRBY', keys[0], cost)
+  redis.call('PEXPIRE', keys[0], ttl)
+  est = est + cost
+end
+return {1, limit - est, reset_after(), 0, i}

@@ -1,0 +1,41 @@
+-- Shared head of every libdrl script (prepended at build time).
+-- ARGV: now (-1: use the server's TIME), cost, peek (0|1), limit,
+--       period_us, burst, subwindows, trailing (0|1), ttl grace (µs).
+-- Returns {allowed, remaining, reset_after_us, retry_after_us, undo}.
+-- Lua numbers are doubles: the core only sends a limit here when every
+-- product below stays under 2^53 (see drl__script_usable), and fdiv/cdiv
+-- correct the rounding of the division so the results are exact.
+local now = tonumber(ARGV[1])
+local cost = tonumber(ARGV[2])
+local peek = tonumber(ARGV[3])
+local limit = tonumber(ARGV[4])
+local period = tonumber(ARGV[5])
+local burst = tonumber(ARGV[6])
+local subwindows = tonumber(ARGV[7])
+local trailing = tonumber(ARGV[8])
+local grace = tonumber(ARGV[9])
+
+-- floor(x / d) for integers |x| < 2^53, d > 0, exactly.
+local function fdiv(x, d)
+  local q = math.floor(x / d)
+  if q * d > x then
+    q = q - 1
+  elseif (q + 1) * d <= x then
+    q = q + 1
+  end
+  return q
+end
+
+-- ceil(x / d), same domain.
+local function cdiv(x, d)
+  return -fdiv(-x, d)
+end
+
+local function corrupt(what)
+  return redis.error_reply('ECORRUPT ' .. what .. ' state in the store is malformed')
+end
+
+if now < 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end

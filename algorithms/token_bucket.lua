@@ -1,0 +1,48 @@
+-- Twin of token_bucket.c: the same 25-byte state, the same decisions.
+-- The level is kept relative (units of 1/period token, at most
+-- burst * period < 2^53), so no product leaves the exact range.
+local full = burst * period
+local level, last = full, now
+local blob = redis.call('GET', KEYS[1])
+if blob then
+  if #blob ~= 25 or string.sub(blob, 1, 1) ~= 'T' then
+    return corrupt('token_bucket')
+  end
+  local _, whole, frac, l = struct.unpack('<c1i8i8i8', blob)
+  if whole < 0 or whole > burst or frac < 0 or frac >= period or l < 0 then
+    return corrupt('token_bucket')
+  end
+  level, last = whole * period + frac, l
+  if level > full then
+    return corrupt('token_bucket')
+  end
+  if now > last then
+    if now - last >= cdiv(full - level, limit) then
+      level = full
+    else
+      level = level + (now - last) * limit
+    end
+    last = now
+  end
+end
+
+local ahead = last - now
+local function until_full()
+  return ahead + cdiv(full - level, limit)
+end
+
+if cost > burst then
+  return {0, fdiv(level, period), until_full(), -1, 0}
+end
+local need = cost * period
+if level < need then
+  return {0, fdiv(level, period), until_full(), ahead + cdiv(need - level, limit), 0}
+end
+if peek == 0 and cost > 0 then
+  level = level - need
+  local whole = fdiv(level, period)
+  redis.call('SET', KEYS[1],
+    struct.pack('<c1i8i8i8', 'T', whole, level - whole * period, last),
+    'PX', until_full() + grace)
+end
+return {1, fdiv(level, period), until_full(), 0, cost}
