@@ -1,0 +1,284 @@
+/*
+ * Differential test: the same random traffic (keys, times — sometimes going
+ * backwards — and costs, including 0 and more than the limit) decided on
+ * memory://, Redis tx=lua (the Lua twins), Redis tx=watch (the C steps over
+ * WATCH/MULTI/EXEC) and memcached (counters + gets/cas) gives identical
+ * decisions, field for field, for every algorithm and for policies. Then:
+ * every key written to Redis has a TTL, and tx=lua really ran the twins
+ * (EVALSHA calls counted by the server) while tx=watch ran none.
+ */
+#include "server_fixture.h"
+#include "testutil.h"
+
+#include <hiredis/hiredis.h>
+
+static drl_server redis_srv, mc_srv;
+static int have_servers;
+
+enum { STORES = 4, STEPS = 400 };
+
+static const char *const specs[] = {
+	"fixed_window:5/1s",
+	"fixed_window:3/250ms",
+	"sliding_window:5/1s",
+	"sliding_window:20/1m",
+	"subwindow:6/1200ms,subwindows=4",
+	"subwindow:6/1200ms,subwindows=4,trailing=1",
+	"token_bucket:5/1s",
+	"token_bucket:3/1s,burst=7",
+	"token_bucket:7/1m,burst=2",
+	"gcra:5/1s",
+	"gcra:3/700ms,burst=4",
+	"sliding_log:5/1s",
+	"sliding_log:4/300ms",
+	/* too large for a Lua twin's doubles: tx=lua falls back to CAS */
+	"token_bucket:1000000000/1d",
+	"sliding_window:1000000000/1d",
+	/* policies */
+	"token_bucket:5/1s;fixed_window:8/3s",
+	"sliding_log:4/1s;gcra:2/1s,burst=3",
+};
+
+static long long redis_evalsha_calls(void)
+{
+	redisContext *c = redisConnect("127.0.0.1", redis_srv.port);
+	assert_non_null(c);
+	assert_int_equal(c->err, 0);
+	redisReply *r = redisCommand(c, "INFO commandstats");
+	assert_non_null(r);
+	long long calls = 0;
+	const char *p = r->type == REDIS_REPLY_STRING
+				? strstr(r->str, "cmdstat_evalsha:calls=")
+				: NULL;
+	if (p)
+		calls = atoll(p + strlen("cmdstat_evalsha:calls="));
+	freeReplyObject(r);
+	redisFree(c);
+	return calls;
+}
+
+/* Every key in Redis has a TTL. Returns the number checked. */
+static int check_ttls(void)
+{
+	redisContext *c = redisConnect("127.0.0.1", redis_srv.port);
+	assert_non_null(c);
+	redisReply *r = redisCommand(c, "KEYS *");
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	for (size_t i = 0; i < r->elements; i++) {
+		redisReply *t = redisCommand(c, "PTTL %b", r->element[i]->str,
+					     r->element[i]->len);
+		/* -2: expired since KEYS (short windows); -1: no TTL */
+		if (t->type != REDIS_REPLY_INTEGER || t->integer == -1)
+			fail_msg("key without TTL: %.*s",
+				 (int)r->element[i]->len, r->element[i]->str);
+		freeReplyObject(t);
+	}
+	int n = (int)r->elements;
+	freeReplyObject(r);
+	redisFree(c);
+	return n;
+}
+
+static uint64_t rng = 0x853c49e6748fea9bu;
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static void run_spec(drl_store *stores[STORES], const char *const names[],
+		     const char *spec, int n)
+{
+	drl_limiter *l[STORES];
+	for (int s = 0; s < STORES; s++) {
+		char prefix[32]; /* lua and watch share a server, not keys */
+		snprintf(prefix, sizeof prefix, "diff%d:%d:", n, s);
+		drl_error err = {0};
+		if (drl_limiter_new(&l[s], stores[s], spec, prefix, &err))
+			fail_msg("%s: %s", spec, err.message);
+	}
+	static const struct {
+		const char *p;
+		size_t n;
+	} keys[] = {{"alice", 5}, {"b\0b", 3}, {"with space\n", 11}, {"k", 1}};
+	int64_t now = INT64_C(1700000000000000) + (int64_t)(next() % SEC);
+	for (int i = 0; i < STEPS; i++) {
+		uint64_t x = next();
+		if (x % 10 == 0)
+			now -= (int64_t)(x >> 8) % (300 * MS); /* backwards */
+		else if (x % 3 != 0)
+			now += (int64_t)(x >> 8) % (400 * MS);
+		int64_t cost = (int64_t)((x >> 40) % 5); /* 0..4 */
+		if ((x >> 50) % 17 == 0)
+			cost = 1000000001; /* more than any capacity */
+		int k = (int)((x >> 20) % 4);
+		drl_result r[STORES];
+		for (int s = 0; s < STORES; s++) {
+			drl_error err = {0};
+			if (drl_allow_at(l[s], keys[k].p, keys[k].n, cost, now,
+					 &r[s], &err))
+				fail_msg("%s on %s: %s", spec, names[s],
+					 err.message);
+		}
+		for (int s = 1; s < STORES; s++)
+			if (r[0].allowed != r[s].allowed ||
+			    r[0].limit != r[s].limit ||
+			    r[0].remaining != r[s].remaining ||
+			    r[0].reset_after_us != r[s].reset_after_us ||
+			    r[0].retry_after_us != r[s].retry_after_us ||
+			    r[0].limit_index != r[s].limit_index)
+				fail_msg("%s step %d (cost %lld): memory says "
+					 "allowed=%d rem=%lld reset=%lld "
+					 "retry=%lld, %s says allowed=%d "
+					 "rem=%lld reset=%lld retry=%lld",
+					 spec, i, (long long)cost, r[0].allowed,
+					 (long long)r[0].remaining,
+					 (long long)r[0].reset_after_us,
+					 (long long)r[0].retry_after_us,
+					 names[s], r[s].allowed,
+					 (long long)r[s].remaining,
+					 (long long)r[s].reset_after_us,
+					 (long long)r[s].retry_after_us);
+	}
+	for (int s = 0; s < STORES; s++)
+		drl_limiter_free(l[s]);
+}
+
+static void open_all(drl_store *stores[STORES], const char *names[STORES])
+{
+	static char uris[STORES][128];
+	snprintf(uris[0], sizeof uris[0], "memory://");
+	snprintf(uris[1], sizeof uris[1], "redis://127.0.0.1:%d?tx=lua",
+		 redis_srv.port);
+	snprintf(uris[2], sizeof uris[2], "redis://127.0.0.1:%d?tx=watch",
+		 redis_srv.port);
+	snprintf(uris[3], sizeof uris[3], "memcached://127.0.0.1:%d",
+		 mc_srv.port);
+	for (int s = 0; s < STORES; s++) {
+		drl_error err = {0};
+		names[s] = uris[s];
+		if (drl_store_open(&stores[s], uris[s], &err))
+			fail_msg("%s: %s", uris[s], err.message);
+	}
+}
+
+static void test_identical_decisions(void **state)
+{
+	(void)state;
+	if (!have_servers)
+		skip();
+	drl_store *stores[STORES];
+	const char *names[STORES];
+	open_all(stores, names);
+	for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+		run_spec(stores, names, specs[i], (int)i);
+	for (int s = 0; s < STORES; s++)
+		drl_store_free(stores[s]);
+	assert_true(check_ttls() > 0);
+}
+
+/* tx=lua runs the twins (one EVALSHA per decision); tx=watch none. */
+static void test_strategy_really_differs(void **state)
+{
+	(void)state;
+	if (!have_servers)
+		skip();
+	char uri[128];
+	drl_store *s;
+	drl_limiter *l;
+	drl_result r;
+	static const char *const twins[] = {"fixed_window:5/1s",
+					    "token_bucket:5/1s", "gcra:5/1s",
+					    "sliding_log:5/1s"};
+	for (int watch = 0; watch < 2; watch++) {
+		snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=%s",
+			 redis_srv.port, watch ? "watch" : "lua");
+		assert_int_equal(drl_store_open(&s, uri, NULL), 0);
+		for (size_t i = 0; i < 4; i++) {
+			assert_int_equal(drl_limiter_new(&l, s, twins[i],
+							 "strategy:", NULL),
+					 0);
+			/* warm-up: the first EVALSHA of a script may meet
+			 * NOSCRIPT and be sent again after SCRIPT LOAD */
+			assert_int_equal(drl_allow(l, "x", 1, 1, &r, NULL), 0);
+			long long before = redis_evalsha_calls();
+			for (int j = 0; j < 10; j++)
+				assert_int_equal(drl_allow(l, "x", 1, 1, &r,
+							   NULL),
+						 0);
+			long long calls = redis_evalsha_calls() - before;
+			assert_int_equal(calls, watch ? 0 : 10);
+			drl_limiter_free(l);
+		}
+		drl_store_free(s);
+	}
+}
+
+/* clock=server: decisions follow Redis's TIME (inside the twin for lua,
+ * one TIME round trip for watch) and still count exactly. */
+static void test_server_clock(void **state)
+{
+	(void)state;
+	if (!have_servers)
+		skip();
+	for (int watch = 0; watch < 2; watch++) {
+		char uri[128];
+		snprintf(uri, sizeof uri,
+			 "redis://127.0.0.1:%d?tx=%s&clock=server",
+			 redis_srv.port, watch ? "watch" : "lua");
+		drl_store *s;
+		drl_limiter *l;
+		drl_result r;
+		drl_error err = {0};
+		assert_int_equal(drl_store_open(&s, uri, &err), 0);
+		const char *sp[] = {"sliding_log:3/1h", "token_bucket:3/1h",
+				    "fixed_window:3/1h;gcra:5/1h"};
+		for (int i = 0; i < 3; i++) {
+			char prefix[32];
+			snprintf(prefix, sizeof prefix, "clk%d%d:", watch, i);
+			assert_int_equal(
+				drl_limiter_new(&l, s, sp[i], prefix, &err), 0);
+			int allowed = 0;
+			for (int j = 0; j < 5; j++) {
+				if (drl_allow(l, "c", 1, 1, &r, &err))
+					fail_msg("%s: %s", uri, err.message);
+				allowed += r.allowed;
+			}
+			assert_int_equal(allowed, 3);
+			assert_true(r.retry_after_us > 0);
+			drl_limiter_free(l);
+		}
+		drl_store_free(s);
+	}
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	int rc1 = drl_fixture_redis_start(&redis_srv, NULL);
+	int rc2 = drl_fixture_memcached_start(&mc_srv, NULL);
+	if (rc1 < 0 || rc2 < 0)
+		return -1;
+	have_servers = rc1 == 0 && rc2 == 0;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	drl_fixture_stop(&redis_srv);
+	drl_fixture_stop(&mc_srv);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_identical_decisions),
+		cmocka_unit_test(test_strategy_really_differs),
+		cmocka_unit_test(test_server_clock),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
