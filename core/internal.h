@@ -8,6 +8,7 @@
 #include "drl/backend.h"
 #include "drl/drl.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 /* ---- URIs (core/uri.c) ------------------------------------------------ */
@@ -112,6 +113,15 @@ drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb,
 
 /* ---- algorithms -------------------------------------------------------- */
 
+/* Counters behind drl_store_stats; relaxed atomics (core/store.c). */
+typedef struct drl__stats {
+	_Atomic uint64_t decisions, cas_attempts, cas_conflicts, cas_exhausted,
+		scripts;
+} drl__stats;
+
+#define DRL__COUNT(stats, field)                                               \
+	atomic_fetch_add_explicit(&(stats)->field, 1, memory_order_relaxed)
+
 /* Everything one decision of one limit needs. */
 /* call->now when the store's own clock decides and has not been read:
  * only ever seen by a Lua twin (which reads TIME itself) or by code that
@@ -125,6 +135,7 @@ typedef struct drl__call {
 	int64_t cost; /* >= 0 */
 	bool peek;    /* decide, but consume nothing and write nothing */
 	drl_error *err;
+	drl__stats *stats; /* the store's counters */
 } drl__call;
 
 /* What an allowed decision consumed, so a policy can give it back when a
@@ -274,6 +285,7 @@ int drl__call_now(const drl__call *call, int64_t *now);
 
 struct drl_store {
 	drl_backend *backend;
+	drl__stats stats;
 };
 
 #endif /* DRL_INTERNAL_H */

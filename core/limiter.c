@@ -115,6 +115,7 @@ static int decide_one(drl_limiter *l, size_t i, drl__call *call,
 	drl__limit *lim = &l->limits[i];
 	drl__keybase_make(kb, l->prefix, l->prefixlen, lim, key, keylen);
 	call->key = kb;
+	DRL__COUNT(call->stats, decisions);
 	memset(r, 0, sizeof *r);
 	int rc = lim->algo->decide(lim, call, r, undo);
 	r->limit_index = (int)i;
@@ -200,6 +201,7 @@ static int decide_policy(drl_limiter *l, const void *key, size_t keylen,
 		.cost = cost,
 		.peek = cost == 0,
 		.err = err,
+		.stats = &l->store->stats,
 	};
 	drl__undo undo[DRL_POLICY_LIMITS_MAX];
 	drl__keybase kb;

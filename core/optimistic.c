@@ -110,6 +110,7 @@ static int cas_loop(step_ctx *c, drl_bytes key)
 		size_t len = 0, outlen = 0;
 		uint64_t version = 0;
 		int64_t ttl = 0;
+		DRL__COUNT(c->call->stats, cas_attempts);
 		rc = load_state(b, key, &in, &incap, &heap, &len, &version,
 				err);
 		if (rc)
@@ -122,12 +123,15 @@ static int cas_loop(step_ctx *c, drl_bytes key)
 		rc = b->cas(b, key, c->out, outlen, version, ttl, err);
 		if (rc != DRL_ECONFLICT)
 			break;
+		DRL__COUNT(c->call->stats, cas_conflicts);
 	}
-	if (rc == DRL_ECONFLICT)
+	if (rc == DRL_ECONFLICT) {
+		DRL__COUNT(c->call->stats, cas_exhausted);
 		drl_error_set(err, DRL_ECONFLICT,
 			      "state changed under us %d times in a row; "
 			      "gave up (no decision made)",
 			      ATTEMPTS);
+	}
 	if (heap)
 		free(in);
 	return rc;

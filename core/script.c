@@ -41,6 +41,7 @@ int drl__script_decide(const drl__limit *lim, const drl__call *call,
 	};
 	int64_t out[5];
 	size_t nret = 0;
+	DRL__COUNT(call->stats, scripts);
 	int rc = b->eval(b, lim->algo->lua, 1, &key,
 			 sizeof args / sizeof args[0], args, out, 5, &nret,
 			 call->err);

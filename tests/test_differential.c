@@ -212,6 +212,14 @@ static void test_strategy_really_differs(void **state)
 			assert_int_equal(calls, watch ? 0 : 10);
 			drl_limiter_free(l);
 		}
+		/* the store's counters tell the same story */
+		drl_store_stats st;
+		assert_int_equal(drl_store_stats_get(s, &st), 0);
+		assert_int_equal(st.decisions, 44);
+		assert_int_equal(st.scripts, watch ? 0 : 44);
+		/* token_bucket, gcra, sliding_log go through load/cas */
+		assert_int_equal(st.cas_attempts, watch ? 33 : 0);
+		assert_int_equal(st.cas_exhausted, 0);
 		drl_store_free(s);
 	}
 }

@@ -130,6 +130,20 @@ DRL_EXPORT int drl_allow_at(drl_limiter *limiter, const void *key,
 			    size_t keylen, int64_t cost, int64_t now_us,
 			    drl_result *result, drl_error *err);
 
+/* What a store has been through since it was opened: the cost of
+ * contention, for benchmarks and monitoring. Counters only grow. */
+typedef struct drl_store_stats {
+	uint64_t decisions;     /* limits decided (a policy counts each) */
+	uint64_t cas_attempts;  /* optimistic load/cas rounds */
+	uint64_t cas_conflicts; /* rounds lost to a concurrent writer */
+	uint64_t cas_exhausted; /* decisions that gave up: DRL_ECONFLICT */
+	uint64_t scripts;       /* decisions run server-side (Lua twins) */
+} drl_store_stats;
+
+/* Copy the store's counters into *out (safe while other threads decide). */
+DRL_EXPORT int drl_store_stats_get(const drl_store *store,
+				   drl_store_stats *out);
+
 /* Microseconds since the Unix epoch from the real-time clock. */
 DRL_EXPORT int64_t drl_now_us(void);
 
