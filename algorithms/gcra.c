@@ -34,8 +34,8 @@ static int load_tat(const drl__limit *lim, const void *old, size_t oldlen,
 	return 0;
 }
 
-static void store_tat(const drl__limit *lim, drl__i128 tat,
-		      unsigned char *out, size_t *outlen)
+static void store_tat(const drl__limit *lim, drl__i128 tat, unsigned char *out,
+		      size_t *outlen)
 {
 	out[0] = 'G';
 	drl__put64(out + 1, (int64_t)(tat / lim->limit));
@@ -60,16 +60,16 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 	drl__i128 tau = (drl__i128)lim->burst * lim->period_us;
 	drl__i128 new_tat = tat + (drl__i128)call->cost * lim->period_us;
 	if (call->cost > lim->burst || new_tat - now_t > tau) {
-		int64_t retry = call->cost > lim->burst
-					? DRL_NEVER
-					: drl__i128_ceil_div(
-						  new_tat - now_t - tau,
-						  lim->limit);
-		drl__result_fill(
-			res, false, lim->burst,
-			drl__i128_floor_div(tau - (tat - now_t),
-					    lim->period_us),
-			drl__i128_ceil_div(tat - now_t, lim->limit), retry);
+		int64_t retry =
+			call->cost > lim->burst
+				? DRL_NEVER
+				: drl__i128_ceil_div(new_tat - now_t - tau,
+						     lim->limit);
+		drl__result_fill(res, false, lim->burst,
+				 drl__i128_floor_div(tau - (tat - now_t),
+						     lim->period_us),
+				 drl__i128_ceil_div(tat - now_t, lim->limit),
+				 retry);
 		return 0;
 	}
 	int write = !call->peek && call->cost > 0;
@@ -81,10 +81,10 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 		*ttl_us = reset + DRL__TTL_GRACE_US;
 		undo->a = call->cost;
 	}
-	drl__result_fill(res, true, lim->burst,
-			 drl__i128_floor_div(tau - (new_tat - now_t),
-					     lim->period_us),
-			 reset, 0);
+	drl__result_fill(
+		res, true, lim->burst,
+		drl__i128_floor_div(tau - (new_tat - now_t), lim->period_us),
+		reset, 0);
 	return write;
 }
 
@@ -102,8 +102,8 @@ static int refund_step(const drl__limit *lim, const drl__call *call,
 	if (tat < now_t)
 		tat = now_t;
 	store_tat(lim, tat, out, outlen);
-	*ttl_us = drl__i128_ceil_div(tat - now_t, lim->limit) +
-		  DRL__TTL_GRACE_US;
+	*ttl_us =
+		drl__i128_ceil_div(tat - now_t, lim->limit) + DRL__TTL_GRACE_US;
 	return 1;
 }
 

@@ -64,8 +64,7 @@ static int read_log(const drl__limit *lim, const void *old, size_t oldlen,
 }
 
 /* First entry still inside the window (now - PERIOD, now]. */
-static int64_t first_live(const drl__limit *lim, const log_view *v,
-			  int64_t now)
+static int64_t first_live(const drl__limit *lim, const log_view *v, int64_t now)
 {
 	int64_t i = 0;
 	while (i < v->n && ts_at(v, i) <= now - lim->period_us)
@@ -154,10 +153,9 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 }
 
 /* Take call->cost back from the entry stamped undo->a. */
-static int unstep(const drl__limit *lim, const drl__call *call,
-		  const void *old, size_t oldlen, void *out, size_t cap,
-		  size_t *outlen, int64_t *ttl_us, drl_result *res,
-		  drl__undo *undo)
+static int unstep(const drl__limit *lim, const drl__call *call, const void *old,
+		  size_t oldlen, void *out, size_t cap, size_t *outlen,
+		  int64_t *ttl_us, drl_result *res, drl__undo *undo)
 {
 	(void)cap, (void)res;
 	log_view v;

@@ -76,10 +76,9 @@ static int64_t retry_after(const drl__limit *lim, const counts *k, int64_t e,
 		if (old == 0)
 			return base;
 		/* the largest r with floor(old * r / s) <= need - full */
-		int64_t rmax =
-			drl__i128_ceil_div((drl__i128)(need - full + 1) * s,
-					   old) -
-			1;
+		int64_t rmax = drl__i128_ceil_div(
+				       (drl__i128)(need - full + 1) * s, old) -
+			       1;
 		int64_t at = rmax >= s ? 0 : s - rmax;
 		if (at < start)
 			at = start;
@@ -99,7 +98,7 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 	size_t nkeys = (size_t)n + (lim->trailing ? 1 : 0);
 	drl__key kbuf[DRL_SUBWINDOWS_MAX + 1];
 	drl_bytes keys[DRL_SUBWINDOWS_MAX + 1];
-	counts k = {{0}};
+	counts k; /* only c[0..nkeys) is used: filled below */
 	int rc;
 
 	if (drl__script_usable(lim, call))
@@ -144,10 +143,10 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 			k.c[0] -= cost;
 		est = estimate(lim, &k, e, s);
 	}
-	bool allowed = cost == 0 ||
-		       (!consume && cost <= limit && est + cost <= limit);
-	int64_t retry = cost > limit ? DRL_NEVER
-				     : retry_after(lim, &k, e, s, cost);
+	bool allowed =
+		cost == 0 || (!consume && cost <= limit && est + cost <= limit);
+	int64_t retry =
+		cost > limit ? DRL_NEVER : retry_after(lim, &k, e, s, cost);
 	drl__result_fill(res, allowed, limit, limit - est,
 			 reset_after(lim, &k, e, s), retry);
 	return 0;

@@ -61,8 +61,7 @@ static void store_bucket(const drl__limit *lim, const bucket *bk,
 }
 
 /* µs from `now` until the bucket is full again. */
-static int64_t until_full(const drl__limit *lim, const bucket *bk,
-			  int64_t now)
+static int64_t until_full(const drl__limit *lim, const bucket *bk, int64_t now)
 {
 	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
 	return (bk->last - now) +

@@ -64,8 +64,7 @@ drl_bytes drl__key_plain(drl__key *k, const drl__keybase *kb)
 	return (drl_bytes){k->buf, k->len};
 }
 
-drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb,
-			   int64_t suffix)
+drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb, int64_t suffix)
 {
 	memcpy(k->buf, kb->buf, kb->len);
 	char *p = k->buf + kb->len;

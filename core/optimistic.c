@@ -137,8 +137,8 @@ static int cas_loop(step_ctx *c, drl_bytes key)
 	return rc;
 }
 
-static int run(const drl__limit *lim, const drl__call *call,
-	       drl__step_fn step, drl_result *res, drl__undo *undo)
+static int run(const drl__limit *lim, const drl__call *call, drl__step_fn step,
+	       drl_result *res, drl__undo *undo)
 {
 	unsigned char stackout[STACK_STATE];
 	size_t cap = lim->algo->state_size(lim);

@@ -19,9 +19,9 @@ static int show_len(size_t len)
 
 static int bad(drl_error *err, const char *spec, size_t len, const char *what)
 {
-	return drl_error_set(err, DRL_EINVAL, "invalid limit spec \"%.*s%s\": %s",
-			     show_len(len), spec, len > SHOW_MAX ? "..." : "",
-			     what);
+	return drl_error_set(err, DRL_EINVAL,
+			     "invalid limit spec \"%.*s%s\": %s", show_len(len),
+			     spec, len > SHOW_MAX ? "..." : "", what);
 }
 
 /* PERIOD: decimal count followed by one unit: ms, s, m, h, d. */
@@ -31,8 +31,8 @@ static int parse_period(const char *s, size_t len, int64_t *out)
 		const char *unit;
 		int64_t us;
 	} units[] = {
-		{"ms", INT64_C(1000)},        {"s", INT64_C(1000000)},
-		{"m", INT64_C(60000000)},     {"h", INT64_C(3600000000)},
+		{"ms", INT64_C(1000)},       {"s", INT64_C(1000000)},
+		{"m", INT64_C(60000000)},    {"h", INT64_C(3600000000)},
 		{"d", INT64_C(86400000000)},
 	};
 	size_t digits = 0;
@@ -42,7 +42,8 @@ static int parse_period(const char *s, size_t len, int64_t *out)
 		return DRL_EINVAL;
 	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
 		size_t ulen = strlen(units[i].unit);
-		if (len - digits != ulen || memcmp(s + digits, units[i].unit, ulen))
+		if (len - digits != ulen ||
+		    memcmp(s + digits, units[i].unit, ulen))
 			continue;
 		int64_t n;
 		int64_t max = DRL_PERIOD_MAX_US / units[i].us;
@@ -188,8 +189,8 @@ int drl__limit_parse(drl__limit *lim, const char *spec, size_t len,
 		return bad(err, spec, len, msg);
 	}
 	if (comma) {
-		rc = parse_options(lim, spec, len, comma + 1,
-				   plen - perlen - 1, err);
+		rc = parse_options(lim, spec, len, comma + 1, plen - perlen - 1,
+				   err);
 		if (rc)
 			return rc;
 		if (plen - perlen - 1 == 0)

@@ -20,8 +20,8 @@ static void test_fixed_window(void **state)
 	EXPECT(tu_at(l, "a", 1, 500 * MS), 1, 1, 500 * MS, 0);
 	EXPECT(tu_at(l, "a", 1, 500 * MS), 1, 0, 500 * MS, 0);
 	EXPECT(tu_at(l, "a", 1, 500 * MS), 0, 0, 500 * MS, 500 * MS);
-	EXPECT(tu_at(l, "a", 1, SEC - 1), 0, 0, 1, 1); /* edge */
-	EXPECT(tu_at(l, "a", 1, SEC), 1, 2, SEC, 0);   /* next window */
+	EXPECT(tu_at(l, "a", 1, SEC - 1), 0, 0, 1, 1);   /* edge */
+	EXPECT(tu_at(l, "a", 1, SEC), 1, 2, SEC, 0);     /* next window */
 	EXPECT(tu_at(l, "a", 4, SEC), 0, 2, SEC, NEVER); /* cost > limit */
 	EXPECT(tu_at(l, "a", 0, SEC), 1, 2, SEC, 0);     /* cost 0 peeks */
 	EXPECT(tu_at(l, "a", 2, 1500 * MS), 1, 0, 500 * MS, 0);
@@ -35,9 +35,9 @@ static void test_fixed_window(void **state)
 	       SEC - 387904);
 	drl_result r;
 	drl_error err = {0};
-	assert_int_equal(drl_allow_at(l, "a", 1, 1, DRL_TIME_MAX_US + 1, &r,
-				      &err),
-			 DRL_EINVAL);
+	assert_int_equal(
+		drl_allow_at(l, "a", 1, 1, DRL_TIME_MAX_US + 1, &r, &err),
+		DRL_EINVAL);
 	assert_non_null(strstr(err.message, "time"));
 	tu_free(&t);
 }
@@ -279,7 +279,8 @@ static void check_properties(const char *spec, int64_t period)
 			tu c = replay(spec, hist, nh);
 			if (tu_at(c.lim, "k", cost, now + r.retry_after_us - 1)
 				    .allowed)
-				fail_msg("%s: allowed before retry_after", spec);
+				fail_msg("%s: allowed before retry_after",
+					 spec);
 			if (!tu_at(c.lim, "k", cost, now + r.retry_after_us)
 				     .allowed)
 				fail_msg("%s: denied at retry_after", spec);
@@ -322,7 +323,8 @@ static void test_sliding_log_is_exact(void **state)
 		assert_int_equal(r.allowed, used + cost <= L);
 		if (r.allowed && cost > 0)
 			admitted[na++] = (ev){now, cost};
-		assert_int_equal(r.remaining, L - used - (r.allowed ? cost : 0));
+		assert_int_equal(r.remaining,
+				 L - used - (r.allowed ? cost : 0));
 	}
 	tu_free(&t);
 }
@@ -371,9 +373,9 @@ static void test_bad_calls(void **state)
 	assert_int_equal(drl_allow_at(t.lim, "k", 0, 1, 0, &r, &err),
 			 DRL_EINVAL);
 	assert_non_null(strstr(err.message, "key length"));
-	assert_int_equal(drl_allow_at(t.lim, "k", DRL_KEY_MAX + 1, 1, 0, &r,
-				      &err),
-			 DRL_EINVAL);
+	assert_int_equal(
+		drl_allow_at(t.lim, "k", DRL_KEY_MAX + 1, 1, 0, &r, &err),
+		DRL_EINVAL);
 	assert_int_equal(drl_allow_at(t.lim, NULL, 1, 1, 0, &r, &err),
 			 DRL_EINVAL);
 	assert_int_equal(drl_allow_at(NULL, "k", 1, 1, 0, &r, &err),
@@ -406,21 +408,22 @@ static void test_key_bytes(void **state)
 		const char *p;
 		size_t n;
 	} keys[] = {
-		{"a\0b", 3}, {"a\0c", 3}, {"a", 1},     {"a\n", 2},
-		{"{x}", 3},  {"1:a", 3},  {big1, 129},  {big1, 130},
-		{big1, sizeof big1},      {big2, sizeof big2},
+		{"a\0b", 3},         {"a\0c", 3}, {"a", 1},
+		{"a\n", 2},          {"{x}", 3},  {"1:a", 3},
+		{big1, 129},         {big1, 130}, {big1, sizeof big1},
+		{big2, sizeof big2},
 	};
 	drl_result r;
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-		assert_int_equal(drl_allow_at(t.lim, keys[i].p, keys[i].n, 1,
-					      0, &r, NULL),
+		assert_int_equal(drl_allow_at(t.lim, keys[i].p, keys[i].n, 1, 0,
+					      &r, NULL),
 				 0);
 		if (!r.allowed)
 			fail_msg("key %zu shares state with another", i);
 	}
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-		assert_int_equal(drl_allow_at(t.lim, keys[i].p, keys[i].n, 1,
-					      0, &r, NULL),
+		assert_int_equal(drl_allow_at(t.lim, keys[i].p, keys[i].n, 1, 0,
+					      &r, NULL),
 				 0);
 		assert_false(r.allowed);
 	}

@@ -41,8 +41,8 @@ static void *worker(void *arg)
 
 /* One child process: its own store, THREADS threads; writes allowed and
  * errors to fd. */
-static void child(int fd, const char *uri, const char *spec,
-		  const char *prefix, int64_t now)
+static void child(int fd, const char *uri, const char *spec, const char *prefix,
+		  int64_t now)
 {
 	drl_store *s;
 	drl_limiter *l;
@@ -77,7 +77,8 @@ static void child(int fd, const char *uri, const char *spec,
 
 static void hammer(const char *uri, const char *spec, int n)
 {
-	static int run; /* a fresh prefix per run: no state shared between runs */
+	static int
+		run; /* a fresh prefix per run: no state shared between runs */
 	char prefix[64];
 	snprintf(prefix, sizeof prefix, "xp%d:%d:", run++, (int)getpid());
 	int64_t now = INT64_C(1700000000000000) + n * 7919;
@@ -134,7 +135,8 @@ static void test_redis_lua(void **state)
 	if (!have_redis)
 		skip();
 	char uri[128];
-	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=lua", redis_srv.port);
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=lua",
+		 redis_srv.port);
 	all_specs(uri);
 }
 

@@ -205,9 +205,8 @@ static void test_strategy_really_differs(void **state)
 			assert_int_equal(drl_allow(l, "x", 1, 1, &r, NULL), 0);
 			long long before = redis_evalsha_calls();
 			for (int j = 0; j < 10; j++)
-				assert_int_equal(drl_allow(l, "x", 1, 1, &r,
-							   NULL),
-						 0);
+				assert_int_equal(
+					drl_allow(l, "x", 1, 1, &r, NULL), 0);
 			long long calls = redis_evalsha_calls() - before;
 			assert_int_equal(calls, watch ? 0 : 10);
 			drl_limiter_free(l);

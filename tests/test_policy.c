@@ -46,10 +46,12 @@ static void test_denial_refunds_every_algorithm(void **state)
 {
 	(void)state;
 	static const char *const first[] = {
-		"fixed_window:5/1m",      "sliding_window:5/1m",
+		"fixed_window:5/1m",
+		"sliding_window:5/1m",
 		"subwindow:5/1m,subwindows=6",
 		"subwindow:5/1m,subwindows=6,trailing=1",
-		"token_bucket:5/1m",      "gcra:5/1m",
+		"token_bucket:5/1m",
+		"gcra:5/1m",
 		"sliding_log:5/1m",
 	};
 	for (size_t i = 0; i < sizeof first / sizeof first[0]; i++) {
