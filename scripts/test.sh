@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what is missing, build, and run the whole test suite: once as a
 # normal build with warnings as errors (build/), once under ASan+UBSan
-# (build-asan/). Idempotent; works unattended (CI=true, no stdin).
+# (build-asan/), and the threaded tests once more under TSan (build-tsan/).
+# Idempotent; works unattended (CI=true, no stdin).
 #
 # The last line is always "N passed, N failed, N skipped", counted from
 # each run's meson-logs/testlog.json; the exit status is nonzero when
@@ -87,7 +88,8 @@ run_suite() {
 		return
 	fi
 	rm -f "$log"
-	meson test -C "$dir" --print-errorlogs
+	# shellcheck disable=SC2086 # MESON_TEST_ARGS is a word list
+	meson test -C "$dir" --print-errorlogs ${MESON_TEST_ARGS:-}
 	rc=$?
 	if [ ! -f "$log" ]; then
 		fail_step "$name: meson test wrote no $log (exit $rc)"
@@ -110,6 +112,11 @@ run_suite werror build -Dwerror=true
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	run_suite asan build-asan -Db_sanitize=address,undefined \
 	-Db_lundef=false
+# ThreadSanitizer on everything that runs threads against a store.
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	MESON_TEST_ARGS="threads memory_store redis_store cross_process" \
+	run_suite tsan build-tsan -Db_sanitize=thread -Db_lundef=false \
+	-Dbuildtype=debugoptimized
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
