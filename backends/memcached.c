@@ -1019,7 +1019,7 @@ int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err)
 	m = calloc(1, sizeof *m);
 	if (m == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "memcached: no memory");
-	m->parent.version = DRL_BACKEND_VERSION;
+	m->parent.version = 1; /* the vtable version this file fills */
 	m->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
 	m->parent.name = "memcached";
 	m->parent.destroy = mc_destroy;

@@ -17,9 +17,11 @@
  * the timeout (DRL_ESTORE / DRL_ETIMEDOUT), calls for other keys carry on.
  *
  * Options: timeout_ms=N (1000; connect, poll, send and receive, each),
- * prefix=P (""; prepended to every key), binary=0|1 (1; the binary
- * protocol, needed for one-round-trip counters), pool=N (16; connections
- * serving calls at once).
+ * prefix=P (""; prepended to every key; no spaces or control bytes, at most
+ * 128 bytes), binary=0|1 (1; the binary protocol, needed for
+ * one-round-trip counters), pool=N (16; connections serving calls at once;
+ * a call waits up to 10 x timeout_ms for a free one, then DRL_ETIMEDOUT).
+ * No user or password (SASL is not supported) and no path.
  *
  * Validates the whole URI (DRL_EINVAL naming the part), then asks every
  * server for its version: the open fails when none answers, so a wrong
@@ -28,7 +30,8 @@
  * and may be cleared right after.
  *
  * Thread-safe: every method may be called from any number of threads at
- * once (each call borrows one connection handle from the pool).
+ * once (each call borrows one connection handle from the pool). Not
+ * fork-safe: a child process opens a store of its own.
  */
 int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err);
 
