@@ -15,8 +15,17 @@ fail() {
 }
 
 meson install -C "$build" --no-rebuild --destdir "$tmp/root" --quiet >/dev/null
-prefix=$(meson introspect "$build" --buildoptions |
-	python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"][0])')
+option() {
+	meson introspect "$build" --buildoptions | python3 -c '
+import json, sys
+v = [o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]][0]
+print(",".join(v) if isinstance(v, list) else v)' "$1"
+}
+prefix=$(option prefix)
+# A sanitized library needs a sanitized program (ASan must come first).
+sanitize=$(option b_sanitize)
+sanflags=()
+[ "$sanitize" = none ] || sanflags=(-fsanitize="$sanitize")
 root=$tmp/root$prefix
 
 [ -f "$root/include/drl/drl.h" ] || fail "drl.h not installed"
@@ -39,7 +48,7 @@ awk '/^```c$/ {on=1; next} /^```$/ {on=0} on' "$src/README.md" >"$tmp/example.c"
 pcdir=$(dirname "$pc")
 flags=$(PKG_CONFIG_PATH=$pcdir pkg-config --define-variable=prefix="$root" --cflags --libs libdrl)
 # shellcheck disable=SC2086 # flags is a word list
-cc -std=c11 -Wall -Werror -o "$tmp/example" "$tmp/example.c" $flags
+cc -std=c11 -Wall -Werror "${sanflags[@]}" -o "$tmp/example" "$tmp/example.c" $flags
 out=$(LD_LIBRARY_PATH=$(dirname "$so") "$tmp/example")
 [ "$out" = "allowed, 19 left" ] || fail "README example printed: $out"
 echo "ok: installed headers, $(basename "$so"), libdrl.pc; README example: $out"
