@@ -37,6 +37,13 @@
  * of live stores, so a hold that outlives its store (destroyed meanwhile,
  * which frees the held connection) is simply forgotten.
  *
+ * Batches (tx=lua, DRL_CAP_BATCH). eval_batch() pipelines n EVALSHA on
+ * one connection and reads the n replies in order: one round trip. Each
+ * reply is its call's own outcome; a NOSCRIPT reply means that call did not
+ * run, so after one SCRIPT LOAD only those calls are sent again (once). If
+ * the connection fails, the calls without a reply fail with its error and
+ * may or may not have run, as for a single call.
+ *
  * Threading: every method may be called from any number of threads at
  * once; destroy() must not run concurrently with any other method.
  *
@@ -402,17 +409,25 @@ static int append(rstore *s, conn *c, int argc, const char **argv,
 	return 0;
 }
 
+static void free_replies(redisReply **r, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		freeReplyObject(r[i]);
+}
+
 /*
- * Send what was queued and read n replies into r[] (the caller frees them
- * with freeReplyObject). The reply to a queued UNWATCH is read and checked
- * first. On failure nothing is left in r[], c is broken, the error set.
+ * Send what was queued and read up to n replies into r[]; *got says how
+ * many arrived (the caller frees them with freeReplyObject, also on
+ * failure). The reply to a queued UNWATCH is read and checked first. On an
+ * I/O error or timeout c is broken and the error set and returned: the
+ * commands whose replies did not arrive may or may not have run.
  */
-static int collect(rstore *s, conn *c, size_t n, redisReply **r,
-		   const char *what, drl_error *err)
+static int collect_some(rstore *s, conn *c, size_t n, redisReply **r,
+			size_t *got, const char *what, drl_error *err)
 {
 	pipe_guard g;
-	size_t got = 0;
 	int rc = 0;
+	*got = 0;
 	pipe_block(&g);
 	if (c->unwatch_queued) {
 		void *u = NULL;
@@ -425,25 +440,28 @@ static int collect(rstore *s, conn *c, size_t n, redisReply **r,
 			freeReplyObject(u);
 		}
 	}
-	for (; rc == 0 && got < n; got++) {
+	while (rc == 0 && *got < n) {
 		void *p = NULL;
 		if (redisGetReply(c->ctx, &p) != REDIS_OK || p == NULL) {
 			rc = ctx_error(s, c, what, errno, err);
 			break;
 		}
-		r[got] = p;
+		r[(*got)++] = p;
 	}
 	pipe_restore(&g, rc != 0);
-	if (rc)
-		for (size_t i = 0; i < got; i++)
-			freeReplyObject(r[i]);
 	return rc;
 }
 
-static void free_replies(redisReply **r, size_t n)
+/* collect_some() for all n replies or none: on failure nothing is left in
+ * r[]. */
+static int collect(rstore *s, conn *c, size_t n, redisReply **r,
+		   const char *what, drl_error *err)
 {
-	for (size_t i = 0; i < n; i++)
-		freeReplyObject(r[i]);
+	size_t got;
+	int rc = collect_some(s, c, n, r, &got, what, err);
+	if (rc)
+		free_replies(r, got);
+	return rc;
 }
 
 /*
@@ -1206,8 +1224,10 @@ static int script_result(rstore *s, const drl_script *sc, const redisReply *r,
 		*nret = r->elements;
 		return 0;
 	case REDIS_REPLY_ERROR: {
+		/* A twin that finds malformed state answers "ECORRUPT ...". */
 		int n = (int)(r->len < MSG_ERR_MAX ? r->len : MSG_ERR_MAX);
-		return drl_error_set(err, DRL_ESTORE,
+		bool corrupt = r->str && strncmp(r->str, "ECORRUPT ", 9) == 0;
+		return drl_error_set(err, corrupt ? DRL_ECORRUPT : DRL_ESTORE,
 				     "redis %s: script %s: %.*s", s->where,
 				     name, n, r->str ? r->str : "");
 	}
@@ -1232,15 +1252,10 @@ static bool is_noscript(const redisReply *r)
 	       strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-/*
- * EVALSHA sha nkeys keys... args... (integers as decimal strings). On
- * NOSCRIPT: SCRIPT LOAD and EVALSHA again, pipelined, once.
- */
-static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
-		  const drl_bytes *keys, size_t nargs, const int64_t *args,
-		  int64_t *out, size_t nout, size_t *nret, drl_error *err)
+/* Check a script call's shape; its SHA1 into hex. */
+static int script_prepare(rstore *s, const drl_script *script, size_t nkeys,
+			  size_t nargs, char hex[41], drl_error *err)
 {
-	rstore *s = (rstore *)b;
 	if (script == NULL || script->source == NULL)
 		return drl_error_set(err, DRL_EINVAL, "redis: no script");
 	if (nkeys > ARGS_MAX || nargs > ARGS_MAX)
@@ -1248,16 +1263,19 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 				     "redis: script %s: too many keys or "
 				     "arguments",
 				     script->name ? script->name : "?");
-	char hex[41];
-	char *p;
-	conn *c;
-	redisReply *r[2] = {NULL, NULL};
-	int rc = script_sha1(s, script, hex, err);
-	if (rc)
-		return rc;
+	return script_sha1(s, script, hex, err);
+}
 
-	/* Argument vector and the bytes it points into: the decimal
-	 * numbers, and the prefixed keys when there is a prefix. */
+/*
+ * Queue EVALSHA hex nkeys keys... args... on c: keys with the store's
+ * prefix, integers as decimal strings, the argument vector on the stack
+ * when small (hiredis copies it at once). On failure c is broken: what
+ * was queued before must never reach the server out of step.
+ */
+static int append_evalsha(rstore *s, conn *c, const char hex[41], size_t nkeys,
+			  const drl_bytes *keys, size_t nargs,
+			  const int64_t *args, drl_error *err)
+{
 	size_t argc = 3 + nkeys + nargs;
 	size_t mem = 24 + nargs * 24;
 	if (s->prefixlen)
@@ -1268,7 +1286,8 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 	char smem[MEM_STACK];
 	const char **argv = sargv;
 	size_t *lens = slens;
-	char *m = smem;
+	char *m = smem, *p;
+	int rc;
 	if (argc > ARGV_STACK) {
 		argv = malloc(argc * sizeof *argv);
 		lens = malloc(argc * sizeof *lens);
@@ -1276,6 +1295,7 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 	if (mem > sizeof smem)
 		m = malloc(mem);
 	if (argv == NULL || lens == NULL || m == NULL) {
+		c->broken = true;
 		rc = drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
 				   s->where);
 		goto out;
@@ -1307,37 +1327,75 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 			(size_t)snprintf(p, 24, "%" PRId64, args[i]);
 		p += lens[3 + nkeys + i];
 	}
+	rc = append(s, c, (int)argc, argv, lens, err);
+out:
+	if (argv != sargv)
+		free((void *)argv);
+	if (lens != slens)
+		free(lens);
+	if (m != smem)
+		free(m);
+	return rc;
+}
 
-	rc = acquire(s, &c, err);
+/* Queue SCRIPT LOAD source. */
+static int append_script_load(rstore *s, conn *c, const drl_script *script,
+			      drl_error *err)
+{
+	const char *argv[3] = {"SCRIPT", "LOAD", script->source};
+	size_t lens[3] = {6, 4, strlen(script->source)};
+	return append(s, c, 3, argv, lens, err);
+}
+
+/* SCRIPT LOAD's reply r: the SHA1 we send with EVALSHA, or an error. */
+static int script_loaded(rstore *s, const drl_script *script,
+			 const char hex[41], const redisReply *r,
+			 drl_error *err)
+{
+	if (r->type != REDIS_REPLY_STRING)
+		return reply_error(s, "SCRIPT LOAD", r, false, err);
+	if (r->len != 40 || strncasecmp(r->str, hex, 40) != 0)
+		return drl_error_set(err, DRL_EINTERNAL,
+				     "redis %s: SCRIPT LOAD of %s gave "
+				     "another SHA1",
+				     s->where,
+				     script->name ? script->name : "?");
+	return 0;
+}
+
+/*
+ * EVALSHA sha nkeys keys... args... (integers as decimal strings). On
+ * NOSCRIPT: SCRIPT LOAD and EVALSHA again, pipelined, once.
+ */
+static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
+		  const drl_bytes *keys, size_t nargs, const int64_t *args,
+		  int64_t *out, size_t nout, size_t *nret, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	char hex[41];
+	conn *c;
+	redisReply *r[2] = {NULL, NULL};
+	int rc = script_prepare(s, script, nkeys, nargs, hex, err);
+	if (rc == 0)
+		rc = acquire(s, &c, err);
 	if (rc)
-		goto out;
+		return rc;
 	rc = begin(s, c, err);
 	if (rc == 0)
-		rc = append(s, c, (int)argc, argv, lens, err);
+		rc = append_evalsha(s, c, hex, nkeys, keys, nargs, args, err);
 	if (rc == 0)
 		rc = collect(s, c, 1, r, "EVALSHA", err);
 	if (rc == 0 && is_noscript(r[0])) {
-		const char *load[3] = {"SCRIPT", "LOAD", script->source};
-		size_t loadl[3] = {6, 4, strlen(script->source)};
 		freeReplyObject(r[0]);
 		r[0] = NULL;
-		rc = append(s, c, 3, load, loadl, err);
+		rc = append_script_load(s, c, script, err);
 		if (rc == 0)
-			rc = append(s, c, (int)argc, argv, lens, err);
+			rc = append_evalsha(s, c, hex, nkeys, keys, nargs, args,
+					    err);
 		if (rc == 0)
 			rc = collect(s, c, 2, r, "SCRIPT LOAD/EVALSHA", err);
 		if (rc == 0) {
-			if (r[0]->type != REDIS_REPLY_STRING)
-				rc = reply_error(s, "SCRIPT LOAD", r[0], false,
-						 err);
-			else if (r[0]->len != 40 ||
-				 strncasecmp(r[0]->str, hex, 40) != 0)
-				rc = drl_error_set(
-					err, DRL_EINTERNAL,
-					"redis %s: SCRIPT LOAD of %s gave "
-					"another SHA1",
-					s->where,
-					script->name ? script->name : "?");
+			rc = script_loaded(s, script, hex, r[0], err);
 			freeReplyObject(r[0]);
 			r[0] = r[1];
 			r[1] = NULL;
@@ -1348,14 +1406,137 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 	if (r[0])
 		freeReplyObject(r[0]);
 	release(s, c);
-out:
-	if (argv != sargv)
-		free((void *)argv);
-	if (lens != slens)
-		free(lens);
-	if (m != smem)
-		free(m);
 	return rc;
+}
+
+/*
+ * The calls of a batch that met NOSCRIPT (redo[0..nredo)) did not run:
+ * SCRIPT LOAD and send them again, pipelined, once, replacing their
+ * replies in r[]. A call whose new reply did not come (the connection
+ * failed) or that met NOSCRIPT again because the load failed gets r[i] ==
+ * NULL, its code in rcs[i] and the detail in *detail.
+ */
+static void batch_resend(rstore *s, conn *c, const drl_script *script,
+			 const char hex[41], const size_t *redo, size_t nredo,
+			 const drl_bytes *keys, size_t nargs,
+			 const int64_t *args, redisReply **r, redisReply **r2,
+			 int *rcs, drl_error *detail)
+{
+	size_t got = 0;
+	int rc = append_script_load(s, c, script, detail);
+	for (size_t k = 0; rc == 0 && k < nredo; k++)
+		rc = append_evalsha(s, c, hex, 1, &keys[redo[k]], nargs,
+				    args + redo[k] * nargs, detail);
+	if (rc == 0)
+		rc = collect_some(s, c, nredo + 1, r2, &got,
+				  "SCRIPT LOAD/EVALSHA", detail);
+	int lrc = rc;
+	if (got > 0) {
+		lrc = script_loaded(s, script, hex, r2[0], detail);
+		freeReplyObject(r2[0]);
+	}
+	for (size_t k = 0; k < nredo; k++) {
+		size_t i = redo[k];
+		freeReplyObject(r[i]);
+		r[i] = NULL;
+		if (k + 1 < got && (lrc == 0 || !is_noscript(r2[k + 1])))
+			r[i] = r2[k + 1];
+		else if (k + 1 < got)
+			freeReplyObject(r2[k + 1]);
+		if (r[i] == NULL)
+			rcs[i] = k + 1 < got ? lrc : rc;
+	}
+}
+
+/*
+ * n EVALSHA calls of one script, one key each, pipelined on one
+ * connection: one round trip (two when some met NOSCRIPT: those, and only
+ * those, are sent again after SCRIPT LOAD). Replies are matched to calls
+ * by position; an error reply fails its own call only. When the
+ * connection fails, the calls without a reply fail with its error (they
+ * may or may not have run).
+ */
+static int r_eval_batch(drl_backend *b, const drl_script *script, size_t n,
+			const drl_bytes *keys, size_t nargs,
+			const int64_t *args, int64_t *out, size_t nout,
+			size_t *nrets, int *rcs, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	char hex[41];
+	conn *c;
+	size_t got = 0, nredo = 0;
+	drl_error tail = {0}, again = {0};
+	int rc = script_prepare(s, script, 1, nargs, hex, err);
+	if (rc)
+		return rc;
+	if (n == 0)
+		return 0;
+	if (n > ARGS_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis: script %s: batch too large",
+				     script->name ? script->name : "?");
+	/* replies, NOSCRIPT calls, replies to their second sending */
+	redisReply **r = calloc(2 * n + 1, sizeof *r);
+	size_t *redo = malloc(n * sizeof *redo);
+	if (r == NULL || redo == NULL) {
+		free(r);
+		free(redo);
+		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
+				     s->where);
+	}
+	rc = acquire(s, &c, err);
+	if (rc == 0) {
+		rc = begin(s, c, err);
+		for (size_t i = 0; rc == 0 && i < n; i++)
+			rc = append_evalsha(s, c, hex, 1, &keys[i], nargs,
+					    args + i * nargs, err);
+		if (rc) /* nothing was sent: no call ran */
+			release(s, c);
+	}
+	if (rc) {
+		free(r);
+		free(redo);
+		return rc;
+	}
+
+	int trc = collect_some(s, c, n, r, &got, "EVALSHA", &tail);
+	for (size_t i = got; i < n; i++)
+		rcs[i] = trc;
+	for (size_t i = 0; trc == 0 && i < got; i++)
+		if (is_noscript(r[i]))
+			redo[nredo++] = i;
+	if (nredo)
+		batch_resend(s, c, script, hex, redo, nredo, keys, nargs, args,
+			     r, r + n, rcs, &again);
+	release(s, c);
+
+	/* Every call's outcome; err tells of the first that failed. */
+	bool told = false;
+	for (size_t i = 0; i < n; i++) {
+		drl_error e = {0};
+		const drl_error *d = i >= got ? &tail : &again;
+		nrets[i] = 0;
+		if (r[i]) {
+			rcs[i] = script_result(s, script, r[i], out + i * nout,
+					       nout, &nrets[i], &e);
+			d = &e;
+			freeReplyObject(r[i]);
+		}
+		if (rcs[i] && !told) {
+			told = true;
+			if (d->code == rcs[i])
+				drl_error_set(err, rcs[i], "%s", d->message);
+			else
+				drl_error_set(err, rcs[i],
+					      "redis %s: script %s: %s",
+					      s->where,
+					      script->name ? script->name : "?",
+					      drl_strerror(rcs[i]));
+		}
+	}
+	free(r);
+	free(redo);
+	return 0;
 }
 
 /* ---- server clock (clock=server) ---------------------------------------- */
@@ -1647,8 +1828,9 @@ static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
 	s->parent.cas = r_cas;
 	s->parent.update = NULL; /* no in-process atomic step */
 	if (!s->watch_tx) {
-		s->parent.caps |= DRL_CAP_SCRIPT;
+		s->parent.caps |= DRL_CAP_SCRIPT | DRL_CAP_BATCH;
 		s->parent.eval = r_eval;
+		s->parent.eval_batch = r_eval_batch;
 	}
 	if (server_clock) {
 		s->parent.caps |= DRL_CAP_CLOCK;

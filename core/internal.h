@@ -278,6 +278,28 @@ bool drl__script_usable(const drl__limit *lim, const drl__call *call);
 /* Run the twin: one round trip, atomic on the server. */
 int drl__script_decide(const drl__limit *lim, const drl__call *call,
 		       drl_result *res, drl__undo *undo);
+
+/* What a twin is sent and answers (algorithms/lua_prelude.lua): the
+ * integers of ARGV, and {allowed, remaining, reset_after, retry_after,
+ * undo}. drl__script_decide and batches (core/batch.c) both go through
+ * these two, so the twin is always spoken to the same way. */
+#define DRL__SCRIPT_NARGS 9
+#define DRL__SCRIPT_NOUT 5
+/* The twin's arguments for deciding `call` on `lim`. */
+void drl__script_args(const drl__limit *lim, const drl__call *call,
+		      int64_t args[DRL__SCRIPT_NARGS]);
+/* The twin's answer (nret integers at out) as a decision: *res, *undo.
+ * DRL_ECORRUPT (in err) when it is not one. */
+int drl__script_answer(const drl__limit *lim, const int64_t *out, size_t nret,
+		       drl_result *res, drl__undo *undo, drl_error *err);
+/* Whether b runs many scripts in one go: written for version >= 2 (so the
+ * slot exists at all), DRL_CAP_BATCH, the slot filled. */
+static inline bool drl__has_batch(const drl_backend *b)
+{
+	return b->version >= 2 && (b->caps & DRL_CAP_BATCH) &&
+	       b->eval_batch != NULL;
+}
+
 /* call->now, reading the store's clock when it is DRL__NOW_STORE. */
 int drl__call_now(const drl__call *call, int64_t *now);
 
@@ -287,5 +309,31 @@ struct drl_store {
 	drl_backend *backend;
 	drl__stats stats;
 };
+
+/* ---- limiter object (core/limiter.c, core/batch.c) --------------------- */
+
+struct drl_limiter {
+	drl_store *store;
+	size_t nlimits;
+	drl__limit limits[DRL_POLICY_LIMITS_MAX];
+	size_t prefixlen;
+	char prefix[DRL__PREFIX_MAX + 1];
+};
+
+/* DRL_EINVAL naming the problem when now_us is not an explicit time
+ * drl_allow_at() accepts. */
+int drl__time_check(int64_t now_us, drl_error *err);
+/* DRL_EINVAL naming the bad part of one request (key, keylen, cost). */
+int drl__request_check(const void *key, size_t keylen, int64_t cost,
+		       drl_error *err);
+/* Decide one request on every limit of l, as drl_allow_at() does; now_us
+ * is checked already, or DRL__NOW_STORE. */
+int drl__limiter_decide(drl_limiter *l, const void *key, size_t keylen,
+			int64_t cost, int64_t now_us, drl_result *result,
+			drl_error *err);
+/* The time drl_allow() decides at: the real-time clock; with a store
+ * clock, DRL__NOW_STORE when every limit's twin reads it itself, else the
+ * store's time (one round trip, which may fail). */
+int drl__limiter_now(drl_limiter *l, int64_t *now_us, drl_error *err);
 
 #endif /* DRL_INTERNAL_H */

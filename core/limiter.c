@@ -13,14 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-struct drl_limiter {
-	drl_store *store;
-	size_t nlimits;
-	drl__limit limits[DRL_POLICY_LIMITS_MAX];
-	size_t prefixlen;
-	char prefix[DRL__PREFIX_MAX + 1];
-};
-
 #define DEFAULT_PREFIX "drl:"
 
 int64_t drl_now_us(void)
@@ -162,31 +154,21 @@ static int widen_retry(drl_limiter *l, size_t denied, drl__call *call,
 	return 0;
 }
 
-static int decide_policy(drl_limiter *l, const void *key, size_t keylen,
-			 int64_t cost, int64_t now_us, drl_result *result,
-			 drl_error *err);
-
-int drl_allow_at(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
-		 int64_t now_us, drl_result *result, drl_error *err)
+int drl__time_check(int64_t now_us, drl_error *err)
 {
 	if (now_us < 0 || now_us > DRL_TIME_MAX_US)
 		return drl_error_set(err, DRL_EINVAL,
 				     "time %lld us is outside 0..2^62 (the "
 				     "epoch to ~146000 years on)",
 				     (long long)now_us);
-	return decide_policy(l, key, keylen, cost, now_us, result, err);
+	return 0;
 }
 
-/* now_us may be DRL__NOW_STORE (see drl_allow). */
-static int decide_policy(drl_limiter *l, const void *key, size_t keylen,
-			 int64_t cost, int64_t now_us, drl_result *result,
-			 drl_error *err)
+int drl__request_check(const void *key, size_t keylen, int64_t cost,
+		       drl_error *err)
 {
-	if (l == NULL || result == NULL || key == NULL)
-		return drl_error_set(err, DRL_EINVAL, "drl_allow: NULL %s",
-				     l == NULL     ? "limiter"
-				     : key == NULL ? "key"
-						   : "result");
+	if (key == NULL)
+		return drl_error_set(err, DRL_EINVAL, "drl_allow: NULL key");
 	if (keylen == 0 || keylen > DRL_KEY_MAX)
 		return drl_error_set(err, DRL_EINVAL,
 				     "key length %zu is outside 1..%d bytes",
@@ -194,6 +176,28 @@ static int decide_policy(drl_limiter *l, const void *key, size_t keylen,
 	if (cost < 0)
 		return drl_error_set(err, DRL_EINVAL, "cost %lld is negative",
 				     (long long)cost);
+	return 0;
+}
+
+int drl_allow_at(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
+		 int64_t now_us, drl_result *result, drl_error *err)
+{
+	int rc = drl__time_check(now_us, err);
+	if (rc)
+		return rc;
+	return drl__limiter_decide(l, key, keylen, cost, now_us, result, err);
+}
+
+int drl__limiter_decide(drl_limiter *l, const void *key, size_t keylen,
+			int64_t cost, int64_t now_us, drl_result *result,
+			drl_error *err)
+{
+	if (l == NULL || result == NULL)
+		return drl_error_set(err, DRL_EINVAL, "drl_allow: NULL %s",
+				     l == NULL ? "limiter" : "result");
+	int rc = drl__request_check(key, keylen, cost, err);
+	if (rc)
+		return rc;
 	drl__call call = {
 		.backend = l->store->backend,
 		.now = now_us,
@@ -207,15 +211,15 @@ static int decide_policy(drl_limiter *l, const void *key, size_t keylen,
 	drl_result best = {0}, r;
 	for (size_t i = 0; i < l->nlimits; i++) {
 		call.peek = cost == 0;
-		int rc =
-			decide_one(l, i, &call, &kb, key, keylen, &r, &undo[i]);
+		rc = decide_one(l, i, &call, &kb, key, keylen, &r, &undo[i]);
 		if (rc) {
 			if (!call.peek)
 				refund_all(l, i, &call, key, keylen, undo);
 			return rc;
 		}
 		if (!r.allowed) {
-			refund_all(l, i, &call, key, keylen, undo);
+			if (!call.peek) /* a peek consumed nothing */
+				refund_all(l, i, &call, key, keylen, undo);
 			rc = widen_retry(l, i, &call, key, keylen, &r);
 			if (rc)
 				return rc;
@@ -240,22 +244,29 @@ static bool twins_read_clock(const drl_limiter *l)
 	return true;
 }
 
+int drl__limiter_now(drl_limiter *l, int64_t *now_us, drl_error *err)
+{
+	drl_backend *b = l->store->backend;
+	if (!(b->caps & DRL_CAP_CLOCK)) {
+		*now_us = drl_now_us();
+		return 0;
+	}
+	if (twins_read_clock(l)) {
+		*now_us = DRL__NOW_STORE;
+		return 0;
+	}
+	return b->now(b, now_us, err);
+}
+
 int drl_allow(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 	      drl_result *result, drl_error *err)
 {
 	if (l == NULL)
 		return drl_error_set(err, DRL_EINVAL,
 				     "drl_allow: NULL limiter");
-	drl_backend *b = l->store->backend;
-	if (!(b->caps & DRL_CAP_CLOCK))
-		return decide_policy(l, key, keylen, cost, drl_now_us(), result,
-				     err);
-	if (twins_read_clock(l))
-		return decide_policy(l, key, keylen, cost, DRL__NOW_STORE,
-				     result, err);
 	int64_t now;
-	int rc = b->now(b, &now, err);
+	int rc = drl__limiter_now(l, &now, err);
 	if (rc)
 		return rc;
-	return decide_policy(l, key, keylen, cost, now, result, err);
+	return drl__limiter_decide(l, key, keylen, cost, now, result, err);
 }

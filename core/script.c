@@ -28,34 +28,49 @@ int drl__call_now(const drl__call *call, int64_t *now)
 	return b->now(b, now, call->err);
 }
 
+void drl__script_args(const drl__limit *lim, const drl__call *call,
+		      int64_t args[DRL__SCRIPT_NARGS])
+{
+	args[0] = call->now; /* DRL__NOW_STORE (-1): the twin reads TIME */
+	args[1] = call->cost;
+	args[2] = call->peek;
+	args[3] = lim->limit;
+	args[4] = lim->period_us;
+	args[5] = lim->burst;
+	args[6] = lim->subwindows;
+	args[7] = lim->trailing;
+	args[8] = DRL__TTL_GRACE_US;
+}
+
+int drl__script_answer(const drl__limit *lim, const int64_t *out, size_t nret,
+		       drl_result *res, drl__undo *undo, drl_error *err)
+{
+	if (nret != DRL__SCRIPT_NOUT || (out[0] != 0 && out[0] != 1) ||
+	    out[2] < 0 || out[3] < DRL_NEVER)
+		return drl_error_set(err, DRL_ECORRUPT,
+				     "%s script answered something that is "
+				     "not a decision",
+				     lim->algo->lua->name);
+	drl__result_fill(res, out[0] == 1, lim->burst ? lim->burst : lim->limit,
+			 out[1], out[2], out[3]);
+	undo->a = out[4];
+	return 0;
+}
+
 int drl__script_decide(const drl__limit *lim, const drl__call *call,
 		       drl_result *res, drl__undo *undo)
 {
 	drl_backend *b = call->backend;
 	drl__key k;
 	drl_bytes key = drl__key_plain(&k, call->key);
-	const int64_t args[] = {
-		call->now,      call->cost,      call->peek,
-		lim->limit,     lim->period_us,  lim->burst,
-		lim->subwindows, lim->trailing,  DRL__TTL_GRACE_US,
-	};
-	int64_t out[5];
+	int64_t args[DRL__SCRIPT_NARGS];
+	int64_t out[DRL__SCRIPT_NOUT];
 	size_t nret = 0;
+	drl__script_args(lim, call, args);
 	DRL__COUNT(call->stats, scripts);
-	int rc = b->eval(b, lim->algo->lua, 1, &key,
-			 sizeof args / sizeof args[0], args, out, 5, &nret,
-			 call->err);
+	int rc = b->eval(b, lim->algo->lua, 1, &key, DRL__SCRIPT_NARGS, args,
+			 out, DRL__SCRIPT_NOUT, &nret, call->err);
 	if (rc)
 		return rc;
-	if (nret != 5 || (out[0] != 0 && out[0] != 1) || out[2] < 0 ||
-	    out[3] < DRL_NEVER)
-		return drl_error_set(call->err, DRL_ECORRUPT,
-				     "%s script answered something that is "
-				     "not a decision",
-				     lim->algo->lua->name);
-	drl__result_fill(res, out[0] == 1,
-			 lim->burst ? lim->burst : lim->limit, out[1], out[2],
-			 out[3]);
-	undo->a = out[4];
-	return 0;
+	return drl__script_answer(lim, out, nret, res, undo, call->err);
 }

@@ -130,6 +130,45 @@ DRL_EXPORT int drl_allow_at(drl_limiter *limiter, const void *key,
 			    size_t keylen, int64_t cost, int64_t now_us,
 			    drl_result *result, drl_error *err);
 
+/* ---- batches ---------------------------------------------------------- */
+
+/* Most items one drl_allow_batch() call takes. */
+#define DRL_BATCH_MAX 4096
+
+/* One request of a batch: key and cost in, result and rc out. */
+typedef struct drl_batch_item {
+	const void *key;   /* in: keylen bytes, as for drl_allow() */
+	size_t keylen;     /* in: 1..DRL_KEY_MAX */
+	int64_t cost;      /* in: >= 0 */
+	drl_result result; /* out: valid when rc == 0 (zeroed otherwise) */
+	int rc;            /* out: 0 or this item's DRL_E* code */
+} drl_batch_item;
+
+/* Decide n requests (1..DRL_BATCH_MAX) at one time, the real-time clock
+ * (or the store's, as drl_allow() chooses). Each item is decided as if
+ * by drl_allow_at() in array order, and gets its own rc and result: a bad
+ * key or cost is that item's DRL_EINVAL (nothing decided for it), a store
+ * error that item's DRL_ESTORE/DRL_ETIMEDOUT/..., and the other items
+ * proceed. The call returns 0 whenever it ran (look at each item's rc),
+ * or DRL_EINVAL for a NULL limiter or items, n == 0 or n > DRL_BATCH_MAX,
+ * before anything is decided and with no item touched. When it returns 0
+ * and an item failed, `err` describes the first item that failed.
+ *
+ * One limit (no policy) on a store that runs scripts in batches (Redis
+ * tx=lua) decides the whole batch in one pipelined round trip; otherwise
+ * the items are decided one by one, with the same decisions. An item
+ * whose rc is DRL_ESTORE or DRL_ETIMEDOUT because the connection failed
+ * in the middle of a batch may or may not have been decided (and
+ * consumed) on the server, exactly as for a drl_allow() that fails so.
+ * The items array is the caller's; keys are only read during the call. */
+DRL_EXPORT int drl_allow_batch(drl_limiter *limiter, drl_batch_item *items,
+			       size_t n, drl_error *err);
+
+/* The same at an explicit time (as drl_allow_at(); a time outside
+ * 0..DRL_TIME_MAX_US is the call's DRL_EINVAL). */
+DRL_EXPORT int drl_allow_batch_at(drl_limiter *limiter, drl_batch_item *items,
+				  size_t n, int64_t now_us, drl_error *err);
+
 /* What a store has been through since it was opened: the cost of
  * contention, for benchmarks and monitoring. Counters only grow. */
 typedef struct drl_store_stats {
