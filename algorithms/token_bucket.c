@@ -128,12 +128,6 @@ static int refund_step(const drl__limit *lim, const drl__call *call,
 	return 1;
 }
 
-static size_t state_size(const drl__limit *lim)
-{
-	(void)lim;
-	return STATE_LEN;
-}
-
 const drl__algorithm drl__token_bucket = {
 	.name = "token_bucket",
 	.tag = "tb",
@@ -143,6 +137,6 @@ const drl__algorithm drl__token_bucket = {
 	.refund = drl__state_refund,
 	.step = step,
 	.unstep = refund_step,
-	.state_size = state_size,
+	.state_len = STATE_LEN,
 	.lua = &drl__lua_token_bucket,
 };

@@ -171,9 +171,11 @@ typedef struct drl__algorithm {
 		      const drl__undo *undo);
 	/* Optimistic-state algorithms only (decide/refund are then
 	 * drl__state_decide/drl__state_refund): the pure step, the step that
-	 * gives call->cost back, and the largest state they write. */
+	 * gives call->cost back, and the largest state they write: state_len
+	 * bytes, or state_size(lim) when that is set. */
 	drl__step_fn step;
 	drl__step_fn unstep;
+	size_t state_len;
 	size_t (*state_size)(const drl__limit *lim);
 	/* The Lua twin run by stores with DRL_CAP_SCRIPT, or NULL. */
 	const drl_script *lua;

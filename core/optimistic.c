@@ -141,7 +141,8 @@ static int run(const drl__limit *lim, const drl__call *call, drl__step_fn step,
 	       drl_result *res, drl__undo *undo)
 {
 	unsigned char stackout[STACK_STATE];
-	size_t cap = lim->algo->state_size(lim);
+	size_t cap = lim->algo->state_size ? lim->algo->state_size(lim)
+					   : lim->algo->state_len;
 	step_ctx c = {lim, call, step, stackout, cap, res, undo};
 	if (cap > sizeof stackout) {
 		c.out = malloc(cap);
