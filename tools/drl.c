@@ -3,12 +3,19 @@
  *
  *   drl check [--store URI] --limit SPEC [--cost N] [--now-ms MS]
  *             [--repeat N] [--json] KEY
+ *   drl bench [--store URI[,URI...]] --limit SPEC[;SPEC...]
+ *             [--concurrency N,...] [--keys N,...] [--duration S]
+ *             [--procs N] [--exact-limit N] [--ceiling] [--json]
  *
- * Uses the public API (<drl/drl.h>) only. Exit codes: 0 allowed, 1 denied,
- * 2 bad usage / spec / URI / key, 3 store (or output) error. Subcommands live
- * in one table (`commands` below); a new one is a function and a row.
+ * Uses the public API (<drl/drl.h>) only (`bench` lives in tools/bench.c,
+ * which also reads internals for its ceilings). Exit codes of check: 0
+ * allowed, 1 denied, 2 bad usage / spec / URI / key, 3 store (or output)
+ * error; bench: see bench.h. Subcommands live in one table (`commands`
+ * below); a new one is a function and a row.
  */
 #include <drl/drl.h>
+
+#include "bench.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -75,6 +82,13 @@ static const struct command commands[] = {
 		"decide requests for a key", /* summary */
 		check_synopsis,              /* synopsis */
 		check_details,               /* details */
+	},
+	{
+		"bench",                    /* name */
+		drl_cmd_bench,              /* run */
+		"measure what stores cost", /* summary */
+		drl_bench_synopsis,         /* synopsis */
+		drl_bench_details,          /* details */
 	},
 };
 

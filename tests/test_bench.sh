@@ -1,0 +1,302 @@
+#!/usr/bin/env bash
+# drl bench: a short run on every store (memory, Redis tx=lua and tx=watch,
+# memcached) returns every field with sane values, and bad input exits 2
+# with a message naming it.
+#
+# usage: test_bench.sh PATH/TO/drl
+# Starts its own redis-server and memcached on free loopback ports and
+# stops them (by PID) at exit. A missing server binary skips that store,
+# except under CI=true, where it is a failure.
+# Prints one "ok N - ..." / "not ok N - ..." line per assertion and exits
+# nonzero when any failed.
+set -u
+
+drl=${1:?usage: test_bench.sh PATH/TO/drl}
+tmp=$(mktemp -d)
+pids=()
+
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+n=0
+failed=0
+
+# Record one assertion: pass (0) or fail (nonzero) with a description.
+check() {
+	local ok=$1 what=$2
+	n=$((n + 1))
+	if [ "$ok" -eq 0 ]; then
+		echo "ok $n - $what"
+	else
+		failed=$((failed + 1))
+		echo "not ok $n - $what"
+		if [ -n "${last_args+x}" ]; then
+			echo "#   command: drl ${last_args[*]}"
+			echo "#   exit: $rc"
+			head -c 4000 "$tmp/out" | sed 's/^/#   stdout: /'
+			head -c 4000 "$tmp/err" | sed 's/^/#   stderr: /'
+		fi
+	fi
+}
+
+run() {
+	last_args=("$@")
+	"$drl" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+	rc=$?
+}
+
+expect_rc() {
+	[ "$rc" -eq "$1" ]
+	check $? "exit $1: drl ${last_args[*]}"
+}
+
+expect_in() {
+	grep -qF -- "$2" "$tmp/$1"
+	check $? "std$1 has '$2': drl ${last_args[*]}"
+}
+
+free_port() {
+	python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
+# Wait until something accepts connections on 127.0.0.1:$1 (5 s at most).
+wait_port() {
+	python3 -c 'import socket, sys, time
+end = time.time() + 5
+while time.time() < end:
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.05)
+sys.exit(1)' "$1"
+}
+
+# A server binary is missing: skip its store, or fail under CI.
+missing() {
+	if [ "${CI:-}" = "true" ]; then
+		unset last_args
+		check 1 "$1 is installed (CI=true: a missing server fails)"
+	else
+		echo "# skip: $1 not found"
+	fi
+}
+
+stores=("memory://")
+ceiling_stores=()
+
+if command -v redis-server >/dev/null; then
+	rport=$(free_port)
+	redis-server --port "$rport" --bind 127.0.0.1 --save "" \
+		--appendonly no --dir "$tmp" --daemonize no \
+		>"$tmp/redis.log" 2>&1 &
+	pids+=($!)
+	wait_port "$rport"
+	check $? "redis-server listens on $rport"
+	stores+=("redis://127.0.0.1:$rport?tx=lua&pool=8"
+		"redis://127.0.0.1:$rport?tx=watch&pool=8")
+	ceiling_stores+=("redis")
+else
+	missing redis-server
+fi
+
+if command -v memcached >/dev/null; then
+	mport=$(free_port)
+	muser=()
+	[ "$(id -u)" -eq 0 ] && muser=(-u root)
+	memcached -p "$mport" -l 127.0.0.1 -U 0 "${muser[@]}" \
+		>"$tmp/memcached.log" 2>&1 &
+	pids+=($!)
+	wait_port "$mport"
+	check $? "memcached listens on $mport"
+	stores+=("memcached://127.0.0.1:$mport?pool=8")
+	ceiling_stores+=("memcached")
+else
+	missing memcached
+fi
+
+if [ "${#ceiling_stores[@]}" -gt 0 ] && ! command -v redis-benchmark \
+	>/dev/null && [ "${CI:-}" = "true" ]; then
+	unset last_args
+	check 1 "redis-benchmark is installed (CI=true)"
+fi
+
+store_list=$(
+	IFS=,
+	echo "${stores[*]}"
+)
+
+# ---- the grid: every field present and sane ----
+run bench --store "$store_list" \
+	--limit "fixed_window:1000000/1m;token_bucket:1000000/1m" \
+	--concurrency 1,4 --keys 1,1000 --duration 0.3 --ceiling --json
+expect_rc 0
+# stderr is not a terminal: the plan line only, no progress line
+grep -q "planned total" "$tmp/err"
+check $? "the planned total goes to stderr"
+! grep -q $'\r' "$tmp/err"
+check $? "no progress line when stderr is not a terminal"
+
+python3 - "$tmp/out" "${#stores[@]}" <<'EOF' >"$tmp/checks"
+import json, sys
+
+cells = json.load(open(sys.argv[1]))
+nstores = int(sys.argv[2])
+out = []
+
+def ok(cond, what):
+    out.append(("ok" if cond else "not ok") + "\t" + what)
+
+ok(len(cells) == nstores * 2 * 2 * 2,
+   "%d cells for %d stores x 2 specs x 2 key counts x 2 concurrencies"
+   % (len(cells), nstores))
+fields = ["store", "spec", "keys", "concurrency", "procs", "duration_s",
+          "decisions", "decisions_per_s", "allowed", "errors",
+          "first_error", "rounds", "decisions_per_s_rounds", "latency_us",
+          "round_trips_per_decision", "store_decisions",
+          "scripts_per_decision", "cas_attempts_per_decision",
+          "cas_retries_per_decision", "cas_exhausted", "exact", "ceiling"]
+for c in cells:
+    name = "%s %s keys=%s C=%s" % (c.get("store"), c.get("spec"),
+                                   c.get("keys"), c.get("concurrency"))
+    missing = [f for f in fields if f not in c]
+    ok(not missing, name + ": every field present " + str(missing))
+    if missing:
+        continue
+    lat = c["latency_us"]
+    ok(c["decisions"] > 0 and c["decisions_per_s"] > 0,
+       name + ": decisions/s > 0")
+    ok(0 < lat["p50"] <= lat["p99"] <= lat["p999"] <= lat["max"],
+       name + ": 0 < p50 <= p99 <= p99.9 <= max " + json.dumps(lat))
+    ok(c["errors"] == 0 and c["first_error"] is None,
+       name + ": no errors (%s)" % c["first_error"])
+    ok(0 <= c["allowed"] <= c["decisions"], name + ": allowed <= decisions")
+    ok(c["duration_s"] > 0.2, name + ": ran about --duration")
+    ok(c["store_decisions"] >= c["decisions"],
+       name + ": the store counted every decision")
+    ok(c["cas_exhausted"] == 0, name + ": no retry budget spent")
+    for f in ["scripts_per_decision", "cas_attempts_per_decision",
+              "cas_retries_per_decision"]:
+        ok(c[f] >= 0, name + ": " + f + " >= 0")
+    store = c["store"]
+    rt = c["round_trips_per_decision"]
+    cas_spec = c["spec"].startswith("token_bucket")
+    if store.startswith("memory"):
+        ok(rt == 0, name + ": 0 round trips in process")
+        ok(c["ceiling"] is None, name + ": no ceiling for memory")
+    elif "tx=lua" in store:
+        ok(rt == 1 and c["scripts_per_decision"] == 1,
+           name + ": one script round trip per decision")
+        ok(c["cas_attempts_per_decision"] == 0, name + ": no CAS with Lua")
+    else:
+        ok(rt is None, name + ": round trips unknown")
+        if cas_spec:
+            ok(c["cas_attempts_per_decision"] >= 1,
+               name + ": at least one CAS round per decision")
+            if c["concurrency"] == 1:
+                ok(c["cas_retries_per_decision"] == 0,
+                   name + ": no conflicts with one caller")
+    if c["keys"] == 1:
+        x = c["exact"]
+        ok(x is not None and x["capacity"] == 1000 and
+           x["allowed"] == x["capacity"] and x["over_admission"] == 0 and
+           x["complete"] is True and
+           x["errors"] == 0,
+           name + ": exactly the capacity admitted at one instant " +
+           json.dumps(x))
+    else:
+        ok(c["exact"] is None, name + ": no exactness phase on many keys")
+    if not store.startswith("memory"):
+        cl = c["ceiling"]
+        ok(cl is not None and (cl.get("per_s") or 0) > 0 and
+           (cl.get("ratio") or 0) > 0,
+           name + ": a ceiling and a ratio " + json.dumps(cl))
+print("\n".join(out))
+EOF
+check $? "the JSON parses"
+while IFS=$'\t' read -r verdict what; do
+	[ "$verdict" = ok ]
+	unset last_args
+	check $? "$what"
+done <"$tmp/checks"
+
+# ---- Markdown by default; --procs across processes ----
+if [ "${#stores[@]}" -gt 1 ]; then
+	run bench --store "${stores[1]}" --limit gcra:1000000/1m \
+		--concurrency 4 --procs 2 --duration 0.3
+	expect_rc 0
+	expect_in out "| store | spec | keys | C | decisions/s |"
+	expect_in out "| 1000/1000 |"
+fi
+
+# ---- bad input: exit 2, a message naming it ----
+run bench --help
+expect_rc 0
+expect_in out "usage: drl bench"
+run --help
+expect_in out "bench"
+
+run bench
+expect_rc 2
+expect_in err "--limit"
+
+L=(--limit fixed_window:10/1s)
+for bad in "--duration 0" "--duration abc" "--duration 1.1234567" \
+	"--duration -1" "--duration 1e3" "--duration 3601" \
+	"--concurrency 0" "--concurrency 1,,4" "--concurrency 16x" \
+	"--concurrency 2000" "--concurrency ,1" "--keys 0" "--keys 1,x" \
+	"--procs 0" "--procs 65" "--rounds 0" "--rounds 16" \
+	"--exact-limit -1"; do
+	read -r opt val <<<"$bad"
+	run bench "${L[@]}" "$opt" "$val"
+	expect_rc 2
+	expect_in err "$opt '$val'"
+done
+
+run bench "${L[@]}" --bogus
+expect_rc 2
+expect_in err "--bogus"
+
+run bench "${L[@]}" extra-arg
+expect_rc 2
+expect_in err "extra-arg"
+
+run bench --limit "fixed_window:10/1s;bogus:1/1s"
+expect_rc 2
+expect_in err "bogus"
+
+run bench --limit "fixed_window:10/1s;;gcra:1/1s"
+expect_rc 2
+expect_in err "empty spec"
+
+run bench "${L[@]}" --procs 2
+expect_rc 2
+expect_in err "memory://"
+
+run bench "${L[@]}" --store "nope://x"
+expect_rc 2
+expect_in err "nope"
+
+cport=$(free_port)
+run bench "${L[@]}" --store "redis://127.0.0.1:$cport" --duration 0.1
+if grep -q "unknown store scheme" "$tmp/err"; then
+	echo "# skip: built without Redis"
+else
+	expect_rc 3
+	expect_in err "redis://127.0.0.1:$cport"
+fi
+
+echo "1..$n"
+[ "$failed" -eq 0 ]

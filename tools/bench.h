@@ -1,0 +1,23 @@
+/*
+ * `drl bench`: what each store and strategy costs (tools/bench.c).
+ *
+ * Runs a grid of cells (store x spec x keys x concurrency), each for a fixed
+ * time, and reports decisions/s, latency percentiles, the contention
+ * counters of drl_store_stats, an exactness check at one fixed time and,
+ * with --ceiling, the raw ceiling of the same server measured in the same
+ * run. See bench_details for the options and the output.
+ */
+#ifndef DRL_TOOLS_BENCH_H
+#define DRL_TOOLS_BENCH_H
+
+/* The --help text of `drl bench`: synopsis, then the details. */
+extern const char drl_bench_synopsis[];
+extern const char drl_bench_details[];
+
+/* `drl bench`: argv[0] names the subcommand. Returns the process exit
+ * status: 0 every cell ran and none over-admitted, 1 some exactness check
+ * admitted more than the limit, 2 bad usage, 3 a store could not be used
+ * (or output failed). */
+int drl_cmd_bench(int argc, char **argv);
+
+#endif /* DRL_TOOLS_BENCH_H */
