@@ -101,11 +101,14 @@ typedef struct store {
 
 /* ---- helpers ---------------------------------------------------------- */
 
-/* Now on CLOCK_MONOTONIC, in microseconds. */
+/* Now on CLOCK_MONOTONIC_COARSE, in microseconds. Expiry only cleans up
+ * (every TTL carries a second of grace), so a clock that ticks every few
+ * milliseconds is exact enough, and it costs ~5 ns instead of ~24 ns: a
+ * fifth of a decision's budget (bench/bench_memory.c). */
 static int64_t mono_us(void)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
