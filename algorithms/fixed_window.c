@@ -24,4 +24,5 @@ const drl__algorithm drl__fixed_window = {
 	.decide = drl__counter_decide,
 	.refund = drl__counter_refund,
 	.lua = &drl__lua_counter,
+	.lua_batch = &drl__lua_batch_counter,
 };

@@ -118,4 +118,5 @@ const drl__algorithm drl__gcra = {
 	.unstep = refund_step,
 	.state_len = STATE_LEN,
 	.lua = &drl__lua_gcra,
+	.lua_batch = &drl__lua_batch_gcra,
 };

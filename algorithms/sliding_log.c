@@ -197,4 +197,5 @@ const drl__algorithm drl__sliding_log = {
 	.unstep = unstep,
 	.state_size = state_size,
 	.lua = &drl__lua_sliding_log,
+	.lua_batch = &drl__lua_batch_sliding_log,
 };

@@ -139,4 +139,5 @@ const drl__algorithm drl__token_bucket = {
 	.unstep = refund_step,
 	.state_len = STATE_LEN,
 	.lua = &drl__lua_token_bucket,
+	.lua_batch = &drl__lua_batch_token_bucket,
 };

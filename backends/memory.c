@@ -752,7 +752,6 @@ static const drl_backend memory_vtable = {
 	/* update */ mem_update,
 	/* eval */ NULL,
 	/* now */ NULL,
-	/* eval_batch */ NULL,
 };
 
 /* ---- opening ----------------------------------------------------------- */

@@ -37,12 +37,11 @@
  * of live stores, so a hold that outlives its store (destroyed meanwhile,
  * which frees the held connection) is simply forgotten.
  *
- * Batches (tx=lua, DRL_CAP_BATCH). eval_batch() pipelines n EVALSHA on
- * one connection and reads the n replies in order: one round trip. Each
- * reply is its call's own outcome; a NOSCRIPT reply means that call did not
- * run, so after one SCRIPT LOAD only those calls are sent again (once). If
- * the connection fails, the calls without a reply fail with its error and
- * may or may not have run, as for a single call.
+ * Batches (tx=lua, DRL_CAP_BATCH). One Redis holds every key, so eval()
+ * takes a script with any number of keys together: the core decides a
+ * chunk of a batch with one EVALSHA of a twin's batch variant. (Redis
+ * Cluster would need a script's keys in one hash slot; this store speaks
+ * to one server.)
  *
  * Threading: every method may be called from any number of threads at
  * once; destroy() must not run concurrently with any other method.
@@ -416,18 +415,16 @@ static void free_replies(redisReply **r, size_t n)
 }
 
 /*
- * Send what was queued and read up to n replies into r[]; *got says how
- * many arrived (the caller frees them with freeReplyObject, also on
- * failure). The reply to a queued UNWATCH is read and checked first. On an
- * I/O error or timeout c is broken and the error set and returned: the
- * commands whose replies did not arrive may or may not have run.
+ * Send what was queued and read n replies into r[] (the caller frees them
+ * with freeReplyObject). The reply to a queued UNWATCH is read and checked
+ * first. On failure nothing is left in r[], c is broken, the error set.
  */
-static int collect_some(rstore *s, conn *c, size_t n, redisReply **r,
-			size_t *got, const char *what, drl_error *err)
+static int collect(rstore *s, conn *c, size_t n, redisReply **r,
+		   const char *what, drl_error *err)
 {
 	pipe_guard g;
+	size_t got = 0;
 	int rc = 0;
-	*got = 0;
 	pipe_block(&g);
 	if (c->unwatch_queued) {
 		void *u = NULL;
@@ -440,25 +437,15 @@ static int collect_some(rstore *s, conn *c, size_t n, redisReply **r,
 			freeReplyObject(u);
 		}
 	}
-	while (rc == 0 && *got < n) {
+	for (; rc == 0 && got < n; got++) {
 		void *p = NULL;
 		if (redisGetReply(c->ctx, &p) != REDIS_OK || p == NULL) {
 			rc = ctx_error(s, c, what, errno, err);
 			break;
 		}
-		r[(*got)++] = p;
+		r[got] = p;
 	}
 	pipe_restore(&g, rc != 0);
-	return rc;
-}
-
-/* collect_some() for all n replies or none: on failure nothing is left in
- * r[]. */
-static int collect(rstore *s, conn *c, size_t n, redisReply **r,
-		   const char *what, drl_error *err)
-{
-	size_t got;
-	int rc = collect_some(s, c, n, r, &got, what, err);
 	if (rc)
 		free_replies(r, got);
 	return rc;
@@ -1409,136 +1396,6 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 	return rc;
 }
 
-/*
- * The calls of a batch that met NOSCRIPT (redo[0..nredo)) did not run:
- * SCRIPT LOAD and send them again, pipelined, once, replacing their
- * replies in r[]. A call whose new reply did not come (the connection
- * failed) or that met NOSCRIPT again because the load failed gets r[i] ==
- * NULL, its code in rcs[i] and the detail in *detail.
- */
-static void batch_resend(rstore *s, conn *c, const drl_script *script,
-			 const char hex[41], const size_t *redo, size_t nredo,
-			 const drl_bytes *keys, size_t nargs,
-			 const int64_t *args, redisReply **r, redisReply **r2,
-			 int *rcs, drl_error *detail)
-{
-	size_t got = 0;
-	int rc = append_script_load(s, c, script, detail);
-	for (size_t k = 0; rc == 0 && k < nredo; k++)
-		rc = append_evalsha(s, c, hex, 1, &keys[redo[k]], nargs,
-				    args + redo[k] * nargs, detail);
-	if (rc == 0)
-		rc = collect_some(s, c, nredo + 1, r2, &got,
-				  "SCRIPT LOAD/EVALSHA", detail);
-	int lrc = rc;
-	if (got > 0) {
-		lrc = script_loaded(s, script, hex, r2[0], detail);
-		freeReplyObject(r2[0]);
-	}
-	for (size_t k = 0; k < nredo; k++) {
-		size_t i = redo[k];
-		freeReplyObject(r[i]);
-		r[i] = NULL;
-		if (k + 1 < got && (lrc == 0 || !is_noscript(r2[k + 1])))
-			r[i] = r2[k + 1];
-		else if (k + 1 < got)
-			freeReplyObject(r2[k + 1]);
-		if (r[i] == NULL)
-			rcs[i] = k + 1 < got ? lrc : rc;
-	}
-}
-
-/*
- * n EVALSHA calls of one script, one key each, pipelined on one
- * connection: one round trip (two when some met NOSCRIPT: those, and only
- * those, are sent again after SCRIPT LOAD). Replies are matched to calls
- * by position; an error reply fails its own call only. When the
- * connection fails, the calls without a reply fail with its error (they
- * may or may not have run).
- */
-static int r_eval_batch(drl_backend *b, const drl_script *script, size_t n,
-			const drl_bytes *keys, size_t nargs,
-			const int64_t *args, int64_t *out, size_t nout,
-			size_t *nrets, int *rcs, drl_error *err)
-{
-	rstore *s = (rstore *)b;
-	char hex[41];
-	conn *c;
-	size_t got = 0, nredo = 0;
-	drl_error tail = {0}, again = {0};
-	int rc = script_prepare(s, script, 1, nargs, hex, err);
-	if (rc)
-		return rc;
-	if (n == 0)
-		return 0;
-	if (n > ARGS_MAX)
-		return drl_error_set(err, DRL_EINVAL,
-				     "redis: script %s: batch too large",
-				     script->name ? script->name : "?");
-	/* replies, NOSCRIPT calls, replies to their second sending */
-	redisReply **r = calloc(2 * n + 1, sizeof *r);
-	size_t *redo = malloc(n * sizeof *redo);
-	if (r == NULL || redo == NULL) {
-		free(r);
-		free(redo);
-		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
-				     s->where);
-	}
-	rc = acquire(s, &c, err);
-	if (rc == 0) {
-		rc = begin(s, c, err);
-		for (size_t i = 0; rc == 0 && i < n; i++)
-			rc = append_evalsha(s, c, hex, 1, &keys[i], nargs,
-					    args + i * nargs, err);
-		if (rc) /* nothing was sent: no call ran */
-			release(s, c);
-	}
-	if (rc) {
-		free(r);
-		free(redo);
-		return rc;
-	}
-
-	int trc = collect_some(s, c, n, r, &got, "EVALSHA", &tail);
-	for (size_t i = got; i < n; i++)
-		rcs[i] = trc;
-	for (size_t i = 0; trc == 0 && i < got; i++)
-		if (is_noscript(r[i]))
-			redo[nredo++] = i;
-	if (nredo)
-		batch_resend(s, c, script, hex, redo, nredo, keys, nargs, args,
-			     r, r + n, rcs, &again);
-	release(s, c);
-
-	/* Every call's outcome; err tells of the first that failed. */
-	bool told = false;
-	for (size_t i = 0; i < n; i++) {
-		drl_error e = {0};
-		const drl_error *d = i >= got ? &tail : &again;
-		nrets[i] = 0;
-		if (r[i]) {
-			rcs[i] = script_result(s, script, r[i], out + i * nout,
-					       nout, &nrets[i], &e);
-			d = &e;
-			freeReplyObject(r[i]);
-		}
-		if (rcs[i] && !told) {
-			told = true;
-			if (d->code == rcs[i])
-				drl_error_set(err, rcs[i], "%s", d->message);
-			else
-				drl_error_set(err, rcs[i],
-					      "redis %s: script %s: %s",
-					      s->where,
-					      script->name ? script->name : "?",
-					      drl_strerror(rcs[i]));
-		}
-	}
-	free(r);
-	free(redo);
-	return 0;
-}
-
 /* ---- server clock (clock=server) ---------------------------------------- */
 
 /* Redis TIME, in microseconds since the epoch. */
@@ -1830,7 +1687,6 @@ static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
 	if (!s->watch_tx) {
 		s->parent.caps |= DRL_CAP_SCRIPT | DRL_CAP_BATCH;
 		s->parent.eval = r_eval;
-		s->parent.eval_batch = r_eval_batch;
 	}
 	if (server_clock) {
 		s->parent.caps |= DRL_CAP_CLOCK;

@@ -177,8 +177,10 @@ typedef struct drl__algorithm {
 	drl__step_fn unstep;
 	size_t state_len;
 	size_t (*state_size)(const drl__limit *lim);
-	/* The Lua twin run by stores with DRL_CAP_SCRIPT, or NULL. */
+	/* The Lua twin run by stores with DRL_CAP_SCRIPT, or NULL, and its
+	 * batch variant (many items in one call, see core/batch.c). */
 	const drl_script *lua;
+	const drl_script *lua_batch;
 } drl__algorithm;
 
 extern const drl__algorithm drl__fixed_window;
@@ -268,6 +270,22 @@ extern const drl_script drl__lua_counter;
 extern const drl_script drl__lua_token_bucket;
 extern const drl_script drl__lua_gcra;
 extern const drl_script drl__lua_sliding_log;
+/* Their batch variants (algorithms/lua_batch.lua): KEYS[i] is item i's key,
+ * ARGV the twin's DRL__SCRIPT_NARGS integers (cost and peek replaced per
+ * item) then item i's cost at ARGV[DRL__SCRIPT_NARGS + i] (peek: cost ==
+ * 0); DRL__SCRIPT_NOUT integers back per item, the twin's answer or, when
+ * it failed for that item, a negative DRL__BATCH_* kind and four zeros. */
+extern const drl_script drl__lua_batch_counter;
+extern const drl_script drl__lua_batch_token_bucket;
+extern const drl_script drl__lua_batch_gcra;
+extern const drl_script drl__lua_batch_sliding_log;
+enum {
+	DRL__BATCH_FAILED = -1,    /* another error reply or raised error */
+	DRL__BATCH_CORRUPT = -2,   /* ECORRUPT: malformed state */
+	DRL__BATCH_WRONGTYPE = -3, /* WRONGTYPE: a key of another type */
+	DRL__BATCH_OOM = -4,       /* OOM: the server is out of memory */
+	DRL__BATCH_ANSWER = -5     /* the twin's answer was not 5 numbers */
+};
 
 /* Largest magnitude a Lua twin may compute with: products stay below 2^53
  * with a factor of 2 to spare. */
@@ -294,13 +312,21 @@ void drl__script_args(const drl__limit *lim, const drl__call *call,
  * DRL_ECORRUPT (in err) when it is not one. */
 int drl__script_answer(const drl__limit *lim, const int64_t *out, size_t nret,
 		       drl_result *res, drl__undo *undo, drl_error *err);
-/* Whether b runs many scripts in one go: written for version >= 2 (so the
- * slot exists at all), DRL_CAP_BATCH, the slot filled. */
+/* Whether b's eval() takes many keys of any slot at once: written for
+ * version >= 2 (which knows DRL_CAP_BATCH), DRL_CAP_BATCH, scripts. */
 static inline bool drl__has_batch(const drl_backend *b)
 {
 	return b->version >= 2 && (b->caps & DRL_CAP_BATCH) &&
-	       b->eval_batch != NULL;
+	       (b->caps & DRL_CAP_SCRIPT) && b->eval != NULL;
 }
+
+/* Batches (core/batch.c): at most DRL__BATCH_CHUNK items per script call,
+ * and about DRL__BATCH_WORK µs of server time (estimated per item, see
+ * item_work there): a script blocks the whole server while it runs. */
+#define DRL__BATCH_CHUNK 256
+#define DRL__BATCH_WORK 1500
+/* How many of lim's items one batch script call decides. */
+size_t drl__batch_chunk(const drl__limit *lim);
 
 /* call->now, reading the store's clock when it is DRL__NOW_STORE. */
 int drl__call_now(const drl__call *call, int64_t *now);

@@ -27,13 +27,14 @@ int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 				     "backend \"%s\" claims a capability "
 				     "without its method",
 				     b->name ? b->name : "?");
-	/* The slot exists only in structs written for version 2 on; a store
-	 * of version 1 is never asked for it, whatever its caps say. */
+	/* DRL_CAP_BATCH is a promise about eval(): it means something only
+	 * from a store written for version 2 on (a store of version 1 never
+	 * gets batch scripts, whatever its caps say). */
 	if (b->version >= 2 && (b->caps & DRL_CAP_BATCH) &&
-	    (!b->eval_batch || !(b->caps & DRL_CAP_SCRIPT)))
+	    !(b->caps & DRL_CAP_SCRIPT))
 		return drl_error_set(err, DRL_EINVAL,
 				     "backend \"%s\" claims DRL_CAP_BATCH "
-				     "without eval_batch or DRL_CAP_SCRIPT",
+				     "without DRL_CAP_SCRIPT",
 				     b->name ? b->name : "?");
 	drl_store *s = calloc(1, sizeof *s);
 	if (!s)

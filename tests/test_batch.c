@@ -2,13 +2,17 @@
  * drl_allow_batch: many (key, cost) requests in one call.
  *
  * On memory:// (items decided one by one), on a real redis-server with
- * tx=lua (the whole batch pipelined: one round trip) and tx=watch (one by
- * one): a batch decides exactly what the same requests decided one after
- * the other do, field for field, for every algorithm and for a policy; a
- * hot key admits exactly the limit, in item order; bad items fail on their
- * own; on Redis the batch is one round trip (the server's read count and
- * EVALSHA count, the store's counters), survives SCRIPT FLUSH (also while
- * it runs) without running any call twice, and fails cleanly on a timeout.
+ * tx=lua (one EVALSHA of the twin's batch variant per chunk of items) and
+ * tx=watch (one by one): a batch decides exactly what the same requests
+ * decided one after the other do, field for field, for every algorithm and
+ * for a policy, in batches smaller and larger than a chunk; a hot key
+ * admits exactly the limit, in item order; bad items and items the twin
+ * fails on fail on their own; on Redis a batch is one script call per chunk
+ * (the server's EVALSHA and read counts, the store's counters), survives
+ * SCRIPT FLUSH (also while it runs) without running any item twice, and
+ * fails cleanly, within one timeout, when the server stops answering. A
+ * store of its own checks the protocol: the arguments sent, every failure
+ * kind, a short answer, and that only version 2 stores get batch scripts.
  *
  * Skips the Redis parts when redis-server is missing, except under CI=true
  * (fails).
@@ -21,6 +25,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 
 static drl_server srv;
@@ -180,13 +185,21 @@ static const char *const specs[] = {
 	"sliding_log:4/1s;gcra:2/1s,burst=3",
 };
 
-enum { STEPS = 60, BATCH_MAX_TEST = 40 };
+enum { STEPS = 60, BATCH_MAX_TEST = 40, BIG_STEPS = 4, BIG_MIN = 300 };
+
+static drl_batch_item items[DRL_BATCH_MAX];
 
 /* Random batches (repeated keys, costs 0..4 and beyond capacity, a bad
  * item now and then, time moving back and forth) decided as a batch on
- * prefix "b" and one by one on prefix "o" of the same store. */
-static void run_spec(drl_store *s, const char *uri, const char *spec, int n)
+ * prefix "b" and one by one on prefix "o" of the same store: STEPS of up
+ * to BATCH_MAX_TEST items, then, where a batch goes to a batch script
+ * (tx=lua, one limit its twin takes), BIG_STEPS of BIG_MIN..
+ * 8/3 x BIG_MIN items: several chunks of the script. (Only there: one by
+ * one, a big step takes long enough in real time for a key's TTL to run
+ * out under one prefix and not the other.) */
+static void run_spec(drl_store *s, int which, const char *spec, int n)
 {
+	const char *uri = uri_of(which, NULL);
 	char pb[48], po[48];
 	snprintf(pb, sizeof pb, "bat%d:b:", n);
 	snprintf(po, sizeof po, "bat%d:o:", n);
@@ -195,17 +208,20 @@ static void run_spec(drl_store *s, const char *uri, const char *spec, int n)
 		const char *p;
 		size_t n;
 	} keys[] = {{"alice", 5}, {"b\0b", 3}, {"with space\n", 11}, {"k", 1}};
-	drl_batch_item items[BATCH_MAX_TEST];
 	char what[256];
 	snprintf(what, sizeof what, "%s on %s", spec, uri);
 	int64_t now = T0 + (int64_t)(next() % SEC);
-	for (int step = 0; step < STEPS; step++) {
+	bool big = which == URI_LUA && lb->nlimits == 1 && lb->limits[0].lua_ok;
+	for (int step = 0; step < STEPS + (big ? BIG_STEPS : 0); step++) {
 		uint64_t x = next();
 		if (x % 10 == 0)
 			now -= (int64_t)(x >> 8) % (300 * MS);
 		else if (x % 3 != 0)
 			now += (int64_t)(x >> 8) % (400 * MS);
 		size_t nitems = 1 + (size_t)((x >> 16) % BATCH_MAX_TEST);
+		if (step >= STEPS)
+			nitems = BIG_MIN +
+				 (size_t)((x >> 16) % (5 * BIG_MIN / 3));
 		for (size_t i = 0; i < nitems; i++) {
 			uint64_t y = next();
 			int k = (int)(y % 4);
@@ -245,10 +261,9 @@ static void test_batch_equals_one_by_one(void **state)
 {
 	(void)state;
 	for (int u = 0; u < nstores(); u++) {
-		const char *uri = uri_of(u, NULL);
-		drl_store *s = store_open(uri);
+		drl_store *s = store_open(uri_of(u, NULL));
 		for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
-			run_spec(s, uri, specs[i], (int)(u * 100 + i));
+			run_spec(s, u, specs[i], (int)(u * 100 + i));
 		drl_store_free(s);
 	}
 }
@@ -424,9 +439,9 @@ static void test_bad_calls(void **state)
 	drl_store_free(s);
 }
 
-/* ---- Redis: one round trip, NOSCRIPT, errors ------------------------------ */
+/* ---- Redis: one script call per chunk, NOSCRIPT, errors ----------------- */
 
-enum { RT = 500 };
+enum { RT = 1200 }; /* several chunks */
 
 static drl_batch_item rt[RT];
 static char rt_keys[RT][16];
@@ -447,16 +462,17 @@ static void rt_batch(drl_limiter *l, char t)
 		if (rt[i].rc)
 			fail_msg("item %zu: %s", i, drl_err_name(rt[i].rc));
 		assert_int_equal(rt[i].result.allowed, 1);
-		/* 4, not 3: no call ran twice */
+		/* 4, not 3: no item ran twice */
 		assert_int_equal(rt[i].result.remaining, 4);
 	}
 }
 
-/* tx=lua: RT decisions in one round trip: the server reads the whole
- * pipeline in a few socket reads (one by one takes RT), runs RT EVALSHAs,
- * and the store counts RT scripts. After SCRIPT FLUSH every call meets
+/* tx=lua: RT decisions in one EVALSHA per chunk (of the twin's batch
+ * variant): the server runs `chunks` EVALSHAs, reads the whole batch in a
+ * few socket reads (one by one takes RT), and the store counts RT
+ * decisions run server-side. After SCRIPT FLUSH the first chunk meets
  * NOSCRIPT, is sent again once after one SCRIPT LOAD, and runs once. */
-static void test_one_round_trip(void **state)
+static void test_one_call_per_chunk(void **state)
 {
 	(void)state;
 	if (!have_redis)
@@ -464,6 +480,9 @@ static void test_one_round_trip(void **state)
 	redisContext *raw = raw_open();
 	drl_store *s = store_open(uri_of(URI_LUA, NULL));
 	drl_limiter *l = limiter(s, "fixed_window:5/1h", "rt:");
+	size_t chunk = drl__batch_chunk(&l->limits[0]);
+	long long chunks = (long long)((RT + chunk - 1) / chunk);
+	assert_true(chunks >= 2 && chunk >= 128);
 	drl_store_stats st0, st1;
 	rt_batch(l, 'w'); /* warm-up: loads the script */
 
@@ -472,17 +491,18 @@ static void test_one_round_trip(void **state)
 	rt_batch(l, 'a');
 	server_counts b = counts(raw);
 	assert_int_equal(drl_store_stats_get(s, &st1), 0);
-	assert_int_equal(b.evalsha - a.evalsha, RT);
+	assert_int_equal(b.evalsha - a.evalsha, chunks);
 	assert_int_equal(b.script_load - a.script_load, 0);
 	long long batch_reads = b.reads - a.reads - 3; /* 3 INFO commands */
-	print_message("batch of %d: %lld socket reads on the server\n", RT,
-		      batch_reads);
-	assert_true(batch_reads >= 1 && batch_reads <= RT / 10);
+	print_message("batch of %d: %lld EVALSHA, %lld socket reads on the "
+		      "server\n",
+		      RT, chunks, batch_reads);
+	assert_true(batch_reads >= chunks && batch_reads <= RT / 10);
 	assert_int_equal(st1.scripts - st0.scripts, RT);
 	assert_int_equal(st1.decisions - st0.decisions, RT);
 	assert_int_equal(st1.cas_attempts, 0);
 
-	/* The same decisions one by one: RT reads (the yardstick). */
+	/* The same decisions one by one: RT reads, RT EVALSHAs. */
 	a = counts(raw);
 	for (size_t i = 0; i < RT; i++) {
 		drl_result r;
@@ -493,8 +513,10 @@ static void test_one_round_trip(void **state)
 	}
 	b = counts(raw);
 	assert_true(b.reads - a.reads - 3 >= RT);
+	assert_int_equal(b.evalsha - a.evalsha, RT);
 
-	/* SCRIPT FLUSH: NOSCRIPT for each, one SCRIPT LOAD, each again. */
+	/* SCRIPT FLUSH: NOSCRIPT for the first chunk, one SCRIPT LOAD, that
+	 * chunk again, then the others. */
 	for (int round = 0; round < 2; round++) {
 		raw_ok(raw, "SCRIPT FLUSH", NULL);
 		a = counts(raw);
@@ -503,14 +525,14 @@ static void test_one_round_trip(void **state)
 		b = counts(raw);
 		assert_int_equal(drl_store_stats_get(s, &st1), 0);
 		assert_int_equal(b.script_load - a.script_load, 1);
-		assert_int_equal(b.evalsha - a.evalsha, 2 * RT);
+		assert_int_equal(b.evalsha - a.evalsha, chunks + 1);
 		assert_int_equal(st1.scripts - st0.scripts, RT);
 	}
-	/* And one trip again after that. */
+	/* And one call per chunk again after that. */
 	a = counts(raw);
 	rt_batch(l, 'z');
 	b = counts(raw);
-	assert_int_equal(b.evalsha - a.evalsha, RT);
+	assert_int_equal(b.evalsha - a.evalsha, chunks);
 	assert_int_equal(b.script_load - a.script_load, 0);
 
 	drl_limiter_free(l);
@@ -518,10 +540,43 @@ static void test_one_round_trip(void **state)
 	redisFree(raw);
 }
 
-/* tx=lua: a per-call error (a key of another type, a malformed counter)
- * fails its own item only; tx=watch does not claim batches; the vtable
- * slot runs arbitrary scripts with per-call results. */
-static void test_per_call_errors(void **state)
+/* Chunk sizes: the most for light twins, fewer for heavy ones (many
+ * sub-windows, long logs), never none. */
+static void test_chunk_sizes(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *spec;
+		size_t lo, hi;
+	} want[] = {
+		{"token_bucket:5/1s", DRL__BATCH_CHUNK, DRL__BATCH_CHUNK},
+		{"gcra:5/1s", DRL__BATCH_CHUNK, DRL__BATCH_CHUNK},
+		{"fixed_window:5/1s", 200, DRL__BATCH_CHUNK},
+		{"sliding_window:5/1s", 150, DRL__BATCH_CHUNK},
+		{"sliding_log:5/1s", 150, DRL__BATCH_CHUNK},
+		{"subwindow:10/1s", 50, 150},
+		{"subwindow:60/1m,subwindows=60,trailing=1", 10, 40},
+		{"sliding_log:100/1s", 10, 64},
+		{"sliding_log:1000/1s", 1, 8},
+		{"sliding_log:10000/1s", 1, 1},
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		drl__limit lim;
+		drl_error err = {0};
+		assert_int_equal(drl__limit_parse(&lim, want[i].spec,
+						  strlen(want[i].spec), &err),
+				 0);
+		size_t n = drl__batch_chunk(&lim);
+		if (n < want[i].lo || n > want[i].hi)
+			fail_msg("%s: %zu items per chunk", want[i].spec, n);
+	}
+}
+
+/* tx=lua: an item the twin fails on (a key of another type, a malformed
+ * counter) fails on its own, with the code the single path gives, and the
+ * items after it in the same script call are still decided; the same in a
+ * batch of several chunks; tx=watch does not claim batches. */
+static void test_per_item_errors(void **state)
 {
 	(void)state;
 	if (!have_redis)
@@ -561,34 +616,26 @@ static void test_per_call_errors(void **state)
 	drl_result one;
 	assert_int_equal(drl_allow_at(l, "corrupt", 7, 1, T0, &one, NULL),
 			 DRL_ECORRUPT);
-	drl_limiter_free(l);
+	assert_int_equal(drl_allow_at(l, "wrongtype", 9, 1, T0, &one, NULL),
+			 DRL_ESTORE);
 
-	/* The slot itself: per-call results and errors. */
-	drl_backend *b = s->backend;
-	assert_true(b->caps & DRL_CAP_BATCH);
-	static const drl_script sc = {
-		"echo_or_fail",
-		"if ARGV[1] == '0' then return redis.error_reply('boom') end "
-		"return {tonumber(ARGV[1]), tonumber(ARGV[2]), #KEYS}"};
-	drl_bytes keys[3] = {{"a", 1}, {"b", 1}, {"c", 1}};
-	int64_t args[6] = {7, 70, 0, 0, 9, 90};
-	int64_t out[9] = {0};
-	size_t nrets[3] = {9, 9, 9};
-	int rcs[3] = {1, 1, 1};
-	drl_error e = {0};
-	assert_int_equal(
-		b->eval_batch(b, &sc, 3, keys, 2, args, out, 3, nrets, rcs, &e),
-		0);
-	assert_int_equal(rcs[0], 0);
-	assert_int_equal(nrets[0], 3);
-	assert_int_equal(out[0], 7);
-	assert_int_equal(out[1], 70);
-	assert_int_equal(out[2], 1);
-	assert_int_equal(rcs[1], DRL_ESTORE);
-	assert_non_null(strstr(e.message, "boom"));
-	assert_int_equal(rcs[2], 0);
-	assert_int_equal(out[6], 9);
-	assert_int_equal(out[7], 90);
+	/* Several chunks, the bad keys in each: only they fail. */
+	for (size_t i = 0; i < 1000; i++) {
+		static const char *const k[] = {"wrongtype", "corrupt", "fine",
+						"other"};
+		hot[i] = (drl_batch_item){
+			.key = k[i % 4], .keylen = strlen(k[i % 4]), .cost = 0};
+	}
+	memset(&err, 0, sizeof err);
+	assert_int_equal(drl_allow_batch_at(l, hot, 1000, T0, &err), 0);
+	for (size_t i = 0; i < 1000; i++) {
+		static const int want[] = {DRL_ESTORE, DRL_ECORRUPT, 0, 0};
+		assert_int_equal(hot[i].rc, want[i % 4]);
+		if (i % 4 == 2)
+			assert_int_equal(hot[i].result.remaining, 3);
+	}
+	assert_non_null(strstr(err.message, "item 0"));
+	drl_limiter_free(l);
 	drl_store_free(s);
 
 	/* tx=watch runs no scripts, so no batches either. */
@@ -598,8 +645,90 @@ static void test_per_call_errors(void **state)
 	redisFree(raw);
 }
 
+/* The batch driver (algorithms/lua_batch.lua) on its own, around a twin
+ * of this test's that fails in every way there is, by cost: each item
+ * gets its failure kind, the items around it their answers, the peek flag
+ * is cost == 0 and each call sees its own key. */
+static void test_driver_kinds(void **state)
+{
+	(void)state;
+	if (!have_redis)
+		skip();
+	const char *driver =
+		strstr(drl__lua_batch_counter.source, "-- Batch driver");
+	assert_non_null(driver);
+	static const char twin[] =
+		"local function decide(KEYS, ARGV)\n"
+		"local cost = tonumber(ARGV[2])\n"
+		"if cost == 1 then return redis.error_reply('ECORRUPT x') end\n"
+		"if cost == 2 then return redis.call('INCR', KEYS[1]) end\n"
+		"if cost == 3 then return redis.error_reply('OOM no room') "
+		"end\n"
+		"if cost == 4 then error('boom') end\n"
+		"if cost == 5 then return {1, 2} end\n"
+		"if cost == 6 then return redis.error_reply('ERR other') end\n"
+		"if cost == 7 then local x = nil; return x.y end\n"
+		"if cost == 8 then return end\n"
+		"if cost == 9 then return {1, 2, 3, 4, 'five'} end\n"
+		"return {1, tonumber(ARGV[3]), cost, #KEYS[1], "
+		"tonumber(ARGV[9])}\n"
+		"end\n";
+	size_t len = sizeof twin - 1 + strlen(driver);
+	char *src = malloc(len + 1);
+	assert_non_null(src);
+	memcpy(src, twin, sizeof twin - 1);
+	strcpy(src + sizeof twin - 1, driver);
+	drl_script sc = {"kinds", src};
+
+	redisContext *raw = raw_open();
+	raw_ok(raw, "DEL list", NULL);
+	raw_ok(raw, "LPUSH list x", NULL);
+	drl_store *s = store_open(uri_of(URI_LUA, NULL));
+	drl_backend *b = s->backend;
+	enum { N = 12 };
+	static const int64_t costs[N] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0};
+	static const int64_t kind[N] = {0,  -2, -3, -4, -1, -5,
+					-1, -1, -5, -5, 0,  0};
+	drl_bytes keys[N];
+	int64_t args[DRL__SCRIPT_NARGS + N] = {1, 99, 99, 4, 5, 6, 7, 8, 9};
+	for (size_t i = 0; i < N; i++) {
+		keys[i] = (drl_bytes){i == 2 ? "list" : "key-of-len-12",
+				      i == 2 ? 4 : 12};
+		args[DRL__SCRIPT_NARGS + i] = costs[i];
+	}
+	int64_t out[N * DRL__SCRIPT_NOUT];
+	size_t nret = 0;
+	drl_error err = {0};
+	int rc = b->eval(b, &sc, N, keys, DRL__SCRIPT_NARGS + N, args, out,
+			 N * DRL__SCRIPT_NOUT, &nret, &err);
+	if (rc)
+		fail_msg("%s", err.message);
+	assert_int_equal(nret, N * DRL__SCRIPT_NOUT);
+	for (size_t i = 0; i < N; i++) {
+		const int64_t *o = out + i * DRL__SCRIPT_NOUT;
+		if (kind[i] == 0) {
+			assert_int_equal(o[0], 1);
+			assert_int_equal(o[1], costs[i] == 0); /* peek */
+			assert_int_equal(o[2], costs[i]);
+			assert_int_equal(o[3], 12);
+			assert_int_equal(o[4], 9); /* shared ARGV */
+		} else {
+			if (o[0] != kind[i])
+				fail_msg("item %zu: kind %lld, want %lld", i,
+					 (long long)o[0], (long long)kind[i]);
+			for (size_t j = 1; j < DRL__SCRIPT_NOUT; j++)
+				assert_int_equal(o[j], 0);
+		}
+	}
+	drl_store_free(s);
+	redisFree(raw);
+	free(src);
+}
+
 /* A server that stops answering: every item of the batch times out (the
- * call itself returns 0), and the store works again once it answers. */
+ * call itself returns 0) after about one timeout, not one per chunk (the
+ * chunks after the one that timed out are not sent), and the store works
+ * again once the server answers. */
 static void test_timeout(void **state)
 {
 	(void)state;
@@ -607,20 +736,30 @@ static void test_timeout(void **state)
 		skip();
 	drl_store *s = store_open(uri_of(URI_LUA, "&timeout_ms=200"));
 	drl_limiter *l = limiter(s, "token_bucket:10/1h", "to:");
-	drl_batch_item it[50];
-	for (size_t i = 0; i < 50; i++)
-		it[i] = (drl_batch_item){.key = "t", .keylen = 1, .cost = 1};
-	assert_int_equal(drl_allow_batch_at(l, it, 1, T0, NULL), 0);
-	assert_int_equal(drl_fixture_pause(&srv), 0);
-	drl_error err = {0};
-	int rc = drl_allow_batch_at(l, it, 50, T0, &err);
-	assert_int_equal(drl_fixture_resume(&srv), 0);
-	assert_int_equal(rc, 0);
-	for (size_t i = 0; i < 50; i++)
-		assert_int_equal(it[i].rc, DRL_ETIMEDOUT);
-	assert_int_equal(err.code, DRL_ETIMEDOUT);
-	assert_non_null(strstr(err.message, "item 0"));
+	for (size_t i = 0; i < DRL_BATCH_MAX; i++)
+		items[i] = (drl_batch_item){.key = "t", .keylen = 1, .cost = 1};
+	assert_int_equal(drl_allow_batch_at(l, items, 1, T0, NULL), 0);
+	for (int big = 0; big < 2; big++) {
+		size_t n = big ? DRL_BATCH_MAX : 50;
+		struct timespec t0, t1;
+		assert_int_equal(drl_fixture_pause(&srv), 0);
+		drl_error err = {0};
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		int rc = drl_allow_batch_at(l, items, n, T0, &err);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		assert_int_equal(drl_fixture_resume(&srv), 0);
+		assert_int_equal(rc, 0);
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(items[i].rc, DRL_ETIMEDOUT);
+		assert_int_equal(err.code, DRL_ETIMEDOUT);
+		assert_non_null(strstr(err.message, "item 0"));
+		long ms = (long)(t1.tv_sec - t0.tv_sec) * 1000 +
+			  (t1.tv_nsec - t0.tv_nsec) / 1000000;
+		print_message("%zu items timed out after %ld ms\n", n, ms);
+		assert_true(ms >= 150 && ms < 1000); /* 8 chunks: one wait */
+	}
 	drl_batch_item again = {.key = "u", .keylen = 1, .cost = 1};
+	drl_error err = {0};
 	assert_int_equal(drl_allow_batch_at(l, &again, 1, T0, &err), 0);
 	assert_int_equal(again.rc, 0);
 	assert_int_equal(again.result.allowed, 1);
@@ -659,13 +798,14 @@ static void test_flush_during_batches(void **state)
 	atomic_store(&flushing, 1);
 	assert_int_equal(pthread_create(&t, NULL, flusher, NULL), 0);
 	int allowed = 0, ok = 0, failed = 0;
-	for (int round = 0; round < 40 && ok < 400; round++) {
-		for (size_t i = 0; i < 300; i++)
+	long long loads = counts(raw).script_load;
+	for (int round = 0; round < 40 && ok < 5000; round++) {
+		for (size_t i = 0; i < HOT; i++)
 			hot[i] = (drl_batch_item){
 				.key = "hot", .keylen = 3, .cost = 1};
 		drl_error err = {0};
-		assert_int_equal(drl_allow_batch_at(l, hot, 300, T0, &err), 0);
-		for (size_t i = 0; i < 300; i++) {
+		assert_int_equal(drl_allow_batch_at(l, hot, HOT, T0, &err), 0);
+		for (size_t i = 0; i < HOT; i++) {
 			if (hot[i].rc == 0) {
 				ok++;
 				allowed += hot[i].result.allowed;
@@ -679,8 +819,11 @@ static void test_flush_during_batches(void **state)
 	}
 	atomic_store(&flushing, 0);
 	assert_int_equal(pthread_join(t, NULL), 0);
-	print_message("%d decided, %d failed under SCRIPT FLUSH\n", ok, failed);
-	assert_true(ok >= 400);
+	loads = counts(raw).script_load - loads;
+	print_message("%d decided, %d failed under SCRIPT FLUSH (%lld SCRIPT "
+		      "LOAD)\n",
+		      ok, failed, loads);
+	assert_true(ok >= 5000);
 	assert_int_equal(allowed, 100);
 	char key[512];
 	size_t len;
@@ -726,9 +869,12 @@ static void test_denied_peek_writes_nothing(void **state)
 }
 
 /* A store of its own, counting what it is asked: incr/get_many/load/cas
- * only (the core's optimistic and counter paths), plus the batch slot when
- * told, which must never be called by a version 1 store. */
-static int stub_batch_calls;
+ * (the core's optimistic and counter paths) and eval, which answers a twin
+ * with a decision and a batch variant as stub_mode says. */
+enum { STUB_KINDS, STUB_SHORT, STUB_TIMEOUT };
+static int stub_mode, stub_evals, stub_batch_evals;
+static int64_t stub_kind;      /* nonzero: every item of a batch fails so */
+static size_t stub_batch_keys; /* the most keys one batch call had */
 
 static void stub_destroy(drl_backend *b)
 {
@@ -763,72 +909,146 @@ static int stub_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 	return 0;
 }
 
+/* A twin: allowed, remaining 9. A batch variant (STUB_KINDS): item i
+ * decided (allowed, remaining = its cost) when i % 6 == 0, else failure
+ * kind -(i % 6), or stub_kind for every item when set; STUB_SHORT: one
+ * value short; STUB_TIMEOUT: a timeout. */
 static int stub_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 		     const drl_bytes *keys, size_t nargs, const int64_t *args,
 		     int64_t *out, size_t nout, size_t *nret, drl_error *err)
 {
-	return drl_error_set(err, DRL_ESTORE, "stub: no scripts");
+	if (script == &drl__lua_counter) {
+		static const int64_t one[5] = {1, 9, 0, 0, 0};
+		stub_evals++;
+		assert_int_equal(nkeys, 1);
+		assert_int_equal(nargs, DRL__SCRIPT_NARGS);
+		memcpy(out, one, sizeof one);
+		*nret = 5;
+		return 0;
+	}
+	assert_ptr_equal(script, &drl__lua_batch_counter);
+	stub_batch_evals++;
+	if (nkeys > stub_batch_keys)
+		stub_batch_keys = nkeys;
+	assert_int_equal(nargs, DRL__SCRIPT_NARGS + nkeys);
+	assert_int_equal(nout, DRL__SCRIPT_NOUT * nkeys);
+	assert_int_equal(args[0], T0);
+	assert_int_equal(args[3], 2); /* limit */
+	if (stub_mode == STUB_TIMEOUT)
+		return drl_error_set(err, DRL_ETIMEDOUT, "stub: timed out");
+	for (size_t i = 0; i < nkeys; i++) {
+		int64_t *o = out + i * DRL__SCRIPT_NOUT;
+		memset(o, 0, DRL__SCRIPT_NOUT * sizeof *o);
+		o[0] = stub_kind ? stub_kind : -(int64_t)(i % 6);
+		if (o[0] == 0) {
+			o[0] = 1;
+			o[1] = args[DRL__SCRIPT_NARGS + i];
+		}
+	}
+	*nret = nkeys * DRL__SCRIPT_NOUT - (stub_mode == STUB_SHORT);
+	return 0;
 }
 
-static int stub_eval_batch(drl_backend *b, const drl_script *script, size_t n,
-			   const drl_bytes *keys, size_t nargs,
-			   const int64_t *args, int64_t *out, size_t nout,
-			   size_t *nrets, int *rcs, drl_error *err)
-{
-	stub_batch_calls++;
-	return drl_error_set(err, DRL_ESTORE, "stub: no batches");
-}
+static drl_backend stub = {
+	/* version */ 1,
+	/* caps */ DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_SCRIPT |
+		DRL_CAP_BATCH,
+	/* name */ "stub",
+	/* destroy */ stub_destroy,
+	/* incr */ stub_incr,
+	/* get_many */ stub_get_many,
+	/* load */ stub_load,
+	/* cas */ stub_cas,
+	/* update */ NULL,
+	/* eval */ stub_eval,
+	/* now */ NULL,
+};
 
-/* A version 1 store is never asked for the slot, whatever its caps say;
- * a version 2 store that claims DRL_CAP_BATCH must fill it (and run
- * scripts); a store whose batch fails as a whole fails every item. */
-static void test_vtable_versions(void **state)
+/* A version 1 store gets no batch scripts, whatever its caps say: its
+ * items go one by one (one twin call each). A version 2 store that claims
+ * DRL_CAP_BATCH must run scripts; one that does gets one batch call per
+ * chunk, with the shared arguments and each item's cost, and each item
+ * reads its own answer: decided, or its failure kind's code. */
+static void test_stub_protocol(void **state)
 {
 	(void)state;
-	drl_backend b = {
-		/* version */ 1,
-		/* caps */ DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_BATCH,
-		/* name */ "stub",
-		/* destroy */ stub_destroy,
-		/* incr */ stub_incr,
-		/* get_many */ stub_get_many,
-		/* load */ stub_load,
-		/* cas */ stub_cas,
-		/* update */ NULL,
-		/* eval */ NULL,
-		/* now */ NULL,
-		/* eval_batch */ NULL,
-	};
 	drl_store *s = NULL;
 	drl_error err = {0};
-	assert_false(drl__has_batch(&b));
-	assert_int_equal(drl_store_from_backend(&s, &b, &err), 0);
+	assert_false(drl__has_batch(&stub));
+	assert_int_equal(drl_store_from_backend(&s, &stub, &err), 0);
 	drl_limiter *l = limiter(s, "fixed_window:2/1h", NULL);
-	drl_batch_item it = {.key = "k", .keylen = 1, .cost = 1};
-	assert_int_equal(drl_allow_batch_at(l, &it, 1, T0, NULL), 0);
-	assert_int_equal(it.rc, 0);
-	assert_int_equal(it.result.allowed, 1);
+	for (size_t i = 0; i < 3; i++)
+		items[i] = (drl_batch_item){.key = "k", .keylen = 1, .cost = 1};
+	assert_int_equal(drl_allow_batch_at(l, items, 3, T0, NULL), 0);
+	assert_int_equal(stub_evals, 3);
+	assert_int_equal(stub_batch_evals, 0);
+	assert_int_equal(items[2].rc, 0);
+	assert_int_equal(items[2].result.remaining, 9);
 	drl_limiter_free(l);
 	drl_store_free(s);
 
+	drl_backend b = stub;
 	b.version = 2;
+	b.caps &= ~(unsigned)DRL_CAP_SCRIPT;
 	assert_int_equal(drl_store_from_backend(&s, &b, &err), DRL_EINVAL);
 	assert_non_null(strstr(err.message, "DRL_CAP_BATCH"));
-	b.eval_batch = stub_eval_batch;
-	assert_int_equal(drl_store_from_backend(&s, &b, &err), DRL_EINVAL);
 	b.caps |= DRL_CAP_SCRIPT;
-	b.eval = stub_eval;
 	assert_true(drl__has_batch(&b));
 	assert_int_equal(drl_store_from_backend(&s, &b, &err), 0);
 	l = limiter(s, "fixed_window:2/1h", NULL);
-	drl_batch_item two[2] = {{.key = "k", .keylen = 1, .cost = 1},
-				 {.key = "k", .keylen = 1, .cost = 1}};
+
+	/* Every failure kind, in DRL_BATCH_MAX items: one call per chunk. */
+	static const int want[6] = {0,          DRL_ESTORE, DRL_ECORRUPT,
+				    DRL_ESTORE, DRL_ESTORE, DRL_ECORRUPT};
+	static const char *const says[6] = {NULL,       "failed on the server",
+					    "ECORRUPT", "WRONGTYPE",
+					    "OOM",      "not a decision"};
+	for (size_t i = 0; i < DRL_BATCH_MAX; i++)
+		items[i] = (drl_batch_item){
+			.key = "k", .keylen = 1, .cost = (int64_t)(i % 3)};
 	memset(&err, 0, sizeof err);
-	assert_int_equal(drl_allow_batch_at(l, two, 2, T0, &err), 0);
-	assert_int_equal(stub_batch_calls, 1);
-	assert_int_equal(two[0].rc, DRL_ESTORE);
-	assert_int_equal(two[1].rc, DRL_ESTORE);
-	assert_non_null(strstr(err.message, "item 0: stub: no batches"));
+	stub_mode = STUB_KINDS;
+	stub_batch_evals = stub_evals = 0;
+	assert_int_equal(drl_allow_batch_at(l, items, DRL_BATCH_MAX, T0, &err),
+			 0);
+	size_t chunk = drl__batch_chunk(&l->limits[0]);
+	assert_int_equal(stub_evals, 0);
+	assert_int_equal(stub_batch_evals, (DRL_BATCH_MAX + chunk - 1) / chunk);
+	assert_int_equal(stub_batch_keys, chunk);
+	for (size_t i = 0; i < DRL_BATCH_MAX; i++) {
+		size_t k = (i % chunk) % 6;
+		assert_int_equal(items[i].rc, want[k]);
+		if (k == 0)
+			assert_int_equal(items[i].result.remaining,
+					 (int64_t)(i % 3));
+	}
+	assert_non_null(strstr(err.message, "item 1: counter script failed"));
+	for (size_t k = 1; k < 6; k++) {
+		drl_error e = {0};
+		stub_kind = -(int64_t)k;
+		assert_int_equal(drl_allow_batch_at(l, items, 1, T0, &e), 0);
+		if (items[0].rc != want[k] || !strstr(e.message, says[k]))
+			fail_msg("kind %zu: %s: %s", k,
+				 drl_err_name(items[0].rc), e.message);
+	}
+	stub_kind = 0;
+
+	/* A short answer fails every item of its call. */
+	stub_mode = STUB_SHORT;
+	assert_int_equal(drl_allow_batch_at(l, items, 7, T0, &err), 0);
+	for (size_t i = 0; i < 7; i++)
+		assert_int_equal(items[i].rc, DRL_ECORRUPT);
+	assert_non_null(strstr(err.message, "answered 34 values for 7 items"));
+
+	/* A timeout: the first call only; every item fails with it. */
+	stub_mode = STUB_TIMEOUT;
+	stub_batch_evals = 0;
+	assert_int_equal(drl_allow_batch_at(l, items, DRL_BATCH_MAX, T0, &err),
+			 0);
+	assert_int_equal(stub_batch_evals, 1);
+	for (size_t i = 0; i < DRL_BATCH_MAX; i++)
+		assert_int_equal(items[i].rc, DRL_ETIMEDOUT);
+	assert_non_null(strstr(err.message, "item 0: stub: timed out"));
 	drl_limiter_free(l);
 	drl_store_free(s);
 }
@@ -858,12 +1078,14 @@ int main(void)
 		cmocka_unit_test(test_hot_key_real_clock),
 		cmocka_unit_test(test_bad_items),
 		cmocka_unit_test(test_bad_calls),
-		cmocka_unit_test(test_one_round_trip),
-		cmocka_unit_test(test_per_call_errors),
+		cmocka_unit_test(test_one_call_per_chunk),
+		cmocka_unit_test(test_chunk_sizes),
+		cmocka_unit_test(test_per_item_errors),
+		cmocka_unit_test(test_driver_kinds),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_flush_during_batches),
 		cmocka_unit_test(test_denied_peek_writes_nothing),
-		cmocka_unit_test(test_vtable_versions),
+		cmocka_unit_test(test_stub_protocol),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2,8 +2,10 @@
  * Differential test: the same random traffic (keys, times — sometimes going
  * backwards — and costs, including 0 and more than the limit) decided on
  * memory://, Redis tx=lua (the Lua twins), Redis tx=watch (the C steps over
- * WATCH/MULTI/EXEC) and memcached (counters + gets/cas) gives identical
- * decisions, field for field, for every algorithm and for policies. Then:
+ * WATCH/MULTI/EXEC), memcached (counters + gets/cas) and Redis tx=lua
+ * through drl_allow_batch_at (one item per batch: the twins' batch
+ * variants) gives identical decisions, field for field, for every
+ * algorithm and for policies. Then:
  * every key written to Redis has a TTL, and tx=lua really ran the twins
  * (EVALSHA calls counted by the server) while tx=watch ran none.
  */
@@ -15,7 +17,7 @@
 static drl_server redis_srv, mc_srv;
 static int have_servers;
 
-enum { STORES = 4, STEPS = 400 };
+enum { STORES = 5, BATCHED = 4, STEPS = 400 };
 
 static const char *const specs[] = {
 	"fixed_window:5/1s",
@@ -117,8 +119,19 @@ static void run_spec(drl_store *stores[STORES], const char *const names[],
 		drl_result r[STORES];
 		for (int s = 0; s < STORES; s++) {
 			drl_error err = {0};
-			if (drl_allow_at(l[s], keys[k].p, keys[k].n, cost, now,
-					 &r[s], &err))
+			drl_batch_item it = {.key = keys[k].p,
+					     .keylen = keys[k].n,
+					     .cost = cost};
+			int rc = s == BATCHED ? drl_allow_batch_at(l[s], &it, 1,
+								   now, &err)
+					      : drl_allow_at(l[s], keys[k].p,
+							     keys[k].n, cost,
+							     now, &r[s], &err);
+			if (rc == 0 && s == BATCHED) {
+				rc = it.rc;
+				r[s] = it.result;
+			}
+			if (rc)
 				fail_msg("%s on %s: %s", spec, names[s],
 					 err.message);
 		}
@@ -156,12 +169,14 @@ static void open_all(drl_store *stores[STORES], const char *names[STORES])
 		 redis_srv.port);
 	snprintf(uris[3], sizeof uris[3], "memcached://127.0.0.1:%d",
 		 mc_srv.port);
+	snprintf(uris[BATCHED], sizeof uris[BATCHED], "%s", uris[1]);
 	for (int s = 0; s < STORES; s++) {
 		drl_error err = {0};
 		names[s] = uris[s];
 		if (drl_store_open(&stores[s], uris[s], &err))
 			fail_msg("%s: %s", uris[s], err.message);
 	}
+	names[BATCHED] = "tx=lua batches";
 }
 
 static void test_identical_decisions(void **state)

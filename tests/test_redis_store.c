@@ -343,12 +343,10 @@ static void test_caps(void **state)
 	assert_string_equal(lua->name, "redis");
 	assert_int_equal(lua->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH);
 	assert_non_null(lua->eval);
-	assert_non_null(lua->eval_batch);
 	assert_null(lua->update);
 	assert_null(lua->now);
 	assert_int_equal(watch->caps, base);
 	assert_null(watch->eval);
-	assert_null(watch->eval_batch);
 	assert_int_equal(clk->caps, base | DRL_CAP_CLOCK);
 	assert_non_null(clk->now);
 

@@ -28,7 +28,8 @@
 extern "C" {
 #endif
 
-/* 1: destroy .. now. 2: eval_batch appended (DRL_CAP_BATCH). */
+/* 1: destroy .. now. 2: DRL_CAP_BATCH (no new slot: a promise about
+ * eval(), which the core trusts only from stores of version >= 2). */
 #define DRL_BACKEND_VERSION 2
 
 typedef struct drl_bytes {
@@ -43,7 +44,7 @@ enum {
 	DRL_CAP_UPDATE = 1u << 2,  /* update: in-process atomic step */
 	DRL_CAP_SCRIPT = 1u << 3,  /* eval: server-side script */
 	DRL_CAP_CLOCK = 1u << 4,   /* now: the store's own clock */
-	DRL_CAP_BATCH = 1u << 5    /* eval_batch: many scripts, one trip */
+	DRL_CAP_BATCH = 1u << 5    /* eval: many keys of any slot at once */
 };
 
 /* A step run by update(): given the current blob (old == NULL, oldlen == 0
@@ -99,33 +100,22 @@ struct drl_backend {
 
 	/* Optional (DRL_CAP_SCRIPT): run `script` atomically on the server
 	 * with `nkeys` keys and `nargs` integer arguments; up to `nout` integer
-	 * results go to out[] (*nret gets how many came back). */
+	 * results go to out[] (*nret gets how many came back). A store that
+	 * caches scripts on the server (Redis's EVALSHA) loads one the server
+	 * lost (NOSCRIPT) and sends it again: a call runs at most once.
+	 *
+	 * DRL_CAP_BATCH (version >= 2, needs DRL_CAP_SCRIPT) promises that
+	 * eval() takes many keys in one call whatever they are: every key
+	 * lives on the one server that runs the script (a single Redis, not
+	 * a Cluster, where a script's keys must share a hash slot). The core
+	 * then decides up to hundreds of requests in one call (a twin's batch
+	 * variant, nkeys = the number of requests; see docs/algorithms.md). */
 	int (*eval)(drl_backend *b, const drl_script *script, size_t nkeys,
 		    const drl_bytes *keys, size_t nargs, const int64_t *args,
 		    int64_t *out, size_t nout, size_t *nret, drl_error *err);
 
 	/* Optional (DRL_CAP_CLOCK): the store's clock, µs since the epoch. */
 	int (*now)(drl_backend *b, int64_t *now_us, drl_error *err);
-
-	/* ---- version 2 ---- */
-
-	/* Optional (DRL_CAP_BATCH, which needs DRL_CAP_SCRIPT; read only when
-	 * version >= 2): run `script` n times, call i with the one key
-	 * keys[i] and the nargs integers args[i * nargs ...], as eval() would,
-	 * each call atomic on its own, in order i = 0..n-1 (a call the store
-	 * has to send again, as after Redis's NOSCRIPT, may run after later
-	 * ones; it still runs at most once). Call i's results go to
-	 * out[i * nout ...], their number to nrets[i], its outcome to rcs[i]
-	 * (0 or a DRL_E* code): one call's failure (an error reply) does not
-	 * fail the others. A call that
-	 * failed because the connection did (DRL_ESTORE, DRL_ETIMEDOUT) may or
-	 * may not have run. Returns 0 when every rcs[i] is set, or an error
-	 * when no call ran at all (rcs[] then unset). When a call failed,
-	 * `err` describes the first one that did. */
-	int (*eval_batch)(drl_backend *b, const drl_script *script, size_t n,
-			  const drl_bytes *keys, size_t nargs,
-			  const int64_t *args, int64_t *out, size_t nout,
-			  size_t *nrets, int *rcs, drl_error *err);
 };
 
 /* Wrap a backend in a drl_store. On success the store owns `b` and calls

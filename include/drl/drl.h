@@ -154,12 +154,13 @@ typedef struct drl_batch_item {
  * before anything is decided and with no item touched. When it returns 0
  * and an item failed, `err` describes the first item that failed.
  *
- * One limit (no policy) on a store that runs scripts in batches (Redis
- * tx=lua) decides the whole batch in one pipelined round trip; otherwise
- * the items are decided one by one, with the same decisions. An item
- * whose rc is DRL_ESTORE or DRL_ETIMEDOUT because the connection failed
- * in the middle of a batch may or may not have been decided (and
- * consumed) on the server, exactly as for a drl_allow() that fails so.
+ * One limit (no policy) on a store that runs scripts over many keys (Redis
+ * tx=lua) decides the items in a few script calls, each deciding up to
+ * 256 items in order on the server; otherwise the items are decided one
+ * by one, with the same decisions. An item whose rc is DRL_ESTORE or
+ * DRL_ETIMEDOUT because the connection failed during its script call may
+ * or may not have been decided (and consumed) on the server, exactly as
+ * for a drl_allow() that fails so.
  * The items array is the caller's; keys are only read during the call. */
 DRL_EXPORT int drl_allow_batch(drl_limiter *limiter, drl_batch_item *items,
 			       size_t n, drl_error *err);

@@ -1,0 +1,218 @@
+/*
+ * Batch benchmark: decisions/s of drl_allow_at() one request at a time
+ * against drl_allow_batch_at() with batches of 100 and of 1000, one
+ * thread, on Redis tx=lua, for token_bucket and fixed_window. Each cell is
+ * the median of RUNS timed runs (after a warm-up run; the modes' runs
+ * interleaved); the last column is the cell's rate over the single-call
+ * rate.
+ * Run: meson test -C build --benchmark batch --verbose
+ * (or build/bench/bench_batch [seconds per run] [redis URI]). Without a
+ * URI it starts its own redis-server (persistence off) on a free loopback
+ * port and stops it after.
+ *
+ * Requests cycle over KEYS distinct keys at the real time, under limits so
+ * high that every request is admitted and writes, as the single path does.
+ */
+#include <drl/drl.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { RUNS = 3, KEYS = 10000, KEYLEN = 10 };
+
+static double seconds = 1.0;
+static char keys[KEYS][KEYLEN + 1];
+static drl_batch_item items[1000];
+
+static double mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* One timed run: decisions/s, one by one (batch 0) or in batches; exits
+ * on any failed decision. */
+static double run(drl_limiter *l, size_t batch)
+{
+	long done = 0, k = 0;
+	double t0 = mono(), t;
+	do {
+		drl_error err = {0};
+		if (batch == 0) {
+			drl_result r;
+			for (int i = 0; i < 100; i++, k = (k + 1) % KEYS)
+				if (drl_allow_at(l, keys[k], KEYLEN, 1,
+						 now_us(), &r, &err) ||
+				    !r.allowed) {
+					fprintf(stderr, "single: %s\n",
+						err.message);
+					exit(1);
+				}
+			done += 100;
+		} else {
+			for (size_t i = 0; i < batch; i++, k = (k + 1) % KEYS)
+				items[i] = (drl_batch_item){.key = keys[k],
+							    .keylen = KEYLEN,
+							    .cost = 1};
+			if (drl_allow_batch_at(l, items, batch, now_us(),
+					       &err)) {
+				fprintf(stderr, "batch: %s\n", err.message);
+				exit(1);
+			}
+			for (size_t i = 0; i < batch; i++)
+				if (items[i].rc || !items[i].result.allowed) {
+					fprintf(stderr, "batch item %zu: %s\n",
+						i, err.message);
+					exit(1);
+				}
+			done += (long)batch;
+		}
+		t = mono();
+	} while (t - t0 < seconds);
+	return (double)done / (t - t0);
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* A loopback port nobody listens on right now. */
+static int free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof a;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+/* Start redis-server on a free port; its pid, or -1. */
+static pid_t start_redis(char *uri, size_t cap)
+{
+	int port = free_port();
+	char ports[16];
+	if (port < 0)
+		return -1;
+	snprintf(ports, sizeof ports, "%d", port);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		if (null >= 0) {
+			dup2(null, 1);
+			dup2(null, 2);
+		}
+		execlp("redis-server", "redis-server", "--port", ports,
+		       "--bind", "127.0.0.1", "--save", "", "--appendonly",
+		       "no", "--daemonize", "no", (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0)
+		return -1;
+	snprintf(uri, cap, "redis://127.0.0.1:%d?tx=lua", port);
+	for (int i = 0; i < 100; i++) {
+		drl_store *s = NULL;
+		if (drl_store_open(&s, uri, NULL) == 0) {
+			drl_store_free(s);
+			return pid;
+		}
+		usleep(50000);
+	}
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const specs[] = {"token_bucket:1000000/1s",
+					    "fixed_window:1000000/1s"};
+	static const size_t batches[] = {0, 100, 1000};
+	char uri[256];
+	pid_t server = -1;
+	if (argc > 1)
+		seconds = atof(argv[1]);
+	if (seconds <= 0) {
+		fprintf(stderr, "usage: %s [seconds per run] [redis URI]\n",
+			argv[0]);
+		return 2;
+	}
+	if (argc > 2) {
+		snprintf(uri, sizeof uri, "%s", argv[2]);
+	} else if ((server = start_redis(uri, sizeof uri)) < 0) {
+		fprintf(stderr, "cannot start redis-server\n");
+		return 1;
+	}
+	for (int k = 0; k < KEYS; k++)
+		snprintf(keys[k], sizeof keys[k], "key-%06d", k);
+
+	drl_store *s = NULL;
+	drl_error err = {0};
+	if (drl_store_open(&s, uri, &err)) {
+		fprintf(stderr, "%s: %s\n", uri, err.message);
+		return 1;
+	}
+	printf("%s, 1 thread, %d keys, median of %d runs of %.1f s\n", uri,
+	       KEYS, RUNS, seconds);
+	printf("%-26s %-10s %14s %8s\n", "limit", "calls", "decisions/s",
+	       "ratio");
+	for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+		drl_limiter *l = NULL;
+		char prefix[32];
+		snprintf(prefix, sizeof prefix,
+			 "bench-batch:%d:%zu:", (int)getpid(), i);
+		if (drl_limiter_new(&l, s, specs[i], prefix, &err)) {
+			fprintf(stderr, "%s: %s\n", specs[i], err.message);
+			return 1;
+		}
+		/* Runs interleaved (single, 100, 1000, single, ...), so that
+		 * a noisy neighbour slows every mode alike. */
+		enum { MODES = sizeof batches / sizeof batches[0] };
+		double r[MODES][RUNS];
+		for (size_t b = 0; b < MODES; b++)
+			run(l, batches[b]); /* warm-up: keys, script cache */
+		for (int j = 0; j < RUNS; j++)
+			for (size_t b = 0; b < MODES; b++)
+				r[b][j] = run(l, batches[b]);
+		for (size_t b = 0; b < MODES; b++) {
+			char calls[32] = "single";
+			qsort(r[b], RUNS, sizeof r[b][0], cmp);
+			if (batches[b])
+				snprintf(calls, sizeof calls, "batch %zu",
+					 batches[b]);
+			printf("%-26s %-10s %14.0f %7.1fx\n", specs[i], calls,
+			       r[b][RUNS / 2], r[b][RUNS / 2] / r[0][RUNS / 2]);
+		}
+		fflush(stdout);
+		drl_limiter_free(l);
+	}
+	drl_store_free(s);
+	if (server > 0) {
+		kill(server, SIGTERM);
+		waitpid(server, NULL, 0);
+	}
+	return 0;
+}
