@@ -108,8 +108,7 @@ void drl__keybase_make(drl__keybase *kb, const char *prefix, size_t plen,
 /* base (no suffix) */
 drl_bytes drl__key_plain(drl__key *k, const drl__keybase *kb);
 /* base + ":" + decimal suffix (e.g. a window index) */
-drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb,
-			   int64_t suffix);
+drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb, int64_t suffix);
 
 /* ---- algorithms -------------------------------------------------------- */
 
@@ -246,8 +245,14 @@ static inline int64_t drl__i128_ceil_div(drl__i128 a, drl__i128 b)
 }
 
 /* Saturating and checked integer helpers. */
-static inline int64_t drl__min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t drl__max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t drl__min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+static inline int64_t drl__max64(int64_t a, int64_t b)
+{
+	return a > b ? a : b;
+}
 
 /* Little-endian fixed-width encoding for state blobs. */
 static inline void drl__put64(unsigned char *p, int64_t v)

@@ -81,16 +81,16 @@ int drl_store_stats_get(const drl_store *store, drl_store_stats *out)
 	if (store == NULL || out == NULL)
 		return DRL_EINVAL;
 	drl_store *s = (drl_store *)store; /* atomics: loads only */
-	out->decisions = atomic_load_explicit(&s->stats.decisions,
-					      memory_order_relaxed);
+	out->decisions =
+		atomic_load_explicit(&s->stats.decisions, memory_order_relaxed);
 	out->cas_attempts = atomic_load_explicit(&s->stats.cas_attempts,
 						 memory_order_relaxed);
 	out->cas_conflicts = atomic_load_explicit(&s->stats.cas_conflicts,
 						  memory_order_relaxed);
 	out->cas_exhausted = atomic_load_explicit(&s->stats.cas_exhausted,
 						  memory_order_relaxed);
-	out->scripts = atomic_load_explicit(&s->stats.scripts,
-					    memory_order_relaxed);
+	out->scripts =
+		atomic_load_explicit(&s->stats.scripts, memory_order_relaxed);
 	return 0;
 }
 

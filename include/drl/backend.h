@@ -95,8 +95,8 @@ struct drl_backend {
 
 	/* Optional (DRL_CAP_UPDATE): run `fn` on the blob at `key` atomically
 	 * with respect to every other method on that key. */
-	int (*update)(drl_backend *b, drl_bytes key, drl_update_fn fn, void *arg,
-		      drl_error *err);
+	int (*update)(drl_backend *b, drl_bytes key, drl_update_fn fn,
+		      void *arg, drl_error *err);
 
 	/* Optional (DRL_CAP_SCRIPT): run `script` atomically on the server
 	 * with `nkeys` keys and `nargs` integer arguments; up to `nout` integer

@@ -40,10 +40,10 @@ extern "C" {
 	X(ENOMEM, -2, "out of memory")                                         \
 	X(ESTORE, -3, "store error")                                           \
 	X(ETIMEDOUT, -4, "store timed out")                                    \
-	X(ECONFLICT, -5, "too many concurrent updates, retry budget spent")   \
-	X(ENOTSUP, -6, "operation not supported by this store")               \
-	X(ECORRUPT, -7, "malformed state found in the store")                 \
-	X(ERANGE, -8, "value out of range")                                   \
+	X(ECONFLICT, -5, "too many concurrent updates, retry budget spent")    \
+	X(ENOTSUP, -6, "operation not supported by this store")                \
+	X(ECORRUPT, -7, "malformed state found in the store")                  \
+	X(ERANGE, -8, "value out of range")                                    \
 	X(EINTERNAL, -9, "internal error")
 
 typedef enum drl_errno {
@@ -68,9 +68,9 @@ DRL_EXPORT const char *drl_err_name(int code);
 DRL_EXPORT const char *drl_version(void);
 
 /* Documented bounds. Anything outside them is DRL_EINVAL. */
-#define DRL_KEY_MAX (1024 * 1024)              /* user key bytes, >= 1 */
-#define DRL_LIMIT_MAX INT64_C(1000000000)      /* LIMIT and burst */
-#define DRL_PERIOD_MIN_US INT64_C(1000)        /* 1ms */
+#define DRL_KEY_MAX (1024 * 1024)         /* user key bytes, >= 1 */
+#define DRL_LIMIT_MAX INT64_C(1000000000) /* LIMIT and burst */
+#define DRL_PERIOD_MIN_US INT64_C(1000)   /* 1ms */
 #define DRL_PERIOD_MAX_US (INT64_C(366) * 86400 * 1000000) /* 366d */
 #define DRL_SLIDING_LOG_LIMIT_MAX 10000
 #define DRL_SUBWINDOWS_MAX 60
@@ -100,10 +100,10 @@ typedef struct drl_store drl_store;
 typedef struct drl_limiter drl_limiter;
 
 /* Open a store from a URI: "memory://" (the default when uri is NULL or
- * ""), later "redis://...", "memcached://...". The store is owned by the
+ * ""), "redis://...", "redis+unix://...", "memcached://...",
+ * "memcached+unix://..." (README, "Store URIs"). The store is owned by the
  * caller and must outlive every limiter made on it. */
-DRL_EXPORT int drl_store_open(drl_store **out, const char *uri,
-			      drl_error *err);
+DRL_EXPORT int drl_store_open(drl_store **out, const char *uri, drl_error *err);
 DRL_EXPORT void drl_store_free(drl_store *store);
 
 /* Make a limiter on `store` from a spec (see README, "Spec grammar"):
