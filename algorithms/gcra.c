@@ -59,7 +59,10 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 		return corrupt(call);
 	drl__i128 tau = (drl__i128)lim->burst * lim->period_us;
 	drl__i128 new_tat = tat + (drl__i128)call->cost * lim->period_us;
-	if (call->cost > lim->burst || new_tat - now_t > tau) {
+	/* cost 0 only peeks: always allowed, even when time went backwards
+	 * past the TAT */
+	if (call->cost > lim->burst ||
+	    (call->cost > 0 && new_tat - now_t > tau)) {
 		int64_t retry =
 			call->cost > lim->burst
 				? DRL_NEVER

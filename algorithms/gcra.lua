@@ -21,7 +21,7 @@ if cost > burst then
   return {0, fdiv(tau - debt, period), cdiv(debt, limit), -1, 0}
 end
 local new_debt = debt + cost * period
-if new_debt > tau then
+if cost > 0 and new_debt > tau then
   return {0, fdiv(tau - debt, period), cdiv(debt, limit), cdiv(new_debt - tau, limit), 0}
 end
 if peek ~= 0 or cost == 0 then

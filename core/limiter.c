@@ -117,17 +117,19 @@ static int decide_one(drl_limiter *l, size_t i, drl__call *call,
 /* Give back what limits [0, n) consumed. A refund that fails leaves quota
  * consumed: the safe direction (a later request may be denied early), so
  * the decision already made stands. */
-static void refund_all(drl_limiter *l, size_t n, drl__call *call,
+static void refund_all(drl_limiter *l, size_t n, const drl__call *call,
 		       const void *key, size_t keylen, const drl__undo *undo)
 {
 	drl__keybase kb;
+	drl__call c = *call;
+	c.peek = false;
+	c.err = NULL; /* keep the caller's message: the error that matters */
 	for (size_t i = 0; i < n; i++) {
 		drl__limit *lim = &l->limits[i];
 		drl__keybase_make(&kb, l->prefix, l->prefixlen, lim, key,
 				  keylen);
-		call->key = &kb;
-		call->peek = false;
-		(void)lim->algo->refund(lim, call, &undo[i]);
+		c.key = &kb;
+		(void)lim->algo->refund(lim, &c, &undo[i]);
 	}
 }
 

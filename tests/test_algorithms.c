@@ -134,6 +134,8 @@ static void test_gcra(void **state)
 	EXPECT(tu_at(l, "g", 1, 250 * MS), 0, 0, 450 * MS, 50 * MS);
 	EXPECT(tu_at(l, "g", 6, 250 * MS), 0, 0, 450 * MS, NEVER);
 	EXPECT(tu_at(l, "g", 0, 250 * MS), 1, 0, 450 * MS, 0);
+	/* cost 0 peeks, allowed even when time went back past the TAT */
+	EXPECT(tu_at(l, "g", 0, 0), 1, 0, 700 * MS, 0);
 	tu_free(&t);
 }
 
