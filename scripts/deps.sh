@@ -16,6 +16,7 @@ packages=(
 	libmemcached-dev libmemcached-tools memcached     # memcached store
 	valgrind clang                         # checks
 	python3                                # tests/test_cli.sh reads JSON
+	gnuplot-nox                            # drl simulate --plot
 )
 
 # Whether dpkg has package $1 fully installed.

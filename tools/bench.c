@@ -26,6 +26,7 @@
  * numbers and the embedded scripts, so this file (alone in tools/) reads
  * internal.h; everything else goes through the public API.
  */
+#include "args.h"
 #include "bench.h"
 
 #include "drl_config.h"
@@ -315,62 +316,10 @@ static int usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("drl bench: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	int st = drl_vusage_error("bench", drl_bench_synopsis, fmt, ap);
 	va_end(ap);
-	fputs("\n", stderr);
-	fputs(drl_bench_synopsis, stderr);
-	fputs("Try 'drl bench --help' for more.\n", stderr);
-	return EXIT_USAGE;
-}
-
-/* Parse s[0..len) as a whole unsigned decimal in [min, max]: digits only,
- * not empty, no overflow. */
-static bool parse_uint_n(const char *s, size_t len, int64_t min, int64_t max,
-			 int64_t *out)
-{
-	int64_t v = 0;
-
-	if (len == 0)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		int d = s[i] - '0';
-		if (v > (INT64_MAX - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	if (v < min || v > max)
-		return false;
-	*out = v;
-	return true;
-}
-
-/* Seconds as DIGITS[.DIGITS] (at most 6 decimals) into µs, within
- * [DURATION_MIN_US, DURATION_MAX_US]. */
-static bool parse_duration(const char *s, int64_t *us)
-{
-	const char *dot = strchr(s, '.');
-	size_t ilen = dot ? (size_t)(dot - s) : strlen(s);
-	int64_t whole, frac = 0;
-
-	if (!parse_uint_n(s, ilen, 0, DURATION_MAX_US / 1000000, &whole))
-		return false;
-	if (dot) {
-		size_t flen = strlen(dot + 1);
-		if (flen == 0 || flen > 6 ||
-		    !parse_uint_n(dot + 1, flen, 0, 999999, &frac))
-			return false;
-		for (size_t i = flen; i < 6; i++)
-			frac *= 10;
-	}
-	int64_t v = whole * 1000000 + frac;
-	if (v < DURATION_MIN_US || v > DURATION_MAX_US)
-		return false;
-	*us = v;
-	return true;
+	return st;
 }
 
 /* Whether s starts a URI: SCHEME "://" with SCHEME = alpha *(alnum + - .) */
@@ -450,8 +399,9 @@ static bool parse_num_list(const char *arg, int64_t min, int64_t max,
 	for (const char *p = arg;; p++) {
 		if (*p != '\0' && *p != ',')
 			continue;
-		if (*n == LIST_MAX || !parse_uint_n(start, (size_t)(p - start),
-						    min, max, &out[*n]))
+		if (*n == LIST_MAX ||
+		    !drl_parse_uint_n(start, (size_t)(p - start), min, max,
+				      &out[*n]))
 			return false;
 		(*n)++;
 		if (*p == '\0')
@@ -530,31 +480,33 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 					optarg, KEYS_MAX);
 			break;
 		case 'd':
-			if (!parse_duration(optarg, &o->duration_us))
+			if (!drl_parse_seconds(optarg, DURATION_MIN_US,
+					       DURATION_MAX_US,
+					       &o->duration_us))
 				return usage_error(
 					"bad --duration '%s': expected "
 					"seconds 0.01..3600 (e.g. 2 or 0.5)",
 					optarg);
 			break;
 		case 'p':
-			if (!parse_uint_n(optarg, strlen(optarg), 1, PROCS_MAX,
-					  &v))
+			if (!drl_parse_uint_n(optarg, strlen(optarg), 1,
+					      PROCS_MAX, &v))
 				return usage_error("bad --procs '%s': expected "
 						   "1..%d",
 						   optarg, PROCS_MAX);
 			o->procs = (int)v;
 			break;
 		case OPT_EXACT:
-			if (!parse_uint_n(optarg, strlen(optarg), 0,
-					  DRL_LIMIT_MAX, &o->exact_limit))
+			if (!drl_parse_uint_n(optarg, strlen(optarg), 0,
+					      DRL_LIMIT_MAX, &o->exact_limit))
 				return usage_error(
 					"bad --exact-limit '%s': expected "
 					"0..%" PRId64,
 					optarg, DRL_LIMIT_MAX);
 			break;
 		case OPT_ROUNDS:
-			if (!parse_uint_n(optarg, strlen(optarg), 1, ROUNDS_MAX,
-					  &v))
+			if (!drl_parse_uint_n(optarg, strlen(optarg), 1,
+					      ROUNDS_MAX, &v))
 				return usage_error("bad --rounds '%s': "
 						   "expected 1..%d",
 						   optarg, ROUNDS_MAX);
@@ -570,15 +522,9 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			fputs(drl_bench_synopsis, stdout);
 			fputs(drl_bench_details, stdout);
 			return EXIT_DONE;
-		case ':':
-			return usage_error("option '%s' needs a value",
-					   argv[optind - 1]);
-		default:
-			if (optopt != 0)
-				return usage_error("unknown option '-%c'",
-						   optopt);
-			return usage_error("unknown option '%s'",
-					   argv[optind - 1]);
+		default: /* ':' or '?' */
+			return drl_bad_option("bench", drl_bench_synopsis, c,
+					      argv);
 		}
 	}
 	if (optind < argc)
@@ -623,7 +569,7 @@ static char *exact_spec(const char *spec, int64_t cap)
 	memcpy(out, spec, (size_t)(p - spec));
 	o = (size_t)(p - spec);
 	size_t d = strspn(p, "0123456789");
-	if (d && parse_uint_n(p, d, 0, INT64_MAX, &v) && v > cap) {
+	if (d && drl_parse_uint_n(p, d, 0, INT64_MAX, &v) && v > cap) {
 		o += (size_t)sprintf(out + o, "%" PRId64, cap);
 		p += d;
 	}
@@ -633,7 +579,7 @@ static char *exact_spec(const char *spec, int64_t cap)
 			o += 7;
 			p += 7;
 			d = strspn(p, "0123456789");
-			if (d && parse_uint_n(p, d, 0, INT64_MAX, &v) &&
+			if (d && drl_parse_uint_n(p, d, 0, INT64_MAX, &v) &&
 			    v > cap) {
 				o += (size_t)sprintf(out + o, "%" PRId64, cap);
 				p += d;
@@ -1383,8 +1329,8 @@ static bool redis_target_parse(const char *uri, redis_target *t, char *why,
 		snprintf(t->host, sizeof t->host, "127.0.0.1");
 	if (portp) {
 		int64_t port;
-		if (!parse_uint_n(portp, (size_t)(hend - portp), 1, 65535,
-				  &port)) {
+		if (!drl_parse_uint_n(portp, (size_t)(hend - portp), 1, 65535,
+				      &port)) {
 			snprintf(why, whycap, "bad port");
 			return false;
 		}
@@ -2020,23 +1966,6 @@ typedef struct cell {
 	ceiling *ceil;            /* NULL: not measured / not applicable */
 } cell;
 
-/* Write s as a JSON string: quotes, backslashes and control bytes escaped,
- * bytes above 0x7e as \u00XX (their Latin-1 reading), so it is always
- * valid JSON. */
-static void json_str(FILE *out, const char *s)
-{
-	putc('"', out);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(out, "\\%c", *p);
-		else if (*p < 0x20 || *p > 0x7e)
-			fprintf(out, "\\u%04x", *p);
-		else
-			putc(*p, out);
-	}
-	putc('"', out);
-}
-
 static double per(uint64_t a, uint64_t b)
 {
 	return b ? (double)a / (double)b : 0;
@@ -2077,9 +2006,9 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 		int rt = round_trips(c);
 
 		fputs("  {\"store\":", out);
-		json_str(out, c->cfg.store);
+		drl_json_str(out, c->cfg.store);
 		fputs(",\"spec\":", out);
-		json_str(out, c->cfg.spec);
+		drl_json_str(out, c->cfg.spec);
 		fprintf(out,
 			",\"keys\":%" PRId64 ",\"concurrency\":%d,\"procs\":%d"
 			",\"duration_s\":%.3f,\"decisions\":%" PRIu64
@@ -2088,8 +2017,8 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 			c->cfg.keys, c->cfg.conc, c->cfg.nprocs, c->r.elapsed_s,
 			t->calls, rate(c), t->allowed, t->errors);
 		if (t->first_err || c->r.open_rc) {
-			json_str(out,
-				 c->r.open_rc ? c->r.open_msg : t->first_msg);
+			drl_json_str(out, c->r.open_rc ? c->r.open_msg
+						       : t->first_msg);
 		} else {
 			fputs("null", out);
 		}
@@ -2123,7 +2052,7 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 			fputs("null", out);
 		} else {
 			fputs("{\"spec\":", out);
-			json_str(out, c->cfg.xspec);
+			drl_json_str(out, c->cfg.xspec);
 			fprintf(out,
 				",\"capacity\":%" PRId64 ",\"allowed\":%" PRIu64
 				",\"denied\":%" PRIu64
@@ -2137,9 +2066,9 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 					: "false",
 				t->x_errors);
 			if (c->r.x_rc)
-				json_str(out, c->r.x_msg);
+				drl_json_str(out, c->r.x_msg);
 			else if (t->x_first_err)
-				json_str(out, t->x_first_msg);
+				drl_json_str(out, t->x_first_msg);
 			else
 				fputs("null", out);
 			putc('}', out);
@@ -2149,11 +2078,11 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 			fputs("null", out);
 		} else if (!c->ceil->ok) {
 			fputs("{\"per_s\":null,\"ratio\":null,\"note\":", out);
-			json_str(out, c->ceil->note);
+			drl_json_str(out, c->ceil->note);
 			putc('}', out);
 		} else {
 			fputs("{\"tool\":", out);
-			json_str(out, c->ceil->tool);
+			drl_json_str(out, c->ceil->tool);
 			fprintf(out,
 				",\"per_s\":%.1f,\"p50_us\":%.3f"
 				",\"p99_us\":%.3f,\"ratio\":%.4f"
@@ -2164,7 +2093,7 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 				fprintf(out, "%s%.1f", k ? "," : "",
 					c->ceil->rate[k]);
 			fputs("],\"command\":", out);
-			json_str(out, c->ceil->command);
+			drl_json_str(out, c->ceil->command);
 			putc('}', out);
 		}
 		fprintf(out, "}%s\n", i + 1 < n ? "," : "");

@@ -6,16 +6,22 @@
  *   drl bench [--store URI[,URI...]] --limit SPEC[;SPEC...]
  *             [--concurrency N,...] [--keys N,...] [--duration S]
  *             [--procs N] [--exact-limit N] [--ceiling] [--json]
+ *   drl simulate [--rate-limit L/P | --limit SPEC[;SPEC...]]
+ *             [--traffic poisson|bursty|ramp|zipf|boundary] [--rate R]
+ *             [--duration S] [--keys N] [--seed N] [--json] [--plot DIR]
  *
  * Uses the public API (<drl/drl.h>) only (`bench` lives in tools/bench.c,
- * which also reads internals for its ceilings). Exit codes of check: 0
- * allowed, 1 denied, 2 bad usage / spec / URI / key, 3 store (or output)
- * error; bench: see bench.h. Subcommands live in one table (`commands`
+ * which also reads internals for its ceilings; `simulate` in
+ * tools/simulate.c). Exit codes of check: 0 allowed, 1 denied, 2 bad usage
+ * / spec / URI / key, 3 store (or output) error; bench and simulate: see
+ * bench.h and simulate.h. Subcommands live in one table (`commands`
  * below); a new one is a function and a row.
  */
 #include <drl/drl.h>
 
+#include "args.h"
 #include "bench.h"
+#include "simulate.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -90,6 +96,8 @@ static const struct command commands[] = {
 		drl_bench_synopsis,         /* synopsis */
 		drl_bench_details,          /* details */
 	},
+	{"simulate", drl_cmd_simulate, "measure how accurate algorithms are",
+	 drl_simulate_synopsis, drl_simulate_details},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -125,29 +133,6 @@ static const struct command *find_command(const char *name)
 }
 
 /* ---- parsing ---------------------------------------------------------- */
-
-/* Parse `s` as a whole unsigned decimal number in [min, max] into *out.
- * Digits only: no sign, no spaces, no suffix, not empty. Returns false (and
- * leaves *out alone) otherwise, including on overflow. */
-static bool parse_uint(const char *s, int64_t min, int64_t max, int64_t *out)
-{
-	int64_t v = 0;
-
-	if (*s == '\0')
-		return false;
-	for (; *s != '\0'; s++) {
-		if (*s < '0' || *s > '9')
-			return false;
-		int d = *s - '0';
-		if (v > (INT64_MAX - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	if (v < min || v > max)
-		return false;
-	*out = v;
-	return true;
-}
 
 /* Append `spec` to the policy in *policy (a malloc'd string or NULL),
  * joining with ';'. Returns false when out of memory (*policy unchanged). */
@@ -372,14 +357,10 @@ static int usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("drl check: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	int st = drl_vusage_error("check", check_synopsis, fmt, ap);
 	va_end(ap);
-	fputs("\n", stderr);
-	fputs(check_synopsis, stderr);
-	fputs("Try 'drl check --help' for more.\n", stderr);
-	return EXIT_USAGE;
+	return st;
 }
 
 /* Parse `drl check` arguments into *o. Returns -1 to go on, or an exit
@@ -421,13 +402,13 @@ static int check_parse(int argc, char **argv, struct check_opts *o)
 			}
 			break;
 		case 'c':
-			if (!parse_uint(optarg, 0, INT64_MAX, &o->cost))
+			if (!drl_parse_uint(optarg, 0, INT64_MAX, &o->cost))
 				return usage_error("bad --cost '%s': expected "
 						   "a whole number >= 0",
 						   optarg);
 			break;
 		case OPT_NOW_MS:
-			if (!parse_uint(optarg, 0, INT64_MAX / 1000, &ms))
+			if (!drl_parse_uint(optarg, 0, INT64_MAX / 1000, &ms))
 				return usage_error("bad --now-ms '%s': "
 						   "expected milliseconds "
 						   "since the Unix epoch",
@@ -435,7 +416,7 @@ static int check_parse(int argc, char **argv, struct check_opts *o)
 			o->now_us = ms * 1000;
 			break;
 		case 'r':
-			if (!parse_uint(optarg, 1, REPEAT_MAX, &o->repeat))
+			if (!drl_parse_uint(optarg, 1, REPEAT_MAX, &o->repeat))
 				return usage_error("bad --repeat '%s': "
 						   "expected 1..1000000",
 						   optarg);
@@ -447,15 +428,8 @@ static int check_parse(int argc, char **argv, struct check_opts *o)
 			fputs(check_synopsis, stdout);
 			fputs(check_details, stdout);
 			return EXIT_ALLOWED;
-		case ':':
-			return usage_error("option '%s' needs a value",
-					   argv[optind - 1]);
-		default: /* '?': optopt is the bad short option, or 0 */
-			if (optopt != 0)
-				return usage_error("unknown option '-%c'",
-						   optopt);
-			return usage_error("unknown option '%s'",
-					   argv[optind - 1]);
+		default: /* ':' or '?' */
+			return drl_bad_option("check", check_synopsis, c, argv);
 		}
 	}
 	if (o->policy == NULL)

@@ -1,0 +1,104 @@
+/* Helpers shared by the drl subcommands: see args.h. */
+#include "args.h"
+
+#include <getopt.h>
+#include <string.h>
+
+bool drl_parse_uint_n(const char *s, size_t len, int64_t min, int64_t max,
+		      int64_t *out)
+{
+	int64_t v = 0;
+
+	if (len == 0)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		int d = s[i] - '0';
+		if (v > (INT64_MAX - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	if (v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+bool drl_parse_uint(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	return drl_parse_uint_n(s, strlen(s), min, max, out);
+}
+
+bool drl_parse_seconds(const char *s, int64_t min_us, int64_t max_us,
+		       int64_t *us)
+{
+	const char *dot = strchr(s, '.');
+	size_t ilen = dot ? (size_t)(dot - s) : strlen(s);
+	int64_t whole, frac = 0;
+
+	if (!drl_parse_uint_n(s, ilen, 0, max_us / 1000000, &whole))
+		return false;
+	if (dot) {
+		size_t flen = strlen(dot + 1);
+		if (flen == 0 || flen > 6 ||
+		    !drl_parse_uint_n(dot + 1, flen, 0, 999999, &frac))
+			return false;
+		for (size_t i = flen; i < 6; i++)
+			frac *= 10;
+	}
+	int64_t v = whole * 1000000 + frac;
+	if (v < min_us || v > max_us)
+		return false;
+	*us = v;
+	return true;
+}
+
+void drl_json_str(FILE *out, const char *s)
+{
+	putc('"', out);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(out, "\\%c", *p);
+		else if (*p < 0x20 || *p > 0x7e)
+			fprintf(out, "\\u%04x", *p);
+		else
+			putc(*p, out);
+	}
+	putc('"', out);
+}
+
+int drl_vusage_error(const char *cmd, const char *synopsis, const char *fmt,
+		     va_list ap)
+{
+	fprintf(stderr, "drl %s: ", cmd);
+	vfprintf(stderr, fmt, ap);
+	fputs("\n", stderr);
+	fputs(synopsis, stderr);
+	fprintf(stderr, "Try 'drl %s --help' for more.\n", cmd);
+	return 2;
+}
+
+/* drl_vusage_error() with the arguments as "...". */
+static int usage_error(const char *cmd, const char *synopsis, const char *fmt,
+		       ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	int st = drl_vusage_error(cmd, synopsis, fmt, ap);
+	va_end(ap);
+	return st;
+}
+
+int drl_bad_option(const char *cmd, const char *synopsis, int c, char **argv)
+{
+	if (c == ':')
+		return usage_error(cmd, synopsis, "option '%s' needs a value",
+				   argv[optind - 1]);
+	if (optopt != 0) /* '?': optopt is the bad short option, or 0 */
+		return usage_error(cmd, synopsis, "unknown option '-%c'",
+				   optopt);
+	return usage_error(cmd, synopsis, "unknown option '%s'",
+			   argv[optind - 1]);
+}
