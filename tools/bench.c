@@ -1008,24 +1008,41 @@ typedef struct cell_result {
 	char x_msg[MSG_MAX];
 } cell_result;
 
+/* Fold one round's results into a cell's. */
+static void result_merge(cell_result *into, const cell_result *r)
+{
+	if (into->open_rc == 0 && r->open_rc != 0) {
+		into->open_rc = r->open_rc;
+		copy_msg(into->open_msg, MSG_MAX, r->open_msg);
+	}
+	if (into->x_rc == 0 && r->x_rc != 0) {
+		into->x_rc = r->x_rc;
+		copy_msg(into->x_msg, MSG_MAX, r->x_msg);
+	}
+	if (into->x_capacity < 0)
+		into->x_capacity = r->x_capacity;
+	tally_merge(&into->t, &r->t);
+	into->d.decisions += r->d.decisions;
+	into->d.cas_attempts += r->d.cas_attempts;
+	into->d.cas_conflicts += r->d.cas_conflicts;
+	into->d.cas_exhausted += r->d.cas_exhausted;
+	into->d.scripts += r->d.scripts;
+	into->elapsed_s += r->elapsed_s;
+}
+
+/* Fold one process's results into a cell's (as a round of no duration). */
 static void merge_proc(cell_result *cr, const proc_result *r, int64_t *start)
 {
-	if (cr->open_rc == 0 && r->open_rc != 0) {
-		cr->open_rc = r->open_rc;
-		copy_msg(cr->open_msg, MSG_MAX, r->open_msg);
-	}
-	if (cr->x_rc == 0 && r->x_rc != 0) {
-		cr->x_rc = r->x_rc;
-		copy_msg(cr->x_msg, MSG_MAX, r->x_msg);
-	}
-	if (cr->x_capacity < 0)
-		cr->x_capacity = r->x_capacity;
-	tally_merge(&cr->t, &r->t);
-	cr->d.decisions += r->d.decisions;
-	cr->d.cas_attempts += r->d.cas_attempts;
-	cr->d.cas_conflicts += r->d.cas_conflicts;
-	cr->d.cas_exhausted += r->d.cas_exhausted;
-	cr->d.scripts += r->d.scripts;
+	cell_result one = {
+		.open_rc = r->open_rc,
+		.t = r->t,
+		.d = r->d,
+		.x_capacity = r->x_capacity,
+		.x_rc = r->x_rc,
+	};
+	copy_msg(one.open_msg, MSG_MAX, r->open_msg);
+	copy_msg(one.x_msg, MSG_MAX, r->x_msg);
+	result_merge(cr, &one);
 	if (*start == 0 || r->start_ns < *start)
 		*start = r->start_ns;
 }
@@ -2210,28 +2227,6 @@ static void print_markdown(FILE *out, const cell *cells, size_t n)
 }
 
 /* ---- the grid ----------------------------------------------------------- */
-
-/* Fold one round's results into a cell's. */
-static void result_merge(cell_result *into, const cell_result *r)
-{
-	if (into->open_rc == 0 && r->open_rc != 0) {
-		into->open_rc = r->open_rc;
-		copy_msg(into->open_msg, MSG_MAX, r->open_msg);
-	}
-	if (into->x_rc == 0 && r->x_rc != 0) {
-		into->x_rc = r->x_rc;
-		copy_msg(into->x_msg, MSG_MAX, r->x_msg);
-	}
-	if (into->x_capacity < 0)
-		into->x_capacity = r->x_capacity;
-	tally_merge(&into->t, &r->t);
-	into->d.decisions += r->d.decisions;
-	into->d.cas_attempts += r->d.cas_attempts;
-	into->d.cas_conflicts += r->d.cas_conflicts;
-	into->d.cas_exhausted += r->d.cas_exhausted;
-	into->d.scripts += r->d.scripts;
-	into->elapsed_s += r->elapsed_s;
-}
 
 /* Run round `round` of a cell under a key prefix of its own (rounds share
  * no state either); only round 0 checks exactness. */
