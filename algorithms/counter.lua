@@ -19,8 +19,11 @@ for j = 0, last do
   c[j] = 0
   if v then
     c[j] = tonumber(v)
-    if not c[j] then
+    if not c[j] or c[j] > COUNT_MAX then
       return corrupt('counter')
+    end
+    if c[j] < 0 then
+      c[j] = 0 -- a refund that outlived its key: counts nothing
     end
   end
 end
@@ -96,8 +99,9 @@ if est + cost > limit then
   return {0, limit - est, reset_after(), retry_after(), i}
 end
 if peek == 0 then
-  c[0] = redis.call('INCRBY', keys[0], cost)
+  redis.call('INCRBY', keys[0], cost)
   redis.call('PEXPIRE', keys[0], ttl)
+  c[0] = c[0] + cost -- a negative count read as 0, as in C
   est = est + cost
 end
 return {1, limit - est, reset_after(), 0, i}

@@ -26,7 +26,8 @@ static int load_tat(const drl__limit *lim, const void *old, size_t oldlen,
 	if (oldlen != STATE_LEN || p[0] != 'G')
 		return DRL_ECORRUPT;
 	int64_t us = drl__get64(p + 1), rem = drl__get64(p + 9);
-	if (us < 0 || rem < 0 || rem >= lim->limit)
+	if (us < 0 || us > DRL_TIME_MAX_US + DRL_FILL_TIME_MAX_US || rem < 0 ||
+	    rem >= lim->limit)
 		return DRL_ECORRUPT;
 	drl__i128 t = (drl__i128)us * lim->limit + rem;
 	if (t > now_t)

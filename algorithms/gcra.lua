@@ -9,7 +9,7 @@ if blob then
     return corrupt('gcra')
   end
   local _, us, rem = struct.unpack('<c1i8i8', blob)
-  if us < 0 or rem < 0 or rem >= limit then
+  if us < 0 or us > TIME_MAX + FILL_TIME_MAX or rem < 0 or rem >= limit then
     return corrupt('gcra')
   end
   if us > now or (us == now and rem > 0) then

@@ -31,6 +31,11 @@ local function cdiv(x, d)
   return -fdiv(-x, d)
 end
 
+-- DRL_TIME_MAX_US, DRL_FILL_TIME_MAX_US, DRL__COUNT_MAX (exact as doubles)
+local TIME_MAX = 4611686018427387904
+local FILL_TIME_MAX = 4503599627370496
+local COUNT_MAX = 4503599627370496
+
 local function corrupt(what)
   return redis.error_reply('ECORRUPT ' .. what .. ' state in the store is malformed')
 end

@@ -54,7 +54,9 @@ static int read_log(const drl__limit *lim, const void *old, size_t oldlen,
 	int64_t sum = 0;
 	for (int64_t i = 0; i < n; i++) {
 		int64_t c = count_at(v, i);
-		if (c < 1 || (i > 0 && ts_at(v, i) <= ts_at(v, i - 1)))
+		int64_t t = ts_at(v, i);
+		if (c < 1 || t < 0 || t > DRL_TIME_MAX_US ||
+		    (i > 0 && t <= ts_at(v, i - 1)))
 			return DRL_ECORRUPT;
 		sum += c;
 		if (sum > lim->limit)

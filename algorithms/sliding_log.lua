@@ -13,7 +13,7 @@ if blob then
   local sum = 0
   for k = 1, m do
     local t, c = struct.unpack('<i8i8', blob, 10 + (k - 1) * 16)
-    if c < 1 or (k > 1 and t <= ts[k - 1]) then
+    if c < 1 or t < 0 or t > TIME_MAX or (k > 1 and t <= ts[k - 1]) then
       return corrupt('sliding_log')
     end
     sum = sum + c

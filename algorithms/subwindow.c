@@ -87,6 +87,22 @@ static int64_t retry_after(const drl__limit *lim, const counts *k, int64_t e,
 	return (s - e) + n * s; /* not reached: at m == n nothing is left */
 }
 
+/* Counts as the estimate sees them: a negative one (a refund that outlived
+ * its key) counts as 0; one beyond DRL__COUNT_MAX is not a libdrl count.
+ * counter.lua does the same. */
+static int check_counts(counts *k, size_t n, drl_error *err)
+{
+	for (size_t j = 0; j < n; j++) {
+		if (k->c[j] > DRL__COUNT_MAX)
+			return drl_error_set(err, DRL_ECORRUPT,
+					     "counter in the store is out of "
+					     "range: not a libdrl count");
+		if (k->c[j] < 0)
+			k->c[j] = 0;
+	}
+	return 0;
+}
+
 int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 			drl_result *res, drl__undo *undo)
 {
@@ -111,17 +127,23 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 		rc = b->incr(b, keys[0], cost, ttl, &k.c[0], call->err);
 		if (rc)
 			return rc;
-		if (nkeys > 1) {
+		/* what was there before us counts at least 0 */
+		if (k.c[0] - cost < 0)
+			k.c[0] = cost;
+		if (nkeys > 1)
 			rc = b->get_many(b, nkeys - 1, keys + 1, k.c + 1,
 					 call->err);
-			if (rc) {
-				int64_t v;
-				(void)b->incr(b, keys[0], -cost, ttl, &v, NULL);
-				return rc;
-			}
+		if (rc == 0)
+			rc = check_counts(&k, nkeys, call->err);
+		if (rc) {
+			int64_t v;
+			(void)b->incr(b, keys[0], -cost, ttl, &v, NULL);
+			return rc;
 		}
 	} else {
 		rc = b->get_many(b, nkeys, keys, k.c, call->err);
+		if (rc == 0)
+			rc = check_counts(&k, nkeys, call->err);
 		if (rc)
 			return rc;
 	}
@@ -138,7 +160,7 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 		 * fail, the quota stays taken: the safe direction. */
 		int64_t v;
 		if (b->incr(b, keys[0], -cost, ttl, &v, NULL) == 0)
-			k.c[0] = v;
+			k.c[0] = v < 0 ? 0 : v;
 		else
 			k.c[0] -= cost;
 		est = estimate(lim, &k, e, s);

@@ -36,7 +36,8 @@ static int load_bucket(const drl__limit *lim, const void *old, size_t oldlen,
 		return DRL_ECORRUPT;
 	int64_t whole = drl__get64(p + 1), frac = drl__get64(p + 9);
 	bk->last = drl__get64(p + 17);
-	if (whole < 0 || frac < 0 || frac >= lim->period_us || bk->last < 0)
+	if (whole < 0 || frac < 0 || frac >= lim->period_us || bk->last < 0 ||
+	    bk->last > DRL_TIME_MAX_US)
 		return DRL_ECORRUPT;
 	bk->level = (drl__i128)whole * lim->period_us + frac;
 	if (bk->level > full)

@@ -9,7 +9,7 @@ if blob then
     return corrupt('token_bucket')
   end
   local _, whole, frac, l = struct.unpack('<c1i8i8i8', blob)
-  if whole < 0 or whole > burst or frac < 0 or frac >= period or l < 0 then
+  if whole < 0 or whole > burst or frac < 0 or frac >= period or l < 0 or l > TIME_MAX then
     return corrupt('token_bucket')
   end
   level, last = whole * period + frac, l

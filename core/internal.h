@@ -192,7 +192,7 @@ extern const drl__algorithm drl__sliding_log;
 /* Lookup by spec name; NULL if unknown. */
 const drl__algorithm *drl__algorithm_find(const char *name, size_t len);
 
-/* ---- shared helpers for algorithms (core/counter.c, core/optimistic.c) -- */
+/* ---- shared helpers for algorithms (algorithms/registry.c, core/optimistic.c) */
 
 /* Fill res for a limit whose decision is final. */
 void drl__result_fill(drl_result *res, bool allowed, int64_t limit,
@@ -231,18 +231,29 @@ int drl__burst_finish(drl__limit *lim, drl_error *err);
  * point. GCC and clang provide __int128 on every 64-bit target. */
 __extension__ typedef __int128 drl__i128;
 
-/* floor(a / b) and ceil(a / b) for a >= 0, b > 0, result clamped to
- * INT64_MAX. */
+/* floor(a / b) and ceil(a / b) for any a and b > 0 (rounding like the Lua
+ * twins' fdiv/cdiv, also for negative a), clamped to the int64 range. */
+static inline int64_t drl__i128_clamp(drl__i128 q)
+{
+	return q > INT64_MAX   ? INT64_MAX
+	       : q < INT64_MIN ? INT64_MIN
+			       : (int64_t)q;
+}
 static inline int64_t drl__i128_floor_div(drl__i128 a, drl__i128 b)
 {
 	drl__i128 q = a / b;
-	return q > INT64_MAX ? INT64_MAX : (int64_t)q;
+	return drl__i128_clamp(q - (a % b != 0 && a < 0));
 }
 static inline int64_t drl__i128_ceil_div(drl__i128 a, drl__i128 b)
 {
-	drl__i128 q = a / b + (a % b != 0);
-	return q > INT64_MAX ? INT64_MAX : (int64_t)q;
+	drl__i128 q = a / b;
+	return drl__i128_clamp(q + (a % b != 0 && a > 0));
 }
+
+/* Largest counter value a counter algorithm accepts from a store: legit
+ * counts stay near LIMIT (<= 1e9); anything beyond this is not ours, and
+ * below it every sum and product stays exact, in C and in Lua. */
+#define DRL__COUNT_MAX (INT64_C(1) << 52)
 
 /* Saturating and checked integer helpers. */
 static inline int64_t drl__min64(int64_t a, int64_t b)

@@ -276,6 +276,86 @@ static void test_server_clock(void **state)
 	}
 }
 
+/* The one key under `prefix` in Redis, into buf (its length returned). */
+static size_t only_key(redisContext *c, const char *prefix, char *buf,
+		       size_t cap)
+{
+	redisReply *r = redisCommand(c, "KEYS %s*", prefix);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_int_equal(r->elements, 1);
+	size_t n = r->element[0]->len;
+	assert_true(n < cap);
+	memcpy(buf, r->element[0]->str, n);
+	freeReplyObject(r);
+	return n;
+}
+
+/* State libdrl did not write, the same for the C steps (tx=watch) and the
+ * twins (tx=lua): a negative counter (a refund that outlived its key)
+ * counts as 0 and admits nothing extra; a counter beyond any real count
+ * and a bucket stamped at the end of time are DRL_ECORRUPT, never an
+ * overflow or a negative retry_after. */
+static void test_hostile_state(void **state)
+{
+	(void)state;
+	if (!have_servers)
+		skip();
+	redisContext *raw = redisConnect("127.0.0.1", redis_srv.port);
+	assert_non_null(raw);
+	const int64_t t = INT64_C(1700000000000000); /* a whole second */
+	for (int watch = 0; watch < 2; watch++) {
+		char uri[128], prefix[32], key[512];
+		snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=%s",
+			 redis_srv.port, watch ? "watch" : "lua");
+		drl_store *s;
+		drl_limiter *l;
+		drl_result r;
+		drl_error err = {0};
+		assert_int_equal(drl_store_open(&s, uri, &err), 0);
+
+		/* previous window at -5: still exactly 10 per window */
+		snprintf(prefix, sizeof prefix, "neg%d:", watch);
+		assert_int_equal(drl_limiter_new(&l, s, "sliding_window:10/1s",
+						 prefix, &err),
+				 0);
+		assert_int_equal(drl_allow_at(l, "k", 1, 1, t - SEC, &r, &err),
+				 0);
+		size_t n = only_key(raw, prefix, key, sizeof key);
+		freeReplyObject(redisCommand(raw, "SET %b -5", key, n));
+		int allowed = 0;
+		for (int i = 0; i < 20; i++) {
+			assert_int_equal(
+				drl_allow_at(l, "k", 1, 1, t + 1, &r, &err), 0);
+			allowed += r.allowed;
+		}
+		assert_int_equal(allowed, 10);
+		/* a count no limiter could have written */
+		freeReplyObject(redisCommand(raw, "SET %b 1152921504606846976",
+					     key, n));
+		assert_int_equal(drl_allow_at(l, "k", 1, 1, t + 2, &r, &err),
+				 DRL_ECORRUPT);
+		drl_limiter_free(l);
+
+		/* a token bucket last refilled at INT64_MAX */
+		snprintf(prefix, sizeof prefix, "end%d:", watch);
+		assert_int_equal(drl_limiter_new(&l, s, "token_bucket:5/1s",
+						 prefix, &err),
+				 0);
+		assert_int_equal(drl_allow_at(l, "k", 1, 1, t, &r, &err), 0);
+		n = only_key(raw, prefix, key, sizeof key);
+		unsigned char blob[25] = {'T'};
+		for (int i = 0; i < 8; i++)
+			blob[17 + i] = i == 7 ? 0x7f : 0xff;
+		freeReplyObject(redisCommand(raw, "SET %b %b", key, n, blob,
+					     sizeof blob));
+		assert_int_equal(drl_allow_at(l, "k", 1, 1, t, &r, &err),
+				 DRL_ECORRUPT);
+		drl_limiter_free(l);
+		drl_store_free(s);
+	}
+	redisFree(raw);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -301,6 +381,7 @@ int main(void)
 		cmocka_unit_test(test_identical_decisions),
 		cmocka_unit_test(test_strategy_really_differs),
 		cmocka_unit_test(test_server_clock),
+		cmocka_unit_test(test_hostile_state),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
