@@ -50,8 +50,11 @@
  * (2592000 s) is read as an absolute Unix time. A TTL becomes ceil(seconds)
  * + 1: the extra second covers memcached's clock, which ticks once a second,
  * so an item given N seconds may vanish up to 1 s early. Above 30 days the
- * expiry is sent as time(NULL) + seconds (client clock; skew only moves the
- * cleanup). Correctness never depends on a TTL.
+ * expiry is sent as time(NULL) + seconds, on the client's clock: a client
+ * whose clock is X behind the server's makes such a key expire X early,
+ * which resets its limit (a full bucket) when X is a large part of the TTL.
+ * Only states with TTLs over 30 days are affected (e.g. token_bucket with a
+ * long refill); keep client clocks in sync (NTP) for those.
  *
  * Evictions and restarts. A server that evicts a key or restarts forgets
  * the limits stored there: those limits start over (a fresh window or a
@@ -623,9 +626,15 @@ static int mc_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 		*len = need;
 		*version = cas;
 	}
-	/* Read up to the end marker so the handle is clean. */
-	if (!c.broken && memcached_fetch_result(c.mc, &res, &mrc) != NULL)
-		c.broken = true;
+	/* Read up to the end marker so the handle is clean; anything but
+	 * the marker (another value, a timeout) leaves it unusable. */
+	if (!c.broken) {
+		memcached_result_st *x =
+			memcached_fetch_result(c.mc, &res, &mrc);
+		if (x != NULL ||
+		    (mrc != MEMCACHED_END && mrc != MEMCACHED_NOTFOUND))
+			c.broken = true;
+	}
 	memcached_result_free(&res);
 out:
 	give_back(&c);

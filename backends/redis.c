@@ -338,6 +338,24 @@ static int reply_error(rstore *s, const char *what, const redisReply *r,
 			     r->str);
 }
 
+/* A failed AUTH. Only the reply's first word (WRONGPASS, NOAUTH, ERR...) is
+ * quoted: a server that does not know AUTH (renamed, a proxy) answers
+ * "unknown command ... with args beginning with: 'user' 'password'", and
+ * the password must never reach a message. */
+static int auth_error(rstore *s, const redisReply *r, drl_error *err)
+{
+	if (r == NULL || r->type != REDIS_REPLY_ERROR || r->str == NULL)
+		return reply_error(s, "AUTH", r, false, err);
+	size_t n = strcspn(r->str, " ");
+	if (n > 32)
+		n = 32;
+	return drl_error_set(
+		err, DRL_ESTORE,
+		"redis %s: AUTH refused (%.*s; the server's text is "
+		"not shown, it may quote the password)",
+		s->where, (int)n, r->str);
+}
+
 /* 1 when r is the status reply `text` ("OK", "QUEUED"). */
 static bool is_status(const redisReply *r, const char *text)
 {
@@ -576,12 +594,9 @@ static int conn_open(rstore *s, conn **out, drl_error *err)
 		if (is_status(r[i], ping ? "PONG" : "OK"))
 			continue;
 		bool auth = s->password && i == 0;
-		/* Redis's AUTH errors never quote the password. */
-		rc = reply_error(s,
-				 ping   ? "PING"
-				 : auth ? "AUTH"
-					: "SELECT",
-				 r[i], false, err);
+		rc = auth ? auth_error(s, r[i], err)
+			  : reply_error(s, ping ? "PING" : "SELECT", r[i],
+					false, err);
 	}
 	free_replies(r, n);
 	if (rc) {

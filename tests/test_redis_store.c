@@ -1054,6 +1054,18 @@ static void test_auth(void **state)
 	assert_null(strstr(e.message, "Alice-Bad"));
 	redisFree(raw);
 	drl_fixture_stop(&as);
+
+	/* A server that does not know AUTH quotes the arguments of the
+	 * unknown command: the message must still not show the password. */
+	const char *noauth[] = {"--rename-command", "AUTH", "", NULL};
+	assert_int_equal(drl_fixture_redis_start(&as, noauth), 0);
+	snprintf(uri, sizeof uri, "redis://bob:Secret-Pw-99@127.0.0.1:%d",
+		 as.port);
+	b = NULL;
+	expect_rc(open_uri(&b, uri, &e), DRL_ESTORE, &e);
+	assert_null(strstr(e.message, "Secret-Pw"));
+	assert_non_null(strstr(e.message, "AUTH refused"));
+	drl_fixture_stop(&as);
 }
 
 /* ---- faults ------------------------------------------------------------------------ */
