@@ -26,24 +26,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-	python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
-}
-
-wait_port() {
-	python3 -c 'import socket, sys, time
-end = time.time() + 5
-while time.time() < end:
-    try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2).close()
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.05)
-sys.exit(1)' "$1"
-}
+# shellcheck source=../scripts/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 
 rport=$(free_port)
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no \

@@ -46,25 +46,8 @@ expect_in() {
 	check $? "std$1 has '$2': drl ${last_args[*]}"
 }
 
-free_port() {
-	python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
-}
-
-# Wait until something accepts connections on 127.0.0.1:$1 (5 s at most).
-wait_port() {
-	python3 -c 'import socket, sys, time
-end = time.time() + 5
-while time.time() < end:
-    try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2).close()
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.05)
-sys.exit(1)' "$1"
-}
+# shellcheck source=../scripts/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/ports.sh"
 
 # A server binary is missing: skip its store, or fail under CI.
 missing() {
