@@ -103,6 +103,9 @@ typedef struct drl__key {
 	size_t len;
 } drl__key;
 
+/* The decimal digits of v at p (up to 20, no NUL); returns how many. */
+size_t drl__put_uint(char *p, uint64_t v);
+
 void drl__keybase_make(drl__keybase *kb, const char *prefix, size_t plen,
 		       const drl__limit *lim, const void *key, size_t keylen);
 /* base (no suffix) */

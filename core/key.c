@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static size_t put_uint(char *p, uint64_t v)
+size_t drl__put_uint(char *p, uint64_t v)
 {
 	char tmp[24];
 	size_t n = 0;
@@ -39,7 +39,7 @@ void drl__keybase_make(drl__keybase *kb, const char *prefix, size_t plen,
 	*p++ = ':';
 	*p++ = '{';
 	if (keylen <= DRL__KEY_INLINE_MAX) {
-		p += put_uint(p, keylen);
+		p += drl__put_uint(p, keylen);
 		*p++ = ':';
 		memcpy(p, key, keylen);
 		p += keylen;
@@ -71,9 +71,9 @@ drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb, int64_t suffix)
 	*p++ = ':';
 	if (suffix < 0) {
 		*p++ = '-';
-		p += put_uint(p, (uint64_t)0 - (uint64_t)suffix);
+		p += drl__put_uint(p, (uint64_t)0 - (uint64_t)suffix);
 	} else {
-		p += put_uint(p, (uint64_t)suffix);
+		p += drl__put_uint(p, (uint64_t)suffix);
 	}
 	k->len = (size_t)(p - k->buf);
 	return (drl_bytes){k->buf, k->len};

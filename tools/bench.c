@@ -155,20 +155,6 @@ static void sleep_ns(int64_t ns)
 		;
 }
 
-/* Decimal digits of v at p; returns how many. */
-static size_t put_uint(char *p, uint64_t v)
-{
-	char tmp[24];
-	size_t n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (size_t i = 0; i < n; i++)
-		p[i] = tmp[n - 1 - i];
-	return n;
-}
-
 /* xorshift64*: key choice only. */
 static uint64_t rand_next(uint64_t *s)
 {
@@ -197,7 +183,7 @@ static size_t pick_key(char *buf, int64_t nkeys, uint64_t *rng)
 	}
 	uint64_t i = ((rand_next(rng) >> 32) * (uint64_t)nkeys) >> 32;
 	buf[0] = 'k';
-	return 1 + put_uint(buf + 1, i);
+	return 1 + drl__put_uint(buf + 1, i);
 }
 
 /* Copy a message, truncating. */
@@ -767,8 +753,8 @@ static void *worker_main(void *arg)
 	if (p->phase == PHASE_RUN) {
 		/* Warm up on a key of its own: connections, scripts. */
 		char key[24] = "w";
-		size_t klen =
-			1 + put_uint(key + 1, (uint64_t)(p->base_id + w->id));
+		size_t klen = 1 + drl__put_uint(key + 1,
+						(uint64_t)(p->base_id + w->id));
 		drl_result r;
 		(void)drl_allow(p->lim, key, klen, 1, &r, NULL);
 	}
@@ -966,11 +952,13 @@ static void run_proc(proc_ctx *p, proc_result *res)
 
 /* ---- one cell, over processes ------------------------------------------ */
 
-static bool write_all(int fd, const void *buf, size_t len)
+/* All len bytes to (out) or from fd, across short transfers and EINTR;
+ * false on an error or end of file. */
+static bool io_all(int fd, void *buf, size_t len, bool out)
 {
-	const char *p = buf;
+	char *p = buf;
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = out ? write(fd, p, len) : read(fd, p, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -981,19 +969,14 @@ static bool write_all(int fd, const void *buf, size_t len)
 	return true;
 }
 
+static bool write_all(int fd, const void *buf, size_t len)
+{
+	return io_all(fd, (void *)buf, len, true);
+}
+
 static bool read_all(int fd, void *buf, size_t len)
 {
-	char *p = buf;
-	while (len) {
-		ssize_t n = read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		p += n;
-		len -= (size_t)n;
-	}
-	return true;
+	return io_all(fd, buf, len, false);
 }
 
 /* The results of a cell, merged over its processes. */
