@@ -26,4 +26,5 @@ void drl__result_fill(drl_result *res, bool allowed, int64_t limit,
 	res->remaining = remaining < 0 ? 0 : remaining;
 	res->reset_after_us = reset_after < 0 ? 0 : reset_after;
 	res->retry_after_us = allowed ? 0 : retry_after;
+	res->path = DRL_PATH_STORE;
 }

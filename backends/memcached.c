@@ -261,9 +261,33 @@ static bool is_timeout(const call *c, memcached_return_t rc)
 		memcached_last_error_errno(c->mc) == ETIMEDOUT);
 }
 
-/* Turn a failed libmemcached call into DRL_ETIMEDOUT, DRL_ENOMEM or
- * DRL_ESTORE with libmemcached's own words, and mark the handle for a
- * reset. `op` names the operation. */
+/* 1 when rc means the server could not be talked to at all: refused,
+ * reset, closed, unreadable, or not tried (marked dead). The server's own
+ * error replies (SERVER_ERROR, out of memory...) are not this. */
+static bool is_unreachable(memcached_return_t rc)
+{
+	switch (rc) {
+	case MEMCACHED_CONNECTION_FAILURE:
+	case MEMCACHED_CONNECTION_SOCKET_CREATE_FAILURE:
+	case MEMCACHED_HOST_LOOKUP_FAILURE:
+	case MEMCACHED_WRITE_FAILURE:
+	case MEMCACHED_READ_FAILURE:
+	case MEMCACHED_UNKNOWN_READ_FAILURE:
+	case MEMCACHED_PROTOCOL_ERROR:
+	case MEMCACHED_ERRNO:
+	case MEMCACHED_SERVER_MARKED_DEAD:
+	case MEMCACHED_SERVER_TEMPORARILY_DISABLED:
+	case MEMCACHED_NO_SERVERS:
+	case MEMCACHED_PARTIAL_READ:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Turn a failed libmemcached call into DRL_ETIMEDOUT, DRL_ENOMEM,
+ * DRL_EUNAVAILABLE (is_unreachable) or DRL_ESTORE with libmemcached's own
+ * words, and mark the handle for a reset. `op` names the operation. */
 static int store_error(call *c, memcached_return_t rc, const char *op,
 		       drl_error *err)
 {
@@ -289,6 +313,8 @@ static int store_error(call *c, memcached_return_t rc, const char *op,
 		code = DRL_ENOMEM;
 	else if (is_timeout(c, rc))
 		code = DRL_ETIMEDOUT;
+	else if (is_unreachable(rc))
+		code = DRL_EUNAVAILABLE;
 	c->broken = true;
 	return drl_error_set(err, code, "memcached %s: %.*s", op, (int)dlen,
 			     detail);

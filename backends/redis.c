@@ -62,6 +62,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -95,6 +96,9 @@ struct conn {
 	bool watching;       /* a WATCH may be pending: UNWATCH before use */
 	bool unwatch_queued; /* an UNWATCH is pipelined ahead of a call */
 	bool broken;         /* failed or desynced: free, never reuse */
+	/* When the current call must be over (CLOCK_MONOTONIC): timeout_ms
+	 * after the call asked for a connection. */
+	struct timespec deadline;
 	/* While held between load() and cas(): what was loaded. */
 	uint64_t hold_version;
 	unsigned char *wkey;
@@ -245,12 +249,16 @@ static bool holds_for(const hold *h, const rstore *s)
 	return h && h->c && h->store == s && h->store_id == s->id;
 }
 
+static struct timespec deadline_in(int64_t ms);
+
 /* Take the connection h holds for s into the calling call (counted in
- * the pool again; it may exceed `cap` until released). */
+ * the pool again; it may exceed `cap` until released), with a fresh
+ * deadline. */
 static conn *take_own(rstore *s, hold *h)
 {
 	conn *c = h->c;
 	h->c = NULL;
+	c->deadline = deadline_in(s->timeout_ms);
 	pthread_mutex_lock(&s->mu);
 	held_unlink(s, c);
 	s->nconn++;
@@ -275,12 +283,13 @@ static bool is_timeout(const redisContext *ctx, int saved_errno)
 }
 
 /* Mark c broken and report its context error: DRL_ETIMEDOUT for a
- * timeout, DRL_ENOMEM for hiredis OOM, DRL_ESTORE otherwise. */
+ * timeout, DRL_ENOMEM for hiredis OOM, DRL_EUNAVAILABLE otherwise (refused,
+ * reset, closed: the server cannot be talked to). */
 static int ctx_error(rstore *s, conn *c, const char *what, int saved_errno,
 		     drl_error *err)
 {
 	redisContext *ctx = c->ctx;
-	int code = DRL_ESTORE;
+	int code = DRL_EUNAVAILABLE;
 	c->broken = true;
 	if (is_timeout(ctx, saved_errno))
 		code = DRL_ETIMEDOUT;
@@ -290,6 +299,30 @@ static int ctx_error(rstore *s, conn *c, const char *what, int saved_errno,
 			     ctx->errstr[0] ? ctx->errstr : "connection error",
 			     code == DRL_ETIMEDOUT ? " (timeout_ms exceeded)"
 						   : "");
+}
+
+/* The call on c ran out of time: DRL_ETIMEDOUT, c broken (a late reply
+ * would desync it). */
+static int timeout_error(rstore *s, conn *c, const char *what, drl_error *err)
+{
+	c->broken = true;
+	return drl_error_set(
+		err, DRL_ETIMEDOUT,
+		"redis %s: %s: no reply within timeout_ms=%" PRId64, s->where,
+		what, s->timeout_ms);
+}
+
+/* The bytes the server sent are not RESP we can read (a server that is
+ * not Redis, or garbage): DRL_EUNAVAILABLE (DRL_ENOMEM when hiredis ran
+ * out of memory), c broken. hiredis quotes a bad byte escaped. */
+static int reader_error(rstore *s, conn *c, const char *what, drl_error *err)
+{
+	const redisReader *r = c->ctx->reader;
+	c->broken = true;
+	return drl_error_set(
+		err, r->err == REDIS_ERR_OOM ? DRL_ENOMEM : DRL_EUNAVAILABLE,
+		"redis %s: %s: unreadable reply: %s", s->where, what,
+		r->errstr[0] ? r->errstr : "protocol error");
 }
 
 static const char *reply_type_name(int type)
@@ -426,6 +459,78 @@ static int append(rstore *s, conn *c, int argc, const char **argv,
 	return 0;
 }
 
+/* Milliseconds until dl, rounded up; 0 once it has passed. */
+static int64_t ms_until(const struct timespec *dl)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	int64_t ns = (int64_t)(dl->tv_sec - now.tv_sec) * 1000000000 +
+		     (dl->tv_nsec - now.tv_nsec);
+	return ns <= 0 ? 0 : (ns + 999999) / 1000000;
+}
+
+/* Wait until c's socket is ready for `events` or c's deadline passes:
+ * 1 ready (or in error: the read or write that follows reports it), 0
+ * out of time, -1 poll() failed (errno). */
+static int wait_ready(conn *c, short events)
+{
+	for (;;) {
+		int64_t left = ms_until(&c->deadline);
+		if (left == 0)
+			return 0;
+		struct pollfd p = {.fd = c->ctx->fd, .events = events};
+		int n = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+		if (n > 0)
+			return 1;
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/*
+ * Send what is queued on c and read one reply, all by c's deadline.
+ *
+ * Written here rather than using redisGetReply(): its blocking loop bounds
+ * each read() by the socket timeout, not the call, so a server that
+ * trickles a byte at a time (or a huge bulk length) could hold the caller
+ * for ever. Reads wait in poll() for the time left; the write is one
+ * write() of a request of at most a few hundred KB, bounded by the
+ * socket's send timeout, and further writes wait in poll() too.
+ */
+static int get_reply(rstore *s, conn *c, void **reply, const char *what,
+		     drl_error *err)
+{
+	redisContext *ctx = c->ctx;
+	int done = 0;
+	*reply = NULL;
+	if (redisReaderGetReply(ctx->reader, reply) != REDIS_OK)
+		return reader_error(s, c, what, err);
+	if (*reply)
+		return 0;
+	for (;;) {
+		if (redisBufferWrite(ctx, &done) != REDIS_OK)
+			return ctx_error(s, c, what, errno, err);
+		if (done)
+			break;
+		int w = wait_ready(c, POLLOUT);
+		if (w <= 0)
+			return w == 0 ? timeout_error(s, c, what, err)
+				      : ctx_error(s, c, what, errno, err);
+	}
+	for (;;) {
+		int w = wait_ready(c, POLLIN);
+		if (w <= 0)
+			return w == 0 ? timeout_error(s, c, what, err)
+				      : ctx_error(s, c, what, errno, err);
+		if (redisBufferRead(ctx) != REDIS_OK)
+			return ctx_error(s, c, what, errno, err);
+		if (redisReaderGetReply(ctx->reader, reply) != REDIS_OK)
+			return reader_error(s, c, what, err);
+		if (*reply)
+			return 0;
+	}
+}
+
 static void free_replies(redisReply **r, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -447,9 +552,8 @@ static int collect(rstore *s, conn *c, size_t n, redisReply **r,
 	if (c->unwatch_queued) {
 		void *u = NULL;
 		c->unwatch_queued = false;
-		if (redisGetReply(c->ctx, &u) != REDIS_OK || u == NULL) {
-			rc = ctx_error(s, c, what, errno, err);
-		} else {
+		rc = get_reply(s, c, &u, what, err);
+		if (rc == 0) {
 			if (!is_status(u, "OK"))
 				c->broken = true; /* WATCH state unknown */
 			freeReplyObject(u);
@@ -457,10 +561,9 @@ static int collect(rstore *s, conn *c, size_t n, redisReply **r,
 	}
 	for (; rc == 0 && got < n; got++) {
 		void *p = NULL;
-		if (redisGetReply(c->ctx, &p) != REDIS_OK || p == NULL) {
-			rc = ctx_error(s, c, what, errno, err);
+		rc = get_reply(s, c, &p, what, err);
+		if (rc)
 			break;
-		}
 		r[got] = p;
 	}
 	pipe_restore(&g, rc != 0);
@@ -520,15 +623,24 @@ static void conn_free(conn *c)
 
 /* Connect, set the command timeout; AUTH, SELECT and PING pipelined in
  * one round trip (PING: a server that wants a password we lack, or is not
- * Redis, fails here rather than in the first call). */
-static int conn_open(rstore *s, conn **out, drl_error *err)
+ * Redis, fails here rather than in the first call). All by the call's
+ * deadline `dl`. */
+static int conn_open(rstore *s, conn **out, const struct timespec *dl,
+		     drl_error *err)
 {
-	redisContext *ctx =
-		s->is_unix
-			? redisConnectUnixWithTimeout(s->host, s->timeout)
-			: redisConnectWithTimeout(s->host, s->port, s->timeout);
-	int saved = errno;
+	int64_t left = ms_until(dl);
 	*out = NULL;
+	if (left == 0)
+		return drl_error_set(err, DRL_ETIMEDOUT,
+				     "redis %s: connect: no time left within "
+				     "timeout_ms=%" PRId64,
+				     s->where, s->timeout_ms);
+	struct timeval tv = {.tv_sec = (time_t)(left / 1000),
+			     .tv_usec = (suseconds_t)(left % 1000) * 1000};
+	redisContext *ctx =
+		s->is_unix ? redisConnectUnixWithTimeout(s->host, tv)
+			   : redisConnectWithTimeout(s->host, s->port, tv);
+	int saved = errno;
 	if (ctx == NULL)
 		return drl_error_set(err, DRL_ENOMEM,
 				     "redis %s: out of memory connecting",
@@ -541,6 +653,7 @@ static int conn_open(rstore *s, conn **out, drl_error *err)
 				     s->where);
 	}
 	c->ctx = ctx;
+	c->deadline = *dl;
 	if (ctx->err) {
 		int rc = ctx_error(s, c, "connect", saved, err);
 		conn_free(c);
@@ -571,9 +684,9 @@ static int conn_open(rstore *s, conn **out, drl_error *err)
 	}
 	if (rc == 0 && s->db != 0) {
 		char db[24];
-		int dl = snprintf(db, sizeof db, "%" PRId64, s->db);
+		int dblen = snprintf(db, sizeof db, "%" PRId64, s->db);
 		const char *argv[2] = {"SELECT", db};
-		size_t lens[2] = {6, (size_t)dl};
+		size_t lens[2] = {6, (size_t)dblen};
 		rc = append(s, c, 2, argv, lens, err);
 		n++;
 	}
@@ -621,12 +734,12 @@ static struct timespec deadline_in(int64_t ms)
 	return ts;
 }
 
-/* A connection from the pool, opening one when below `cap`, else waiting
- * up to timeout_ms for one (DRL_ETIMEDOUT). */
-static int checkout(rstore *s, conn **out, drl_error *err)
+/* A connection from the pool for a call that must be over by `dl`,
+ * opening one when below `cap`, else waiting for one (DRL_ETIMEDOUT when
+ * none frees up in time). The connection carries dl as its deadline. */
+static int checkout(rstore *s, conn **out, const struct timespec *dl,
+		    drl_error *err)
 {
-	bool have_deadline = false;
-	struct timespec deadline;
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		if (s->free) {
@@ -634,13 +747,14 @@ static int checkout(rstore *s, conn **out, drl_error *err)
 			s->free = c->next;
 			c->next = NULL;
 			pthread_mutex_unlock(&s->mu);
+			c->deadline = *dl;
 			*out = c;
 			return 0;
 		}
 		if (s->nconn < s->cap) {
 			s->nconn++;
 			pthread_mutex_unlock(&s->mu);
-			int rc = conn_open(s, out, err);
+			int rc = conn_open(s, out, dl, err);
 			if (rc) {
 				pthread_mutex_lock(&s->mu);
 				s->nconn--;
@@ -649,12 +763,7 @@ static int checkout(rstore *s, conn **out, drl_error *err)
 			}
 			return rc;
 		}
-		if (!have_deadline) {
-			deadline = deadline_in(s->timeout_ms);
-			have_deadline = true;
-		}
-		if (pthread_cond_timedwait(&s->cv, &s->mu, &deadline) ==
-		    ETIMEDOUT) {
+		if (pthread_cond_timedwait(&s->cv, &s->mu, dl) == ETIMEDOUT) {
 			pthread_mutex_unlock(&s->mu);
 			return drl_error_set(
 				err, DRL_ETIMEDOUT,
@@ -696,7 +805,8 @@ static int acquire(rstore *s, conn **out, drl_error *err)
 		}
 		drop_hold(h);
 	}
-	return checkout(s, out, err);
+	struct timespec dl = deadline_in(s->timeout_ms);
+	return checkout(s, out, &dl, err);
 }
 
 /* After a successful load(): keep c, watching `key`, for this thread's
@@ -1769,7 +1879,8 @@ int drl__redis_open(drl_backend **out, drl__uri *uri, drl_error *err)
 
 	/* Connect now, so a wrong address or password fails at open. */
 	conn *c;
-	rc = checkout(s, &c, err);
+	struct timespec dl = deadline_in(s->timeout_ms);
+	rc = checkout(s, &c, &dl, err);
 	if (rc) {
 		r_destroy(&s->parent);
 		return rc;

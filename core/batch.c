@@ -91,7 +91,7 @@ static void item_fail(drl_batch_item *items, size_t i, int rc,
 		      const drl_error *d, drl_error *err, size_t *first)
 {
 	items[i].rc = rc;
-	memset(&items[i].result, 0, sizeof items[i].result);
+	drl__result_deny(&items[i].result);
 	if (i >= *first)
 		return;
 	*first = i;
@@ -248,19 +248,81 @@ static int check_call(const drl_limiter *l, const drl_batch_item *items,
 	return 0;
 }
 
-/* Decide every item at `now` (checked, or DRL__NOW_STORE). */
-static void decide(drl_limiter *l, drl_batch_item *items, size_t n, int64_t now,
-		   drl_error *err)
+/* Decide every item at `now` (checked, or DRL__NOW_STORE) on the store. */
+static void decide_on_store(drl_limiter *l, drl_batch_item *items, size_t n,
+			    int64_t now, drl_error *err, size_t *first)
 {
-	size_t first = SIZE_MAX;
 	drl_backend *b = l->store->backend;
 	drl__call probe = {.backend = b, .now = now};
 	if (l->nlimits == 1 && drl__has_batch(b) &&
 	    l->limits[0].algo->lua_batch &&
 	    drl__script_usable(&l->limits[0], &probe) &&
-	    decide_batched(l, items, n, now, err, &first) == 0)
+	    decide_batched(l, items, n, now, err, first) == 0)
 		return;
-	decide_each(l, items, n, now, err, &first);
+	decide_each(l, items, n, now, err, first);
+}
+
+/* The batch's outcome for the breaker: an item's unreachable error first,
+ * else its first store failure, else 0. */
+static int store_outcome(const drl_batch_item *items, size_t n)
+{
+	int any = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (drl__is_unreachable(items[i].rc))
+			return items[i].rc;
+		if (any == 0 && drl__is_store_failure(items[i].rc))
+			any = items[i].rc;
+	}
+	return any;
+}
+
+/* No store decision at all (breaker open, or the store's clock failed
+ * with rc, detail e): every item fails as drl_allow() would, a bad key or
+ * cost with its own DRL_EINVAL (bad input is never a store error). */
+static void fail_all(drl_batch_item *items, size_t n, int rc,
+		     const drl_error *e, drl_error *err, size_t *first)
+{
+	for (size_t i = 0; i < n; i++) {
+		drl_error ie = {0};
+		drl_batch_item *it = &items[i];
+		int irc =
+			drl__request_check(it->key, it->keylen, it->cost, &ie);
+		if (irc)
+			item_fail(items, i, irc, &ie, err, first);
+		else
+			item_fail(items, i, rc, e, err, first);
+	}
+}
+
+/* Decide every item at `now` (checked, DRL__NOW_STORE, or DRL__NOW_READ)
+ * as drl_allow() would: behind the breaker (one call for the batch), and
+ * each item the store failed for decided by the on_error policy. */
+static void decide(drl_limiter *l, drl_batch_item *items, size_t n, int64_t now,
+		   drl_error *err)
+{
+	size_t first = SIZE_MAX;
+	drl_error e = {0};
+	bool probe;
+	int rc = drl__breaker_enter(l->store, &probe, &e);
+	if (rc == 0) {
+		if (now == DRL__NOW_READ)
+			rc = drl__limiter_now(l, &now, &e);
+		if (rc == 0)
+			decide_on_store(l, items, n, now, err, &first);
+		drl__breaker_leave(l->store, probe,
+				   rc ? rc : store_outcome(items, n));
+	}
+	if (rc)
+		fail_all(items, n, rc, &e, err, &first);
+	if (l->on_error == DRL__ON_ERROR_RETURN)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		drl_batch_item *it = &items[i];
+		if (drl__is_store_failure(it->rc) &&
+		    drl__fallback(l, it->key, it->keylen, it->cost, now,
+				  &it->result, NULL) == 0)
+			it->rc = 0;
+	}
 }
 
 int drl_allow_batch_at(drl_limiter *l, drl_batch_item *items, size_t n,
@@ -281,17 +343,6 @@ int drl_allow_batch(drl_limiter *l, drl_batch_item *items, size_t n,
 	int rc = check_call(l, items, n, err);
 	if (rc)
 		return rc;
-	drl_error e = {0};
-	int64_t now;
-	rc = drl__limiter_now(l, &now, &e);
-	if (rc) {
-		/* No time to decide at (the store's clock failed): every
-		 * item fails as drl_allow() would. */
-		size_t first = SIZE_MAX;
-		for (size_t i = 0; i < n; i++)
-			item_fail(items, i, rc, &e, err, &first);
-		return 0;
-	}
-	decide(l, items, n, now, err);
+	decide(l, items, n, DRL__NOW_READ, err);
 	return 0;
 }

@@ -47,6 +47,11 @@ int drl__uri_get_int(drl__uri *u, const char *key, int64_t min, int64_t max,
 		     int64_t def, int64_t *out, drl_error *err);
 /* DRL_EINVAL naming the first option no one asked for. */
 int drl__uri_check_all_used(const drl__uri *u, drl_error *err);
+/* `text` (a URI, parseable or not) for messages and output: anything that
+ * may be a password replaced by "***", control bytes escaped, cut to about
+ * 120 bytes. Writes buf (cap bytes; DRL__URI_SHOW_MAX holds it all). */
+#define DRL__URI_SHOW_MAX 128
+const char *drl__uri_redact(char *buf, size_t cap, const char *text);
 
 /* ---- numbers (core/parse.c) ------------------------------------------- */
 
@@ -118,7 +123,8 @@ drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb, int64_t suffix);
 /* Counters behind drl_store_stats; relaxed atomics (core/store.c). */
 typedef struct drl__stats {
 	_Atomic uint64_t decisions, cas_attempts, cas_conflicts, cas_exhausted,
-		scripts;
+		scripts, store_failures, breaker_opens, breaker_rejects,
+		fallbacks;
 } drl__stats;
 
 #define DRL__COUNT(stats, field)                                               \
@@ -350,11 +356,65 @@ size_t drl__batch_chunk(const drl__limit *lim);
 /* call->now, reading the store's clock when it is DRL__NOW_STORE. */
 int drl__call_now(const drl__call *call, int64_t *now);
 
+/* ---- failures (core/breaker.c, core/failure.c) -------------------------- */
+
+/* The store could not make the decision: its server failed to answer
+ * (DRL_ETIMEDOUT, DRL_EUNAVAILABLE) or answered with an error
+ * (DRL_ESTORE). These are what a limiter's on_error policy handles; every
+ * other error (bad input, malformed state, contention budget spent, no
+ * memory) is returned whatever the policy. */
+static inline bool drl__is_store_failure(int rc)
+{
+	return rc == DRL_ESTORE || rc == DRL_ETIMEDOUT ||
+	       rc == DRL_EUNAVAILABLE;
+}
+/* The server could not be reached at all: what opens the breaker. */
+static inline bool drl__is_unreachable(int rc)
+{
+	return rc == DRL_ETIMEDOUT || rc == DRL_EUNAVAILABLE;
+}
+
+/* A store's circuit breaker (core/breaker.c has the state machine). */
+typedef struct drl__breaker {
+	int64_t failures_max; /* unreachable calls in a row that open it; 0 off */
+	int64_t open_us;      /* first open period */
+	int64_t max_us;       /* the doubling stops here */
+	_Atomic int64_t failures;   /* unreachable calls in a row */
+	_Atomic int64_t open_until; /* monotonic µs; 0 closed */
+	_Atomic int64_t period_us;  /* the current open period */
+} drl__breaker;
+
+struct drl_store;
+void drl__breaker_init(drl__breaker *b, int64_t failures, int64_t open_us,
+		       int64_t max_us);
+/* The defaults: 5 failures, 100 ms doubling up to 2 s. */
+void drl__breaker_default(drl__breaker *b);
+/* From the store URI's breaker_failures, breaker_open_ms, breaker_max_ms
+ * (marked used; the defaults when absent). DRL_EINVAL naming a bad one. */
+int drl__breaker_options(drl__breaker *b, drl__uri *u, drl_error *err);
+/* Before a call to the store: 0 to go ahead (*probe: this call is the
+ * half-open probe), or DRL_EUNAVAILABLE in err when the breaker is open:
+ * do not call the store. Every 0 must be followed by drl__breaker_leave. */
+int drl__breaker_enter(struct drl_store *s, bool *probe, drl_error *err);
+/* After the call, with its result. */
+void drl__breaker_leave(struct drl_store *s, bool probe, int rc);
+/* How long until the store is tried again (a denial's retry_after). */
+int64_t drl__breaker_retry_us(struct drl_store *s);
+
+/* A limiter's on_error policy (spec segment "on_error=..."). */
+typedef enum drl__on_error {
+	DRL__ON_ERROR_RETURN = 0, /* default: the call returns the error */
+	DRL__ON_ERROR_DENY,
+	DRL__ON_ERROR_ALLOW,
+	DRL__ON_ERROR_LOCAL
+} drl__on_error;
+
 /* ---- store object (core/store.c) --------------------------------------- */
 
 struct drl_store {
 	drl_backend *backend;
 	drl__stats stats;
+	drl__breaker breaker;
 };
 
 /* ---- limiter object (core/limiter.c, core/batch.c) --------------------- */
@@ -365,7 +425,14 @@ struct drl_limiter {
 	drl__limit limits[DRL_POLICY_LIMITS_MAX];
 	size_t prefixlen;
 	char prefix[DRL__PREFIX_MAX + 1];
+	drl__on_error on_error;
+	/* on_error=local: the same limits on a memory store of its own. */
+	drl_store *local_store;
+	struct drl_limiter *local;
 };
+
+/* drl_allow_at's now_us meaning "read the clock" (drl__limiter_now). */
+#define DRL__NOW_READ INT64_C(-2)
 
 /* DRL_EINVAL naming the problem when now_us is not an explicit time
  * drl_allow_at() accepts. */
@@ -378,6 +445,23 @@ int drl__request_check(const void *key, size_t keylen, int64_t cost,
 int drl__limiter_decide(drl_limiter *l, const void *key, size_t keylen,
 			int64_t cost, int64_t now_us, drl_result *result,
 			drl_error *err);
+/* Decide one checked request as drl_allow() does, behind the store's
+ * breaker and with the limiter's on_error policy: the store decides, or
+ * the policy when the store failed (result->path says which). now_us as
+ * for drl__limiter_decide, or DRL__NOW_READ. */
+int drl__limiter_guarded(drl_limiter *l, const void *key, size_t keylen,
+			 int64_t cost, int64_t now_us, drl_result *result,
+			 drl_error *err);
+/* The on_error policy's decision after the store failed with a store
+ * failure (drl__is_store_failure); err keeps the store's error. */
+int drl__fallback(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
+		  int64_t now_us, drl_result *result, drl_error *err);
+/* The result every failed call leaves: a denial by the store path. */
+void drl__result_deny(drl_result *r);
+/* Parse "on_error=..." (value len bytes); DRL_EINVAL when unknown. */
+int drl__on_error_parse(drl__on_error *out, const char *value, size_t len,
+			drl_error *err);
+
 /* The time drl_allow() decides at: the real-time clock; with a store
  * clock, DRL__NOW_STORE when every limit's twin reads it itself, else the
  * store's time (one round trip, which may fail). */

@@ -1,5 +1,6 @@
 /*
- * drl_limiter: a store, a policy of one or more limits, and a key prefix.
+ * drl_limiter: a store, a policy of one or more limits, a key prefix, and
+ * what to do when the store fails (on_error, core/failure.c).
  *
  * A policy is decided limit by limit, each consuming as it allows; when one
  * denies, what the earlier ones consumed is refunded. So a denied request
@@ -22,40 +23,100 @@ int64_t drl_now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* A policy option segment "name=value" (no ':' before the '='): today
+ * only on_error. 1 when seg is not an option (a limit), 0 when taken, or
+ * DRL_EINVAL. */
+static int parse_option(drl_limiter *l, const char *seg, size_t n,
+			bool *seen_on_error, drl_error *err)
+{
+	const char *eq = memchr(seg, '=', n);
+	const char *colon = memchr(seg, ':', n);
+	if (eq == NULL || (colon != NULL && colon < eq))
+		return 1;
+	size_t nlen = (size_t)(eq - seg);
+	if (nlen != 8 || memcmp(seg, "on_error", 8) != 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "unknown policy option \"%.*s\" (expected "
+				     "on_error=deny|allow|local, or a limit "
+				     "ALGORITHM:LIMIT/PERIOD)",
+				     (int)(nlen < 32 ? nlen : 32), seg);
+	if (*seen_on_error)
+		return drl_error_set(err, DRL_EINVAL,
+				     "option \"on_error\" given twice");
+	*seen_on_error = true;
+	return drl__on_error_parse(&l->on_error, eq + 1, n - nlen - 1, err);
+}
+
+/* Parse limit seg[0..n) into the next slot of l's policy. */
+static int add_limit(drl_limiter *l, const char *spec, const char *seg,
+		     size_t n, drl_error *err)
+{
+	if (l->nlimits == DRL_POLICY_LIMITS_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "a policy has at most %d limits",
+				     DRL_POLICY_LIMITS_MAX);
+	drl__limit *lim = &l->limits[l->nlimits];
+	int rc = drl__limit_parse(lim, seg, n, err);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < l->nlimits; i++)
+		if (l->limits[i].taglen == lim->taglen &&
+		    !memcmp(l->limits[i].tag, lim->tag, lim->taglen))
+			return drl_error_set(
+				err, DRL_EINVAL,
+				"limit \"%.*s\" appears twice in the policy "
+				"\"%.64s\"",
+				(int)(n < 64 ? n : 64), seg, spec);
+	l->nlimits++;
+	return 0;
+}
+
+/* LIMIT[;LIMIT...] with option segments (on_error=...) anywhere. */
 static int parse_policy(drl_limiter *l, const char *spec, drl_error *err)
 {
 	size_t len = strlen(spec);
+	bool seen_on_error = false;
 	if (len == 0)
 		return drl_error_set(err, DRL_EINVAL, "empty limit spec");
 	const char *s = spec;
 	for (;;) {
 		const char *semi = memchr(s, ';', len - (size_t)(s - spec));
 		size_t n = semi ? (size_t)(semi - s) : len - (size_t)(s - spec);
-		if (l->nlimits == DRL_POLICY_LIMITS_MAX)
-			return drl_error_set(err, DRL_EINVAL,
-					     "a policy has at most %d limits",
-					     DRL_POLICY_LIMITS_MAX);
 		if (n == 0)
 			return drl_error_set(err, DRL_EINVAL,
 					     "empty limit in policy \"%.64s\"",
 					     spec);
-		drl__limit *lim = &l->limits[l->nlimits];
-		int rc = drl__limit_parse(lim, s, n, err);
+		int rc = parse_option(l, s, n, &seen_on_error, err);
+		if (rc == 1)
+			rc = add_limit(l, spec, s, n, err);
 		if (rc)
 			return rc;
-		for (size_t i = 0; i < l->nlimits; i++)
-			if (l->limits[i].taglen == lim->taglen &&
-			    !memcmp(l->limits[i].tag, lim->tag, lim->taglen))
-				return drl_error_set(
-					err, DRL_EINVAL,
-					"limit \"%.*s\" appears twice in the "
-					"policy",
-					(int)(n < 64 ? n : 64), s);
-		l->nlimits++;
 		if (!semi)
-			return 0;
+			break;
 		s = semi + 1;
 	}
+	if (l->nlimits == 0)
+		return drl_error_set(
+			err, DRL_EINVAL,
+			"policy \"%.64s\" has options but no limit", spec);
+	return 0;
+}
+
+/* on_error=local: a copy of l's limits on a memory store of its own. */
+static int make_local(drl_limiter *l, drl_error *err)
+{
+	int rc = drl_store_open(&l->local_store, "memory://", err);
+	if (rc)
+		return rc;
+	l->local = malloc(sizeof *l->local);
+	if (l->local == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	*l->local = *l;
+	l->local->store = l->local_store;
+	l->local->on_error = DRL__ON_ERROR_RETURN;
+	l->local->local_store = NULL;
+	l->local->local = NULL;
+	return 0;
 }
 
 int drl_limiter_new(drl_limiter **out, drl_store *store, const char *spec,
@@ -81,20 +142,26 @@ int drl_limiter_new(drl_limiter **out, drl_store *store, const char *spec,
 	drl_limiter *l = calloc(1, sizeof *l);
 	if (!l)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
-	int rc = parse_policy(l, spec, err);
-	if (rc) {
-		free(l);
-		return rc;
-	}
 	l->store = store;
 	memcpy(l->prefix, prefix, plen + 1);
 	l->prefixlen = plen;
+	int rc = parse_policy(l, spec, err);
+	if (rc == 0 && l->on_error == DRL__ON_ERROR_LOCAL)
+		rc = make_local(l, err);
+	if (rc) {
+		drl_limiter_free(l);
+		return rc;
+	}
 	*out = l;
 	return 0;
 }
 
 void drl_limiter_free(drl_limiter *limiter)
 {
+	if (limiter == NULL)
+		return;
+	free(limiter->local);
+	drl_store_free(limiter->local_store);
 	free(limiter);
 }
 
@@ -181,13 +248,50 @@ int drl__request_check(const void *key, size_t keylen, int64_t cost,
 	return 0;
 }
 
+/* Everything drl_allow and drl_allow_at check before deciding; *result
+ * (when there is one) is a denial from here on. */
+static int check_call(drl_limiter *l, const void *key, size_t keylen,
+		      int64_t cost, drl_result *result, drl_error *err)
+{
+	if (result != NULL)
+		drl__result_deny(result);
+	if (l == NULL || result == NULL)
+		return drl_error_set(err, DRL_EINVAL, "drl_allow: NULL %s",
+				     l == NULL ? "limiter" : "result");
+	return drl__request_check(key, keylen, cost, err);
+}
+
 int drl_allow_at(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 		 int64_t now_us, drl_result *result, drl_error *err)
 {
-	int rc = drl__time_check(now_us, err);
+	int rc = check_call(l, key, keylen, cost, result, err);
+	if (rc == 0)
+		rc = drl__time_check(now_us, err);
 	if (rc)
 		return rc;
-	return drl__limiter_decide(l, key, keylen, cost, now_us, result, err);
+	return drl__limiter_guarded(l, key, keylen, cost, now_us, result, err);
+}
+
+int drl__limiter_guarded(drl_limiter *l, const void *key, size_t keylen,
+			 int64_t cost, int64_t now_us, drl_result *result,
+			 drl_error *err)
+{
+	bool probe;
+	int rc = drl__breaker_enter(l->store, &probe, err);
+	if (rc == 0) {
+		if (now_us == DRL__NOW_READ)
+			rc = drl__limiter_now(l, &now_us, err);
+		if (rc == 0)
+			rc = drl__limiter_decide(l, key, keylen, cost, now_us,
+						 result, err);
+		drl__breaker_leave(l->store, probe, rc);
+	}
+	if (rc == 0)
+		return 0;
+	drl__result_deny(result);
+	if (!drl__is_store_failure(rc) || l->on_error == DRL__ON_ERROR_RETURN)
+		return rc;
+	return drl__fallback(l, key, keylen, cost, now_us, result, err);
 }
 
 int drl__limiter_decide(drl_limiter *l, const void *key, size_t keylen,
@@ -263,12 +367,9 @@ int drl__limiter_now(drl_limiter *l, int64_t *now_us, drl_error *err)
 int drl_allow(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 	      drl_result *result, drl_error *err)
 {
-	if (l == NULL)
-		return drl_error_set(err, DRL_EINVAL,
-				     "drl_allow: NULL limiter");
-	int64_t now;
-	int rc = drl__limiter_now(l, &now, err);
+	int rc = check_call(l, key, keylen, cost, result, err);
 	if (rc)
 		return rc;
-	return drl__limiter_decide(l, key, keylen, cost, now, result, err);
+	return drl__limiter_guarded(l, key, keylen, cost, DRL__NOW_READ, result,
+				    err);
 }

@@ -40,6 +40,7 @@ int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 	if (!s)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
 	s->backend = b;
+	drl__breaker_default(&s->breaker);
 	*out = s;
 	return 0;
 }
@@ -65,15 +66,24 @@ int drl_store_open(drl_store **out, const char *uri, drl_error *err)
 		drl__uri_clear(&u);
 		return rc;
 	}
+	/* The breaker's options are the core's: taken before the store
+	 * checks that it knows every option it was given. */
+	drl__breaker breaker;
+	rc = drl__breaker_options(&breaker, &u, err);
 	drl_backend *b = NULL;
-	rc = open(&b, &u, err);
+	if (rc == 0)
+		rc = open(&b, &u, err);
 	drl__uri_clear(&u);
 	if (rc)
 		return rc;
 	rc = drl_store_from_backend(out, b, err);
-	if (rc)
+	if (rc) {
 		b->destroy(b);
-	return rc;
+		return rc;
+	}
+	drl__breaker_init(&(*out)->breaker, breaker.failures_max,
+			  breaker.open_us, breaker.max_us);
+	return 0;
 }
 
 int drl_store_stats_get(const drl_store *store, drl_store_stats *out)
@@ -91,6 +101,14 @@ int drl_store_stats_get(const drl_store *store, drl_store_stats *out)
 						  memory_order_relaxed);
 	out->scripts =
 		atomic_load_explicit(&s->stats.scripts, memory_order_relaxed);
+	out->store_failures = atomic_load_explicit(&s->stats.store_failures,
+						   memory_order_relaxed);
+	out->breaker_opens = atomic_load_explicit(&s->stats.breaker_opens,
+						  memory_order_relaxed);
+	out->breaker_rejects = atomic_load_explicit(&s->stats.breaker_rejects,
+						    memory_order_relaxed);
+	out->fallbacks =
+		atomic_load_explicit(&s->stats.fallbacks, memory_order_relaxed);
 	return 0;
 }
 

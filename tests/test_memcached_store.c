@@ -319,7 +319,7 @@ static void test_open_fails_fast_without_server(void **state)
 			skip();
 		}
 	}
-	if (rc != DRL_ESTORE && rc != DRL_ETIMEDOUT)
+	if (rc != DRL_EUNAVAILABLE && rc != DRL_ETIMEDOUT)
 		fail_msg("open on a dead port: %s (%s)", drl_err_name(rc),
 			 err.message);
 	assert_true(took < 2000);
@@ -759,7 +759,7 @@ static int expect_fast_failure(drl_backend *b, const char *k,
 	int64_t took = mono_ms() - t0;
 	if (rc == 0 && port_listening(dead_port))
 		return 1;
-	if (rc != DRL_ESTORE && rc != DRL_ETIMEDOUT)
+	if (rc != DRL_EUNAVAILABLE && rc != DRL_ETIMEDOUT)
 		fail_msg("incr %s on a dead server: %s (%s)", k,
 			 drl_err_name(rc), err.message);
 	if (took >= 2 * timeout_ms + 1000)
@@ -860,16 +860,16 @@ static void pool_with_failure(const char *mode)
 	mixed[1] = K(keys[dead]);
 	int64_t t0 = mono_ms();
 	int rc = b->get_many(b, 2, mixed, vals, &err);
-	assert_true(rc == DRL_ESTORE || rc == DRL_ETIMEDOUT);
+	assert_true(rc == DRL_EUNAVAILABLE || rc == DRL_ETIMEDOUT);
 	assert_true(mono_ms() - t0 < 2 * timeout_ms + 1000);
 	/* load/cas for a dead key fail too; for a live key they work */
 	char buf[32];
 	size_t len;
 	uint64_t ver;
 	rc = b->load(b, K(keys[dead]), buf, sizeof buf, &len, &ver, &err);
-	assert_true(rc == DRL_ESTORE || rc == DRL_ETIMEDOUT);
+	assert_true(rc == DRL_EUNAVAILABLE || rc == DRL_ETIMEDOUT);
 	rc = b->cas(b, K(keys[dead]), "x", 1, 0, LONG_TTL, &err);
-	assert_true(rc == DRL_ESTORE || rc == DRL_ETIMEDOUT);
+	assert_true(rc == DRL_EUNAVAILABLE || rc == DRL_ETIMEDOUT);
 	assert_int_equal(b->load(b, live[0], buf, sizeof buf, &len, &ver, &err),
 			 0);
 	assert_true(ver != 0);
@@ -984,7 +984,7 @@ static void test_unix_socket_and_restart(void **state)
 	/* down: errors, quickly */
 	int64_t t0 = mono_ms();
 	int rc = b->incr(b, K("u"), 1, LONG_TTL, &v, &err);
-	assert_true(rc == DRL_ESTORE || rc == DRL_ETIMEDOUT);
+	assert_true(rc == DRL_EUNAVAILABLE || rc == DRL_ETIMEDOUT);
 	assert_true(mono_ms() - t0 < 1600);
 
 	/* restarted on the same socket: state lost, counting starts over */

@@ -314,7 +314,7 @@ static void test_uri_errors(void **state)
 	assert_non_null(strstr(e.message, "prefix"));
 }
 
-/* Nothing listening: DRL_ESTORE at open, saying so. */
+/* Nothing listening: DRL_EUNAVAILABLE at open, saying so. */
 static void test_connect_refused(void **state)
 {
 	(void)state;
@@ -324,7 +324,7 @@ static void test_connect_refused(void **state)
 	snprintf(uri, sizeof uri, "redis://:Pw-Refused-77@127.0.0.1:%d",
 		 closed_port());
 	int rc = open_uri(&b, uri, &e);
-	expect_rc(rc, DRL_ESTORE, &e);
+	expect_rc(rc, DRL_EUNAVAILABLE, &e);
 	assert_null(b);
 	assert_non_null(strstr(e.message, "refused"));
 	assert_null(strstr(e.message, "Pw-Refused"));
@@ -981,7 +981,7 @@ static void test_unix_socket(void **state)
 	/* A socket path that does not exist. */
 	snprintf(uri, sizeof uri, "redis+unix://%s/nope.sock", dir);
 	b = NULL;
-	expect_rc(open_uri(&b, uri, &e), DRL_ESTORE, &e);
+	expect_rc(open_uri(&b, uri, &e), DRL_EUNAVAILABLE, &e);
 	drl_fixture_stop(&us);
 	unlink(path);
 	rmdir(dir);
@@ -1110,7 +1110,7 @@ static void test_timeout(void **state)
 }
 
 /* Connections the server killed: the call that finds out fails with
- * DRL_ESTORE (even with a 1 MB write that would raise SIGPIPE), the next
+ * DRL_EUNAVAILABLE (even with a 1 MB write that would raise SIGPIPE), the next
  * one reconnects. */
 static void test_killed_connections(void **state)
 {
@@ -1127,7 +1127,7 @@ static void test_killed_connections(void **state)
 		raw_ok(raw, "CLIENT KILL TYPE normal SKIPME yes");
 		usleep(20000);
 		int rc = b->incr(b, BN(big, MB), 1, TTL, &v, &e);
-		assert_true(rc == DRL_ESTORE || rc == 0);
+		assert_true(rc == DRL_EUNAVAILABLE || rc == 0);
 	}
 	assert_int_equal(incr(b, B("k"), 1), 4);
 	free(big);
@@ -1383,9 +1383,9 @@ static void test_public_open(void **state)
 	assert_null(s);
 	char uri[128];
 	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", closed_port());
-	expect_rc(drl_store_open(&s, uri, &e), DRL_ESTORE, &e);
+	expect_rc(drl_store_open(&s, uri, &e), DRL_EUNAVAILABLE, &e);
 	expect_rc(drl_store_open(&s, "redis+unix:///nonexistent/x.sock", &e),
-		  DRL_ESTORE, &e);
+		  DRL_EUNAVAILABLE, &e);
 }
 
 /* ---- main ------------------------------------------------------------------------------ */

@@ -44,7 +44,9 @@ extern "C" {
 	X(ENOTSUP, -6, "operation not supported by this store")                \
 	X(ECORRUPT, -7, "malformed state found in the store")                  \
 	X(ERANGE, -8, "value out of range")                                    \
-	X(EINTERNAL, -9, "internal error")
+	X(EINTERNAL, -9, "internal error")                                     \
+	X(EUNAVAILABLE, -10,                                                   \
+	  "store unavailable (connection failed or circuit open)")
 
 typedef enum drl_errno {
 	DRL_OK = 0,
@@ -85,8 +87,22 @@ DRL_EXPORT const char *drl_version(void);
  * (its cost exceeds the limit's capacity). */
 #define DRL_NEVER INT64_C(-1)
 
+/* Which path made a decision (drl_result.path). Only DRL_PATH_STORE
+ * consulted the shared store; the others are the limiter's failure
+ * policy (on_error=, docs/failure.md) deciding because the store could
+ * not. */
+typedef enum drl_path {
+	DRL_PATH_STORE = 0,      /* the store decided: the shared limit */
+	DRL_PATH_LOCAL = 1,      /* on_error=local: this process's own limit */
+	DRL_PATH_FAIL_OPEN = 2,  /* on_error=allow: allowed, nothing counted */
+	DRL_PATH_FAIL_CLOSED = 3 /* on_error=deny: denied */
+} drl_path;
+
 /* One decision. Filled by drl_allow*(); all times are microseconds,
- * relative to the decision's time. */
+ * relative to the decision's time. When a call fails (returns an error),
+ * *result is still written: a denial (allowed 0, retry_after_us 0, path
+ * DRL_PATH_STORE), so a caller that forgets the return code never admits
+ * on an error. */
 typedef struct drl_result {
 	int allowed;            /* 1 allowed, 0 denied */
 	int64_t limit;          /* capacity of the limit that decided */
@@ -94,6 +110,7 @@ typedef struct drl_result {
 	int64_t reset_after_us; /* until that limit is back to full quota */
 	int64_t retry_after_us; /* 0 when allowed; DRL_NEVER when impossible */
 	int limit_index;        /* which limit of a policy decided (0-based) */
+	int path;               /* drl_path: who decided */
 } drl_result;
 
 typedef struct drl_store drl_store;
@@ -178,6 +195,12 @@ typedef struct drl_store_stats {
 	uint64_t cas_conflicts; /* rounds lost to a concurrent writer */
 	uint64_t cas_exhausted; /* decisions that gave up: DRL_ECONFLICT */
 	uint64_t scripts;       /* decisions run server-side (Lua twins) */
+	/* Failures and what the limiters did about them (docs/failure.md). */
+	uint64_t store_failures;  /* calls failed by the store: DRL_ESTORE,
+				     DRL_ETIMEDOUT, DRL_EUNAVAILABLE */
+	uint64_t breaker_opens;   /* times the circuit breaker opened */
+	uint64_t breaker_rejects; /* calls refused unsent while it was open */
+	uint64_t fallbacks;       /* decisions made by an on_error policy */
 } drl_store_stats;
 
 /* Copy the store's counters into *out (safe while other threads decide). */
