@@ -279,6 +279,7 @@ static bool is_unreachable(memcached_return_t rc)
 	case MEMCACHED_SERVER_TEMPORARILY_DISABLED:
 	case MEMCACHED_NO_SERVERS:
 	case MEMCACHED_PARTIAL_READ:
+	case MEMCACHED_SOME_ERRORS: /* mget: a server of the keys failed */
 		return true;
 	default:
 		return false;
@@ -339,7 +340,8 @@ static int check_quiet(call *c, const char *op, drl_error *err)
  * libmemcached 1.1 reports both a garbled reply and memcached's "non-numeric
  * value" status. Reset the connections, then look at the key to tell the
  * two apart: DRL_ECORRUPT when it holds something that is not a counter,
- * DRL_ESTORE otherwise. (Error path only: one more round trip.) */
+ * otherwise DRL_EUNAVAILABLE, as store_error() says for any reply it cannot
+ * read. (Error path only: one more round trip.) */
 static int incr_binary_failed(call *c, const mkey *k, drl_error *err)
 {
 	memcached_return_t rc;
@@ -363,7 +365,7 @@ static int incr_binary_failed(call *c, const mkey *k, drl_error *err)
 				len);
 	}
 	c->broken = true;
-	return drl_error_set(err, DRL_ESTORE,
+	return drl_error_set(err, DRL_EUNAVAILABLE,
 			     "memcached incr: unreadable reply from the "
 			     "server");
 }
@@ -636,9 +638,12 @@ static int mc_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 	size_t need = memcached_result_length(&res);
 	uint64_t cas = memcached_result_cas(&res);
 	if (cas == 0) {
+		/* The server answered, but not as gets must (memcached -C, or
+		 * not memcached): a store error, not a bug of ours. */
 		c.broken = true;
-		rc = drl_error_set(err, DRL_EINTERNAL,
-				   "memcached gets: the server sent no CAS id");
+		rc = drl_error_set(err, DRL_ESTORE,
+				   "memcached gets: the server sent no CAS id "
+				   "(CAS disabled with -C?)");
 	} else if (need > cap) {
 		*len = need;
 		rc = drl_error_set(
@@ -971,6 +976,11 @@ static int configure(mc_backend *m, int64_t timeout_ms, drl_error *err)
 		{MEMCACHED_BEHAVIOR_RCV_TIMEOUT, 2, 0},
 		{MEMCACHED_BEHAVIOR_AUTO_EJECT_HOSTS, 0, 0},
 		{MEMCACHED_BEHAVIOR_REMOVE_FAILED_SERVERS, 0, 0},
+		/* A failed server is tried again on the next call, not
+		 * skipped for 2 s: backing off is the core's breaker's job
+		 * (docs/failure.md), and a restarted server is used again as
+		 * soon as it answers. */
+		{MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 0, 0},
 	};
 
 	for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
@@ -1077,6 +1087,8 @@ int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err)
 	rc = configure(m, timeout_ms, err);
 	if (rc == 0)
 		rc = add_uri_servers(m, uri, err);
+	if (rc == 0)
+		uri->servers = memcached_server_count(m->master);
 	if (rc == 0)
 		rc = probe(m, err);
 	if (rc)

@@ -34,6 +34,9 @@ typedef struct drl__uri {
 	char *path;
 	size_t nopts;
 	drl__uri_option opts[DRL__URI_OPTS_MAX];
+	/* Set by a store's open(): over how many independent servers it
+	 * spreads keys (0: one, or it does not say). */
+	size_t servers;
 } drl__uri;
 
 /* Parse; DRL_EINVAL naming the bad part. The password never appears in a

@@ -67,15 +67,22 @@ int drl_store_open(drl_store **out, const char *uri, drl_error *err)
 		return rc;
 	}
 	/* The breaker's options are the core's: taken before the store
-	 * checks that it knows every option it was given. */
+	 * checks that it knows every option it was given. A store over
+	 * several independent servers (a memcached pool) has no store-wide
+	 * breaker unless asked for: one dead server would otherwise shut
+	 * out the keys of the live ones too. */
 	drl__breaker breaker;
+	bool explicit = drl__uri_get(&u, "breaker_failures") != NULL;
 	rc = drl__breaker_options(&breaker, &u, err);
 	drl_backend *b = NULL;
 	if (rc == 0)
 		rc = open(&b, &u, err);
+	size_t servers = u.servers;
 	drl__uri_clear(&u);
 	if (rc)
 		return rc;
+	if (servers > 1 && !explicit)
+		breaker.failures_max = 0;
 	rc = drl_store_from_backend(out, b, err);
 	if (rc) {
 		b->destroy(b);

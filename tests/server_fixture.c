@@ -527,16 +527,69 @@ static const char *memcached_unix_path(const char *const *extra)
 /* Which server a start is for: how to build its fixed argv. */
 typedef enum kind { KIND_REDIS, KIND_MEMCACHED } kind;
 
+/* Spawn the server of `k` on s->port with its fixed arguments and the
+ * extra ones, and wait until it is ready: wait_ready's result, or -2 when
+ * it could not be spawned. */
+static int launch(drl_server *s, kind k, const char *bin,
+		  const char *const *extra, size_t nextra)
+{
+	const char *argv[MAX_ARGS + 24];
+	char portstr[16], logpath[PATH_MAX];
+	size_t n = 0;
+
+	snprintf(logpath, sizeof logpath, "%s/server.log", s->dir);
+	snprintf(portstr, sizeof portstr, "%d", s->port);
+	argv[n++] = bin;
+	if (k == KIND_REDIS) {
+		argv[n++] = "--port";
+		argv[n++] = portstr;
+		argv[n++] = "--bind";
+		argv[n++] = "127.0.0.1";
+		argv[n++] = "--save";
+		argv[n++] = "";
+		argv[n++] = "--appendonly";
+		argv[n++] = "no";
+		argv[n++] = "--dir";
+		argv[n++] = s->dir;
+		argv[n++] = "--daemonize";
+		argv[n++] = "no";
+	} else {
+		argv[n++] = "-p";
+		argv[n++] = portstr;
+		argv[n++] = "-l";
+		argv[n++] = "127.0.0.1";
+		argv[n++] = "-U";
+		argv[n++] = "0";
+		/* memcached refuses to run as root without -u. */
+		if (geteuid() == 0) {
+			argv[n++] = "-u";
+			argv[n++] = "root";
+		}
+	}
+	for (size_t i = 0; i < nextra; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+
+	s->pid = spawn((char *const *)argv, logpath);
+	if (s->pid < 0) {
+		s->pid = 0;
+		return -2;
+	}
+	track(s->pid, s->dir);
+	return wait_ready(s, k == KIND_MEMCACHED ? memcached_unix_path(extra)
+						 : NULL);
+}
+
 /* Start the server of `k`; see drl_fixture_redis_start for the contract. */
 static int start(drl_server *s, kind k, const char *const *extra)
 {
 	const char *binname = k == KIND_REDIS ? "redis-server" : "memcached";
-	char bin[PATH_MAX], portstr[16], logpath[PATH_MAX];
-	const char *argv[MAX_ARGS + 24];
-	const char *unix_path = NULL;
+	char bin[PATH_MAX];
 	size_t nextra = 0;
 
 	memset(s, 0, sizeof *s);
+	s->kind = (int)k;
+	s->extra = extra;
 	if (find_binary(binname, bin, sizeof bin) != 0) {
 		if (drl_fixture_under_ci()) {
 			fprintf(stderr,
@@ -566,60 +619,18 @@ static int start(drl_server *s, kind k, const char *const *extra)
 		s->dir[0] = '\0';
 		return -1;
 	}
-	snprintf(logpath, sizeof logpath, "%s/server.log", s->dir);
-	if (k == KIND_MEMCACHED)
-		unix_path = memcached_unix_path(extra);
 
 	for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
-		size_t n = 0;
-		int r;
-
 		s->port = free_port();
 		if (s->port <= 0) {
 			fprintf(stderr, "fixture: no free loopback port\n");
 			break;
 		}
-		snprintf(portstr, sizeof portstr, "%d", s->port);
-		argv[n++] = bin;
-		if (k == KIND_REDIS) {
-			argv[n++] = "--port";
-			argv[n++] = portstr;
-			argv[n++] = "--bind";
-			argv[n++] = "127.0.0.1";
-			argv[n++] = "--save";
-			argv[n++] = "";
-			argv[n++] = "--appendonly";
-			argv[n++] = "no";
-			argv[n++] = "--dir";
-			argv[n++] = s->dir;
-			argv[n++] = "--daemonize";
-			argv[n++] = "no";
-		} else {
-			argv[n++] = "-p";
-			argv[n++] = portstr;
-			argv[n++] = "-l";
-			argv[n++] = "127.0.0.1";
-			argv[n++] = "-U";
-			argv[n++] = "0";
-			/* memcached refuses to run as root without -u. */
-			if (geteuid() == 0) {
-				argv[n++] = "-u";
-				argv[n++] = "root";
-			}
-		}
-		for (size_t i = 0; i < nextra; i++)
-			argv[n++] = extra[i];
-		argv[n] = NULL;
-
-		s->pid = spawn((char *const *)argv, logpath);
-		if (s->pid < 0) {
-			s->pid = 0;
-			break;
-		}
-		track(s->pid, s->dir);
-		r = wait_ready(s, unix_path);
+		int r = launch(s, k, bin, extra, nextra);
 		if (r == 0)
 			return 0;
+		if (r == -2)
+			break;
 		if (r == 1 && log_says_port_taken(s->dir) &&
 		    attempt + 1 < START_ATTEMPTS) {
 			fprintf(stderr,
@@ -639,6 +650,38 @@ static int start(drl_server *s, kind k, const char *const *extra)
 	remove_tree(s->dir, 0);
 	s->dir[0] = '\0';
 	s->port = 0;
+	return -1;
+}
+
+void drl_fixture_kill(drl_server *s)
+{
+	if (s != NULL)
+		kill_and_reap(s);
+}
+
+int drl_fixture_restart(drl_server *s)
+{
+	const char *binname =
+		s->kind == KIND_REDIS ? "redis-server" : "memcached";
+	char bin[PATH_MAX];
+	size_t nextra = 0;
+
+	if (s->port <= 0 || s->dir[0] == '\0' ||
+	    find_binary(binname, bin, sizeof bin) != 0)
+		return -1;
+	kill_and_reap(s);
+	while (s->extra != NULL && s->extra[nextra] != NULL)
+		nextra++;
+	/* The port was ours a moment ago; a new listener may take a few
+	 * tries while the old sockets close. */
+	for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
+		int r = launch(s, (kind)s->kind, bin, s->extra, nextra);
+		if (r == 0)
+			return 0;
+		kill_and_reap(s);
+		sleep_ms(200);
+	}
+	dump_log(binname, s->dir);
 	return -1;
 }
 

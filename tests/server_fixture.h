@@ -13,7 +13,9 @@
 typedef struct drl_server {
 	pid_t pid;
 	int port;
-	char dir[256]; /* private temp dir (unix sockets, logs) */
+	char dir[256];            /* private temp dir (unix sockets, logs) */
+	int kind;                 /* which server: for a restart */
+	const char *const *extra; /* its extra arguments: kept by the caller */
 } drl_server;
 
 /* Start redis-server with persistence off on 127.0.0.1:<free port>.
@@ -27,6 +29,14 @@ int drl_fixture_memcached_start(drl_server *s, const char *const *extra_argv);
 
 /* Stop (SIGTERM, then SIGKILL after 2 s) and reap; remove the temp dir. */
 void drl_fixture_stop(drl_server *s);
+
+/* SIGKILL the server and reap it; port and dir stay for a restart. */
+void drl_fixture_kill(drl_server *s);
+
+/* Start the server again on the same port, with the same arguments (the
+ * caller keeps extra_argv alive), after killing it if it still runs:
+ * the state is gone, as after a crash. 0 ready, -1 failure. */
+int drl_fixture_restart(drl_server *s);
 
 /* SIGSTOP / SIGCONT the server (fault tests). */
 int drl_fixture_pause(drl_server *s);
