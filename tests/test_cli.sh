@@ -219,6 +219,7 @@ expect_json 1 retry_after_ms 0
 expect_json 1 retry_after_us 0
 expect_json 1 retry_never false
 expect_json 1 limit_index 0
+expect_json 1 path '"store"'
 expect_json 5 allowed true
 expect_json 5 remaining 0
 expect_json 5 reset_ms 1000

@@ -47,6 +47,9 @@ static void test_good_specs(void **state)
 {
 	(void)state;
 	good("fixed_window:100/1m");
+	good("fixed_window:100/1m;on_error=deny");
+	good("on_error=allow;token_bucket:100/1m,burst=5");
+	good("gcra:10/1s;on_error=local;fixed_window:100/1h");
 	good("sliding_window:100/1m");
 	good("subwindow:100/1m,subwindows=6");
 	good("subwindow:100/1m,subwindows=6,trailing=1");
@@ -99,6 +102,15 @@ static void test_bad_specs(void **state)
 	bad("fixed_window:1/1s;", "empty limit");
 	bad(";fixed_window:1/1s", "empty limit");
 	bad("fixed_window:1/1s;fixed_window:1/1s", "appears twice");
+	/* on_error: a policy segment, once, with a known value, beside at
+	 * least one limit. */
+	bad("fixed_window:1/1s;on_error=maybe",
+	    "expected deny, allow or local");
+	bad("fixed_window:1/1s;on_error=", "expected deny, allow or local");
+	bad("fixed_window:1/1s;on_error=deny;on_error=allow", "given twice");
+	bad("on_error=deny", "no limit");
+	bad("fixed_window:1/1s;onerror=deny", "unknown policy option");
+	bad("fixed_window:1/1s,on_error=deny", "unknown option \"on_error\"");
 	bad("fixed_window:1/1s;fixed_window:2/1s;fixed_window:3/1s;"
 	    "fixed_window:4/1s;fixed_window:5/1s;fixed_window:6/1s;"
 	    "fixed_window:7/1s;fixed_window:8/1s;fixed_window:9/1s",
