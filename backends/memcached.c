@@ -1045,6 +1045,7 @@ static int add_uri_servers(mc_backend *m, const drl__uri *uri, drl_error *err)
 int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err)
 {
 	int64_t timeout_ms = 1000, pool = 16;
+	bool lazy = false;
 	mc_backend *m;
 	int rc;
 
@@ -1076,7 +1077,9 @@ int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err)
 	m->parent.eval = NULL;   /* no server-side scripts */
 	m->parent.now = NULL;    /* memcached has no clock to offer */
 
-	rc = read_options(m, uri, &timeout_ms, &pool, err);
+	rc = drl__uri_get_lazy(uri, &lazy, err);
+	if (rc == 0)
+		rc = read_options(m, uri, &timeout_ms, &pool, err);
 	if (rc)
 		goto fail;
 	m->master = memcached_create(NULL);
@@ -1089,7 +1092,7 @@ int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err)
 		rc = add_uri_servers(m, uri, err);
 	if (rc == 0)
 		uri->servers = memcached_server_count(m->master);
-	if (rc == 0)
+	if (rc == 0 && !lazy)
 		rc = probe(m, err);
 	if (rc)
 		goto fail;

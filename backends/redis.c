@@ -127,6 +127,7 @@ struct rstore {
 	int64_t timeout_ms;
 	struct timeval timeout;
 	bool watch_tx;
+	bool lazy; /* connect=lazy: no connection at open */
 	char *prefix;
 	size_t prefixlen;
 	char where[128]; /* "host:port" or the socket path, for messages */
@@ -1727,6 +1728,8 @@ static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
 	s->timeout.tv_usec = (suseconds_t)(s->timeout_ms % 1000) * 1000;
 
 	rc = drl__uri_get_int(u, "pool", 1, POOL_MAX, DEFAULT_POOL, &v, err);
+	if (rc == 0)
+		rc = drl__uri_get_lazy(u, &s->lazy, err);
 	if (rc)
 		return rc;
 	s->cap = (size_t)v;
@@ -1877,7 +1880,12 @@ int drl__redis_open(drl_backend **out, drl__uri *uri, drl_error *err)
 	reg_head = s;
 	pthread_mutex_unlock(&reg_mu);
 
-	/* Connect now, so a wrong address or password fails at open. */
+	/* Connect now, so a wrong address or password fails at open
+	 * (unless connect=lazy). */
+	if (s->lazy) {
+		*out = &s->parent;
+		return 0;
+	}
 	conn *c;
 	struct timespec dl = deadline_in(s->timeout_ms);
 	rc = checkout(s, &c, &dl, err);

@@ -48,6 +48,10 @@ const char *drl__uri_get(drl__uri *u, const char *key);
 /* An integer option in [min, max]; `def` when absent. */
 int drl__uri_get_int(drl__uri *u, const char *key, int64_t min, int64_t max,
 		     int64_t def, int64_t *out, drl_error *err);
+/* connect=eager|lazy (default eager): whether a store connects when it is
+ * opened, so a wrong address or password fails there, or at its first
+ * call, so a process can start while the server is away. */
+int drl__uri_get_lazy(drl__uri *u, bool *lazy, drl_error *err);
 /* DRL_EINVAL naming the first option no one asked for. */
 int drl__uri_check_all_used(const drl__uri *u, drl_error *err);
 /* `text` (a URI, parseable or not) for messages and output: anything that

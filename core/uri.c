@@ -480,3 +480,19 @@ int drl__uri_check_all_used(const drl__uri *u, drl_error *err)
 	}
 	return 0;
 }
+
+int drl__uri_get_lazy(drl__uri *u, bool *lazy, drl_error *err)
+{
+	const char *v = drl__uri_get(u, "connect");
+	*lazy = false;
+	if (v == NULL || strcmp(v, "eager") == 0)
+		return 0;
+	if (strcmp(v, "lazy") == 0) {
+		*lazy = true;
+		return 0;
+	}
+	return drl_error_set(err, DRL_EINVAL,
+			     "URI option connect=\"%.32s\": expected eager or "
+			     "lazy",
+			     v);
+}

@@ -87,6 +87,8 @@ static void uri_of(char *buf, size_t cap, store_kind k, int port,
 			 extra);
 }
 
+static int admitted(drl_limiter *l, const char *key, int n, int64_t now);
+
 /* ---- a multi-threaded run through a fault -------------------------------- */
 
 typedef struct tally {
@@ -112,8 +114,8 @@ static void record(tally *t, int rc, const drl_result *r, const drl_error *e,
 	if (us > t->max_us)
 		t->max_us = us;
 	if (rc && !unreachable_rc(rc))
-		snprintf(t->odd, sizeof t->odd, "%s: %.200s",
-			 drl_err_name(rc), e->message);
+		snprintf(t->odd, sizeof t->odd, "%s: %.200s", drl_err_name(rc),
+			 e->message);
 	if (rc) {
 		t->errors[-rc < 16 ? -rc : 0]++;
 		t->allowed_on_error += r->allowed != 0;
@@ -444,6 +446,42 @@ static void test_pool_keeps_live_server(void **state)
 	drl_fixture_stop(&b);
 }
 
+/* A process that starts while its server is down: connect=eager (the
+ * default) fails the open; connect=lazy opens, the policy decides until
+ * the server is there, then the store does. */
+static void test_lazy_open_while_down(void **state)
+{
+	store_kind k = *(store_kind *)*state;
+	drl_server srv;
+	char uri[256];
+	drl_store *s = (drl_store *)&s;
+	drl_limiter *l;
+	drl_error e = {0};
+	drl_result r;
+	start(&srv, k);
+	drl_fixture_kill(&srv);
+	uri_of(uri, sizeof uri, k, srv.port, "");
+	int rc = drl_store_open(&s, uri, &e);
+	assert_true(unreachable_rc(rc));
+	assert_null(s);
+	uri_of(uri, sizeof uri, k, srv.port, "&connect=lazy");
+	if (drl_store_open(&s, uri, &e) ||
+	    drl_limiter_new(&l, s, "fixed_window:3/1h;on_error=local", NULL,
+			    &e))
+		fail_msg("%s: %s", uri, e.message);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(drl_allow(l, "z", 1, 1, &r, &e), 0);
+		assert_int_equal(r.path, DRL_PATH_LOCAL);
+		assert_int_equal(r.allowed, i < 3);
+	}
+	assert_int_equal(drl_fixture_restart(&srv), 0);
+	wait_store_path(l);
+	assert_int_equal(admitted(l, "fresh", 5, drl_now_us()), 3);
+	drl_limiter_free(l);
+	drl_store_free(s);
+	drl_fixture_stop(&srv);
+}
+
 /* ---- server faults with the server up (Redis) ---------------------------- */
 
 static redisContext *raw_connect(int port)
@@ -598,7 +636,7 @@ int main(void)
 	static const char *const policy_names[] = {"none", "deny", "allow",
 						   "local"};
 	static char names[40][64];
-	struct CMUnitTest tests[3 * 2 * 4 + 3 + 2 + 2 + 1];
+	struct CMUnitTest tests[3 * 2 * 4 + 3 + 2 + 2 + 1 + 2];
 	size_t n = 0;
 	for (int k = 0; k < 3; k++)
 		for (int f = 0; f < 2; f++)
@@ -620,6 +658,12 @@ int main(void)
 					       NULL, NULL, &kinds[k]};
 		n++;
 	}
+	tests[n++] = (struct CMUnitTest){"redis_lazy_open_while_down",
+					 test_lazy_open_while_down, NULL, NULL,
+					 &kinds[REDIS_LUA]};
+	tests[n++] = (struct CMUnitTest){"memcached_lazy_open_while_down",
+					 test_lazy_open_while_down, NULL, NULL,
+					 &kinds[MEMCACHED]};
 	tests[n++] = (struct CMUnitTest){"memcached_pool_keeps_live_server",
 					 test_pool_keeps_live_server, NULL,
 					 NULL, NULL};
