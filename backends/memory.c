@@ -785,11 +785,10 @@ int drl__memory_open(drl_backend **out, drl__uri *uri, drl_error *err)
 				     "write memory:// or memory://?shards=16",
 				     uri->hosts);
 	if (uri->path)
-		return drl_error_set(
-			err, DRL_EINVAL,
-			"memory:// takes no path (got \"/%.64s\"); "
-			"write memory:// or memory://?shards=16",
-			uri->path);
+		return drl_error_set(err, DRL_EINVAL,
+				     "memory:// takes no path (got \"%.64s\"); "
+				     "write memory:// or memory://?shards=16",
+				     uri->path);
 	int64_t shards, max_keys;
 	int rc = drl__uri_get_int(uri, "shards", 1, SHARDS_MAX, SHARDS_DEFAULT,
 				  &shards, err);

@@ -1507,6 +1507,8 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 					    err);
 		if (rc == 0)
 			rc = collect(s, c, 2, r, "SCRIPT LOAD/EVALSHA", err);
+		if (rc != 0)
+			r[0] = r[1] = NULL; /* collect() freed what it read */
 		if (rc == 0) {
 			rc = script_loaded(s, script, hex, r[0], err);
 			freeReplyObject(r[0]);

@@ -37,11 +37,18 @@ const char *drl_version(void)
 	return DRL_VERSION_STRING;
 }
 
+/* err NULL: nothing written. fmt NULL: the message is the code's text
+ * (drl_strerror), never a crash. Returns code either way. */
 int drl_error_set(drl_error *err, int code, const char *fmt, ...)
 {
 	if (err == NULL)
 		return code;
 	err->code = code;
+	if (fmt == NULL) {
+		snprintf(err->message, sizeof err->message, "%s",
+			 drl_strerror(code));
+		return code;
+	}
 	va_list ap;
 	va_start(ap, fmt);
 	int n = vsnprintf(err->message, sizeof err->message, fmt, ap);

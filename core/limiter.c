@@ -102,10 +102,15 @@ static int parse_policy(drl_limiter *l, const char *spec, drl_error *err)
 	return 0;
 }
 
-/* on_error=local: a copy of l's limits on a memory store of its own. */
+/* on_error=local: a copy of l's limits on a memory store of its own,
+ * bounded: during an outage the callers choose the keys. When it is full
+ * a new key's local decision is DRL_ESTORE ("memory store full"), a
+ * denial; keys already there carry on, and expired ones make room. */
+#define LOCAL_MAX_KEYS "1000000"
 static int make_local(drl_limiter *l, drl_error *err)
 {
-	int rc = drl_store_open(&l->local_store, "memory://", err);
+	int rc = drl_store_open(&l->local_store,
+				"memory://?max_keys=" LOCAL_MAX_KEYS, err);
 	if (rc)
 		return rc;
 	l->local = malloc(sizeof *l->local);
@@ -139,6 +144,14 @@ int drl_limiter_new(drl_limiter **out, drl_store *store, const char *spec,
 		return drl_error_set(err, DRL_EINVAL,
 				     "key prefix is %zu bytes; at most %d",
 				     plen, DRL__PREFIX_MAX);
+	/* The user key sits in the one {...} hash tag after the prefix:
+	 * a brace in the prefix would move the tag, and two limiters'
+	 * keys could then meet. */
+	if (strpbrk(prefix, "{}") != NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "key prefix \"%.32s\" holds '{' or '}' "
+				     "(reserved for the key's hash tag)",
+				     prefix);
 	drl_limiter *l = calloc(1, sizeof *l);
 	if (!l)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");

@@ -17,7 +17,6 @@
 #define BACKOFF_MIN_US 2     /* first backoff ceiling */
 #define BACKOFF_MAX_US 2000  /* largest backoff ceiling */
 #define STACK_STATE 512      /* states up to this size need no malloc */
-#define LOAD_MAX (16u << 20) /* larger stored blobs are not ours */
 
 typedef struct step_ctx {
 	const drl__limit *lim;
@@ -69,16 +68,18 @@ static void backoff(int attempt)
 }
 
 /* Load the state at key into *buf (growing it past the stack buffer when
- * needed); *heap is set when *buf was malloc'd. */
-static int load_state(drl_backend *b, drl_bytes key, unsigned char **buf,
-		      size_t *bufcap, bool *heap, size_t *len,
-		      uint64_t *version, drl_error *err)
+ * needed); *heap is set when *buf was malloc'd. A blob larger than `max`
+ * (the largest state this limit writes) is not ours: DRL_ECORRUPT before
+ * it is read, so a foreign value cannot make us allocate its size. */
+static int load_state(drl_backend *b, drl_bytes key, size_t max,
+		      unsigned char **buf, size_t *bufcap, bool *heap,
+		      size_t *len, uint64_t *version, drl_error *err)
 {
 	for (;;) {
 		int rc = b->load(b, key, *buf, *bufcap, len, version, err);
 		if (rc != DRL_ERANGE)
 			return rc;
-		if (*len <= *bufcap || *len > LOAD_MAX)
+		if (*len <= *bufcap || *len > max)
 			return drl_error_set(err, DRL_ECORRUPT,
 					     "stored state of %zu bytes is not "
 					     "a libdrl state",
@@ -111,8 +112,8 @@ static int cas_loop(step_ctx *c, drl_bytes key)
 		uint64_t version = 0;
 		int64_t ttl = 0;
 		DRL__COUNT(c->call->stats, cas_attempts);
-		rc = load_state(b, key, &in, &incap, &heap, &len, &version,
-				err);
+		rc = load_state(b, key, c->cap, &in, &incap, &heap, &len,
+				&version, err);
 		if (rc)
 			break;
 		rc = c->step(c->lim, c->call, version ? in : NULL,

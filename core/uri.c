@@ -28,6 +28,8 @@
 #include <string.h>
 
 #define SHOW_URI_MAX 120 /* bytes of the URI quoted in a message */
+_Static_assert(SHOW_URI_MAX + 8 <= DRL__URI_SHOW_MAX,
+	       "drl__uri_redact output fits DRL__URI_SHOW_MAX");
 #define SHOW_PART_MAX 48 /* bytes of one part quoted in a message */
 
 /*
@@ -65,9 +67,10 @@ static const char *show(char *buf, size_t cap, const char *s, size_t len,
  * Write `text` for a message with anything that may be a password replaced
  * by "***". Works on any input, parseable or not, erring towards hiding too
  * much: from the first ':' after "://" (or after the start when there is
- * no "://") up to the last '@' after that point.
+ * no "://") up to the last '@' after that point. Escaped and cut as show()
+ * does (cap >= SHOW_URI_MAX + 8 keeps the whole shown text).
  */
-static const char *show_redacted(char *buf, size_t cap, const char *text)
+const char *drl__uri_redact(char *buf, size_t cap, const char *text)
 {
 	size_t n = strlen(text);
 	const char *sep = strstr(text, "://");
@@ -113,7 +116,8 @@ fail(drl__uri *u, drl_error *err, const char *text, const char *fmt, ...)
 	va_end(ap);
 	drl__uri_clear(u);
 	return drl_error_set(err, DRL_EINVAL, "invalid URI \"%s\": %s",
-			     show_redacted(shown, sizeof shown, text), detail);
+			     drl__uri_redact(shown, sizeof shown, text),
+			     detail);
 }
 
 /* Clear *u and fail with DRL_ENOMEM. */

@@ -74,10 +74,12 @@ PY
 # `meson test`, and add its results to the totals. Environment for the
 # tests (e.g. UBSAN_OPTIONS) can be given on the call:
 #   UBSAN_OPTIONS=... run_suite asan build-asan -Db_sanitize=address
+# With MESON_TEST_ARGS="--setup S", meson logs to testlog-S.json: say so
+# in TESTLOG.
 run_suite() {
 	local name=$1 dir=$2 rc log
 	shift 2
-	log="$dir/meson-logs/testlog.json"
+	log="$dir/meson-logs/${TESTLOG:-testlog.json}"
 	echo "=== $name: $dir ${*:-}"
 	if ! setup_dir "$dir" "$@"; then
 		fail_step "$name: meson setup $dir"
@@ -117,6 +119,15 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	MESON_TEST_ARGS="threads memory_store redis_store cross_process faults" \
 	run_suite tsan build-tsan -Db_sanitize=thread -Db_lundef=false \
 	-Dbuildtype=debugoptimized
+# valgrind memcheck (setup 'valgrind' in tests/meson.build): every C test
+# and drl under test_cli.sh, but not the other shell tests or the deadline
+# tests ('timing'); about 3 minutes on 2 cores.
+if command -v valgrind >/dev/null; then
+	MESON_TEST_ARGS="--setup valgrind" TESTLOG=testlog-valgrind.json \
+		run_suite valgrind build-vg
+else
+	fail_step "valgrind is not installed (scripts/deps.sh)"
+fi
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

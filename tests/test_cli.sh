@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The drl CLI: exit codes (0 allowed, 1 denied, 2 bad usage/spec/URI),
 # messages on stderr that name the bad part, and the --json fields, at fixed
-# times (--now-ms) so every number is exact.
+# times (--now-ms) so every number is exact. Then the bad-input rows of
+# docs/bad-input.md against a redis-server of its own that wants a password
+# (stopped by PID at exit): nothing reaches the store, no output holds the
+# password (docs/security.md).
 #
 # usage: test_cli.sh PATH/TO/drl
 # Prints one "ok N - ..." / "not ok N - ..." line per assertion and exits
@@ -10,7 +13,24 @@ set -u
 
 drl=${1:?usage: test_cli.sh PATH/TO/drl}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+pids=() # servers this script started, stopped by PID at exit
+
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# DRL_VALGRIND set (meson test --setup valgrind): every drl runs under
+# valgrind memcheck (tests/valgrind.sh), and an error exits 99.
+wrap=()
+if [ -n "${DRL_VALGRIND:-}" ]; then
+	wrap=("$(dirname "$0")/valgrind.sh")
+fi
 
 n=0
 failed=0
@@ -35,7 +55,7 @@ check() {
 # Run drl with the given arguments, keeping stdout, stderr and the status.
 run() {
 	last_args=("$@")
-	"$drl" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+	"${wrap[@]}" "$drl" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
 	rc=$?
 	rm -f "$tmp/json"
 }
@@ -284,6 +304,163 @@ expect_in out 'key=a\x20b '
 run check --limit token_bucket:5/1s --json user42
 expect_rc 0
 expect_json 1 remaining 4
+
+# ---- bad input: exit 2, a message naming it, nothing reaches the store ----
+# The rows run against a redis-server of this script's own that wants a
+# password: after each, Redis holds no key and ran no command but
+# connection setup (PING, AUTH; INFO commandstats), and neither stdout nor
+# stderr holds the password. Without redis-server and redis-cli the rows
+# run on memory:// and the store checks are skipped (CI=true: a failure).
+# shellcheck source=../scripts/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/ports.sh"
+pw='Cli-Pw-4711'
+S=memory://
+if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then
+	rport=$(free_port)
+	redis-server --port "$rport" --bind 127.0.0.1 --save "" \
+		--appendonly no --dir "$tmp" --requirepass "$pw" \
+		--daemonize no >"$tmp/redis.log" 2>&1 &
+	pids+=($!)
+	wait_port "$rport"
+	check $? "redis-server listens on $rport"
+	S="redis://:$pw@127.0.0.1:$rport"
+elif [ "${CI:-}" = "true" ]; then
+	check 1 "redis-server and redis-cli are installed (CI=true)"
+else
+	echo "# skip: no redis-server/redis-cli: store checks left out"
+fi
+
+rcli() {
+	REDISCLI_AUTH=$pw redis-cli --no-auth-warning -p "$rport" "$@"
+}
+
+# Calls of every Redis command other than connection setup and ours.
+store_calls() {
+	[ "$S" = memory:// ] && return
+	rcli INFO commandstats | tr -d '\r' | awk -F '[:=,]' '
+		/^cmdstat_/ && $1 !~ /^cmdstat_(ping|auth|hello|select|client.*|info|dbsize|config.*)$/ {
+			n += $3
+		}
+		END { print n + 0 }'
+}
+
+# The store is as it was: no key, store_calls unchanged since $1.
+expect_untouched() {
+	[ "$S" = memory:// ] && return
+	[ "$(rcli DBSIZE)" = 0 ] && [ "$(store_calls)" = "$1" ]
+	check $? "store untouched: drl ${last_args[*]}"
+}
+
+# Neither stream of the last command holds the password.
+expect_no_secret() {
+	! grep -qF -- "$pw" "$tmp/out" "$tmp/err"
+	check $? "no password in the output: drl ${last_args[*]}"
+}
+
+# bad TEXT ARGS...: drl ARGS exits 2 with TEXT on stderr, nothing on
+# stdout, no password, the store untouched.
+bad() {
+	local text=$1 before
+	shift
+	before=$(store_calls)
+	run "$@"
+	expect_rc 2
+	expect_in err "$text"
+	expect_empty out
+	expect_no_secret
+	expect_untouched "$before"
+}
+
+nine="fixed_window:1/1s;fixed_window:2/1s;fixed_window:3/1s"
+nine="$nine;fixed_window:4/1s;fixed_window:5/1s;fixed_window:6/1s"
+nine="$nine;fixed_window:7/1s;fixed_window:8/1s;fixed_window:9/1s"
+C=(check --store "$S")
+bad 'LIMIT "0" must be an integer from 1 to 1000000000' \
+	"${C[@]}" --limit fixed_window:0/1s k
+bad 'LIMIT "-1"' "${C[@]}" --limit fixed_window:-1/1s k
+bad 'LIMIT "1000000001"' "${C[@]}" --limit fixed_window:1000000001/1s k
+bad 'PERIOD "0ms" must be from 1ms to 366d' \
+	"${C[@]}" --limit fixed_window:10/0ms k
+bad 'PERIOD "367d"' "${C[@]}" --limit fixed_window:10/367d k
+bad 'PERIOD "1fortnight" must be a count and a unit' \
+	"${C[@]}" --limit fixed_window:10/1fortnight k
+bad 'option "burst" given twice' \
+	"${C[@]}" --limit token_bucket:10/1s,burst=2,burst=3 k
+bad 'unknown option "bogus" for token_bucket' \
+	"${C[@]}" --limit token_bucket:10/1s,bogus=1 k
+bad 'unknown algorithm "tokn_bucket"' "${C[@]}" --limit tokn_bucket:1/1s k
+bad 'a policy has at most 8 limits' "${C[@]}" --limit "$nine" k
+bad 'appears twice in the policy' \
+	"${C[@]}" --limit fixed_window:10/1s --limit fixed_window:10/1s k
+bad 'on_error="maybe"' "${C[@]}" --limit "fixed_window:10/1s;on_error=maybe" k
+bad 'key length 0 is outside 1..1048576 bytes' \
+	"${C[@]}" --limit fixed_window:10/1s ""
+bad "bad --cost '-1'" "${C[@]}" --limit fixed_window:10/1s --cost -1 k
+bad "bad --cost '99999999999999999999'" \
+	"${C[@]}" --limit fixed_window:10/1s --cost 99999999999999999999 k
+bad "bad --now-ms '9223372036854776'" \
+	"${C[@]}" --limit fixed_window:10/1s --now-ms 9223372036854776 k
+bad "bad --repeat '0'" "${C[@]}" --limit fixed_window:10/1s --repeat 0 k
+bad "option '--limit' needs a value" "${C[@]}" k --limit
+bad "option '--store' needs a value" check --limit fixed_window:10/1s k --store
+bad "unknown option '--bogus'" "${C[@]}" --limit fixed_window:10/1s --bogus k
+if [ "$S" != memory:// ]; then
+	bad 'tx="bogus": expected lua or watch' \
+		check --store "$S?tx=bogus" --limit fixed_window:10/1s k
+	bad 'unknown URI option "bogus" for a redis:// store' \
+		check --store "$S?bogus=1" --limit fixed_window:10/1s k
+	bad 'option "tx" given twice' \
+		check --store "$S?tx=lua&tx=watch" --limit fixed_window:10/1s k
+fi
+B=(bench --store "$S" --duration 0.1)
+bad 'LIMIT "0" must be' "${B[@]}" --limit fixed_window:0/1s
+bad "bad --concurrency '0'" "${B[@]}" --limit fixed_window:5/1s \
+	--concurrency 0
+bad "bad --keys '0'" "${B[@]}" --limit fixed_window:5/1s --keys 0
+bad "bad --duration '0'" bench --store "$S" --limit fixed_window:5/1s \
+	--duration 0
+bad "bad --rounds '16'" "${B[@]}" --limit fixed_window:5/1s --rounds 16
+bad "unknown option '--bogus'" "${B[@]}" --limit fixed_window:5/1s --bogus
+bad "bad --rate-limit '0/1s'" simulate --rate-limit 0/1s
+bad "bad --rate-limit '10/367d'" simulate --rate-limit 10/367d
+bad "bad --traffic 'bogus'" simulate --rate-limit 10/1s --traffic bogus
+bad "bad --seed 'x'" simulate --rate-limit 10/1s --seed x
+
+# --rate-limit takes any PERIOD, also one that 6 sub-windows do not split
+# into whole microseconds (1s: the subwindow row gets 5).
+run simulate --rate-limit 10/1s --traffic poisson --rate 20 --duration 2 \
+	--seed 1 --no-timing
+expect_rc 0
+expect_in out "subwindow:10/1s,subwindows=5"
+
+# ---- passwords never reach the output (docs/security.md) ----
+if [ "$S" != memory:// ]; then
+	closed=$(free_port) # nothing listens there
+	run check --store "$S" --limit fixed_window:10/1s --json k
+	expect_rc 0
+	expect_no_secret
+	for uri in "redis://:Wrong-$pw@127.0.0.1:$rport" \
+		"redis://u:$pw@127.0.0.1:$closed"; do
+		run check --store "$uri" --limit fixed_window:10/1s k
+		expect_rc 3
+		expect_no_secret
+		run bench --store "$uri" --limit fixed_window:10/1s \
+			--duration 0.1
+		expect_rc 3
+		expect_no_secret
+	done
+	run bench --store "$S" --limit fixed_window:10/1s --duration 0.1 --json
+	expect_rc 0
+	expect_in out '"store":"redis://:***@127.0.0.1:'
+	expect_no_secret
+	run bench --store "$S" --limit fixed_window:10/1s --duration 0.1
+	expect_rc 0
+	expect_in out '| redis://:***@127.0.0.1:'
+	expect_no_secret
+	run bench --store "memory://u:$pw@" --limit fixed_window:10/1s --procs 2
+	expect_rc 2
+	expect_no_secret
+fi
 
 echo "# $((n - failed)) of $n assertions passed"
 [ "$failed" -eq 0 ]

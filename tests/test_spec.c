@@ -136,6 +136,13 @@ static void test_bad_arguments(void **state)
 	assert_int_equal(drl_limiter_new(&l, store, "gcra:1/1s", prefix, &err),
 			 DRL_EINVAL);
 	assert_non_null(strstr(err.message, "prefix"));
+	/* braces would move the key's hash tag: refused */
+	assert_int_equal(drl_limiter_new(&l, store, "gcra:1/1s", "a{b", &err),
+			 DRL_EINVAL);
+	assert_non_null(strstr(err.message, "hash tag"));
+	assert_int_equal(drl_limiter_new(&l, store, "gcra:1/1s", "}", &err),
+			 DRL_EINVAL);
+	assert_null(l);
 	/* no error struct: still refused, no crash */
 	assert_int_equal(drl_limiter_new(&l, store, "junk", NULL, NULL),
 			 DRL_EINVAL);

@@ -396,6 +396,17 @@ static bool parse_num_list(const char *arg, int64_t min, int64_t max,
 	}
 }
 
+/* A store URI as bench prints it (tables, JSON, progress lines,
+ * messages): any password masked, as the library's own messages do. */
+typedef struct shown_uri {
+	char s[DRL__URI_SHOW_MAX];
+} shown_uri;
+
+static const char *show_uri(shown_uri *b, const char *uri)
+{
+	return drl__uri_redact(b->s, sizeof b->s, uri);
+}
+
 static bool is_memory_uri(const char *uri)
 {
 	return uri[0] == '\0' || strncmp(uri, "memory:", 7) == 0;
@@ -524,13 +535,14 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 		o->conc[o->nconc++] = 1;
 	if (o->nkeys == 0)
 		o->keys[o->nkeys++] = 1;
+	shown_uri su;
 	if (o->procs > 1)
 		for (size_t i = 0; i < o->nstores; i++)
 			if (is_memory_uri(o->stores[i]))
 				return usage_error(
 					"--procs %d needs a shared store; "
 					"'%s' lives in each process",
-					o->procs, o->stores[i]);
+					o->procs, show_uri(&su, o->stores[i]));
 	return -1;
 }
 
@@ -2005,8 +2017,9 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 		const drl_store_stats *d = &c->r.d;
 		int rt = round_trips(c);
 
+		shown_uri su;
 		fputs("  {\"store\":", out);
-		drl_json_str(out, c->cfg.store);
+		drl_json_str(out, show_uri(&su, c->cfg.store));
 		fputs(",\"spec\":", out);
 		drl_json_str(out, c->cfg.spec);
 		fprintf(out,
@@ -2130,6 +2143,7 @@ static void print_markdown(FILE *out, const cell *cells, size_t n)
 	putc('\n', out);
 	for (size_t i = 0; i < n; i++) {
 		const cell *c = &cells[i];
+		shown_uri su;
 		const tally *t = &c->r.t;
 		char p50[16], p99[16], p999[16], rt[8], cas[16], exact[48];
 		int r = round_trips(c);
@@ -2161,9 +2175,9 @@ static void print_markdown(FILE *out, const cell *cells, size_t n)
 		fprintf(out,
 			"| %s | %s | %" PRId64 " | %d | %.0f | %s | %s | %s | "
 			"%s | %s | %" PRIu64 " | %" PRIu64 " | %.1f%% | %s |",
-			c->cfg.store, c->cfg.spec, c->cfg.keys, c->cfg.conc,
-			rate(c), p50, p99, p999, rt, cas, c->r.d.cas_exhausted,
-			t->errors + (c->r.open_rc != 0),
+			show_uri(&su, c->cfg.store), c->cfg.spec, c->cfg.keys,
+			c->cfg.conc, rate(c), p50, p99, p999, rt, cas,
+			c->r.d.cas_exhausted, t->errors + (c->r.open_rc != 0),
 			100 * per(t->allowed, t->calls), exact);
 		if (any_ceiling) {
 			if (c->ceil == NULL)
@@ -2179,20 +2193,21 @@ static void print_markdown(FILE *out, const cell *cells, size_t n)
 	/* Errors and missing ceilings, said once below the table. */
 	for (size_t i = 0; i < n; i++) {
 		const cell *c = &cells[i];
+		shown_uri su;
+		const char *store = show_uri(&su, c->cfg.store);
 		if (c->r.open_rc)
-			fprintf(out, "\n- %s %s: %s", c->cfg.store, c->cfg.spec,
+			fprintf(out, "\n- %s %s: %s", store, c->cfg.spec,
 				c->r.open_msg);
 		else if (c->r.t.first_err)
-			fprintf(out, "\n- %s %s C=%d: first error: %s",
-				c->cfg.store, c->cfg.spec, c->cfg.conc,
-				c->r.t.first_msg);
+			fprintf(out, "\n- %s %s C=%d: first error: %s", store,
+				c->cfg.spec, c->cfg.conc, c->r.t.first_msg);
 		if (c->r.x_rc || c->r.t.x_first_err)
-			fprintf(out, "\n- %s %s C=%d: exactness: %s",
-				c->cfg.store, c->cfg.spec, c->cfg.conc,
+			fprintf(out, "\n- %s %s C=%d: exactness: %s", store,
+				c->cfg.spec, c->cfg.conc,
 				c->r.x_rc ? c->r.x_msg : c->r.t.x_first_msg);
 		if (c->ceil && !c->ceil->ok &&
 		    (i == 0 || cells[i - 1].ceil != c->ceil))
-			fprintf(out, "\n- %s %s: no ceiling: %s", c->cfg.store,
+			fprintf(out, "\n- %s %s: no ceiling: %s", store,
 				c->cfg.spec, c->ceil->note);
 	}
 	/* The commands behind the ceilings. */
@@ -2222,10 +2237,11 @@ static void run_round(cell *c, int round, int rounds, size_t nth, size_t total)
 	if (round > 0)
 		cfg.xspec = NULL;
 	cfg.exact_now_us = drl_now_us();
+	shown_uri su;
 	snprintf(cfg.label, sizeof cfg.label,
 		 "[%zu/%zu] %.50s %.40s keys=%" PRId64 " C=%d round %d/%d", nth,
-		 total, cfg.store, cfg.spec, cfg.keys, cfg.conc, round + 1,
-		 rounds);
+		 total, show_uri(&su, cfg.store), cfg.spec, cfg.keys, cfg.conc,
+		 round + 1, rounds);
 	run_cell(&cfg, &r);
 	if (c->nrounds == 0) {
 		c->r = r;
@@ -2245,8 +2261,9 @@ static int validate(const bench_opts *o)
 		drl_error err = {0};
 		int rc = drl_store_open(&store, o->stores[s], &err);
 		if (rc != 0) {
+			shown_uri su;
 			fprintf(stderr, "drl bench: --store '%s': %s (%s)\n",
-				o->stores[s],
+				show_uri(&su, o->stores[s]),
 				err.message[0] ? err.message : drl_strerror(rc),
 				drl_err_name(rc));
 			return rc == DRL_EINVAL ? EXIT_USAGE : EXIT_STORE;

@@ -232,6 +232,17 @@ static int add_specs(sim_opts *o, const char *arg)
 	}
 }
 
+/* Sub-windows for --rate-limit's subwindow: 6 (ten seconds of a minute),
+ * or the most below 6 that split PERIOD into whole microseconds (1s: 5),
+ * so that every PERIOD the option takes gives a valid spec. */
+static int subwindows_for(int64_t period_us)
+{
+	int n = 6;
+	while (period_us % n != 0)
+		n--;
+	return n;
+}
+
 /* The six algorithms at arg = "LIMIT/PERIOD". Returns -1 or an exit
  * status. */
 static int add_rate_limit(sim_opts *o, const char *arg)
@@ -258,9 +269,12 @@ static int add_rate_limit(sim_opts *o, const char *arg)
 				limit, DRL_SLIDING_LOG_LIMIT_MAX);
 			continue;
 		}
-		snprintf(spec, sizeof spec, "%s:%s%s", algos[i], arg,
-			 strcmp(algos[i], "subwindow") == 0 ? ",subwindows=6"
-							    : "");
+		if (strcmp(algos[i], "subwindow") == 0)
+			snprintf(spec, sizeof spec,
+				 "subwindow:%s,subwindows=%d", arg,
+				 subwindows_for(period));
+		else
+			snprintf(spec, sizeof spec, "%s:%s", algos[i], arg);
 		int st = add_specs(o, spec);
 		if (st >= 0)
 			return st;
