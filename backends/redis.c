@@ -96,6 +96,7 @@ struct conn {
 	bool watching;       /* a WATCH may be pending: UNWATCH before use */
 	bool unwatch_queued; /* an UNWATCH is pipelined ahead of a call */
 	bool broken;         /* failed or desynced: free, never reuse */
+	redisReplyObjectFunctions fn; /* the reader's, see limit_reader() */
 	/* When the current call must be over (CLOCK_MONOTONIC): timeout_ms
 	 * after the call asked for a connection. */
 	struct timespec deadline;
@@ -313,13 +314,57 @@ static int timeout_error(rstore *s, conn *c, const char *what, drl_error *err)
 		what, s->timeout_ms);
 }
 
+/*
+ * Arrays in replies. hiredis 0.14 allocates an array's element table as
+ * soon as it reads the header, so "*536870911" from a hostile or broken
+ * server costs 4 GiB and seconds (to allocate and to free), whatever the
+ * timeout. No reply of ours has more than a batch chunk's answers
+ * (DRL__BATCH_CHUNK x DRL__SCRIPT_NOUT = 1280 integers): every connection's
+ * reader gets hiredis's own functions with createArray refusing more than
+ * ARRAY_MAX elements, which the reader reports as out of memory and
+ * reader_error() as DRL_EUNAVAILABLE. (hiredis 1.x has maxelements for
+ * this; Debian 12 ships 0.14.)
+ */
+#define ARRAY_MAX 65536
+typedef void *(*create_array_fn)(const redisReadTask *, int);
+static _Atomic(create_array_fn) hiredis_create_array;
+static _Thread_local int array_refused; /* elements of the refused array */
+
+static void *limited_array(const redisReadTask *task, int elements)
+{
+	if (elements > ARRAY_MAX) {
+		array_refused = elements;
+		return NULL;
+	}
+	return atomic_load(&hiredis_create_array)(task, elements);
+}
+
+/* Give c's reader the limited functions (kept in c). */
+static void limit_reader(conn *c)
+{
+	redisReader *r = c->ctx->reader;
+	atomic_store(&hiredis_create_array, r->fn->createArray);
+	c->fn = *r->fn;
+	c->fn.createArray = limited_array;
+	r->fn = &c->fn;
+}
+
 /* The bytes the server sent are not RESP we can read (a server that is
- * not Redis, or garbage): DRL_EUNAVAILABLE (DRL_ENOMEM when hiredis ran
- * out of memory), c broken. hiredis quotes a bad byte escaped. */
+ * not Redis, or garbage, or an absurd array): DRL_EUNAVAILABLE (DRL_ENOMEM
+ * when hiredis ran out of memory), c broken. hiredis quotes a bad byte
+ * escaped. */
 static int reader_error(rstore *s, conn *c, const char *what, drl_error *err)
 {
 	const redisReader *r = c->ctx->reader;
 	c->broken = true;
+	if (array_refused) {
+		int n = array_refused;
+		array_refused = 0;
+		return drl_error_set(err, DRL_EUNAVAILABLE,
+				     "redis %s: %s: unreadable reply: an array "
+				     "of %d elements (ours have at most %d)",
+				     s->where, what, n, ARRAY_MAX);
+	}
 	return drl_error_set(
 		err, r->err == REDIS_ERR_OOM ? DRL_ENOMEM : DRL_EUNAVAILABLE,
 		"redis %s: %s: unreadable reply: %s", s->where, what,
@@ -655,6 +700,8 @@ static int conn_open(rstore *s, conn **out, const struct timespec *dl,
 	}
 	c->ctx = ctx;
 	c->deadline = *dl;
+	if (ctx->reader != NULL)
+		limit_reader(c);
 	if (ctx->err) {
 		int rc = ctx_error(s, c, "connect", saved, err);
 		conn_free(c);

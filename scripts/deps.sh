@@ -15,6 +15,7 @@ packages=(
 	libhiredis-dev redis-server redis-tools           # redis store
 	libmemcached-dev libmemcached-tools memcached     # memcached store
 	valgrind clang                         # checks
+	libclang-rt-14-dev                     # libFuzzer (scripts/fuzz.sh)
 	python3                                # tests/test_cli.sh reads JSON
 	gnuplot-nox                            # drl simulate --plot
 )

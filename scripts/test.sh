@@ -128,6 +128,18 @@ if command -v valgrind >/dev/null; then
 else
 	fail_step "valgrind is not installed (scripts/deps.sh)"
 fi
+# libFuzzer (fuzz/README.md): each target a bounded while on a copy of its
+# corpus; each counts as one test. FUZZ_SECONDS=25 keeps it near 2 minutes.
+echo "=== fuzz: build-fuzz"
+fuzz_out=$(FUZZ_SECONDS=${FUZZ_SECONDS:-25} bash scripts/fuzz.sh 2>&1)
+echo "$fuzz_out"
+fp=$(grep -c '^fuzz: fuzz_[a-z_]* ok' <<<"$fuzz_out")
+ff=$(grep -c '^fuzz: .*FAILED' <<<"$fuzz_out")
+passed=$((passed + fp))
+failed=$((failed + ff))
+if [ "$fp" -eq 0 ] && [ "$ff" -eq 0 ]; then
+	fail_step "fuzz: scripts/fuzz.sh ran no target"
+fi
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
