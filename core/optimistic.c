@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define ATTEMPTS 64          /* load/cas rounds before DRL_ECONFLICT */
-#define BACKOFF_MIN_US 2     /* first backoff ceiling */
-#define BACKOFF_MAX_US 2000  /* largest backoff ceiling */
-#define STACK_STATE 512      /* states up to this size need no malloc */
+#define ATTEMPTS 64         /* load/cas rounds before DRL_ECONFLICT */
+#define BACKOFF_MIN_US 2    /* first backoff ceiling */
+#define BACKOFF_MAX_US 2000 /* largest backoff ceiling */
+#define STACK_STATE 512     /* states up to this size need no malloc */
 
 typedef struct step_ctx {
 	const drl__limit *lim;
