@@ -97,6 +97,7 @@ struct conn {
 	bool unwatch_queued; /* an UNWATCH is pipelined ahead of a call */
 	bool broken;         /* failed or desynced: free, never reuse */
 	redisReplyObjectFunctions fn; /* the reader's, see limit_reader() */
+	int64_t idle_since;           /* ms (CLOCK_MONOTONIC_COARSE), pooled */
 	/* When the current call must be over (CLOCK_MONOTONIC): timeout_ms
 	 * after the call asked for a connection. */
 	struct timespec deadline;
@@ -782,6 +783,30 @@ static struct timespec deadline_in(int64_t ms)
 	return ts;
 }
 
+/* Milliseconds on CLOCK_MONOTONIC_COARSE (a few ns; ms resolution). */
+static int64_t coarse_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether pooled connection c, idle for IDLE_CHECK_MS or more, was closed
+ * by the server meanwhile (restart, timeout, CLIENT KILL): an idle
+ * connection has nothing to read, so a readable socket means EOF (or
+ * bytes nobody asked for) and c is of no use. Checked without sending
+ * anything, so after a server restart the pool's stale connections are
+ * replaced instead of failing one call each. Connections in steady use
+ * are not checked: no system call on the hot path. */
+#define IDLE_CHECK_MS 10
+static bool closed_while_idle(const conn *c)
+{
+	if (coarse_ms() - c->idle_since < IDLE_CHECK_MS)
+		return false;
+	struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN};
+	return poll(&p, 1, 0) != 0; /* readable, hung up, or poll failed */
+}
+
 /* A connection from the pool for a call that must be over by `dl`,
  * opening one when below `cap`, else waiting for one (DRL_ETIMEDOUT when
  * none frees up in time). The connection carries dl as its deadline. */
@@ -795,6 +820,14 @@ static int checkout(rstore *s, conn **out, const struct timespec *dl,
 			s->free = c->next;
 			c->next = NULL;
 			pthread_mutex_unlock(&s->mu);
+			if (closed_while_idle(c)) {
+				pthread_mutex_lock(&s->mu);
+				s->nconn--;
+				pthread_mutex_unlock(&s->mu);
+				conn_free(c);
+				pthread_mutex_lock(&s->mu);
+				continue;
+			}
 			c->deadline = *dl;
 			*out = c;
 			return 0;
@@ -831,6 +864,7 @@ static void release(rstore *s, conn *c)
 	if (drop) {
 		s->nconn--;
 	} else {
+		c->idle_since = coarse_ms();
 		c->next = s->free;
 		s->free = c;
 	}

@@ -486,6 +486,57 @@ static void test_lazy_open_while_down(void **state)
 	drl_fixture_stop(&srv);
 }
 
+/* After a Redis restart the pool's idle connections are dead; they are
+ * found out without a call failing (an idle socket that turned readable
+ * is the server's close), so the first decisions after the restart all
+ * succeed. */
+static void test_restart_replaces_stale_connections(void **state)
+{
+	(void)state;
+	drl_server srv;
+	char uri[256];
+	drl_store *s;
+	drl_limiter *l;
+	drl_error e = {0};
+	atomic_int stop = 0;
+	start(&srv, REDIS_LUA);
+	uri_of(uri, sizeof uri, REDIS_LUA, srv.port, "");
+	if (drl_store_open(&s, uri, &e) ||
+	    drl_limiter_new(&l, s, "fixed_window:1000000/1h", NULL, &e))
+		fail_msg("%s", e.message);
+	/* Several threads at once: several pooled connections. */
+	pthread_t th[THREADS];
+	worker_arg w[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (worker_arg){.lim = l, .stop = &stop};
+		assert_int_equal(pthread_create(&th[i], NULL, worker, &w[i]),
+				 0);
+	}
+	sleep_ms(100);
+	atomic_store(&stop, 1);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+	drl_store_stats before;
+	drl_store_stats_get(s, &before);
+	assert_int_equal(before.store_failures, 0);
+
+	assert_int_equal(drl_fixture_restart(&srv), 0);
+	sleep_ms(50); /* the pool's connections have been idle a while */
+	for (int i = 0; i < 20; i++) {
+		drl_result r;
+		int rc = drl_allow(l, "k", 1, 1, &r, &e);
+		if (rc)
+			fail_msg("call %d after the restart: %s", i, e.message);
+		assert_int_equal(r.path, DRL_PATH_STORE);
+	}
+	drl_store_stats after;
+	drl_store_stats_get(s, &after);
+	assert_int_equal(after.store_failures, 0);
+	drl_limiter_free(l);
+	drl_store_free(s);
+	drl_fixture_stop(&srv);
+}
+
 /* ---- server faults with the server up (Redis) ---------------------------- */
 
 static redisContext *raw_connect(int port)
@@ -640,7 +691,7 @@ int main(void)
 	static const char *const policy_names[] = {"none", "deny", "allow",
 						   "local"};
 	static char names[40][64];
-	struct CMUnitTest tests[3 * 2 * 4 + 3 + 2 + 2 + 1 + 2];
+	struct CMUnitTest tests[3 * 2 * 4 + 3 + 2 + 2 + 1 + 2 + 1];
 	size_t n = 0;
 	for (int k = 0; k < 3; k++)
 		for (int f = 0; f < 2; f++)
@@ -662,6 +713,9 @@ int main(void)
 					       NULL, NULL, &kinds[k]};
 		n++;
 	}
+	tests[n++] = (struct CMUnitTest){
+		"redis_restart_replaces_stale_connections",
+		test_restart_replaces_stale_connections, NULL, NULL, NULL};
 	tests[n++] = (struct CMUnitTest){"redis_lazy_open_while_down",
 					 test_lazy_open_while_down, NULL, NULL,
 					 &kinds[REDIS_LUA]};
