@@ -1,5 +1,8 @@
 -- Twin of the counter engine in subwindow.c (fixed_window, sliding_window,
--- subwindow). KEYS[1]: the key base; sub-window k is KEYS[1] .. ':' .. k.
+-- subwindow). KEYS[1]: the key base; sub-window k is KEYS[1] .. ':' .. k,
+-- or, when the store wants every key declared (Redis Cluster), the
+-- caller's KEYS[2 + j] for the j-th sub-window back from now (the same
+-- names: the C side builds them with drl__key_indexed).
 -- Atomic on the server, so it checks first and increments only when
 -- admitting (the C path increments first and refunds: same decisions).
 local n = subwindows
@@ -14,7 +17,7 @@ end
 
 local keys, c = {}, {}
 for j = 0, last do
-  keys[j] = KEYS[1] .. ':' .. string.format('%d', i - j)
+  keys[j] = KEYS[2 + j] or (KEYS[1] .. ':' .. string.format('%d', i - j))
   local v = redis.call('GET', keys[j])
   c[j] = 0
   if v then

@@ -117,10 +117,13 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 	counts k; /* only c[0..nkeys) is used: filled below */
 	int rc;
 
-	if (drl__script_usable(lim, call))
-		return drl__script_decide(lim, call, res, undo);
 	for (size_t j = 0; j < nkeys; j++)
 		keys[j] = drl__key_indexed(&kbuf[j], call->key, i - (int64_t)j);
+	if (drl__script_usable(lim, call)) {
+		rc = drl__script_decide(lim, call, nkeys, keys, res, undo);
+		if (rc != DRL_BACKEND_ESPLIT)
+			return rc;
+	}
 
 	bool consume = !call->peek && cost <= limit;
 	if (consume) {

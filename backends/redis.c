@@ -101,6 +101,13 @@ struct conn {
 	/* When the current call must be over (CLOCK_MONOTONIC): timeout_ms
 	 * after the call asked for a connection. */
 	struct timespec deadline;
+	/* The current call's commands (since begin): how many were queued
+	 * and read, which of them went behind an ASKING (bit i: command i;
+	 * Redis Cluster, see append()), and whether a MULTI is open. */
+	unsigned nqueued, nread;
+	uint64_t ask_bits;
+	bool asking; /* this call sends ASKING before its commands */
+	bool in_multi;
 	/* While held between load() and cas(): what was loaded. */
 	uint64_t hold_version;
 	unsigned char *wkey;
@@ -130,6 +137,10 @@ struct rstore {
 	struct timeval timeout;
 	bool watch_tx;
 	bool lazy; /* connect=lazy: no connection at open */
+	/* A node of a Redis Cluster store (backends/redis_cluster.c):
+	 * MOVED, ASK, TRYAGAIN and CLUSTERDOWN replies become
+	 * DRL__EREDIRECT with the details in the thread's redirect. */
+	bool cluster;
 	char *prefix;
 	size_t prefixlen;
 	char where[128]; /* "host:port" or the socket path, for messages */
@@ -391,6 +402,82 @@ static const char *reply_type_name(int type)
 	return "unknown";
 }
 
+/* ---- Redis Cluster: redirects and ASKING -------------------------------- */
+
+/* The calling thread's last redirect (set with DRL__EREDIRECT) and
+ * whether its calls send ASKING; see redis.h. Thread-local because the
+ * vtable has no room for either, and a call runs on one thread. */
+static _Thread_local drl__redis_redirect last_redirect;
+static _Thread_local bool asking_calls;
+
+void drl__redis_asking(bool on)
+{
+	asking_calls = on;
+}
+
+const drl__redis_redirect *drl__redis_last_redirect(void)
+{
+	return &last_redirect;
+}
+
+/* "host:port" (an IPv6 host may be bare, the port is after the last ':')
+ * of a MOVED or ASK into r; false when it does not parse. */
+static bool parse_target(drl__redis_redirect *r, const char *p, size_t n)
+{
+	const char *colon = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (p[i] == ':')
+			colon = p + i;
+	if (colon == NULL)
+		return false;
+	size_t hlen = (size_t)(colon - p);
+	int64_t port;
+	if (hlen == 0 || hlen >= sizeof r->host ||
+	    drl__parse_int(colon + 1, n - hlen - 1, 1, 65535, &port) != 0)
+		return false;
+	memcpy(r->host, p, hlen);
+	r->host[hlen] = '\0';
+	r->port = (int)port;
+	return true;
+}
+
+/* When s is a cluster node and r is "MOVED slot host:port", "ASK slot
+ * host:port", "TRYAGAIN ..." or "CLUSTERDOWN ...": the thread's redirect
+ * says which, and DRL__EREDIRECT is returned (err gets Redis's text for
+ * when the cluster store gives up); otherwise 0. */
+static int cluster_reply(rstore *s, const redisReply *r, drl_error *err)
+{
+	if (!s->cluster || r == NULL || r->type != REDIS_REPLY_ERROR ||
+	    r->str == NULL)
+		return 0;
+	drl__redis_redirect *d = &last_redirect;
+	const char *str = r->str;
+	size_t len = r->len;
+	memset(d, 0, sizeof *d);
+	if (len > 6 &&
+	    (strncmp(str, "MOVED ", 6) == 0 || strncmp(str, "ASK ", 4) == 0)) {
+		bool ask = str[1] == 'S';
+		const char *p = str + (ask ? 4 : 6), *end = str + len;
+		const char *sp = memchr(p, ' ', (size_t)(end - p));
+		int64_t slot;
+		if (sp == NULL ||
+		    drl__parse_int(p, (size_t)(sp - p), 0, 16383, &slot) != 0 ||
+		    !parse_target(d, sp + 1, (size_t)(end - sp - 1)))
+			return 0; /* not a redirect we can follow */
+		d->kind = ask ? DRL__REDIS_ASK : DRL__REDIS_MOVED;
+		d->slot = (int)slot;
+	} else if (strncmp(str, "TRYAGAIN", 8) == 0) {
+		d->kind = DRL__REDIS_TRYAGAIN;
+	} else if (strncmp(str, "CLUSTERDOWN", 11) == 0) {
+		d->kind = DRL__REDIS_CLUSTERDOWN;
+	} else {
+		return 0;
+	}
+	int n = (int)(len < MSG_ERR_MAX ? len : MSG_ERR_MAX);
+	drl_error_set(err, DRL_ESTORE, "redis %s: %.*s", s->where, n, str);
+	return DRL__EREDIRECT;
+}
+
 /*
  * Report reply r of command `what` as a failure: an error reply with
  * Redis's text (DRL_ESTORE; DRL_ERANGE for an overflow; DRL_ECORRUPT when
@@ -403,6 +490,9 @@ static int reply_error(rstore *s, const char *what, const redisReply *r,
 	if (r == NULL)
 		return drl_error_set(err, DRL_ESTORE, "redis %s: %s: no reply",
 				     s->where, what);
+	int redirect = cluster_reply(s, r, err);
+	if (redirect)
+		return redirect;
 	if (r->type != REDIS_REPLY_ERROR || r->str == NULL)
 		return drl_error_set(err, DRL_ESTORE,
 				     "redis %s: %s: unexpected %s reply",
@@ -485,8 +575,19 @@ static void pipe_restore(pipe_guard *g, bool failed)
  * UNWATCH in front of the call's commands. `watching` is cleared now, not
  * when the reply arrives: the call may queue a WATCH of its own after the
  * UNWATCH (load), and if the round trip fails c is dropped anyway. */
+/* A call's count of queued and read commands starts over; it sends
+ * ASKING when the thread says so (drl__redis_asking). */
+static void call_start(conn *c)
+{
+	c->nqueued = c->nread = 0;
+	c->ask_bits = 0;
+	c->in_multi = false;
+	c->asking = asking_calls;
+}
+
 static int begin(rstore *s, conn *c, drl_error *err)
 {
+	call_start(c);
 	c->unwatch_queued = false;
 	if (!c->watching)
 		return 0;
@@ -497,12 +598,44 @@ static int begin(rstore *s, conn *c, drl_error *err)
 	return 0;
 }
 
-/* Queue one command (argv with explicit lengths; nothing is sent yet). */
+/* 1 when argv[0] is `name`. */
+static bool is_command(const char *const *argv, const size_t *lens,
+		       const char *name)
+{
+	return lens[0] == strlen(name) && memcmp(argv[0], name, lens[0]) == 0;
+}
+
+/*
+ * Queue one command (argv with explicit lengths; nothing is sent yet).
+ *
+ * In a call that asks (a cluster slot being imported: the node serves it
+ * only to a client that says ASKING first), ASKING goes in front of every
+ * command outside MULTI; inside, the flag ASKING set before the MULTI
+ * lasts until EXEC. Bit i of ask_bits records that command i has an
+ * ASKING reply in front of its own, for collect().
+ */
 static int append(rstore *s, conn *c, int argc, const char **argv,
 		  const size_t *lens, drl_error *err)
 {
+	if (c->asking && !c->in_multi) {
+		if (c->nqueued >= 64) {
+			c->broken = true; /* what is queued must not be sent */
+			return drl_error_set(err, DRL_EINTERNAL,
+					     "redis %s: more than 64 commands "
+					     "in one call behind ASKING",
+					     s->where);
+		}
+		if (redisAppendCommand(c->ctx, "ASKING") != REDIS_OK)
+			return ctx_error(s, c, "ASKING", errno, err);
+		c->ask_bits |= UINT64_C(1) << c->nqueued;
+	}
 	if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK)
 		return ctx_error(s, c, argv[0], errno, err);
+	if (is_command(argv, lens, "MULTI"))
+		c->in_multi = true;
+	else if (is_command(argv, lens, "EXEC"))
+		c->in_multi = false;
+	c->nqueued++;
 	return 0;
 }
 
@@ -608,9 +741,23 @@ static int collect(rstore *s, conn *c, size_t n, redisReply **r,
 	}
 	for (; rc == 0 && got < n; got++) {
 		void *p = NULL;
+		if (c->nread < 64 && (c->ask_bits >> c->nread & 1)) {
+			rc = get_reply(s, c, &p, "ASKING", err);
+			if (rc)
+				break;
+			if (!is_status(p, "OK")) {
+				c->broken = true;
+				rc = reply_error(s, "ASKING", p, false, err);
+				freeReplyObject(p);
+				break;
+			}
+			freeReplyObject(p);
+			p = NULL;
+		}
 		rc = get_reply(s, c, &p, what, err);
 		if (rc)
 			break;
+		c->nread++;
 		r[got] = p;
 	}
 	pipe_restore(&g, rc != 0);
@@ -1293,6 +1440,7 @@ static int r_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 		/* The held connection: its WATCH is the check. */
 		const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
 		size_t multil[1] = {5}, execl[1] = {4};
+		call_start(c);
 		rc = append(s, c, 1, multi, multil, err);
 		if (rc == 0)
 			rc = append(s, c, 5, set, setl, err);
@@ -1418,6 +1566,9 @@ static int script_result(rstore *s, const drl_script *sc, const redisReply *r,
 		*nret = r->elements;
 		return 0;
 	case REDIS_REPLY_ERROR: {
+		int redirect = cluster_reply(s, r, err);
+		if (redirect)
+			return redirect;
 		/* A twin that finds malformed state answers "ECORRUPT ...". */
 		int n = (int)(r->len < MSG_ERR_MAX ? r->len : MSG_ERR_MAX);
 		bool corrupt = r->str && strncmp(r->str, "ECORRUPT ", 9) == 0;
@@ -1607,6 +1758,26 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 
 /* ---- server clock (clock=server) ---------------------------------------- */
 
+/* One command without keys on a connection of s, one round trip: on
+ * success *r is its reply and *c the connection, both for the caller to
+ * give back (free_replies, release). */
+static int one_command(rstore *s, int argc, const char **argv,
+		       const size_t *lens, conn **c, redisReply **r,
+		       drl_error *err)
+{
+	int rc = acquire(s, c, err);
+	if (rc)
+		return rc;
+	rc = begin(s, *c, err);
+	if (rc == 0)
+		rc = append(s, *c, argc, argv, lens, err);
+	if (rc == 0)
+		rc = collect(s, *c, 1, r, argv[0], err);
+	if (rc)
+		release(s, *c);
+	return rc;
+}
+
 /* Redis TIME, in microseconds since the epoch. */
 static int r_now(drl_backend *b, int64_t *now_us, drl_error *err)
 {
@@ -1615,18 +1786,9 @@ static int r_now(drl_backend *b, int64_t *now_us, drl_error *err)
 	size_t lens[1] = {4};
 	redisReply *r[1];
 	conn *c;
-	int rc = acquire(s, &c, err);
+	int rc = one_command(s, 1, argv, lens, &c, r, err);
 	if (rc)
 		return rc;
-	rc = begin(s, c, err);
-	if (rc == 0)
-		rc = append(s, c, 1, argv, lens, err);
-	if (rc == 0)
-		rc = collect(s, c, 1, r, "TIME", err);
-	if (rc) {
-		release(s, c);
-		return rc;
-	}
 	int64_t sec, usec;
 	const redisReply *t = r[0];
 	if (t->type == REDIS_REPLY_ARRAY && t->elements == 2 &&
@@ -1774,10 +1936,11 @@ static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
 	int64_t v;
 	int rc;
 	s->is_unix = strcmp(u->scheme, "redis+unix") == 0;
-	if (!s->is_unix && strcmp(u->scheme, "redis") != 0)
+	s->cluster = strcmp(u->scheme, "redis-cluster") == 0;
+	if (!s->is_unix && !s->cluster && strcmp(u->scheme, "redis") != 0)
 		return drl_error_set(err, DRL_EINVAL,
-				     "scheme \"%.32s\" is not redis or "
-				     "redis+unix",
+				     "scheme \"%.32s\" is not redis, "
+				     "redis+unix or redis-cluster",
 				     u->scheme);
 
 	const char *tx = drl__uri_get(u, "tx");
@@ -1828,6 +1991,13 @@ static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
 		s->prefix = dup_n(prefix, s->prefixlen);
 		if (s->prefix == NULL)
 			return drl_error_set(err, DRL_ENOMEM, "out of memory");
+		/* A cluster routes by the key's {hash tag}: a brace in
+		 * the prefix would make the prefix the tag. */
+		if (s->cluster && strpbrk(s->prefix, "{}"))
+			return drl_error_set(err, DRL_EINVAL,
+					     "URI option prefix holds '{' or "
+					     "'}' (a Redis Cluster routes by "
+					     "the key's hash tag)");
 	}
 
 	bool db_option = drl__uri_get(u, "db") != NULL;
@@ -1839,7 +2009,15 @@ static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
 	if (rc)
 		return rc;
 
-	if (s->is_unix) {
+	if (s->cluster) {
+		/* The hosts are the cluster store's (seed nodes). */
+		if (s->db != 0 || (u->path && u->path[0] != '\0'))
+			return drl_error_set(err, DRL_EINVAL,
+					     "redis-cluster URI names a "
+					     "database; a Redis Cluster has "
+					     "only database 0");
+		snprintf(s->where, sizeof s->where, "cluster");
+	} else if (s->is_unix) {
 		if (u->hosts)
 			return drl_error_set(err, DRL_EINVAL,
 					     "redis+unix URI takes no host "
@@ -1888,7 +2066,7 @@ static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
 
 	s->parent.version = DRL_BACKEND_VERSION;
 	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
-	s->parent.name = "redis";
+	s->parent.name = s->cluster ? "redis-cluster" : "redis";
 	s->parent.destroy = r_destroy;
 	s->parent.incr = r_incr;
 	s->parent.get_many = r_get_many;
@@ -1930,6 +2108,27 @@ static int init_sync(rstore *s)
 	return 0;
 }
 
+/* Enter s in the registry of live stores (holds find it by its id). */
+static void register_store(rstore *s)
+{
+	atomic_init(&s->next_version, 0);
+	pthread_mutex_lock(&reg_mu);
+	s->id = ++reg_last_id;
+	s->reg_next = reg_head;
+	reg_head = s;
+	pthread_mutex_unlock(&reg_mu);
+}
+
+/* Free the strings of a store that never made it to the registry. */
+static void free_unregistered(rstore *s)
+{
+	free(s->host);
+	free(s->user);
+	free_secret(s->password);
+	free(s->prefix);
+	free(s);
+}
+
 int drl__redis_open(drl_backend **out, drl__uri *uri, drl_error *err)
 {
 	if (out == NULL || uri == NULL || uri->scheme == NULL)
@@ -1947,21 +2146,14 @@ int drl__redis_open(drl_backend **out, drl__uri *uri, drl_error *err)
 	if (rc == 0 && init_sync(s) != 0)
 		rc = drl_error_set(err, DRL_ENOMEM,
 				   "redis: cannot make a mutex");
+	if (rc == 0 && s->cluster)
+		rc = drl_error_set(err, DRL_EINVAL,
+				   "drl__redis_open: a redis-cluster URI");
 	if (rc) {
-		free(s->host);
-		free(s->user);
-		free_secret(s->password);
-		free(s->prefix);
-		free(s);
+		free_unregistered(s);
 		return rc;
 	}
-	atomic_init(&s->next_version, 0);
-
-	pthread_mutex_lock(&reg_mu);
-	s->id = ++reg_last_id;
-	s->reg_next = reg_head;
-	reg_head = s;
-	pthread_mutex_unlock(&reg_mu);
+	register_store(s);
 
 	/* Connect now, so a wrong address or password fails at open
 	 * (unless connect=lazy). */
@@ -1979,4 +2171,153 @@ int drl__redis_open(drl_backend **out, drl__uri *uri, drl_error *err)
 	release(s, c);
 	*out = &s->parent;
 	return 0;
+}
+
+/* ---- Redis Cluster nodes (backends/redis_cluster.c) --------------------- */
+
+int drl__redis_cluster_template(drl_backend **out, drl__uri *uri,
+				drl_error *err)
+{
+	*out = NULL;
+	pthread_once(&key_once, make_hold_key);
+	if (!hold_key_ok)
+		return drl_error_set(err, DRL_ENOMEM,
+				     "redis: no thread-specific key left");
+	rstore *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	int rc = parse_uri(s, uri, err);
+	if (rc == 0 && !s->cluster)
+		rc = drl_error_set(err, DRL_EINVAL,
+				   "drl__redis_cluster_template: not a "
+				   "redis-cluster URI");
+	if (rc == 0 && init_sync(s) != 0)
+		rc = drl_error_set(err, DRL_ENOMEM,
+				   "redis: cannot make a mutex");
+	if (rc) {
+		free_unregistered(s);
+		return rc;
+	}
+	register_store(s);
+	*out = &s->parent;
+	return 0;
+}
+
+bool drl__redis_template_lazy(const drl_backend *tmpl)
+{
+	return ((const rstore *)tmpl)->lazy;
+}
+
+int64_t drl__redis_timeout_ms(const drl_backend *tmpl)
+{
+	return ((const rstore *)tmpl)->timeout_ms;
+}
+
+const char *drl__redis_prefix(const drl_backend *tmpl, size_t *len)
+{
+	const rstore *t = (const rstore *)tmpl;
+	*len = t->prefixlen;
+	return t->prefix ? t->prefix : "";
+}
+
+int drl__redis_cluster_node(drl_backend **out, const drl_backend *tmpl,
+			    const char *host, int port, drl_error *err)
+{
+	const rstore *t = (const rstore *)tmpl;
+	*out = NULL;
+	rstore *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	s->parent = t->parent;
+	s->cluster = true;
+	s->host = dup_n(host, strlen(host));
+	s->port = port;
+	s->user = t->user ? dup_n(t->user, strlen(t->user)) : NULL;
+	s->password =
+		t->password ? dup_n(t->password, strlen(t->password)) : NULL;
+	s->prefix = t->prefix ? dup_n(t->prefix, t->prefixlen) : NULL;
+	s->prefixlen = t->prefixlen;
+	s->timeout_ms = t->timeout_ms;
+	s->timeout = t->timeout;
+	s->watch_tx = t->watch_tx;
+	s->lazy = true;
+	s->cap = t->cap;
+	snprintf(s->where, sizeof s->where, "%s%.96s%s:%d",
+		 strchr(host, ':') ? "[" : "", host,
+		 strchr(host, ':') ? "]" : "", port);
+	if (s->host == NULL || (t->user && s->user == NULL) ||
+	    (t->password && s->password == NULL) ||
+	    (t->prefix && s->prefix == NULL) || init_sync(s) != 0) {
+		free_unregistered(s);
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	}
+	register_store(s);
+	*out = &s->parent;
+	return 0;
+}
+
+/* One "host, port, id..." entry of a CLUSTER SLOTS range. */
+static bool slots_endpoint(const redisReply *e, const char *asked,
+			   const char **host, int *port)
+{
+	if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
+	    e->element[0]->type != REDIS_REPLY_STRING ||
+	    e->element[1]->type != REDIS_REPLY_INTEGER ||
+	    e->element[1]->integer < 1 || e->element[1]->integer > 65535)
+		return false;
+	/* An empty or "?" endpoint: the node we asked. */
+	const char *h = e->element[0]->str;
+	*host = (h[0] == '\0' || strcmp(h, "?") == 0) ? asked : h;
+	*port = (int)e->element[1]->integer;
+	return strlen(*host) < 256;
+}
+
+int drl__redis_cluster_slots(drl_backend *node, drl__redis_slots_fn fn,
+			     void *arg, drl_error *err)
+{
+	rstore *s = (rstore *)node;
+	const char *argv[2] = {"CLUSTER", "SLOTS"};
+	size_t lens[2] = {7, 5};
+	redisReply *r[1];
+	conn *c;
+	int rc = one_command(s, 2, argv, lens, &c, r, err);
+	if (rc)
+		return rc;
+	const redisReply *t = r[0];
+	if (t->type != REDIS_REPLY_ARRAY)
+		rc = reply_error(s, "CLUSTER SLOTS", t, false, err);
+	for (size_t i = 0; rc == 0 && i < t->elements; i++) {
+		const redisReply *e = t->element[i];
+		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+		    e->element[0]->type != REDIS_REPLY_INTEGER ||
+		    e->element[1]->type != REDIS_REPLY_INTEGER ||
+		    e->element[0]->integer < 0 ||
+		    e->element[1]->integer > 16383 ||
+		    e->element[0]->integer > e->element[1]->integer) {
+			rc = drl_error_set(err, DRL_ESTORE,
+					   "redis %s: CLUSTER SLOTS: malformed "
+					   "range %zu",
+					   s->where, i);
+			break;
+		}
+		for (size_t j = 2; rc == 0 && j < e->elements; j++) {
+			const char *host;
+			int port;
+			if (!slots_endpoint(e->element[j], s->host, &host,
+					    &port)) {
+				rc = drl_error_set(err, DRL_ESTORE,
+						   "redis %s: CLUSTER SLOTS: "
+						   "malformed node in range "
+						   "%zu",
+						   s->where, i);
+				break;
+			}
+			rc = fn(arg, (int)e->element[0]->integer,
+				(int)e->element[1]->integer, host, port,
+				j == 2);
+		}
+	}
+	free_replies(r, 1);
+	release(s, c);
+	return rc;
 }

@@ -4,6 +4,8 @@
 
 #include "internal.h"
 
+#include <stdbool.h>
+
 /*
  * Open a Redis store from a parsed URI (scheme "redis" or "redis+unix"):
  *
@@ -22,5 +24,57 @@
  * marked used) and may be cleared right after.
  */
 int drl__redis_open(drl_backend **out, drl__uri *uri, drl_error *err);
+
+/* ---- Redis Cluster nodes (used by backends/redis_cluster.c) ----------- */
+
+/* What a cluster node's store returns, instead of DRL_ESTORE, for a reply
+ * the cluster store acts on (MOVED, ASK, TRYAGAIN, CLUSTERDOWN); the
+ * calling thread's drl__redis_last_redirect() says which, and err holds
+ * Redis's text. Never leaves the cluster store. */
+#define DRL__EREDIRECT (-1000)
+
+enum {
+	DRL__REDIS_MOVED = 1,    /* the slot lives on host:port now */
+	DRL__REDIS_ASK = 2,      /* this key: ask host:port, with ASKING */
+	DRL__REDIS_TRYAGAIN = 3, /* a multi-key call met half a migration */
+	DRL__REDIS_CLUSTERDOWN = 4
+};
+
+typedef struct drl__redis_redirect {
+	int kind; /* DRL__REDIS_* */
+	int slot;
+	char host[256];
+	int port;
+} drl__redis_redirect;
+
+const drl__redis_redirect *drl__redis_last_redirect(void);
+
+/* Whether the calling thread's next calls on node stores send ASKING
+ * before their commands (an ASK redirect). */
+void drl__redis_asking(bool on);
+
+/* Parse a redis-cluster URI's options (everything but its hosts: tx,
+ * clock, timeout_ms, pool, prefix, connect, user/password; db must be 0)
+ * into a template store that is never called, only copied by
+ * drl__redis_cluster_node. Marks the options used. */
+int drl__redis_cluster_template(drl_backend **out, drl__uri *uri,
+				drl_error *err);
+bool drl__redis_template_lazy(const drl_backend *tmpl);
+int64_t drl__redis_timeout_ms(const drl_backend *tmpl);
+/* The URI's key prefix (prepended by node stores to every key). */
+const char *drl__redis_prefix(const drl_backend *tmpl, size_t *len);
+
+/* A store for the node at host:port with tmpl's options, not connected
+ * yet; its redirect replies become DRL__EREDIRECT. */
+int drl__redis_cluster_node(drl_backend **out, const drl_backend *tmpl,
+			    const char *host, int port, drl_error *err);
+
+/* CLUSTER SLOTS on `node`: fn(arg, first, last, host, port, master) for
+ * the master (master true) and each replica of every slot range. A
+ * nonzero return from fn stops and is returned. */
+typedef int (*drl__redis_slots_fn)(void *arg, int first, int last,
+				   const char *host, int port, bool master);
+int drl__redis_cluster_slots(drl_backend *node, drl__redis_slots_fn fn,
+			     void *arg, drl_error *err);
 
 #endif /* DRL_BACKENDS_REDIS_H */

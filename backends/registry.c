@@ -5,6 +5,7 @@
 #include "memory.h"
 #if DRL_HAVE_REDIS
 #include "redis.h"
+#include "redis_cluster.h"
 #endif
 #if DRL_HAVE_MEMCACHED
 #include "memcached.h"
@@ -20,6 +21,7 @@ static const struct {
 #if DRL_HAVE_REDIS
 	{"redis", drl__redis_open},
 	{"redis+unix", drl__redis_open},
+	{"redis-cluster", drl__redis_cluster_open},
 #endif
 #if DRL_HAVE_MEMCACHED
 	{"memcached", drl__memcached_open},
@@ -39,7 +41,7 @@ const char *drl__backend_schemes(void)
 {
 	return "memory"
 #if DRL_HAVE_REDIS
-	       ", redis, redis+unix"
+	       ", redis, redis+unix, redis-cluster"
 #endif
 #if DRL_HAVE_MEMCACHED
 	       ", memcached, memcached+unix"

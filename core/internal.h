@@ -327,8 +327,12 @@ enum {
  * scripts, the algorithm has a twin, the limit's numbers fit and so does
  * the time. */
 bool drl__script_usable(const drl__limit *lim, const drl__call *call);
-/* Run the twin: one round trip, atomic on the server. */
+/* Run the twin: one round trip, atomic on the server. KEYS[1] is the
+ * key base; derived[0..nderived) are the keys the twin derives from it
+ * (a counter's sub-windows), declared as KEYS[2..] when the store wants
+ * every key named (DRL_CAP_DECLARED_KEYS; the twin uses them then). */
 int drl__script_decide(const drl__limit *lim, const drl__call *call,
+		       size_t nderived, const drl_bytes *derived,
 		       drl_result *res, drl__undo *undo);
 
 /* What a twin is sent and answers (algorithms/lua_prelude.lua): the

@@ -169,8 +169,11 @@ static int run(const drl__limit *lim, const drl__call *call, drl__step_fn step,
 int drl__state_decide(const drl__limit *lim, const drl__call *call,
 		      drl_result *res, drl__undo *undo)
 {
-	if (drl__script_usable(lim, call))
-		return drl__script_decide(lim, call, res, undo);
+	if (drl__script_usable(lim, call)) {
+		int rc = drl__script_decide(lim, call, 0, NULL, res, undo);
+		if (rc != DRL_BACKEND_ESPLIT)
+			return rc;
+	}
 	return run(lim, call, lim->algo->step, res, undo);
 }
 

@@ -6,12 +6,18 @@
  */
 #include "internal.h"
 
+#include <string.h>
+
 bool drl__script_usable(const drl__limit *lim, const drl__call *call)
 {
 	drl_backend *b = call->backend;
+	/* A store that needs every key declared gets them only when the
+	 * time (hence a window's key) is known before the script runs. */
+	bool now_ok = call->now == DRL__NOW_STORE
+			      ? !(b->caps & DRL_CAP_DECLARED_KEYS)
+			      : call->now <= DRL__LUA_EXACT_MAX;
 	return (b->caps & DRL_CAP_SCRIPT) && b->eval && lim->algo->lua &&
-	       lim->lua_ok &&
-	       (call->now == DRL__NOW_STORE || call->now <= DRL__LUA_EXACT_MAX);
+	       lim->lua_ok && now_ok;
 }
 
 int drl__call_now(const drl__call *call, int64_t *now)
@@ -58,18 +64,28 @@ int drl__script_answer(const drl__limit *lim, const int64_t *out, size_t nret,
 }
 
 int drl__script_decide(const drl__limit *lim, const drl__call *call,
+		       size_t nderived, const drl_bytes *derived,
 		       drl_result *res, drl__undo *undo)
 {
 	drl_backend *b = call->backend;
 	drl__key k;
-	drl_bytes key = drl__key_plain(&k, call->key);
+	drl_bytes keys[1 + DRL_SUBWINDOWS_MAX + 1];
+	size_t nkeys = 1;
+	keys[0] = drl__key_plain(&k, call->key);
+	if ((b->caps & DRL_CAP_DECLARED_KEYS) && nderived) {
+		if (nderived > DRL_SUBWINDOWS_MAX + 1)
+			return drl_error_set(call->err, DRL_EINTERNAL,
+					     "%zu derived keys", nderived);
+		memcpy(keys + 1, derived, nderived * sizeof *derived);
+		nkeys += nderived;
+	}
 	int64_t args[DRL__SCRIPT_NARGS];
 	int64_t out[DRL__SCRIPT_NOUT];
 	size_t nret = 0;
 	drl__script_args(lim, call, args);
 	DRL__COUNT(call->stats, scripts);
-	int rc = b->eval(b, lim->algo->lua, 1, &key, DRL__SCRIPT_NARGS, args,
-			 out, DRL__SCRIPT_NOUT, &nret, call->err);
+	int rc = b->eval(b, lim->algo->lua, nkeys, keys, DRL__SCRIPT_NARGS,
+			 args, out, DRL__SCRIPT_NOUT, &nret, call->err);
 	if (rc)
 		return rc;
 	return drl__script_answer(lim, out, nret, res, undo, call->err);

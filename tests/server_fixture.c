@@ -57,6 +57,7 @@
 #define POLL_MS 10
 #define MAX_ARGS 64
 #define MAX_SERVERS 64
+#define CLUSTER_BUS_OFFSET 10000 /* redis cluster bus port = port + this */
 
 /* ---- registry of running servers, for cleanup at exit -------------------- */
 
@@ -272,6 +273,41 @@ static int free_port(void)
 	return port;
 }
 
+/* 1 when 127.0.0.1:port can be bound right now (as a listener would, with
+ * SO_REUSEADDR). */
+static int port_free(int port)
+{
+	struct sockaddr_in a;
+	int one = 1, ok;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return 0;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	memset(&a, 0, sizeof a);
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_port = htons((unsigned short)port);
+	ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+	close(fd);
+	return ok;
+}
+
+/* A free port whose cluster bus port (port + CLUSTER_BUS_OFFSET, at most
+ * 65535) was free as well a moment ago, or -1. */
+static int free_cluster_port(void)
+{
+	for (int i = 0; i < 64; i++) {
+		int port = free_port();
+		if (port <= 0)
+			return -1;
+		if (port <= 65535 - CLUSTER_BUS_OFFSET &&
+		    port_free(port + CLUSTER_BUS_OFFSET))
+			return port;
+	}
+	return -1;
+}
+
 /* 1 when a TCP connect to 127.0.0.1:port succeeds. */
 static int tcp_ready(int port)
 {
@@ -459,9 +495,11 @@ static int owns_listener(pid_t pid, int port)
 }
 
 /* Poll until the server at s accepts connections (TCP port, or the unix
- * socket `unix_path` when not NULL), the child dies, or 5 s pass.
+ * socket `unix_path` when not NULL), the child dies, or 5 s pass. With
+ * `bus_port` > 0 (a cluster node), that port must be our server's listener
+ * too: redis binds it after the client port and exits when it cannot.
  * 0 ready, 1 child exited early, -1 timed out. */
-static int wait_ready(drl_server *s, const char *unix_path)
+static int wait_ready(drl_server *s, const char *unix_path, int bus_port)
 {
 	for (int waited = 0; waited <= READY_TIMEOUT_MS; waited += POLL_MS) {
 		int status;
@@ -476,6 +514,8 @@ static int wait_ready(drl_server *s, const char *unix_path)
 			/* The listener must be our server's, not that of a
 			 * process that took the port first. */
 			int own = owns_listener(s->pid, s->port);
+			if (own == 1 && bus_port > 0)
+				own = owns_listener(s->pid, bus_port);
 			if (own == 1)
 				return 0;
 			if (own < 0) {
@@ -525,7 +565,7 @@ static const char *memcached_unix_path(const char *const *extra)
 }
 
 /* Which server a start is for: how to build its fixed argv. */
-typedef enum kind { KIND_REDIS, KIND_MEMCACHED } kind;
+typedef enum kind { KIND_REDIS, KIND_MEMCACHED, KIND_REDIS_CLUSTER } kind;
 
 /* Spawn the server of `k` on s->port with its fixed arguments and the
  * extra ones, and wait until it is ready: wait_ready's result, or -2 when
@@ -534,13 +574,14 @@ static int launch(drl_server *s, kind k, const char *bin,
 		  const char *const *extra, size_t nextra)
 {
 	const char *argv[MAX_ARGS + 24];
-	char portstr[16], logpath[PATH_MAX];
+	char portstr[16], logpath[PATH_MAX], nodesconf[PATH_MAX];
 	size_t n = 0;
 
 	snprintf(logpath, sizeof logpath, "%s/server.log", s->dir);
+	snprintf(nodesconf, sizeof nodesconf, "%s/nodes.conf", s->dir);
 	snprintf(portstr, sizeof portstr, "%d", s->port);
 	argv[n++] = bin;
-	if (k == KIND_REDIS) {
+	if (k == KIND_REDIS || k == KIND_REDIS_CLUSTER) {
 		argv[n++] = "--port";
 		argv[n++] = portstr;
 		argv[n++] = "--bind";
@@ -553,6 +594,12 @@ static int launch(drl_server *s, kind k, const char *bin,
 		argv[n++] = s->dir;
 		argv[n++] = "--daemonize";
 		argv[n++] = "no";
+		if (k == KIND_REDIS_CLUSTER) {
+			argv[n++] = "--cluster-enabled";
+			argv[n++] = "yes";
+			argv[n++] = "--cluster-config-file";
+			argv[n++] = nodesconf;
+		}
 	} else {
 		argv[n++] = "-p";
 		argv[n++] = portstr;
@@ -576,14 +623,16 @@ static int launch(drl_server *s, kind k, const char *bin,
 		return -2;
 	}
 	track(s->pid, s->dir);
-	return wait_ready(s, k == KIND_MEMCACHED ? memcached_unix_path(extra)
-						 : NULL);
+	return wait_ready(
+		s, k == KIND_MEMCACHED ? memcached_unix_path(extra) : NULL,
+		k == KIND_REDIS_CLUSTER ? s->port + CLUSTER_BUS_OFFSET : 0);
 }
 
 /* Start the server of `k`; see drl_fixture_redis_start for the contract. */
 static int start(drl_server *s, kind k, const char *const *extra)
 {
-	const char *binname = k == KIND_REDIS ? "redis-server" : "memcached";
+	const char *binname =
+		k == KIND_MEMCACHED ? "memcached" : "redis-server";
 	char bin[PATH_MAX];
 	size_t nextra = 0;
 
@@ -612,7 +661,9 @@ static int start(drl_server *s, kind k, const char *const *extra)
 	if (tmp == NULL || tmp[0] == '\0' || strlen(tmp) > 100)
 		tmp = "/tmp";
 	snprintf(s->dir, sizeof s->dir, "%s/drl-%s-XXXXXX", tmp,
-		 k == KIND_REDIS ? "redis" : "memcached");
+		 k == KIND_REDIS           ? "redis"
+		 : k == KIND_REDIS_CLUSTER ? "cluster"
+					   : "memcached");
 	if (mkdtemp(s->dir) == NULL) {
 		fprintf(stderr, "fixture: mkdtemp %s: %s\n", s->dir,
 			strerror(errno));
@@ -621,7 +672,8 @@ static int start(drl_server *s, kind k, const char *const *extra)
 	}
 
 	for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
-		s->port = free_port();
+		s->port = k == KIND_REDIS_CLUSTER ? free_cluster_port()
+						  : free_port();
 		if (s->port <= 0) {
 			fprintf(stderr, "fixture: no free loopback port\n");
 			break;
@@ -662,7 +714,7 @@ void drl_fixture_kill(drl_server *s)
 int drl_fixture_restart(drl_server *s)
 {
 	const char *binname =
-		s->kind == KIND_REDIS ? "redis-server" : "memcached";
+		s->kind == KIND_MEMCACHED ? "memcached" : "redis-server";
 	char bin[PATH_MAX];
 	size_t nextra = 0;
 
@@ -689,6 +741,14 @@ int drl_fixture_restart(drl_server *s)
 int drl_fixture_redis_start(drl_server *s, const char *const *extra_argv)
 {
 	return start(s, KIND_REDIS, extra_argv);
+}
+
+/* Start a redis cluster node; 0 started, 1 skip, -1 failure (see the
+ * header). */
+int drl_fixture_redis_cluster_node_start(drl_server *s,
+					 const char *const *extra_argv)
+{
+	return start(s, KIND_REDIS_CLUSTER, extra_argv);
 }
 
 /* Start memcached; 0 started, 1 skip, -1 failure (see the header). */

@@ -24,6 +24,15 @@ typedef struct drl_server {
  * (skip), -1 failure (message on stderr). */
 int drl_fixture_redis_start(drl_server *s, const char *const *extra_argv);
 
+/* Start redis-server as above with --cluster-enabled yes and
+ * --cluster-config-file <dir>/nodes.conf, on a free port whose cluster bus
+ * port (port + 10000) is free too; ready means both ports are listening.
+ * The node is empty and alone: tests/cluster_fixture.h joins nodes into a
+ * cluster. drl_fixture_restart brings it back with its nodes.conf (same
+ * node ID). Same return values. */
+int drl_fixture_redis_cluster_node_start(drl_server *s,
+					 const char *const *extra_argv);
+
 /* Start memcached on 127.0.0.1:<free port>; same return values. */
 int drl_fixture_memcached_start(drl_server *s, const char *const *extra_argv);
 

@@ -29,8 +29,10 @@ extern "C" {
 #endif
 
 /* 1: destroy .. now. 2: DRL_CAP_BATCH (no new slot: a promise about
- * eval(), which the core trusts only from stores of version >= 2). */
-#define DRL_BACKEND_VERSION 2
+ * eval(), which the core trusts only from stores of version >= 2).
+ * 3: DRL_CAP_DECLARED_KEYS (a demand about eval(), heeded from any
+ * version: a store of version < 3 does not set the bit). */
+#define DRL_BACKEND_VERSION 3
 
 typedef struct drl_bytes {
 	const void *data;
@@ -44,8 +46,21 @@ enum {
 	DRL_CAP_UPDATE = 1u << 2,  /* update: in-process atomic step */
 	DRL_CAP_SCRIPT = 1u << 3,  /* eval: server-side script */
 	DRL_CAP_CLOCK = 1u << 4,   /* now: the store's own clock */
-	DRL_CAP_BATCH = 1u << 5    /* eval: many keys of any slot at once */
+	DRL_CAP_BATCH = 1u << 5,   /* eval: many keys of any slot at once */
+	/* eval() must be handed every key a script touches (version >= 3):
+	 * a store that routes and migrates by key (Redis Cluster) cannot
+	 * see keys a script derives. The core then knows the time before
+	 * a script runs (reading the store's clock first under a store
+	 * clock) and names each key. */
+	DRL_CAP_DECLARED_KEYS = 1u << 6
 };
+
+/* What eval() of a store with DRL_CAP_DECLARED_KEYS may return when it
+ * cannot run a script now because its keys are split (Redis Cluster's
+ * TRYAGAIN: a slot in migration holds some of them). Nothing ran; the
+ * core decides with the other primitives instead (one key per command,
+ * which a migration does not stop). Never returned to applications. */
+#define DRL_BACKEND_ESPLIT (-100)
 
 /* A step run by update(): given the current blob (old == NULL, oldlen == 0
  * when absent), either leave it (return 0), or point *newblob and *newlen at the
