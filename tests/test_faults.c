@@ -139,6 +139,48 @@ static void *worker(void *p)
 	return NULL;
 }
 
+/* THREADS workers deciding on one limiter until workers_stop(). */
+typedef struct workers {
+	pthread_t th[THREADS];
+	worker_arg w[THREADS];
+	atomic_int stop;
+} workers;
+
+static void workers_start(workers *ws, drl_limiter *l)
+{
+	atomic_init(&ws->stop, 0);
+	for (int i = 0; i < THREADS; i++) {
+		ws->w[i] = (worker_arg){.lim = l, .stop = &ws->stop};
+		assert_int_equal(
+			pthread_create(&ws->th[i], NULL, worker, &ws->w[i]), 0);
+	}
+}
+
+/* Stop and join the workers; their tallies summed (an odd error of any
+ * of them is printed). */
+static tally workers_stop(workers *ws)
+{
+	tally t = {0};
+	atomic_store(&ws->stop, 1);
+	for (int i = 0; i < THREADS; i++) {
+		const tally *x = &ws->w[i].t;
+		pthread_join(ws->th[i], NULL);
+		t.calls += x->calls;
+		for (int j = 0; j < 16; j++)
+			t.errors[j] += x->errors[j];
+		for (int j = 0; j < 4; j++) {
+			t.paths[j] += x->paths[j];
+			t.allowed[j] += x->allowed[j];
+		}
+		t.allowed_on_error += x->allowed_on_error;
+		if (x->odd[0])
+			print_message("thread %d: %s\n", i, x->odd);
+		if (x->max_us > t.max_us)
+			t.max_us = x->max_us;
+	}
+	return t;
+}
+
 /* Ask until the store decides again (bounded): the breaker closed. The
  * ms it took, or -1 after 8 s (the caller asserts once its threads are
  * joined: a failed assertion must not leave them running). */
@@ -216,7 +258,6 @@ static void run_fault(void **state)
 	drl_store *s;
 	drl_limiter *l;
 	drl_error e = {0};
-	atomic_int stop = 0;
 
 	start(&srv, fc->kind);
 	uri_of(uri, sizeof uri, fc->kind, srv.port, "");
@@ -226,13 +267,8 @@ static void run_fault(void **state)
 	    drl_limiter_new(&l, s, spec, "faults:", &e))
 		fail_msg("%s: %s", uri, e.message);
 
-	pthread_t th[THREADS];
-	worker_arg w[THREADS];
-	for (int i = 0; i < THREADS; i++) {
-		w[i] = (worker_arg){.lim = l, .stop = &stop};
-		assert_int_equal(pthread_create(&th[i], NULL, worker, &w[i]),
-				 0);
-	}
+	workers ws;
+	workers_start(&ws, l);
 	sleep_ms(150);
 	int fault_rc;
 	if (fc->fault == PAUSE) {
@@ -246,23 +282,7 @@ static void run_fault(void **state)
 	}
 	int64_t back_ms = fault_rc ? -1 : wait_store_path(l);
 	sleep_ms(200); /* the workers use up connections the fault broke */
-	atomic_store(&stop, 1);
-	tally t = {0};
-	for (int i = 0; i < THREADS; i++) {
-		pthread_join(th[i], NULL);
-		t.calls += w[i].t.calls;
-		for (int j = 0; j < 16; j++)
-			t.errors[j] += w[i].t.errors[j];
-		for (int j = 0; j < 4; j++) {
-			t.paths[j] += w[i].t.paths[j];
-			t.allowed[j] += w[i].t.allowed[j];
-		}
-		t.allowed_on_error += w[i].t.allowed_on_error;
-		if (w[i].t.odd[0])
-			print_message("thread %d: %s\n", i, w[i].t.odd);
-		if (w[i].t.max_us > t.max_us)
-			t.max_us = w[i].t.max_us;
-	}
+	tally t = workers_stop(&ws);
 	drl_store_stats st;
 	drl_store_stats_get(s, &st);
 	long errors = 0;
@@ -354,28 +374,18 @@ static long dead_server_attempts(store_kind k, const char *extra, long *calls)
 	drl_store *s;
 	drl_limiter *l;
 	drl_error e = {0};
-	atomic_int stop = 0;
 	start(&srv, k);
 	uri_of(uri, sizeof uri, k, srv.port, extra);
 	if (drl_store_open(&s, uri, &e) ||
 	    drl_limiter_new(&l, s, "fixed_window:10/1s", NULL, &e))
 		fail_msg("%s: %s", uri, e.message);
 	drl_fixture_kill(&srv);
-	pthread_t th[THREADS];
-	worker_arg w[THREADS];
-	for (int i = 0; i < THREADS; i++) {
-		w[i] = (worker_arg){.lim = l, .stop = &stop};
-		assert_int_equal(pthread_create(&th[i], NULL, worker, &w[i]),
-				 0);
-	}
+	workers ws;
+	workers_start(&ws, l);
 	sleep_ms(1000);
-	atomic_store(&stop, 1);
-	*calls = 0;
-	for (int i = 0; i < THREADS; i++) {
-		pthread_join(th[i], NULL);
-		*calls += w[i].t.calls;
-		assert_int_equal(w[i].t.allowed_on_error, 0);
-	}
+	tally t = workers_stop(&ws);
+	*calls = t.calls;
+	assert_int_equal(t.allowed_on_error, 0);
 	drl_store_stats st;
 	drl_store_stats_get(s, &st);
 	assert_int_equal(st.store_failures + st.breaker_rejects,
@@ -498,24 +508,16 @@ static void test_restart_replaces_stale_connections(void **state)
 	drl_store *s;
 	drl_limiter *l;
 	drl_error e = {0};
-	atomic_int stop = 0;
 	start(&srv, REDIS_LUA);
 	uri_of(uri, sizeof uri, REDIS_LUA, srv.port, "");
 	if (drl_store_open(&s, uri, &e) ||
 	    drl_limiter_new(&l, s, "fixed_window:1000000/1h", NULL, &e))
 		fail_msg("%s", e.message);
 	/* Several threads at once: several pooled connections. */
-	pthread_t th[THREADS];
-	worker_arg w[THREADS];
-	for (int i = 0; i < THREADS; i++) {
-		w[i] = (worker_arg){.lim = l, .stop = &stop};
-		assert_int_equal(pthread_create(&th[i], NULL, worker, &w[i]),
-				 0);
-	}
+	workers ws;
+	workers_start(&ws, l);
 	sleep_ms(100);
-	atomic_store(&stop, 1);
-	for (int i = 0; i < THREADS; i++)
-		pthread_join(th[i], NULL);
+	(void)workers_stop(&ws);
 	drl_store_stats before;
 	drl_store_stats_get(s, &before);
 	assert_int_equal(before.store_failures, 0);
