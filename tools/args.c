@@ -79,9 +79,7 @@ int drl_vusage_error(const char *cmd, const char *synopsis, const char *fmt,
 	return 2;
 }
 
-/* drl_vusage_error() with the arguments as "...". */
-static int usage_error(const char *cmd, const char *synopsis, const char *fmt,
-		       ...)
+int drl_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -94,11 +92,12 @@ static int usage_error(const char *cmd, const char *synopsis, const char *fmt,
 int drl_bad_option(const char *cmd, const char *synopsis, int c, char **argv)
 {
 	if (c == ':')
-		return usage_error(cmd, synopsis, "option '%s' needs a value",
-				   argv[optind - 1]);
+		return drl_usage_error(cmd, synopsis,
+				       "option '%s' needs a value",
+				       argv[optind - 1]);
 	if (optopt != 0) /* '?': optopt is the bad short option, or 0 */
-		return usage_error(cmd, synopsis, "unknown option '-%c'",
-				   optopt);
-	return usage_error(cmd, synopsis, "unknown option '%s'",
-			   argv[optind - 1]);
+		return drl_usage_error(cmd, synopsis, "unknown option '-%c'",
+				       optopt);
+	return drl_usage_error(cmd, synopsis, "unknown option '%s'",
+			       argv[optind - 1]);
 }

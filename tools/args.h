@@ -35,6 +35,13 @@ void drl_json_str(FILE *out, const char *s);
  * Returns 2, the usage exit status. */
 int drl_vusage_error(const char *cmd, const char *synopsis, const char *fmt,
 		     va_list ap);
+/* The same with the arguments as "..." (each command defines
+ * usage_error(...) on it with its name and synopsis). */
+int drl_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
+#ifdef __GNUC__
+	__attribute__((format(printf, 3, 4)))
+#endif
+	;
 
 /* getopt_long() returned c (':' for a missing value, else '?'): report
  * the option as drl_vusage_error() does. Returns 2. */

@@ -293,20 +293,8 @@ typedef struct bench_opts {
 	bool json;
 } bench_opts;
 
-static int usage_error(const char *fmt, ...)
-#ifdef __GNUC__
-	__attribute__((format(printf, 1, 2)))
-#endif
-	;
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	int st = drl_vusage_error("bench", drl_bench_synopsis, fmt, ap);
-	va_end(ap);
-	return st;
-}
+#define usage_error(...)                                                       \
+	drl_usage_error("bench", drl_bench_synopsis, __VA_ARGS__)
 
 /* Whether s starts a URI: SCHEME "://" with SCHEME = alpha *(alnum + - .) */
 static bool starts_uri(const char *s)

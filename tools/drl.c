@@ -368,20 +368,7 @@ static int report(const char *what, int rc, const drl_error *err)
 
 /* Report a usage error (printf-style) on stderr, followed by the check
  * synopsis. Returns 2. */
-static int usage_error(const char *fmt, ...)
-#ifdef __GNUC__
-	__attribute__((format(printf, 1, 2)))
-#endif
-	;
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	int st = drl_vusage_error("check", check_synopsis, fmt, ap);
-	va_end(ap);
-	return st;
-}
+#define usage_error(...) drl_usage_error("check", check_synopsis, __VA_ARGS__)
 
 /* Parse `drl check` arguments into *o. Returns -1 to go on, or an exit
  * status (0 after --help, 2 on bad usage). o->policy is malloc'd and the

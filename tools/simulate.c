@@ -149,20 +149,8 @@ typedef struct sim_opts {
 	const char *plot_dir;
 } sim_opts;
 
-static int usage_error(const char *fmt, ...)
-#ifdef __GNUC__
-	__attribute__((format(printf, 1, 2)))
-#endif
-	;
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	int st = drl_vusage_error("simulate", drl_simulate_synopsis, fmt, ap);
-	va_end(ap);
-	return st;
-}
+#define usage_error(...)                                                       \
+	drl_usage_error("simulate", drl_simulate_synopsis, __VA_ARGS__)
 
 /* Parse "LIMIT/PERIOD" (PERIOD a whole number and ms|s|m|h|d) from s,
  * ending at '\0' or ','. Returns false when it is not one. */
