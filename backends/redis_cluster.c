@@ -261,9 +261,11 @@ static int on_range(void *arg, int first, int last, const char *host, int port,
 
 /*
  * Read the slot map from the first node that answers, starting from a
- * rotating one. Unless `force`, nothing happens when another thread is
- * refreshing or the last refresh is younger than REFRESH_US. Slots the
- * answer leaves out keep their old owner.
+ * rotating one, trying nodes for at most timeout_ms (each attempt is
+ * bounded by it too, so a refresh takes at most about twice that). Unless
+ * `force`, nothing happens when another thread is refreshing or the last
+ * refresh is younger than REFRESH_US. Slots the answer leaves out keep
+ * their old owner.
  */
 static int refresh(cstore *cs, bool force, drl_error *err)
 {
@@ -286,7 +288,8 @@ static int refresh(cstore *cs, bool force, drl_error *err)
 	drl_error last_err = {0};
 	size_t n = atomic_load_explicit(&cs->nnodes, memory_order_acquire);
 	size_t first = atomic_fetch_add(&cs->refresh_from, 1);
-	for (size_t k = 0; k < n; k++) {
+	int64_t give_up = mono_us() + cs->timeout_ms * 1000;
+	for (size_t k = 0; k < n && (k == 0 || mono_us() < give_up); k++) {
 		cnode *nd = node_at(cs, (first + k) % n);
 		memset(m->map, 0, sizeof m->map);
 		m->covered = 0;
@@ -366,10 +369,17 @@ static int route(cstore *cs, int slot, node_fn fn, void *arg, bool split_ok,
 			const drl__redis_redirect *r =
 				drl__redis_last_redirect();
 			int kind = r->kind;
-			if (last)
-				return kind == DRL__REDIS_CLUSTERDOWN
-					       ? DRL_EUNAVAILABLE
-					       : DRL_ESTORE;
+			if (last) {
+				/* err has Redis's text; the code says what
+				 * is left: the cluster down is unreachable,
+				 * a redirect loop an error. */
+				rc = kind == DRL__REDIS_CLUSTERDOWN
+					     ? DRL_EUNAVAILABLE
+					     : DRL_ESTORE;
+				if (err)
+					err->code = rc;
+				return rc;
+			}
 			if (kind == DRL__REDIS_MOVED ||
 			    kind == DRL__REDIS_ASK) {
 				size_t to;

@@ -349,6 +349,64 @@ static void test_failover(void **state)
 	tu_free(&u);
 }
 
+/*
+ * A master without a replica dies: the cluster is down (cluster-require-
+ * full-coverage), and the live masters answer CLUSTERDOWN even for their
+ * own keys. The store reports DRL_EUNAVAILABLE within timeout_ms, never
+ * an allow, and on_error=deny decides those calls; the circuit breaker
+ * (off for a cluster) refuses nothing.
+ */
+static void test_cluster_down(void **state)
+{
+	(void)state;
+	if (!have_cluster)
+		skip();
+	static drl_cluster small;
+	if (drl_fixture_cluster_start(&small, 3, 0) != 0)
+		fail_msg("cannot start a 3-master cluster");
+	char h[256], uri[512];
+	drl_fixture_cluster_hosts(&small, h, sizeof h);
+	snprintf(uri, sizeof uri, "redis-cluster://%s?timeout_ms=300", h);
+	/* A key on a master that stays up. */
+	char key[32];
+	int k = 0;
+	do
+		snprintf(key, sizeof key, "down-%d", k++);
+	while (drl_fixture_cluster_master_of(&small, user_key_slot(key)) != 1);
+	tu plain = tu_open(uri, "gcra:100/1h");
+	tu deny = tu_open(uri, "gcra:100/1h;on_error=deny");
+	int64_t now = INT64_C(1700000000000000);
+	assert_true(tu_at(plain.lim, key, 1, now).allowed);
+
+	drl_fixture_kill(&small.node[0]);
+	small.alive[0] = 0;
+	/* The survivors mark it failed after cluster-node-timeout (1 s). */
+	int rc = 0, waited = 0;
+	drl_result r;
+	drl_error err = {0};
+	for (; waited < 100; waited++) {
+		rc = drl_allow_at(plain.lim, key, strlen(key), 1, now, &r,
+				  &err);
+		if (rc)
+			break;
+		sleep_ms(100);
+	}
+	printf("  cluster down after %d ms: %s\n", waited * 100, err.message);
+	assert_int_equal(rc, DRL_EUNAVAILABLE);
+	assert_int_equal(r.allowed, 0);
+	assert_non_null(strstr(err.message, "CLUSTERDOWN"));
+	assert_int_equal(
+		drl_allow_at(deny.lim, key, strlen(key), 1, now, &r, &err), 0);
+	assert_int_equal(r.allowed, 0);
+	assert_int_equal(r.path, DRL_PATH_FAIL_CLOSED);
+	drl_store_stats st;
+	drl_store_stats_get(plain.store, &st);
+	assert_int_equal(st.breaker_opens, 0);
+	tu_free(&plain);
+	tu_free(&deny);
+	drl_fixture_cluster_stop(&small);
+}
+
 /* ---- clock=server and bad URIs ---------------------------------------- */
 
 static void test_server_clock(void **state)
@@ -471,6 +529,7 @@ int main(void)
 		cmocka_unit_test(test_wrong_password),
 		cmocka_unit_test(test_migration_steps),
 		cmocka_unit_test(test_live_migration),
+		cmocka_unit_test(test_cluster_down),
 		/* Last: it leaves one master dead. */
 		cmocka_unit_test(test_failover),
 	};
