@@ -36,7 +36,8 @@ static void check_error(const char *uri, int rc, const drl_error *err)
 
 static int connects(const char *scheme)
 {
-	static const char *const net[] = {"redis", "redis+unix", "memcached",
+	static const char *const net[] = {"redis", "redis+unix",
+					  "redis-cluster", "memcached",
 					  "memcached+unix"};
 	for (size_t i = 0; i < sizeof net / sizeof net[0]; i++)
 		if (strcmp(scheme, net[i]) == 0)
