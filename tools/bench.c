@@ -1888,6 +1888,10 @@ static void ceiling_id(char *id, size_t cap, const char *uri, const char *spec,
 {
 	id[0] = '\0';
 	size_t hl = strcspn(uri, "?");
+	/* A cluster has no single server to drive (bench_cluster measures
+	 * the cluster: docs/performance.md). */
+	if (strncmp(uri, "redis-cluster:", 14) == 0)
+		return;
 	if (strncmp(uri, "redis", 5) == 0)
 		snprintf(id, cap, "%.*s|%s|%" PRId64 "|%d", (int)hl, uri, spec,
 			 keys, conc);
