@@ -13,17 +13,13 @@
  * Requests cycle over KEYS distinct keys at the real time, under limits so
  * high that every request is admitted and writes, as the single path does.
  */
+#include "bench_redis.h"
+
 #include <drl/drl.h>
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,13 +28,6 @@ enum { RUNS = 3, KEYS = 10000, KEYLEN = 10 };
 static double seconds = 1.0;
 static char keys[KEYS][KEYLEN + 1];
 static drl_batch_item items[1000];
-
-static double mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static int64_t now_us(void)
 {
@@ -52,7 +41,7 @@ static int64_t now_us(void)
 static double run(drl_limiter *l, size_t batch)
 {
 	long done = 0, k = 0;
-	double t0 = mono(), t;
+	double t0 = bench_mono(), t;
 	do {
 		drl_error err = {0};
 		if (batch == 0) {
@@ -84,7 +73,7 @@ static double run(drl_limiter *l, size_t batch)
 				}
 			done += (long)batch;
 		}
-		t = mono();
+		t = bench_mono();
 	} while (t - t0 < seconds);
 	return (double)done / (t - t0);
 }
@@ -93,57 +82,6 @@ static int cmp(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return (x > y) - (x < y);
-}
-
-/* A loopback port nobody listens on right now. */
-static int free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	socklen_t len = sizeof a;
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
-/* Start redis-server on a free port; its pid, or -1. */
-static pid_t start_redis(char *uri, size_t cap)
-{
-	int port = free_port();
-	char ports[16];
-	if (port < 0)
-		return -1;
-	snprintf(ports, sizeof ports, "%d", port);
-	pid_t pid = fork();
-	if (pid == 0) {
-		int null = open("/dev/null", O_WRONLY);
-		if (null >= 0) {
-			dup2(null, 1);
-			dup2(null, 2);
-		}
-		execlp("redis-server", "redis-server", "--port", ports,
-		       "--bind", "127.0.0.1", "--save", "", "--appendonly",
-		       "no", "--daemonize", "no", (char *)NULL);
-		_exit(127);
-	}
-	if (pid < 0)
-		return -1;
-	snprintf(uri, cap, "redis://127.0.0.1:%d?tx=lua", port);
-	for (int i = 0; i < 100; i++) {
-		drl_store *s = NULL;
-		if (drl_store_open(&s, uri, NULL) == 0) {
-			drl_store_free(s);
-			return pid;
-		}
-		usleep(50000);
-	}
-	kill(pid, SIGTERM);
-	waitpid(pid, NULL, 0);
-	return -1;
 }
 
 int main(int argc, char **argv)
@@ -162,7 +100,7 @@ int main(int argc, char **argv)
 	}
 	if (argc > 2) {
 		snprintf(uri, sizeof uri, "%s", argv[2]);
-	} else if ((server = start_redis(uri, sizeof uri)) < 0) {
+	} else if ((server = bench_redis_start(uri, sizeof uri)) < 0) {
 		fprintf(stderr, "cannot start redis-server\n");
 		return 1;
 	}
@@ -210,9 +148,6 @@ int main(int argc, char **argv)
 		drl_limiter_free(l);
 	}
 	drl_store_free(s);
-	if (server > 0) {
-		kill(server, SIGTERM);
-		waitpid(server, NULL, 0);
-	}
+	bench_redis_stop(server);
 	return 0;
 }

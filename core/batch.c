@@ -25,6 +25,13 @@
  * to share a hash slot; DRL_CAP_BATCH says the store has one server (a
  * cluster store would group the items by slot first, which keeps each
  * key's items in order).
+ *
+ * With a near cache (block_on_exceed=, near_cache=; core/near.c) the items
+ * whose key is blocked are denied locally first (path DRL_PATH_NEAR), the
+ * others go to the store as above (`skip` marks the local ones), and the
+ * store's denials block their keys. Blocks are those from before the
+ * batch: an item denied by the store does not block a later item of the
+ * same batch, which the store then decides (the same way).
  */
 #include "internal.h"
 
@@ -101,13 +108,22 @@ static void item_fail(drl_batch_item *items, size_t i, int rc,
 		drl_error_set(err, rc, "item %zu: %s", i, drl_strerror(rc));
 }
 
+/* Whether item i was decided by the near cache (skip may be NULL). */
+static bool skipped(const bool *skip, size_t i)
+{
+	return skip != NULL && skip[i];
+}
+
 /* Every item through the single-request path. */
 static void decide_each(drl_limiter *l, drl_batch_item *items, size_t n,
-			int64_t now, drl_error *err, size_t *first)
+			int64_t now, drl_error *err, size_t *first,
+			const bool *skip)
 {
 	for (size_t i = 0; i < n; i++) {
 		drl_error e = {0};
 		drl_batch_item *it = &items[i];
+		if (skipped(skip, i))
+			continue;
 		int rc = drl__limiter_decide(l, it->key, it->keylen, it->cost,
 					     now, &it->result, &e);
 		if (rc)
@@ -192,7 +208,8 @@ static void run_chunk(const drl__limit *lim, drl_backend *b, chunk *c,
 /* The batched path (see the top). DRL_ENOMEM, with no item touched, when
  * there is no memory for it: the caller then decides one by one. */
 static int decide_batched(drl_limiter *l, drl_batch_item *items, size_t n,
-			  int64_t now, drl_error *err, size_t *first)
+			  int64_t now, drl_error *err, size_t *first,
+			  const bool *skip)
 {
 	const drl__limit *lim = &l->limits[0];
 	drl_backend *b = l->store->backend;
@@ -211,6 +228,8 @@ static int decide_batched(drl_limiter *l, drl_batch_item *items, size_t n,
 	for (size_t i = 0; i < n; i++) {
 		drl_error e = {0};
 		drl_batch_item *it = &items[i];
+		if (skipped(skip, i))
+			continue;
 		int rc = drl__request_check(it->key, it->keylen, it->cost, &e);
 		if (rc) {
 			item_fail(items, i, rc, &e, err, first);
@@ -250,16 +269,17 @@ static int check_call(const drl_limiter *l, const drl_batch_item *items,
 
 /* Decide every item at `now` (checked, or DRL__NOW_STORE) on the store. */
 static void decide_on_store(drl_limiter *l, drl_batch_item *items, size_t n,
-			    int64_t now, drl_error *err, size_t *first)
+			    int64_t now, drl_error *err, size_t *first,
+			    const bool *skip)
 {
 	drl_backend *b = l->store->backend;
 	drl__call probe = {.backend = b, .now = now};
 	if (l->nlimits == 1 && drl__has_batch(b) &&
 	    l->limits[0].algo->lua_batch &&
 	    drl__script_usable(&l->limits[0], &probe) &&
-	    decide_batched(l, items, n, now, err, first) == 0)
+	    decide_batched(l, items, n, now, err, first, skip) == 0)
 		return;
-	decide_each(l, items, n, now, err, first);
+	decide_each(l, items, n, now, err, first, skip);
 }
 
 /* The batch's outcome for the breaker: an item's unreachable error first,
@@ -280,11 +300,14 @@ static int store_outcome(const drl_batch_item *items, size_t n)
  * with rc, detail e): every item fails as drl_allow() would, a bad key or
  * cost with its own DRL_EINVAL (bad input is never a store error). */
 static void fail_all(drl_batch_item *items, size_t n, int rc,
-		     const drl_error *e, drl_error *err, size_t *first)
+		     const drl_error *e, drl_error *err, size_t *first,
+		     const bool *skip)
 {
 	for (size_t i = 0; i < n; i++) {
 		drl_error ie = {0};
 		drl_batch_item *it = &items[i];
+		if (skipped(skip, i))
+			continue;
 		int irc =
 			drl__request_check(it->key, it->keylen, it->cost, &ie);
 		if (irc)
@@ -294,26 +317,80 @@ static void fail_all(drl_batch_item *items, size_t n, int rc,
 	}
 }
 
+/* The items the near cache denies: skip[i] set, rc 0, the local denial.
+ * Returns how many are left for the store (bad items among them: the
+ * store path refuses those, as without a cache). */
+static size_t near_deny(drl_limiter *l, drl_batch_item *items, size_t n,
+			int base, int64_t t, bool *skip)
+{
+	size_t left = 0;
+	for (size_t i = 0; i < n; i++) {
+		drl_batch_item *it = &items[i];
+		drl__near_req q;
+		skip[i] = false;
+		if (it->cost <= 0 ||
+		    drl__request_check(it->key, it->keylen, it->cost, NULL)) {
+			left++;
+			continue;
+		}
+		drl__near_req_make(l->near, &q, it->key, it->keylen, base, t);
+		skip[i] = drl__near_check(l->near, &q, it->cost, &it->result);
+		if (skip[i]) {
+			it->rc = 0;
+			DRL__COUNT(&l->store->stats, near_denials);
+		} else {
+			left++;
+		}
+	}
+	return left;
+}
+
+/* The store's own decisions of the items it was asked: denials block. */
+static void near_learn(drl_limiter *l, drl_batch_item *items, size_t n,
+		       int base, int64_t t, const bool *skip)
+{
+	for (size_t i = 0; i < n; i++) {
+		drl_batch_item *it = &items[i];
+		drl__near_req q;
+		if (skip[i] || it->rc != 0 || it->cost <= 0 ||
+		    it->result.path != DRL_PATH_STORE)
+			continue;
+		drl__near_req_make(l->near, &q, it->key, it->keylen, base, t);
+		drl__near_record(l->near, &q, it->cost, &it->result);
+	}
+}
+
 /* Decide every item at `now` (checked, DRL__NOW_STORE, or DRL__NOW_READ)
- * as drl_allow() would: behind the breaker (one call for the batch), and
- * each item the store failed for decided by the on_error policy. */
+ * as drl_allow() would: the near cache first, then behind the breaker (one
+ * call for the batch), and each item the store failed for decided by the
+ * on_error policy. */
 static void decide(drl_limiter *l, drl_batch_item *items, size_t n, int64_t now,
 		   drl_error *err)
 {
 	size_t first = SIZE_MAX;
 	drl_error e = {0};
-	bool probe;
+	bool probe, skip_buf[DRL_BATCH_MAX], *skip = NULL;
+	int base = 0;
+	int64_t t = 0;
+	if (l->near != NULL) {
+		drl__near_now(now, &base, &t);
+		skip = skip_buf;
+		if (near_deny(l, items, n, base, t, skip) == 0)
+			return; /* every item denied here: no store call */
+	}
 	int rc = drl__breaker_enter(l->store, &probe, &e);
 	if (rc == 0) {
 		if (now == DRL__NOW_READ)
 			rc = drl__limiter_now(l, &now, &e);
 		if (rc == 0)
-			decide_on_store(l, items, n, now, err, &first);
+			decide_on_store(l, items, n, now, err, &first, skip);
 		drl__breaker_leave(l->store, probe,
 				   rc ? rc : store_outcome(items, n));
 	}
 	if (rc)
-		fail_all(items, n, rc, &e, err, &first);
+		fail_all(items, n, rc, &e, err, &first, skip);
+	else if (skip != NULL)
+		near_learn(l, items, n, base, t, skip);
 	if (l->on_error == DRL__ON_ERROR_RETURN)
 		return;
 	for (size_t i = 0; i < n; i++) {

@@ -95,6 +95,11 @@ typedef struct drl__limit {
 /* Parse one limit spec (no ';'). DRL_EINVAL names the bad part. */
 int drl__limit_parse(drl__limit *lim, const char *spec, size_t len,
 		     drl_error *err);
+/* A duration as PERIOD is written (a whole count and ms, s, m, h or d)
+ * into *out µs: 0, DRL_EINVAL when malformed, DRL_ERANGE when above
+ * max_us (a count of 0 is 0 µs: callers check their minimum). */
+int drl__parse_duration(const char *s, size_t len, int64_t max_us,
+			int64_t *out);
 
 /* ---- keys (core/key.c) ----------------------------------------------- */
 
@@ -120,6 +125,22 @@ size_t drl__put_uint(char *p, uint64_t v);
 
 void drl__keybase_make(drl__keybase *kb, const char *prefix, size_t plen,
 		       const drl__limit *lim, const void *key, size_t keylen);
+
+/* What names a user key in the store keys: its bytes when it is at most
+ * DRL__KEY_INLINE_MAX bytes (bytes points into the key), its SHA-256
+ * digest otherwise (bytes points at sha). Two keys with the same id share
+ * every store key. */
+typedef struct drl__key_id_buf {
+	const unsigned char *bytes;
+	size_t len;
+	bool digest;
+	unsigned char sha[32];
+} drl__key_id_buf;
+void drl__key_id(const void *key, size_t keylen, drl__key_id_buf *id);
+/* drl__keybase_make from a key's id (drl__key_id's bytes, len, digest). */
+void drl__keybase_make_id(drl__keybase *kb, const char *prefix, size_t plen,
+			  const drl__limit *lim, const void *id, size_t idlen,
+			  bool digest);
 /* base (no suffix) */
 drl_bytes drl__key_plain(drl__key *k, const drl__keybase *kb);
 /* base + ":" + decimal suffix (e.g. a window index) */
@@ -131,7 +152,7 @@ drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb, int64_t suffix);
 typedef struct drl__stats {
 	_Atomic uint64_t decisions, cas_attempts, cas_conflicts, cas_exhausted,
 		scripts, store_failures, breaker_opens, breaker_rejects,
-		fallbacks;
+		fallbacks, near_denials, near_syncs;
 } drl__stats;
 
 #define DRL__COUNT(stats, field)                                               \
@@ -385,6 +406,9 @@ static inline bool drl__is_unreachable(int rc)
 	return rc == DRL_ETIMEDOUT || rc == DRL_EUNAVAILABLE;
 }
 
+/* CLOCK_MONOTONIC in µs (core/breaker.c). */
+int64_t drl__mono_us(void);
+
 /* A store's circuit breaker (core/breaker.c has the state machine). */
 typedef struct drl__breaker {
 	int64_t failures_max; /* unreachable calls in a row that open it; 0 off */
@@ -440,6 +464,9 @@ struct drl_limiter {
 	/* on_error=local: the same limits on a memory store of its own. */
 	drl_store *local_store;
 	struct drl_limiter *local;
+	/* block_on_exceed, near_cache: denials remembered (core/near.c);
+	 * NULL when neither is on. */
+	struct drl__near *near;
 };
 
 /* drl_allow_at's now_us meaning "read the clock" (drl__limiter_now). */
@@ -473,9 +500,73 @@ void drl__result_deny(drl_result *r);
 int drl__on_error_parse(drl__on_error *out, const char *value, size_t len,
 			drl_error *err);
 
+/* Peek: decide `cost` on every limit of l at now_us (checked, or
+ * DRL__NOW_STORE) without consuming or writing anything, for the user key
+ * whose id (drl__key_id) is given. *result as drl_allow_at() would fill
+ * it: a denial names the first limit that denies, retry_after widened to
+ * the latest any limit allows. */
+int drl__limiter_peek(drl_limiter *l, const void *id, size_t idlen, bool digest,
+		      int64_t cost, int64_t now_us, drl_result *result,
+		      drl_error *err);
+
 /* The time drl_allow() decides at: the real-time clock; with a store
  * clock, DRL__NOW_STORE when every limit's twin reads it itself, else the
  * store's time (one round trip, which may fail). */
 int drl__limiter_now(drl_limiter *l, int64_t *now_us, drl_error *err);
+
+/* ---- near cache (core/near.c) ------------------------------------------ */
+
+typedef struct drl__near drl__near;
+
+/* The policy options block_on_exceed=, near_cache=, near_cache_sync=,
+ * near_cache_keys= as parsed (each at most once). */
+typedef struct drl__near_opts {
+	unsigned seen;    /* which were given: one bit each */
+	int64_t block_us; /* block_on_exceed: the longest block; 0 none */
+	bool sync;        /* near_cache=1: the sync thread too */
+	int64_t sync_us;  /* near_cache_sync */
+	int64_t keys;     /* near_cache_keys */
+} drl__near_opts;
+
+/* Take policy option name=value when it is one of the near cache's: 0,
+ * DRL_EINVAL (bad value, given twice), or 1 when the name is not one. */
+int drl__near_option(drl__near_opts *o, const char *name, size_t nlen,
+		     const char *value, size_t vlen, drl_error *err);
+/* After the whole policy: defaults, and DRL_EINVAL for options that need
+ * another (near_cache_sync without near_cache=1, ...). */
+int drl__near_finish(drl__near_opts *o, drl_error *err);
+/* l's near cache (and with near_cache=1 its sync thread, which reads l),
+ * or *out NULL when the options turn none on. */
+int drl__near_new(struct drl__near **out, drl_limiter *l,
+		  const drl__near_opts *o, drl_error *err);
+/* Stop and join the thread, free everything. NULL is a no-op. */
+void drl__near_free(struct drl__near *n);
+
+/* One request as the near cache sees it: the key's id and keyed hash,
+ * and its time: `base` says which clock t is on (an entry made on one
+ * base is not used on the other). */
+typedef struct drl__near_req {
+	drl__key_id_buf id;
+	uint64_t hash;
+	int base;  /* DRL__NEAR_MONO or DRL__NEAR_EXPLICIT */
+	int64_t t; /* µs on that base, read before the store is asked */
+} drl__near_req;
+enum { DRL__NEAR_MONO = 1, DRL__NEAR_EXPLICIT = 2 };
+
+/* The near cache's time for a request at now_us: DRL__NOW_READ
+ * (drl_allow: the monotonic clock, read now) or an explicit time
+ * (drl_allow_at). */
+void drl__near_now(int64_t now_us, int *base, int64_t *t);
+/* Prepare a request for key at time t on base (drl__near_now). */
+void drl__near_req_make(const struct drl__near *n, drl__near_req *q,
+			const void *key, size_t keylen, int base, int64_t t);
+/* Whether the key is blocked for `cost` (> 0): then *result is the local
+ * denial (path DRL_PATH_NEAR) and the store must not be asked. */
+bool drl__near_check(struct drl__near *n, const drl__near_req *q, int64_t cost,
+		     drl_result *result);
+/* The store decided q (rc 0, path DRL_PATH_STORE, cost > 0): a denial
+ * blocks the key, an allow of a blocked cost lifts the block. */
+void drl__near_record(struct drl__near *n, const drl__near_req *q, int64_t cost,
+		      const drl_result *result);
 
 #endif /* DRL_INTERNAL_H */

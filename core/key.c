@@ -28,8 +28,23 @@ size_t drl__put_uint(char *p, uint64_t v)
 	return n;
 }
 
-void drl__keybase_make(drl__keybase *kb, const char *prefix, size_t plen,
-		       const drl__limit *lim, const void *key, size_t keylen)
+void drl__key_id(const void *key, size_t keylen, drl__key_id_buf *id)
+{
+	if (keylen <= DRL__KEY_INLINE_MAX) {
+		id->bytes = key;
+		id->len = keylen;
+		id->digest = false;
+		return;
+	}
+	SHA256(key, keylen, id->sha);
+	id->bytes = id->sha;
+	id->len = sizeof id->sha;
+	id->digest = true;
+}
+
+void drl__keybase_make_id(drl__keybase *kb, const char *prefix, size_t plen,
+			  const drl__limit *lim, const void *id, size_t idlen,
+			  bool digest)
 {
 	char *p = kb->buf;
 	memcpy(p, prefix, plen);
@@ -38,23 +53,31 @@ void drl__keybase_make(drl__keybase *kb, const char *prefix, size_t plen,
 	p += lim->taglen;
 	*p++ = ':';
 	*p++ = '{';
-	if (keylen <= DRL__KEY_INLINE_MAX) {
-		p += drl__put_uint(p, keylen);
+	if (!digest) {
+		p += drl__put_uint(p, idlen);
 		*p++ = ':';
-		memcpy(p, key, keylen);
-		p += keylen;
+		memcpy(p, id, idlen);
+		p += idlen;
 	} else {
 		static const char hex[] = "0123456789abcdef";
-		unsigned char md[SHA256_DIGEST_LENGTH];
-		SHA256(key, keylen, md);
+		const unsigned char *md = id;
 		*p++ = '#';
-		for (size_t i = 0; i < sizeof md; i++) {
+		for (size_t i = 0; i < idlen; i++) {
 			*p++ = hex[md[i] >> 4];
 			*p++ = hex[md[i] & 15];
 		}
 	}
 	*p++ = '}';
 	kb->len = (size_t)(p - kb->buf);
+}
+
+void drl__keybase_make(drl__keybase *kb, const char *prefix, size_t plen,
+		       const drl__limit *lim, const void *key, size_t keylen)
+{
+	drl__key_id_buf id;
+	drl__key_id(key, keylen, &id);
+	drl__keybase_make_id(kb, prefix, plen, lim, id.bytes, id.len,
+			     id.digest);
 }
 
 drl_bytes drl__key_plain(drl__key *k, const drl__keybase *kb)

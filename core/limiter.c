@@ -1,6 +1,8 @@
 /*
- * drl_limiter: a store, a policy of one or more limits, a key prefix, and
- * what to do when the store fails (on_error, core/failure.c).
+ * drl_limiter: a store, a policy of one or more limits, a key prefix, what
+ * to do when the store fails (on_error, core/failure.c), and what to
+ * remember of the store's denials (block_on_exceed, near_cache:
+ * core/near.c).
  *
  * A policy is decided limit by limit, each consuming as it allows; when one
  * denies, what the earlier ones consumed is refunded. So a denied request
@@ -23,28 +25,41 @@ int64_t drl_now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* A policy option segment "name=value" (no ':' before the '='): today
- * only on_error. 1 when seg is not an option (a limit), 0 when taken, or
- * DRL_EINVAL. */
+/* What a policy's option segments set, as they are parsed. */
+typedef struct policy_opts {
+	bool seen_on_error;
+	drl__near_opts near;
+} policy_opts;
+
+/* A policy option segment "name=value" (no ':' before the '='): on_error,
+ * or one of the near cache's. 1 when seg is not an option (a limit), 0
+ * when taken, or DRL_EINVAL. */
 static int parse_option(drl_limiter *l, const char *seg, size_t n,
-			bool *seen_on_error, drl_error *err)
+			policy_opts *po, drl_error *err)
 {
 	const char *eq = memchr(seg, '=', n);
 	const char *colon = memchr(seg, ':', n);
 	if (eq == NULL || (colon != NULL && colon < eq))
 		return 1;
 	size_t nlen = (size_t)(eq - seg);
-	if (nlen != 8 || memcmp(seg, "on_error", 8) != 0)
-		return drl_error_set(err, DRL_EINVAL,
-				     "unknown policy option \"%.*s\" (expected "
-				     "on_error=deny|allow|local, or a limit "
-				     "ALGORITHM:LIMIT/PERIOD)",
-				     (int)(nlen < 32 ? nlen : 32), seg);
-	if (*seen_on_error)
-		return drl_error_set(err, DRL_EINVAL,
-				     "option \"on_error\" given twice");
-	*seen_on_error = true;
-	return drl__on_error_parse(&l->on_error, eq + 1, n - nlen - 1, err);
+	const char *value = eq + 1;
+	size_t vlen = n - nlen - 1;
+	if (nlen == 8 && memcmp(seg, "on_error", 8) == 0) {
+		if (po->seen_on_error)
+			return drl_error_set(err, DRL_EINVAL,
+					     "option \"on_error\" given twice");
+		po->seen_on_error = true;
+		return drl__on_error_parse(&l->on_error, value, vlen, err);
+	}
+	int rc = drl__near_option(&po->near, seg, nlen, value, vlen, err);
+	if (rc != 1)
+		return rc;
+	return drl_error_set(err, DRL_EINVAL,
+			     "unknown policy option \"%.*s\" (expected "
+			     "on_error=deny|allow|local, block_on_exceed=, "
+			     "near_cache=, near_cache_sync=, near_cache_keys=, "
+			     "or a limit ALGORITHM:LIMIT/PERIOD)",
+			     (int)(nlen < 32 ? nlen : 32), seg);
 }
 
 /* Parse limit seg[0..n) into the next slot of l's policy. */
@@ -72,10 +87,10 @@ static int add_limit(drl_limiter *l, const char *spec, const char *seg,
 }
 
 /* LIMIT[;LIMIT...] with option segments (on_error=...) anywhere. */
-static int parse_policy(drl_limiter *l, const char *spec, drl_error *err)
+static int parse_policy(drl_limiter *l, const char *spec, policy_opts *po,
+			drl_error *err)
 {
 	size_t len = strlen(spec);
-	bool seen_on_error = false;
 	if (len == 0)
 		return drl_error_set(err, DRL_EINVAL, "empty limit spec");
 	const char *s = spec;
@@ -86,7 +101,7 @@ static int parse_policy(drl_limiter *l, const char *spec, drl_error *err)
 			return drl_error_set(err, DRL_EINVAL,
 					     "empty limit in policy \"%.64s\"",
 					     spec);
-		int rc = parse_option(l, s, n, &seen_on_error, err);
+		int rc = parse_option(l, s, n, po, err);
 		if (rc == 1)
 			rc = add_limit(l, spec, s, n, err);
 		if (rc)
@@ -99,7 +114,7 @@ static int parse_policy(drl_limiter *l, const char *spec, drl_error *err)
 		return drl_error_set(
 			err, DRL_EINVAL,
 			"policy \"%.64s\" has options but no limit", spec);
-	return 0;
+	return drl__near_finish(&po->near, err);
 }
 
 /* on_error=local: a copy of l's limits on a memory store of its own,
@@ -121,6 +136,7 @@ static int make_local(drl_limiter *l, drl_error *err)
 	l->local->on_error = DRL__ON_ERROR_RETURN;
 	l->local->local_store = NULL;
 	l->local->local = NULL;
+	l->local->near = NULL; /* fallbacks never make blocks */
 	return 0;
 }
 
@@ -158,9 +174,12 @@ int drl_limiter_new(drl_limiter **out, drl_store *store, const char *spec,
 	l->store = store;
 	memcpy(l->prefix, prefix, plen + 1);
 	l->prefixlen = plen;
-	int rc = parse_policy(l, spec, err);
+	policy_opts po = {0};
+	int rc = parse_policy(l, spec, &po, err);
 	if (rc == 0 && l->on_error == DRL__ON_ERROR_LOCAL)
 		rc = make_local(l, err);
+	if (rc == 0) /* last: its thread reads the finished limiter */
+		rc = drl__near_new(&l->near, l, &po.near, err);
 	if (rc) {
 		drl_limiter_free(l);
 		return rc;
@@ -173,6 +192,7 @@ void drl_limiter_free(drl_limiter *limiter)
 {
 	if (limiter == NULL)
 		return;
+	drl__near_free(limiter->near); /* first: its thread reads the rest */
 	free(limiter->local);
 	drl_store_free(limiter->local_store);
 	free(limiter);
@@ -213,6 +233,17 @@ static void refund_all(drl_limiter *l, size_t n, const drl__call *call,
 	}
 }
 
+/* A denial *res, and another limit's decision r of the same request:
+ * *res becomes r when r denies for longer (DRL_NEVER is the longest). */
+static void widen(drl_result *res, const drl_result *r)
+{
+	if (r->allowed || res->retry_after_us == DRL_NEVER)
+		return;
+	if (r->retry_after_us == DRL_NEVER ||
+	    r->retry_after_us > res->retry_after_us)
+		*res = *r;
+}
+
 /* After limit `denied` said no: ask the limits after it (without
  * consuming) so retry_after is the time when every limit would allow. */
 static int widen_retry(drl_limiter *l, size_t denied, drl__call *call,
@@ -226,12 +257,43 @@ static int widen_retry(drl_limiter *l, size_t denied, drl__call *call,
 		int rc = decide_one(l, i, call, &kb, key, keylen, &r, &undo);
 		if (rc)
 			return rc;
-		if (r.allowed || res->retry_after_us == DRL_NEVER)
-			continue;
-		if (r.retry_after_us == DRL_NEVER ||
-		    r.retry_after_us > res->retry_after_us) {
-			*res = r;
-		}
+		widen(res, &r);
+	}
+	return 0;
+}
+
+int drl__limiter_peek(drl_limiter *l, const void *id, size_t idlen, bool digest,
+		      int64_t cost, int64_t now_us, drl_result *result,
+		      drl_error *err)
+{
+	drl__call call = {
+		.backend = l->store->backend,
+		.now = now_us,
+		.cost = cost,
+		.peek = true,
+		.err = err,
+		.stats = &l->store->stats,
+	};
+	drl__keybase kb;
+	drl_result r;
+	drl__undo undo;
+	bool denied = false;
+	for (size_t i = 0; i < l->nlimits; i++) {
+		drl__limit *lim = &l->limits[i];
+		drl__keybase_make_id(&kb, l->prefix, l->prefixlen, lim, id,
+				     idlen, digest);
+		call.key = &kb;
+		memset(&r, 0, sizeof r);
+		int rc = lim->algo->decide(lim, &call, &r, &undo);
+		if (rc)
+			return rc;
+		r.limit_index = (int)i;
+		if (denied)
+			widen(result, &r);
+		else if (i == 0 || !r.allowed ||
+			 r.remaining < result->remaining)
+			*result = r;
+		denied = denied || !r.allowed;
 	}
 	return 0;
 }
@@ -274,6 +336,35 @@ static int check_call(drl_limiter *l, const void *key, size_t keylen,
 	return drl__request_check(key, keylen, cost, err);
 }
 
+/* A checked request (now_us explicit, or DRL__NOW_READ) as drl_allow()
+ * decides it: a key the store has denied is denied here until the store
+ * could allow it again (core/near.c), without asking; everything else
+ * goes to the store, whose denials make such blocks. A peek (cost 0)
+ * always asks the store, and only the store's own decisions (path
+ * DRL_PATH_STORE, no error) are remembered. */
+static int decide_near(drl_limiter *l, const void *key, size_t keylen,
+		       int64_t cost, int64_t now_us, drl_result *result,
+		       drl_error *err)
+{
+	if (l->near == NULL || cost == 0)
+		return drl__limiter_guarded(l, key, keylen, cost, now_us,
+					    result, err);
+	drl__near_req q;
+	int base;
+	int64_t t;
+	drl__near_now(now_us, &base, &t);
+	drl__near_req_make(l->near, &q, key, keylen, base, t);
+	if (drl__near_check(l->near, &q, cost, result)) {
+		DRL__COUNT(&l->store->stats, near_denials);
+		return 0;
+	}
+	int rc =
+		drl__limiter_guarded(l, key, keylen, cost, now_us, result, err);
+	if (rc == 0 && result->path == DRL_PATH_STORE)
+		drl__near_record(l->near, &q, cost, result);
+	return rc;
+}
+
 int drl_allow_at(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 		 int64_t now_us, drl_result *result, drl_error *err)
 {
@@ -282,7 +373,7 @@ int drl_allow_at(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 		rc = drl__time_check(now_us, err);
 	if (rc)
 		return rc;
-	return drl__limiter_guarded(l, key, keylen, cost, now_us, result, err);
+	return decide_near(l, key, keylen, cost, now_us, result, err);
 }
 
 int drl__limiter_guarded(drl_limiter *l, const void *key, size_t keylen,
@@ -383,6 +474,5 @@ int drl_allow(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 	int rc = check_call(l, key, keylen, cost, result, err);
 	if (rc)
 		return rc;
-	return drl__limiter_guarded(l, key, keylen, cost, DRL__NOW_READ, result,
-				    err);
+	return decide_near(l, key, keylen, cost, DRL__NOW_READ, result, err);
 }

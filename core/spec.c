@@ -24,8 +24,8 @@ static int bad(drl_error *err, const char *spec, size_t len, const char *what)
 			     spec, len > SHOW_MAX ? "..." : "", what);
 }
 
-/* PERIOD: decimal count followed by one unit: ms, s, m, h, d. */
-static int parse_period(const char *s, size_t len, int64_t *out)
+/* PERIOD, and every duration of a policy option (internal.h). */
+int drl__parse_duration(const char *s, size_t len, int64_t max_us, int64_t *out)
 {
 	static const struct {
 		const char *unit;
@@ -46,8 +46,7 @@ static int parse_period(const char *s, size_t len, int64_t *out)
 		    memcmp(s + digits, units[i].unit, ulen))
 			continue;
 		int64_t n;
-		int64_t max = DRL_PERIOD_MAX_US / units[i].us;
-		if (drl__parse_int(s, digits, 1, max, &n))
+		if (drl__parse_int(s, digits, 0, max_us / units[i].us, &n))
 			return DRL_ERANGE;
 		*out = n * units[i].us;
 		return 0;
@@ -175,7 +174,8 @@ int drl__limit_parse(drl__limit *lim, const char *spec, size_t len,
 	size_t plen = rlen - llen - 1;
 	const char *comma = memchr(per, ',', plen);
 	size_t perlen = comma ? (size_t)(comma - per) : plen;
-	int rc = parse_period(per, perlen, &lim->period_us);
+	int rc = drl__parse_duration(per, perlen, DRL_PERIOD_MAX_US,
+				     &lim->period_us);
 	if (rc == 0 && lim->period_us < DRL_PERIOD_MIN_US)
 		rc = DRL_ERANGE;
 	if (rc) {

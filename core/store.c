@@ -116,6 +116,10 @@ int drl_store_stats_get(const drl_store *store, drl_store_stats *out)
 						    memory_order_relaxed);
 	out->fallbacks =
 		atomic_load_explicit(&s->stats.fallbacks, memory_order_relaxed);
+	out->near_denials = atomic_load_explicit(&s->stats.near_denials,
+						 memory_order_relaxed);
+	out->near_syncs = atomic_load_explicit(&s->stats.near_syncs,
+					       memory_order_relaxed);
 	return 0;
 }
 

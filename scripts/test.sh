@@ -116,7 +116,7 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	-Db_lundef=false
 # ThreadSanitizer on everything that runs threads against a store.
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	MESON_TEST_ARGS="threads memory_store redis_store cross_process faults cluster" \
+	MESON_TEST_ARGS="threads memory_store redis_store cross_process faults cluster near_cache near_cache_stores" \
 	run_suite tsan build-tsan -Db_sanitize=thread -Db_lundef=false \
 	-Dbuildtype=debugoptimized
 # valgrind memcheck (setup 'valgrind' in tests/meson.build): every C test

@@ -8,8 +8,8 @@
 
 typedef struct job {
 	drl_limiter *lim;
-	int64_t now;
-	int allowed, errors;
+	int64_t now; /* -1: the real-time clock (drl_allow) */
+	int allowed, errors, near;
 	char last_error[DRL_ERROR_MESSAGE_MAX];
 } job;
 
@@ -19,25 +19,31 @@ static void *worker(void *arg)
 	for (int i = 0; i < HOT_CALLS; i++) {
 		drl_result r;
 		drl_error err = {0};
-		if (drl_allow_at(j->lim, "hot key", 7, 1, j->now, &r, &err)) {
+		int rc = j->now < 0
+				 ? drl_allow(j->lim, "hot key", 7, 1, &r, &err)
+				 : drl_allow_at(j->lim, "hot key", 7, 1, j->now,
+						&r, &err);
+		if (rc) {
 			j->errors++;
 			memcpy(j->last_error, err.message, sizeof err.message);
 		} else if (r.allowed) {
 			j->allowed++;
+		} else if (r.path == DRL_PATH_NEAR) {
+			j->near++;
 		}
 	}
 	return NULL;
 }
 
-/* One child process: its own store, HOT_THREADS threads; writes allowed and
- * errors to fd. */
+/* One child process: its own store, HOT_THREADS threads; writes allowed,
+ * errors and local (near cache) denials to fd. */
 static void child(int fd, const char *uri, const char *spec, const char *prefix,
 		  int64_t now)
 {
 	drl_store *s;
 	drl_limiter *l;
 	drl_error err = {0};
-	int out[2] = {0, HOT_CALLS * HOT_THREADS};
+	int out[3] = {0, HOT_CALLS * HOT_THREADS, 0};
 	if (drl_store_open(&s, uri, &err) ||
 	    drl_limiter_new(&l, s, spec, prefix, &err)) {
 		fprintf(stderr, "child: %s\n", err.message);
@@ -55,6 +61,7 @@ static void child(int fd, const char *uri, const char *spec, const char *prefix,
 		pthread_join(th[i], NULL);
 		out[0] += jobs[i].allowed;
 		out[1] += jobs[i].errors;
+		out[2] += jobs[i].near;
 		if (jobs[i].errors)
 			fprintf(stderr, "child: %d errors, last: %s\n",
 				jobs[i].errors, jobs[i].last_error);
@@ -67,11 +74,25 @@ static void child(int fd, const char *uri, const char *spec, const char *prefix,
 
 void hot_key_run(const char *uri, const char *spec, int n)
 {
+	hot_key_run_opts(uri, spec, n, NULL);
+}
+
+int hot_key_run_opts(const char *uri, const char *spec_, int n,
+		     const hot_key_opts *o)
+{
 	static int
 		run; /* a fresh prefix per run: no state shared between runs */
-	char prefix[64];
+	static const hot_key_opts none = {0};
+	char prefix[64], spec[256];
+	if (o == NULL)
+		o = &none;
 	snprintf(prefix, sizeof prefix, "xp%d:%d:", run++, (int)getpid());
+	snprintf(spec, sizeof spec, "%s%s%s", spec_, o->options ? ";" : "",
+		 o->options ? o->options : "");
 	int64_t now = INT64_C(1700000000000000) + n * 7919;
+	int64_t day = INT64_C(86400000000), t0 = drl_now_us();
+	if (o->real_clock)
+		now = -1;
 	int fds[2];
 	assert_int_equal(pipe(fds), 0);
 	fflush(NULL);
@@ -85,22 +106,34 @@ void hot_key_run(const char *uri, const char *spec, int n)
 		}
 	}
 	close(fds[1]);
-	int allowed = 0, errors = 0;
+	int allowed = 0, errors = 0, near = 0;
 	for (int p = 0; p < HOT_PROCS; p++) {
-		int in[2];
+		int in[3];
 		assert_int_equal(read(fds[0], in, sizeof in), (int)sizeof in);
 		allowed += in[0];
 		errors += in[1];
+		near += in[2];
 	}
 	close(fds[0]);
 	for (int p = 0; p < HOT_PROCS;
 	     p++) /* not wait(): servers are kids too */
 		waitpid(kids[p], NULL, 0);
-	printf("  %-40s %-60s allowed %d of %d, errors %d\n", spec, uri,
-	       allowed, HOT_PROCS * HOT_THREADS * HOT_CALLS, errors);
+	int calls = HOT_PROCS * HOT_THREADS * HOT_CALLS;
+	if (o->real_clock && t0 / day != drl_now_us() / day)
+		return 1;
+	printf("  %-40s %-60s allowed %d of %d, errors %d", spec, uri, allowed,
+	       calls, errors);
+	if (o->options)
+		printf(", local %d%s", near,
+		       o->real_clock ? " (real clock)" : "");
+	printf("\n");
 	if (allowed != HOT_LIMIT)
 		fail_msg("%s on %s: %d allowed, limit %d (%d errors)", spec,
 			 uri, allowed, HOT_LIMIT, errors);
+	if (near * 100 < o->min_near_pct * calls)
+		fail_msg("%s on %s: %d of %d decisions local, expected %d%%",
+			 spec, uri, near, calls, o->min_near_pct);
+	return 0;
 }
 
 static const char *const specs[] = {
@@ -114,8 +147,48 @@ static const char *const specs[] = {
 	"token_bucket:1000/1h;sliding_window:200/1m",
 };
 
+/* The same for the real-time clock: windows that do not roll (except at
+ * a day edge) and buckets that refill one token every 7 minutes. */
+const char *const hot_key_day_specs[HOT_SPECS] = {
+	"fixed_window:200/1d",
+	"sliding_window:200/1d",
+	"subwindow:200/1d,subwindows=6",
+	"subwindow:200/1d,subwindows=6,trailing=1",
+	"token_bucket:200/1d",
+	"gcra:200/1d",
+	"sliding_log:200/1d",
+	"token_bucket:1000/1d;sliding_window:200/1d",
+};
+
+_Static_assert(sizeof specs / sizeof specs[0] == HOT_SPECS, "one each");
+
 void hot_key_all_specs(const char *uri)
 {
 	for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
 		hot_key_run(uri, specs[i], (int)i);
+}
+
+void hot_key_all_specs_opts(const char *uri, const hot_key_opts *o)
+{
+	const char *const *table = o->real_clock ? hot_key_day_specs : specs;
+	for (size_t i = 0; i < HOT_SPECS; i++)
+		if (hot_key_run_opts(uri, table[i], (int)i, o))
+			hot_key_run_opts(uri, table[i], (int)i, o);
+}
+
+void hot_key_near_cache(const char *uri)
+{
+	static const hot_key_opts opts[] = {
+		{"near_cache=1;block_on_exceed=10s", 1, 50},
+		{"near_cache=1;near_cache_sync=20ms", 1, 50},
+		{"block_on_exceed=10s", 0, 50},
+		{"block_on_exceed=10s", 1, 50},
+		{"near_cache=1;block_on_exceed=100ms;near_cache_sync=10ms", 1,
+		 50},
+	};
+	/* Under valgrind (20-50x slower, for memory errors, not timing):
+	 * the first only, whose blocks outlast the run. */
+	size_t n = getenv("DRL_VALGRIND") ? 1 : sizeof opts / sizeof opts[0];
+	for (size_t i = 0; i < n; i++)
+		hot_key_all_specs_opts(uri, &opts[i]);
 }

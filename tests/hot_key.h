@@ -18,4 +18,35 @@ void hot_key_run(const char *uri, const char *spec, int n);
 /* hot_key_run for every algorithm, and a policy of two limits. */
 void hot_key_all_specs(const char *uri);
 
+/* What a run adds to the plain one. */
+typedef struct hot_key_opts {
+	/* Policy segments appended to every spec ("near_cache=1"), or NULL. */
+	const char *options;
+	/* drl_allow at the real-time clock instead of drl_allow_at at one
+	 * instant; hot_key_all_specs_opts then uses PERIODs of 1d (and runs
+	 * again a run that crossed a day edge, where windows may roll). */
+	int real_clock;
+	/* Fail unless at least this percentage of the decisions had path
+	 * DRL_PATH_NEAR (answered in the process, no store call). */
+	int min_near_pct;
+} hot_key_opts;
+
+/* hot_key_run with options (NULL: none). Returns 1 when a real-clock run
+ * crossed a day edge and proved nothing (nothing asserted), else 0. */
+int hot_key_run_opts(const char *uri, const char *spec, int n,
+		     const hot_key_opts *o);
+
+/* hot_key_all_specs with options. */
+void hot_key_all_specs_opts(const char *uri, const hot_key_opts *o);
+
+/* hot_key_all_specs_opts with each way of turning the near cache on
+ * (block_on_exceed=, near_cache=; at one instant and at the real clock):
+ * exactly the limit, and at least half the decisions local. Under valgrind
+ * (DRL_VALGRIND) one way only. */
+void hot_key_near_cache(const char *uri);
+
+/* The specs at the real clock (PERIODs of 1d), HOT_SPECS of them. */
+enum { HOT_SPECS = 8 };
+extern const char *const hot_key_day_specs[HOT_SPECS];
+
 #endif

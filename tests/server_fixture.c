@@ -829,3 +829,26 @@ int drl_fixture_resume(drl_server *s)
 		return -1;
 	return kill(s->pid, SIGCONT) == 0 ? 0 : -1;
 }
+
+int drl_fixture_start_pair(drl_server *redis, int *have_redis, drl_server *mc,
+			   int *have_mc)
+{
+	int rc = drl_fixture_redis_start(redis, NULL);
+	if (rc < 0)
+		return -1;
+	*have_redis = rc == 0;
+	rc = drl_fixture_memcached_start(mc, NULL);
+	if (rc < 0)
+		return -1;
+	*have_mc = rc == 0;
+	return 0;
+}
+
+void drl_fixture_stop_pair(drl_server *redis, int have_redis, drl_server *mc,
+			   int have_mc)
+{
+	if (have_redis)
+		drl_fixture_stop(redis);
+	if (have_mc)
+		drl_fixture_stop(mc);
+}

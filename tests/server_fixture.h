@@ -54,4 +54,13 @@ int drl_fixture_resume(drl_server *s);
 /* 1 when the environment variable CI is "true". */
 int drl_fixture_under_ci(void);
 
+/* A test group's setup with both servers: start redis-server into *redis
+ * and memcached into *mc; *have_redis and *have_mc say which run (a
+ * missing binary is 0: its tests skip). 0, or -1 when a start failed.
+ * drl_fixture_stop_pair stops the ones that run. */
+int drl_fixture_start_pair(drl_server *redis, int *have_redis, drl_server *mc,
+			   int *have_mc);
+void drl_fixture_stop_pair(drl_server *redis, int have_redis, drl_server *mc,
+			   int have_mc);
+
 #endif

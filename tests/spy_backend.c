@@ -16,6 +16,7 @@ struct spy {
 	drl_backend parent; /* first: the store calls through this */
 	drl_backend *inner;
 	_Atomic unsigned long n[7]; /* spy_counts order */
+	_Atomic int fail;           /* spy_fail: every call fails so */
 	int record;
 	drl_bytes *keys; /* distinct keys written, each malloc'd */
 	size_t nkeys, capkeys;
@@ -23,9 +24,12 @@ struct spy {
 
 enum { INCR, GET_MANY, LOAD, CAS, UPDATE, EVAL, NOW };
 
-static void count(spy *s, int m)
+/* Count a call of method m; its error when the spy fails on purpose. */
+static int count(spy *s, int m, drl_error *err)
 {
 	atomic_fetch_add(&s->n[m], 1);
+	int code = atomic_load(&s->fail);
+	return code ? drl_error_set(err, code, "spy: failing on purpose") : 0;
 }
 
 /* Remember key k when recording (single-threaded tests only). */
@@ -54,7 +58,9 @@ static int s_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl,
 		  int64_t *value, drl_error *err)
 {
 	spy *s = (spy *)b;
-	count(s, INCR);
+	int rc = count(s, INCR, err);
+	if (rc)
+		return rc;
 	note(s, key);
 	return s->inner->incr(s->inner, key, delta, ttl, value, err);
 }
@@ -63,7 +69,9 @@ static int s_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 		      int64_t *values, drl_error *err)
 {
 	spy *s = (spy *)b;
-	count(s, GET_MANY);
+	int rc = count(s, GET_MANY, err);
+	if (rc)
+		return rc;
 	return s->inner->get_many(s->inner, n, keys, values, err);
 }
 
@@ -71,7 +79,9 @@ static int s_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 		  size_t *len, uint64_t *version, drl_error *err)
 {
 	spy *s = (spy *)b;
-	count(s, LOAD);
+	int rc = count(s, LOAD, err);
+	if (rc)
+		return rc;
 	return s->inner->load(s->inner, key, buf, cap, len, version, err);
 }
 
@@ -79,7 +89,9 @@ static int s_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 		 uint64_t version, int64_t ttl, drl_error *err)
 {
 	spy *s = (spy *)b;
-	count(s, CAS);
+	int rc = count(s, CAS, err);
+	if (rc)
+		return rc;
 	note(s, key);
 	return s->inner->cas(s->inner, key, blob, len, version, ttl, err);
 }
@@ -88,7 +100,9 @@ static int s_update(drl_backend *b, drl_bytes key, drl_update_fn fn, void *arg,
 		    drl_error *err)
 {
 	spy *s = (spy *)b;
-	count(s, UPDATE);
+	int rc = count(s, UPDATE, err);
+	if (rc)
+		return rc;
 	note(s, key);
 	return s->inner->update(s->inner, key, fn, arg, err);
 }
@@ -98,7 +112,9 @@ static int s_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 		  int64_t *out, size_t nout, size_t *nret, drl_error *err)
 {
 	spy *s = (spy *)b;
-	count(s, EVAL);
+	int rc = count(s, EVAL, err);
+	if (rc)
+		return rc;
 	for (size_t i = 0; i < nkeys; i++)
 		note(s, keys[i]);
 	return s->inner->eval(s->inner, script, nkeys, keys, nargs, args, out,
@@ -108,7 +124,9 @@ static int s_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 static int s_now(drl_backend *b, int64_t *now_us, drl_error *err)
 {
 	spy *s = (spy *)b;
-	count(s, NOW);
+	int rc = count(s, NOW, err);
+	if (rc)
+		return rc;
 	return s->inner->now(s->inner, now_us, err);
 }
 
@@ -175,6 +193,11 @@ drl_store *spy_open(const char *uri, spy **sp)
 drl_backend *spy_inner(spy *sp)
 {
 	return sp->inner;
+}
+
+void spy_fail(spy *sp, int code)
+{
+	atomic_store(&sp->fail, code);
 }
 
 void spy_reset(spy *sp)

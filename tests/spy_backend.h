@@ -33,6 +33,10 @@ drl_store *spy_open(const char *uri, spy **sp);
 drl_backend *spy_inner(spy *sp);
 
 void spy_reset(spy *sp);
+/* From now on every call is counted and then fails with `code` (a DRL_E*
+ * store failure such as DRL_EUNAVAILABLE), without reaching the wrapped
+ * store; 0 lets calls through again. */
+void spy_fail(spy *sp, int code);
 spy_counts spy_get(const spy *sp);
 /* Every call of any method since the last reset. */
 unsigned long spy_total(const spy *sp);

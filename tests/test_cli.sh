@@ -288,6 +288,19 @@ expect_json 3 allowed false
 expect_json 3 limit 2
 expect_json 3 limit_index 1
 
+# ---- block_on_exceed: the store's denial repeated locally, path "near" ----
+run check --limit "fixed_window:2/1s;block_on_exceed=10s" --now-ms $T \
+	--repeat 4 --json user42
+expect_rc 1
+expect_json 3 path '"store"'
+expect_json 3 retry_after_ms 1000
+expect_json 4 allowed false
+expect_json 4 path '"near"'
+expect_json 4 retry_after_ms 1000
+run check --limit "fixed_window:2/1s;block_on_exceed=10s" --now-ms $T \
+	--repeat 4 user42
+expect_rc 1
+expect_line 4 "denied   key=user42 remaining=0 limit=2 retry_after=1000ms limit_index=0 path=near"
 # ---- keys are bytes: JSON-escaped, human lines stay one token ----
 run check --limit fixed_window:3/1s --now-ms $T --json $'a"b\\c\nd\x01'
 expect_rc 0
@@ -393,6 +406,8 @@ bad 'a policy has at most 8 limits' "${C[@]}" --limit "$nine" k
 bad 'appears twice in the policy' \
 	"${C[@]}" --limit fixed_window:10/1s --limit fixed_window:10/1s k
 bad 'on_error="maybe"' "${C[@]}" --limit "fixed_window:10/1s;on_error=maybe" k
+bad 'near_cache="2"' "${C[@]}" --limit "fixed_window:10/1s;near_cache=2" k
+bad 'block_on_exceed="0"' "${C[@]}" --limit "fixed_window:10/1s;block_on_exceed=0" k
 bad 'key length 0 is outside 1..1048576 bytes' \
 	"${C[@]}" --limit fixed_window:10/1s ""
 bad "bad --cost '-1'" "${C[@]}" --limit fixed_window:10/1s --cost -1 k

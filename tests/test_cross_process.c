@@ -3,6 +3,9 @@
  * several threads and its own store connections, ask at one fixed instant;
  * the total allowed must equal the limit exactly — for every algorithm on
  * Redis (tx=lua and tx=watch) and on memcached. Real servers, started here.
+ * Then the same with the near cache on (block_on_exceed=, near_cache=, at
+ * one instant and at the real clock with the sync thread running): still
+ * exactly the limit, and most decisions made locally.
  */
 #include "hot_key.h"
 #include "server_fixture.h"
@@ -20,6 +23,7 @@ static void test_redis_lua(void **state)
 	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=lua",
 		 redis_srv.port);
 	hot_key_all_specs(uri);
+	hot_key_near_cache(uri);
 }
 
 static void test_redis_watch(void **state)
@@ -31,6 +35,26 @@ static void test_redis_watch(void **state)
 	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=watch",
 		 redis_srv.port);
 	hot_key_all_specs(uri);
+	hot_key_near_cache(uri);
+}
+
+/* The store's clock decides; near cache blocks are still on this
+ * process's monotonic clock. */
+static void test_redis_server_clock_near_cache(void **state)
+{
+	(void)state;
+	if (!have_redis)
+		skip();
+	static const hot_key_opts o = {"near_cache=1;near_cache_sync=20ms", 1,
+				       50};
+	static const char *const tx[] = {"lua", "watch"};
+	for (int i = 0; i < 2; i++) {
+		char uri[128];
+		snprintf(uri, sizeof uri,
+			 "redis://127.0.0.1:%d?tx=%s&clock=server",
+			 redis_srv.port, tx[i]);
+		hot_key_all_specs_opts(uri, &o);
+	}
 }
 
 static void test_memcached(void **state)
@@ -41,29 +65,20 @@ static void test_memcached(void **state)
 	char uri[128];
 	snprintf(uri, sizeof uri, "memcached://127.0.0.1:%d", mc_srv.port);
 	hot_key_all_specs(uri);
+	hot_key_near_cache(uri);
 }
 
 static int setup(void **state)
 {
 	(void)state;
-	int rc = drl_fixture_redis_start(&redis_srv, NULL);
-	if (rc < 0)
-		return -1;
-	have_redis = rc == 0;
-	rc = drl_fixture_memcached_start(&mc_srv, NULL);
-	if (rc < 0)
-		return -1;
-	have_mc = rc == 0;
-	return 0;
+	return drl_fixture_start_pair(&redis_srv, &have_redis, &mc_srv,
+				      &have_mc);
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	if (have_redis)
-		drl_fixture_stop(&redis_srv);
-	if (have_mc)
-		drl_fixture_stop(&mc_srv);
+	drl_fixture_stop_pair(&redis_srv, have_redis, &mc_srv, have_mc);
 	return 0;
 }
 
@@ -72,6 +87,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_redis_lua),
 		cmocka_unit_test(test_redis_watch),
+		cmocka_unit_test(test_redis_server_clock_near_cache),
 		cmocka_unit_test(test_memcached),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -54,6 +55,40 @@ static inline drl_result tu_at(drl_limiter *l, const char *key, int64_t cost,
 			 drl_err_name(rc));
 	return r;
 }
+
+/* The store's counters. */
+static inline drl_store_stats tu_stats(drl_store *s)
+{
+	drl_store_stats st;
+	assert_int_equal(drl_store_stats_get(s, &st), 0);
+	return st;
+}
+
+/* Sleep ms milliseconds. */
+static inline void tu_sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+
+#ifdef DRL_INTERNAL_H
+/* Wait (up to 5 s) until l's near cache blocks key for cost 1 at the
+ * monotonic clock (drl_allow's base); fails the test otherwise. Looking
+ * counts as a use of the key, so the sync thread keeps peeking it. */
+static inline void tu_wait_blocked(drl_limiter *l, const char *key)
+{
+	for (int i = 0; i < 5000; i++) {
+		drl__near_req q;
+		drl_result r;
+		drl__near_req_make(l->near, &q, key, strlen(key),
+				   DRL__NEAR_MONO, drl__mono_us());
+		if (drl__near_check(l->near, &q, 1, &r))
+			return;
+		tu_sleep_ms(1);
+	}
+	fail_msg("key \"%s\" not blocked after 5 s", key);
+}
+#endif
 
 /* Assert every field of a decision. */
 #define EXPECT(r, a, rem, reset, retry)                                        \

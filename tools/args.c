@@ -1,6 +1,8 @@
 /* Helpers shared by the drl subcommands: see args.h. */
 #include "args.h"
 
+#include <drl/drl.h>
+
 #include <getopt.h>
 #include <string.h>
 
@@ -52,6 +54,61 @@ bool drl_parse_seconds(const char *s, int64_t min_us, int64_t max_us,
 		return false;
 	*us = v;
 	return true;
+}
+
+bool drl_parse_limit_period(const char *s, int64_t *limit, int64_t *period_us)
+{
+	static const struct {
+		const char *unit;
+		int64_t us;
+	} units[] = {
+		{"ms", 1000},
+		{"s", 1000000},
+		{"m", INT64_C(60000000)},
+		{"h", INT64_C(3600000000)},
+		{"d", INT64_C(86400000000)},
+	};
+	const char *slash = strchr(s, '/');
+	size_t end = strcspn(s, ",");
+	int64_t n;
+
+	if (slash == NULL || (size_t)(slash - s) > end ||
+	    !drl_parse_uint_n(s, (size_t)(slash - s), 1, DRL_LIMIT_MAX, limit))
+		return false;
+	s = slash + 1;
+	end = strcspn(s, ",");
+	size_t digits = strspn(s, "0123456789");
+	if (digits == 0 || digits > end ||
+	    !drl_parse_uint_n(s, digits, 1, DRL_PERIOD_MAX_US, &n))
+		return false;
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+		size_t ul = strlen(units[i].unit);
+		if (end - digits == ul &&
+		    strncmp(s + digits, units[i].unit, ul) == 0) {
+			if (n > DRL_PERIOD_MAX_US / units[i].us)
+				return false;
+			*period_us = n * units[i].us;
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *drl_path_name(int path)
+{
+	switch (path) {
+	case DRL_PATH_STORE:
+		return "store";
+	case DRL_PATH_LOCAL:
+		return "local";
+	case DRL_PATH_FAIL_OPEN:
+		return "fail_open";
+	case DRL_PATH_FAIL_CLOSED:
+		return "fail_closed";
+	case DRL_PATH_NEAR:
+		return "near";
+	}
+	return "unknown";
 }
 
 void drl_json_str(FILE *out, const char *s)

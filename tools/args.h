@@ -25,6 +25,15 @@ bool drl_parse_uint(const char *s, int64_t min, int64_t max, int64_t *out);
 bool drl_parse_seconds(const char *s, int64_t min_us, int64_t max_us,
 		       int64_t *us);
 
+/* Parse "LIMIT/PERIOD" (LIMIT 1..DRL_LIMIT_MAX, PERIOD a whole number and
+ * ms|s|m|h|d, at most DRL_PERIOD_MAX_US) from s, ending at '\0' or ','.
+ * Returns false (outputs unspecified) when it is not one. */
+bool drl_parse_limit_period(const char *s, int64_t *limit, int64_t *period_us);
+
+/* The name of a decision's path (drl_path: "store", "local", "fail_open",
+ * "fail_closed", "near"), as `drl check --json` and drld print it. */
+const char *drl_path_name(int path);
+
 /* Write s as a JSON string: quotes, backslashes and control bytes escaped,
  * bytes above 0x7e as \u00XX (their Latin-1 reading), so it is always
  * valid JSON. */

@@ -272,23 +272,6 @@ static int64_t us_to_ms(int64_t us)
 	return us / 1000 + (us % 1000 != 0);
 }
 
-/* The name of a decision's path (drl_path), as --json and the human line
- * print it. */
-static const char *path_name(int path)
-{
-	switch (path) {
-	case DRL_PATH_STORE:
-		return "store";
-	case DRL_PATH_LOCAL:
-		return "local";
-	case DRL_PATH_FAIL_OPEN:
-		return "fail_open";
-	case DRL_PATH_FAIL_CLOSED:
-		return "fail_closed";
-	}
-	return "unknown";
-}
-
 /* Print one decision as a JSON object on its own line. */
 static void print_json(FILE *out, const unsigned char *key, size_t keylen,
 		       const drl_result *r)
@@ -311,7 +294,7 @@ static void print_json(FILE *out, const unsigned char *key, size_t keylen,
 		r->allowed ? "true" : "false", r->limit, r->remaining,
 		us_to_ms(r->reset_after_us), us_to_ms(r->retry_after_us),
 		never ? "true" : "false", r->reset_after_us, r->retry_after_us,
-		r->limit_index, path_name(r->path));
+		r->limit_index, drl_path_name(r->path));
 }
 
 /* Print one decision as a human line, e.g.
@@ -335,8 +318,8 @@ static void print_human(FILE *out, const unsigned char *key, size_t keylen,
 			us_to_ms(r->retry_after_us));
 	if (policy)
 		fprintf(out, " limit_index=%d", r->limit_index);
-	if (r->path != DRL_PATH_STORE) /* on_error decided: say so */
-		fprintf(out, " path=%s", path_name(r->path));
+	if (r->path != DRL_PATH_STORE) /* not the store: say who */
+		fprintf(out, " path=%s", drl_path_name(r->path));
 	putc('\n', out);
 }
 

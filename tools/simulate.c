@@ -152,46 +152,6 @@ typedef struct sim_opts {
 #define usage_error(...)                                                       \
 	drl_usage_error("simulate", drl_simulate_synopsis, __VA_ARGS__)
 
-/* Parse "LIMIT/PERIOD" (PERIOD a whole number and ms|s|m|h|d) from s,
- * ending at '\0' or ','. Returns false when it is not one. */
-static bool parse_limit_period(const char *s, int64_t *limit, int64_t *period)
-{
-	static const struct {
-		const char *unit;
-		int64_t us;
-	} units[] = {
-		{"ms", 1000},
-		{"s", 1000000},
-		{"m", INT64_C(60000000)},
-		{"h", INT64_C(3600000000)},
-		{"d", INT64_C(86400000000)},
-	};
-	const char *slash = strchr(s, '/');
-	size_t end = strcspn(s, ",");
-	int64_t n;
-
-	if (slash == NULL || (size_t)(slash - s) > end ||
-	    !drl_parse_uint_n(s, (size_t)(slash - s), 1, DRL_LIMIT_MAX, limit))
-		return false;
-	s = slash + 1;
-	end = strcspn(s, ",");
-	size_t digits = strspn(s, "0123456789");
-	if (digits == 0 || digits > end ||
-	    !drl_parse_uint_n(s, digits, 1, DRL_PERIOD_MAX_US, &n))
-		return false;
-	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-		size_t ul = strlen(units[i].unit);
-		if (end - digits == ul &&
-		    strncmp(s + digits, units[i].unit, ul) == 0) {
-			if (n > DRL_PERIOD_MAX_US / units[i].us)
-				return false;
-			*period = n * units[i].us;
-			return true;
-		}
-	}
-	return false;
-}
-
 /* Add the ';'-separated specs of arg to o->specs. Returns -1 or an exit
  * status. */
 static int add_specs(sim_opts *o, const char *arg)
@@ -243,7 +203,7 @@ static int add_rate_limit(sim_opts *o, const char *arg)
 	char spec[256];
 
 	if (strlen(arg) > 64 || strchr(arg, ',') != NULL ||
-	    !parse_limit_period(arg, &limit, &period))
+	    !drl_parse_limit_period(arg, &limit, &period))
 		return usage_error(
 			"bad --rate-limit '%s': expected LIMIT/PERIOD "
 			"as in 100/1m",
@@ -651,7 +611,7 @@ static int rows_open(sim_opts *o, row *rows)
 		if (rc != 0)
 			return report("bad --limit", r->spec, rc, &err);
 		if (colon == NULL ||
-		    !parse_limit_period(colon + 1, &limit, &period))
+		    !drl_parse_limit_period(colon + 1, &limit, &period))
 			return usage_error("bad --limit '%s': expected "
 					   "ALGORITHM:LIMIT/PERIOD[,...]",
 					   r->spec);

@@ -88,14 +88,18 @@ DRL_EXPORT const char *drl_version(void);
 #define DRL_NEVER INT64_C(-1)
 
 /* Which path made a decision (drl_result.path). Only DRL_PATH_STORE
- * consulted the shared store; the others are the limiter's failure
- * policy (on_error=, docs/failure.md) deciding because the store could
- * not. */
+ * consulted the shared store; LOCAL, FAIL_OPEN and FAIL_CLOSED are the
+ * limiter's failure policy (on_error=, docs/failure.md) deciding because
+ * the store could not; NEAR is a denial repeated from the store's own
+ * earlier answer (block_on_exceed=, near_cache=, docs/accuracy.md). */
 typedef enum drl_path {
-	DRL_PATH_STORE = 0,      /* the store decided: the shared limit */
-	DRL_PATH_LOCAL = 1,      /* on_error=local: this process's own limit */
-	DRL_PATH_FAIL_OPEN = 2,  /* on_error=allow: allowed, nothing counted */
-	DRL_PATH_FAIL_CLOSED = 3 /* on_error=deny: denied */
+	DRL_PATH_STORE = 0,       /* the store decided: the shared limit */
+	DRL_PATH_LOCAL = 1,       /* on_error=local: this process's own limit */
+	DRL_PATH_FAIL_OPEN = 2,   /* on_error=allow: allowed, nothing counted */
+	DRL_PATH_FAIL_CLOSED = 3, /* on_error=deny: denied */
+	/* denied by this process from an earlier answer of the store (near
+	 * cache or block_on_exceed); no store call */
+	DRL_PATH_NEAR = 4
 } drl_path;
 
 /* One decision. Filled by drl_allow*(); all times are microseconds,
@@ -201,6 +205,9 @@ typedef struct drl_store_stats {
 	uint64_t breaker_opens;   /* times the circuit breaker opened */
 	uint64_t breaker_rejects; /* calls refused unsent while it was open */
 	uint64_t fallbacks;       /* decisions made by an on_error policy */
+	/* The near cache (block_on_exceed=, near_cache=) of its limiters. */
+	uint64_t near_denials; /* decisions answered locally: DRL_PATH_NEAR */
+	uint64_t near_syncs;   /* peeks the near_cache threads made */
 } drl_store_stats;
 
 /* Copy the store's counters into *out (safe while other threads decide). */
