@@ -18,6 +18,8 @@ packages=(
 	libclang-rt-14-dev                     # libFuzzer (scripts/fuzz.sh)
 	python3                                # tests/test_cli.sh reads JSON
 	gnuplot-nox                            # drl simulate --plot
+	libmicrohttpd-dev libjansson-dev       # drld (HTTP server, JSON)
+	curl wrk                               # drld tests, bench_drld.sh
 )
 
 # Whether dpkg has package $1 fully installed.

@@ -21,3 +21,24 @@ while time.time() < end:
         time.sleep(0.05)
 sys.exit(1)' "$1"
 }
+
+# start_redis PORT DIR [ARGS...]: start redis-server on 127.0.0.1:PORT in
+# the background, persistence off, its files and its log
+# (DIR/redis-PORT.log) in DIR, ARGS added (--requirepass PW). The caller
+# keeps $! to stop it by PID, and waits for it with wait_port.
+start_redis() {
+	local port=$1 dir=$2
+	shift 2
+	redis-server --port "$port" --bind 127.0.0.1 --save "" \
+		--appendonly no --dir "$dir" --daemonize no "$@" \
+		>"$dir/redis-$port.log" 2>&1 &
+}
+
+# start_memcached PORT DIR: the same for memcached (as root, it must be
+# told to stay root), its log in DIR/memcached-PORT.log.
+start_memcached() {
+	local port=$1 dir=$2 user=()
+	[ "$(id -u)" -eq 0 ] && user=(-u root)
+	memcached -p "$port" -l 127.0.0.1 -U 0 "${user[@]}" \
+		>"$dir/memcached-$port.log" 2>&1 &
+}

@@ -1,0 +1,211 @@
+/* The bounded, least-recently-used table of ad-hoc limiters: see adhoc.h. */
+#include "adhoc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct drld_adhoc_ref {
+	atomic_size_t refs; /* the table's (while listed) + each holder's */
+	struct drld_limit limit;
+	/* under the table's lock: */
+	uint64_t hash;
+	uint64_t used;               /* tick of the last lookup */
+	struct drld_adhoc_ref *next; /* in its bucket */
+	char spec[];
+};
+
+struct drld_adhoc {
+	pthread_mutex_t lock;
+	drl_store *store;
+	struct drld_rule_stats *stats;
+	size_t max, count, nbuckets; /* nbuckets: a power of two */
+	uint64_t tick;
+	uint64_t evictions;
+	struct drld_adhoc_ref **buckets;
+};
+
+/* FNV-1a: the table only needs spread, not secrecy (at most max entries;
+ * a colliding client slows its own lookups down). */
+static uint64_t hash_spec(const char *s)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
+	return h;
+}
+
+int drld_adhoc_new(struct drld_adhoc **out, drl_store *store, size_t max,
+		   struct drld_rule_stats *stats)
+{
+	struct drld_adhoc *a = calloc(1, sizeof *a);
+	size_t nb = 16;
+
+	while (nb < 2 * max)
+		nb *= 2;
+	if (a == NULL ||
+	    (a->buckets = calloc(nb, sizeof *a->buckets)) == NULL) {
+		free(a);
+		return -1;
+	}
+	pthread_mutex_init(&a->lock, NULL);
+	a->store = store;
+	a->stats = stats;
+	a->max = max;
+	a->nbuckets = nb;
+	*out = a;
+	return 0;
+}
+
+static void entry_free(struct drld_adhoc_ref *e)
+{
+	drld_limit_fini(&e->limit);
+	free(e);
+}
+
+void drld_adhoc_put(struct drld_adhoc_ref *r)
+{
+	if (r != NULL &&
+	    atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1)
+		entry_free(r);
+}
+
+void drld_adhoc_free(struct drld_adhoc *a)
+{
+	if (a == NULL)
+		return;
+	for (size_t i = 0; i < a->nbuckets; i++)
+		for (struct drld_adhoc_ref *e = a->buckets[i], *next; e;
+		     e = next) {
+			next = e->next;
+			drld_adhoc_put(e);
+		}
+	pthread_mutex_destroy(&a->lock);
+	free(a->buckets);
+	free(a);
+}
+
+/* With the lock held: the entry of spec (hash h) with a new reference and
+ * its use recorded, or NULL. */
+static struct drld_adhoc_ref *find(struct drld_adhoc *a, const char *spec,
+				   uint64_t h)
+{
+	for (struct drld_adhoc_ref *e = a->buckets[h & (a->nbuckets - 1)]; e;
+	     e = e->next)
+		if (e->hash == h && strcmp(e->spec, spec) == 0) {
+			e->used = ++a->tick;
+			atomic_fetch_add_explicit(&e->refs, 1,
+						  memory_order_relaxed);
+			return e;
+		}
+	return NULL;
+}
+
+/* With the lock held: unlist the least recently used entry and return it
+ * (the caller drops the table's reference after unlocking). */
+static struct drld_adhoc_ref *evict(struct drld_adhoc *a)
+{
+	struct drld_adhoc_ref **victim = NULL;
+
+	for (size_t i = 0; i < a->nbuckets; i++)
+		for (struct drld_adhoc_ref **p = &a->buckets[i]; *p;
+		     p = &(*p)->next)
+			if (victim == NULL || (*p)->used < (*victim)->used)
+				victim = p;
+	if (victim == NULL)
+		return NULL;
+	struct drld_adhoc_ref *e = *victim;
+	*victim = e->next;
+	a->count--;
+	a->evictions++;
+	return e;
+}
+
+/* A new entry for spec with its limiter, holding one reference for the
+ * table and one for the caller. */
+static int make(struct drld_adhoc *a, const char *spec, uint64_t h,
+		struct drld_adhoc_ref **out, drl_error *err)
+{
+	size_t len = strlen(spec);
+	struct drld_adhoc_ref *e = calloc(1, sizeof *e + len + 1);
+
+	if (e == NULL) {
+		snprintf(err->message, sizeof err->message, "out of memory");
+		return err->code = DRL_ENOMEM;
+	}
+	int rc = drld_limit_init(&e->limit, a->store, spec, "default", a->stats,
+				 err);
+	if (rc != 0) {
+		free(e);
+		return rc;
+	}
+	memcpy(e->spec, spec, len + 1);
+	e->hash = h;
+	atomic_init(&e->refs, 2);
+	*out = e;
+	return 0;
+}
+
+int drld_adhoc_get(struct drld_adhoc *a, const char *spec,
+		   struct drld_adhoc_ref **out, drl_error *err)
+{
+	uint64_t h = hash_spec(spec);
+	struct drld_adhoc_ref *e, *mine = NULL, *old = NULL;
+
+	if (a->max == 0) {
+		snprintf(err->message, sizeof err->message,
+			 "limits given in requests are disabled (drld "
+			 "--max-specs 0): name a rule");
+		return err->code = DRL_ENOTSUP;
+	}
+	if (strlen(spec) > DRLD_SPEC_MAX) {
+		snprintf(err->message, sizeof err->message,
+			 "a limit spec is at most %d bytes", DRLD_SPEC_MAX);
+		return err->code = DRL_EINVAL;
+	}
+	pthread_mutex_lock(&a->lock);
+	e = find(a, spec, h);
+	pthread_mutex_unlock(&a->lock);
+	if (e == NULL) {
+		/* made unlocked (the limiter may start a thread); another
+		 * thread may list the same spec meanwhile: first one wins */
+		int rc = make(a, spec, h, &mine, err);
+		if (rc != 0)
+			return rc;
+		pthread_mutex_lock(&a->lock);
+		e = find(a, spec, h);
+		if (e == NULL) {
+			if (a->count >= a->max)
+				old = evict(a);
+			e = mine;
+			e->used = ++a->tick;
+			e->next = a->buckets[h & (a->nbuckets - 1)];
+			a->buckets[h & (a->nbuckets - 1)] = e;
+			a->count++;
+			mine = NULL;
+		}
+		pthread_mutex_unlock(&a->lock);
+		if (mine != NULL) /* lost the race: drop both references */
+			entry_free(mine);
+		drld_adhoc_put(old);
+	}
+	*out = e;
+	return 0;
+}
+
+const struct drld_limit *drld_adhoc_limit(const struct drld_adhoc_ref *r)
+{
+	return &r->limit;
+}
+
+void drld_adhoc_gauges(struct drld_adhoc *a, struct drld_gauges *g)
+{
+	pthread_mutex_lock(&a->lock);
+	g->adhoc_limiters = a->count;
+	g->adhoc_evictions = a->evictions;
+	pthread_mutex_unlock(&a->lock);
+}

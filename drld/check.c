@@ -1,0 +1,360 @@
+/*
+ * The handlers that decide: POST /v1/check and protected paths. They
+ * speak in drld_reply (drld.h); http.c sends it.
+ */
+#include "drld.h"
+
+#include "args.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Write s[0..n) as the inside of a JSON string into dst (cap bytes, NUL
+ * included): quotes, backslashes and control bytes escaped, bytes above
+ * 0x7e as \u00XX (their Latin-1 reading, so the result is valid JSON
+ * however a message was cut). Stops early rather than overflow. */
+static size_t json_escape(char *dst, size_t cap, const char *s, size_t n)
+{
+	size_t at = 0;
+
+	for (size_t i = 0; i < n && at + 7 < cap; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\') {
+			dst[at++] = '\\';
+			dst[at++] = (char)c;
+		} else if (c < 0x20 || c > 0x7e) {
+			at += (size_t)snprintf(dst + at, cap - at, "\\u%04x",
+					       c);
+		} else {
+			dst[at++] = (char)c;
+		}
+	}
+	dst[at] = '\0';
+	return at;
+}
+
+static void reply_reset(struct drld_reply *out, unsigned status,
+			const char *type)
+{
+	out->status = status;
+	out->type = type;
+	out->len = 0;
+	out->body[0] = '\0';
+	out->policy[0] = out->ratelimit[0] = out->retry_after[0] = '\0';
+	out->allow = NULL;
+}
+
+void drld_reply_error(struct drld_reply *out, unsigned status, const char *fmt,
+		      ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	int k = vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (k < 0)
+		k = 0;
+	reply_reset(out, status, "application/json");
+	size_t n = (size_t)k < sizeof msg ? (size_t)k : sizeof msg - 1;
+	size_t at =
+		(size_t)snprintf(out->body, sizeof out->body, "{\"error\":\"");
+	at += json_escape(out->body + at, sizeof out->body - at - 3, msg, n);
+	memcpy(out->body + at, "\"}\n", 4);
+	out->len = at + 3;
+}
+
+void drld_reply_text(struct drld_reply *out, unsigned status, const char *text)
+{
+	reply_reset(out, status, "text/plain; charset=utf-8");
+	out->len = (size_t)snprintf(out->body, sizeof out->body, "%s", text);
+}
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Whether rc is the store failing (what on_error= answers, and 503). */
+static bool store_failure(int rc)
+{
+	return rc == DRL_ESTORE || rc == DRL_ETIMEDOUT ||
+	       rc == DRL_EUNAVAILABLE || rc == DRL_ECONFLICT ||
+	       rc == DRL_ECORRUPT || rc == DRL_ERANGE;
+}
+
+/* Decide `cost` for the key on l, timing and counting it. */
+static int decide(struct drld *d, const struct drld_limit *l, const char *key,
+		  size_t keylen, int64_t cost, drl_result *r, drl_error *err)
+{
+	int64_t t0 = mono_us();
+	int rc = drl_allow(l->lim, key, keylen, cost, r, err);
+
+	drld_metrics_duration(d->metrics, mono_us() - t0);
+	if (rc == 0)
+		drld_metrics_decision(l->stats, r->allowed);
+	if (store_failure(rc) || (rc == 0 && (r->path == DRL_PATH_LOCAL ||
+					      r->path == DRL_PATH_FAIL_OPEN ||
+					      r->path == DRL_PATH_FAIL_CLOSED)))
+		drld_metrics_store_error(d->metrics);
+	return rc;
+}
+
+/* The status for a failed decision: the caller's mistake, the store's,
+ * or drld's. */
+static unsigned error_status(int rc)
+{
+	if (rc == DRL_EINVAL)
+		return 400;
+	return store_failure(rc) ? 503 : 500;
+}
+
+/* Add decision r of l's headers to out: RateLimit-Policy; RateLimit when
+ * the numbers are a limit's (not fail_open/fail_closed, which carry
+ * none); Retry-After when denied and a retry can succeed. */
+static void add_headers(struct drld_reply *out, const struct drld_limit *l,
+			const drl_result *r)
+{
+	snprintf(out->policy, sizeof out->policy, "%s", l->policy);
+	if (r->path == DRL_PATH_STORE || r->path == DRL_PATH_NEAR ||
+	    r->path == DRL_PATH_LOCAL)
+		drld_limit_ratelimit(l, r, out->ratelimit,
+				     sizeof out->ratelimit);
+	if (!r->allowed && r->retry_after_us != DRL_NEVER)
+		snprintf(out->retry_after, sizeof out->retry_after, "%lld",
+			 drld_ceil_div(r->retry_after_us, 1000000));
+}
+
+/* ---- POST /v1/check --------------------------------------------------- */
+
+/* The fields of a /v1/check body. */
+struct check_req {
+	const char *key; /* UTF-8 bytes of the JSON string */
+	size_t keylen;
+	const char *limit; /* one of limit and rule */
+	const char *rule;
+	int64_t cost;
+};
+
+/* Read a string field: NULL and 400 when v is not a string; limit and
+ * rule may not hold a NUL byte (key may). */
+static bool string_field(struct drld_reply *out, const char *name, json_t *v,
+			 bool nul_ok, const char **s, size_t *len)
+{
+	if (!json_is_string(v) || (!nul_ok && strlen(json_string_value(v)) !=
+						      json_string_length(v))) {
+		drld_reply_error(out, 400, "\"%s\" must be a string%s", name,
+				 nul_ok ? "" : " without NUL bytes");
+		return false;
+	}
+	*s = json_string_value(v);
+	if (len != NULL)
+		*len = json_string_length(v);
+	return true;
+}
+
+/* Fill q from the parsed body. Returns false with a 400 in out. */
+static bool read_fields(json_t *root, struct check_req *q,
+			struct drld_reply *out)
+{
+	const char *k;
+	json_t *v;
+
+	*q = (struct check_req){.cost = 1};
+	if (!json_is_object(root)) {
+		drld_reply_error(out, 400, "the body must be a JSON object");
+		return false;
+	}
+	json_object_foreach(root, k, v)
+	{
+		bool ok = true;
+		if (strcmp(k, "key") == 0)
+			ok = string_field(out, k, v, true, &q->key, &q->keylen);
+		else if (strcmp(k, "limit") == 0)
+			ok = string_field(out, k, v, false, &q->limit, NULL);
+		else if (strcmp(k, "rule") == 0)
+			ok = string_field(out, k, v, false, &q->rule, NULL);
+		else if (strcmp(k, "cost") == 0) {
+			ok = json_is_integer(v) && json_integer_value(v) >= 0;
+			if (ok)
+				q->cost = json_integer_value(v);
+			else
+				drld_reply_error(out, 400,
+						 "\"cost\" must be an integer "
+						 ">= 0");
+		} else {
+			drld_reply_error(out, 400,
+					 "unknown field \"%.64s\" (expected "
+					 "key, limit, rule, cost)",
+					 k);
+			ok = false;
+		}
+		if (!ok)
+			return false;
+	}
+	if (q->key == NULL || q->keylen == 0 || q->keylen > DRL_KEY_MAX) {
+		drld_reply_error(out, 400,
+				 "\"key\" must be a string of 1 to %d bytes",
+				 DRL_KEY_MAX);
+		return false;
+	}
+	if ((q->limit == NULL) == (q->rule == NULL)) {
+		drld_reply_error(out, 400,
+				 "give one of \"limit\" (a spec) and \"rule\" "
+				 "(a name from the config)");
+		return false;
+	}
+	return true;
+}
+
+/* Answer the decision: 200 with every field, or the error. */
+static void reply_decision(struct drld_reply *out, const struct drld_limit *l,
+			   int rc, const drl_result *r, const drl_error *err)
+{
+	if (rc != 0) {
+		drld_reply_error(out, error_status(rc), "%s",
+				 err->message[0] ? err->message
+						 : drl_strerror(rc));
+		return;
+	}
+	reply_reset(out, 200, "application/json");
+	out->len = (size_t)snprintf(
+		out->body, sizeof out->body,
+		"{\"allowed\":%s,\"limit\":%lld,\"remaining\":%lld,"
+		"\"reset_after_ms\":%lld,\"retry_after_ms\":%lld,"
+		"\"limit_index\":%d,\"path\":\"%s\"}\n",
+		r->allowed ? "true" : "false", (long long)r->limit,
+		(long long)r->remaining, drld_ceil_div(r->reset_after_us, 1000),
+		drld_ceil_div(r->retry_after_us, 1000), r->limit_index,
+		drl_path_name(r->path));
+	add_headers(out, l, r);
+}
+
+/* The key a rule builds for this request into *key (malloc'd). Returns
+ * false with a 400/500 in out. */
+static bool rule_key(const struct drld_rule *rule,
+		     const struct drld_request_parts *parts, char **key,
+		     size_t *len, struct drld_reply *out)
+{
+	*key = drld_template_expand(rule->key, parts, DRL_KEY_MAX, len);
+	if (*key == NULL && *len > DRL_KEY_MAX)
+		drld_reply_error(out, 400,
+				 "rule \"%s\" built a key of %zu bytes (at "
+				 "most %d)",
+				 rule->name, *len, DRL_KEY_MAX);
+	else if (*key == NULL)
+		drld_reply_error(out, 500, "out of memory");
+	else if (*len == 0)
+		drld_reply_error(out, 400, "rule \"%s\" built an empty key",
+				 rule->name);
+	return *key != NULL && *len != 0;
+}
+
+/* Decide q on the rule it names. */
+static void check_rule(struct drld *d, const struct drld_config *c,
+		       const struct check_req *q,
+		       const struct drld_request_parts *parts,
+		       struct drld_reply *out)
+{
+	const struct drld_rule *rule = drld_config_rule(c, q->rule);
+	struct drld_request_parts p = *parts;
+	drl_error err = {0};
+	drl_result r;
+	char *key;
+	size_t len;
+
+	if (rule == NULL) {
+		drld_reply_error(out, 404, "unknown rule \"%.64s\"", q->rule);
+		return;
+	}
+	p.key = q->key;
+	p.keylen = q->keylen;
+	if (!rule_key(rule, &p, &key, &len, out)) {
+		free(key);
+		return;
+	}
+	int rc = decide(d, &rule->limit, key, len, q->cost, &r, &err);
+	free(key);
+	reply_decision(out, &rule->limit, rc, &r, &err);
+}
+
+/* Decide q on the ad-hoc limiter of its spec. */
+static void check_adhoc(struct drld *d, const struct check_req *q,
+			struct drld_reply *out)
+{
+	struct drld_adhoc_ref *ref;
+	drl_error err = {0};
+	drl_result r;
+
+	int rc = drld_adhoc_get(d->adhoc, q->limit, &ref, &err);
+	if (rc != 0) {
+		drld_reply_error(out, rc == DRL_ENOMEM ? 500 : 400, "%s",
+				 err.message);
+		return;
+	}
+	const struct drld_limit *l = drld_adhoc_limit(ref);
+	rc = decide(d, l, q->key, q->keylen, q->cost, &r, &err);
+	reply_decision(out, l, rc, &r, &err);
+	drld_adhoc_put(ref);
+}
+
+void drld_check(struct drld *d, const struct drld_config *c, const char *body,
+		size_t len, const struct drld_request_parts *parts,
+		struct drld_reply *out)
+{
+	json_error_t je;
+	struct check_req q;
+	json_t *root = json_loadb(len ? body : "", len,
+				  JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+
+	if (root == NULL) {
+		drld_reply_error(out, 400, "bad JSON: %s (line %d, column %d)",
+				 je.text, je.line, je.column);
+		return;
+	}
+	if (read_fields(root, &q, out)) {
+		if (q.rule != NULL)
+			check_rule(d, c, &q, parts, out);
+		else
+			check_adhoc(d, &q, out);
+	}
+	json_decref(root);
+}
+
+/* ---- protected paths -------------------------------------------------- */
+
+void drld_protect(struct drld *d, const struct drld_rule *rule,
+		  const struct drld_request_parts *parts,
+		  struct drld_reply *out)
+{
+	drl_error err = {0};
+	drl_result r;
+	char *key;
+	size_t len;
+
+	if (!rule_key(rule, parts, &key, &len, out)) {
+		free(key);
+		return;
+	}
+	int rc = decide(d, &rule->limit, key, len, 1, &r, &err);
+	free(key);
+	if (rc != 0) { /* no detail for the proxied client */
+		drld_reply_text(out, error_status(rc),
+				rc == DRL_EINVAL ? "bad request\n"
+						 : "rate limit unavailable\n");
+		return;
+	}
+	if (r.allowed)
+		drld_reply_text(out, 200, "ok\n");
+	else
+		drld_reply_text(out, 429, "too many requests\n");
+	add_headers(out, &rule->limit, &r);
+}

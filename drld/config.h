@@ -1,0 +1,99 @@
+/*
+ * drld's config file (JSON; docs/drld.md, "Config file"):
+ *
+ *   {"store": "redis://127.0.0.1:6379",            optional
+ *    "rules": {"NAME": {"limit": "SPEC",            required
+ *                       "key": "TEMPLATE",          default "{key}"
+ *                       "on_error": "deny|allow|local"}},   optional
+ *    "protect": [{"prefix": "/api/", "rule": "NAME"}]}
+ *
+ * A config is loaded into an immutable, reference-counted snapshot: every
+ * field is checked (unknown fields, names, specs through drl_limiter_new,
+ * templates, protect entries) and each rule gets its limiter on the
+ * shared store. A request holds a reference from start to end; a SIGHUP
+ * reload swaps a new snapshot in, and the old one is freed by whoever
+ * drops its last reference (docs/drld.md, "Reload").
+ */
+#ifndef DRLD_CONFIG_H
+#define DRLD_CONFIG_H
+
+#include <drl/drl.h>
+
+#include "limit.h"
+#include "metrics.h"
+#include "template.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+/* Most rules and protect entries in one config. */
+#define DRLD_RULES_MAX 256
+#define DRLD_PROTECT_MAX 256
+/* Longest protected prefix. */
+#define DRLD_PREFIX_MAX 1024
+/* Longest config error message. */
+#define DRLD_CONFIG_MSG_MAX 768
+
+struct drld_rule {
+	char name[DRLD_RULE_NAME_MAX + 1];
+	struct drld_template *key;
+	struct drld_limit limit;
+};
+
+struct drld_protect {
+	char *prefix;
+	size_t len;
+	const struct drld_rule *rule;
+};
+
+struct drld_config {
+	atomic_size_t refs;
+	char *store;             /* the file's "store", or NULL */
+	struct drld_rule *rules; /* sorted by name */
+	size_t nrules;
+	struct drld_protect *protect; /* longest prefix first */
+	size_t nprotect;
+};
+
+/* Read the config file at `path` as JSON and return its "store" (a
+ * malloc'd copy, NULL when absent) in *store, for opening the store
+ * before the rules are built. Returns 0, or -1 with msg filled. */
+int drld_config_peek_store(const char *path, char **store, char *msg, size_t n);
+
+/* Load the config file at `path` into a snapshot holding one reference,
+ * with each rule's limiter on `store` counting into `metrics`. path NULL
+ * gives an empty config (no rules). Returns 0, or -1 with a message in
+ * msg (n bytes) that names the file, the rule or entry, and the problem. */
+int drld_config_load(struct drld_config **out, const char *path,
+		     drl_store *store, struct drld_metrics *metrics, char *msg,
+		     size_t n);
+
+/* Drop a reference; the last one frees the snapshot and its limiters.
+ * NULL is a no-op. */
+void drld_config_release(struct drld_config *c);
+
+/* The rule called `name`, or NULL. */
+const struct drld_rule *drld_config_rule(const struct drld_config *c,
+					 const char *name);
+/* The rule protecting `path` (the longest matching prefix), or NULL. */
+const struct drld_rule *drld_config_protects(const struct drld_config *c,
+					     const char *path);
+
+/* Where the current snapshot lives. */
+struct drld_config_slot {
+	pthread_mutex_t lock; /* held for a pointer swap or load + increment */
+	struct drld_config *cur;
+};
+
+/* Start the slot with snapshot c (the slot takes over c's reference). */
+void drld_config_slot_init(struct drld_config_slot *s, struct drld_config *c);
+/* A new reference to the current snapshot: release it when done. */
+struct drld_config *drld_config_acquire(struct drld_config_slot *s);
+/* Make c (and its reference) current; the old snapshot's reference is
+ * dropped, so it is freed when its last request finishes. */
+void drld_config_swap(struct drld_config_slot *s, struct drld_config *c);
+/* Drop the slot's reference and destroy the lock. */
+void drld_config_slot_fini(struct drld_config_slot *s);
+
+#endif /* DRLD_CONFIG_H */

@@ -1,0 +1,70 @@
+/*
+ * drld — an HTTP rate-limit service on libdrl (docs/drld.md).
+ *
+ * What the parts of drld share: the server's state, made by main.c and
+ * read by the HTTP glue (http.c) and the handlers (check.c). Everything
+ * here is shared by the HTTP threads: the store and the limiters are
+ * thread-safe (docs/threading.md), the config is an immutable snapshot
+ * behind a reference count (config.h), the ad-hoc table has its own lock
+ * (adhoc.h), and the metrics are atomics (metrics.h).
+ */
+#ifndef DRLD_DRLD_H
+#define DRLD_DRLD_H
+
+#include <drl/drl.h>
+
+#include "adhoc.h"
+#include "config.h"
+#include "limit.h"
+#include "metrics.h"
+#include "template.h"
+
+#include <stddef.h>
+
+struct drld {
+	drl_store *store;
+	struct drld_metrics *metrics;
+	struct drld_rule_stats *adhoc_stats; /* rule="adhoc" */
+	struct drld_adhoc *adhoc;
+	struct drld_config_slot config;
+};
+
+/* What a handler answers; http.c turns it into the HTTP response. */
+struct drld_reply {
+	unsigned status;
+	const char *type; /* Content-Type */
+	char body[2048];
+	size_t len;
+	char policy[DRLD_POLICY_HEADER_MAX];       /* RateLimit-Policy, or "" */
+	char ratelimit[DRLD_RATELIMIT_HEADER_MAX]; /* RateLimit, or "" */
+	char retry_after[24];                      /* Retry-After, or "" */
+	const char *allow;                         /* Allow (405), or NULL */
+};
+
+/* Answer POST /v1/check with the body[0..len) under config c: a decision
+ * (200), or 400/404/500/503 with {"error": ...} (docs/drld.md, "API").
+ * `parts` are the request's, for rules' key templates. */
+void drld_check(struct drld *d, const struct drld_config *c, const char *body,
+		size_t len, const struct drld_request_parts *parts,
+		struct drld_reply *out);
+
+/* Answer a request to a path that `rule` protects, as a reverse proxy
+ * would: 200 "ok" (standing in for the upstream) when allowed, 429 when
+ * denied, 503 when the store failed and the rule has no on_error. */
+void drld_protect(struct drld *d, const struct drld_rule *rule,
+		  const struct drld_request_parts *parts,
+		  struct drld_reply *out);
+
+/* Fill out with `status` and the JSON body {"error": MESSAGE}, the
+ * printf-style message escaped. */
+void drld_reply_error(struct drld_reply *out, unsigned status, const char *fmt,
+		      ...)
+#if defined(__GNUC__)
+	__attribute__((format(printf, 3, 4)))
+#endif
+	;
+
+/* Fill out with `status` and a text/plain body. */
+void drld_reply_text(struct drld_reply *out, unsigned status, const char *text);
+
+#endif /* DRLD_DRLD_H */

@@ -1,0 +1,391 @@
+/* drld's libmicrohttpd glue: see http.h. */
+#include "http.h"
+
+#include "args.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A body drld does not keep (a /v1/check body past --max-body sent
+ * without Content-Length, or any body sent to another path) is read and
+ * dropped up to this many bytes, then the connection is closed without an
+ * answer: libmicrohttpd cannot answer in the middle of an upload. A body
+ * whose Content-Length says it is too large is answered at once, unread
+ * (413 for /v1/check), and the connection closed. */
+#define DISCARD_MAX (1024 * 1024)
+
+struct drld_http {
+	struct MHD_Daemon *daemon;
+	struct drld *d;
+	size_t max_body;
+	atomic_long active; /* requests begun and not yet completed */
+	unsigned port;
+};
+
+/* What a request will be answered with once its body is in (answering
+ * before that would make libmicrohttpd close the connection). */
+enum req_kind {
+	REQ_CHECK,   /* POST /v1/check: decided when the body is complete */
+	REQ_METRICS, /* GET /metrics */
+	REQ_REPLY,   /* decided at the headers: a protected path, 404, 405 */
+};
+
+/* One request's state (MHD's per-request pointer). */
+struct req {
+	enum req_kind kind;
+	struct drld_config *cfg;  /* the snapshot it uses, or NULL */
+	struct drld_reply *reply; /* REQ_REPLY: the answer */
+	char *body;               /* REQ_CHECK: the body so far */
+	size_t len, cap;
+	size_t discarded; /* bytes dropped (over max_body, or unused) */
+};
+
+/* ---- responses -------------------------------------------------------- */
+
+/* Send `reply` and count it. */
+static enum MHD_Result send_reply(struct drld_http *h,
+				  struct MHD_Connection *conn,
+				  const struct drld_reply *reply)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+		reply->len, (void *)reply->body, MHD_RESPMEM_MUST_COPY);
+
+	if (resp == NULL)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				reply->type);
+	if (reply->policy[0])
+		MHD_add_response_header(resp, "RateLimit-Policy",
+					reply->policy);
+	if (reply->ratelimit[0])
+		MHD_add_response_header(resp, "RateLimit", reply->ratelimit);
+	if (reply->retry_after[0])
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER,
+					reply->retry_after);
+	if (reply->allow != NULL)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
+					reply->allow);
+	enum MHD_Result ret = MHD_queue_response(conn, reply->status, resp);
+	MHD_destroy_response(resp);
+	drld_metrics_http(h->d->metrics, reply->status);
+	return ret;
+}
+
+static enum MHD_Result send_error(struct drld_http *h,
+				  struct MHD_Connection *conn, unsigned status,
+				  const char *allow, const char *msg)
+{
+	struct drld_reply reply;
+
+	drld_reply_error(&reply, status, "%s", msg);
+	reply.allow = allow;
+	return send_reply(h, conn, &reply);
+}
+
+/* GET /metrics: the Prometheus text. */
+static enum MHD_Result send_metrics(struct drld_http *h,
+				    struct MHD_Connection *conn)
+{
+	struct drld_gauges g;
+	size_t len;
+
+	drld_adhoc_gauges(h->d->adhoc, &g);
+	char *text = drld_metrics_render(h->d->metrics, h->d->store, &g, &len);
+	if (text == NULL)
+		return send_error(h, conn, 500, NULL, "out of memory");
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+		len, text, MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"text/plain; version=0.0.4; charset=utf-8");
+	enum MHD_Result ret = MHD_queue_response(conn, 200, resp);
+	MHD_destroy_response(resp);
+	drld_metrics_http(h->d->metrics, 200);
+	return ret;
+}
+
+/* ---- request parts for key templates ---------------------------------- */
+
+static const char *header_of(void *cls, const char *name)
+{
+	return MHD_lookup_connection_value(cls, MHD_HEADER_KIND, name);
+}
+
+static void ip_of(void *cls, char *buf, size_t n)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		cls, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+
+	buf[0] = '\0';
+	if (sa != NULL && sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr,
+			  buf, (socklen_t)n);
+	else if (sa != NULL && sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6,
+			  &((const struct sockaddr_in6 *)sa)->sin6_addr, buf,
+			  (socklen_t)n);
+}
+
+static struct drld_request_parts parts_of(struct MHD_Connection *conn,
+					  const char *url, const char *method)
+{
+	return (struct drld_request_parts){
+		url,       /* path */
+		method,    /* method */
+		NULL,      /* key */
+		0,         /* keylen */
+		header_of, /* header */
+		ip_of,     /* ip */
+		conn,      /* cls */
+	};
+}
+
+/* ---- routing ---------------------------------------------------------- */
+
+/* Whether Content-Length announces more than max bytes. */
+static bool announced_too_big(struct MHD_Connection *conn, size_t max)
+{
+	const char *cl = MHD_lookup_connection_value(
+		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	int64_t v;
+
+	return cl != NULL && drl_parse_uint(cl, 0, INT64_MAX, &v) &&
+	       (uint64_t)v > max;
+}
+
+/* Decide a request that is not a /v1/check POST nor a GET /metrics at
+ * its headers, into rq->reply. */
+static void decide_now(struct drld_http *h, struct MHD_Connection *conn,
+		       const char *url, const char *method, struct req *rq)
+{
+	struct drld_reply *reply = rq->reply;
+
+	if (strcmp(url, "/v1/check") == 0) {
+		drld_reply_error(reply, 405, "/v1/check takes POST");
+		reply->allow = "POST";
+		return;
+	}
+	if (strcmp(url, "/metrics") == 0) {
+		drld_reply_error(reply, 405, "/metrics takes GET");
+		reply->allow = "GET, HEAD";
+		return;
+	}
+	rq->cfg = drld_config_acquire(&h->d->config);
+	const struct drld_rule *rule = drld_config_protects(rq->cfg, url);
+	if (rule == NULL) {
+		drld_reply_error(reply, 404, "not found");
+		return;
+	}
+	struct drld_request_parts parts = parts_of(conn, url, method);
+	drld_protect(h->d, rule, &parts, reply);
+}
+
+/* The first call for a request (headers read): route it. Requests are
+ * answered when complete, so the connection stays open for the next one
+ * (answering earlier makes libmicrohttpd close it), except when the body
+ * announced is too large to read: then at once. A protected path is
+ * decided here, before its body (which it does not use) is read. */
+static enum MHD_Result first_call(struct drld_http *h,
+				  struct MHD_Connection *conn, const char *url,
+				  const char *method, struct req *rq)
+{
+	if (strcmp(url, "/v1/check") == 0 && strcmp(method, "POST") == 0) {
+		if (announced_too_big(conn, h->max_body))
+			return send_error(h, conn, 413, NULL,
+					  "the body is larger than --max-body");
+		rq->kind = REQ_CHECK;
+		rq->cfg = drld_config_acquire(&h->d->config);
+		return MHD_YES;
+	}
+	if (strcmp(url, "/metrics") == 0 &&
+	    (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
+		rq->kind = REQ_METRICS;
+		return MHD_YES;
+	}
+	rq->kind = REQ_REPLY;
+	if ((rq->reply = malloc(sizeof *rq->reply)) == NULL)
+		return MHD_NO;
+	decide_now(h, conn, url, method, rq);
+	if (announced_too_big(conn, DISCARD_MAX))
+		return send_reply(h, conn, rq->reply);
+	return MHD_YES;
+}
+
+/* Take n bytes of a request body. Returns false when the connection
+ * should be closed (a body far over the limit). */
+static bool absorb(struct drld_http *h, struct req *rq, const char *data,
+		   size_t n)
+{
+	if (rq->kind != REQ_CHECK || rq->discarded != 0 ||
+	    n > h->max_body - rq->len) {
+		rq->discarded += n;
+		return rq->discarded <= DISCARD_MAX;
+	}
+	if (rq->len + n > rq->cap) {
+		size_t cap = rq->cap ? rq->cap * 2 : 1024;
+		if (cap < rq->len + n)
+			cap = rq->len + n;
+		if (cap > h->max_body)
+			cap = h->max_body;
+		char *p = realloc(rq->body, cap);
+		if (p == NULL)
+			return false;
+		rq->body = p;
+		rq->cap = cap;
+	}
+	memcpy(rq->body + rq->len, data, n);
+	rq->len += n;
+	return true;
+}
+
+/* The request is complete: answer it. */
+static enum MHD_Result answer(struct drld_http *h, struct MHD_Connection *conn,
+			      const char *url, const char *method,
+			      struct req *rq)
+{
+	struct drld_request_parts parts = parts_of(conn, url, method);
+	struct drld_reply reply;
+
+	switch (rq->kind) {
+	case REQ_METRICS:
+		return send_metrics(h, conn);
+	case REQ_REPLY:
+		return send_reply(h, conn, rq->reply);
+	case REQ_CHECK:
+		break;
+	}
+	if (rq->discarded != 0)
+		return send_error(h, conn, 413, NULL,
+				  "the body is larger than --max-body");
+	drld_check(h->d, rq->cfg, rq->body, rq->len, &parts, &reply);
+	return send_reply(h, conn, &reply);
+}
+
+/* libmicrohttpd's access handler: called with the headers, then with
+ * each piece of the body, then once more when the body is complete. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
+				  const char *url, const char *method,
+				  const char *version, const char *data,
+				  size_t *size, void **state)
+{
+	struct drld_http *h = cls;
+	struct req *rq = *state;
+
+	if (rq == NULL) {
+		rq = calloc(1, sizeof *rq);
+		if (rq == NULL)
+			return MHD_NO;
+		*state = rq;
+		atomic_fetch_add(&h->active, 1);
+		return first_call(h, conn, url, method, rq);
+	}
+	if (*size != 0) {
+		bool ok = absorb(h, rq, data, *size);
+		*size = 0;
+		return ok ? MHD_YES : MHD_NO;
+	}
+	return answer(h, conn, url, method, rq);
+}
+
+/* A request is over (answered, or its connection failed): free it. */
+static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct drld_http *h = cls;
+	struct req *rq = *state;
+
+	if (rq == NULL)
+		return;
+	drld_config_release(rq->cfg);
+	free(rq->reply);
+	free(rq->body);
+	free(rq);
+	*state = NULL;
+	atomic_fetch_sub(&h->active, 1);
+}
+
+/* libmicrohttpd's own messages, on stderr with drld's prefix. */
+static void on_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[512];
+
+	vsnprintf(line, sizeof line, fmt, ap);
+	size_t n = strlen(line);
+	while (n > 0 && line[n - 1] == '\n')
+		line[--n] = '\0';
+	fprintf(stderr, "drld: http: %s\n", line);
+}
+
+/* ---- start and stop --------------------------------------------------- */
+
+int drld_http_start(struct drld_http **out, struct drld *d,
+		    const struct drld_http_opts *o, char *msg, size_t n)
+{
+	struct drld_http *h = calloc(1, sizeof *h);
+	unsigned flags =
+		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+
+	if (h == NULL) {
+		snprintf(msg, n, "out of memory");
+		return -1;
+	}
+	if (o->addr.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	h->d = d;
+	h->max_body = o->max_body;
+	atomic_init(&h->active, 0);
+	h->daemon = MHD_start_daemon(
+		flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
+		on_log, NULL, MHD_OPTION_SOCK_ADDR,
+		(const struct sockaddr *)&o->addr, MHD_OPTION_THREAD_POOL_SIZE,
+		o->threads, MHD_OPTION_CONNECTION_LIMIT, o->max_connections,
+		MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->conn_memory,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+	if (h->daemon == NULL) {
+		snprintf(msg, n,
+			 "cannot listen (address in use or not local? see "
+			 "the line above)");
+		free(h);
+		return -1;
+	}
+	const union MHD_DaemonInfo *di =
+		MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	h->port = di != NULL ? di->port : 0;
+	*out = h;
+	return 0;
+}
+
+unsigned drld_http_port(const struct drld_http *h)
+{
+	return h->port;
+}
+
+void drld_http_stop(struct drld_http *h, unsigned grace_s)
+{
+	if (h == NULL)
+		return;
+	MHD_socket ls = MHD_quiesce_daemon(h->daemon);
+	if (ls != MHD_INVALID_SOCKET)
+		close(ls);
+	/* in-flight requests end within their store's timeout_ms; idle
+	 * keep-alive connections are closed by MHD_stop_daemon() */
+	for (unsigned i = 0; i < grace_s * 100 && atomic_load(&h->active) > 0;
+	     i++)
+		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+	MHD_stop_daemon(h->daemon);
+	free(h);
+}

@@ -1,0 +1,59 @@
+/*
+ * A limiter as drld serves it: the library's limiter, the name its HTTP
+ * headers use, the RateLimit-Policy value worked out once from its spec,
+ * and the counters its decisions go to. Rules (config.h) and ad-hoc limits
+ * (adhoc.h) both are one.
+ *
+ * Headers follow draft-ietf-httpapi-ratelimit-headers-10 (docs/drld.md,
+ * "Headers"):
+ *   RateLimit-Policy: "NAME";q=LIMIT;w=PERIOD_SECONDS
+ *   RateLimit: "NAME";r=REMAINING;t=SECONDS
+ * A policy of several limits lists each as "NAME.I" (I its 0-based index
+ * in the spec), and RateLimit names the one that decided.
+ */
+#ifndef DRLD_LIMIT_H
+#define DRLD_LIMIT_H
+
+#include <drl/drl.h>
+
+#include "metrics.h"
+
+#include <stddef.h>
+
+/* Longest RateLimit-Policy value: DRL_POLICY_LIMITS_MAX items of a name,
+ * an index and two numbers. */
+#define DRLD_POLICY_HEADER_MAX 1024
+/* Longest RateLimit value: one item. */
+#define DRLD_RATELIMIT_HEADER_MAX 160
+
+struct drld_limit {
+	drl_limiter *lim;
+	char name[DRLD_RULE_NAME_MAX + 1]; /* in the headers */
+	int nlimits;                       /* limits in its policy */
+	/* RateLimit-Policy value; "" when the spec could not be read for
+	 * it (the header is left out then) */
+	char policy[DRLD_POLICY_HEADER_MAX];
+	struct drld_rule_stats *stats; /* borrowed from the metrics */
+};
+
+/* Make l's limiter on `store` from `spec` (default key prefix, so a
+ * program using the library with the same store, spec and key shares the
+ * limit), named `name` in headers, counting into `stats`. Returns 0, or a
+ * DRL_E* code with `err` filled (DRL_EINVAL: a bad spec). */
+int drld_limit_init(struct drld_limit *l, drl_store *store, const char *spec,
+		    const char *name, struct drld_rule_stats *stats,
+		    drl_error *err);
+/* Free l's limiter (l itself is the caller's). */
+void drld_limit_fini(struct drld_limit *l);
+
+/* The RateLimit value for decision r of l into buf (n bytes): the limit
+ * that decided, what remains of it, and t: seconds until the request can
+ * be allowed when denied, until full quota when allowed (rounded up). */
+void drld_limit_ratelimit(const struct drld_limit *l, const drl_result *r,
+			  char *buf, size_t n);
+
+/* Microseconds to whole units of `unit` µs, rounded up (waiting that long
+ * is never too early); negative values (DRL_NEVER) give -1. */
+long long drld_ceil_div(int64_t us, int64_t unit);
+
+#endif /* DRLD_LIMIT_H */

@@ -1,0 +1,446 @@
+/*
+ * drld — an HTTP rate-limit service on libdrl, so applications in any
+ * language share the same limits (docs/drld.md).
+ *
+ *   drld [--listen HOST:PORT] [--store URI] [--config FILE] [--threads N]
+ *        [--max-connections N] [--timeout-s N] [--max-body BYTES]
+ *        [--conn-memory BYTES] [--max-specs N]
+ *
+ * This file: arguments, signals, start, reload and stop. Signals are
+ * blocked in every thread and read from a signalfd by the main thread,
+ * which does the work a signal asks for (a reload, the shutdown) outside
+ * any signal handler. Uses the public API (<drl/drl.h>) only.
+ *
+ * Exit status: 0 stopped by SIGTERM/SIGINT, 1 could not serve (e.g. the
+ * address is in use), 2 bad usage, store URI or config, 3 the store could
+ * not be reached.
+ */
+#include "args.h"
+#include "drld.h"
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+enum { EXIT_OK = 0, EXIT_SERVE = 1, EXIT_USAGE = 2, EXIT_STORE = 3 };
+
+static const char synopsis[] =
+	"usage: drld [--listen HOST:PORT] [--store URI] [--config FILE]\n"
+	"            [--threads N] [--max-connections N] [--timeout-s N]\n"
+	"            [--max-body BYTES] [--conn-memory BYTES] [--max-specs N]\n"
+	"       drld --help | --version\n";
+
+static const char details[] =
+	"\n"
+	"Serve rate-limit decisions over HTTP: POST /v1/check, GET /metrics,\n"
+	"and the path prefixes the config protects (docs/drld.md).\n"
+	"\n"
+	"  -l, --listen HOST:PORT  numeric IPv4 or [IPv6] address and port\n"
+	"                          (default 127.0.0.1:8080; port 0 picks a\n"
+	"                          free one, printed when ready)\n"
+	"  -s, --store URI         the store every limit lives in (default:\n"
+	"                          the config's \"store\", else memory://)\n"
+	"  -c, --config FILE       named rules and protected prefixes (JSON);\n"
+	"                          reloaded on SIGHUP\n"
+	"  -t, --threads N         HTTP threads, each with its epoll\n"
+	"                          (default 2, 1..64)\n"
+	"      --max-connections N open connections at once (default 1024,\n"
+	"                          1..100000)\n"
+	"      --timeout-s N       close a connection idle this long\n"
+	"                          (default 10, 1..3600)\n"
+	"      --max-body BYTES    largest /v1/check body; larger is 413\n"
+	"                          (default 8192, 64..67108864)\n"
+	"      --conn-memory BYTES memory per connection for the request "
+	"line,\n"
+	"                          headers and buffers; headers that do not\n"
+	"                          fit are 431 (default 32768, 4096..1048576)\n"
+	"      --max-specs N       limits given in requests (\"limit\") kept\n"
+	"                          at once, least recently used evicted\n"
+	"                          (default 256, 0..65536; 0 refuses them)\n"
+	"  -h, --help              this text\n"
+	"  -V, --version           the version\n"
+	"\n"
+	"Signals: SIGHUP reloads the config (a bad one is reported and the\n"
+	"old one kept); SIGTERM or SIGINT stop accepting, finish the\n"
+	"requests in flight and exit 0.\n"
+	"\n"
+	"Exit status: 0 stopped by a signal, 1 could not serve, 2 bad usage,\n"
+	"store URI or config, 3 the store could not be reached.\n";
+
+/* Everything the command line sets. */
+struct opts {
+	struct drld_http_opts http;
+	const char *listen;
+	const char *store; /* NULL: the config's, else memory:// */
+	const char *config;
+	int64_t max_specs;
+};
+
+/* Report a usage error: "drld: " and the message, then the synopsis.
+ * Returns 2. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static int
+usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("drld: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n%sTry 'drld --help' for more.\n", synopsis);
+	return EXIT_USAGE;
+}
+
+/* Parse HOST:PORT ("127.0.0.1:8080", "[::1]:0") into *ss. Numeric
+ * addresses only: no name is looked up. */
+static bool parse_listen(const char *s, struct sockaddr_storage *ss)
+{
+	char host[INET6_ADDRSTRLEN + 1];
+	const char *colon, *h = s;
+	size_t hlen;
+	int64_t port;
+
+	memset(ss, 0, sizeof *ss);
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+		if (close == NULL || close[1] != ':')
+			return false;
+		h = s + 1;
+		hlen = (size_t)(close - h);
+		colon = close + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (colon == NULL)
+			return false;
+		hlen = (size_t)(colon - s);
+	}
+	if (hlen == 0 || hlen >= sizeof host ||
+	    !drl_parse_uint(colon + 1, 0, 65535, &port))
+		return false;
+	memcpy(host, h, hlen);
+	host[hlen] = '\0';
+	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+	if (s[0] != '[' && inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)port);
+		return true;
+	}
+	if (s[0] == '[' && inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)port);
+		return true;
+	}
+	return false;
+}
+
+/* A numeric option in [min, max] into *out, or a usage error (2). */
+static int number(const char *name, const char *arg, int64_t min, int64_t max,
+		  int64_t *out)
+{
+	if (!drl_parse_uint(arg, min, max, out))
+		return usage_error("bad %s '%s': expected a whole number from "
+				   "%lld to %lld",
+				   name, arg, (long long)min, (long long)max);
+	return -1;
+}
+
+/* Parse argv into *o. Returns -1 to go on, or an exit status. */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	enum { O_MAXCONN = 256, O_TIMEOUT, O_MAXBODY, O_CONNMEM, O_MAXSPECS };
+	static const struct option longopts[] = {
+		{"listen", required_argument, NULL, 'l'},
+		{"store", required_argument, NULL, 's'},
+		{"config", required_argument, NULL, 'c'},
+		{"threads", required_argument, NULL, 't'},
+		{"max-connections", required_argument, NULL, O_MAXCONN},
+		{"timeout-s", required_argument, NULL, O_TIMEOUT},
+		{"max-body", required_argument, NULL, O_MAXBODY},
+		{"conn-memory", required_argument, NULL, O_CONNMEM},
+		{"max-specs", required_argument, NULL, O_MAXSPECS},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	int64_t threads = 2, maxconn = 1024, timeout = 10, maxbody = 8192;
+	int64_t connmem = 32768;
+	int c, st = -1;
+
+	o->listen = "127.0.0.1:8080";
+	o->max_specs = 256;
+	while (st < 0 && (c = getopt_long(argc, argv, ":l:s:c:t:hV", longopts,
+					  NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			o->listen = optarg;
+			break;
+		case 's':
+			o->store = optarg;
+			break;
+		case 'c':
+			o->config = optarg;
+			break;
+		case 't':
+			st = number("--threads", optarg, 1, 64, &threads);
+			break;
+		case O_MAXCONN:
+			st = number("--max-connections", optarg, 1, 100000,
+				    &maxconn);
+			break;
+		case O_TIMEOUT:
+			st = number("--timeout-s", optarg, 1, 3600, &timeout);
+			break;
+		case O_MAXBODY:
+			st = number("--max-body", optarg, 64, 64 << 20,
+				    &maxbody);
+			break;
+		case O_CONNMEM:
+			st = number("--conn-memory", optarg, 4096, 1 << 20,
+				    &connmem);
+			break;
+		case O_MAXSPECS:
+			st = number("--max-specs", optarg, 0, 65536,
+				    &o->max_specs);
+			break;
+		case 'h':
+			fputs(synopsis, stdout);
+			fputs(details, stdout);
+			return EXIT_OK;
+		case 'V':
+			printf("drld %s\n", drl_version());
+			return EXIT_OK;
+		case ':':
+			return usage_error("option '%s' needs a value",
+					   argv[optind - 1]);
+		default:
+			return usage_error("unknown option '%s'",
+					   argv[optind - 1]);
+		}
+	}
+	if (st >= 0)
+		return st;
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (!parse_listen(o->listen, &o->http.addr))
+		return usage_error("bad --listen '%s': expected a numeric "
+				   "address and a port, e.g. 127.0.0.1:8080 "
+				   "or [::1]:8080",
+				   o->listen);
+	o->http.threads = (unsigned)threads;
+	o->http.max_connections = (unsigned)maxconn;
+	o->http.timeout_s = (unsigned)timeout;
+	o->http.max_body = (size_t)maxbody;
+	o->http.conn_memory = (size_t)connmem;
+	return -1;
+}
+
+/* ---- the server's state ----------------------------------------------- */
+
+/* Open the store: --store, else the config's "store", else memory://.
+ * *config_store gets the config's (malloc'd, or NULL), for reloads to
+ * compare with. Returns -1 to go on, or an exit status. */
+static int open_store(struct drld *d, const struct opts *o, char **config_store)
+{
+	char msg[DRLD_CONFIG_MSG_MAX];
+	drl_error err = {0};
+
+	*config_store = NULL;
+	if (o->config != NULL &&
+	    drld_config_peek_store(o->config, config_store, msg, sizeof msg)) {
+		fprintf(stderr, "drld: bad config: %s\n", msg);
+		return EXIT_USAGE;
+	}
+	const char *uri = o->store        ? o->store
+			  : *config_store ? *config_store
+					  : "memory://";
+	int rc = drl_store_open(&d->store, uri, &err);
+	if (rc != 0) {
+		/* the library's messages never quote a password */
+		fprintf(stderr, "drld: %s: %s (%s)\n",
+			o->store ? "--store" : "the store", err.message,
+			drl_err_name(rc));
+		return rc == DRL_EINVAL ? EXIT_USAGE : EXIT_STORE;
+	}
+	return -1;
+}
+
+/* Make everything but the HTTP side. Returns -1 to go on, or an exit
+ * status (what was made is freed by teardown()). */
+static int setup(struct drld *d, const struct opts *o, char **config_store)
+{
+	char msg[DRLD_CONFIG_MSG_MAX];
+	struct drld_config *cfg;
+
+	if (drld_metrics_new(&d->metrics) != 0 ||
+	    (d->adhoc_stats = drld_metrics_rule(d->metrics, "adhoc")) == NULL) {
+		fputs("drld: out of memory\n", stderr);
+		return EXIT_SERVE;
+	}
+	int st = open_store(d, o, config_store);
+	if (st >= 0)
+		return st;
+	if (drld_adhoc_new(&d->adhoc, d->store, (size_t)o->max_specs,
+			   d->adhoc_stats) != 0) {
+		fputs("drld: out of memory\n", stderr);
+		return EXIT_SERVE;
+	}
+	if (drld_config_load(&cfg, o->config, d->store, d->metrics, msg,
+			     sizeof msg) != 0) {
+		fprintf(stderr, "drld: bad config: %s\n", msg);
+		return EXIT_USAGE;
+	}
+	drld_config_slot_init(&d->config, cfg);
+	return -1;
+}
+
+static void teardown(struct drld *d)
+{
+	if (d->config.cur != NULL)
+		drld_config_slot_fini(&d->config);
+	drld_adhoc_free(d->adhoc);
+	drl_store_free(d->store);
+	drld_metrics_free(d->metrics);
+}
+
+/* SIGHUP: load the config again; swap it in when valid, else report it
+ * and keep the old one. Requests go on meanwhile in the HTTP threads. */
+static void reload(struct drld *d, const struct opts *o,
+		   const char *config_store)
+{
+	char msg[DRLD_CONFIG_MSG_MAX];
+	struct drld_config *cfg;
+
+	if (o->config == NULL) {
+		fputs("drld: SIGHUP: no --config to reload\n", stderr);
+		return;
+	}
+	if (drld_config_load(&cfg, o->config, d->store, d->metrics, msg,
+			     sizeof msg) != 0) {
+		fprintf(stderr,
+			"drld: reload failed, keeping the old config: "
+			"%s\n",
+			msg);
+		drld_metrics_reload(d->metrics, false);
+		return;
+	}
+	if (o->store == NULL &&
+	    !(cfg->store == NULL
+		      ? config_store == NULL
+		      : config_store != NULL &&
+				strcmp(cfg->store, config_store) == 0)) {
+		fprintf(stderr,
+			"drld: reload failed, keeping the old config: "
+			"%s: \"store\" cannot change on reload "
+			"(restart drld)\n",
+			o->config);
+		drld_config_release(cfg);
+		drld_metrics_reload(d->metrics, false);
+		return;
+	}
+	fprintf(stderr,
+		"drld: reloaded %s: %zu rules, %zu protected "
+		"prefixes\n",
+		o->config, cfg->nrules, cfg->nprotect);
+	drld_config_swap(&d->config, cfg);
+	drld_metrics_reload(d->metrics, true);
+}
+
+/* Print the line tests and scripts wait for. */
+static void say_listening(const struct opts *o, unsigned port)
+{
+	char host[INET6_ADDRSTRLEN];
+	const struct sockaddr_storage *ss = &o->http.addr;
+
+	if (ss->ss_family == AF_INET6) {
+		inet_ntop(AF_INET6,
+			  &((const struct sockaddr_in6 *)ss)->sin6_addr, host,
+			  sizeof host);
+		fprintf(stderr, "drld: listening on [%s]:%u\n", host, port);
+	} else {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr,
+			  host, sizeof host);
+		fprintf(stderr, "drld: listening on %s:%u\n", host, port);
+	}
+}
+
+/* Serve until SIGTERM/SIGINT, reloading on SIGHUP. Returns the exit
+ * status. */
+static int serve(struct drld *d, const struct opts *o, int sfd,
+		 const char *config_store)
+{
+	char msg[256];
+	struct drld_http *h;
+
+	if (drld_http_start(&h, d, &o->http, msg, sizeof msg) != 0) {
+		fprintf(stderr, "drld: --listen %s: %s\n", o->listen, msg);
+		return EXIT_SERVE;
+	}
+	say_listening(o, drld_http_port(h));
+	for (;;) {
+		struct signalfd_siginfo si;
+		ssize_t got = read(sfd, &si, sizeof si);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got != (ssize_t)sizeof si) {
+			perror("drld: reading signals");
+			break;
+		}
+		if (si.ssi_signo == SIGHUP) {
+			reload(d, o, config_store);
+			continue;
+		}
+		fprintf(stderr, "drld: %s: stopping\n",
+			si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+		break;
+	}
+	drld_http_stop(h, o->http.timeout_s);
+	return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {0};
+	struct drld d = {0};
+	char *config_store = NULL;
+	sigset_t set;
+	int st = parse_args(argc, argv, &o);
+
+	if (st >= 0)
+		return st;
+	/* before any thread exists (the store's, the near caches', the
+	 * HTTP pool): every thread inherits the mask, and only the
+	 * signalfd sees these signals */
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	signal(SIGPIPE, SIG_IGN);
+	int sfd = -1;
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0 ||
+	    (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) {
+		perror("drld: signalfd");
+		return EXIT_SERVE;
+	}
+	st = setup(&d, &o, &config_store);
+	if (st < 0)
+		st = serve(&d, &o, sfd, config_store);
+	teardown(&d);
+	free(config_store);
+	close(sfd);
+	return st;
+}

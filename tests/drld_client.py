@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Concurrent HTTP clients for tests/test_drld.sh (standard library only).
+
+  drld_client.py share LIMIT_SPEC KEY PER_THREAD PORT [PORT...]
+      8 threads, split evenly over the ports (each drld), each POSTs
+      PER_THREAD /v1/check requests for KEY on one keep-alive connection.
+      Prints "allowed=N denied=N errors=N".
+
+  drld_client.py hammer PID CONFIG CONFIG_A CONFIG_B RELOADS PORT
+      4 threads POST /v1/check (rule "r") in a loop while the main thread
+      copies CONFIG_A or CONFIG_B over CONFIG and sends PID a SIGHUP,
+      RELOADS times, 50 ms apart; then the threads run 200 ms more.
+      Prints "requests=N failures=N first_failure=...". A failure is
+      anything but a 200 with a JSON decision, or a connection error.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+
+
+def post_check(conn, body):
+    """POST body to /v1/check on conn; (status, decoded JSON or None)."""
+    conn.request("POST", "/v1/check", body=json.dumps(body),
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    data = resp.read()
+    try:
+        return resp.status, json.loads(data)
+    except ValueError:
+        return resp.status, None
+
+
+def share(spec, key, per_thread, ports):
+    counts = {"allowed": 0, "denied": 0, "errors": 0}
+    lock = threading.Lock()
+    start = threading.Barrier(8)
+
+    def worker(port):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        start.wait()
+        mine = {"allowed": 0, "denied": 0, "errors": 0}
+        for _ in range(per_thread):
+            try:
+                status, o = post_check(conn, {"key": key, "limit": spec})
+            except (OSError, http.client.HTTPException):
+                mine["errors"] += 1
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port,
+                                                  timeout=30)
+                continue
+            if status != 200 or o is None:
+                mine["errors"] += 1
+            elif o["allowed"]:
+                mine["allowed"] += 1
+            else:
+                mine["denied"] += 1
+        conn.close()
+        with lock:
+            for k in counts:
+                counts[k] += mine[k]
+
+    threads = [threading.Thread(target=worker, args=(ports[i % len(ports)],))
+               for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print("allowed=%d denied=%d errors=%d" % (counts["allowed"],
+                                              counts["denied"],
+                                              counts["errors"]))
+
+
+def hammer(pid, config, config_a, config_b, reloads, port):
+    stop = threading.Event()
+    lock = threading.Lock()
+    stats = {"requests": 0, "failures": 0, "first": ""}
+
+    def worker(n):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        i = 0
+        while not stop.is_set():
+            i += 1
+            body = {"key": "hammer-%d-%d" % (n, i % 50), "rule": "r"}
+            try:
+                status, o = post_check(conn, body)
+                bad = "" if status == 200 and o is not None and \
+                    "allowed" in o else "status %d: %r" % (status, o)
+            except (OSError, http.client.HTTPException) as e:
+                bad = "connection: %r" % e
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port,
+                                                  timeout=30)
+            with lock:
+                stats["requests"] += 1
+                if bad:
+                    stats["failures"] += 1
+                    stats["first"] = stats["first"] or bad
+        conn.close()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    for i in range(reloads):
+        shutil.copyfile(config_a if i % 2 == 0 else config_b, config)
+        os.kill(pid, signal.SIGHUP)
+        time.sleep(0.05)
+    time.sleep(0.2)
+    stop.set()
+    for t in threads:
+        t.join()
+    print("requests=%d failures=%d first_failure=%s" % (
+        stats["requests"], stats["failures"], stats["first"] or "none"))
+
+
+def main(argv):
+    if len(argv) >= 6 and argv[1] == "share":
+        share(argv[2], argv[3], int(argv[4]), [int(p) for p in argv[5:]])
+    elif len(argv) == 8 and argv[1] == "hammer":
+        hammer(int(argv[2]), argv[3], argv[4], argv[5], int(argv[6]),
+               int(argv[7]))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,912 @@
+#!/usr/bin/env bash
+# drld, the HTTP rate-limit service, end to end with the real curl binary:
+# the CLI and config errors (exit codes, messages); on memory://, on a
+# redis-server and on a memcached each started here: every field of a
+# decision, the RateLimit-Policy / RateLimit / Retry-After headers, a named
+# rule keyed by a header, the protected-prefix 429 path, /metrics moving as
+# it should; the malformed-input table (each gets its status and drld keeps
+# serving); SIGHUP reloads (a valid config changes a limit, a bad one is
+# reported and the old one kept, 20 reloads under load drop nothing); a
+# store that fails (503, on_error, no password in any answer); two drld
+# over one Redis sharing one limit exactly, and `drl check` seeing the
+# limit drld consumed (the library's default key prefix). Every drld must
+# stop with exit 0 on SIGTERM and print no sanitizer report.
+#
+# usage: test_drld.sh PATH/TO/drld PATH/TO/drl
+# Starts its servers on free loopback ports and stops them by PID at exit.
+# A missing redis-server/memcached/curl skips what needs it, except under
+# CI=true, where it is a failure. Prints one "ok N - ..." / "not ok N -
+# ..." line per assertion and exits nonzero when any failed.
+set -u
+
+drld=${1:?usage: test_drld.sh PATH/TO/drld PATH/TO/drl}
+drl=${2:?usage: test_drld.sh PATH/TO/drld PATH/TO/drl}
+here=$(dirname "${BASH_SOURCE[0]}")
+client="$here/drld_client.py"
+tmp=$(mktemp -d)
+pids=() # every process this script started, stopped by PID at exit
+
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# shellcheck source=tap.sh
+source "$here/tap.sh"
+# shellcheck source=../scripts/ports.sh
+. "$here/../scripts/ports.sh"
+
+# A binary is missing: skip what needs it, or fail under CI.
+missing() {
+	if [ "${CI:-}" = "true" ]; then
+		check 1 "$1 is installed (CI=true: a missing binary fails)"
+	else
+		echo "# skip: $1 not found"
+	fi
+}
+
+if ! command -v curl >/dev/null; then
+	missing curl
+	echo "# $((n - failed)) of $n assertions passed"
+	[ "$failed" -eq 0 ] && [ "${CI:-}" != "true" ]
+	exit
+fi
+
+# ---- drld processes ----------------------------------------------------
+
+# start NAME ARGS...: start drld on 127.0.0.1:0 with ARGS, its stderr in
+# $tmp/NAME.err; wait (20 s at most) for "drld: listening on
+# 127.0.0.1:PORT" and set $port and $pid. Returns nonzero when it did not
+# come up.
+start() {
+	local name=$1 i
+	shift
+	port=
+	"$drld" --listen 127.0.0.1:0 "$@" 2>"$tmp/$name.err" &
+	pid=$!
+	pids+=("$pid")
+	for ((i = 0; i < 400; i++)); do
+		port=$(sed -n 's/^drld: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
+			"$tmp/$name.err")
+		[ -n "$port" ] && return 0
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	sed 's/^/#   stderr: /' "$tmp/$name.err"
+	return 1
+}
+
+# stop NAME PID: SIGTERM; drld must exit 0 with no sanitizer report.
+stop() {
+	local name=$1 p=$2 st
+	kill -TERM "$p"
+	wait "$p"
+	st=$?
+	[ "$st" -eq 0 ]
+	check $? "$name: drld exits 0 on SIGTERM (got $st)"
+	! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' \
+		"$tmp/$name.err"
+	check $? "$name: no sanitizer report on stderr"
+	grep -qF 'drld: SIGTERM: stopping' "$tmp/$name.err"
+	check $? "$name: drld says it is stopping"
+}
+
+# ---- HTTP requests -----------------------------------------------------
+
+# req METHOD PATH [CURL ARGS...]: one request to drld at $port; the status
+# in $code, headers in $tmp/hdr, body in $tmp/body.
+req() {
+	local method=$1 path=$2
+	shift 2
+	rm -f "$tmp/fields"
+	code=$(curl -s -o "$tmp/body" -D "$tmp/hdr" -w '%{http_code}' \
+		-X "$method" "$@" "http://127.0.0.1:$port$path")
+}
+
+# check_post JSON [CURL ARGS...]: POST JSON to /v1/check.
+check_post() {
+	local body=$1
+	shift
+	req POST /v1/check -H 'Content-Type: application/json' \
+		--data-binary "$body" "$@"
+}
+
+# The value of response header $1 (case-insensitive), "<absent>" if none.
+hdr() {
+	local v
+	v=$(tr -d '\r' <"$tmp/hdr" | awk -v h="$1" '
+		BEGIN { h = tolower(h) }
+		{ i = index($0, ":") }
+		i > 0 && tolower(substr($0, 1, i - 1)) == h {
+			print substr($0, i + 2); found = 1; exit
+		}
+		END { if (!found) print "<absent>" }')
+	echo "$v"
+}
+
+# Field $1 of the JSON body, as JSON ("<absent>", "<not JSON>").
+field() {
+	if [ ! -f "$tmp/fields" ]; then
+		python3 -c '
+import json, sys
+try:
+    o = json.load(open(sys.argv[1]))
+except ValueError:
+    print("<not JSON>\t")
+    sys.exit()
+if isinstance(o, dict):
+    for k, v in o.items():
+        print("%s\t%s" % (k, json.dumps(v)))
+' "$tmp/body" >"$tmp/fields"
+	fi
+	awk -F '\t' -v k="$1" '$1 == k { print $2; f = 1 }
+		END { if (!f) print "<absent>" }' "$tmp/fields"
+}
+
+# Show the last response when an assertion about it failed.
+show() {
+	if [ "$1" -ne 0 ]; then
+		echo "#   status: $code"
+		tr -d '\r' <"$tmp/hdr" | sed 's/^/#   header: /'
+		head -c 2000 "$tmp/body" | sed 's/^/#   body: /'
+		echo
+	fi
+}
+
+expect_code() {
+	[ "$code" = "$1" ]
+	local st=$?
+	check $st "$2: status $1 (got $code)"
+	show $st
+}
+
+expect_hdr() {
+	local got
+	got=$(hdr "$1")
+	[ "$got" = "$2" ]
+	check $? "$3: header $1: $2 (got $got)"
+}
+
+# Header $1 matches the extended regex ^$2$ (for seconds that may have
+# ticked by since the decision).
+expect_hdr_re() {
+	local got
+	got=$(hdr "$1")
+	[[ "$got" =~ ^$2$ ]]
+	check $? "$3: header $1 matches $2 (got $got)"
+}
+
+expect_field() {
+	local got
+	got=$(field "$1")
+	[ "$got" = "$2" ]
+	local st=$?
+	check $st "$3: \"$1\" is $2 (got $got)"
+	show $st
+}
+
+# Field $1 is an integer in [$2, $3].
+expect_field_in() {
+	local got
+	got=$(field "$1")
+	[[ "$got" =~ ^-?[0-9]+$ ]] && [ "$got" -ge "$2" ] && [ "$got" -le "$3" ]
+	check $? "$4: \"$1\" in [$2, $3] (got $got)"
+}
+
+# The body has an "error" message holding the fixed string $1.
+expect_error() {
+	local msg
+	msg=$(python3 -c '
+import json, sys
+try:
+    print(json.load(open(sys.argv[1])).get("error", "<absent>"))
+except (ValueError, AttributeError):
+    print("<not a JSON object>")' "$tmp/body")
+	[[ "$msg" == *"$1"* ]]
+	check $? "$2: error message has '$1' (got $msg)"
+}
+
+# The value of the metric line starting with $1 (exact labels) at $port.
+metric() {
+	curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '
+		substr($0, 1, length(m) + 1) == m " " { print $2; f = 1 }
+		END { if (!f) print "<absent>" }'
+}
+
+expect_metric() {
+	local got
+	got=$(metric "$1")
+	[ "$got" = "$2" ]
+	check $? "$3: $1 = $2 (got $got)"
+}
+
+# ---- servers: redis-server and memcached of our own --------------------
+
+rport=
+mport=
+if command -v redis-server >/dev/null; then
+	rport=$(free_port)
+	start_redis "$rport" "$tmp"
+	pids+=($!)
+	wait_port "$rport"
+	check $? "redis-server listens on $rport"
+else
+	missing redis-server
+fi
+if command -v memcached >/dev/null; then
+	mport=$(free_port)
+	start_memcached "$mport" "$tmp"
+	pids+=($!)
+	wait_port "$mport"
+	check $? "memcached listens on $mport"
+else
+	missing memcached
+fi
+
+# ---- the command line --------------------------------------------------
+
+# run ARGS...: drld ARGS in the foreground, status in $rc, stderr in
+# $tmp/run.err (for commands that exit at once).
+run() {
+	"$drld" "$@" >"$tmp/run.out" 2>"$tmp/run.err" </dev/null
+	rc=$?
+}
+
+# bad_usage TEXT ARGS...: drld ARGS exits 2 naming TEXT on stderr.
+bad_usage() {
+	local text=$1
+	shift
+	run "$@"
+	[ "$rc" -eq 2 ] && grep -qF -- "$text" "$tmp/run.err"
+	local st=$?
+	check $st "drld $*: exit 2 (got $rc), stderr names '$text'"
+	[ "$st" -eq 0 ] || sed 's/^/#   stderr: /' "$tmp/run.err"
+}
+
+run --version
+[ "$rc" -eq 0 ] && grep -qE '^drld [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/run.out"
+check $? "drld --version prints 'drld X.Y.Z'"
+run --help
+[ "$rc" -eq 0 ] && grep -qF -- '--max-connections' "$tmp/run.out"
+check $? "drld --help lists the options"
+
+bad_usage "unknown option '--bogus'" --bogus
+bad_usage "unexpected argument 'extra'" extra
+bad_usage "bad --listen 'localhost:8080'" --listen localhost:8080
+bad_usage "bad --listen '127.0.0.1'" --listen 127.0.0.1
+bad_usage "bad --listen '127.0.0.1:65536'" --listen 127.0.0.1:65536
+bad_usage "bad --listen '::1:80'" --listen ::1:80
+bad_usage "bad --threads '0'" --threads 0
+bad_usage "bad --max-body '1x'" --max-body 1x
+bad_usage "bad --timeout-s '-1'" --timeout-s -1
+bad_usage "option '--store' needs a value" --store
+bad_usage 'unknown store scheme "bogus"' --listen 127.0.0.1:0 \
+	--store bogus://x
+bad_usage 'no-such-file.json' --listen 127.0.0.1:0 \
+	--config "$tmp/no-such-file.json"
+
+# bad_config TEXT JSON: a config file holding JSON makes drld exit 2 with
+# a message naming the file and TEXT.
+bad_config() {
+	printf '%s\n' "$2" >"$tmp/bad.json"
+	bad_usage "$tmp/bad.json: $1" --listen 127.0.0.1:0 \
+		--config "$tmp/bad.json"
+}
+bad_config 'line 2, column 0' '{"rules": '
+bad_config 'the config must be a JSON object' '[1]'
+bad_config 'the top level: unknown field "rulez"' '{"rulez": {}}'
+bad_config 'rule "a": "limit" (a limit spec) is missing' '{"rules": {"a": {}}}'
+bad_config 'rule "a": unknown field "limt"' \
+	'{"rules": {"a": {"limit": "fixed_window:1/1s", "limt": 1}}}'
+bad_config 'rule "a": invalid limit spec "fixed_window:0/1s"' \
+	'{"rules": {"a": {"limit": "fixed_window:0/1s"}}}'
+bad_config 'rule "a": "on_error" is "maybe"' \
+	'{"rules": {"a": {"limit": "fixed_window:1/1s", "on_error": "maybe"}}}'
+bad_config 'rule "a": key "{nope}": unknown placeholder "{nope}"' \
+	'{"rules": {"a": {"limit": "fixed_window:1/1s", "key": "{nope}"}}}'
+bad_config "rule \"a\": key \"x{ip\": a '{' without its '}'" \
+	'{"rules": {"a": {"limit": "fixed_window:1/1s", "key": "x{ip"}}}'
+bad_config 'rule name "b c"' '{"rules": {"b c": {"limit": "fixed_window:1/1s"}}}'
+bad_config 'rule name "adhoc"' '{"rules": {"adhoc": {"limit": "fixed_window:1/1s"}}}'
+bad_config 'protect[0]: unknown rule "nope"' \
+	'{"rules": {}, "protect": [{"prefix": "/a/", "rule": "nope"}]}'
+bad_config 'protect[0]: "prefix" must be a path' \
+	'{"rules": {"a": {"limit": "fixed_window:1/1s", "key": "{ip}"}}, "protect": [{"prefix": "a/", "rule": "a"}]}'
+bad_config 'protect: prefix "/a/" appears twice' \
+	'{"rules": {"a": {"limit": "fixed_window:1/1s", "key": "{ip}"}}, "protect": [{"prefix": "/a/", "rule": "a"}, {"prefix": "/a/", "rule": "a"}]}'
+bad_config 'protect[0]: rule "a" builds its key with {key}' \
+	'{"rules": {"a": {"limit": "fixed_window:1/1s"}}, "protect": [{"prefix": "/a/", "rule": "a"}]}'
+bad_config '"store" must be a string' '{"store": 5}'
+
+if [ -n "$rport" ]; then
+	closed=$(free_port) # nothing listens there
+	run --listen 127.0.0.1:0 --store "redis://127.0.0.1:$closed"
+	[ "$rc" -eq 3 ] && grep -qF 'drld: --store:' "$tmp/run.err"
+	check $? "an unreachable store exits 3 (got $rc)"
+fi
+
+# the address is taken: exit 1
+if start busy; then
+	run --listen "127.0.0.1:$port"
+	[ "$rc" -eq 1 ]
+	check $? "an address in use exits 1 (got $rc)"
+	stop busy "$pid"
+else
+	check 1 "drld starts on memory://"
+fi
+
+# ---- decisions, headers, rules, protect, metrics: on each store --------
+
+cat >"$tmp/rules.json" <<'EOF'
+{"rules": {
+   "tenant": {"limit": "fixed_window:2/1h", "key": "t:{header:X-Tenant}"},
+   "api": {"limit": "token_bucket:2/1m",
+           "key": "api:{ip}:{method}:{header:X-Run}"},
+   "pair": {"limit": "fixed_window:5/1h;token_bucket:3/1m"}
+ },
+ "protect": [{"prefix": "/api/", "rule": "api"},
+             {"prefix": "/api/open/", "rule": "pair-ip"}]}
+EOF
+# (pair-ip is added below: an unknown rule must have failed; see above)
+python3 - "$tmp/rules.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rules"]["pair-ip"] = {"limit": "fixed_window:5/1h;token_bucket:3/1m",
+                         "key": "{ip}{header:X-Run}"}
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+EOF
+
+# decisions STORE_NAME URI: the whole decision/header/rule/protect/metrics
+# sequence on one drld over URI. Keys carry a fresh suffix: Redis and
+# memcached keep state between runs.
+decisions() {
+	local s=$1 uri=$2 u
+	u="$s-$RANDOM$RANDOM"
+	if ! start "dec-$s" --store "$uri" --config "$tmp/rules.json"; then
+		check 1 "$s: drld starts"
+		return
+	fi
+	local a="$s: ad-hoc token_bucket:3/1m"
+
+	# every field of an allowed decision, and its headers
+	check_post "{\"key\":\"k$u\",\"limit\":\"token_bucket:3/1m\"}"
+	expect_code 200 "$a, 1st"
+	expect_hdr Content-Type application/json "$a"
+	expect_field allowed true "$a, 1st"
+	expect_field limit 3 "$a, 1st"
+	expect_field remaining 2 "$a, 1st"
+	expect_field_in reset_after_ms 19000 20000 "$a, 1st"
+	expect_field retry_after_ms 0 "$a, 1st"
+	expect_field limit_index 0 "$a, 1st"
+	expect_field path '"store"' "$a, 1st"
+	expect_hdr RateLimit-Policy '"default";q=3;w=60' "$a, 1st"
+	expect_hdr RateLimit '"default";r=2;t=20' "$a, 1st"
+	expect_hdr Retry-After '<absent>' "$a, 1st (allowed)"
+
+	check_post "{\"key\":\"k$u\",\"limit\":\"token_bucket:3/1m\"}"
+	check_post "{\"key\":\"k$u\",\"limit\":\"token_bucket:3/1m\"}"
+	expect_field allowed true "$a, 3rd"
+	expect_field remaining 0 "$a, 3rd"
+	# (t counts down: a slow machine may take seconds between requests)
+	expect_hdr_re RateLimit '"default";r=0;t=(5[0-9]|60)' "$a, 3rd"
+
+	# a denial is still 200, with Retry-After
+	check_post "{\"key\":\"k$u\",\"limit\":\"token_bucket:3/1m\"}"
+	expect_code 200 "$a, 4th (denied)"
+	expect_field allowed false "$a, 4th"
+	expect_field remaining 0 "$a, 4th"
+	expect_field_in retry_after_ms 10000 20000 "$a, 4th"
+	expect_field_in reset_after_ms 50000 60000 "$a, 4th"
+	expect_hdr_re Retry-After '(1[0-9]|20)' "$a, 4th"
+	expect_hdr_re RateLimit '"default";r=0;t=(1[0-9]|20)' "$a, 4th"
+
+	# cost 0 peeks; a cost above the capacity is never allowed
+	check_post "{\"key\":\"k$u\",\"limit\":\"token_bucket:3/1m\",\"cost\":0}"
+	expect_field allowed true "$a, cost 0"
+	expect_field remaining 0 "$a, cost 0"
+	check_post "{\"key\":\"n$u\",\"limit\":\"token_bucket:3/1m\",\"cost\":4}"
+	expect_code 200 "$a, cost 4"
+	expect_field allowed false "$a, cost 4"
+	expect_field retry_after_ms -1 "$a, cost 4 (never)"
+	expect_hdr Retry-After '<absent>' "$a, cost 4 (never)"
+	check_post "{\"key\":\"c$u\",\"limit\":\"token_bucket:3/1m\",\"cost\":3}"
+	expect_field allowed true "$a, cost 3 of 3"
+	expect_field remaining 0 "$a, cost 3 of 3"
+
+	# a named rule keyed by a header: tenants are limited apart
+	local r="$s: rule tenant (fixed_window:2/1h, key t:{header:X-Tenant})"
+	check_post "{\"key\":\"x\",\"rule\":\"tenant\"}" -H "X-Tenant: A$u"
+	expect_field allowed true "$r, A 1st"
+	expect_hdr RateLimit-Policy '"tenant";q=2;w=3600' "$r"
+	# t: until the aligned hour ends
+	expect_hdr_re RateLimit '"tenant";r=1;t=[0-9]+' "$r, A 1st"
+	check_post "{\"key\":\"y\",\"rule\":\"tenant\"}" -H "X-Tenant: A$u"
+	expect_field allowed true "$r, A 2nd (another body key: same tenant)"
+	check_post "{\"key\":\"x\",\"rule\":\"tenant\"}" -H "X-Tenant: A$u"
+	expect_field allowed false "$r, A 3rd"
+	expect_field_in retry_after_ms 1 3600000 "$r, A 3rd"
+	check_post "{\"key\":\"x\",\"rule\":\"tenant\"}" -H "x-tenant: B$u"
+	expect_field allowed true "$r, B 1st (header name case-insensitive)"
+	expect_field remaining 1 "$r, B 1st"
+
+	# a policy: RateLimit-Policy lists both limits, RateLimit the one
+	# that decided
+	r="$s: rule pair (fixed_window:5/1h;token_bucket:3/1m)"
+	check_post "{\"key\":\"p$u\",\"rule\":\"pair\"}"
+	expect_hdr RateLimit-Policy '"pair.0";q=5;w=3600, "pair.1";q=3;w=60' "$r"
+	expect_hdr RateLimit '"pair.1";r=2;t=20' "$r, 1st"
+	expect_field limit_index 1 "$r, 1st"
+
+	# a protected prefix: 200 "ok" standing in for the upstream, then 429
+	r="$s: protect /api/ (token_bucket:2/1m by {ip}:{method}:{header:X-Run})"
+	local run=(-H "X-Run: $u")
+	req DELETE "/api/orders/1?x=y" "${run[@]}"
+	expect_code 200 "$r, DELETE 1st"
+	[ "$(cat "$tmp/body")" = ok ]
+	check $? "$r: the body is 'ok'"
+	expect_hdr Content-Type 'text/plain; charset=utf-8' "$r"
+	expect_hdr RateLimit-Policy '"api";q=2;w=60' "$r"
+	expect_hdr RateLimit '"api";r=1;t=30' "$r, DELETE 1st"
+	req DELETE "/api/x" "${run[@]}"
+	expect_code 200 "$r, DELETE 2nd"
+	req DELETE "/api/y" "${run[@]}"
+	expect_code 429 "$r, DELETE 3rd"
+	[ "$(cat "$tmp/body")" = "too many requests" ]
+	check $? "$r: the 429 body is 'too many requests'"
+	expect_hdr_re RateLimit '"api";r=0;t=(2[0-9]|30)' "$r, 429"
+	expect_hdr_re Retry-After '(2[0-9]|30)' "$r, 429"
+	expect_metric 'drld_http_requests_total{code="429"}' 1 "$r"
+	req DELETE "/api/other/path" "${run[@]}"
+	expect_code 429 "$r, another path (the key has no {path}: same bucket)"
+	req PUT "/api/z" "${run[@]}"
+	expect_code 200 "$r, PUT (another method: another key)"
+	req DELETE "/api/z" -H "X-Run: other-$u"
+	expect_code 200 "$r, another X-Run header: another key"
+	req GET "/api/open/z" "${run[@]}"
+	expect_code 200 "$r: the longest prefix wins (/api/open/)"
+	expect_hdr RateLimit-Policy '"pair-ip.0";q=5;w=3600, "pair-ip.1";q=3;w=60' \
+		"$r: /api/open/"
+	req GET "/apix"
+	expect_code 404 "$s: a path no prefix protects"
+	check_post "{\"key\":\"k$u\",\"limit\":\"token_bucket:3/1m\",\"cost\":0}"
+	expect_code 200 "$s: /v1/check is not protected by /api/"
+
+	# /metrics: the counts of what this drld decided
+	req GET /metrics
+	expect_code 200 "$s: GET /metrics"
+	expect_hdr Content-Type 'text/plain; version=0.0.4; charset=utf-8' \
+		"$s: /metrics"
+	expect_metric 'drld_decisions_total{rule="adhoc",decision="allowed"}' 6 "$s"
+	expect_metric 'drld_decisions_total{rule="adhoc",decision="denied"}' 2 "$s"
+	expect_metric 'drld_decisions_total{rule="tenant",decision="allowed"}' 3 "$s"
+	expect_metric 'drld_decisions_total{rule="tenant",decision="denied"}' 1 "$s"
+	expect_metric 'drld_decisions_total{rule="api",decision="allowed"}' 4 "$s"
+	expect_metric 'drld_decisions_total{rule="api",decision="denied"}' 2 "$s"
+	expect_metric 'drld_decisions_total{rule="pair",decision="allowed"}' 1 "$s"
+	expect_metric 'drld_http_requests_total{code="429"}' 2 "$s"
+	expect_metric 'drld_check_duration_seconds_count' 20 "$s"
+	expect_metric 'drld_check_duration_seconds_bucket{le="+Inf"}' 20 "$s"
+	expect_metric 'drld_http_requests_total{code="404"}' 1 "$s"
+	expect_metric 'drld_store_errors_total' 0 "$s"
+	expect_metric 'drld_adhoc_limiters' 1 "$s"
+	local sd
+	sd=$(metric drld_store_decisions_total)
+	[[ "$sd" =~ ^[0-9]+$ ]] && [ "$sd" -ge 20 ]
+	check $? "$s: drld_store_decisions_total >= 20 (got $sd)"
+	stop "dec-$s" "$pid"
+}
+
+decisions memory memory://
+if [ -n "$rport" ]; then
+	decisions redis "redis://127.0.0.1:$rport"
+	decisions redis-watch "redis://127.0.0.1:$rport?tx=watch"
+fi
+[ -n "$mport" ] && decisions memcached "memcached://127.0.0.1:$mport"
+
+# ---- malformed input: each gets its status; drld keeps serving ---------
+
+if start bad --config "$tmp/rules.json"; then
+	L='"limit":"fixed_window:5/1s"'
+	# bad STATUS TEXT BODY: POST BODY; expect STATUS and TEXT in "error"
+	bad() {
+		check_post "$3"
+		expect_code "$1" "body $3"
+		expect_error "$2" "body $3"
+	}
+	bad 400 'bad JSON' '{"key":'
+	bad 400 'bad JSON' ''
+	bad 400 'bad JSON' '{"key":"a",'"$L"'} trailing'
+	bad 400 'bad JSON' '{"key":"a","key":"b",'"$L"'}'
+	bad 400 'bad JSON' $'{"key":"\xff",'"$L"'}'
+	bad 400 'must be a JSON object' '["key","a"]'
+	bad 400 "bad JSON: '[' or '{' expected" '"key"'
+	bad 400 '"key" must be a string of 1 to 1048576 bytes' "{$L}"
+	bad 400 '"key" must be a string of 1 to 1048576 bytes' '{"key":"",'"$L"'}'
+	bad 400 '"key" must be a string' '{"key":5,'"$L"'}'
+	bad 400 '"key" must be a string' '{"key":null,'"$L"'}'
+	bad 400 '"limit" must be a string' '{"key":"a","limit":5}'
+	bad 400 '"rule" must be a string' '{"key":"a","rule":["x"]}'
+	bad 400 '"limit" must be a string without NUL' '{"key":"a","limit":"fixed_window:5/1s\u0000"}'
+	bad 400 'give one of "limit"' '{"key":"a"}'
+	bad 400 'give one of "limit"' '{"key":"a",'"$L"',"rule":"tenant"}'
+	bad 400 'unknown field "kee"' '{"kee":"a",'"$L"'}'
+	bad 400 'unknown field "Key"' '{"Key":"a","key":"a",'"$L"'}'
+	bad 400 '"cost" must be an integer >= 0' '{"key":"a",'"$L"',"cost":-1}'
+	bad 400 '"cost" must be an integer >= 0' '{"key":"a",'"$L"',"cost":1.5}'
+	bad 400 '"cost" must be an integer >= 0' '{"key":"a",'"$L"',"cost":"1"}'
+	bad 400 '"cost" must be an integer >= 0' '{"key":"a",'"$L"',"cost":true}'
+	bad 400 '"cost" must be an integer >= 0' '{"key":"a",'"$L"',"cost":1e300}'
+	bad 400 'bad JSON' '{"key":"a",'"$L"',"cost":99999999999999999999}'
+	bad 400 'invalid limit spec "fixed_window:0/1s"' '{"key":"a","limit":"fixed_window:0/1s"}'
+	bad 400 'unknown algorithm "nope"' '{"key":"a","limit":"nope:1/1s"}'
+	bad 404 'unknown rule "nope"' '{"key":"a","rule":"nope"}'
+	# the largest cost is a decision: denied, never allowed
+	check_post '{"key":"a","limit":"fixed_window:5/1s","cost":9223372036854775807}'
+	expect_code 200 "the largest cost"
+	expect_field allowed false "the largest cost"
+	expect_field retry_after_ms -1 "the largest cost"
+	# a NUL byte in a key is a key byte
+	check_post '{"key":"a\u0000b","limit":"fixed_window:5/1s"}'
+	expect_code 200 "a key with a NUL byte"
+	# an empty key from a rule's template (no X-Tenant header: "t:" is
+	# not empty; a template of only the header would be)
+	check_post '{"key":"a","rule":"tenant"}'
+	expect_code 200 "rule tenant without X-Tenant: key 't:'"
+
+	# bodies over --max-body (8192): with Content-Length, and chunked
+	head -c 9000 /dev/zero | tr '\0' a >"$tmp/big"
+	req POST /v1/check --data-binary "@$tmp/big"
+	expect_code 413 "a 9000-byte body (Content-Length)"
+	expect_error 'larger than --max-body' "a 9000-byte body"
+	req POST /v1/check -H 'Transfer-Encoding: chunked' \
+		--data-binary "@$tmp/big"
+	expect_code 413 "a 9000-byte chunked body"
+	# a body of exactly --max-body bytes is read: padded JSON
+	python3 -c 'import sys; s = "{\"key\":\"a\",\"limit\":\"fixed_window:5/1s\"}"; sys.stdout.write(s + " " * (8192 - len(s)))' >"$tmp/max"
+	req POST /v1/check --data-binary "@$tmp/max"
+	expect_code 200 "a body of exactly 8192 bytes"
+
+	# headers: too many, too large (--conn-memory 32768)
+	hs=()
+	for ((i = 0; i < 400; i++)); do
+		hs+=(-H "X-Header-$i: $(printf 'v%.0s' {1..80})")
+	done
+	req GET /api/x "${hs[@]}"
+	expect_code 431 "400 headers of 90 bytes"
+	req GET /api/x -H "X-Big: $(head -c 40000 /dev/zero | tr '\0' v)"
+	expect_code 431 "one 40000-byte header"
+	req GET "/$(head -c 40000 /dev/zero | tr '\0' p)"
+	[ "$code" = 414 ] || [ "$code" = 431 ]
+	check $? "a 40000-byte path: 414 or 431 (got $code)"
+
+	# paths and methods
+	req GET /v1/check
+	expect_code 405 "GET /v1/check"
+	expect_hdr Allow POST "GET /v1/check"
+	req PUT /v1/check --data '{}'
+	expect_code 405 "PUT /v1/check"
+	req POST /metrics
+	expect_code 405 "POST /metrics"
+	expect_hdr Allow 'GET, HEAD' "POST /metrics"
+	req GET /nope
+	expect_code 404 "GET /nope"
+	req GET /v1/check/x
+	expect_code 404 "GET /v1/check/x"
+
+	# garbage on the socket, then a connection that says nothing
+	python3 - "$port" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"\x00\xff garbage that is not HTTP\r\n\r\n")
+s.settimeout(5)
+try:
+    s.recv(1000)
+except OSError:
+    pass
+s.close()
+socket.create_connection(("127.0.0.1", int(sys.argv[1]))).close()
+EOF
+
+	# still serving, and the 400s were counted
+	check_post '{"key":"after","limit":"fixed_window:5/1s"}'
+	expect_code 200 "a good request after the malformed ones"
+	expect_field allowed true "a good request after the malformed ones"
+	kill -0 "$pid"
+	check $? "drld is still running"
+	expect_metric 'drld_http_requests_total{code="400"}' 26 "malformed"
+	expect_metric 'drld_http_requests_total{code="413"}' 2 "malformed"
+	stop bad "$pid"
+else
+	check 1 "drld starts for the malformed-input table"
+fi
+
+# a key over DRL_KEY_MAX, under a --max-body that lets it through
+if start bigkey --max-body 2000000; then
+	python3 -c 'import sys; sys.stdout.write("{\"key\":\"" + "k" * 1048577 + "\",\"limit\":\"fixed_window:5/1s\"}")' >"$tmp/longkey"
+	req POST /v1/check --data-binary "@$tmp/longkey"
+	expect_code 400 "a key of 1048577 bytes"
+	expect_error '"key" must be a string of 1 to 1048576 bytes' \
+		"a key of 1048577 bytes"
+	python3 -c 'import sys; sys.stdout.write("{\"key\":\"" + "k" * 1048576 + "\",\"limit\":\"fixed_window:5/1s\"}")' >"$tmp/longkey"
+	req POST /v1/check --data-binary "@$tmp/longkey"
+	expect_code 200 "a key of 1048576 bytes"
+	stop bigkey "$pid"
+else
+	check 1 "drld starts with --max-body 2000000"
+fi
+
+# ad-hoc specs beyond --max-specs: evicted, decisions go on from the store
+if start specs --max-specs 2; then
+	for i in 1 2 3 1; do
+		check_post "{\"key\":\"e\",\"limit\":\"fixed_window:$((i + 4))/1h\"}"
+	done
+	expect_field remaining 3 "fixed_window:5/1h again after its eviction"
+	expect_metric drld_adhoc_limiters 2 "--max-specs 2"
+	expect_metric drld_adhoc_evictions_total 2 "--max-specs 2"
+	stop specs "$pid"
+fi
+if start nospecs --max-specs 0; then
+	check_post '{"key":"e","limit":"fixed_window:5/1h"}'
+	expect_code 400 "--max-specs 0"
+	expect_error 'disabled' "--max-specs 0"
+	stop nospecs "$pid"
+fi
+
+# ---- bounds: idle timeout, connection limit; a graceful stop -----------
+
+# A connection that stops sending is closed after --timeout-s; beyond
+# --max-connections (one thread: the limit is split over the threads),
+# connections are closed at once.
+if start bounds --timeout-s 1 --max-connections 2 --threads 1; then
+	python3 - "$port" >"$tmp/bounds" 2>&1 <<'EOF2'
+import socket, sys, time
+port = int(sys.argv[1])
+def closed(s, wait):
+    s.settimeout(wait)
+    try:
+        return s.recv(100) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+slow = socket.create_connection(("127.0.0.1", port))
+slow.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # never ends
+t0 = time.time()
+ok = closed(slow, 5)
+print("idle:", ok, round(time.time() - t0, 1))
+a = socket.create_connection(("127.0.0.1", port))
+b = socket.create_connection(("127.0.0.1", port))
+time.sleep(0.3)
+c = socket.create_connection(("127.0.0.1", port))
+print("third:", closed(c, 2))
+a.close()
+time.sleep(0.3)
+d = socket.create_connection(("127.0.0.1", port))
+d.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+d.settimeout(5)
+print("after:", d.recv(12) == b"HTTP/1.1 200")
+EOF2
+	grep -qE '^idle: True (0\.[5-9]|1\.[0-9]|2\.[0-9])$' "$tmp/bounds"
+	check $? "--timeout-s 1: a stalled request is closed after ~1 s ($(head -1 "$tmp/bounds"))"
+	grep -qx 'third: True' "$tmp/bounds"
+	check $? "--max-connections 2: a third connection is closed"
+	grep -qx 'after: True' "$tmp/bounds"
+	check $? "--max-connections 2: served again once one closed"
+	stop bounds "$pid"
+else
+	check 1 "drld starts with --timeout-s 1 --max-connections 2"
+fi
+
+# SIGTERM with a request in flight (its body half sent): drld stops
+# accepting, answers it, then exits 0.
+if start graceful; then
+	python3 - "$port" "$pid" >"$tmp/graceful" 2>&1 <<'EOF2'
+import os, signal, socket, sys, time
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+body = b'{"key":"g","limit":"fixed_window:5/1s"}'
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+          b"\r\n" % len(body) + body[:10])
+time.sleep(0.3)
+os.kill(pid, signal.SIGTERM)
+time.sleep(0.5)
+try:
+    socket.create_connection(("127.0.0.1", port), 1).close()
+    print("new connection: accepted")
+except OSError:
+    print("new connection: refused")
+s.sendall(body[10:])
+s.settimeout(5)
+reply = b""
+while b"allowed" not in reply:
+    part = s.recv(4096)
+    if not part:
+        break
+    reply += part
+print("in flight:", reply.split(b"\r\n")[0].decode(), b'"allowed":true' in reply)
+EOF2
+	grep -qx 'new connection: refused' "$tmp/graceful"
+	check $? "after SIGTERM: no new connection is accepted ($(head -1 "$tmp/graceful"))"
+	grep -qx 'in flight: HTTP/1.1 200 OK True' "$tmp/graceful"
+	check $? "after SIGTERM: the request in flight is answered ($(tail -1 "$tmp/graceful"))"
+	wait "$pid"
+	st=$?
+	[ "$st" -eq 0 ]
+	check $? "graceful: drld exits 0 (got $st)"
+	! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' \
+		"$tmp/graceful.err"
+	check $? "graceful: no sanitizer report on stderr"
+else
+	check 1 "drld starts for the graceful stop"
+fi
+
+# ---- reload on SIGHUP --------------------------------------------------
+
+cat >"$tmp/r2.json" <<'EOF'
+{"rules": {"r": {"limit": "fixed_window:2/1h"}}}
+EOF
+cat >"$tmp/r5.json" <<'EOF'
+{"rules": {"r": {"limit": "fixed_window:5/1h"}}}
+EOF
+cp "$tmp/r2.json" "$tmp/live.json"
+
+# reload_to FILE: copy FILE over the live config, SIGHUP, and wait for
+# drld_config_reloads_total{result=RESULT} to grow.
+reload_to() {
+	local result=$2 before i
+	before=$(metric "drld_config_reloads_total{result=\"$result\"}")
+	cp "$1" "$tmp/live.json"
+	kill -HUP "$pid"
+	for ((i = 0; i < 200; i++)); do
+		[ "$(metric "drld_config_reloads_total{result=\"$result\"}")" \
+			-gt "$before" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+if start reload --config "$tmp/live.json"; then
+	for i in 1 2 3; do
+		check_post '{"key":"rk","rule":"r"}'
+	done
+	expect_field allowed false "rule r at 2/1h, 3rd"
+	reload_to "$tmp/r5.json" ok
+	check $? "SIGHUP with a valid config: reloads{ok} grows"
+	check_post '{"key":"rk","rule":"r"}'
+	expect_field allowed true "after the reload to 5/1h (a new limit)"
+	expect_field remaining 4 "after the reload to 5/1h"
+	expect_hdr RateLimit-Policy '"r";q=5;w=3600' "after the reload"
+	grep -qF "drld: reloaded $tmp/live.json: 1 rules" "$tmp/reload.err"
+	check $? "the reload is reported on stderr"
+
+	printf '{"rules": {"r": {"limit": "fixed_window:0/1h"}}}\n' >"$tmp/r0.json"
+	reload_to "$tmp/r0.json" error
+	check $? "SIGHUP with a bad spec: reloads{error} grows"
+	grep -qF "drld: reload failed, keeping the old config: $tmp/live.json: rule \"r\": invalid limit spec \"fixed_window:0/1h\"" \
+		"$tmp/reload.err"
+	check $? "the bad config is reported: file, rule and problem"
+	printf '{"rules": ' >"$tmp/rjunk.json"
+	reload_to "$tmp/rjunk.json" error
+	check $? "SIGHUP with broken JSON: reloads{error} grows"
+	check_post '{"key":"rk","rule":"r"}'
+	expect_field allowed true "the old config (5/1h) still serves"
+	expect_field remaining 3 "the old config (5/1h) still serves"
+	expect_hdr RateLimit-Policy '"r";q=5;w=3600' "the old config"
+	expect_metric 'drld_config_reloads_total{result="ok"}' 1 "reloads"
+	expect_metric 'drld_config_reloads_total{result="error"}' 2 "reloads"
+
+	# 20 reloads under load: no request fails or is dropped
+	python3 "$client" hammer "$pid" "$tmp/live.json" "$tmp/r2.json" \
+		"$tmp/r5.json" 20 "$port" >"$tmp/hammer" 2>&1
+	got=$(cat "$tmp/hammer")
+	[[ "$got" =~ requests=([0-9]+)\ failures=0\  ]] &&
+		[ "${BASH_REMATCH[1]}" -ge 100 ]
+	check $? "20 SIGHUPs while 4 clients hammer: no failure ($got)"
+	for ((i = 0; i < 200; i++)); do
+		[ "$(metric 'drld_config_reloads_total{result="ok"}')" = 21 ] &&
+			break
+		sleep 0.05
+	done
+	expect_metric 'drld_config_reloads_total{result="ok"}' 21 \
+		"all 20 reloads under load took"
+	stop reload "$pid"
+else
+	check 1 "drld starts for the reload tests"
+fi
+
+# ---- a store that fails: 503, or the rule's on_error -------------------
+
+if [ -n "$rport" ]; then
+	pw='Drld-Pw-4711'
+	fport=$(free_port)
+	start_redis "$fport" "$tmp" --requirepass "$pw"
+	fpid=$!
+	pids+=("$fpid")
+	wait_port "$fport"
+	check $? "a second redis-server (with a password) listens on $fport"
+	cat >"$tmp/fail.json" <<EOF
+{"store": "redis://:$pw@127.0.0.1:$fport?timeout_ms=300",
+ "rules": {"closed": {"limit": "fixed_window:5/1h", "on_error": "deny"},
+           "open": {"limit": "fixed_window:5/1h", "on_error": "allow"},
+           "bare": {"limit": "fixed_window:5/1h", "key": "{ip}"}},
+ "protect": [{"prefix": "/p/", "rule": "bare"}]}
+EOF
+	if start fail --config "$tmp/fail.json"; then
+		check_post '{"key":"f","rule":"bare"}'
+		expect_code 200 "the config's store (with a password) is used"
+		kill "$fpid"
+		wait "$fpid" 2>/dev/null
+		check_post '{"key":"f","rule":"bare"}'
+		expect_code 503 "store down, no on_error"
+		[[ "$(field error)" == '"'?*'"' ]]
+		check $? "503 carries the store's message ($(field error))"
+		! grep -qF -- "$pw" "$tmp/body" "$tmp/hdr"
+		check $? "no password in the 503 answer"
+		check_post '{"key":"f","limit":"fixed_window:5/1h"}'
+		expect_code 503 "store down, ad-hoc limit"
+		check_post '{"key":"f","rule":"closed"}'
+		expect_code 200 "store down, on_error=deny"
+		expect_field allowed false "on_error=deny"
+		expect_field path '"fail_closed"' "on_error=deny"
+		expect_hdr RateLimit '<absent>' "fail_closed has no quota numbers"
+		check_post '{"key":"f","rule":"open"}'
+		expect_field allowed true "on_error=allow"
+		expect_field path '"fail_open"' "on_error=allow"
+		req GET /p/x
+		expect_code 503 "store down, a protected path"
+		expect_metric drld_store_errors_total 5 "store down"
+		expect_metric 'drld_http_requests_total{code="503"}' 3 "store down"
+		local_f=$(metric drld_store_failures_total)
+		[[ "$local_f" =~ ^[0-9]+$ ]] && [ "$local_f" -ge 1 ]
+		check $? "drld_store_failures_total counts (got $local_f)"
+		! grep -qF -- "$pw" "$tmp/fail.err"
+		check $? "no password on stderr"
+		stop fail "$pid"
+	else
+		check 1 "drld starts on the config's store"
+	fi
+fi
+
+# ---- two drld over one Redis share one limit exactly -------------------
+
+if [ -n "$rport" ]; then
+	uri="redis://127.0.0.1:$rport"
+	start shareA --store "$uri"
+	pa=$pid porta=$port
+	start shareB --store "$uri"
+	pb=$pid portb=$port
+	if [ -n "$porta" ] && [ -n "$portb" ]; then
+		key="shared-$RANDOM$RANDOM"
+		got=$(python3 "$client" share token_bucket:200/1d "$key" 60 \
+			"$porta" "$portb")
+		[ "$got" = "allowed=200 denied=280 errors=0" ]
+		check $? "8 clients over 2 drld, 480 requests, limit 200: exactly 200 allowed ($got)"
+		# the library, with its default prefix, sees the limit drld used
+		"$drl" check --store "$uri" --limit token_bucket:200/1d --json \
+			"$key" >"$tmp/drl.out" 2>&1
+		st=$?
+		[ "$st" -eq 1 ] && grep -qF '"allowed":false' "$tmp/drl.out"
+		check $? "drl check on the same Redis: denied, the limit is spent (exit $st)"
+		# and drld sees what the library consumed
+		key2="lib-$RANDOM$RANDOM"
+		"$drl" check --store "$uri" --limit fixed_window:5/1h --repeat 3 \
+			"$key2" >/dev/null 2>&1
+		port=$portb
+		check_post "{\"key\":\"$key2\",\"limit\":\"fixed_window:5/1h\"}"
+		expect_field remaining 1 "drld after drl check took 3 of 5"
+	else
+		check 1 "two drld start on one Redis"
+	fi
+	[ -n "$porta" ] && stop shareA "$pa"
+	[ -n "$portb" ] && stop shareB "$pb"
+fi
+
+echo "# $((n - failed)) of $n assertions passed"
+[ "$failed" -eq 0 ]
