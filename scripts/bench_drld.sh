@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# drld under wrk: requests/s and latency of POST /v1/check on memory:// and
+# on Redis tx=lua, beside the library's own rate (drl bench, same spec,
+# keys and store) in the same run. A benchmark, not a test: it asserts no
+# speed; docs/performance.md ("drld") has a table it made.
+#
+#   scripts/bench_drld.sh [BUILDDIR] [SECONDS] [ROUNDS]
+#
+# BUILDDIR (default build) holds drld/drld and tools/drl. Each round runs
+# every cell for SECONDS (default 5), cells interleaved; the report is the
+# median over ROUNDS (default 3) of requests/s and of each percentile.
+# Starts its own redis-server (persistence off) on a free loopback port,
+# and drld on free loopback ports; stops them by PID when done. All traffic
+# is on 127.0.0.1.
+#
+# Workload: wrk, 2 threads and 32 connections (keep-alive), each request
+# {"key": "userN", "limit": "token_bucket:100/1s"} with N cycling over
+# 10,000 keys (an ad-hoc limit; every key stays under its limit, so every
+# decision is an allowed write). drld runs 2 HTTP threads: this machine
+# has 2 cores, shared by wrk, drld and redis-server.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+# shellcheck source=scripts/ports.sh
+. scripts/ports.sh
+
+build=${1:-build}
+seconds=${2:-5}
+rounds=${3:-3}
+drld=$build/drld/drld
+drl=$build/tools/drl
+spec='token_bucket:100/1s'
+keys=10000
+conns=32
+
+for tool in "$drld" "$drl"; do
+	[ -x "$tool" ] || {
+		echo "bench_drld: no $tool (ninja -C $build first)" >&2
+		exit 2
+	}
+done
+command -v wrk >/dev/null || {
+	echo "bench_drld: wrk is not installed (scripts/deps.sh)" >&2
+	exit 2
+}
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+	done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+cat >"$work/check.lua" <<EOF
+-- One /v1/check body per request, the key cycling over $keys keys.
+local n = 0
+request = function()
+  n = n + 1
+  local body = string.format('{"key":"user%d","limit":"$spec"}',
+                             n % $keys)
+  return wrk.format("POST", "/v1/check",
+                    {["Content-Type"] = "application/json"}, body)
+end
+EOF
+
+redis_port=$(free_port)
+start_redis "$redis_port" "$work"
+pids+=($!)
+wait_port "$redis_port" || {
+	echo "bench_drld: redis-server did not start" >&2
+	exit 1
+}
+stores=("memory://" "redis://127.0.0.1:$redis_port?tx=lua&pool=4")
+
+# Start drld on store $1 (its PID kept for cleanup), its port appended to
+# ports: not in a $(...) subshell, which would lose the PID.
+ports=()
+start_drld() {
+	local log=$work/drld-${#ports[@]}.log port
+	"$drld" --listen 127.0.0.1:0 --store "$1" --threads 2 \
+		--max-connections 256 >"$log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 50); do
+		port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log")
+		if [ -n "$port" ]; then
+			ports+=("$port")
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "bench_drld: drld did not start: $(cat "$log")" >&2
+	return 1
+}
+
+for s in "${stores[@]}"; do
+	start_drld "$s" || exit 1
+done
+
+# wrk's "Requests/sec" and latency percentiles (in µs) as
+# "RPS P50 P99 NON2XX", from wrk --latency output on stdin.
+parse_wrk() {
+	python3 -c '
+import re, sys
+t = sys.stdin.read()
+def us(v, unit):
+    return float(v) * {"us": 1, "ms": 1e3, "s": 1e6}[unit]
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
+pct = {m.group(1): us(m.group(2), m.group(3)) for m in
+       re.finditer(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", t, re.M)}
+bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", t)
+err = re.search(r"Socket errors: (.*)", t)
+print(rps, pct["50"], pct["99"], int(bad.group(1)) if bad else 0,
+      "errors:" + err.group(1).replace(" ", "") if err else "ok")'
+}
+
+# Results: one line per cell and round, "CELL RPS P50 P99".
+results=$work/results
+: >"$results"
+for r in $(seq "$rounds"); do
+	for i in "${!stores[@]}"; do
+		name=${stores[$i]%%:*}
+		out=$(wrk -t2 -c"$conns" -d"${seconds}s" --latency \
+			-s "$work/check.lua" "http://127.0.0.1:${ports[$i]}" 2>&1)
+		read -r rps p50 p99 non2xx errs <<<"$(parse_wrk <<<"$out")"
+		if [ "$non2xx" != 0 ] || [ "$errs" != ok ]; then
+			echo "bench_drld: drld on $name: $non2xx non-2xx, $errs" >&2
+			echo "$out" >&2
+			exit 1
+		fi
+		echo "drld-$name $rps $p50 $p99" >>"$results"
+		echo "round $r drld $name: $rps req/s p50 ${p50}us p99 ${p99}us" >&2
+		lib=$("$drl" bench --store "${stores[$i]}" --limit "$spec" \
+			--keys "$keys" --concurrency 2 --duration "$seconds" \
+			--exact-limit 0 --json 2>/dev/null)
+		read -r lrps lp50 lp99 <<<"$(python3 -c '
+import json, sys
+c = json.load(sys.stdin)[0]
+assert c["errors"] == 0, c["first_error"]
+print(c["decisions_per_s"], c["latency_us"]["p50"], c["latency_us"]["p99"])' \
+			<<<"$lib")" || {
+			echo "bench_drld: drl bench on $name failed: $lib" >&2
+			exit 1
+		}
+		echo "library-$name $lrps $lp50 $lp99" >>"$results"
+		echo "round $r library $name: $lrps dec/s p50 ${lp50}us p99 ${lp99}us" >&2
+	done
+done
+
+echo "| what | store | requests/s | p50 µs | p99 µs |"
+echo "|---|---|--:|--:|--:|"
+python3 - "$results" <<'PY'
+import statistics, sys
+cells = {}
+for line in open(sys.argv[1]):
+    cell, *v = line.split()
+    cells.setdefault(cell, []).append([float(x) for x in v])
+for cell, runs in cells.items():
+    what, store = cell.split("-", 1)
+    med = [statistics.median(col) for col in zip(*runs)]
+    label = "drld (wrk, HTTP)" if what == "drld" else "library (drl bench, C=2)"
+    lat = lambda v: f"{v:.1f}" if v < 10 else f"{v:,.0f}"
+    print(f"| {label} | {store} | {med[0]:,.0f} | {lat(med[1])} | {lat(med[2])} |")
+PY
