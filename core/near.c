@@ -33,9 +33,9 @@
  *
  * The table: a fixed number of entries (near_cache_keys, rounded up to a
  * power of two), in buckets of WAYS entries, a key's bucket chosen by a
- * keyed hash (SipHash-1-3, a random key per limiter from getrandom): the
- * callers choose the keys, and with a plain hash an attacker could send
- * keys that all land in one bucket and evict every block there. A key is
+ * keyed hash (SipHash-2-4: libsodium's crypto_shorthash, a random key per
+ * limiter): the callers choose the keys, and with a plain hash an attacker
+ * could send keys that all land in one bucket and evict every block there. A key is
  * compared whole (its bytes, or for a key longer than
  * DRL__KEY_INLINE_MAX its SHA-256, exactly what names it in the store), so
  * a hash collision never denies another key. When a bucket is full the
@@ -53,12 +53,11 @@
  */
 #include "internal.h"
 
-#include <errno.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #define WAYS 8
@@ -126,7 +125,8 @@ typedef struct cand {
 } cand;
 
 struct drl__near {
-	uint64_t k0, k1; /* the SipHash key */
+	/* crypto_shorthash key, random per limiter */
+	unsigned char hash_key[crypto_shorthash_KEYBYTES];
 	size_t mask;     /* buckets - 1 */
 	size_t shard_mask;
 	bucket *buckets; /* 64-byte aligned inside bucket_mem */
@@ -252,53 +252,17 @@ int drl__near_finish(drl__near_opts *o, drl_error *err)
 
 /* ---- keys --------------------------------------------------------------- */
 
-static inline uint64_t rotl(uint64_t x, int b)
+/* The keyed hash of a key id: libsodium's crypto_shorthash (SipHash-2-4)
+ * under the limiter's random key, built for exactly this (hash tables
+ * whose keys an attacker chooses), with no allocation per call. */
+static uint64_t key_hash(const drl__near *n, const unsigned char *p, size_t len)
 {
-	return (x << b) | (x >> (64 - b));
-}
+	unsigned char out[crypto_shorthash_BYTES];
+	uint64_t h;
 
-static inline void sipround(uint64_t v[4])
-{
-	v[0] += v[1];
-	v[1] = rotl(v[1], 13) ^ v[0];
-	v[0] = rotl(v[0], 32);
-	v[2] += v[3];
-	v[3] = rotl(v[3], 16) ^ v[2];
-	v[0] += v[3];
-	v[3] = rotl(v[3], 21) ^ v[0];
-	v[2] += v[1];
-	v[1] = rotl(v[1], 17) ^ v[2];
-	v[2] = rotl(v[2], 32);
-}
-
-/* SipHash-1-3 of p[0..len) under key (k0, k1). */
-static uint64_t siphash(uint64_t k0, uint64_t k1, const unsigned char *p,
-			size_t len)
-{
-	uint64_t v[4] = {UINT64_C(0x736f6d6570736575) ^ k0,
-			 UINT64_C(0x646f72616e646f6d) ^ k1,
-			 UINT64_C(0x6c7967656e657261) ^ k0,
-			 UINT64_C(0x7465646279746573) ^ k1};
-	uint64_t last = (uint64_t)len << 56;
-	size_t whole = len - len % 8;
-	for (size_t i = 0; i < whole; i += 8) {
-		uint64_t m = 0;
-		for (int j = 0; j < 8; j++)
-			m |= (uint64_t)p[i + j] << (8 * j);
-		v[3] ^= m;
-		sipround(v);
-		v[0] ^= m;
-	}
-	for (size_t j = 0; j < len % 8; j++)
-		last |= (uint64_t)p[whole + j] << (8 * j);
-	v[3] ^= last;
-	sipround(v);
-	v[0] ^= last;
-	v[2] ^= 0xff;
-	sipround(v);
-	sipround(v);
-	sipround(v);
-	return v[0] ^ v[1] ^ v[2] ^ v[3];
+	crypto_shorthash(out, p, len, n->hash_key);
+	memcpy(&h, out, sizeof h);
+	return h;
 }
 
 void drl__near_now(int64_t now_us, int *base, int64_t *t)
@@ -316,7 +280,7 @@ void drl__near_req_make(const drl__near *n, drl__near_req *q, const void *key,
 			size_t keylen, int base, int64_t t)
 {
 	drl__key_id(key, keylen, &q->id);
-	q->hash = siphash(n->k0, n->k1, q->id.bytes, q->id.len);
+	q->hash = key_hash(n, q->id.bytes, q->id.len);
 	q->base = base;
 	q->t = t;
 }
@@ -668,23 +632,16 @@ static int start_thread(drl__near *n, drl_error *err)
 
 /* ---- lifetime ----------------------------------------------------------- */
 
+/* A random hash key from libsodium's CSPRNG (getrandom underneath).
+ * sodium_init() is thread-safe and idempotent; it fails only when the
+ * system has no randomness to give. */
 static int random_key(drl__near *n, drl_error *err)
 {
-	unsigned char k[16];
-	size_t got = 0;
-	while (got < sizeof k) {
-		ssize_t r = getrandom(k + got, sizeof k - got, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return drl_error_set(err, DRL_EINTERNAL,
-					     "near cache: getrandom failed "
-					     "(%s)",
-					     strerror(errno));
-		got += (size_t)r;
-	}
-	memcpy(&n->k0, k, 8);
-	memcpy(&n->k1, k + 8, 8);
+	if (sodium_init() < 0)
+		return drl_error_set(err, DRL_EINTERNAL,
+				     "near cache: libsodium cannot start "
+				     "(no randomness)");
+	randombytes_buf(n->hash_key, sizeof n->hash_key);
 	return 0;
 }
 

@@ -11,6 +11,7 @@ packages=(
 	meson ninja-build pkg-config gcc g++   # build
 	libcmocka-dev                          # unit tests
 	libssl-dev                             # libcrypto (key hashing)
+	libsodium-dev                          # keyed hash (near cache)
 	libxxhash-dev                          # memory store hash (header-only)
 	libhiredis-dev redis-server redis-tools           # redis store
 	libmemcached-dev libmemcached-tools memcached     # memcached store
