@@ -2,6 +2,7 @@
 #include "http.h"
 
 #include "args.h"
+#include "path.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -42,6 +43,8 @@ enum req_kind {
 /* One request's state (MHD's per-request pointer). */
 struct req {
 	enum req_kind kind;
+	char *path; /* the URL's path, normalized (path.h): what routes and
+		       keys see */
 	struct drld_config *cfg;  /* the snapshot it uses, or NULL */
 	struct drld_reply *reply; /* REQ_REPLY: the answer */
 	char *body;               /* REQ_CHECK: the body so far */
@@ -290,14 +293,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 			return MHD_NO;
 		*state = rq;
 		atomic_fetch_add(&h->active, 1);
-		return first_call(h, conn, url, method, rq);
+		if ((rq->path = drld_path_normalize(url)) == NULL)
+			return MHD_NO;
+		return first_call(h, conn, rq->path, method, rq);
 	}
 	if (*size != 0) {
 		bool ok = absorb(h, rq, data, *size);
 		*size = 0;
 		return ok ? MHD_YES : MHD_NO;
 	}
-	return answer(h, conn, url, method, rq);
+	return answer(h, conn, rq->path, method, rq);
 }
 
 /* A request is over (answered, or its connection failed): free it. */
@@ -310,6 +315,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
 	if (rq == NULL)
 		return;
 	drld_config_release(rq->cfg);
+	free(rq->path);
 	free(rq->reply);
 	free(rq->body);
 	free(rq);

@@ -4,9 +4,10 @@
 # keys and store) in the same run. A benchmark, not a test: it asserts no
 # speed; docs/performance.md ("drld") has a table it made.
 #
-#   scripts/bench_drld.sh [BUILDDIR] [SECONDS] [ROUNDS]
+#   scripts/bench_drld.sh [BUILDDIR] [SECONDS] [ROUNDS] [THREADS...]
 #
-# BUILDDIR (default build) holds drld/drld and tools/drl. Each round runs
+# BUILDDIR (default build) holds drld/drld and tools/drl. A cell is a store
+# and a number of drld HTTP threads (THREADS, default 2 8); each round runs
 # every cell for SECONDS (default 5), cells interleaved; the report is the
 # median over ROUNDS (default 3) of requests/s and of each percentile.
 # Starts its own redis-server (persistence off) on a free loopback port,
@@ -16,7 +17,9 @@
 # Workload: wrk, 2 threads and 32 connections (keep-alive), each request
 # {"key": "userN", "limit": "token_bucket:100/1s"} with N cycling over
 # 10,000 keys (an ad-hoc limit; every key stays under its limit, so every
-# decision is an allowed write). drld runs 2 HTTP threads: this machine
+# decision is an allowed write). A drld thread makes one decision at a
+# time (a Redis round trip blocks it), so the library beside it runs as
+# many callers (drl bench --concurrency) as drld has threads. This machine
 # has 2 cores, shared by wrk, drld and redis-server.
 set -uo pipefail
 
@@ -27,6 +30,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 build=${1:-build}
 seconds=${2:-5}
 rounds=${3:-3}
+shift $(($# < 3 ? $# : 3))
+threads=("$@")
+[ ${#threads[@]} -gt 0 ] || threads=(2 8)
 drld=$build/drld/drld
 drl=$build/tools/drl
 spec='token_bucket:100/1s'
@@ -73,14 +79,15 @@ wait_port "$redis_port" || {
 	echo "bench_drld: redis-server did not start" >&2
 	exit 1
 }
-stores=("memory://" "redis://127.0.0.1:$redis_port?tx=lua&pool=4")
+stores=("memory://" "redis://127.0.0.1:$redis_port?tx=lua&pool=64")
 
-# Start drld on store $1 (its PID kept for cleanup), its port appended to
-# ports: not in a $(...) subshell, which would lose the PID.
+# Start drld on store $1 with $2 threads (its PID kept for cleanup), its
+# port appended to ports: not in a $(...) subshell, which would lose the
+# PID.
 ports=()
 start_drld() {
 	local log=$work/drld-${#ports[@]}.log port
-	"$drld" --listen 127.0.0.1:0 --store "$1" --threads 2 \
+	"$drld" --listen 127.0.0.1:0 --store "$1" --threads "$2" \
 		--max-connections 256 >"$log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 50); do
@@ -95,8 +102,13 @@ start_drld() {
 	return 1
 }
 
-for s in "${stores[@]}"; do
-	start_drld "$s" || exit 1
+# The cells: "STORE_INDEX THREADS", one drld each.
+cells=()
+for i in "${!stores[@]}"; do
+	for t in "${threads[@]}"; do
+		cells+=("$i $t")
+		start_drld "${stores[$i]}" "$t" || exit 1
+	done
 done
 
 # wrk's "Requests/sec" and latency percentiles (in µs) as
@@ -116,24 +128,25 @@ print(rps, pct["50"], pct["99"], int(bad.group(1)) if bad else 0,
       "errors:" + err.group(1).replace(" ", "") if err else "ok")'
 }
 
-# Results: one line per cell and round, "CELL RPS P50 P99".
+# Results: one line per cell and round, "WHAT-STORE-THREADS RPS P50 P99".
 results=$work/results
 : >"$results"
 for r in $(seq "$rounds"); do
-	for i in "${!stores[@]}"; do
+	for c in "${!cells[@]}"; do
+		read -r i t <<<"${cells[$c]}"
 		name=${stores[$i]%%:*}
 		out=$(wrk -t2 -c"$conns" -d"${seconds}s" --latency \
-			-s "$work/check.lua" "http://127.0.0.1:${ports[$i]}" 2>&1)
+			-s "$work/check.lua" "http://127.0.0.1:${ports[$c]}" 2>&1)
 		read -r rps p50 p99 non2xx errs <<<"$(parse_wrk <<<"$out")"
 		if [ "$non2xx" != 0 ] || [ "$errs" != ok ]; then
 			echo "bench_drld: drld on $name: $non2xx non-2xx, $errs" >&2
 			echo "$out" >&2
 			exit 1
 		fi
-		echo "drld-$name $rps $p50 $p99" >>"$results"
-		echo "round $r drld $name: $rps req/s p50 ${p50}us p99 ${p99}us" >&2
+		echo "drld-$name-$t $rps $p50 $p99" >>"$results"
+		echo "round $r drld $name --threads $t: $rps req/s p50 ${p50}us p99 ${p99}us" >&2
 		lib=$("$drl" bench --store "${stores[$i]}" --limit "$spec" \
-			--keys "$keys" --concurrency 2 --duration "$seconds" \
+			--keys "$keys" --concurrency "$t" --duration "$seconds" \
 			--exact-limit 0 --json 2>/dev/null)
 		read -r lrps lp50 lp99 <<<"$(python3 -c '
 import json, sys
@@ -144,23 +157,28 @@ print(c["decisions_per_s"], c["latency_us"]["p50"], c["latency_us"]["p99"])' \
 			echo "bench_drld: drl bench on $name failed: $lib" >&2
 			exit 1
 		}
-		echo "library-$name $lrps $lp50 $lp99" >>"$results"
-		echo "round $r library $name: $lrps dec/s p50 ${lp50}us p99 ${lp99}us" >&2
+		echo "library-$name-$t $lrps $lp50 $lp99" >>"$results"
+		echo "round $r library $name C=$t: $lrps dec/s p50 ${lp50}us p99 ${lp99}us" >&2
 	done
 done
 
-echo "| what | store | requests/s | p50 µs | p99 µs |"
-echo "|---|---|--:|--:|--:|"
+echo "| store | threads / callers | drld req/s (wrk) | p50 µs | p99 µs | library dec/s (drl bench) | p50 µs | p99 µs | drld / library |"
+echo "|---|--:|--:|--:|--:|--:|--:|--:|--:|"
 python3 - "$results" <<'PY'
 import statistics, sys
 cells = {}
 for line in open(sys.argv[1]):
     cell, *v = line.split()
     cells.setdefault(cell, []).append([float(x) for x in v])
-for cell, runs in cells.items():
-    what, store = cell.split("-", 1)
-    med = [statistics.median(col) for col in zip(*runs)]
-    label = "drld (wrk, HTTP)" if what == "drld" else "library (drl bench, C=2)"
-    lat = lambda v: f"{v:.1f}" if v < 10 else f"{v:,.0f}"
-    print(f"| {label} | {store} | {med[0]:,.0f} | {lat(med[1])} | {lat(med[2])} |")
+def med(cell):
+    return [statistics.median(col) for col in zip(*cells[cell])]
+def lat(v):
+    return f"{v:.1f}" if v < 10 else f"{v:,.0f}"
+for cell in cells:
+    what, store, t = cell.split("-")
+    if what != "drld":
+        continue
+    d, l = med(cell), med(f"library-{store}-{t}")
+    print(f"| {store} | {t} | {d[0]:,.0f} | {lat(d[1])} | {lat(d[2])} "
+          f"| {l[0]:,.0f} | {lat(l[1])} | {lat(l[2])} | {d[0] / l[0]:.3f} |")
 PY

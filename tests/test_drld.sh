@@ -349,10 +349,12 @@ cat >"$tmp/rules.json" <<'EOF'
    "tenant": {"limit": "fixed_window:2/1h", "key": "t:{header:X-Tenant}"},
    "api": {"limit": "token_bucket:2/1m",
            "key": "api:{ip}:{method}:{header:X-Run}"},
-   "pair": {"limit": "fixed_window:5/1h;token_bucket:3/1m"}
+   "pair": {"limit": "fixed_window:5/1h;token_bucket:3/1m"},
+   "bypath": {"limit": "fixed_window:1/1h", "key": "{path}:{header:X-Run}"}
  },
  "protect": [{"prefix": "/api/", "rule": "api"},
-             {"prefix": "/api/open/", "rule": "pair-ip"}]}
+             {"prefix": "/api/open/", "rule": "pair-ip"},
+             {"prefix": "/by/", "rule": "bypath"}]}
 EOF
 # (pair-ip is added below: an unknown rule must have failed; see above)
 python3 - "$tmp/rules.json" <<'EOF'
@@ -465,6 +467,24 @@ decisions() {
 	expect_metric 'drld_http_requests_total{code="429"}' 1 "$r"
 	req DELETE "/api/other/path" "${run[@]}"
 	expect_code 429 "$r, another path (the key has no {path}: same bucket)"
+	# another spelling of a protected path is the same path: it cannot
+	# slip past the prefix (curl --path-as-is sends it as written)
+	req DELETE "//api/q" --path-as-is "${run[@]}"
+	expect_code 429 "$r, //api/q is /api/q"
+	req DELETE "/x/../api/./q" --path-as-is "${run[@]}"
+	expect_code 429 "$r, /x/../api/./q is /api/q"
+	req DELETE "/%61pi/q" "${run[@]}"
+	expect_code 429 "$r, /%61pi/q is /api/q"
+	# and {path} keys one spelling: fixed_window:1/1h by {path}:{header}
+	local rb="$s: protect /by/ (fixed_window:1/1h by {path}:{header:X-Run})"
+	req GET "/by/a/b" "${run[@]}"
+	expect_code 200 "$rb, /by/a/b 1st"
+	req GET "/by//a/./b" --path-as-is "${run[@]}"
+	expect_code 429 "$rb, /by//a/./b is /by/a/b"
+	req GET "/by/a/c/../%62" --path-as-is "${run[@]}"
+	expect_code 429 "$rb, /by/a/c/../%62 is /by/a/b"
+	req GET "/by/a/b/" "${run[@]}"
+	expect_code 200 "$rb, /by/a/b/ (a trailing slash: another path)"
 	req PUT "/api/z" "${run[@]}"
 	expect_code 200 "$r, PUT (another method: another key)"
 	req DELETE "/api/z" -H "X-Run: other-$u"
@@ -488,18 +508,20 @@ decisions() {
 	expect_metric 'drld_decisions_total{rule="tenant",decision="allowed"}' 3 "$s"
 	expect_metric 'drld_decisions_total{rule="tenant",decision="denied"}' 1 "$s"
 	expect_metric 'drld_decisions_total{rule="api",decision="allowed"}' 4 "$s"
-	expect_metric 'drld_decisions_total{rule="api",decision="denied"}' 2 "$s"
+	expect_metric 'drld_decisions_total{rule="api",decision="denied"}' 5 "$s"
+	expect_metric 'drld_decisions_total{rule="bypath",decision="allowed"}' 2 "$s"
+	expect_metric 'drld_decisions_total{rule="bypath",decision="denied"}' 2 "$s"
 	expect_metric 'drld_decisions_total{rule="pair",decision="allowed"}' 1 "$s"
-	expect_metric 'drld_http_requests_total{code="429"}' 2 "$s"
-	expect_metric 'drld_check_duration_seconds_count' 20 "$s"
-	expect_metric 'drld_check_duration_seconds_bucket{le="+Inf"}' 20 "$s"
+	expect_metric 'drld_http_requests_total{code="429"}' 7 "$s"
+	expect_metric 'drld_check_duration_seconds_count' 27 "$s"
+	expect_metric 'drld_check_duration_seconds_bucket{le="+Inf"}' 27 "$s"
 	expect_metric 'drld_http_requests_total{code="404"}' 1 "$s"
 	expect_metric 'drld_store_errors_total' 0 "$s"
 	expect_metric 'drld_adhoc_limiters' 1 "$s"
 	local sd
 	sd=$(metric drld_store_decisions_total)
-	[[ "$sd" =~ ^[0-9]+$ ]] && [ "$sd" -ge 20 ]
-	check $? "$s: drld_store_decisions_total >= 20 (got $sd)"
+	[[ "$sd" =~ ^[0-9]+$ ]] && [ "$sd" -ge 27 ]
+	check $? "$s: drld_store_decisions_total >= 27 (got $sd)"
 	stop "dec-$s" "$pid"
 }
 
