@@ -384,14 +384,23 @@ void drld_http_stop(struct drld_http *h, unsigned grace_s)
 {
 	if (h == NULL)
 		return;
+	/* Stop accepting. The listen socket is ours now, but it may be
+	 * closed only once MHD_stop_daemon() has joined the threads: they
+	 * take it out of their epoll sets after quiescing returns (closing
+	 * it at once raced with their epoll_ctl, found by TSan). shutdown()
+	 * stops the listening now, so a new client is refused at once (and
+	 * can go elsewhere) instead of waiting in the backlog, and keeps
+	 * the descriptor, which no other socket can take over meanwhile. */
 	MHD_socket ls = MHD_quiesce_daemon(h->daemon);
 	if (ls != MHD_INVALID_SOCKET)
-		close(ls);
+		shutdown(ls, SHUT_RDWR);
 	/* in-flight requests end within their store's timeout_ms; idle
 	 * keep-alive connections are closed by MHD_stop_daemon() */
 	for (unsigned i = 0; i < grace_s * 100 && atomic_load(&h->active) > 0;
 	     i++)
 		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
 	MHD_stop_daemon(h->daemon);
+	if (ls != MHD_INVALID_SOCKET)
+		close(ls);
 	free(h);
 }

@@ -114,9 +114,10 @@ run_suite werror build -Dwerror=true
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	run_suite asan build-asan -Db_sanitize=address,undefined \
 	-Db_lundef=false
-# ThreadSanitizer on everything that runs threads against a store.
+# ThreadSanitizer on everything that runs threads against a store, and on
+# drld (HTTP threads, reloads, a graceful stop) under test_drld.sh.
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	MESON_TEST_ARGS="threads memory_store redis_store cross_process faults cluster near_cache near_cache_stores" \
+	MESON_TEST_ARGS="threads memory_store redis_store cross_process faults cluster near_cache near_cache_stores drld" \
 	run_suite tsan build-tsan -Db_sanitize=thread -Db_lundef=false \
 	-Dbuildtype=debugoptimized
 # valgrind memcheck (setup 'valgrind' in tests/meson.build): every C test
