@@ -120,10 +120,10 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	MESON_TEST_ARGS="threads memory_store redis_store cross_process faults cluster near_cache near_cache_stores drld" \
 	run_suite tsan build-tsan -Db_sanitize=thread -Db_lundef=false \
 	-Dbuildtype=debugoptimized
-# valgrind memcheck (setup 'valgrind' in tests/meson.build): every C test
+# valgrind memcheck (setup 'valgrind' in tests/meson.build): every C test,
 # drl under test_cli.sh and drld under test_drld_memcheck.sh, but not the
-# other shell tests or the deadline
-# tests ('timing'); about 3 minutes on 2 cores.
+# other shell tests or the deadline tests ('timing'); about 3 minutes on 2
+# cores.
 if command -v valgrind >/dev/null; then
 	MESON_TEST_ARGS="--setup valgrind" TESTLOG=testlog-valgrind.json \
 		run_suite valgrind build-vg
