@@ -8,9 +8,10 @@
 # serving); SIGHUP reloads (a valid config changes a limit, a bad one is
 # reported and the old one kept, 20 reloads under load drop nothing); a
 # store that fails (503, on_error, no password in any answer); two drld
-# over one Redis sharing one limit exactly, and `drl check` seeing the
-# limit drld consumed (the library's default key prefix). Every drld must
-# stop with exit 0 on SIGTERM and print no sanitizer report.
+# over one store (Redis lua and watch, memcached) sharing one limit
+# exactly, and `drl check` seeing the limit drld consumed (the library's
+# default key prefix). Every drld must stop with exit 0 on SIGTERM and
+# print no sanitizer report.
 #
 # usage: test_drld.sh PATH/TO/drld PATH/TO/drl
 # Starts its servers on free loopback ports and stops them by PID at exit.
@@ -896,39 +897,47 @@ EOF
 	fi
 fi
 
-# ---- two drld over one Redis share one limit exactly -------------------
+# ---- two drld over one store share one limit exactly ------------------
 
-if [ -n "$rport" ]; then
-	uri="redis://127.0.0.1:$rport"
-	start shareA --store "$uri"
+# share NAME URI: two drld on URI, 8 clients, one key: exactly the limit is
+# allowed; and drl (the library) and drld see each other's consumption.
+share() {
+	local s=$1 uri=$2 pa pb porta portb key key2 got st
+	start "share-$s-A" --store "$uri"
 	pa=$pid porta=$port
-	start shareB --store "$uri"
+	start "share-$s-B" --store "$uri"
 	pb=$pid portb=$port
 	if [ -n "$porta" ] && [ -n "$portb" ]; then
 		key="shared-$RANDOM$RANDOM"
 		got=$(python3 "$client" share token_bucket:200/1d "$key" 60 \
 			"$porta" "$portb")
 		[ "$got" = "allowed=200 denied=280 errors=0" ]
-		check $? "8 clients over 2 drld, 480 requests, limit 200: exactly 200 allowed ($got)"
+		check $? "$s: 8 clients over 2 drld, 480 requests, limit 200: exactly 200 allowed ($got)"
 		# the library, with its default prefix, sees the limit drld used
 		"$drl" check --store "$uri" --limit token_bucket:200/1d --json \
 			"$key" >"$tmp/drl.out" 2>&1
 		st=$?
 		[ "$st" -eq 1 ] && grep -qF '"allowed":false' "$tmp/drl.out"
-		check $? "drl check on the same Redis: denied, the limit is spent (exit $st)"
+		check $? "$s: drl check on the same store: denied, the limit is spent (exit $st)"
 		# and drld sees what the library consumed
 		key2="lib-$RANDOM$RANDOM"
 		"$drl" check --store "$uri" --limit fixed_window:5/1h --repeat 3 \
 			"$key2" >/dev/null 2>&1
 		port=$portb
 		check_post "{\"key\":\"$key2\",\"limit\":\"fixed_window:5/1h\"}"
-		expect_field remaining 1 "drld after drl check took 3 of 5"
+		expect_field remaining 1 "$s: drld after drl check took 3 of 5"
 	else
-		check 1 "two drld start on one Redis"
+		check 1 "$s: two drld start on one store"
 	fi
-	[ -n "$porta" ] && stop shareA "$pa"
-	[ -n "$portb" ] && stop shareB "$pb"
+	[ -n "$porta" ] && stop "share-$s-A" "$pa"
+	[ -n "$portb" ] && stop "share-$s-B" "$pb"
+}
+
+if [ -n "$rport" ]; then
+	share redis "redis://127.0.0.1:$rport"
+	share redis-watch "redis://127.0.0.1:$rport?tx=watch"
 fi
+[ -n "$mport" ] && share memcached "memcached://127.0.0.1:$mport"
 
 echo "# $((n - failed)) of $n assertions passed"
 [ "$failed" -eq 0 ]
