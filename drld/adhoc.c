@@ -150,6 +150,40 @@ static int make(struct drld_adhoc *a, const char *spec, uint64_t h,
 	return 0;
 }
 
+/* Policy options a request may not give: they make the limiter hold
+ * memory or a thread in drld (a near-cache table of up to 88 MiB and a
+ * sync thread, a local fallback store of up to 1M keys), and --max-specs
+ * such limiters would be the client's to size. An operator gives them in
+ * a config rule. */
+static const char *const process_options[] = {
+	"block_on_exceed=", "near_cache=",    "near_cache_sync=",
+	"near_cache_keys=", "on_error=local", NULL,
+};
+
+/* Refuse (DRL_EINVAL, err filled) a spec holding one of process_options;
+ * anything else is left to drl_limiter_new() to judge. */
+static int check_options(const char *spec, drl_error *err)
+{
+	for (const char *seg = spec; seg != NULL;) {
+		const char *semi = strchr(seg, ';');
+		size_t len = semi ? (size_t)(semi - seg) : strlen(seg);
+		for (int i = 0; process_options[i] != NULL; i++) {
+			size_t n = strlen(process_options[i]);
+			if (len >= n &&
+			    memcmp(seg, process_options[i], n) == 0) {
+				snprintf(err->message, sizeof err->message,
+					 "\"%.*s\" is not allowed in a "
+					 "request's limit (it holds memory "
+					 "in drld): give it in a config rule",
+					 (int)(len > 64 ? 64 : len), seg);
+				return err->code = DRL_EINVAL;
+			}
+		}
+		seg = semi ? semi + 1 : NULL;
+	}
+	return 0;
+}
+
 int drld_adhoc_get(struct drld_adhoc *a, const char *spec,
 		   struct drld_adhoc_ref **out, drl_error *err)
 {
@@ -171,9 +205,12 @@ int drld_adhoc_get(struct drld_adhoc *a, const char *spec,
 	e = find(a, spec, h);
 	pthread_mutex_unlock(&a->lock);
 	if (e == NULL) {
+		int rc = check_options(spec, err);
+		if (rc != 0)
+			return rc;
 		/* made unlocked (the limiter may start a thread); another
 		 * thread may list the same spec meanwhile: first one wins */
-		int rc = make(a, spec, h, &mine, err);
+		rc = make(a, spec, h, &mine, err);
 		if (rc != 0)
 			return rc;
 		pthread_mutex_lock(&a->lock);

@@ -351,7 +351,8 @@ cat >"$tmp/rules.json" <<'EOF'
    "api": {"limit": "token_bucket:2/1m",
            "key": "api:{ip}:{method}:{header:X-Run}"},
    "pair": {"limit": "fixed_window:5/1h;token_bucket:3/1m"},
-   "bypath": {"limit": "fixed_window:1/1h", "key": "{path}:{header:X-Run}"}
+   "bypath": {"limit": "fixed_window:1/1h", "key": "{path}:{header:X-Run}"},
+   "blocky": {"limit": "fixed_window:1/1h;block_on_exceed=1h;on_error=deny"}
  },
  "protect": [{"prefix": "/api/", "rule": "api"},
              {"prefix": "/api/open/", "rule": "pair-ip"},
@@ -499,6 +500,18 @@ decisions() {
 	check_post "{\"key\":\"k$u\",\"limit\":\"token_bucket:3/1m\",\"cost\":0}"
 	expect_code 200 "$s: /v1/check is not protected by /api/"
 
+	# a rule may hold a near cache: the store's denial repeated locally
+	r="$s: rule blocky (fixed_window:1/1h;block_on_exceed=1h)"
+	check_post "{\"key\":\"b$u\",\"rule\":\"blocky\"}"
+	expect_field allowed true "$r, 1st"
+	check_post "{\"key\":\"b$u\",\"rule\":\"blocky\"}"
+	expect_field allowed false "$r, 2nd"
+	expect_field path '"store"' "$r, 2nd (the store denies)"
+	check_post "{\"key\":\"b$u\",\"rule\":\"blocky\"}"
+	expect_field allowed false "$r, 3rd"
+	expect_field path '"near"' "$r, 3rd (denied in drld, no round trip)"
+	expect_hdr_re Retry-After '[0-9]+' "$r, 3rd"
+
 	# /metrics: the counts of what this drld decided
 	req GET /metrics
 	expect_code 200 "$s: GET /metrics"
@@ -514,8 +527,8 @@ decisions() {
 	expect_metric 'drld_decisions_total{rule="bypath",decision="denied"}' 2 "$s"
 	expect_metric 'drld_decisions_total{rule="pair",decision="allowed"}' 1 "$s"
 	expect_metric 'drld_http_requests_total{code="429"}' 7 "$s"
-	expect_metric 'drld_check_duration_seconds_count' 27 "$s"
-	expect_metric 'drld_check_duration_seconds_bucket{le="+Inf"}' 27 "$s"
+	expect_metric 'drld_check_duration_seconds_count' 30 "$s"
+	expect_metric 'drld_check_duration_seconds_bucket{le="+Inf"}' 30 "$s"
 	expect_metric 'drld_http_requests_total{code="404"}' 1 "$s"
 	expect_metric 'drld_store_errors_total' 0 "$s"
 	expect_metric 'drld_adhoc_limiters' 1 "$s"
@@ -569,6 +582,11 @@ if start bad --config "$tmp/rules.json"; then
 	bad 400 'bad JSON' '{"key":"a",'"$L"',"cost":99999999999999999999}'
 	bad 400 'invalid limit spec "fixed_window:0/1s"' '{"key":"a","limit":"fixed_window:0/1s"}'
 	bad 400 'unknown algorithm "nope"' '{"key":"a","limit":"nope:1/1s"}'
+	# options that make drld hold memory or a thread: only in a rule
+	bad 400 '"near_cache=1" is not allowed in a request' '{"key":"a","limit":"fixed_window:5/1s;near_cache=1"}'
+	bad 400 '"block_on_exceed=1s" is not allowed in a request' '{"key":"a","limit":"block_on_exceed=1s;fixed_window:5/1s"}'
+	bad 400 '"near_cache_keys=1048576" is not allowed' '{"key":"a","limit":"fixed_window:5/1s;near_cache_keys=1048576"}'
+	bad 400 '"on_error=local" is not allowed' '{"key":"a","limit":"fixed_window:5/1s;on_error=local"}'
 	bad 404 'unknown rule "nope"' '{"key":"a","rule":"nope"}'
 	# the largest cost is a decision: denied, never allowed
 	check_post '{"key":"a","limit":"fixed_window:5/1s","cost":9223372036854775807}'
@@ -643,7 +661,7 @@ EOF
 	expect_field allowed true "a good request after the malformed ones"
 	kill -0 "$pid"
 	check $? "drld is still running"
-	expect_metric 'drld_http_requests_total{code="400"}' 26 "malformed"
+	expect_metric 'drld_http_requests_total{code="400"}' 30 "malformed"
 	expect_metric 'drld_http_requests_total{code="413"}' 2 "malformed"
 	stop bad "$pid"
 else
