@@ -170,7 +170,7 @@ static bool announced_too_big(struct MHD_Connection *conn, size_t max)
 }
 
 /* Decide a request that is not a /v1/check POST nor a GET /metrics at
- * its headers, into rq->reply. */
+ * its headers, into rq->reply: /healthz, a protected path, 404, 405. */
 static void decide_now(struct drld_http *h, struct MHD_Connection *conn,
 		       const char *url, const char *method, struct req *rq)
 {
@@ -184,6 +184,15 @@ static void decide_now(struct drld_http *h, struct MHD_Connection *conn,
 	if (strcmp(url, "/metrics") == 0) {
 		drld_reply_error(reply, 405, "/metrics takes GET");
 		reply->allow = "GET, HEAD";
+		return;
+	}
+	if (strcmp(url, "/healthz") == 0) { /* liveness: drld serves */
+		if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
+			drld_reply_text(reply, 200, "ok\n");
+		} else {
+			drld_reply_error(reply, 405, "/healthz takes GET");
+			reply->allow = "GET, HEAD";
+		}
 		return;
 	}
 	rq->cfg = drld_config_acquire(&h->d->config);

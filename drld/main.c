@@ -44,7 +44,8 @@ static const char synopsis[] =
 static const char details[] =
 	"\n"
 	"Serve rate-limit decisions over HTTP: POST /v1/check, GET /metrics,\n"
-	"and the path prefixes the config protects (docs/drld.md).\n"
+	"GET /healthz, and the path prefixes the config protects\n"
+	"(docs/drld.md).\n"
 	"\n"
 	"  -l, --listen HOST:PORT  numeric IPv4 or [IPv6] address and port\n"
 	"                          (default 127.0.0.1:8080; port 0 picks a\n"

@@ -16,7 +16,7 @@ char *drld_path_normalize(const char *path)
 		memcpy(out, path, n + 1);
 		return out;
 	}
-	size_t len = 0; /* out[0..len): segments, each "/name" */
+	size_t len = 0;   /* out[0..len): segments, each "/name" */
 	bool dir = false; /* the path ends in '/' (a directory) */
 	const char *p = path;
 	while (*p != '\0') {

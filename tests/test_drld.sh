@@ -636,6 +636,13 @@ if start bad --config "$tmp/rules.json"; then
 	req POST /metrics
 	expect_code 405 "POST /metrics"
 	expect_hdr Allow 'GET, HEAD' "POST /metrics"
+	req GET /healthz
+	expect_code 200 "GET /healthz"
+	[ "$(cat "$tmp/body")" = ok ]
+	check $? "GET /healthz: the body is 'ok'"
+	req POST /healthz
+	expect_code 405 "POST /healthz"
+	expect_hdr Allow 'GET, HEAD' "POST /healthz"
 	req GET /nope
 	expect_code 404 "GET /nope"
 	req GET /v1/check/x
