@@ -127,7 +127,7 @@ typedef struct cand {
 struct drl__near {
 	/* crypto_shorthash key, random per limiter */
 	unsigned char hash_key[crypto_shorthash_KEYBYTES];
-	size_t mask;     /* buckets - 1 */
+	size_t mask; /* buckets - 1 */
 	size_t shard_mask;
 	bucket *buckets; /* 64-byte aligned inside bucket_mem */
 	void *bucket_mem;
