@@ -14,30 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Write s[0..n) as the inside of a JSON string into dst (cap bytes, NUL
- * included): quotes, backslashes and control bytes escaped, bytes above
- * 0x7e as \u00XX (their Latin-1 reading, so the result is valid JSON
- * however a message was cut). Stops early rather than overflow. */
-static size_t json_escape(char *dst, size_t cap, const char *s, size_t n)
-{
-	size_t at = 0;
-
-	for (size_t i = 0; i < n && at + 7 < cap; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c == '"' || c == '\\') {
-			dst[at++] = '\\';
-			dst[at++] = (char)c;
-		} else if (c < 0x20 || c > 0x7e) {
-			at += (size_t)snprintf(dst + at, cap - at, "\\u%04x",
-					       c);
-		} else {
-			dst[at++] = (char)c;
-		}
-	}
-	dst[at] = '\0';
-	return at;
-}
-
 static void reply_reset(struct drld_reply *out, unsigned status,
 			const char *type)
 {
@@ -64,7 +40,8 @@ void drld_reply_error(struct drld_reply *out, unsigned status, const char *fmt,
 	size_t n = (size_t)k < sizeof msg ? (size_t)k : sizeof msg - 1;
 	size_t at =
 		(size_t)snprintf(out->body, sizeof out->body, "{\"error\":\"");
-	at += json_escape(out->body + at, sizeof out->body - at - 3, msg, n);
+	at += drl_json_escape(out->body + at, sizeof out->body - at - 3, msg,
+			      n);
 	memcpy(out->body + at, "\"}\n", 4);
 	out->len = at + 3;
 }
@@ -130,7 +107,7 @@ static void add_headers(struct drld_reply *out, const struct drld_limit *l,
 				     sizeof out->ratelimit);
 	if (!r->allowed && r->retry_after_us != DRL_NEVER)
 		snprintf(out->retry_after, sizeof out->retry_after, "%lld",
-			 drld_ceil_div(r->retry_after_us, 1000000));
+			 drl_ceil_div(r->retry_after_us, 1000000));
 }
 
 /* ---- POST /v1/check --------------------------------------------------- */
@@ -232,8 +209,8 @@ static void reply_decision(struct drld_reply *out, const struct drld_limit *l,
 		"\"reset_after_ms\":%lld,\"retry_after_ms\":%lld,"
 		"\"limit_index\":%d,\"path\":\"%s\"}\n",
 		r->allowed ? "true" : "false", (long long)r->limit,
-		(long long)r->remaining, drld_ceil_div(r->reset_after_us, 1000),
-		drld_ceil_div(r->retry_after_us, 1000), r->limit_index,
+		(long long)r->remaining, drl_ceil_div(r->reset_after_us, 1000),
+		drl_ceil_div(r->retry_after_us, 1000), r->limit_index,
 		drl_path_name(r->path));
 	add_headers(out, l, r);
 }

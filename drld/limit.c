@@ -7,13 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-long long drld_ceil_div(int64_t us, int64_t unit)
-{
-	if (us < 0)
-		return -1;
-	return (long long)(us / unit + (us % unit != 0));
-}
-
 /* From one limit of a spec, "ALGO:LIMIT/PERIOD[,options]" (len bytes),
  * its LIMIT and its PERIOD in whole seconds, rounded up (the draft's w is
  * whole seconds; at least 1). The library has checked the spec already;
@@ -33,7 +26,7 @@ static bool limit_numbers(const char *s, size_t len, int64_t *q, int64_t *w)
 	buf[len] = '\0';
 	if (!drl_parse_limit_period(buf + (colon - s) + 1, q, &period_us))
 		return false;
-	*w = drld_ceil_div(period_us, 1000000);
+	*w = drl_ceil_div(period_us, 1000000);
 	if (*w < 1)
 		*w = 1;
 	return true;
@@ -115,8 +108,8 @@ void drld_limit_ratelimit(const struct drld_limit *l, const drl_result *r,
 	if (l->nlimits > 1)
 		snprintf(buf, n, "\"%s.%d\";r=%lld;t=%lld", l->name,
 			 r->limit_index, (long long)r->remaining,
-			 drld_ceil_div(t_us, 1000000));
+			 drl_ceil_div(t_us, 1000000));
 	else
 		snprintf(buf, n, "\"%s\";r=%lld;t=%lld", l->name,
-			 (long long)r->remaining, drld_ceil_div(t_us, 1000000));
+			 (long long)r->remaining, drl_ceil_div(t_us, 1000000));
 }

@@ -52,8 +52,4 @@ void drld_limit_fini(struct drld_limit *l);
 void drld_limit_ratelimit(const struct drld_limit *l, const drl_result *r,
 			  char *buf, size_t n);
 
-/* Microseconds to whole units of `unit` µs, rounded up (waiting that long
- * is never too early); negative values (DRL_NEVER) give -1. */
-long long drld_ceil_div(int64_t us, int64_t unit);
-
 #endif /* DRLD_LIMIT_H */

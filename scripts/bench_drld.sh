@@ -53,9 +53,7 @@ command -v wrk >/dev/null || {
 work=$(mktemp -d)
 pids=()
 cleanup() {
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
-	done
+	stop_pids "${pids[@]}" # scripts/ports.sh
 	rm -rf "$work"
 }
 trap cleanup EXIT

@@ -22,6 +22,19 @@ while time.time() < end:
 sys.exit(1)' "$1"
 }
 
+# stop_pids PID...: SIGTERM each process (one that is gone already is
+# fine), then reap them all. For the EXIT traps of scripts that keep the
+# PIDs of what they started.
+stop_pids() {
+	local p
+	for p in "$@"; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "$@"; do
+		wait "$p" 2>/dev/null
+	done
+}
+
 # start_redis PORT DIR [ARGS...]: start redis-server on 127.0.0.1:PORT in
 # the background, persistence off, its files and its log
 # (DIR/redis-PORT.log) in DIR, ARGS added (--requirepass PW). The caller

@@ -15,14 +15,11 @@ drl=${1:?usage: test_bench.sh PATH/TO/drl}
 tmp=$(mktemp -d)
 pids=()
 
+# shellcheck source=../scripts/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/ports.sh"
+
 cleanup() {
-	local p
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	for p in "${pids[@]}"; do
-		wait "$p" 2>/dev/null
-	done
+	stop_pids "${pids[@]}" # scripts/ports.sh
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -46,8 +43,6 @@ expect_in() {
 	check $? "std$1 has '$2': drl ${last_args[*]}"
 }
 
-# shellcheck source=../scripts/ports.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../scripts/ports.sh"
 
 # A server binary is missing: skip its store, or fail under CI.
 missing() {

@@ -27,22 +27,17 @@ client="$here/drld_client.py"
 tmp=$(mktemp -d)
 pids=() # every process this script started, stopped by PID at exit
 
+# shellcheck source=../scripts/ports.sh
+. "$here/../scripts/ports.sh"
+
 cleanup() {
-	local p
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	for p in "${pids[@]}"; do
-		wait "$p" 2>/dev/null
-	done
+	stop_pids "${pids[@]}" # scripts/ports.sh
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 
 # shellcheck source=tap.sh
 source "$here/tap.sh"
-# shellcheck source=../scripts/ports.sh
-. "$here/../scripts/ports.sh"
 
 # A binary is missing: skip what needs it, or fail under CI.
 missing() {

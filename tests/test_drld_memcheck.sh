@@ -20,17 +20,8 @@ tmp=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 
-n=0
-failed=0
-check() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then
-		echo "ok $n - $2"
-	else
-		echo "not ok $n - $2"
-		failed=$((failed + 1))
-	fi
-}
+# shellcheck source=tap.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 
 cat >"$tmp/c.json" <<'EOF'
 {"rules": {"r": {"limit": "fixed_window:1/1h", "key": "{ip}:{path}",

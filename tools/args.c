@@ -111,18 +111,54 @@ const char *drl_path_name(int path)
 	return "unknown";
 }
 
+/* Byte c as it stands inside a JSON string, into out (at most 6 bytes,
+ * not NUL-terminated). Returns its length. */
+static size_t json_char(unsigned char c, char out[7])
+{
+	if (c == '"' || c == '\\') {
+		out[0] = '\\';
+		out[1] = (char)c;
+		return 2;
+	}
+	if (c < 0x20 || c > 0x7e)
+		return (size_t)snprintf(out, 7, "\\u%04x", c);
+	out[0] = (char)c;
+	return 1;
+}
+
 void drl_json_str(FILE *out, const char *s)
 {
+	char e[7];
+
 	putc('"', out);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(out, "\\%c", *p);
-		else if (*p < 0x20 || *p > 0x7e)
-			fprintf(out, "\\u%04x", *p);
-		else
-			putc(*p, out);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		fwrite(e, 1, json_char(*p, e), out);
+	putc('"', out);
+}
+
+size_t drl_json_escape(char *dst, size_t cap, const char *s, size_t n)
+{
+	size_t at = 0;
+	char e[7];
+
+	if (cap == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t k = json_char((unsigned char)s[i], e);
+		if (at + k >= cap)
+			break;
+		memcpy(dst + at, e, k);
+		at += k;
 	}
-	putc('"', out);
+	dst[at] = '\0';
+	return at;
+}
+
+long long drl_ceil_div(int64_t us, int64_t unit)
+{
+	if (us < 0)
+		return -1;
+	return (long long)(us / unit + (us % unit != 0));
 }
 
 int drl_vusage_error(const char *cmd, const char *synopsis, const char *fmt,

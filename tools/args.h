@@ -39,6 +39,15 @@ const char *drl_path_name(int path);
  * valid JSON. */
 void drl_json_str(FILE *out, const char *s);
 
+/* The same escaping for s[0..n) into dst (cap bytes, NUL included), without
+ * the quotes: stops before an escape that would not fit, so the result is
+ * valid JSON however short dst is. Returns the bytes written. */
+size_t drl_json_escape(char *dst, size_t cap, const char *s, size_t n);
+
+/* Microseconds to whole units of `unit` µs, rounded up (waiting that long
+ * is never too early); negative values (DRL_NEVER) give -1. */
+long long drl_ceil_div(int64_t us, int64_t unit);
+
 /* Report a usage error of `drl CMD` on stderr: "drl CMD: " and the
  * printf-style message, then the synopsis and a pointer to --help.
  * Returns 2, the usage exit status. */

@@ -263,13 +263,10 @@ static void human_key(FILE *out, const unsigned char *p, size_t n)
 }
 
 /* Microseconds to whole milliseconds, rounded up (a client that waits the
- * printed time never retries too early); negative values (DRL_NEVER) pass
- * through unchanged. */
+ * printed time never retries too early); DRL_NEVER stays -1. */
 static int64_t us_to_ms(int64_t us)
 {
-	if (us <= 0)
-		return us;
-	return us / 1000 + (us % 1000 != 0);
+	return drl_ceil_div(us, 1000);
 }
 
 /* Print one decision as a JSON object on its own line. */
