@@ -302,7 +302,13 @@ static void test_live_migration(void **state)
  * the promotion they succeed again. Redis replication is asynchronous, so
  * admissions the dead master had not yet sent to its replica are lost
  * with it: the total may pass the limit by those, and only those
- * (docs/failure.md). Here: at most FAILOVER_LOST_MAX.
+ * (docs/failure.md). Here: at most FAILOVER_LOST_MAX. And a call in
+ * flight when the master dies may have been applied (and replicated)
+ * while its reply was lost: the caller sees an error, never an allow, and
+ * the limit is short by that call. Each worker has at most one call in
+ * flight at the kill; calls after it reach no live master until the
+ * promotion, and none fails after it (asserted): so at least 4000 -
+ * WORKERS are allowed (seen once under TSan: 3999).
  */
 #define FAILOVER_LOST_MAX 50
 static void test_failover(void **state)
@@ -344,7 +350,7 @@ static void test_failover(void **state)
 	       errors_at_promotion, tr.errors ? ", last: " : "",
 	       tr.errors ? tr.last_error : "");
 	assert_true(tr.denied > 0);
-	assert_true(tr.allowed >= 4000);
+	assert_true(tr.allowed >= 4000 - WORKERS);
 	assert_true(tr.allowed <= 4000 + FAILOVER_LOST_MAX);
 	tu_free(&u);
 }
