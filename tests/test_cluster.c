@@ -308,7 +308,7 @@ static void test_live_migration(void **state)
  * the limit is short by that call. Each worker has at most one call in
  * flight at the kill; calls after it reach no live master until the
  * promotion, and none fails after it (asserted): so at least 4000 -
- * WORKERS are allowed (seen once under TSan: 3999).
+ * WORKERS are allowed (seen under TSan and valgrind: 3999).
  */
 #define FAILOVER_LOST_MAX 50
 static void test_failover(void **state)
