@@ -568,5 +568,11 @@ bool drl__near_check(struct drl__near *n, const drl__near_req *q, int64_t cost,
  * blocks the key, an allow of a blocked cost lifts the block. */
 void drl__near_record(struct drl__near *n, const drl__near_req *q, int64_t cost,
 		      const drl_result *result);
+/* Test hooks (near_cache=1 only): after drl__near_manual the thread runs
+ * no round of its own; drl__near_sync_round_at runs one now, on the
+ * calling thread, as if CLOCK_MONOTONIC read `now` (µs) when it began,
+ * and returns the peeks it made. */
+void drl__near_manual(struct drl__near *n);
+size_t drl__near_sync_round_at(struct drl__near *n, int64_t now);
 
 #endif /* DRL_INTERNAL_H */

@@ -141,9 +141,10 @@ struct drl__near {
 	size_t next_shard; /* where the thread's next scan starts */
 	bool started;
 	pthread_t thread;
-	pthread_mutex_t mu;
+	pthread_mutex_t mu; /* held by a round, and by the thread's wait */
 	pthread_cond_t cv;
 	_Atomic bool stop;
+	bool manual; /* under mu: rounds only by drl__near_sync_round_at */
 };
 
 /* ---- options ------------------------------------------------------------ */
@@ -555,10 +556,12 @@ static bool sync_one(drl__near *n, const cand *c)
 	return true;
 }
 
-static void sync_round(drl__near *n)
+/* One round as if the monotonic clock read `now` when it began; the
+ * caller holds n->mu (rounds share n->cands). Returns the peeks made. */
+static size_t sync_round(drl__near *n, int64_t now)
 {
-	size_t na, nb;
-	pick(n, drl__mono_us(), &na, &nb);
+	size_t na, nb, peeks = 0;
+	pick(n, now, &na, &nb);
 	for (size_t i = 0; i < SYNC_BUDGET; i++) {
 		if (i == na)
 			i = nb;
@@ -566,7 +569,9 @@ static void sync_round(drl__near *n)
 		    atomic_load_explicit(&n->stop, memory_order_relaxed) ||
 		    !sync_one(n, &n->cands[i]))
 			break;
+		peeks++;
 	}
+	return peeks;
 }
 
 static struct timespec mono_ts(int64_t us)
@@ -576,7 +581,10 @@ static struct timespec mono_ts(int64_t us)
 }
 
 /* A round every sync_us (on a fixed grid; a round that overran starts the
- * next one a whole interval later), until drl__near_free. */
+ * next one a whole interval later), until drl__near_free. The round runs
+ * under n->mu, which only drl__near_free and the test hooks take: they
+ * wait for it (drl__near_free sets stop first, which ends a round at its
+ * next peek). */
 static void *sync_main(void *arg)
 {
 	drl__near *n = arg;
@@ -587,9 +595,8 @@ static void *sync_main(void *arg)
 		pthread_cond_timedwait(&n->cv, &n->mu, &ts);
 		if (atomic_load(&n->stop) || drl__mono_us() < next)
 			continue;
-		pthread_mutex_unlock(&n->mu);
-		sync_round(n);
-		pthread_mutex_lock(&n->mu);
+		if (!n->manual)
+			sync_round(n, drl__mono_us());
 		int64_t now = drl__mono_us();
 		next += n->sync_us;
 		if (next <= now)
@@ -628,6 +635,23 @@ static int start_thread(drl__near *n, drl_error *err)
 				     strerror(rc));
 	n->started = true;
 	return 0;
+}
+
+/* ---- test hooks ---------------------------------------------------------- */
+
+void drl__near_manual(drl__near *n)
+{
+	pthread_mutex_lock(&n->mu);
+	n->manual = true;
+	pthread_mutex_unlock(&n->mu);
+}
+
+size_t drl__near_sync_round_at(drl__near *n, int64_t now)
+{
+	pthread_mutex_lock(&n->mu);
+	size_t peeks = sync_round(n, now);
+	pthread_mutex_unlock(&n->mu);
+	return peeks;
 }
 
 /* ---- lifetime ----------------------------------------------------------- */
@@ -705,8 +729,8 @@ void drl__near_free(drl__near *n)
 	if (n == NULL)
 		return;
 	if (n->started) {
+		atomic_store(&n->stop, true); /* ends a round in progress */
 		pthread_mutex_lock(&n->mu);
-		atomic_store(&n->stop, true);
 		pthread_cond_signal(&n->cv);
 		pthread_mutex_unlock(&n->mu);
 		pthread_join(n->thread, NULL);

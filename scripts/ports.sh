@@ -1,6 +1,6 @@
 # Sourced by scripts that start their own servers on loopback
 # (scripts/bench_grid.sh, tests/test_bench.sh): free_port prints a port
-# that was free a moment ago; wait_port PORT waits (5 s at most) until
+# that was free a moment ago; wait_port PORT waits (30 s at most) until
 # something accepts connections on 127.0.0.1:PORT.
 
 free_port() {
@@ -12,7 +12,7 @@ print(s.getsockname()[1])'
 
 wait_port() {
 	python3 -c 'import socket, sys, time
-end = time.time() + 5
+end = time.time() + 30
 while time.time() < end:
     try:
         socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2).close()

@@ -77,6 +77,12 @@ PY
 # With MESON_TEST_ARGS="--setup S", meson logs to testlog-S.json: say so
 # in TESTLOG.
 run_suite() {
+	local t0=$SECONDS
+	build_and_test "$@"
+	echo "=== $1: $((SECONDS - t0)) s (setup, build and tests)"
+}
+
+build_and_test() {
 	local name=$1 dir=$2 rc log
 	shift 2
 	log="$dir/meson-logs/${TESTLOG:-testlog.json}"
@@ -122,8 +128,8 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	-Dbuildtype=debugoptimized
 # valgrind memcheck (setup 'valgrind' in tests/meson.build): every C test,
 # drl under test_cli.sh and drld under test_drld_memcheck.sh, but not the
-# other shell tests or the deadline tests ('timing'); about 3 minutes on 2
-# cores.
+# other shell tests or the deadline-heavy tests ('no_valgrind'); about 3
+# minutes on 2 cores.
 if command -v valgrind >/dev/null; then
 	MESON_TEST_ARGS="--setup valgrind" TESTLOG=testlog-valgrind.json \
 		run_suite valgrind build-vg
@@ -133,12 +139,14 @@ fi
 # libFuzzer (fuzz/README.md): each target a bounded while on a copy of its
 # corpus; each counts as one test. FUZZ_SECONDS=25 keeps it near 2 minutes.
 echo "=== fuzz: build-fuzz"
+t0=$SECONDS
 fuzz_out=$(FUZZ_SECONDS=${FUZZ_SECONDS:-25} bash scripts/fuzz.sh 2>&1)
 echo "$fuzz_out"
 fp=$(grep -c '^fuzz: fuzz_[a-z_]* ok' <<<"$fuzz_out")
 ff=$(grep -c '^fuzz: .*FAILED' <<<"$fuzz_out")
 passed=$((passed + fp))
 failed=$((failed + ff))
+echo "=== fuzz: $((SECONDS - t0)) s (build and runs)"
 if [ "$fp" -eq 0 ] && [ "$ff" -eq 0 ]; then
 	fail_step "fuzz: scripts/fuzz.sh ran no target"
 fi

@@ -52,7 +52,7 @@
 #endif
 
 #define START_ATTEMPTS 5
-#define READY_TIMEOUT_MS 5000
+#define READY_TIMEOUT_MS 20000 /* a wait for an event: generous */
 #define STOP_TIMEOUT_MS 2000
 #define POLL_MS 10
 #define MAX_ARGS 64

@@ -92,13 +92,6 @@ static drl_store *open_flaky(flaky **out)
 	return s;
 }
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {0, (long)ms * 1000000L};
-	while (nanosleep(&ts, &ts) != 0)
-		;
-}
-
 static int ask(drl_limiter *l, drl_result *r, drl_error *e)
 {
 	return drl_allow(l, "k", 1, 1, r, e);
@@ -106,13 +99,17 @@ static int ask(drl_limiter *l, drl_result *r, drl_error *e)
 
 /* Closed -> 5 unreachable calls -> open (refused unsent) -> after the
  * open period one probe -> it fails: open for twice as long -> the store
- * is back: the next probe closes it. (Defaults: 5 failures, 100 ms,
- * doubling to 2 s.) */
+ * is back: the next probe closes it. The default periods (100 ms doubling
+ * to 2 s) times tu_slowdown(), so that "still open" is checked well inside
+ * a period; each wait lasts until the period has surely passed, measured
+ * from the call that started it. */
 static void test_breaker_cycle(void **state)
 {
 	(void)state;
 	flaky *f;
 	drl_store *s = open_flaky(&f);
+	const int64_t period = tu_bound_ms(100) * MS;
+	drl__breaker_init(&s->breaker, 5, period, 20 * period);
 	drl_limiter *l;
 	drl_result r;
 	drl_error e = {0};
@@ -123,17 +120,21 @@ static void test_breaker_cycle(void **state)
 	assert_int_equal(f->calls, 1);
 
 	f->down = DRL_EUNAVAILABLE;
+	int64_t opened = 0;
 	for (int i = 0; i < 5; i++) {
+		opened = tu_mono_us();
 		assert_int_equal(ask(l, &r, &e), DRL_EUNAVAILABLE);
 		assert_int_equal(r.allowed, 0);
 		assert_non_null(strstr(e.message, "flaky store is down"));
 	}
+	int64_t open_until = tu_mono_us() + period;
 	assert_int_equal(f->calls, 6);
 	/* Open: refused without a call, saying so. */
 	for (int i = 0; i < 50; i++) {
 		assert_int_equal(ask(l, &r, &e), DRL_EUNAVAILABLE);
 		assert_int_equal(r.allowed, 0);
 	}
+	assert_true(tu_mono_us() < opened + period); /* else: slowdown */
 	assert_int_equal(f->calls, 6);
 	assert_non_null(strstr(e.message, "circuit open"));
 	drl_store_stats_get(s, &st);
@@ -141,18 +142,21 @@ static void test_breaker_cycle(void **state)
 	assert_int_equal(st.breaker_rejects, 50);
 	assert_int_equal(st.store_failures, 5);
 
-	/* After 100 ms: one probe, which fails; open again for 200 ms. */
-	sleep_ms(120);
+	/* After the period: one probe, which fails; open again for twice
+	 * as long. */
+	tu_sleep_until_us(open_until);
+	int64_t probed = tu_mono_us();
 	assert_int_equal(ask(l, &r, &e), DRL_EUNAVAILABLE);
+	open_until = tu_mono_us() + 2 * period;
 	assert_int_equal(f->calls, 7);
-	sleep_ms(120);
 	assert_int_equal(ask(l, &r, &e), DRL_EUNAVAILABLE);
-	assert_int_equal(f->calls, 7); /* 120 ms < 200 ms: still open */
+	assert_true(tu_mono_us() < probed + 2 * period); /* else: slowdown */
+	assert_int_equal(f->calls, 7);                   /* still open */
 	assert_non_null(strstr(e.message, "circuit open"));
 
 	/* The store is back; the next probe closes the breaker. */
 	f->down = 0;
-	sleep_ms(120);
+	tu_sleep_until_us(open_until);
 	assert_int_equal(ask(l, &r, &e), 0);
 	assert_int_equal(r.allowed, 1);
 	assert_int_equal(f->calls, 8);

@@ -241,10 +241,23 @@ static void traffic_stop(traffic *t, pthread_t *th)
 		pthread_join(th[i], NULL);
 }
 
-static void sleep_ms(int ms)
+static int decisions(traffic *t)
 {
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-	nanosleep(&ts, NULL);
+	return atomic_load(&t->allowed) + atomic_load(&t->denied);
+}
+
+/* Wait (bounded) until the workers made `more` decisions: traffic goes on
+ * through whatever the cluster is doing meanwhile. */
+static bool wait_decisions(traffic *t, int more)
+{
+	int want = decisions(t) + more;
+	return TU_WAIT_FOR(decisions(t) >= want, tu_bound_ms(5000));
+}
+
+/* Wait (bounded) until the limit is spent: a denial. */
+static bool wait_denied(traffic *t)
+{
+	return TU_WAIT_FOR(atomic_load(&t->denied) > 0, tu_bound_ms(5000));
 }
 
 /* Four threads decide on one key while its slot migrates: never an
@@ -265,30 +278,30 @@ static void test_live_migration(void **state)
 			      .now = INT64_C(1700000000000000)};
 		pthread_t th[WORKERS];
 		traffic_start(&tr, th);
-		sleep_ms(300);
+		bool warm = wait_decisions(&tr, 100);
 		int from = drl_fixture_cluster_master_of(&cl, slot);
 		int to = other_master(from);
-		int before = atomic_load(&tr.allowed);
+		int before = decisions(&tr);
+		/* Decisions go on while the slot is importing (ASK), while
+		 * its keys move, and after the move (MOVED). */
 		assert_int_equal(
 			drl_fixture_cluster_migrate_begin(&cl, slot, to), 0);
-		sleep_ms(100);
+		bool asking = wait_decisions(&tr, 50);
 		assert_int_equal(drl_fixture_cluster_migrate_keys(&cl, slot),
 				 0);
-		sleep_ms(100);
+		bool moved = wait_decisions(&tr, 50);
 		assert_int_equal(drl_fixture_cluster_migrate_finish(&cl, slot),
 				 0);
-		int during = atomic_load(&tr.allowed) - before;
+		int during = decisions(&tr) - before;
 		/* Run until the limit is spent, bounded. */
-		for (int i = 0; i < 400 && atomic_load(&tr.denied) == 0; i++)
-			sleep_ms(50);
-		sleep_ms(100);
+		bool spent = wait_denied(&tr);
 		traffic_stop(&tr, th);
-		printf("  live migration tx=%s: %d allowed (%d during), %d "
-		       "denied, %d errors%s%s\n",
+		printf("  live migration tx=%s: %d allowed (%d decisions "
+		       "during), %d denied, %d errors%s%s\n",
 		       txs[t], tr.allowed, during, tr.denied, tr.errors,
 		       tr.errors ? ", last: " : "",
 		       tr.errors ? tr.last_error : "");
-		assert_true(during > 0);
+		assert_true(warm && asking && moved && spent);
 		assert_int_equal(tr.errors, 0);
 		assert_int_equal(tr.allowed, 3000);
 		tu_free(&u);
@@ -325,23 +338,19 @@ static void test_failover(void **state)
 		.lim = u.lim, .key = key, .now = INT64_C(1700000000000000)};
 	pthread_t th[WORKERS];
 	traffic_start(&tr, th);
-	sleep_ms(300);
+	bool warm = wait_decisions(&tr, 100);
 	int master = drl_fixture_cluster_master_of(&cl, slot), promoted = -1;
 	int before = atomic_load(&tr.allowed);
 	assert_int_equal(
 		drl_fixture_cluster_kill_master(&cl, master, &promoted), 0);
 	int errors_at_promotion = atomic_load(&tr.errors);
-	sleep_ms(500);
-	/* Served again: no error since shortly after the promotion. */
+	/* Served again once the new map is known: after the first 100
+	 * decisions past the promotion, no further error in the next 400. */
+	bool served = wait_decisions(&tr, 100);
 	int errors_after = atomic_load(&tr.errors);
-	int allowed_mid = atomic_load(&tr.allowed);
-	sleep_ms(500);
-	assert_int_equal(atomic_load(&tr.errors), errors_after);
-	assert_true(atomic_load(&tr.allowed) > allowed_mid ||
-		    atomic_load(&tr.denied) > 0);
-	for (int i = 0; i < 400 && atomic_load(&tr.denied) == 0; i++)
-		sleep_ms(50);
-	sleep_ms(100);
+	bool kept = wait_decisions(&tr, 400);
+	int errors_later = atomic_load(&tr.errors);
+	bool spent = wait_denied(&tr);
 	traffic_stop(&tr, th);
 	printf("  failover: node %d killed, node %d promoted; %d allowed "
 	       "(%d before the kill), %d denied, %d errors (%d until the "
@@ -349,7 +358,8 @@ static void test_failover(void **state)
 	       master, promoted, tr.allowed, before, tr.denied, tr.errors,
 	       errors_at_promotion, tr.errors ? ", last: " : "",
 	       tr.errors ? tr.last_error : "");
-	assert_true(tr.denied > 0);
+	assert_true(warm && served && kept && spent);
+	assert_int_equal(errors_later, errors_after);
 	assert_true(tr.allowed >= 4000 - WORKERS);
 	assert_true(tr.allowed <= 4000 + FAILOVER_LOST_MAX);
 	tu_free(&u);
@@ -395,7 +405,7 @@ static void test_cluster_down(void **state)
 				  &err);
 		if (rc)
 			break;
-		sleep_ms(100);
+		tu_sleep_ms(100);
 	}
 	printf("  cluster down after %d ms: %s\n", waited * 100, err.message);
 	assert_int_equal(rc, DRL_EUNAVAILABLE);

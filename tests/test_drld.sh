@@ -719,25 +719,35 @@ def closed(s, wait):
         return True
     except socket.timeout:
         return False
+# Deadlines are generous (sanitizers, valgrind, a busy machine); what is
+# asserted exactly is what drld promises: not closed before the timeout.
 slow = socket.create_connection(("127.0.0.1", port))
 slow.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # never ends
-t0 = time.time()
-ok = closed(slow, 5)
-print("idle:", ok, round(time.time() - t0, 1))
+t0 = time.monotonic()
+ok = closed(slow, 30)
+print("idle:", ok, "not early:", time.monotonic() - t0 >= 0.5)
 a = socket.create_connection(("127.0.0.1", port))
 b = socket.create_connection(("127.0.0.1", port))
-time.sleep(0.3)
-c = socket.create_connection(("127.0.0.1", port))
-print("third:", closed(c, 2))
+c = socket.create_connection(("127.0.0.1", port))  # accepted after a, b
+print("third:", closed(c, 30))
 a.close()
-time.sleep(0.3)
-d = socket.create_connection(("127.0.0.1", port))
-d.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-d.settimeout(5)
-print("after:", d.recv(12) == b"HTTP/1.1 200")
+# Served again once drld has seen a close: ask until it answers.
+served, end = False, time.monotonic() + 30
+while not served and time.monotonic() < end:
+    d = socket.create_connection(("127.0.0.1", port))
+    d.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    d.settimeout(30)
+    try:
+        served = d.recv(12) == b"HTTP/1.1 200"
+    except OSError:
+        pass
+    d.close()
+    if not served:
+        time.sleep(0.1)
+print("after:", served)
 EOF2
-	grep -qE '^idle: True (0\.[5-9]|1\.[0-9]|2\.[0-9])$' "$tmp/bounds"
-	check $? "--timeout-s 1: a stalled request is closed after ~1 s ($(head -1 "$tmp/bounds"))"
+	grep -qx 'idle: True not early: True' "$tmp/bounds"
+	check $? "--timeout-s 1: a stalled request is closed, not before the timeout ($(head -1 "$tmp/bounds"))"
 	grep -qx 'third: True' "$tmp/bounds"
 	check $? "--max-connections 2: a third connection is closed"
 	grep -qx 'after: True' "$tmp/bounds"
@@ -754,19 +764,28 @@ if start graceful; then
 import os, signal, socket, sys, time
 port, pid = int(sys.argv[1]), int(sys.argv[2])
 body = b'{"key":"g","limit":"fixed_window:5/1s"}'
+def fds():
+    return len(os.listdir("/proc/%d/fd" % pid))
+before = fds()
 s = socket.create_connection(("127.0.0.1", port))
 s.sendall(b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
           b"\r\n" % len(body) + body[:10])
-time.sleep(0.3)
+# In flight once drld has accepted it (a new descriptor), not after a nap.
+end = time.monotonic() + 30
+while fds() <= before and time.monotonic() < end:
+    time.sleep(0.01)
 os.kill(pid, signal.SIGTERM)
-time.sleep(0.5)
-try:
-    socket.create_connection(("127.0.0.1", port), 1).close()
-    print("new connection: accepted")
-except OSError:
-    print("new connection: refused")
+# New connections are refused once drld has handled the signal.
+refused, end = False, time.monotonic() + 30
+while not refused and time.monotonic() < end:
+    try:
+        socket.create_connection(("127.0.0.1", port), 1).close()
+        time.sleep(0.05)
+    except OSError:
+        refused = True
+print("new connection:", "refused" if refused else "accepted")
 s.sendall(body[10:])
-s.settimeout(5)
+s.settimeout(30)
 reply = b""
 while b"allowed" not in reply:
     part = s.recv(4096)

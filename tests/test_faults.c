@@ -31,8 +31,8 @@ enum { THREADS = 4, LIMIT = 20, CALLS_MAX = 200000 };
 
 #define TIMEOUT_MS 400 /* above a loaded 2-core box's worst round trip */
 /* A call may take timeout_ms, plus scheduling on a loaded 2-core box
- * under sanitizers. */
-#define CALL_BOUND_MS (TIMEOUT_MS + 1300)
+ * under sanitizers (tu_slowdown). */
+#define CALL_BOUND_MS (TIMEOUT_MS + tu_bound_ms(325))
 #define BREAKER "breaker_open_ms=50&breaker_max_ms=400"
 
 typedef enum store_kind { REDIS_LUA, REDIS_WATCH, MEMCACHED } store_kind;
@@ -182,12 +182,12 @@ static tally workers_stop(workers *ws)
 }
 
 /* Ask until the store decides again (bounded): the breaker closed. The
- * ms it took, or -1 after 8 s (the caller asserts once its threads are
- * joined: a failed assertion must not leave them running). */
+ * ms it took, or -1 after tu_bound_ms(2000) (the caller asserts once its
+ * threads are joined: a failed assertion must not leave them running). */
 static int64_t wait_store_path(drl_limiter *l)
 {
 	int64_t t0 = mono_us();
-	while (mono_us() - t0 < 8 * 1000000) {
+	while (mono_us() - t0 < tu_bound_ms(2000) * 1000) {
 		drl_result r;
 		drl_error e = {0};
 		if (drl_allow(l, "probe", 5, 0, &r, &e) == 0 &&
@@ -367,7 +367,8 @@ static void run_fault(void **state)
  * with the breaker, a few calls reach the network (the failures that open
  * it and one probe per open period); without it (breaker_failures=0)
  * every call does. */
-static long dead_server_attempts(store_kind k, const char *extra, long *calls)
+static long dead_server_attempts(store_kind k, const char *extra, long *calls,
+				 int64_t *window_ms)
 {
 	drl_server srv;
 	char uri[256];
@@ -381,9 +382,11 @@ static long dead_server_attempts(store_kind k, const char *extra, long *calls)
 		fail_msg("%s: %s", uri, e.message);
 	drl_fixture_kill(&srv);
 	workers ws;
+	int64_t t0 = mono_us();
 	workers_start(&ws, l);
 	sleep_ms(1000);
 	tally t = workers_stop(&ws);
+	*window_ms = (mono_us() - t0) / 1000;
 	*calls = t.calls;
 	assert_int_equal(t.allowed_on_error, 0);
 	drl_store_stats st;
@@ -400,15 +403,17 @@ static void test_breaker_spares_dead_server(void **state)
 {
 	store_kind k = *(store_kind *)*state;
 	long calls_on, calls_off;
-	long sent_on = dead_server_attempts(k, "", &calls_on);
-	long sent_off =
-		dead_server_attempts(k, "&breaker_failures=0", &calls_off);
-	print_message("1 s on a dead server: with the breaker %ld of %ld "
-		      "calls sent, without %ld of %ld\n",
-		      sent_on, calls_on, sent_off, calls_off);
-	/* 5 to open, a probe per open period (50, 100, 200, 400, 400 ms):
-	 * about 10, plus calls in flight when it opened. */
-	assert_true(sent_on <= 5 + 8 + THREADS);
+	int64_t window_ms, ignored;
+	long sent_on = dead_server_attempts(k, "", &calls_on, &window_ms);
+	long sent_off = dead_server_attempts(k, "&breaker_failures=0",
+					     &calls_off, &ignored);
+	print_message("%" PRId64 " ms on a dead server: with the breaker %ld "
+		      "of %ld calls sent, without %ld of %ld\n",
+		      window_ms, sent_on, calls_on, sent_off, calls_off);
+	/* 5 to open, a probe per open period (50, 100, 200, then 400 ms
+	 * each: at most 4 + window/400 + 1 in the window measured), plus
+	 * calls in flight when it opened. */
+	assert_true(sent_on <= 5 + 5 + window_ms / 400 + THREADS);
 	assert_true(calls_on > 4 * sent_on);
 	assert_int_equal(sent_off, calls_off);
 }

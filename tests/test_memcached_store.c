@@ -34,6 +34,7 @@
 #include "backends/memcached.h"
 #include "internal.h"
 #include "server_fixture.h"
+#include "testutil.h"
 
 #define SEC INT64_C(1000000)
 #define LONG_TTL (INT64_C(600) * SEC)
@@ -322,7 +323,7 @@ static void test_open_fails_fast_without_server(void **state)
 	if (rc != DRL_EUNAVAILABLE && rc != DRL_ETIMEDOUT)
 		fail_msg("open on a dead port: %s (%s)", drl_err_name(rc),
 			 err.message);
-	assert_true(took < 2000);
+	assert_true(took < 300 + tu_bound_ms(400));
 	assert_non_null(strstr(err.message, "memcached"));
 
 	/* One dead server in a pool does not stop the open. */
@@ -647,6 +648,7 @@ static void test_ttl_short(void **state)
 	int64_t v;
 	(void)state;
 	drl_backend *b = open_srv("prefix=ttls_");
+	int64_t written = mono_ms();
 	assert_int_equal(b->incr(b, K("c"), 1, 300 * 1000, &v, &err), 0);
 	assert_int_equal(b->cas(b, K("s"), "x", 1, 0, 300 * 1000, &err), 0);
 	/* sent as ceil(0.3 s) + 1 s for memcached's 1 s clock */
@@ -657,11 +659,15 @@ static void test_ttl_short(void **state)
 	left = raw_exp_left(srv.port, "ttls_c");
 	assert_true(left >= 0 && left <= 2);
 	assert_int_equal(get_ok(b, K("c")), 1);
-	/* never gone before 300 ms */
+	/* never gone before 300 ms: memcached, whose clock ticks whole
+	 * seconds, keeps it at least a second (checked only while less
+	 * than a second has passed since the write) */
 	sleep_ms(300);
-	assert_true(raw_exists(srv.port, "ttls_c", 6));
+	if (mono_ms() - written < 1000)
+		assert_true(raw_exists(srv.port, "ttls_c", 6));
 	int64_t t0 = mono_ms(), gone_c = -1, gone_s = -1;
-	for (int i = 0; i < 400 && (gone_c < 0 || gone_s < 0); i++) {
+	int64_t give_up = t0 + 2000 + tu_bound_ms(500);
+	while ((gone_c < 0 || gone_s < 0) && mono_ms() < give_up) {
 		char buf[4];
 		size_t len;
 		uint64_t ver;
@@ -677,9 +683,10 @@ static void test_ttl_short(void **state)
 	print_message("300 ms TTL: counter gone after %" PRId64
 		      " ms, state after %" PRId64 " ms (+300 ms)\n",
 		      gone_c, gone_s);
-	/* gone within about 2 s of the write (+ a margin for a busy host) */
-	assert_true(gone_c >= 0 && gone_c < 3000);
-	assert_true(gone_s >= 0 && gone_s < 3000);
+	/* gone within about 2 s of the write (the loop's deadline is the
+	 * margin for a busy host) */
+	assert_true(gone_c >= 0);
+	assert_true(gone_s >= 0);
 	/* an expired counter starts over */
 	assert_int_equal(incr_ok(b, K("c"), 4), 4);
 	b->destroy(b);
@@ -762,7 +769,7 @@ static int expect_fast_failure(drl_backend *b, const char *k,
 	if (rc != DRL_EUNAVAILABLE && rc != DRL_ETIMEDOUT)
 		fail_msg("incr %s on a dead server: %s (%s)", k,
 			 drl_err_name(rc), err.message);
-	if (took >= 2 * timeout_ms + 1000)
+	if (took >= 2 * timeout_ms + tu_bound_ms(250))
 		fail_msg("incr %s took %" PRId64 " ms", k, took);
 	assert_non_null(strstr(err.message, "memcached"));
 	if (first)
@@ -861,7 +868,7 @@ static void pool_with_failure(const char *mode)
 	int64_t t0 = mono_ms();
 	int rc = b->get_many(b, 2, mixed, vals, &err);
 	assert_true(rc == DRL_EUNAVAILABLE || rc == DRL_ETIMEDOUT);
-	assert_true(mono_ms() - t0 < 2 * timeout_ms + 1000);
+	assert_true(mono_ms() - t0 < 2 * timeout_ms + tu_bound_ms(250));
 	/* load/cas for a dead key fail too; for a live key they work */
 	char buf[32];
 	size_t len;
@@ -985,7 +992,7 @@ static void test_unix_socket_and_restart(void **state)
 	int64_t t0 = mono_ms();
 	int rc = b->incr(b, K("u"), 1, LONG_TTL, &v, &err);
 	assert_true(rc == DRL_EUNAVAILABLE || rc == DRL_ETIMEDOUT);
-	assert_true(mono_ms() - t0 < 1600);
+	assert_true(mono_ms() - t0 < 300 + tu_bound_ms(400));
 
 	/* restarted on the same socket: state lost, counting starts over */
 	start_or_skip(&s, extra);

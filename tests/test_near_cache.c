@@ -17,8 +17,11 @@
  * - exactness: threads hammering one key admit exactly LIMIT, for every
  *   algorithm, with most denials answered locally.
  *
- * The tests marked "timing" (the thread's rounds against the real clock)
- * skip under valgrind (DRL_VALGRIND), which slows every thread 20-50x.
+ * Rounds are driven by the test (drl__near_manual, drl__near_sync_round_at)
+ * wherever the test is about what a round does; the two tests that run the
+ * thread on the real clock (test_sync_learns, test_sync_competing) wait for
+ * events with generous deadlines and skip under valgrind (DRL_VALGRIND),
+ * which slows every thread 20-50x.
  */
 #include "hot_key.h"
 #include "spy_backend.h"
@@ -465,17 +468,24 @@ static void test_answers(void **state)
 
 /* ---- the sync thread ---------------------------------------------------- */
 
-/* Poll (up to 5 s) until the store's near_syncs reaches `want`. */
-static void wait_syncs(drl_store *s, uint64_t want)
+/* Rounds driven by the test (drl__near_manual): the limiter's thread runs
+ * none of its own, and each round is told what the monotonic clock reads.
+ * near_cache_sync=1m, so a round "a minute later" finds a key asked for
+ * now stale (older than half a round) and still recent (used within four
+ * rounds), however slowly this machine ran the requests. */
+static fx fx_manual(const char *spec)
 {
-	for (int i = 0; i < 5000 && tu_stats(s).near_syncs < want; i++)
-		tu_sleep_ms(1);
-	assert_true(tu_stats(s).near_syncs >= want);
+	fx f = fx_open(spec);
+	drl__near_manual(f.lim->near);
+	return f;
 }
+
+#define LATER (31 * SEC) /* past half of near_cache_sync=1m */
 
 /* Limiter A exhausts a key that limiter B used before (down to half its
  * quota: the thread peeks no key far from its limit); B's thread peeks it
- * and B then denies it with no store call from the request path. */
+ * and B then denies it with no store call from the request path. This
+ * one runs B's own thread on the real clock: wait for it. */
 static void test_sync_learns(void **state)
 {
 	(void)state;
@@ -506,48 +516,69 @@ static void test_sync_learns(void **state)
 
 /* A key far from its limit (the last answer left more than half) is not
  * peeked: that would cost a round trip for nothing, after every use of
- * every legitimate key. */
+ * every legitimate key. Once it is down to half, it is. */
 static void test_sync_skips_far_keys(void **state)
 {
 	(void)state;
-	fx f = fx_open("gcra:5/1d;near_cache=1;near_cache_sync=10ms");
+	fx f = fx_manual("gcra:5/1d;near_cache=1;near_cache_sync=1m");
 	assert_int_equal(now_(f.lim, "k", 1).remaining, 4);
-	tu_sleep_ms(100);
+	assert_int_equal(
+		drl__near_sync_round_at(f.lim->near, drl__mono_us() + LATER),
+		0);
 	assert_int_equal(tu_stats(f.store).near_syncs, 0);
 	assert_int_equal(now_(f.lim, "k", 1).remaining, 3);
 	assert_int_equal(now_(f.lim, "k", 1).remaining, 2);
-	wait_syncs(f.store, 1);
+	assert_int_equal(
+		drl__near_sync_round_at(f.lim->near, drl__mono_us() + LATER),
+		1);
+	assert_int_equal(tu_stats(f.store).near_syncs, 1);
 	fx_free(&f);
 }
 
-/* A block capped at 100 ms is extended by the thread, before it lapses,
- * while the store still denies: a key hammered for 600 ms is denied
- * locally throughout. */
+/* Whether f's near cache blocks key "k" for cost 1 at monotonic time t. */
+static bool blocked_at(fx *f, int64_t t)
+{
+	drl__near_req q;
+	drl_result r;
+	drl__near_req_make(f->lim->near, &q, "k", 1, DRL__NEAR_MONO, t);
+	return drl__near_check(f->lim->near, &q, 1, &r);
+}
+
+/* A block capped at 100 ms is extended by a round, before it lapses,
+ * while the store still denies; a round leaves a block alone that ends
+ * later than two rounds from now. */
 static void test_sync_extends(void **state)
 {
 	(void)state;
-	if (under_valgrind())
-		skip();
-	fx f = fx_open("fixed_window:3/1d;near_cache=1;near_cache_sync=20ms;"
-		       "block_on_exceed=100ms");
+	fx f = fx_manual("fixed_window:3/1d;near_cache=1;near_cache_sync=1m;"
+			 "block_on_exceed=100ms");
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(now_(f.lim, "k", 1).allowed, 1);
+	assert_int_equal(now_(f.lim, "k", 1).path, DRL_PATH_STORE);
+	/* The block began before the store was asked: it ends by then. */
+	int64_t ends_by = drl__mono_us() + 100 * MS;
+	assert_true(blocked_at(&f, ends_by - 100 * MS));
+	assert_false(blocked_at(&f, ends_by + 1));
+	assert_int_equal(now_(f.lim, "k", 1).path, DRL_PATH_NEAR);
+	/* A round whose horizon (two rounds: 2 min) the block ends within
+	 * peeks it; the store still denies, so the block now runs 100 ms
+	 * from the peek. */
+	tu_sleep_until_us(ends_by - 100 * MS + 2 * MS);
+	assert_int_equal(drl__near_sync_round_at(f.lim->near, drl__mono_us()),
+			 1);
+	assert_true(blocked_at(&f, ends_by + 1));
+	assert_int_equal(now_(f.lim, "k", 1).path, DRL_PATH_NEAR);
+	assert_int_equal(tu_stats(f.store).near_syncs, 1);
+	fx_free(&f);
+
+	/* block_on_exceed=10m: beyond the horizon of two 1 s rounds. */
+	f = fx_manual("fixed_window:3/1d;near_cache=1;near_cache_sync=1s;"
+		      "block_on_exceed=10m");
 	for (int i = 0; i < 4; i++)
 		now_(f.lim, "k", 1);
-	int store = 0, near = 0;
-	int64_t end = drl__mono_us() + 600 * MS;
-	while (drl__mono_us() < end) {
-		drl_result r = now_(f.lim, "k", 1);
-		assert_int_equal(r.allowed, 0);
-		if (r.path == DRL_PATH_NEAR)
-			near++;
-		else
-			store++;
-		tu_sleep_ms(2);
-	}
-	printf("  extended: %d local, %d store decisions, %llu syncs\n", near,
-	       store, (unsigned long long)tu_stats(f.store).near_syncs);
-	assert_true(tu_stats(f.store).near_syncs >= 3);
-	assert_true(store <= 3); /* a round late by > 60 ms lets one lapse */
-	assert_true(near > 20 * store);
+	assert_int_equal(now_(f.lim, "k", 1).path, DRL_PATH_NEAR);
+	assert_int_equal(drl__near_sync_round_at(f.lim->near, drl__mono_us()),
+			 0);
 	fx_free(&f);
 }
 
@@ -555,6 +586,7 @@ typedef struct taker {
 	drl_limiter *lim;
 	_Atomic bool *stop;
 	long allowed, near, store;
+	_Atomic long calls; /* read while the thread runs */
 } taker;
 
 static void *take_loop(void *arg)
@@ -565,6 +597,7 @@ static void *take_loop(void *arg)
 		k->allowed += r.allowed;
 		k->near += r.path == DRL_PATH_NEAR;
 		k->store += r.path == DRL_PATH_STORE;
+		atomic_fetch_add(&k->calls, 1);
 	}
 	return NULL;
 }
@@ -593,7 +626,11 @@ static void test_sync_competing(void **state)
 	int64_t t0 = drl_now_us();
 	pthread_create(&th[0], NULL, take_loop, &ta);
 	pthread_create(&th[1], NULL, take_loop, &tb);
+	/* At least 500 ms (ten refills) and 500 of B's calls, however slowly
+	 * this machine schedules the two threads. */
 	tu_sleep_ms(500);
+	bool enough =
+		TU_WAIT_FOR(atomic_load(&tb.calls) >= 500, tu_bound_ms(5000));
 	atomic_store(&stop, true);
 	pthread_join(th[0], NULL);
 	pthread_join(th[1], NULL);
@@ -602,6 +639,7 @@ static void test_sync_competing(void **state)
 	printf("  competing: A %ld allowed; B %ld allowed, %ld local, %ld "
 	       "store; at most %ld\n",
 	       ta.allowed, tb.allowed, tb.near, tb.store, most);
+	assert_true(enough);
 	assert_true(ta.allowed + tb.allowed <= most);
 	assert_true(tb.near > tb.store);
 	drl_limiter_free(a);
@@ -643,7 +681,8 @@ static void test_free_while_syncing(void **state)
 		tu_sleep_ms(round % 3);
 		int64_t t0 = drl__mono_us();
 		fx_free(&f);
-		assert_true(drl__mono_us() - t0 < 2 * SEC);
+		/* promptly: not a whole round of a busy thread later */
+		assert_true(drl__mono_us() - t0 < tu_bound_ms(500) * MS);
 	}
 }
 

@@ -133,13 +133,14 @@ static void test_flush_ends_blocks(void **state)
 		tu_sleep_ms(5);
 		r = decide(l, "k");
 		waited = drl_now_us() - t0;
-	} while (!r.allowed && waited < 5 * SEC);
+	} while (!r.allowed && waited < 1 * SEC + tu_bound_ms(1000) * MS);
 	printf("  admitted again %lld ms after FLUSHALL\n",
 	       (long long)(waited / 1000));
 	assert_int_equal(r.allowed, 1);
 	assert_int_equal(r.path, DRL_PATH_STORE);
-	/* The cap (1 s) plus a round; generous for a loaded machine. */
-	assert_true(waited < 2 * SEC);
+	/* Within the cap (1 s) plus a round (100 ms), on a quiet machine:
+	 * the bound is generous for a loaded one. */
+	assert_true(waited < 1 * SEC + tu_bound_ms(250) * MS);
 	drl_limiter_free(l);
 	drl_store_free(s);
 }

@@ -6,6 +6,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -64,29 +65,116 @@ static inline drl_store_stats tu_stats(drl_store *s)
 	return st;
 }
 
-/* Sleep ms milliseconds. */
-static inline void tu_sleep_ms(int ms)
+/* ---- time -----------------------------------------------------------------
+ *
+ * Tests judge behaviour, never the machine's speed. A test that waits for
+ * something polls for the event with a generous deadline; a test that must
+ * measure time (a timeout, a breaker period) asserts exactly what the code
+ * promises ("not before timeout_ms"), and bounds only by tu_bound_ms() what
+ * depends on how fast this machine runs ("returns soon after"). Such tests
+ * carry the 'timing' suite label in tests/meson.build. */
+
+/* CLOCK_MONOTONIC in microseconds and milliseconds. */
+static inline int64_t tu_mono_us(void)
 {
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-	nanosleep(&ts, NULL);
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+static inline int64_t tu_mono_ms(void)
+{
+	return tu_mono_us() / 1000;
+}
+
+/* Sleep at least ms milliseconds (signals do not cut it short). */
+static inline void tu_sleep_ms(int64_t ms)
+{
+	struct timespec ts = {(time_t)(ms / 1000),
+			      (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+/* Sleep until CLOCK_MONOTONIC has passed t_us. */
+static inline void tu_sleep_until_us(int64_t t_us)
+{
+	int64_t now;
+	while ((now = tu_mono_us()) <= t_us) {
+		int64_t left = t_us - now + 1;
+		struct timespec ts = {(time_t)(left / 1000000),
+				      (long)(left % 1000000) * 1000L};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* How many times slower than a quiet machine this run may be:
+ * $DRL_TEST_SLOWDOWN when set (1 to 1000), else 50 under valgrind
+ * (DRL_VALGRIND, set by the 'valgrind' test setup), 20 under TSan, 10
+ * under ASan, and 4 for a plain build (a busy, shared machine). */
+static inline int64_t tu_slowdown(void)
+{
+	const char *env = getenv("DRL_TEST_SLOWDOWN");
+	if (env != NULL && *env != '\0') {
+		long v = strtol(env, NULL, 10);
+		return v < 1 ? 1 : v > 1000 ? 1000 : v;
+	}
+	env = getenv("DRL_VALGRIND");
+	if (env != NULL && *env != '\0' && strcmp(env, "0") != 0)
+		return 50;
+#if defined(__SANITIZE_THREAD__)
+	return 20;
+#elif defined(__SANITIZE_ADDRESS__)
+	return 10;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+	return 20;
+#elif __has_feature(address_sanitizer)
+	return 10;
+#else
+	return 4;
+#endif
+#else
+	return 4;
+#endif
+}
+
+/* An upper bound for work that takes about `ms` on a quiet machine. */
+static inline int64_t tu_bound_ms(int64_t ms)
+{
+	return ms * tu_slowdown();
+}
+
+/* Poll `cond` every millisecond until it holds or `ms` (already a
+ * generous deadline: scale it with tu_bound_ms) have passed; evaluates to
+ * whether it holds. */
+#define TU_WAIT_FOR(cond, ms)                                                  \
+	__extension__({                                                        \
+		int64_t tu_end_ = tu_mono_ms() + (ms);                         \
+		while (!(cond) && tu_mono_ms() < tu_end_)                      \
+			tu_sleep_ms(1);                                        \
+		(bool)(cond);                                                  \
+	})
+
 #ifdef DRL_INTERNAL_H
-/* Wait (up to 5 s) until l's near cache blocks key for cost 1 at the
- * monotonic clock (drl_allow's base); fails the test otherwise. Looking
- * counts as a use of the key, so the sync thread keeps peeking it. */
+/* Wait (up to tu_bound_ms(1000)) until l's near cache blocks key for cost
+ * 1 at the monotonic clock (drl_allow's base); fails the test otherwise.
+ * Looking counts as a use of the key, so the sync thread keeps peeking
+ * it. */
+static inline bool tu_blocked_now(drl_limiter *l, const char *key)
+{
+	drl__near_req q;
+	drl_result r;
+	drl__near_req_make(l->near, &q, key, strlen(key), DRL__NEAR_MONO,
+			   drl__mono_us());
+	return drl__near_check(l->near, &q, 1, &r);
+}
+
 static inline void tu_wait_blocked(drl_limiter *l, const char *key)
 {
-	for (int i = 0; i < 5000; i++) {
-		drl__near_req q;
-		drl_result r;
-		drl__near_req_make(l->near, &q, key, strlen(key),
-				   DRL__NEAR_MONO, drl__mono_us());
-		if (drl__near_check(l->near, &q, 1, &r))
-			return;
-		tu_sleep_ms(1);
-	}
-	fail_msg("key \"%s\" not blocked after 5 s", key);
+	if (!TU_WAIT_FOR(tu_blocked_now(l, key), tu_bound_ms(1000)))
+		fail_msg("key \"%s\" not blocked after %lld ms", key,
+			 (long long)tu_bound_ms(1000));
 }
 #endif
 
