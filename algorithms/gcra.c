@@ -1,47 +1,98 @@
 /*
- * gcra: the generic cell rate algorithm (leaky bucket as a meter). One
- * number of state, the theoretical arrival time (TAT): a request of `cost`
- * is admitted when max(TAT, now) + cost*T - now <= burst*T, where
- * T = PERIOD / LIMIT is the emission interval.
+ * gcra: the generic cell rate algorithm (leaky bucket as a meter). The
+ * theoretical arrival time (TAT) is when the meter is empty again: a
+ * request of `cost` is admitted when max(TAT, now) + cost*T - now <= burst*T,
+ * where T = PERIOD / LIMIT is the emission interval.
  *
  * T is rarely a whole number of µs (1m / 7), so time is counted in ticks of
- * 1/LIMIT µs: T is then exactly PERIOD ticks, nothing is rounded, and the
- * admission is identical to token_bucket with the same parameters.
+ * 1/LIMIT µs: T is then exactly PERIOD ticks and nothing is rounded.
  *
- * State (17 bytes): 'G', TAT in whole µs, TAT's remainder in ticks
- * (0..LIMIT-1); int64 little-endian.
+ * Time going backwards (clients whose clocks differ): `now` is taken as
+ * max(now, NEWEST), NEWEST being the latest time the state was advanced
+ * to, exactly as token_bucket refills nothing backwards. A lagging client
+ * is then neither charged for time the state has already counted nor
+ * credited with any; without NEWEST, TAT - now would charge it its lag
+ * (docs/algorithms.md). So every field is identical to token_bucket with
+ * the same parameters, at any sequence of times.
+ *
+ * State (25 bytes): 'G', TAT in whole µs, TAT's remainder in ticks
+ * (0..LIMIT-1), NEWEST in µs; int64 little-endian. Always
+ * NEWEST <= TAT <= NEWEST + burst*T. The 17-byte state written before
+ * NEWEST existed ('G', TAT µs, remainder) is still read, with NEWEST the
+ * earliest that TAT allows, ceil(TAT - burst*T): never more quota than the
+ * true NEWEST would give, and the old decision whenever the clock is not a
+ * whole burst behind.
  */
 #include "internal.h"
 
-#define STATE_LEN 17
+#define STATE_LEN 25
+#define OLD_STATE_LEN 17
 
-/* TAT in ticks; absent (or in the past) means `now`. */
-static int load_tat(const drl__limit *lim, const void *old, size_t oldlen,
-		    drl__i128 now_t, drl__i128 *tat)
+typedef struct meter {
+	drl__i128 tat;  /* ticks, >= newest: max(TAT, NEWEST) */
+	int64_t newest; /* µs, >= the call's now */
+} meter;
+
+/* Read the stored meter (or an empty one when absent) as seen at
+ * max(now, NEWEST). */
+static int load_meter(const drl__limit *lim, const void *old, size_t oldlen,
+		      int64_t now, meter *m)
 {
-	*tat = now_t;
+	drl__i128 tau = (drl__i128)lim->burst * lim->period_us;
+	m->newest = now;
+	m->tat = (drl__i128)now * lim->limit;
 	if (old == NULL)
 		return 0;
 	const unsigned char *p = old;
-	if (oldlen != STATE_LEN || p[0] != 'G')
+	if ((oldlen != STATE_LEN && oldlen != OLD_STATE_LEN) || p[0] != 'G')
 		return DRL_ECORRUPT;
-	int64_t us = drl__get64(p + 1), rem = drl__get64(p + 9);
-	if (us < 0 || us > DRL_TIME_MAX_US + DRL_FILL_TIME_MAX_US || rem < 0 ||
-	    rem >= lim->limit)
+	int64_t us = drl__get64(p + 1), rem = drl__get64(p + 9), newest;
+	if (us < 0 || rem < 0 || rem >= lim->limit)
 		return DRL_ECORRUPT;
-	drl__i128 t = (drl__i128)us * lim->limit + rem;
-	if (t > now_t)
-		*tat = t;
+	drl__i128 tat = (drl__i128)us * lim->limit + rem;
+	if (oldlen == STATE_LEN) {
+		newest = drl__get64(p + 17);
+		if (newest < 0 || newest > DRL_TIME_MAX_US ||
+		    tat < (drl__i128)newest * lim->limit ||
+		    tat - (drl__i128)newest * lim->limit > tau)
+			return DRL_ECORRUPT;
+	} else {
+		newest = drl__i128_ceil_div(tat - tau, lim->limit);
+		if (newest > DRL_TIME_MAX_US)
+			return DRL_ECORRUPT;
+	}
+	if (newest > m->newest)
+		m->newest = newest;
+	drl__i128 floor_t = (drl__i128)m->newest * lim->limit;
+	m->tat = tat > floor_t ? tat : floor_t;
 	return 0;
 }
 
-static void store_tat(const drl__limit *lim, drl__i128 tat, unsigned char *out,
-		      size_t *outlen)
+static void store_meter(const drl__limit *lim, const meter *m,
+			unsigned char *out, size_t *outlen)
 {
 	out[0] = 'G';
-	drl__put64(out + 1, (int64_t)(tat / lim->limit));
-	drl__put64(out + 9, (int64_t)(tat % lim->limit));
+	drl__put64(out + 1, (int64_t)(m->tat / lim->limit));
+	drl__put64(out + 9, (int64_t)(m->tat % lim->limit));
+	drl__put64(out + 17, m->newest);
 	*outlen = STATE_LEN;
+}
+
+/* µs from `now` until the state no longer matters: the meter is empty and
+ * `now` has reached NEWEST. A key's TTL is this plus the grace. */
+static int64_t settled_after(const drl__limit *lim, const meter *m, int64_t now)
+{
+	return drl__i128_ceil_div(m->tat - (drl__i128)now * lim->limit,
+				  lim->limit);
+}
+
+/* reset_after: 0 when the meter is empty (a NEWEST ahead of a lagging
+ * clock holds no debt). */
+static int64_t until_full(const drl__limit *lim, const meter *m, int64_t now)
+{
+	return m->tat > (drl__i128)m->newest * lim->limit
+		       ? settled_after(lim, m, now)
+		       : 0;
 }
 
 static int corrupt(const drl__call *call)
@@ -55,59 +106,56 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 		int64_t *ttl_us, drl_result *res, drl__undo *undo)
 {
 	(void)cap;
-	drl__i128 now_t = (drl__i128)call->now * lim->limit, tat;
-	if (load_tat(lim, old, oldlen, now_t, &tat))
+	meter m;
+	if (load_meter(lim, old, oldlen, call->now, &m))
 		return corrupt(call);
 	drl__i128 tau = (drl__i128)lim->burst * lim->period_us;
-	drl__i128 new_tat = tat + (drl__i128)call->cost * lim->period_us;
-	/* cost 0 only peeks: always allowed, even when time went backwards
-	 * past the TAT */
-	if (call->cost > lim->burst ||
-	    (call->cost > 0 && new_tat - now_t > tau)) {
+	drl__i128 now_t = (drl__i128)call->now * lim->limit;
+	drl__i128 debt = m.tat - (drl__i128)m.newest * lim->limit;
+	drl__i128 need = (drl__i128)call->cost * lim->period_us;
+	int64_t remaining = drl__i128_floor_div(tau - debt, lim->period_us);
+	if (call->cost > lim->burst || debt + need > tau) {
+		/* allowed at the first µs t with TAT + need - t <= tau */
 		int64_t retry =
 			call->cost > lim->burst
 				? DRL_NEVER
-				: drl__i128_ceil_div(new_tat - now_t - tau,
+				: drl__i128_ceil_div(m.tat + need - tau - now_t,
 						     lim->limit);
-		drl__result_fill(res, false, lim->burst,
-				 drl__i128_floor_div(tau - (tat - now_t),
-						     lim->period_us),
-				 drl__i128_ceil_div(tat - now_t, lim->limit),
-				 retry);
+		drl__result_fill(res, false, lim->burst, remaining,
+				 until_full(lim, &m, call->now), retry);
 		return 0;
 	}
 	int write = !call->peek && call->cost > 0;
-	if (!write)
-		new_tat = tat;
-	int64_t reset = drl__i128_ceil_div(new_tat - now_t, lim->limit);
 	if (write) {
-		store_tat(lim, new_tat, out, outlen);
-		*ttl_us = reset + DRL__TTL_GRACE_US;
+		m.tat += need;
+		store_meter(lim, &m, out, outlen);
+		*ttl_us = settled_after(lim, &m, call->now) + DRL__TTL_GRACE_US;
 		undo->a = call->cost;
+		remaining =
+			drl__i128_floor_div(tau - debt - need, lim->period_us);
 	}
-	drl__result_fill(
-		res, true, lim->burst,
-		drl__i128_floor_div(tau - (new_tat - now_t), lim->period_us),
-		reset, 0);
+	drl__result_fill(res, true, lim->burst, remaining,
+			 until_full(lim, &m, call->now), 0);
 	return write;
 }
 
-/* Take call->cost emission intervals back off the TAT. */
+/* Take call->cost emission intervals back off the TAT (never below
+ * NEWEST). */
 static int refund_step(const drl__limit *lim, const drl__call *call,
 		       const void *old, size_t oldlen, void *out, size_t cap,
 		       size_t *outlen, int64_t *ttl_us, drl_result *res,
 		       drl__undo *undo)
 {
 	(void)cap, (void)res, (void)undo;
-	drl__i128 now_t = (drl__i128)call->now * lim->limit, tat;
-	if (load_tat(lim, old, oldlen, now_t, &tat))
+	meter m;
+	if (load_meter(lim, old, oldlen, call->now, &m))
 		return corrupt(call);
-	tat -= (drl__i128)call->cost * lim->period_us;
-	if (tat < now_t)
-		tat = now_t;
-	store_tat(lim, tat, out, outlen);
-	*ttl_us =
-		drl__i128_ceil_div(tat - now_t, lim->limit) + DRL__TTL_GRACE_US;
+	drl__i128 floor_t = (drl__i128)m.newest * lim->limit;
+	m.tat -= (drl__i128)call->cost * lim->period_us;
+	if (m.tat < floor_t)
+		m.tat = floor_t;
+	store_meter(lim, &m, out, outlen);
+	*ttl_us = settled_after(lim, &m, call->now) + DRL__TTL_GRACE_US;
 	return 1;
 }
 

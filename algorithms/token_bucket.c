@@ -5,8 +5,13 @@
  * Exact integer arithmetic: the fill level is kept in units of 1/PERIOD
  * token ("token-microseconds per LIMIT"), so refilling t µs adds exactly
  * t * LIMIT units and a token is exactly PERIOD units: no rounding, no
- * floating point, and the same decisions as gcra with the same parameters
- * (while time does not go backwards).
+ * floating point, and the same decisions as gcra with the same parameters.
+ *
+ * Time going backwards (clients whose clocks differ): a request is decided
+ * at max(now, last refill), so a lagging client is neither charged for
+ * time the bucket has already refilled nor credited with any; retry_after
+ * and reset_after are counted from the caller's own now
+ * (docs/algorithms.md).
  *
  * State (25 bytes): 'T', whole tokens, fraction (0..PERIOD-1 units), time
  * of the last refill; all int64 little-endian.
@@ -61,12 +66,22 @@ static void store_bucket(const drl__limit *lim, const bucket *bk,
 	*outlen = STATE_LEN;
 }
 
-/* µs from `now` until the bucket is full again. */
-static int64_t until_full(const drl__limit *lim, const bucket *bk, int64_t now)
+/* µs from `now` until the state no longer matters: the bucket is full and
+ * `now` has reached the refill time. A key's TTL is this plus the grace. */
+static int64_t settled_after(const drl__limit *lim, const bucket *bk,
+			     int64_t now)
 {
 	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
 	return (bk->last - now) +
 	       drl__i128_ceil_div(full - bk->level, lim->limit);
+}
+
+/* reset_after: µs from `now` until the bucket is full again; 0 when it is
+ * full (a refill time ahead of a lagging clock holds no debt). */
+static int64_t until_full(const drl__limit *lim, const bucket *bk, int64_t now)
+{
+	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
+	return bk->level < full ? settled_after(lim, bk, now) : 0;
 }
 
 static int corrupt(const drl__call *call)
@@ -102,11 +117,10 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 		store_bucket(lim, &bk, out, outlen);
 		undo->a = cost;
 	}
-	int64_t reset = until_full(lim, &bk, call->now);
-	*ttl_us = reset + DRL__TTL_GRACE_US;
+	*ttl_us = settled_after(lim, &bk, call->now) + DRL__TTL_GRACE_US;
 	drl__result_fill(res, true, lim->burst,
-			 drl__i128_floor_div(bk.level, lim->period_us), reset,
-			 0);
+			 drl__i128_floor_div(bk.level, lim->period_us),
+			 until_full(lim, &bk, call->now), 0);
 	return write;
 }
 
@@ -125,7 +139,7 @@ static int refund_step(const drl__limit *lim, const drl__call *call,
 	if (bk.level > full)
 		bk.level = full;
 	store_bucket(lim, &bk, out, outlen);
-	*ttl_us = until_full(lim, &bk, call->now) + DRL__TTL_GRACE_US;
+	*ttl_us = settled_after(lim, &bk, call->now) + DRL__TTL_GRACE_US;
 	return 1;
 }
 

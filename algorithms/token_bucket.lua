@@ -1,4 +1,5 @@
--- Twin of token_bucket.c: the same 25-byte state, the same decisions.
+-- Twin of token_bucket.c: the same 25-byte state, the same decisions: a
+-- request is decided at max(now, last refill), `ahead` µs after now.
 -- The level is kept relative (units of 1/period token, at most
 -- burst * period < 2^53), so no product leaves the exact range.
 local full = burst * period
@@ -27,8 +28,16 @@ if blob then
 end
 
 local ahead = last - now
-local function until_full()
+-- until the state no longer matters (the key's TTL, less the grace)
+local function settled_after()
   return ahead + cdiv(full - level, limit)
+end
+-- reset_after: 0 when full (a refill time ahead of now holds no debt)
+local function until_full()
+  if level >= full then
+    return 0
+  end
+  return settled_after()
 end
 
 if cost > burst then
@@ -43,6 +52,6 @@ if peek == 0 and cost > 0 then
   local whole = fdiv(level, period)
   redis.call('SET', KEYS[1],
     struct.pack('<c1i8i8i8', 'T', whole, level - whole * period, last),
-    'PX', until_full() + grace)
+    'PX', settled_after() + grace)
 end
 return {1, fdiv(level, period), until_full(), 0, cost}

@@ -252,15 +252,19 @@ static tu replay(const char *spec, const ev *hist, int n)
 }
 
 /* retry_after R: denied at t+R-1, allowed at t+R. remaining k: exactly k
- * more unit requests fit now. reset_after: full quota by then. */
-static void check_properties(const char *spec, int64_t period)
+ * more unit requests fit now. reset_after: full quota by then. Time goes
+ * back, one step in five, by up to `back` µs (0: never). */
+static void check_properties(const char *spec, int64_t period, int64_t back)
 {
 	ev hist[160];
 	int nh = 0;
 	tu t = tu_open(NULL, spec);
 	int64_t now = 5000 * SEC + rnd(period);
 	for (int step = 0; step < 160; step++) {
-		now += rnd(4) == 0 ? 0 : rnd(period / 3);
+		if (back && rnd(5) == 0)
+			now -= 1 + rnd(back);
+		else
+			now += rnd(4) == 0 ? 0 : rnd(period / 3);
 		int64_t cost = rnd(4);
 		drl_result r = tu_at(t.lim, "k", cost, now);
 		if (r.allowed) {
@@ -295,14 +299,19 @@ static void check_properties(const char *spec, int64_t period)
 static void test_properties(void **state)
 {
 	(void)state;
-	check_properties("fixed_window:5/1s", SEC);
-	check_properties("sliding_window:5/1s", SEC);
-	check_properties("subwindow:5/1s,subwindows=4", SEC);
-	check_properties("subwindow:5/1s,subwindows=4,trailing=1", SEC);
-	check_properties("token_bucket:5/1s", SEC);
-	check_properties("token_bucket:3/1s,burst=5", SEC);
-	check_properties("gcra:7/1s,burst=4", SEC);
-	check_properties("sliding_log:5/1s", SEC);
+	check_properties("fixed_window:5/1s", SEC, 0);
+	check_properties("sliding_window:5/1s", SEC, 0);
+	check_properties("subwindow:5/1s,subwindows=4", SEC, 0);
+	check_properties("subwindow:5/1s,subwindows=4,trailing=1", SEC, 0);
+	check_properties("token_bucket:5/1s", SEC, 0);
+	check_properties("token_bucket:3/1s,burst=5", SEC, 0);
+	check_properties("gcra:7/1s,burst=4", SEC, 0);
+	check_properties("sliding_log:5/1s", SEC, 0);
+	/* the buckets, with time going back by less and more than T */
+	check_properties("token_bucket:3/1s,burst=5", SEC, 200 * MS);
+	check_properties("token_bucket:3/1s,burst=5", SEC, 900 * MS);
+	check_properties("gcra:7/1s,burst=4", SEC, 100 * MS);
+	check_properties("gcra:7/1s,burst=4", SEC, 600 * MS);
 }
 
 /* sliding_log against a perfect sliding window kept here by brute force. */
@@ -331,21 +340,36 @@ static void test_sliding_log_is_exact(void **state)
 	tu_free(&t);
 }
 
-/* Different algorithms, same admission: token_bucket = gcra; fixed_window
- * and sliding_window = their subwindow parameterizations. */
-static void same_decisions(const char *a, const char *b)
+/* Every field of two answers, or which one differs first (NULL: none). */
+static const char *differs(const drl_result *a, const drl_result *b)
+{
+	return a->allowed != b->allowed                 ? "allowed"
+	       : a->limit != b->limit                   ? "limit"
+	       : a->remaining != b->remaining           ? "remaining"
+	       : a->reset_after_us != b->reset_after_us ? "reset_after"
+	       : a->retry_after_us != b->retry_after_us ? "retry_after"
+	       : a->limit_index != b->limit_index       ? "limit_index"
+							: NULL;
+}
+
+/* Different algorithms, same answers: token_bucket = gcra; fixed_window
+ * and sliding_window = their subwindow parameterizations. One request in
+ * four comes from a client whose clock lags by up to `back` µs (0: none),
+ * so time goes back by up to that much. */
+static void same_decisions(const char *a, const char *b, int64_t back)
 {
 	tu x = tu_open(NULL, a), y = tu_open(NULL, b);
-	int64_t now = 123 * SEC;
+	int64_t real = 123 * SEC;
 	for (int i = 0; i < 5000; i++) {
-		now += rnd(3) == 0 ? 0 : rnd(300 * MS);
+		real += rnd(3) == 0 ? 0 : rnd(300 * MS);
+		int64_t now = back && rnd(4) == 0 ? real - 1 - rnd(back) : real;
 		int64_t cost = rnd(4);
 		drl_result r1 = tu_at(x.lim, "k", cost, now);
 		drl_result r2 = tu_at(y.lim, "k", cost, now);
-		if (r1.allowed != r2.allowed || r1.remaining != r2.remaining ||
-		    r1.reset_after_us != r2.reset_after_us ||
-		    r1.retry_after_us != r2.retry_after_us)
-			fail_msg("%s vs %s differ at step %d", a, b, i);
+		const char *what = differs(&r1, &r2);
+		if (what)
+			fail_msg("%s vs %s: %s differs at step %d", a, b, what,
+				 i);
 	}
 	tu_free(&x);
 	tu_free(&y);
@@ -354,12 +378,118 @@ static void same_decisions(const char *a, const char *b)
 static void test_equivalences(void **state)
 {
 	(void)state;
-	same_decisions("token_bucket:10/1s,burst=5", "gcra:10/1s,burst=5");
-	same_decisions("token_bucket:7/1m", "gcra:7/1m");
-	same_decisions("token_bucket:3/1s,burst=1", "gcra:3/1s,burst=1");
-	same_decisions("fixed_window:5/1s", "subwindow:5/1s,subwindows=1");
+	static const char *const pairs[][2] = {
+		{"token_bucket:10/1s,burst=5", "gcra:10/1s,burst=5"},
+		{"token_bucket:7/1m", "gcra:7/1m"},
+		{"token_bucket:3/1s,burst=1", "gcra:3/1s,burst=1"},
+		{"token_bucket:4/1s,burst=9", "gcra:4/1s,burst=9"},
+		/* refunds: the fixed window denies after the bucket admits */
+		{"token_bucket:10/1s,burst=5;fixed_window:2/1s",
+		 "gcra:10/1s,burst=5;fixed_window:2/1s"},
+	};
+	/* emission intervals 100ms, 8.57s, 333ms, 250ms, 100ms: steps back
+	 * of up to half of one, and of up to several */
+	static const int64_t backs[][2] = {{50 * MS, 350 * MS},
+					   {4 * SEC, 30 * SEC},
+					   {150 * MS, 900 * MS},
+					   {120 * MS, 700 * MS},
+					   {50 * MS, 350 * MS}};
+	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+		same_decisions(pairs[i][0], pairs[i][1], 0);
+		same_decisions(pairs[i][0], pairs[i][1], backs[i][0]);
+		same_decisions(pairs[i][0], pairs[i][1], backs[i][1]);
+	}
+	same_decisions("fixed_window:5/1s", "subwindow:5/1s,subwindows=1", 0);
 	same_decisions("sliding_window:5/1s",
-		       "subwindow:5/1s,subwindows=1,trailing=1");
+		       "subwindow:5/1s,subwindows=1,trailing=1", 0);
+}
+
+/* Issue 18's replay: 40 random limits (LIMIT 3..100, burst above and below
+ * it, PERIOD 1s or 1m), 80 requests each (cost 0..3), time going back one
+ * step in four by 500µs to two emission intervals: token_bucket and gcra
+ * give the same answer, every field, every time. */
+static void test_equivalence_sweep(void **state)
+{
+	(void)state;
+	int agree = 0, total = 0;
+	for (int seq = 0; seq < 40; seq++) {
+		int64_t limit = 3 + rnd(98), period = rnd(2) ? SEC : 60 * SEC;
+		int64_t burst =
+			rnd(2) ? limit + 1 + rnd(limit) : 1 + rnd(limit);
+		char a[96], b[96];
+		snprintf(a, sizeof a, "token_bucket:%lld/%s,burst=%lld",
+			 (long long)limit, period == SEC ? "1s" : "1m",
+			 (long long)burst);
+		snprintf(b, sizeof b, "gcra%s", a + strlen("token_bucket"));
+		tu x = tu_open(NULL, a), y = tu_open(NULL, b);
+		int64_t t = (period + limit - 1) / limit, now = 1000 * SEC;
+		for (int i = 0; i < 80; i++, total++) {
+			if (rnd(4) == 0)
+				now -= 500 + rnd(2 * t - 500 + 1);
+			else
+				now += rnd(3) == 0 ? 0 : rnd(2 * t);
+			int64_t cost = rnd(4);
+			drl_result r1 = tu_at(x.lim, "k", cost, now);
+			drl_result r2 = tu_at(y.lim, "k", cost, now);
+			const char *what = differs(&r1, &r2);
+			if (what)
+				fail_msg("%s vs gcra: %s differs at request "
+					 "%d",
+					 a, what, i);
+			agree++;
+		}
+		tu_free(&x);
+		tu_free(&y);
+	}
+	print_message("token_bucket = gcra: %d of %d answers with time "
+		      "going back\n",
+		      agree, total);
+}
+
+/* Two clients of one limit whose clocks differ by less than one emission
+ * interval (50ms of 100ms) and by more (250ms): the lagging one is
+ * charged neither its lag nor credited with any. Both algorithms, the
+ * same numbers (docs/algorithms.md, "Time going backwards"). */
+static void test_lagging_client(void **state)
+{
+	(void)state;
+	static const char *const specs[] = {"token_bucket:10/1s,burst=5",
+					    "gcra:10/1s,burst=5"};
+	for (int i = 0; i < 2; i++) {
+		tu t = tu_open(NULL, specs[i]);
+		drl_limiter *l = t.lim;
+		/* A at 10s takes 1: 4 left, full again at 10.1s */
+		EXPECT(tu_at(l, "a", 1, 10 * SEC), 1, 4, 100 * MS, 0);
+		/* B, 50ms behind, sees those 4 (not 3.5): it takes them;
+		 * its own clock reads the bucket full 550ms on */
+		EXPECT(tu_at(l, "a", 4, 10 * SEC - 50 * MS), 1, 0, 550 * MS, 0);
+		/* and it is not credited its lag: A waits the full 100ms */
+		EXPECT(tu_at(l, "a", 1, 10 * SEC), 0, 0, 500 * MS, 100 * MS);
+		EXPECT(tu_at(l, "a", 1, 10 * SEC + 100 * MS), 1, 0, 500 * MS,
+		       0);
+		/* B 250ms behind, on a key A took 1 from: 4 left for B too */
+		EXPECT(tu_at(l, "b", 1, 20 * SEC), 1, 4, 100 * MS, 0);
+		EXPECT(tu_at(l, "b", 4, 20 * SEC - 250 * MS), 1, 0, 750 * MS,
+		       0);
+		EXPECT(tu_at(l, "b", 1, 20 * SEC - 250 * MS), 0, 0, 750 * MS,
+		       350 * MS);
+		/* a peek a second behind sees the bucket as it is at 20s */
+		EXPECT(tu_at(l, "b", 0, 19 * SEC), 1, 0, SEC + 500 * MS, 0);
+		tu_free(&t);
+
+		/* a refund (the fixed window denies) leaves the bucket full
+		 * at 10.5s: 100ms behind, it is full now, reset_after 0 */
+		char policy[64];
+		snprintf(policy, sizeof policy, "%s;fixed_window:1/1h",
+			 specs[i]);
+		t = tu_open(NULL, policy);
+		assert_true(tu_at(t.lim, "c", 1, 10 * SEC).allowed);
+		assert_false(tu_at(t.lim, "c", 1, 10 * SEC + 500 * MS).allowed);
+		drl_result r = tu_at(t.lim, "c", 6, 10 * SEC + 400 * MS);
+		assert_int_equal(r.limit_index, 0);
+		EXPECT(r, 0, 5, 0, NEVER);
+		tu_free(&t);
+	}
 }
 
 /* Bad calls: refused with DRL_EINVAL, and nothing consumed. */
@@ -446,6 +576,8 @@ int main(void)
 		cmocka_unit_test(test_properties),
 		cmocka_unit_test(test_sliding_log_is_exact),
 		cmocka_unit_test(test_equivalences),
+		cmocka_unit_test(test_equivalence_sweep),
+		cmocka_unit_test(test_lagging_client),
 		cmocka_unit_test(test_bad_calls),
 		cmocka_unit_test(test_key_bytes),
 	};

@@ -5,7 +5,9 @@
  * WATCH/MULTI/EXEC), memcached (counters + gets/cas) and Redis tx=lua
  * through drl_allow_batch_at (one item per batch: the twins' batch
  * variants) gives identical decisions, field for field, for every
- * algorithm and for policies. Then:
+ * algorithm and for policies; token_bucket and gcra again with two clients
+ * whose clocks differ by less, and by more, than one emission interval.
+ * Then:
  * every key written to Redis has a TTL, and tx=lua really ran the twins
  * (EVALSHA calls counted by the server) while tx=watch ran none.
  */
@@ -90,8 +92,45 @@ static uint64_t next(void)
 	return rng;
 }
 
+/* Specs decided by two clients whose clocks differ by `lag` µs (T is the
+ * emission interval), with forward steps of up to `stride` µs. */
+static const struct {
+	const char *spec;
+	int64_t lag, stride;
+} skewed[] = {
+	{"token_bucket:10/1s,burst=4", 60 * MS, 150 * MS}, /* T = 100ms */
+	{"token_bucket:10/1s,burst=4", 250 * MS, 150 * MS},
+	{"gcra:10/1s,burst=4", 60 * MS, 150 * MS},
+	{"gcra:10/1s,burst=4", 250 * MS, 150 * MS},
+	{"gcra:3/700ms,burst=5", 100 * MS, 300 * MS}, /* T = 233.3ms */
+	{"gcra:3/700ms,burst=5", 700 * MS, 300 * MS},
+	{"token_bucket:7/1m,burst=12", 5 * SEC, 10 * SEC}, /* T = 8.57s */
+	{"gcra:7/1m,burst=12", 5 * SEC, 10 * SEC},
+	{"gcra:7/1m,burst=12", 20 * SEC, 10 * SEC},
+	/* refunds (C steps, also under tx=lua) leave a full bucket whose
+	 * refill time is ahead of the lagging client */
+	{"token_bucket:10/1s,burst=4;fixed_window:2/1s", 250 * MS, 150 * MS},
+	{"gcra:10/1s,burst=4;fixed_window:2/1s", 250 * MS, 150 * MS},
+};
+
+/* One step's time: random, sometimes backwards (lag 0), or that of one of
+ * two clients, the second `lag` behind the first. */
+static int64_t step_time(int64_t *now, uint64_t x, int64_t lag, int64_t stride)
+{
+	if (lag == 0) {
+		if (x % 10 == 0)
+			*now -= (int64_t)(x >> 8) % (300 * MS); /* backwards */
+		else if (x % 3 != 0)
+			*now += (int64_t)(x >> 8) % (400 * MS);
+		return *now;
+	}
+	if (x % 3 != 0)
+		*now += (int64_t)(x >> 8) % stride;
+	return (x >> 60) & 1 ? *now - lag : *now;
+}
+
 static void run_spec(drl_store *stores[STORES], const char *const names[],
-		     const char *spec, int n)
+		     const char *spec, int n, int64_t lag, int64_t stride)
 {
 	drl_limiter *l[STORES];
 	for (int s = 0; s < STORES; s++) {
@@ -105,13 +144,10 @@ static void run_spec(drl_store *stores[STORES], const char *const names[],
 		const char *p;
 		size_t n;
 	} keys[] = {{"alice", 5}, {"b\0b", 3}, {"with space\n", 11}, {"k", 1}};
-	int64_t now = INT64_C(1700000000000000) + (int64_t)(next() % SEC);
+	int64_t real = INT64_C(1700000000000000) + (int64_t)(next() % SEC);
 	for (int i = 0; i < STEPS; i++) {
 		uint64_t x = next();
-		if (x % 10 == 0)
-			now -= (int64_t)(x >> 8) % (300 * MS); /* backwards */
-		else if (x % 3 != 0)
-			now += (int64_t)(x >> 8) % (400 * MS);
+		int64_t now = step_time(&real, x, lag, stride);
 		int64_t cost = (int64_t)((x >> 40) % 5); /* 0..4 */
 		if ((x >> 50) % 17 == 0)
 			cost = 1000000001; /* more than any capacity */
@@ -187,8 +223,12 @@ static void test_identical_decisions(void **state)
 	drl_store *stores[STORES];
 	const char *names[STORES];
 	open_all(stores, names);
+	int n = 0;
 	for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
-		run_spec(stores, names, specs[i], (int)i);
+		run_spec(stores, names, specs[i], n++, 0, 0);
+	for (size_t i = 0; i < sizeof skewed / sizeof skewed[0]; i++)
+		run_spec(stores, names, skewed[i].spec, n++, skewed[i].lag,
+			 skewed[i].stride);
 	for (int s = 0; s < STORES; s++)
 		drl_store_free(stores[s]);
 	assert_true(check_ttls() > 0);
@@ -290,6 +330,29 @@ static size_t only_key(redisContext *c, const char *prefix, char *buf,
 	return n;
 }
 
+/* A store on the test's Redis: tx=watch (the C steps) or tx=lua (the
+ * twins). */
+static drl_store *redis_store(int watch)
+{
+	char uri[128];
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=%s", redis_srv.port,
+		 watch ? "watch" : "lua");
+	drl_store *s;
+	drl_error err = {0};
+	if (drl_store_open(&s, uri, &err))
+		fail_msg("%s: %s", uri, err.message);
+	return s;
+}
+
+/* A plain connection to the test's Redis, to read and write keys. */
+static redisContext *raw_redis(void)
+{
+	redisContext *c = redisConnect("127.0.0.1", redis_srv.port);
+	assert_non_null(c);
+	assert_int_equal(c->err, 0);
+	return c;
+}
+
 /* State libdrl did not write, the same for the C steps (tx=watch) and the
  * twins (tx=lua): a negative counter (a refund that outlived its key)
  * counts as 0 and admits nothing extra; a counter beyond any real count
@@ -300,18 +363,14 @@ static void test_hostile_state(void **state)
 	(void)state;
 	if (!have_servers)
 		skip();
-	redisContext *raw = redisConnect("127.0.0.1", redis_srv.port);
-	assert_non_null(raw);
+	redisContext *raw = raw_redis();
 	const int64_t t = INT64_C(1700000000000000); /* a whole second */
 	for (int watch = 0; watch < 2; watch++) {
-		char uri[128], prefix[32], key[512];
-		snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=%s",
-			 redis_srv.port, watch ? "watch" : "lua");
-		drl_store *s;
+		char prefix[32], key[512];
+		drl_store *s = redis_store(watch);
 		drl_limiter *l;
 		drl_result r;
 		drl_error err = {0};
-		assert_int_equal(drl_store_open(&s, uri, &err), 0);
 
 		/* previous window at -5: still exactly 10 per window */
 		snprintf(prefix, sizeof prefix, "neg%d:", watch);
@@ -356,6 +415,85 @@ static void test_hostile_state(void **state)
 	redisFree(raw);
 }
 
+/* The one key of `l` under `prefix`, written by a decision at t, into key
+ * (its length returned). */
+static size_t key_of(redisContext *raw, drl_limiter *l, const char *prefix,
+		     int64_t t, char *key, size_t cap)
+{
+	drl_result r;
+	assert_int_equal(drl_allow_at(l, "k", 1, 1, t, &r, NULL), 0);
+	return only_key(raw, prefix, key, cap);
+}
+
+static void pack(unsigned char *p, int64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)((uint64_t)v >> (8 * i));
+}
+
+/* gcra's 17-byte state (TAT only, written before NEWEST was kept) is read
+ * alike by the twin and the C step, NEWEST taken as ceil(TAT - burst*T),
+ * and rewritten as 25 bytes; a 25-byte state breaking
+ * NEWEST <= TAT <= NEWEST + burst*T, or an old TAT past the end of time,
+ * is DRL_ECORRUPT on both. */
+static void test_gcra_states(void **state)
+{
+	(void)state;
+	if (!have_servers)
+		skip();
+	redisContext *raw = raw_redis();
+	const int64_t t = INT64_C(1700000000000000);
+	for (int watch = 0; watch < 2; watch++) {
+		char prefix[32], key[512];
+		drl_store *s = redis_store(watch);
+		drl_limiter *l;
+		drl_error err = {0};
+		snprintf(prefix, sizeof prefix, "old%d:", watch);
+		/* T = 100ms, burst*T = 500ms */
+		assert_int_equal(drl_limiter_new(&l, s, "gcra:10/1s,burst=5",
+						 prefix, &err),
+				 0);
+		size_t kn = key_of(raw, l, prefix, t - SEC, key, sizeof key);
+		unsigned char old[17] = {'G'};
+		pack(old + 1, t + 300 * MS); /* TAT: 300ms owed at t */
+		freeReplyObject(redisCommand(raw, "SET %b %b", key, kn, old,
+					     sizeof old));
+		EXPECT(tu_at(l, "k", 0, t), 1, 2, 300 * MS, 0);
+		/* 300ms behind: NEWEST is at least t - 200ms */
+		EXPECT(tu_at(l, "k", 0, t - 300 * MS), 1, 0, 600 * MS, 0);
+		EXPECT(tu_at(l, "k", 1, t - 300 * MS), 0, 0, 600 * MS,
+		       200 * MS);
+		EXPECT(tu_at(l, "k", 1, t), 1, 1, 400 * MS, 0);
+		redisReply *r = redisCommand(raw, "STRLEN %b", key, kn);
+		assert_int_equal(r->integer, 25);
+		freeReplyObject(r);
+		/* now NEWEST is t: 300ms behind is charged nothing more */
+		EXPECT(tu_at(l, "k", 1, t - 300 * MS), 1, 0, 800 * MS, 0);
+
+		/* malformed: TAT before NEWEST, TAT beyond NEWEST + 500ms,
+		 * an old TAT a burst past the end of time */
+		unsigned char bad[3][25] = {{'G'}, {'G'}, {'G'}};
+		pack(bad[0] + 1, t - 1);
+		pack(bad[0] + 17, t);
+		pack(bad[1] + 1, t + 500 * MS);
+		pack(bad[1] + 9, 1);
+		pack(bad[1] + 17, t);
+		pack(bad[2] + 1, INT64_MAX);
+		for (int i = 0; i < 3; i++) {
+			drl_result res;
+			freeReplyObject(
+				redisCommand(raw, "SET %b %b", key, kn, bad[i],
+					     (size_t)(i == 2 ? 17 : 25)));
+			assert_int_equal(
+				drl_allow_at(l, "k", 1, 1, t, &res, &err),
+				DRL_ECORRUPT);
+		}
+		drl_limiter_free(l);
+		drl_store_free(s);
+	}
+	redisFree(raw);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -382,6 +520,7 @@ int main(void)
 		cmocka_unit_test(test_strategy_really_differs),
 		cmocka_unit_test(test_server_clock),
 		cmocka_unit_test(test_hostile_state),
+		cmocka_unit_test(test_gcra_states),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
