@@ -25,4 +25,5 @@ const drl__algorithm drl__fixed_window = {
 	.refund = drl__counter_refund,
 	.lua = &drl__lua_counter,
 	.lua_batch = &drl__lua_batch_counter,
+	.keys = drl__counter_keys,
 };

@@ -191,6 +191,23 @@ int drl__counter_refund(const drl__limit *lim, const drl__call *call,
 		       -call->cost, ttl, &v, call->err);
 }
 
+/* The sub-windows a decision at t reads are floor(t / S) - j for j in
+ * [0, nkeys); a reset at `now` removes those of every t within one
+ * sub-window of now (clients whose clocks differ by up to S, or a reset
+ * that races a window edge): indexes i - nkeys .. i + 1. Older windows are
+ * read by no decision at now or later, and their TTL removes them. */
+size_t drl__counter_keys(const drl__limit *lim, const drl__keybase *kb,
+			 int64_t now, drl__key *kbuf, drl_bytes *keys)
+{
+	int64_t s = lim->period_us / lim->subwindows;
+	int64_t i = now / s;
+	int64_t nkeys = lim->subwindows + (lim->trailing ? 1 : 0);
+	size_t n = 0;
+	for (int64_t j = i + 1; j >= i - nkeys; j--, n++)
+		keys[n] = drl__key_indexed(&kbuf[n], kb, j);
+	return n;
+}
+
 static int option(drl__limit *lim, const char *key, const char *value,
 		  drl_error *err)
 {
@@ -244,4 +261,5 @@ const drl__algorithm drl__subwindow = {
 	.refund = drl__counter_refund,
 	.lua = &drl__lua_counter,
 	.lua_batch = &drl__lua_batch_counter,
+	.keys = drl__counter_keys,
 };

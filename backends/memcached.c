@@ -718,6 +718,35 @@ static int mc_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 	return rc;
 }
 
+/* ---- delete (drl_reset) -------------------------------------------------- */
+
+/* vtable del: one `delete` per key, in order (absent keys are no error).
+ * Not atomic: memcached has no multi-key delete, and a pool's keys live
+ * on several servers. A decision running meanwhile can see some of the
+ * keys gone and others not yet (for a policy, some limits reset and
+ * others not); on an error the keys before the failing one are gone. */
+static int mc_del(drl_backend *b, size_t n, const drl_bytes *keys,
+		  drl_error *err)
+{
+	mc_backend *m = (mc_backend *)b;
+	call c;
+	mkey k;
+	if (n == 0)
+		return 0;
+	if (keys == NULL)
+		return drl_error_set(err, DRL_EINVAL, "memcached: NULL keys");
+	int rc = borrow(m, &c, err);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		map_key(m, keys[i], &k);
+		memcached_return_t mrc =
+			memcached_delete(c.mc, k.buf, k.len, 0);
+		if (mrc != MEMCACHED_SUCCESS && mrc != MEMCACHED_NOTFOUND)
+			rc = store_error(&c, mrc, "delete", err);
+	}
+	give_back(&c);
+	return rc;
+}
+
 /* vtable destroy: close every connection, free everything. */
 static void mc_destroy(drl_backend *b)
 {
@@ -1065,7 +1094,7 @@ int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err)
 	m = calloc(1, sizeof *m);
 	if (m == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "memcached: no memory");
-	m->parent.version = 1; /* the vtable version this file fills */
+	m->parent.version = 4; /* the vtable version this file fills */
 	m->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
 	m->parent.name = "memcached";
 	m->parent.destroy = mc_destroy;
@@ -1076,6 +1105,7 @@ int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err)
 	m->parent.update = NULL; /* no in-process atomic step */
 	m->parent.eval = NULL;   /* no server-side scripts */
 	m->parent.now = NULL;    /* memcached has no clock to offer */
+	m->parent.del = mc_del;
 
 	rc = drl__uri_get_lazy(uri, &lazy, err);
 	if (rc == 0)

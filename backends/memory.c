@@ -716,6 +716,47 @@ static int mem_update(drl_backend *b, drl_bytes key, drl_update_fn fn,
 	}
 }
 
+/*
+ * Delete the n keys in one atomic step: every shard they live in is
+ * locked (in index order, so two deletes cannot deadlock) before any is
+ * deleted, so a call on any of the keys sees all of them or none gone.
+ */
+static int mem_del(drl_backend *b, size_t n, const drl_bytes *keys,
+		   drl_error *err)
+{
+	store *st = (store *)b;
+	if (n > 0 && keys == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "memory store: NULL keys");
+	for (size_t i = 0; i < n; i++) {
+		int rc = check_key(keys[i], err);
+		if (rc)
+			return rc;
+	}
+	bool *locked = calloc(st->nshards, sizeof *locked);
+	if (locked == NULL)
+		return drl_error_set(err, DRL_ENOMEM,
+				     "memory store: out of memory");
+	for (size_t i = 0; i < n; i++)
+		locked[shard_of(st, hash_key(st, keys[i])) - st->shards] = true;
+	for (size_t j = 0; j < st->nshards; j++)
+		if (locked[j])
+			pthread_mutex_lock(&st->shards[j].lock);
+	int64_t now = mono_us();
+	for (size_t i = 0; i < n; i++) {
+		uint64_t h = hash_key(st, keys[i]);
+		shard *sh = shard_of(st, h);
+		entry **pp = lookup(st, sh, h, keys[i], now);
+		if (pp)
+			unlink_free(st, sh, pp);
+	}
+	for (size_t j = st->nshards; j-- > 0;)
+		if (locked[j])
+			pthread_mutex_unlock(&st->shards[j].lock);
+	free(locked);
+	return 0;
+}
+
 /* Free every entry, table and lock, and the store itself. */
 static void mem_destroy(drl_backend *b)
 {
@@ -741,7 +782,7 @@ static void mem_destroy(drl_backend *b)
 }
 
 static const drl_backend memory_vtable = {
-	/* version */ DRL_BACKEND_VERSION,
+	/* version */ 4, /* the vtable version this file fills */
 	/* caps */ DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE,
 	/* name */ "memory",
 	/* destroy */ mem_destroy,
@@ -752,6 +793,7 @@ static const drl_backend memory_vtable = {
 	/* update */ mem_update,
 	/* eval */ NULL,
 	/* now */ NULL,
+	/* del */ mem_del,
 };
 
 /* ---- opening ----------------------------------------------------------- */

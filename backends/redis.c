@@ -1756,9 +1756,9 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 	return rc;
 }
 
-/* ---- server clock (clock=server) ---------------------------------------- */
+/* ---- single commands: DEL (drl_reset), TIME (clock=server) -------------- */
 
-/* One command without keys on a connection of s, one round trip: on
+/* One command on a connection of s, one round trip: on
  * success *r is its reply and *c the connection, both for the caller to
  * give back (free_replies, release). */
 static int one_command(rstore *s, int argc, const char **argv,
@@ -1775,6 +1775,57 @@ static int one_command(rstore *s, int argc, const char **argv,
 		rc = collect(s, *c, 1, r, argv[0], err);
 	if (rc)
 		release(s, *c);
+	return rc;
+}
+
+/* One DEL of every key: atomic on the server (a script or a transaction
+ * sees all of them or none gone). On a cluster node the keys must share a
+ * slot (backends/redis_cluster.c groups them). */
+static int r_del(drl_backend *b, size_t n, const drl_bytes *keys,
+		 drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	if (n == 0)
+		return 0;
+	if (keys == NULL || n > ARGS_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis %s: DEL of %zu keys", s->where, n);
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += s->prefixlen + keys[i].len;
+	const char **argv = malloc((n + 1) * sizeof *argv);
+	size_t *lens = malloc((n + 1) * sizeof *lens);
+	char *buf = malloc(total ? total : 1);
+	conn *c = NULL;
+	int rc = 0;
+	if (argv == NULL || lens == NULL || buf == NULL)
+		rc = drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
+				   s->where);
+	if (rc == 0) {
+		char *p = buf;
+		argv[0] = "DEL";
+		lens[0] = 3;
+		for (size_t i = 0; i < n; i++) {
+			memcpy(p, s->prefix, s->prefixlen);
+			if (keys[i].len)
+				memcpy(p + s->prefixlen, keys[i].data,
+				       keys[i].len);
+			argv[i + 1] = p;
+			lens[i + 1] = s->prefixlen + keys[i].len;
+			p += lens[i + 1];
+		}
+		redisReply *r;
+		rc = one_command(s, (int)(n + 1), argv, lens, &c, &r, err);
+		if (rc == 0) {
+			if (r->type != REDIS_REPLY_INTEGER)
+				rc = reply_error(s, "DEL", r, false, err);
+			freeReplyObject(r);
+			release(s, c);
+		}
+	}
+	free(argv);
+	free(lens);
+	free(buf);
 	return rc;
 }
 
@@ -2064,7 +2115,7 @@ static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
 			return drl_error_set(err, DRL_ENOMEM, "out of memory");
 	}
 
-	s->parent.version = DRL_BACKEND_VERSION;
+	s->parent.version = 4; /* the vtable version this file fills */
 	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
 	s->parent.name = s->cluster ? "redis-cluster" : "redis";
 	s->parent.destroy = r_destroy;
@@ -2073,6 +2124,7 @@ static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
 	s->parent.load = r_load;
 	s->parent.cas = r_cas;
 	s->parent.update = NULL; /* no in-process atomic step */
+	s->parent.del = r_del;
 	if (!s->watch_tx) {
 		s->parent.caps |= DRL_CAP_SCRIPT | DRL_CAP_BATCH;
 		s->parent.eval = r_eval;

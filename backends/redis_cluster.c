@@ -153,6 +153,18 @@ static int key_slot(const cstore *cs, drl_bytes key)
 				       key.len);
 }
 
+/* The end of the run of keys from keys[i] on that share its slot
+ * (*slot). */
+static size_t slot_run(const cstore *cs, size_t n, const drl_bytes *keys,
+		       size_t i, int *slot)
+{
+	*slot = key_slot(cs, keys[i]);
+	size_t j = i + 1;
+	while (j < n && key_slot(cs, keys[j]) == *slot)
+		j++;
+	return j;
+}
+
 /* ---- nodes -------------------------------------------------------------- */
 
 static int64_t mono_us(void)
@@ -459,10 +471,8 @@ static int c_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 	cstore *cs = (cstore *)b;
 	size_t i = 0;
 	while (i < n) {
-		int slot = key_slot(cs, keys[i]);
-		size_t j = i + 1;
-		while (j < n && key_slot(cs, keys[j]) == slot)
-			j++;
+		int slot;
+		size_t j = slot_run(cs, n, keys, i, &slot);
 		get_args a = {j - i, keys + i, values + i};
 		long owner = slot_owner(cs, slot);
 		drl_error e1 = {0};
@@ -593,6 +603,47 @@ static int c_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 	return route(cs, slot, do_eval, &a, true, NULL, NULL, err);
 }
 
+typedef struct del_args {
+	size_t n;
+	const drl_bytes *keys;
+} del_args;
+
+static int do_del(drl_backend *node, void *arg, drl_error *err)
+{
+	del_args *a = arg;
+	return node->del(node, a->n, a->keys, err);
+}
+
+/* The keys of one slot in one DEL, atomic (the core's keys of one reset
+ * share a hash tag, so they are one DEL); keys of different slots: run by
+ * run, each atomic on its own. When a migration splits a slot's keys
+ * (TRYAGAIN), key by key, each routed on its own: a decision may then see
+ * some of the keys gone before the others. */
+static int c_del(drl_backend *b, size_t n, const drl_bytes *keys,
+		 drl_error *err)
+{
+	cstore *cs = (cstore *)b;
+	size_t i = 0;
+	while (i < n) {
+		int slot;
+		size_t j = slot_run(cs, n, keys, i, &slot);
+		del_args a = {j - i, keys + i};
+		int rc = route(cs, slot, do_del, &a, true, NULL, NULL, err);
+		if (rc == DRL_BACKEND_ESPLIT) {
+			rc = 0;
+			for (size_t k = i; k < j && rc == 0; k++) {
+				del_args one = {1, keys + k};
+				rc = route(cs, slot, do_del, &one, false, NULL,
+					   NULL, err);
+			}
+		}
+		if (rc)
+			return rc;
+		i = j;
+	}
+	return 0;
+}
+
 static int do_now(drl_backend *node, void *arg, drl_error *err)
 {
 	return node->now(node, arg, err);
@@ -713,6 +764,7 @@ int drl__redis_cluster_open(drl_backend **out, drl__uri *uri, drl_error *err)
 		cs->parent.update = NULL;
 		cs->parent.eval = cs->tmpl->eval ? c_eval : NULL;
 		cs->parent.now = cs->tmpl->now ? c_now : NULL;
+		cs->parent.del = cs->tmpl->del ? c_del : NULL;
 		rc = add_seeds(cs, uri->hosts, err);
 	}
 	if (rc == 0 && !drl__redis_template_lazy(cs->tmpl))

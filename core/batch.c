@@ -402,6 +402,17 @@ static void decide(drl_limiter *l, drl_batch_item *items, size_t n, int64_t now,
 	}
 }
 
+/* decide(), then each decided item answered as drl_allow() answers it
+ * (would_allow; shadow=1). */
+static void decide_answer(drl_limiter *l, drl_batch_item *items, size_t n,
+			  int64_t now, drl_error *err)
+{
+	decide(l, items, n, now, err);
+	for (size_t i = 0; i < n; i++)
+		if (items[i].rc == 0)
+			drl__shadow_answer(l, &items[i].result);
+}
+
 int drl_allow_batch_at(drl_limiter *l, drl_batch_item *items, size_t n,
 		       int64_t now_us, drl_error *err)
 {
@@ -410,7 +421,7 @@ int drl_allow_batch_at(drl_limiter *l, drl_batch_item *items, size_t n,
 		rc = drl__time_check(now_us, err);
 	if (rc)
 		return rc;
-	decide(l, items, n, now_us, err);
+	decide_answer(l, items, n, now_us, err);
 	return 0;
 }
 
@@ -420,6 +431,6 @@ int drl_allow_batch(drl_limiter *l, drl_batch_item *items, size_t n,
 	int rc = check_call(l, items, n, err);
 	if (rc)
 		return rc;
-	decide(l, items, n, DRL__NOW_READ, err);
+	decide_answer(l, items, n, DRL__NOW_READ, err);
 	return 0;
 }

@@ -152,7 +152,7 @@ drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb, int64_t suffix);
 typedef struct drl__stats {
 	_Atomic uint64_t decisions, cas_attempts, cas_conflicts, cas_exhausted,
 		scripts, store_failures, breaker_opens, breaker_rejects,
-		fallbacks, near_denials, near_syncs;
+		fallbacks, near_denials, near_syncs, shadow_denials;
 } drl__stats;
 
 #define DRL__COUNT(stats, field)                                               \
@@ -217,7 +217,22 @@ typedef struct drl__algorithm {
 	 * batch variant (many items in one call, see core/batch.c). */
 	const drl_script *lua;
 	const drl_script *lua_batch;
+	/* For drl_reset: every store key a decision of a client whose clock
+	 * reads within DRL__RESET_SKEW of `now` may read or write for the
+	 * user key of kb, into keys[] (backed by kbuf[]), at most
+	 * DRL__LIMIT_KEYS_MAX; returns how many. NULL: the one key
+	 * drl__key_plain (every optimistic-state algorithm). */
+	size_t (*keys)(const drl__limit *lim, const drl__keybase *kb,
+		       int64_t now, drl__key *kbuf, drl_bytes *keys);
 } drl__algorithm;
+
+/* Most store keys one limit has for one user key (drl__algorithm.keys):
+ * the counter engine's sub-windows and trailing one, and one either side. */
+#define DRL__LIMIT_KEYS_MAX (DRL_SUBWINDOWS_MAX + 3)
+
+/* The counter engine's keys (algorithms/subwindow.c). */
+size_t drl__counter_keys(const drl__limit *lim, const drl__keybase *kb,
+			 int64_t now, drl__key *kbuf, drl_bytes *keys);
 
 extern const drl__algorithm drl__fixed_window;
 extern const drl__algorithm drl__sliding_window;
@@ -467,7 +482,14 @@ struct drl_limiter {
 	/* block_on_exceed, near_cache: denials remembered (core/near.c);
 	 * NULL when neither is on. */
 	struct drl__near *near;
+	/* shadow=1: every decision answered allowed (drl__shadow_answer). */
+	bool shadow;
 };
+
+/* The answer of a decision r of l that returned 0: would_allow is the
+ * decision, and under shadow=1 a denial is answered allowed (and counted
+ * in shadow_denials). Everything else in r stays the decision's. */
+void drl__shadow_answer(drl_limiter *l, drl_result *r);
 
 /* drl_allow_at's now_us meaning "read the clock" (drl__limiter_now). */
 #define DRL__NOW_READ INT64_C(-2)
@@ -475,6 +497,10 @@ struct drl_limiter {
 /* DRL_EINVAL naming the problem when now_us is not an explicit time
  * drl_allow_at() accepts. */
 int drl__time_check(int64_t now_us, drl_error *err);
+/* DRL_EINVAL naming the bad part of a user key (NULL, length) for the
+ * public function fn. */
+int drl__key_check(const char *fn, const void *key, size_t keylen,
+		   drl_error *err);
 /* DRL_EINVAL naming the bad part of one request (key, keylen, cost). */
 int drl__request_check(const void *key, size_t keylen, int64_t cost,
 		       drl_error *err);
@@ -568,6 +594,10 @@ bool drl__near_check(struct drl__near *n, const drl__near_req *q, int64_t cost,
  * blocks the key, an allow of a blocked cost lifts the block. */
 void drl__near_record(struct drl__near *n, const drl__near_req *q, int64_t cost,
 		      const drl_result *result);
+/* Forget what the cache holds for q's key (drl_reset): its block is
+ * dropped, and an answer of the store to a call that began before q->t
+ * (on q's base) is not recorded. */
+void drl__near_forget(struct drl__near *n, const drl__near_req *q);
 /* Test hooks (near_cache=1 only): after drl__near_manual the thread runs
  * no round of its own; drl__near_sync_round_at runs one now, on the
  * calling thread, as if CLOCK_MONOTONIC read `now` (µs) when it began,

@@ -28,8 +28,25 @@ int64_t drl_now_us(void)
 /* What a policy's option segments set, as they are parsed. */
 typedef struct policy_opts {
 	bool seen_on_error;
+	bool seen_shadow;
 	drl__near_opts near;
 } policy_opts;
+
+/* "shadow=0|1" (value vlen bytes). */
+static int parse_shadow(drl_limiter *l, const char *value, size_t vlen,
+			policy_opts *po, drl_error *err)
+{
+	if (po->seen_shadow)
+		return drl_error_set(err, DRL_EINVAL,
+				     "option \"shadow\" given twice");
+	po->seen_shadow = true;
+	if (vlen != 1 || (value[0] != '0' && value[0] != '1'))
+		return drl_error_set(err, DRL_EINVAL,
+				     "shadow=%.*s must be 0 or 1",
+				     (int)(vlen < 32 ? vlen : 32), value);
+	l->shadow = value[0] == '1';
+	return 0;
+}
 
 /* A policy option segment "name=value" (no ':' before the '='): on_error,
  * or one of the near cache's. 1 when seg is not an option (a limit), 0
@@ -51,15 +68,18 @@ static int parse_option(drl_limiter *l, const char *seg, size_t n,
 		po->seen_on_error = true;
 		return drl__on_error_parse(&l->on_error, value, vlen, err);
 	}
+	if (nlen == 6 && memcmp(seg, "shadow", 6) == 0)
+		return parse_shadow(l, value, vlen, po, err);
 	int rc = drl__near_option(&po->near, seg, nlen, value, vlen, err);
 	if (rc != 1)
 		return rc;
-	return drl_error_set(err, DRL_EINVAL,
-			     "unknown policy option \"%.*s\" (expected "
-			     "on_error=deny|allow|local, block_on_exceed=, "
-			     "near_cache=, near_cache_sync=, near_cache_keys=, "
-			     "or a limit ALGORITHM:LIMIT/PERIOD)",
-			     (int)(nlen < 32 ? nlen : 32), seg);
+	return drl_error_set(
+		err, DRL_EINVAL,
+		"unknown policy option \"%.*s\" (expected "
+		"on_error=deny|allow|local, shadow=0|1, "
+		"block_on_exceed=, near_cache=, near_cache_sync=, "
+		"near_cache_keys=, or a limit ALGORITHM:LIMIT/PERIOD)",
+		(int)(nlen < 32 ? nlen : 32), seg);
 }
 
 /* Parse limit seg[0..n) into the next slot of l's policy. */
@@ -308,15 +328,24 @@ int drl__time_check(int64_t now_us, drl_error *err)
 	return 0;
 }
 
-int drl__request_check(const void *key, size_t keylen, int64_t cost,
-		       drl_error *err)
+int drl__key_check(const char *fn, const void *key, size_t keylen,
+		   drl_error *err)
 {
 	if (key == NULL)
-		return drl_error_set(err, DRL_EINVAL, "drl_allow: NULL key");
+		return drl_error_set(err, DRL_EINVAL, "%s: NULL key", fn);
 	if (keylen == 0 || keylen > DRL_KEY_MAX)
 		return drl_error_set(err, DRL_EINVAL,
 				     "key length %zu is outside 1..%d bytes",
 				     keylen, DRL_KEY_MAX);
+	return 0;
+}
+
+int drl__request_check(const void *key, size_t keylen, int64_t cost,
+		       drl_error *err)
+{
+	int rc = drl__key_check("drl_allow", key, keylen, err);
+	if (rc)
+		return rc;
 	if (cost < 0)
 		return drl_error_set(err, DRL_EINVAL, "cost %lld is negative",
 				     (long long)cost);
@@ -365,6 +394,26 @@ static int decide_near(drl_limiter *l, const void *key, size_t keylen,
 	return rc;
 }
 
+void drl__shadow_answer(drl_limiter *l, drl_result *r)
+{
+	r->would_allow = r->allowed;
+	if (!l->shadow || r->allowed)
+		return;
+	r->allowed = 1;
+	DRL__COUNT(&l->store->stats, shadow_denials);
+}
+
+/* A checked request decided (decide_near) and answered (shadow=1). */
+static int decide_answer(drl_limiter *l, const void *key, size_t keylen,
+			 int64_t cost, int64_t now_us, drl_result *result,
+			 drl_error *err)
+{
+	int rc = decide_near(l, key, keylen, cost, now_us, result, err);
+	if (rc == 0)
+		drl__shadow_answer(l, result);
+	return rc;
+}
+
 int drl_allow_at(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 		 int64_t now_us, drl_result *result, drl_error *err)
 {
@@ -373,7 +422,7 @@ int drl_allow_at(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 		rc = drl__time_check(now_us, err);
 	if (rc)
 		return rc;
-	return decide_near(l, key, keylen, cost, now_us, result, err);
+	return decide_answer(l, key, keylen, cost, now_us, result, err);
 }
 
 int drl__limiter_guarded(drl_limiter *l, const void *key, size_t keylen,
@@ -474,5 +523,5 @@ int drl_allow(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 	int rc = check_call(l, key, keylen, cost, result, err);
 	if (rc)
 		return rc;
-	return decide_near(l, key, keylen, cost, DRL__NOW_READ, result, err);
+	return decide_answer(l, key, keylen, cost, DRL__NOW_READ, result, err);
 }

@@ -476,6 +476,21 @@ void drl__near_record(drl__near *n, const drl__near_req *q, int64_t cost,
 	record(n, q, cost, result, true);
 }
 
+void drl__near_forget(drl__near *n, const drl__near_req *q)
+{
+	shard *sh;
+	bucket *b = bucket_of(n, q->hash, &sh);
+	pthread_mutex_lock(&sh->mu);
+	entry *e = find(b, q);
+	if (e != NULL) {
+		e->until = 0;
+		e->flags &= ~(uint8_t)F_LOW;
+		if (e->base == q->base && q->t > e->asked)
+			e->asked = q->t;
+	}
+	pthread_mutex_unlock(&sh->mu);
+}
+
 /* ---- the sync thread ---------------------------------------------------- */
 
 static void take(cand *c, const entry *e, uint64_t tag, int64_t cost)

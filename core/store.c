@@ -120,6 +120,8 @@ int drl_store_stats_get(const drl_store *store, drl_store_stats *out)
 						 memory_order_relaxed);
 	out->near_syncs = atomic_load_explicit(&s->stats.near_syncs,
 					       memory_order_relaxed);
+	out->shadow_denials = atomic_load_explicit(&s->stats.shadow_denials,
+						   memory_order_relaxed);
 	return 0;
 }
 

@@ -15,14 +15,14 @@
 struct spy {
 	drl_backend parent; /* first: the store calls through this */
 	drl_backend *inner;
-	_Atomic unsigned long n[7]; /* spy_counts order */
+	_Atomic unsigned long n[8]; /* spy_counts order */
 	_Atomic int fail;           /* spy_fail: every call fails so */
 	int record;
 	drl_bytes *keys; /* distinct keys written, each malloc'd */
 	size_t nkeys, capkeys;
 };
 
-enum { INCR, GET_MANY, LOAD, CAS, UPDATE, EVAL, NOW };
+enum { INCR, GET_MANY, LOAD, CAS, UPDATE, EVAL, NOW, DEL, METHODS };
 
 /* Count a call of method m; its error when the spy fails on purpose. */
 static int count(spy *s, int m, drl_error *err)
@@ -130,6 +130,16 @@ static int s_now(drl_backend *b, int64_t *now_us, drl_error *err)
 	return s->inner->now(s->inner, now_us, err);
 }
 
+static int s_del(drl_backend *b, size_t n, const drl_bytes *keys,
+		 drl_error *err)
+{
+	spy *s = (spy *)b;
+	int rc = count(s, DEL, err);
+	if (rc)
+		return rc;
+	return s->inner->del(s->inner, n, keys, err);
+}
+
 static void s_destroy(drl_backend *b)
 {
 	spy *s = (spy *)b;
@@ -159,6 +169,7 @@ int spy_store(drl_store **out, spy **sp, drl_backend *inner, drl_error *err)
 		.update = inner->update ? s_update : NULL,
 		.eval = inner->eval ? s_eval : NULL,
 		.now = inner->now ? s_now : NULL,
+		.del = inner->version >= 4 && inner->del ? s_del : NULL,
 	};
 	int rc = drl_store_from_backend(out, &s->parent, err);
 	if (rc) {
@@ -190,6 +201,11 @@ drl_store *spy_open(const char *uri, spy **sp)
 	return st;
 }
 
+void spy_set_version(spy *sp, int version)
+{
+	sp->parent.version = version;
+}
+
 drl_backend *spy_inner(spy *sp)
 {
 	return sp->inner;
@@ -202,7 +218,7 @@ void spy_fail(spy *sp, int code)
 
 void spy_reset(spy *sp)
 {
-	for (size_t i = 0; i < 7; i++)
+	for (size_t i = 0; i < METHODS; i++)
 		atomic_store(&sp->n[i], 0);
 }
 
@@ -213,20 +229,21 @@ spy_counts spy_get(const spy *sp)
 		atomic_load(&s->n[INCR]),   atomic_load(&s->n[GET_MANY]),
 		atomic_load(&s->n[LOAD]),   atomic_load(&s->n[CAS]),
 		atomic_load(&s->n[UPDATE]), atomic_load(&s->n[EVAL]),
-		atomic_load(&s->n[NOW]),
+		atomic_load(&s->n[NOW]),    atomic_load(&s->n[DEL]),
 	};
 }
 
 unsigned long spy_total(const spy *sp)
 {
 	spy_counts c = spy_get(sp);
-	return c.incr + c.get_many + c.load + c.cas + c.update + c.eval + c.now;
+	return c.incr + c.get_many + c.load + c.cas + c.update + c.eval +
+	       c.now + c.del;
 }
 
 unsigned long spy_writes(const spy *sp)
 {
 	spy_counts c = spy_get(sp);
-	return c.incr + c.cas + c.update + c.eval;
+	return c.incr + c.cas + c.update + c.eval + c.del;
 }
 
 void spy_record(spy *sp, int on)

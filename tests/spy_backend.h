@@ -14,7 +14,7 @@
 
 /* Calls that reached the wrapped store since the last spy_reset(). */
 typedef struct spy_counts {
-	unsigned long incr, get_many, load, cas, update, eval, now;
+	unsigned long incr, get_many, load, cas, update, eval, now, del;
 } spy_counts;
 
 typedef struct spy spy;
@@ -29,6 +29,10 @@ int spy_store(drl_store **out, spy **sp, drl_backend *inner, drl_error *err);
  * running cmocka test when the store does not open. */
 drl_store *spy_open(const char *uri, spy **sp);
 
+/* From now on the spy says it was written for vtable `version` (< 4: the
+ * core must not read del(), and drl_reset() is DRL_ENOTSUP). */
+void spy_set_version(spy *sp, int version);
+
 /* The wrapped store (still owned by the spy). */
 drl_backend *spy_inner(spy *sp);
 
@@ -40,7 +44,7 @@ void spy_fail(spy *sp, int code);
 spy_counts spy_get(const spy *sp);
 /* Every call of any method since the last reset. */
 unsigned long spy_total(const spy *sp);
-/* Calls that may write: incr, cas, update, eval. */
+/* Calls that may write: incr, cas, update, eval, del. */
 unsigned long spy_writes(const spy *sp);
 
 /* Recording the keys of writes (incr, cas, update, every key of eval):

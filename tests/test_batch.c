@@ -969,6 +969,7 @@ static drl_backend stub = {
 	/* update */ NULL,
 	/* eval */ stub_eval,
 	/* now */ NULL,
+	/* del */ NULL,
 };
 
 /* A version 1 store gets no batch scripts, whatever its caps say: its

@@ -31,8 +31,10 @@ extern "C" {
 /* 1: destroy .. now. 2: DRL_CAP_BATCH (no new slot: a promise about
  * eval(), which the core trusts only from stores of version >= 2).
  * 3: DRL_CAP_DECLARED_KEYS (a demand about eval(), heeded from any
- * version: a store of version < 3 does not set the bit). */
-#define DRL_BACKEND_VERSION 3
+ * version: a store of version < 3 does not set the bit).
+ * 4: del (optional; read only from stores of version >= 4: drl_reset()
+ * on a store of an older version is DRL_ENOTSUP). */
+#define DRL_BACKEND_VERSION 4
 
 typedef struct drl_bytes {
 	const void *data;
@@ -131,6 +133,14 @@ struct drl_backend {
 
 	/* Optional (DRL_CAP_CLOCK): the store's clock, µs since the epoch. */
 	int (*now)(drl_backend *b, int64_t *now_us, drl_error *err);
+
+	/* Optional (version >= 4; NULL: drl_reset() is DRL_ENOTSUP): delete
+	 * the n keys (absent ones are no error), as one atomic step where
+	 * the store can, so a decision sees all of them or none gone; a
+	 * store that cannot (memcached: one delete per key) says so in its
+	 * documentation. On an error some keys may be gone. */
+	int (*del)(drl_backend *b, size_t n, const drl_bytes *keys,
+		   drl_error *err);
 };
 
 /* Wrap a backend in a drl_store. On success the store owns `b` and calls

@@ -104,9 +104,15 @@ typedef enum drl_path {
 
 /* One decision. Filled by drl_allow*(); all times are microseconds,
  * relative to the decision's time. When a call fails (returns an error),
- * *result is still written: a denial (allowed 0, retry_after_us 0, path
- * DRL_PATH_STORE), so a caller that forgets the return code never admits
- * on an error. */
+ * *result is still written: a denial (allowed 0, would_allow 0,
+ * retry_after_us 0, path DRL_PATH_STORE), so a caller that forgets the
+ * return code never admits on an error.
+ *
+ * Shadow mode (policy option shadow=1): the limiter decides and consumes
+ * exactly as without it, but `allowed` is always 1; `would_allow` is the
+ * real decision and every other field describes it (a would-be denial
+ * keeps its limit_index, remaining, retry_after_us and path). Without
+ * shadow=1, would_allow == allowed. */
 typedef struct drl_result {
 	int allowed;            /* 1 allowed, 0 denied */
 	int64_t limit;          /* capacity of the limit that decided */
@@ -115,6 +121,8 @@ typedef struct drl_result {
 	int64_t retry_after_us; /* 0 when allowed; DRL_NEVER when impossible */
 	int limit_index;        /* which limit of a policy decided (0-based) */
 	int path;               /* drl_path: who decided */
+	int would_allow;        /* the real decision (differs from allowed
+				   only under shadow=1) */
 } drl_result;
 
 typedef struct drl_store drl_store;
@@ -150,6 +158,25 @@ DRL_EXPORT int drl_allow(drl_limiter *limiter, const void *key, size_t keylen,
 DRL_EXPORT int drl_allow_at(drl_limiter *limiter, const void *key,
 			    size_t keylen, int64_t cost, int64_t now_us,
 			    drl_result *result, drl_error *err);
+
+/* Forget `key` (keylen bytes, 1..DRL_KEY_MAX) on every limit of the
+ * limiter's policy: afterwards it decides as if it had never been seen
+ * (a full quota, an empty log). Deletes every store key the algorithms
+ * write for it (windows a decision can still read, as of the real-time
+ * clock, or the store's with clock=server) and drops this process's near
+ * cache blocks for it; keys of other users, limiters and prefixes are
+ * untouched. One atomic step on memory, Redis and Redis Cluster (a
+ * decision sees the key either reset or not); on memcached key by key
+ * (docs/api.md, "Reset"). DRL_ENOTSUP on a store written for a vtable
+ * version before 4, DRL_EINVAL (nothing deleted) for bad arguments. A
+ * limiter with on_error=local also forgets the key locally. */
+DRL_EXPORT int drl_reset(drl_limiter *limiter, const void *key, size_t keylen,
+			 drl_error *err);
+
+/* The same as of an explicit time (as drl_allow_at(): the windows a
+ * decision at now_us reads). */
+DRL_EXPORT int drl_reset_at(drl_limiter *limiter, const void *key,
+			    size_t keylen, int64_t now_us, drl_error *err);
 
 /* ---- batches ---------------------------------------------------------- */
 
@@ -208,6 +235,8 @@ typedef struct drl_store_stats {
 	/* The near cache (block_on_exceed=, near_cache=) of its limiters. */
 	uint64_t near_denials; /* decisions answered locally: DRL_PATH_NEAR */
 	uint64_t near_syncs;   /* peeks the near_cache threads made */
+	/* shadow=1: denials answered allowed (would_allow 0) */
+	uint64_t shadow_denials;
 } drl_store_stats;
 
 /* Copy the store's counters into *out (safe while other threads decide). */
