@@ -102,6 +102,7 @@ static enum MHD_Result send_metrics(struct drld_http *h,
 	size_t len;
 
 	drld_adhoc_gauges(h->d->adhoc, &g);
+	g.requests_in_flight = atomic_load(&h->active);
 	char *text = drld_metrics_render(h->d->metrics, h->d->store, &g, &len);
 	if (text == NULL)
 		return send_error(h, conn, 500, NULL, "out of memory");

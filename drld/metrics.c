@@ -40,6 +40,8 @@ struct drld_metrics {
 	 * the last one those above the largest bound */
 	atomic_uint_fast64_t hist[NBUCKETS + 1];
 	atomic_uint_fast64_t hist_sum_us;
+	void (*extra)(FILE *, void *); /* drld_metrics_extra() */
+	void *extra_arg;
 };
 
 int drld_metrics_new(struct drld_metrics **out)
@@ -126,6 +128,13 @@ void drld_metrics_duration(struct drld_metrics *m, int64_t us)
 	bump(&m->hist[i]);
 	atomic_fetch_add_explicit(&m->hist_sum_us, (uint64_t)us,
 				  memory_order_relaxed);
+}
+
+void drld_metrics_extra(struct drld_metrics *m, void (*fn)(FILE *, void *),
+			void *arg)
+{
+	m->extra = fn;
+	m->extra_arg = arg;
 }
 
 void drld_metrics_reload(struct drld_metrics *m, bool ok)
@@ -270,7 +279,13 @@ char *drld_metrics_render(struct drld_metrics *m, const drl_store *store,
 	       "Cached ad-hoc limiters evicted (least recently used).");
 	fprintf(f, "drld_adhoc_evictions_total %" PRIu64 "\n",
 		g->adhoc_evictions);
+	header(f, "drld_http_requests_in_flight", "gauge",
+	       "HTTP requests whose headers arrived and that are not yet "
+	       "answered (this scrape is one).");
+	fprintf(f, "drld_http_requests_in_flight %ld\n", g->requests_in_flight);
 	render_store(f, store);
+	if (m->extra != NULL)
+		m->extra(f, m->extra_arg);
 	if (fclose(f) != 0 || buf == NULL) {
 		free(buf);
 		return NULL;

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Most distinct rule names counted since start (every config loaded adds
  * its names; counters are never dropped, so a rule that comes back after a
@@ -37,6 +38,7 @@ struct drld_metrics;
 struct drld_gauges {
 	size_t adhoc_limiters;    /* ad-hoc limiters cached now */
 	uint64_t adhoc_evictions; /* evicted since start */
+	long requests_in_flight;  /* HTTP requests begun, not completed */
 };
 
 /* Make the counters, all zero. Returns 0 or -1 (out of memory). */
@@ -62,6 +64,12 @@ void drld_metrics_http(struct drld_metrics *m, unsigned status);
 void drld_metrics_duration(struct drld_metrics *m, int64_t us);
 /* Count one SIGHUP reload, valid (ok) or not. */
 void drld_metrics_reload(struct drld_metrics *m, bool ok);
+
+/* Add fn(f, arg) to what drld_metrics_render() writes, after drld's own
+ * counters (the Envoy service's, docs/envoy.md). One at most; call it
+ * before any request. */
+void drld_metrics_extra(struct drld_metrics *m, void (*fn)(FILE *, void *),
+			void *arg);
 
 /* Render every counter, the gauges and the store's drl_store_stats as
  * Prometheus text (version 0.0.4) into a malloc'd buffer of *len bytes
