@@ -301,6 +301,34 @@ run check --limit "fixed_window:2/1s;block_on_exceed=10s" --now-ms $T \
 	--repeat 4 user42
 expect_rc 1
 expect_line 4 "denied   key=user42 remaining=0 limit=2 retry_after=1000ms limit_index=0 path=near"
+# ---- shadow=1: the would-be decision printed, the exit status 0 ----
+run check --limit "fixed_window:1/1s;shadow=1" --now-ms $T --repeat 2 user42
+expect_rc 0
+expect_line 1 "allowed  key=user42 remaining=0 limit=1 reset=1000ms limit_index=0"
+expect_line 2 "denied   key=user42 remaining=0 limit=1 retry_after=1000ms limit_index=0 shadow=allowed"
+run check --limit "fixed_window:1/1s;shadow=1" --now-ms $T --repeat 2 --json \
+	user42
+expect_rc 0
+expect_json 1 would_allow true
+expect_json 2 allowed true
+expect_json 2 would_allow false
+expect_json 2 retry_after_ms 1000
+run check --limit "fixed_window:1/1s;shadow=2" k
+expect_rc 2
+expect_in err "shadow=2 must be 0 or 1"
+
+# ---- drl reset (its effect on a shared store: below, with Redis) ----
+run reset --help
+expect_rc 0
+expect_in out "usage: drl reset"
+run reset --limit fixed_window:1/1s --now-ms $T user42
+expect_rc 0
+expect_line 1 "reset    key=user42"
+run reset --limit fixed_window:1/1s --json $'a\x01'
+expect_rc 0
+expect_json 1 key '"a\u0001"'
+expect_json 1 reset true
+
 # ---- keys are bytes: JSON-escaped, human lines stay one token ----
 run check --limit fixed_window:3/1s --now-ms $T --json $'a"b\\c\nd\x01'
 expect_rc 0
@@ -427,6 +455,15 @@ if [ "$S" != memory:// ]; then
 	bad 'option "tx" given twice' \
 		check --store "$S?tx=lua&tx=watch" --limit fixed_window:10/1s k
 fi
+R=(reset --store "$S")
+bad 'key length 0 is outside 1..1048576 bytes' \
+	"${R[@]}" --limit fixed_window:10/1s ""
+bad 'missing --limit SPEC' "${R[@]}" k
+bad 'missing KEY' "${R[@]}" --limit fixed_window:10/1s
+bad 'LIMIT "0" must be' "${R[@]}" --limit fixed_window:0/1s k
+bad "unknown option '--cost'" "${R[@]}" --limit fixed_window:10/1s --cost 1 k
+bad "bad --now-ms 'x'" "${R[@]}" --limit fixed_window:10/1s --now-ms x k
+bad "unexpected argument 'b'" "${R[@]}" --limit fixed_window:10/1s a b
 B=(bench --store "$S" --duration 0.1)
 bad 'LIMIT "0" must be' "${B[@]}" --limit fixed_window:0/1s
 bad "bad --concurrency '0'" "${B[@]}" --limit fixed_window:5/1s \
@@ -447,6 +484,28 @@ run simulate --rate-limit 10/1s --traffic poisson --rate 20 --duration 2 \
 	--seed 1 --no-timing
 expect_rc 0
 expect_in out "subwindow:10/1s,subwindows=5"
+
+# ---- drl reset on a shared store: the key starts afresh, a neighbour
+# that shares its bytes and a policy that shares its prefix keep theirs ----
+if [ "$S" != memory:// ]; then
+	P="sliding_window:2/1h;gcra:3/1h"
+	run check --store "$S" --limit "$P" --now-ms $T --repeat 3 r1
+	expect_rc 1
+	run check --store "$S" --limit "$P" --now-ms $T r10
+	expect_rc 0
+	run check --store "$S" --limit fixed_window:1/1h --now-ms $T r1
+	expect_rc 0
+	run reset --store "$S" --limit "$P" --now-ms $T r1
+	expect_rc 0
+	expect_line 1 "reset    key=r1"
+	run check --store "$S" --limit "$P" --now-ms $T --json r1
+	expect_rc 0
+	expect_json 1 remaining 1
+	run check --store "$S" --limit "$P" --now-ms $T --cost 0 --json r10
+	expect_json 1 remaining 1
+	run check --store "$S" --limit fixed_window:1/1h --now-ms $T r1
+	expect_rc 1
+fi
 
 # ---- passwords never reach the output (docs/security.md) ----
 if [ "$S" != memory:// ]; then

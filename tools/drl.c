@@ -3,6 +3,7 @@
  *
  *   drl check [--store URI] --limit SPEC [--cost N] [--now-ms MS]
  *             [--repeat N] [--json] KEY
+ *   drl reset [--store URI] --limit SPEC [--now-ms MS] [--json] KEY
  *   drl bench [--store URI[,URI...]] --limit SPEC[;SPEC...]
  *             [--concurrency N,...] [--keys N,...] [--duration S]
  *             [--procs N] [--exact-limit N] [--ceiling] [--json]
@@ -12,8 +13,9 @@
  *
  * Uses the public API (<drl/drl.h>) only (`bench` lives in tools/bench.c,
  * which also reads internals for its ceilings; `simulate` in
- * tools/simulate.c). Exit codes of check: 0 allowed, 1 denied, 2 bad usage
- * / spec / URI / key, 3 store (or output) error; bench and simulate: see
+ * tools/simulate.c). Exit codes of check: 0 allowed (also a denial under
+ * shadow=1), 1 denied, 2 bad usage / spec / URI / key, 3 store (or
+ * output) error; reset: 0 reset, 2 and 3 as check; bench and simulate: see
  * bench.h and simulate.h. Subcommands live in one table (`commands`
  * below); a new one is a function and a row.
  */
@@ -66,8 +68,33 @@ static const char check_details[] =
 	"  -j, --json        one JSON object per decision\n"
 	"  -h, --help        this text\n"
 	"\n"
+	"With shadow=1 in the policy a denial is printed as the decision\n"
+	"it would be, marked shadow=allowed, and exits 0.\n"
+	"\n"
 	"Exit status: 0 allowed, 1 denied, 2 bad usage, spec, URI or\n"
 	"key, 3 store error.\n";
+
+static const char reset_synopsis[] =
+	"usage: drl reset [--store URI] --limit SPEC [--now-ms MS]\n"
+	"                 [--json] KEY\n";
+
+static const char reset_details[] =
+	"\n"
+	"Forget KEY on every limit of the policy: afterwards it is decided\n"
+	"as if it had never been seen (docs/api.md, \"Reset\"). Other keys,\n"
+	"limits and prefixes are untouched.\n"
+	"\n"
+	"  -s, --store URI   store holding the shared state\n"
+	"                    (default memory://)\n"
+	"  -l, --limit SPEC  the policy whose state to forget, as for\n"
+	"                    drl check; repeat --limit to add limits\n"
+	"      --now-ms MS   the windows live at this time (ms since the\n"
+	"                    Unix epoch) instead of the real-time clock\n"
+	"  -j, --json        one JSON object\n"
+	"  -h, --help        this text\n"
+	"\n"
+	"Exit status: 0 reset, 2 bad usage, spec, URI or key (nothing\n"
+	"deleted), 3 store error (or a store that cannot delete).\n";
 
 /* A subcommand: `run` gets argv with argv[0] naming the subcommand and
  * returns the process exit status. `synopsis` + `details` is its --help. */
@@ -80,6 +107,7 @@ struct command {
 };
 
 static int cmd_check(int argc, char **argv);
+static int cmd_reset(int argc, char **argv);
 
 static const struct command commands[] = {
 	{
@@ -98,6 +126,8 @@ static const struct command commands[] = {
 	},
 	{"simulate", drl_cmd_simulate, "measure how accurate algorithms are",
 	 drl_simulate_synopsis, drl_simulate_details},
+	{"reset", cmd_reset, "forget a key's state", reset_synopsis,
+	 reset_details},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -287,25 +317,27 @@ static void print_json(FILE *out, const unsigned char *key, size_t keylen,
 		",\"reset_ms\":%" PRId64 ",\"retry_after_ms\":%" PRId64
 		",\"retry_never\":%s,\"reset_us\":%" PRId64
 		",\"retry_after_us\":%" PRId64
-		",\"limit_index\":%d,\"path\":\"%s\"}\n",
+		",\"limit_index\":%d,\"path\":\"%s\",\"would_allow\":%s}\n",
 		r->allowed ? "true" : "false", r->limit, r->remaining,
 		us_to_ms(r->reset_after_us), us_to_ms(r->retry_after_us),
 		never ? "true" : "false", r->reset_after_us, r->retry_after_us,
-		r->limit_index, drl_path_name(r->path));
+		r->limit_index, drl_path_name(r->path),
+		r->would_allow ? "true" : "false");
 }
 
 /* Print one decision as a human line, e.g.
  *   allowed  key=user42 remaining=4 limit=5 reset=1000ms
  *   denied   key=user42 remaining=0 limit=5 retry_after=200ms
- * `policy` adds which limit of the policy decided. */
+ * `policy` adds which limit of the policy decided. A denial answered
+ * allowed (shadow=1) is printed as the denial, marked shadow=allowed. */
 static void print_human(FILE *out, const unsigned char *key, size_t keylen,
 			const drl_result *r, bool policy)
 {
-	fputs(r->allowed ? "allowed  key=" : "denied   key=", out);
+	fputs(r->would_allow ? "allowed  key=" : "denied   key=", out);
 	human_key(out, key, keylen);
 	fprintf(out, " remaining=%" PRId64 " limit=%" PRId64, r->remaining,
 		r->limit);
-	if (r->allowed)
+	if (r->would_allow)
 		fprintf(out, " reset=%" PRId64 "ms",
 			us_to_ms(r->reset_after_us));
 	else if (r->retry_after_us == DRL_NEVER)
@@ -317,6 +349,8 @@ static void print_human(FILE *out, const unsigned char *key, size_t keylen,
 		fprintf(out, " limit_index=%d", r->limit_index);
 	if (r->path != DRL_PATH_STORE) /* not the store: say who */
 		fprintf(out, " path=%s", drl_path_name(r->path));
+	if (r->allowed && !r->would_allow)
+		fputs(" shadow=allowed", out);
 	putc('\n', out);
 }
 
@@ -346,14 +380,25 @@ static int report(const char *what, int rc, const drl_error *err)
 	return rc == DRL_EINVAL ? EXIT_USAGE : EXIT_STORE;
 }
 
-/* Report a usage error (printf-style) on stderr, followed by the check
- * synopsis. Returns 2. */
-#define usage_error(...) drl_usage_error("check", check_synopsis, __VA_ARGS__)
+/* What `drl check` and `drl reset` parse alike: the command's name and
+ * --help, and whether it decides (--cost and --repeat are its options). */
+struct parse_for {
+	const char *name;
+	const char *synopsis;
+	const char *details;
+	bool decides;
+};
 
-/* Parse `drl check` arguments into *o. Returns -1 to go on, or an exit
- * status (0 after --help, 2 on bad usage). o->policy is malloc'd and the
- * caller frees it either way. */
-static int check_parse(int argc, char **argv, struct check_opts *o)
+/* Report a usage error (printf-style) of command `cmd` (a struct
+ * parse_for *) on stderr, followed by its synopsis. Returns 2. */
+#define usage_error(cmd, ...)                                                  \
+	drl_usage_error((cmd)->name, (cmd)->synopsis, __VA_ARGS__)
+
+/* Parse `drl check` or `drl reset` arguments into *o. Returns -1 to go
+ * on, or an exit status (0 after --help, 2 on bad usage). o->policy is
+ * malloc'd and the caller frees it either way. */
+static int parse_opts(int argc, char **argv, const struct parse_for *cmd,
+		      struct check_opts *o)
 {
 	enum { OPT_NOW_MS = 256 };
 	static const struct option longopts[] = {
@@ -362,6 +407,16 @@ static int check_parse(int argc, char **argv, struct check_opts *o)
 		{"cost", required_argument, NULL, 'c'},
 		{"now-ms", required_argument, NULL, OPT_NOW_MS},
 		{"repeat", required_argument, NULL, 'r'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	/* reset: --cost and --repeat are unknown options */
+	const struct option *opts = longopts;
+	static const struct option reset_opts[] = {
+		{"store", required_argument, NULL, 's'},
+		{"limit", required_argument, NULL, 'l'},
+		{"now-ms", required_argument, NULL, OPT_NOW_MS},
 		{"json", no_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -375,28 +430,34 @@ static int check_parse(int argc, char **argv, struct check_opts *o)
 		.now_us = -1,
 		.repeat = 1,
 	};
+	if (!cmd->decides)
+		opts = reset_opts;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":s:l:c:r:jh", longopts, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv,
+				cmd->decides ? ":s:l:c:r:jh" : ":s:l:jh", opts,
+				NULL)) != -1) {
 		switch (c) {
 		case 's':
 			o->store = optarg;
 			break;
 		case 'l':
 			if (!policy_append(&o->policy, optarg)) {
-				fputs("drl check: out of memory\n", stderr);
+				fprintf(stderr, "drl %s: out of memory\n",
+					cmd->name);
 				return EXIT_STORE;
 			}
 			break;
 		case 'c':
 			if (!drl_parse_uint(optarg, 0, INT64_MAX, &o->cost))
-				return usage_error("bad --cost '%s': expected "
+				return usage_error(cmd,
+						   "bad --cost '%s': expected "
 						   "a whole number >= 0",
 						   optarg);
 			break;
 		case OPT_NOW_MS:
 			if (!drl_parse_uint(optarg, 0, INT64_MAX / 1000, &ms))
-				return usage_error("bad --now-ms '%s': "
+				return usage_error(cmd,
+						   "bad --now-ms '%s': "
 						   "expected milliseconds "
 						   "since the Unix epoch",
 						   optarg);
@@ -404,7 +465,8 @@ static int check_parse(int argc, char **argv, struct check_opts *o)
 			break;
 		case 'r':
 			if (!drl_parse_uint(optarg, 1, REPEAT_MAX, &o->repeat))
-				return usage_error("bad --repeat '%s': "
+				return usage_error(cmd,
+						   "bad --repeat '%s': "
 						   "expected 1..1000000",
 						   optarg);
 			break;
@@ -412,21 +474,40 @@ static int check_parse(int argc, char **argv, struct check_opts *o)
 			o->json = true;
 			break;
 		case 'h':
-			fputs(check_synopsis, stdout);
-			fputs(check_details, stdout);
+			fputs(cmd->synopsis, stdout);
+			fputs(cmd->details, stdout);
 			return EXIT_ALLOWED;
 		default: /* ':' or '?' */
-			return drl_bad_option("check", check_synopsis, c, argv);
+			return drl_bad_option(cmd->name, cmd->synopsis, c,
+					      argv);
 		}
 	}
 	if (o->policy == NULL)
-		return usage_error("missing --limit SPEC");
+		return usage_error(cmd, "missing --limit SPEC");
 	if (optind == argc)
-		return usage_error("missing KEY");
+		return usage_error(cmd, "missing KEY");
 	if (argc - optind > 1)
-		return usage_error("unexpected argument '%s' (one KEY only)",
+		return usage_error(cmd,
+				   "unexpected argument '%s' (one KEY only)",
 				   argv[optind + 1]);
 	o->key = argv[optind];
+	return -1;
+}
+
+/* Open o->store and a limiter of o->policy on it into *store and *lim
+ * (NULL when not made; the caller frees both). Returns -1, or the exit
+ * status of the error, reported. */
+static int open_limiter(const struct check_opts *o, drl_store **store,
+			drl_limiter **lim)
+{
+	drl_error err = {0};
+	int rc = drl_store_open(store, o->store, &err);
+
+	if (rc != 0)
+		return report("--store", rc, &err);
+	rc = drl_limiter_new(lim, *store, o->policy, NULL, &err);
+	if (rc != 0)
+		return report("--limit", rc, &err);
 	return -1;
 }
 
@@ -441,19 +522,12 @@ static int check_run(const struct check_opts *o)
 	const unsigned char *key = (const unsigned char *)o->key;
 	size_t keylen = strlen(o->key);
 	bool policy = policy_count(o->policy) > 1;
-	int status = EXIT_STORE;
+	int status;
 	int rc;
 
-	rc = drl_store_open(&store, o->store, &err);
-	if (rc != 0) {
-		status = report("--store", rc, &err);
+	status = open_limiter(o, &store, &lim);
+	if (status >= 0)
 		goto out;
-	}
-	rc = drl_limiter_new(&lim, store, o->policy, NULL, &err);
-	if (rc != 0) {
-		status = report("--limit", rc, &err);
-		goto out;
-	}
 	for (int64_t i = 0; i < o->repeat; i++) {
 		drl_result r;
 
@@ -481,11 +555,67 @@ out:
 /* `drl check`: see check_details. Returns the process exit status. */
 static int cmd_check(int argc, char **argv)
 {
+	static const struct parse_for check = {"check", check_synopsis,
+					       check_details, true};
 	struct check_opts o;
-	int status = check_parse(argc, argv, &o);
+	int status = parse_opts(argc, argv, &check, &o);
 
 	if (status < 0)
 		status = check_run(&o);
+	free(o.policy);
+	return status;
+}
+
+/* ---- drl reset -------------------------------------------------------- */
+
+/* Forget o->key on the store for o->policy and say so. Returns 0, or 2/3
+ * as check_run does. */
+static int reset_run(const struct check_opts *o)
+{
+	drl_error err = {0};
+	drl_store *store = NULL;
+	drl_limiter *lim = NULL;
+	const unsigned char *key = (const unsigned char *)o->key;
+	size_t keylen = strlen(o->key);
+	int rc;
+	int status = open_limiter(o, &store, &lim);
+
+	if (status >= 0)
+		goto out;
+	if (o->now_us >= 0)
+		rc = drl_reset_at(lim, key, keylen, o->now_us, &err);
+	else
+		rc = drl_reset(lim, key, keylen, &err);
+	if (rc != 0) {
+		status = report("reset", rc, &err);
+		goto out;
+	}
+	if (o->json) {
+		fputs("{\"key\":", stdout);
+		json_string(stdout, key, keylen);
+		fputs(",\"reset\":true}\n", stdout);
+	} else {
+		fputs("reset    key=", stdout);
+		human_key(stdout, key, keylen);
+		putc('\n', stdout);
+	}
+	status = EXIT_ALLOWED;
+out:
+	drl_limiter_free(lim);
+	drl_store_free(store);
+	return status;
+}
+
+/* `drl reset`: see reset_details. Returns the process exit status. */
+static int cmd_reset(int argc, char **argv)
+{
+	static const struct parse_for reset = {"reset", reset_synopsis,
+					       reset_details, false};
+	struct check_opts o;
+	int status = parse_opts(argc, argv, &reset, &o);
+
+	if (status < 0)
+		status = reset_run(&o);
 	free(o.policy);
 	return status;
 }
