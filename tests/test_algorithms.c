@@ -349,6 +349,7 @@ static const char *differs(const drl_result *a, const drl_result *b)
 	       : a->reset_after_us != b->reset_after_us ? "reset_after"
 	       : a->retry_after_us != b->retry_after_us ? "retry_after"
 	       : a->limit_index != b->limit_index       ? "limit_index"
+	       : a->would_allow != b->would_allow       ? "would_allow"
 							: NULL;
 }
 

@@ -177,7 +177,8 @@ static void run_spec(drl_store *stores[STORES], const char *const names[],
 			    r[0].remaining != r[s].remaining ||
 			    r[0].reset_after_us != r[s].reset_after_us ||
 			    r[0].retry_after_us != r[s].retry_after_us ||
-			    r[0].limit_index != r[s].limit_index)
+			    r[0].limit_index != r[s].limit_index ||
+			    r[0].would_allow != r[s].would_allow)
 				fail_msg("%s step %d (cost %lld): memory says "
 					 "allowed=%d rem=%lld reset=%lld "
 					 "retry=%lld, %s says allowed=%d "
