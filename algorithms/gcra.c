@@ -20,8 +20,8 @@
  * NEWEST <= TAT <= NEWEST + burst*T. The 17-byte state written before
  * NEWEST existed ('G', TAT µs, remainder) is still read, with NEWEST the
  * earliest that TAT allows, ceil(TAT - burst*T): never more quota than the
- * true NEWEST would give, and the old decision whenever the clock is not a
- * whole burst behind.
+ * true NEWEST would give, and the old decision for every now from
+ * TAT - burst*T on. Clients built before cannot read the 25-byte state.
  */
 #include "internal.h"
 
