@@ -24,7 +24,8 @@ typedef struct hot_key_opts {
 	const char *options;
 	/* drl_allow at the real-time clock instead of drl_allow_at at one
 	 * instant; hot_key_all_specs_opts then uses PERIODs of 1d (and runs
-	 * again a run that crossed a day edge, where windows may roll). */
+	 * again a run that crossed a sub-window edge, 1d / 6, where windows
+	 * may roll). */
 	int real_clock;
 	/* Fail unless at least this percentage of the decisions had path
 	 * DRL_PATH_NEAR (answered in the process, no store call). */
@@ -32,7 +33,9 @@ typedef struct hot_key_opts {
 } hot_key_opts;
 
 /* hot_key_run with options (NULL: none). Returns 1 when a real-clock run
- * crossed a day edge and proved nothing (nothing asserted), else 0. */
+ * crossed a sub-window edge (1d / 6) and proved nothing (nothing
+ * asserted), else 0. Store URIs other than memory:// get a timeout_ms
+ * scaled by tu_bound_ms unless they name one. */
 int hot_key_run_opts(const char *uri, const char *spec, int n,
 		     const hot_key_opts *o);
 
@@ -45,8 +48,12 @@ void hot_key_all_specs_opts(const char *uri, const hot_key_opts *o);
  * (DRL_VALGRIND) one way only. */
 void hot_key_near_cache(const char *uri);
 
-/* The specs at the real clock (PERIODs of 1d), HOT_SPECS of them. */
+/* The specs at the real clock (PERIODs of 1d), HOT_SPECS of them. Their
+ * finest sub-window edges are HOT_DAY_EDGE_US apart: a run that crosses
+ * one proves nothing (a thread whose clock read the old sub-window does
+ * not see the counts others made in the new one) and is run again. */
 enum { HOT_SPECS = 8 };
 extern const char *const hot_key_day_specs[HOT_SPECS];
+#define HOT_DAY_EDGE_US (INT64_C(86400000000) / 6)
 
 #endif

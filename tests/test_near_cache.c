@@ -713,7 +713,8 @@ static void *x_worker(void *arg)
 }
 
 /* X_THREADS threads on one key of one memory store; 1 when the run
- * crossed a day edge (the real clock's windows may roll: run again). */
+ * crossed a sub-window edge of the day specs (the real clock's windows may
+ * roll: run again). */
 static int x_run(const char *spec, int64_t now)
 {
 	static int run;
@@ -725,7 +726,7 @@ static int x_run(const char *spec, int64_t now)
 	assert_int_equal(drl_store_open(&s, "memory://", &err), 0);
 	if (drl_limiter_new(&l, s, spec, prefix, &err))
 		fail_msg("%s: %s", spec, err.message);
-	int64_t day = 86400 * SEC, t0 = drl_now_us();
+	int64_t edge = HOT_DAY_EDGE_US, t0 = drl_now_us();
 	xjob j[X_THREADS];
 	pthread_t th[X_THREADS];
 	for (int i = 0; i < X_THREADS; i++) {
@@ -741,7 +742,7 @@ static int x_run(const char *spec, int64_t now)
 	}
 	drl_limiter_free(l);
 	drl_store_free(s);
-	if (now == 0 && t0 / day != drl_now_us() / day)
+	if (now == 0 && t0 / edge != drl_now_us() / edge)
 		return 1;
 	printf("  %-58s %s: allowed %d, local %d of %d\n", spec,
 	       now ? "one instant" : "real clock", allowed, near,
