@@ -15,10 +15,12 @@
 
 #include "adhoc.h"
 #include "config.h"
+#include "envoy_config.h"
 #include "limit.h"
 #include "metrics.h"
 #include "template.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct drld {
@@ -27,6 +29,13 @@ struct drld {
 	struct drld_rule_stats *adhoc_stats; /* rule="adhoc" */
 	struct drld_adhoc *adhoc;
 	struct drld_config_slot config;
+	/* Envoy's rate limit service (docs/envoy.md): --envoy-config's
+	 * snapshot (cur NULL without it), its counters, --shadow and
+	 * --grpc-headers */
+	struct drld_envoy_slot envoy;
+	struct drld_envoy_stats *envoy_stats;
+	bool envoy_shadow;
+	bool envoy_headers;
 };
 
 /* What a handler answers; http.c turns it into the HTTP response. */

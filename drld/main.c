@@ -5,6 +5,8 @@
  *   drld [--listen HOST:PORT] [--store URI] [--config FILE] [--threads N]
  *        [--max-connections N] [--timeout-s N] [--max-body BYTES]
  *        [--conn-memory BYTES] [--max-specs N]
+ *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
+ *        [--grpc-headers]
  *
  * This file: arguments, signals, start, reload and stop. Signals are
  * blocked in every thread and read from a signalfd by the main thread,
@@ -18,6 +20,9 @@
 #include "args.h"
 #include "drld.h"
 #include "http.h"
+#if DRLD_HAVE_ENVOY
+#include "grpc_service.h"
+#endif
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,6 +44,9 @@ static const char synopsis[] =
 	"usage: drld [--listen HOST:PORT] [--store URI] [--config FILE]\n"
 	"            [--threads N] [--max-connections N] [--timeout-s N]\n"
 	"            [--max-body BYTES] [--conn-memory BYTES] [--max-specs N]\n"
+	"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
+	"[--shadow]\n"
+	"            [--grpc-headers]\n"
 	"       drld --help | --version\n";
 
 static const char details[] =
@@ -69,6 +77,15 @@ static const char details[] =
 	"      --max-specs N       limits given in requests (\"limit\") kept\n"
 	"                          at once, least recently used evicted\n"
 	"                          (default 256, 0..65536; 0 refuses them)\n"
+	"      --grpc-listen HOST:PORT  also serve Envoy's rate limit service\n"
+	"                          (gRPC ShouldRateLimit) there; off by\n"
+	"                          default (docs/envoy.md)\n"
+	"      --envoy-config DIR  envoyproxy/ratelimit's YAML config: every\n"
+	"                          *.yaml/*.yml of DIR; reloaded on SIGHUP\n"
+	"      --shadow            answer every gRPC request OK, counting\n"
+	"                          what would have been over limit\n"
+	"      --grpc-headers      add RateLimit-Limit/-Remaining/-Reset to\n"
+	"                          gRPC answers (response_headers_to_add)\n"
 	"  -h, --help              this text\n"
 	"  -V, --version           the version\n"
 	"\n"
@@ -86,6 +103,9 @@ struct opts {
 	const char *store; /* NULL: the config's, else memory:// */
 	const char *config;
 	int64_t max_specs;
+	const char *grpc_listen;  /* NULL: no gRPC service */
+	const char *envoy_config; /* NULL: no Envoy domains */
+	bool shadow, grpc_headers;
 };
 
 /* Report a usage error: "drld: " and the message, then the synopsis.
@@ -163,7 +183,17 @@ static int number(const char *name, const char *arg, int64_t min, int64_t max,
 /* Parse argv into *o. Returns -1 to go on, or an exit status. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { O_MAXCONN = 256, O_TIMEOUT, O_MAXBODY, O_CONNMEM, O_MAXSPECS };
+	enum {
+		O_MAXCONN = 256,
+		O_TIMEOUT,
+		O_MAXBODY,
+		O_CONNMEM,
+		O_MAXSPECS,
+		O_GRPC,
+		O_ENVOY,
+		O_SHADOW,
+		O_HEADERS
+	};
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, 'l'},
 		{"store", required_argument, NULL, 's'},
@@ -174,6 +204,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"max-body", required_argument, NULL, O_MAXBODY},
 		{"conn-memory", required_argument, NULL, O_CONNMEM},
 		{"max-specs", required_argument, NULL, O_MAXSPECS},
+		{"grpc-listen", required_argument, NULL, O_GRPC},
+		{"envoy-config", required_argument, NULL, O_ENVOY},
+		{"shadow", no_argument, NULL, O_SHADOW},
+		{"grpc-headers", no_argument, NULL, O_HEADERS},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -218,6 +252,18 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			st = number("--max-specs", optarg, 0, 65536,
 				    &o->max_specs);
 			break;
+		case O_GRPC:
+			o->grpc_listen = optarg;
+			break;
+		case O_ENVOY:
+			o->envoy_config = optarg;
+			break;
+		case O_SHADOW:
+			o->shadow = true;
+			break;
+		case O_HEADERS:
+			o->grpc_headers = true;
+			break;
 		case 'h':
 			fputs(synopsis, stdout);
 			fputs(details, stdout);
@@ -235,6 +281,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (st >= 0)
 		return st;
+	if (!DRLD_HAVE_ENVOY && (o->grpc_listen || o->envoy_config))
+		return usage_error("this drld was built without gRPC "
+				   "(meson -Dgrpc=enabled)");
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
 	if (!parse_listen(o->listen, &o->http.addr))
@@ -242,6 +291,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				   "address and a port, e.g. 127.0.0.1:8080 "
 				   "or [::1]:8080",
 				   o->listen);
+	struct sockaddr_storage grpc_addr;
+	if (o->grpc_listen != NULL && !parse_listen(o->grpc_listen, &grpc_addr))
+		return usage_error("bad --grpc-listen '%s': expected a numeric "
+				   "address and a port, e.g. 127.0.0.1:8081",
+				   o->grpc_listen);
 	o->http.threads = (unsigned)threads;
 	o->http.max_connections = (unsigned)maxconn;
 	o->http.timeout_s = (unsigned)timeout;
@@ -280,6 +334,40 @@ static int open_store(struct drld *d, const struct opts *o, char **config_store)
 	return -1;
 }
 
+#if DRLD_HAVE_ENVOY
+/* Write the Envoy service's counters into /metrics. */
+static void render_envoy(FILE *f, void *arg)
+{
+	drld_envoy_stats_render(arg, f);
+}
+#endif
+
+/* The Envoy service's state: its counters and --envoy-config. Returns -1
+ * to go on, or an exit status. */
+static int setup_envoy(struct drld *d, const struct opts *o)
+{
+	d->envoy_shadow = o->shadow;
+	d->envoy_headers = o->grpc_headers;
+#if DRLD_HAVE_ENVOY
+	char msg[DRLD_ENVOY_MSG_MAX];
+	struct drld_envoy_config *ec = NULL;
+	if (drld_envoy_stats_new(&d->envoy_stats) != 0) {
+		fputs("drld: out of memory\n", stderr);
+		return EXIT_SERVE;
+	}
+	drld_envoy_slot_init(&d->envoy, NULL);
+	drld_metrics_extra(d->metrics, render_envoy, d->envoy_stats);
+	if (o->envoy_config != NULL &&
+	    drld_envoy_config_load(&ec, o->envoy_config, d->store,
+				   d->envoy_stats, msg, sizeof msg) != 0) {
+		fprintf(stderr, "drld: bad --envoy-config: %s\n", msg);
+		return EXIT_USAGE;
+	}
+	drld_envoy_swap(&d->envoy, ec);
+#endif
+	return -1;
+}
+
 /* Make everything but the HTTP side. Returns -1 to go on, or an exit
  * status (what was made is freed by teardown()). */
 static int setup(struct drld *d, const struct opts *o, char **config_store)
@@ -306,16 +394,48 @@ static int setup(struct drld *d, const struct opts *o, char **config_store)
 		return EXIT_USAGE;
 	}
 	drld_config_slot_init(&d->config, cfg);
-	return -1;
+	return setup_envoy(d, o);
 }
 
 static void teardown(struct drld *d)
 {
+#if DRLD_HAVE_ENVOY
+	if (d->envoy_stats != NULL) { /* setup_envoy() made them */
+		drld_envoy_slot_fini(&d->envoy);
+		drld_envoy_stats_free(d->envoy_stats);
+	}
+#endif
 	if (d->config.cur != NULL)
 		drld_config_slot_fini(&d->config);
 	drld_adhoc_free(d->adhoc);
 	drl_store_free(d->store);
 	drld_metrics_free(d->metrics);
+}
+
+/* SIGHUP for --envoy-config: as reload() below. */
+static void reload_envoy(struct drld *d, const struct opts *o)
+{
+#if DRLD_HAVE_ENVOY
+	char msg[DRLD_ENVOY_MSG_MAX];
+	struct drld_envoy_config *ec;
+
+	if (drld_envoy_config_load(&ec, o->envoy_config, d->store,
+				   d->envoy_stats, msg, sizeof msg) != 0) {
+		fprintf(stderr,
+			"drld: reload failed, keeping the old envoy config: "
+			"%s\n",
+			msg);
+		drld_metrics_reload(d->metrics, false);
+		return;
+	}
+	fprintf(stderr, "drld: reloaded %s: %zu domains\n", o->envoy_config,
+		ec->ndomains);
+	drld_envoy_swap(&d->envoy, ec);
+	drld_metrics_reload(d->metrics, true);
+#else
+	(void)d;
+	(void)o;
+#endif
 }
 
 /* SIGHUP: load the config again; swap it in when valid, else report it
@@ -326,8 +446,11 @@ static void reload(struct drld *d, const struct opts *o,
 	char msg[DRLD_CONFIG_MSG_MAX];
 	struct drld_config *cfg;
 
+	if (o->envoy_config != NULL)
+		reload_envoy(d, o);
 	if (o->config == NULL) {
-		fputs("drld: SIGHUP: no --config to reload\n", stderr);
+		if (o->envoy_config == NULL)
+			fputs("drld: SIGHUP: no --config to reload\n", stderr);
 		return;
 	}
 	if (drld_config_load(&cfg, o->config, d->store, d->metrics, msg,
@@ -379,6 +502,18 @@ static void say_listening(const struct opts *o, unsigned port)
 	}
 }
 
+#if DRLD_HAVE_ENVOY
+/* Print the line tests wait for: "drld: grpc listening on HOST:PORT",
+ * the host as given, the port as bound. */
+static void say_grpc(const char *listen, unsigned port)
+{
+	const char *colon = strrchr(listen, ':');
+
+	fprintf(stderr, "drld: grpc listening on %.*s:%u\n",
+		(int)(colon - listen), listen, port);
+}
+#endif
+
 /* Serve until SIGTERM/SIGINT, reloading on SIGHUP. Returns the exit
  * status. */
 static int serve(struct drld *d, const struct opts *o, int sfd,
@@ -391,6 +526,18 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 		fprintf(stderr, "drld: --listen %s: %s\n", o->listen, msg);
 		return EXIT_SERVE;
 	}
+#if DRLD_HAVE_ENVOY
+	struct drld_grpc *g = NULL;
+	if (o->grpc_listen != NULL &&
+	    drld_grpc_start(&g, d, o->grpc_listen, msg, sizeof msg) != 0) {
+		fprintf(stderr, "drld: --grpc-listen %s: %s\n", o->grpc_listen,
+			msg);
+		drld_http_stop(h, 0);
+		return EXIT_SERVE;
+	}
+	if (g != NULL)
+		say_grpc(o->grpc_listen, drld_grpc_port(g));
+#endif
 	say_listening(o, drld_http_port(h));
 	for (;;) {
 		struct signalfd_siginfo si;
@@ -409,6 +556,9 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 			si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
 		break;
 	}
+#if DRLD_HAVE_ENVOY
+	drld_grpc_stop(g, o->http.timeout_s);
+#endif
 	drld_http_stop(h, o->http.timeout_s);
 	return EXIT_OK;
 }

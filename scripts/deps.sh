@@ -21,6 +21,9 @@ packages=(
 	gnuplot-nox                            # drl simulate --plot
 	libmicrohttpd-dev libjansson-dev       # drld (HTTP server, JSON)
 	curl wrk                               # drld tests, bench_drld.sh
+	libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev \
+	libyaml-dev                            # drld's Envoy gRPC service
+	python3-grpcio python3-grpc-tools      # its tests (/usr/bin/python3)
 )
 
 # Whether dpkg has package $1 fully installed.

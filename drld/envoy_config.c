@@ -1,0 +1,871 @@
+/* envoyproxy/ratelimit's YAML configuration: see envoy_config.h. */
+#include "envoy_config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <yaml.h>
+
+/* Largest config file read. */
+#define FILE_MAX (16 << 20)
+
+/* What the loader is working on: messages name the file, and through the
+ * node and key, the line and the key. */
+struct loader {
+	const char *file;
+	drl_store *store;
+	char *msg;
+	size_t n;
+	size_t nodes; /* descriptors loaded so far, all files */
+	yaml_document_t *doc;
+	const char *domain;
+};
+
+/* Write "FILE:LINE: KEY: " and the message to ld->msg (LINE from node
+ * `at`, left out when NULL; KEY left out when NULL). Returns -1. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static int
+fail(const struct loader *ld, const yaml_node_t *at, const char *key,
+     const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (at != NULL)
+		k = snprintf(ld->msg, ld->n, "%s:%zu: %s%s", ld->file,
+			     at->start_mark.line + 1, key ? key : "",
+			     key ? ": " : "");
+	else
+		k = snprintf(ld->msg, ld->n, "%s: %s%s", ld->file,
+			     key ? key : "", key ? ": " : "");
+	if (k < 0 || (size_t)k >= ld->n)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(ld->msg + k, ld->n - (size_t)k, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* ---- YAML nodes --------------------------------------------------------- */
+
+static yaml_node_t *node(const struct loader *ld, yaml_node_item_t i)
+{
+	return yaml_document_get_node(ld->doc, i);
+}
+
+/* Whether scalar v is YAML's null: empty, ~ or null, unquoted. */
+static bool is_null(const yaml_node_t *v)
+{
+	const char *s = (const char *)v->data.scalar.value;
+
+	return v->type == YAML_SCALAR_NODE &&
+	       v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+	       (s[0] == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 ||
+		strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0);
+}
+
+/* The text of scalar v in *out (NULL for null). -1 when v is not a
+ * scalar or holds a NUL byte. */
+static int text(const struct loader *ld, const yaml_node_t *v, const char *key,
+		const char **out)
+{
+	if (v->type != YAML_SCALAR_NODE ||
+	    strlen((const char *)v->data.scalar.value) != v->data.scalar.length)
+		return fail(ld, v, key, "expected a string");
+	*out = is_null(v) ? NULL : (const char *)v->data.scalar.value;
+	return 0;
+}
+
+/* A YAML boolean (true/false, and YAML 1.1's yes/no/on/off, as the Go
+ * YAML library that envoyproxy/ratelimit uses reads them). */
+static int boolean(const struct loader *ld, const yaml_node_t *v,
+		   const char *key, bool *out)
+{
+	static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
+					  "YES",  "on",   "On",   "ON",  NULL};
+	static const char *const no[] = {"false", "False", "FALSE", "no",
+					 "No",    "NO",    "off",   "Off",
+					 "OFF",   NULL};
+	const char *s = NULL;
+
+	if (text(ld, v, key, &s) != 0)
+		return -1;
+	for (size_t i = 0; s != NULL && yes[i] != NULL; i++)
+		if (strcmp(s, yes[i]) == 0)
+			return *out = true, 0;
+	for (size_t i = 0; s != NULL && no[i] != NULL; i++)
+		if (strcmp(s, no[i]) == 0)
+			return *out = false, 0;
+	return fail(ld, v, key, "\"%.64s\" is not true or false",
+		    s ? s : "null");
+}
+
+/* A whole number in [0, max]. */
+static int whole(const struct loader *ld, const yaml_node_t *v, const char *key,
+		 uint64_t max, uint64_t *out)
+{
+	const char *s = NULL;
+	uint64_t x = 0;
+
+	if (text(ld, v, key, &s) != 0)
+		return -1;
+	if (s == NULL || s[0] == '\0')
+		goto bad;
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '9' ||
+		    x > (max - (uint64_t)(*p - '0')) / 10)
+			goto bad;
+		x = x * 10 + (uint64_t)(*p - '0');
+	}
+	*out = x;
+	return 0;
+bad:
+	return fail(ld, v, key,
+		    "\"%.64s\" is not a whole number from 0 to %llu",
+		    s ? s : "null", (unsigned long long)max);
+}
+
+/* The fields of mapping m, checked: every key a known one (of the
+ * NULL-terminated `known`), none twice; values[i] is known[i]'s value
+ * node or NULL. `what` names the mapping in messages. */
+static int fields(const struct loader *ld, const yaml_node_t *m,
+		  const char *what, const char *const *known,
+		  const char *expected, yaml_node_t **values)
+{
+	size_t nk = 0;
+
+	while (known[nk] != NULL)
+		values[nk++] = NULL;
+	if (m->type != YAML_MAPPING_NODE)
+		return fail(ld, m, NULL, "%s must be a mapping (of %s)", what,
+			    expected);
+	for (yaml_node_pair_t *p = m->data.mapping.pairs.start;
+	     p < m->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = node(ld, p->key);
+		const char *name = NULL;
+		size_t i = 0;
+
+		if (k->type == YAML_SCALAR_NODE)
+			name = (const char *)k->data.scalar.value;
+		while (name != NULL && i < nk && strcmp(name, known[i]) != 0)
+			i++;
+		if (name == NULL || i == nk) {
+			if (name != NULL && (strcmp(name, "quota_mode") == 0 ||
+					     strcmp(name, "metadata") == 0))
+				return fail(ld, k, name,
+					    "not supported by drld "
+					    "(docs/envoy.md)");
+			return fail(ld, k, name ? name : "?",
+				    "unknown key in %s (expected %s)", what,
+				    expected);
+		}
+		if (values[i] != NULL)
+			return fail(ld, k, name, "appears twice in %s", what);
+		values[i] = node(ld, p->value);
+	}
+	return 0;
+}
+
+/* ---- units and specs ---------------------------------------------------- */
+
+static const struct {
+	const char *name;
+	int unit;
+	const char *period; /* in a libdrl spec */
+	int64_t seconds;
+} units[] = {
+	{"second", DRLD_ENVOY_SECOND, "1s", 1},
+	{"minute", DRLD_ENVOY_MINUTE, "1m", 60},
+	{"hour", DRLD_ENVOY_HOUR, "1h", 3600},
+	{"day", DRLD_ENVOY_DAY, "1d", 86400},
+	{"week", DRLD_ENVOY_WEEK, "7d", 7 * 86400},
+	{"month", DRLD_ENVOY_MONTH, "30d", 30 * 86400},
+	{"year", DRLD_ENVOY_YEAR, "365d", 365 * 86400},
+};
+#define NUNITS (sizeof units / sizeof units[0])
+
+int64_t drld_envoy_unit_seconds(int unit)
+{
+	for (size_t i = 0; i < NUNITS; i++)
+		if (units[i].unit == unit)
+			return units[i].seconds;
+	return 0;
+}
+
+/* The unit called s (any case, as envoyproxy/ratelimit upper-cases it),
+ * or -1. */
+static int unit_index(const char *s)
+{
+	for (size_t i = 0; s != NULL && i < NUNITS; i++)
+		if (strcasecmp(s, units[i].name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* ---- descriptors -------------------------------------------------------- */
+
+static void node_free(struct drld_envoy_node *d);
+
+static void limit_free(struct drld_envoy_limit *l)
+{
+	if (l == NULL)
+		return;
+	for (size_t i = 0; i < l->nreplaces; i++)
+		free(l->replaces[i]);
+	free(l->replaces);
+	free(l->name);
+	free(l->path);
+	drl_limiter_free(l->lim);
+	free(l);
+}
+
+static void node_free(struct drld_envoy_node *d)
+{
+	for (size_t i = 0; i < d->nchildren; i++)
+		node_free(&d->children[i]);
+	free(d->children);
+	free(d->key);
+	free(d->value);
+	limit_free(d->limit);
+}
+
+/* rate_limit.replaces: a sequence of {name: NAME}. */
+static int load_replaces(const struct loader *ld, struct drld_envoy_limit *l,
+			 const yaml_node_t *v)
+{
+	static const char *const known[] = {"name", NULL};
+	yaml_node_t *vals[1];
+
+	if (v->type != YAML_SEQUENCE_NODE)
+		return fail(ld, v, "replaces",
+			    "expected a list of {name: ...}");
+	size_t n = (size_t)(v->data.sequence.items.top -
+			    v->data.sequence.items.start);
+	l->replaces = calloc(n + 1, sizeof *l->replaces);
+	if (l->replaces == NULL)
+		return fail(ld, v, "replaces", "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		yaml_node_t *e = node(ld, v->data.sequence.items.start[i]);
+		const char *name = NULL;
+		if (fields(ld, e, "a replaces entry", known, "name", vals) ||
+		    (vals[0] && text(ld, vals[0], "name", &name)))
+			return -1;
+		if (name == NULL || name[0] == '\0')
+			return fail(ld, e, "replaces",
+				    "should not have an empty replaces entry");
+		if (l->name != NULL && strcmp(name, l->name) == 0)
+			return fail(ld, e, "replaces",
+				    "replaces should not contain the name of "
+				    "the same descriptor (\"%.64s\")",
+				    name);
+		if ((l->replaces[l->nreplaces++] = strdup(name)) == NULL)
+			return fail(ld, e, "replaces", "out of memory");
+	}
+	return 0;
+}
+
+/* Make l's limiter: fixed_window, or `algorithm` ("NAME[,options]"),
+ * at requests_per_unit per unit, with on_error when given, and the
+ * library's shadow=1 for shadow_mode (it decides and counts as without,
+ * answers allowed, and result.would_allow is the real decision). */
+static int make_limiter(const struct loader *ld, struct drld_envoy_limit *l,
+			const yaml_node_t *at, int u, const char *algorithm,
+			const char *on_error)
+{
+	char spec[512];
+	drl_error err = {0};
+	const char *comma = algorithm ? strchr(algorithm, ',') : NULL;
+	int alen = algorithm ? (comma ? (int)(comma - algorithm)
+				      : (int)strlen(algorithm))
+			     : 12;
+
+	int k = snprintf(spec, sizeof spec, "%.*s:%u/%s%s%s%s%s", alen,
+			 algorithm ? algorithm : "fixed_window",
+			 l->requests_per_unit, units[u].period,
+			 comma ? comma : "", on_error ? ";on_error=" : "",
+			 on_error ? on_error : "",
+			 l->shadow ? ";shadow=1" : "");
+	if (k < 0 || (size_t)k >= sizeof spec)
+		return fail(ld, at, "algorithm", "too long");
+	if (drl_limiter_new(&l->lim, ld->store, spec, NULL, &err) != 0)
+		return fail(ld, at, algorithm ? "algorithm" : "rate_limit",
+			    "%s", err.message);
+	return 0;
+}
+
+/* The rate_limit block v of descriptor path `path`. */
+static int load_rate_limit(const struct loader *ld, struct drld_envoy_node *d,
+			   const yaml_node_t *v, const char *path, bool shadow)
+{
+	static const char *const known[] = {
+		"unit",     "requests_per_unit", "unlimited", "name",
+		"replaces", "algorithm",         "on_error",  NULL};
+	enum { UNIT, RPU, UNLIMITED, NAME, REPLACES, ALGORITHM, ON_ERROR };
+	yaml_node_t *f[7];
+	const char *unit = NULL, *name = NULL, *algorithm = NULL;
+	const char *on_error = NULL;
+	uint64_t rpu = 0;
+	bool unlimited = false;
+
+	if (fields(ld, v, "rate_limit", known,
+		   "unit, requests_per_unit, unlimited, name, replaces, "
+		   "algorithm, on_error",
+		   f) ||
+	    (f[UNIT] && text(ld, f[UNIT], "unit", &unit)) ||
+	    (f[RPU] &&
+	     whole(ld, f[RPU], "requests_per_unit", DRL_LIMIT_MAX, &rpu)) ||
+	    (f[UNLIMITED] &&
+	     boolean(ld, f[UNLIMITED], "unlimited", &unlimited)) ||
+	    (f[NAME] && text(ld, f[NAME], "name", &name)) ||
+	    (f[ALGORITHM] && text(ld, f[ALGORITHM], "algorithm", &algorithm)) ||
+	    (f[ON_ERROR] && text(ld, f[ON_ERROR], "on_error", &on_error)))
+		return -1;
+	int u = unit_index(unit);
+	if (unlimited && unit != NULL)
+		return fail(ld, f[UNIT], "unit",
+			    "should not specify a rate limit unit when "
+			    "unlimited");
+	if (unlimited && (f[RPU] || algorithm || on_error))
+		return fail(ld, f[RPU] ? f[RPU] : v,
+			    f[RPU] ? "requests_per_unit" : "rate_limit",
+			    "an unlimited rate_limit takes no "
+			    "requests_per_unit, algorithm or on_error");
+	if (!unlimited && u < 0)
+		return fail(ld, f[UNIT] ? f[UNIT] : v, "unit",
+			    "invalid rate limit unit \"%.32s\" (expected "
+			    "second, minute, hour, day, week, month or year)",
+			    unit ? unit : "");
+	if (!unlimited && f[RPU] == NULL)
+		return fail(ld, v, "requests_per_unit", "is missing");
+	if (on_error != NULL && strcmp(on_error, "deny") != 0 &&
+	    strcmp(on_error, "allow") != 0 && strcmp(on_error, "local") != 0)
+		return fail(ld, f[ON_ERROR], "on_error",
+			    "\"%.32s\" (expected deny, allow or local)",
+			    on_error);
+
+	struct drld_envoy_limit *l = calloc(1, sizeof *l);
+	if ((d->limit = l) == NULL || (l->path = strdup(path)) == NULL ||
+	    (name != NULL && (l->name = strdup(name)) == NULL))
+		return fail(ld, v, "rate_limit", "out of memory");
+	l->unlimited = unlimited;
+	l->shadow = shadow;
+	l->requests_per_unit = (uint32_t)rpu;
+	l->unit = unlimited ? DRLD_ENVOY_UNKNOWN : units[u].unit;
+	if (f[REPLACES] && load_replaces(ld, l, f[REPLACES]) != 0)
+		return -1;
+	if (!unlimited && rpu > 0 &&
+	    make_limiter(ld, l, f[ALGORITHM] ? f[ALGORITHM] : v, u, algorithm,
+			 on_error) != 0)
+		return -1;
+	return 0;
+}
+
+static int load_descriptors(struct loader *ld, struct drld_envoy_node *parent,
+			    const yaml_node_t *seq, const char *prefix,
+			    int depth);
+
+/* Whether siblings a and b have the same key and value. */
+static bool same(const struct drld_envoy_node *a,
+		 const struct drld_envoy_node *b)
+{
+	return strcmp(a->key, b->key) == 0 &&
+	       (a->value == NULL
+			? b->value == NULL
+			: b->value != NULL && strcmp(a->value, b->value) == 0);
+}
+
+/* Descriptor d from mapping v; its path is prefix + key[_value]. */
+static int load_descriptor(struct loader *ld, struct drld_envoy_node *d,
+			   const yaml_node_t *v, const char *prefix, int depth)
+{
+	static const char *const known[] = {"key",
+					    "value",
+					    "rate_limit",
+					    "descriptors",
+					    "shadow_mode",
+					    "detailed_metric",
+					    "value_to_metric",
+					    "share_threshold",
+					    NULL};
+	enum {
+		KEY,
+		VALUE,
+		RATE_LIMIT,
+		DESCRIPTORS,
+		SHADOW,
+		DETAILED,
+		V2M,
+		SHARE
+	};
+	yaml_node_t *f[8];
+	const char *key = NULL, *value = NULL;
+	bool shadow = false, detailed = false;
+	char path[4096];
+
+	if (fields(ld, v, "a descriptor", known,
+		   "key, value, rate_limit, descriptors, shadow_mode, "
+		   "detailed_metric, value_to_metric, share_threshold",
+		   f) ||
+	    (f[KEY] && text(ld, f[KEY], "key", &key)) ||
+	    (f[VALUE] && text(ld, f[VALUE], "value", &value)) ||
+	    (f[SHADOW] && boolean(ld, f[SHADOW], "shadow_mode", &shadow)) ||
+	    (f[DETAILED] &&
+	     boolean(ld, f[DETAILED], "detailed_metric", &detailed)) ||
+	    (f[V2M] &&
+	     boolean(ld, f[V2M], "value_to_metric", &d->value_to_metric)) ||
+	    (f[SHARE] &&
+	     boolean(ld, f[SHARE], "share_threshold", &d->share_threshold)))
+		return -1;
+	if (key == NULL || key[0] == '\0')
+		return fail(ld, f[KEY] ? f[KEY] : v, "key",
+			    "descriptor has an empty key");
+	if (value != NULL && value[0] == '\0')
+		value = NULL; /* as envoyproxy/ratelimit: no value */
+	if ((d->key = strdup(key)) == NULL ||
+	    (value != NULL && (d->value = strdup(value)) == NULL))
+		return fail(ld, v, "key", "out of memory");
+	d->wildcard = value != NULL && strchr(value, '*') != NULL;
+	if (d->share_threshold && !d->wildcard)
+		return fail(ld, f[SHARE], "share_threshold",
+			    "can only be used with a wildcard value "
+			    "(holding '*')");
+	int k = snprintf(path, sizeof path, "%s%s%s%s", prefix, key,
+			 value ? "_" : "", value ? value : "");
+	if (k < 0 || (size_t)k >= sizeof path)
+		return fail(ld, v, "key", "the descriptor path is too long");
+	if (f[RATE_LIMIT] &&
+	    load_rate_limit(ld, d, f[RATE_LIMIT], path, shadow) != 0)
+		return -1;
+	if (d->limit != NULL)
+		d->limit->detailed_metric = detailed;
+	if (f[DESCRIPTORS] == NULL)
+		return 0;
+	if (depth + 1 >= DRLD_ENVOY_DEPTH_MAX)
+		return fail(ld, f[DESCRIPTORS], "descriptors",
+			    "nested more than %d levels deep",
+			    DRLD_ENVOY_DEPTH_MAX);
+	if (strlen(path) + 2 > sizeof path)
+		return fail(ld, v, "key", "the descriptor path is too long");
+	strcat(path, ".");
+	return load_descriptors(ld, d, f[DESCRIPTORS], path, depth + 1);
+}
+
+/* The descriptors list seq into parent's children. */
+static int load_descriptors(struct loader *ld, struct drld_envoy_node *parent,
+			    const yaml_node_t *seq, const char *prefix,
+			    int depth)
+{
+	if (is_null(seq))
+		return 0;
+	if (seq->type != YAML_SEQUENCE_NODE)
+		return fail(ld, seq, "descriptors", "expected a list");
+	size_t n = (size_t)(seq->data.sequence.items.top -
+			    seq->data.sequence.items.start);
+	if (n > DRLD_ENVOY_NODES_MAX - ld->nodes)
+		return fail(ld, seq, "descriptors",
+			    "more than %d descriptors in all",
+			    DRLD_ENVOY_NODES_MAX);
+	ld->nodes += n;
+	parent->children = calloc(n + 1, sizeof *parent->children);
+	if (parent->children == NULL)
+		return fail(ld, seq, "descriptors", "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		yaml_node_t *v = node(ld, seq->data.sequence.items.start[i]);
+		struct drld_envoy_node *d = &parent->children[i];
+		parent->nchildren = i + 1; /* freed from now on */
+		if (load_descriptor(ld, d, v, prefix, depth) != 0)
+			return -1;
+		for (size_t j = 0; j < i; j++)
+			if (same(&parent->children[j], d))
+				return fail(ld, v, "key",
+					    "duplicate descriptor composite "
+					    "key \"%s.%s%s%s%s\"",
+					    ld->domain, prefix, d->key,
+					    d->value ? "_" : "",
+					    d->value ? d->value : "");
+	}
+	return 0;
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+/* The YAML document of one file into doc. */
+static int parse_file(const struct loader *ld, yaml_document_t *doc)
+{
+	yaml_parser_t p;
+	FILE *f = fopen(ld->file, "rb");
+	struct stat st;
+	int rc = 0;
+
+	if (f == NULL)
+		return fail(ld, NULL, NULL, "%s", strerror(errno));
+	if (fstat(fileno(f), &st) != 0 || st.st_size > FILE_MAX) {
+		fclose(f);
+		return fail(ld, NULL, NULL, "larger than %d bytes", FILE_MAX);
+	}
+	yaml_parser_initialize(&p);
+	yaml_parser_set_input_file(&p, f);
+	if (!yaml_parser_load(&p, doc)) {
+		snprintf(ld->msg, ld->n, "%s:%zu: bad YAML: %s%s%s", ld->file,
+			 p.problem_mark.line + 1,
+			 p.problem ? p.problem : "unknown error",
+			 p.context ? " " : "", p.context ? p.context : "");
+		rc = -1;
+	} else {
+		yaml_document_t extra;
+		if (!yaml_parser_load(&p, &extra)) {
+			snprintf(ld->msg, ld->n, "%s:%zu: bad YAML: %s",
+				 ld->file, p.problem_mark.line + 1,
+				 p.problem ? p.problem : "unknown error");
+			rc = -1;
+		} else if (yaml_document_get_root_node(&extra) != NULL) {
+			snprintf(ld->msg, ld->n,
+				 "%s:%zu: a second YAML document (one domain "
+				 "per file)",
+				 ld->file, extra.start_mark.line + 1);
+			rc = -1;
+		}
+		yaml_document_delete(&extra);
+		if (rc != 0)
+			yaml_document_delete(doc);
+	}
+	yaml_parser_delete(&p);
+	fclose(f);
+	return rc;
+}
+
+/* One file into domain dom. */
+static int load_file(struct loader *ld, struct drld_envoy_domain *dom)
+{
+	static const char *const known[] = {"domain", "descriptors", NULL};
+	yaml_document_t doc;
+	yaml_node_t *f[2];
+	const char *name = NULL;
+	int rc = -1;
+
+	if (parse_file(ld, &doc) != 0)
+		return -1;
+	ld->doc = &doc;
+	yaml_node_t *root = yaml_document_get_root_node(&doc);
+	if (root == NULL)
+		fail(ld, NULL, "domain", "the file is empty");
+	else if (fields(ld, root, "the top level", known, "domain, descriptors",
+			f) == 0 &&
+		 (f[0] == NULL || text(ld, f[0], "domain", &name) == 0)) {
+		if (name == NULL || name[0] == '\0')
+			fail(ld, f[0] ? f[0] : root, "domain",
+			     "config file cannot have an empty domain");
+		else if ((dom->name = strdup(name)) == NULL)
+			fail(ld, root, "domain", "out of memory");
+		else {
+			ld->domain = dom->name;
+			rc = f[1] ? load_descriptors(ld, &dom->root, f[1], "",
+						     0)
+				  : 0;
+		}
+	}
+	yaml_document_delete(&doc);
+	ld->doc = NULL;
+	return rc;
+}
+
+static int by_string(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The config files of dir, sorted, into *names (*count of them). */
+static int list_files(const struct loader *ld, const char *dir, char ***names,
+		      size_t *count)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t n = 0;
+
+	*names = NULL;
+	*count = 0;
+	if (d == NULL)
+		return fail(ld, NULL, NULL, "%s", strerror(errno));
+	*names = calloc(DRLD_ENVOY_FILES_MAX, sizeof **names);
+	while (*names != NULL && (e = readdir(d)) != NULL) {
+		size_t len = strlen(e->d_name);
+		bool yaml =
+			(len > 5 &&
+			 strcmp(e->d_name + len - 5, ".yaml") == 0) ||
+			(len > 4 && strcmp(e->d_name + len - 4, ".yml") == 0);
+		if (e->d_name[0] == '.' || !yaml)
+			continue;
+		if (n == DRLD_ENVOY_FILES_MAX) {
+			closedir(d);
+			*count = n;
+			return fail(ld, NULL, NULL, "more than %d config files",
+				    DRLD_ENVOY_FILES_MAX);
+		}
+		if (asprintf(&(*names)[n], "%s/%s", dir, e->d_name) < 0) {
+			(*names)[n] = NULL;
+			break;
+		}
+		n++;
+	}
+	closedir(d);
+	*count = n;
+	if (*names == NULL || e != NULL)
+		return fail(ld, NULL, NULL, "out of memory");
+	qsort(*names, n, sizeof **names, by_string);
+	return 0;
+}
+
+static void config_free(struct drld_envoy_config *c)
+{
+	for (size_t i = 0; i < c->ndomains; i++) {
+		free(c->domains[i].name);
+		node_free(&c->domains[i].root);
+	}
+	free(c->domains);
+	free(c);
+}
+
+static int by_domain(const void *a, const void *b)
+{
+	return strcmp(((const struct drld_envoy_domain *)a)->name,
+		      ((const struct drld_envoy_domain *)b)->name);
+}
+
+/* Give every limit under d its counters (once the config is good). */
+static int attach(struct drld_envoy_node *d, const char *domain,
+		  struct drld_envoy_stats *stats)
+{
+	if (d->limit != NULL && (d->limit->stats = drld_envoy_stats_get(
+					 stats, domain, d->limit->path,
+					 strlen(d->limit->path))) == NULL)
+		return -1;
+	for (size_t i = 0; i < d->nchildren; i++)
+		if (attach(&d->children[i], domain, stats) != 0)
+			return -1;
+	return 0;
+}
+
+/* Load the files, then check domains are distinct and attach counters. */
+static int load_all(struct loader *ld, struct drld_envoy_config *c,
+		    char **files, size_t nfiles, struct drld_envoy_stats *stats)
+{
+	c->domains = calloc(nfiles + 1, sizeof *c->domains);
+	if (c->domains == NULL)
+		return fail(ld, NULL, NULL, "out of memory");
+	for (size_t i = 0; i < nfiles; i++) {
+		ld->file = files[i];
+		c->ndomains = i + 1;
+		if (load_file(ld, &c->domains[i]) != 0)
+			return -1;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(c->domains[j].name, c->domains[i].name) == 0)
+				return fail(ld, NULL, "domain",
+					    "duplicate domain \"%.64s\" (also "
+					    "in %s)",
+					    c->domains[i].name, files[j]);
+	}
+	qsort(c->domains, c->ndomains, sizeof *c->domains, by_domain);
+	for (size_t i = 0; i < c->ndomains; i++)
+		if (attach(&c->domains[i].root, c->domains[i].name, stats) !=
+		    0) {
+			ld->file = "the metrics";
+			return fail(ld, NULL, NULL, "out of memory");
+		}
+	return 0;
+}
+
+int drld_envoy_config_load(struct drld_envoy_config **out, const char *dir,
+			   drl_store *store, struct drld_envoy_stats *stats,
+			   char *msg, size_t n)
+{
+	struct loader ld = {dir, store, msg, n, 0, NULL, NULL};
+	struct drld_envoy_config *c = calloc(1, sizeof *c);
+	char **files = NULL;
+	size_t nfiles = 0;
+	int rc = -1;
+
+	*out = NULL;
+	if (c == NULL) {
+		snprintf(msg, n, "out of memory");
+		return -1;
+	}
+	atomic_init(&c->refs, 1);
+	if (list_files(&ld, dir, &files, &nfiles) == 0 &&
+	    load_all(&ld, c, files, nfiles, stats) == 0) {
+		c->nfiles = nfiles;
+		*out = c;
+		rc = 0;
+	}
+	for (size_t i = 0; files != NULL && i < nfiles; i++)
+		free(files[i]);
+	free(files);
+	if (rc != 0)
+		config_free(c);
+	return rc;
+}
+
+void drld_envoy_config_release(struct drld_envoy_config *c)
+{
+	if (c != NULL &&
+	    atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
+		config_free(c);
+}
+
+const struct drld_envoy_domain *drld_envoy_config_domain(
+	const struct drld_envoy_config *c, const char *name, size_t len)
+{
+	size_t lo = 0, hi = c->ndomains;
+
+	while (lo < hi) { /* sorted by name */
+		size_t mid = lo + (hi - lo) / 2;
+		const char *d = c->domains[mid].name;
+		int cmp = strncmp(name, d, len);
+		if (cmp == 0 && d[len] != '\0')
+			cmp = -1; /* name is a proper prefix of d */
+		if (cmp == 0)
+			return &c->domains[mid];
+		if (cmp < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
+/* ---- matching ----------------------------------------------------------- */
+
+/* Whether s (n bytes) matches glob p: '*' is any run of bytes. */
+static bool glob(const char *p, const char *s, size_t n)
+{
+	const char *star = NULL;
+	size_t i = 0, back = 0;
+
+	while (i < n) {
+		if (*p == '*') {
+			star = p++;
+			back = i;
+		} else if (*p != '\0' && *p == s[i]) {
+			p++;
+			i++;
+		} else if (star != NULL) {
+			p = star + 1;
+			i = ++back;
+		} else
+			return false;
+	}
+	while (*p == '*')
+		p++;
+	return *p == '\0';
+}
+
+/* Whether NUL-terminated a equals b (n bytes). */
+static bool eq(const char *a, const char *b, size_t n)
+{
+	return strncmp(a, b, n) == 0 && a[n] == '\0' && memchr(b, 0, n) == NULL;
+}
+
+void drld_envoy_match(const struct drld_envoy_domain *d,
+		      const struct drld_envoy_entry *e, size_t n,
+		      struct drld_envoy_match *m)
+{
+	const struct drld_envoy_node *at = &d->root;
+
+	memset(m, 0, sizeof *m);
+	for (size_t i = 0; i < n && i < DRLD_ENVOY_DEPTH_MAX; i++) {
+		const struct drld_envoy_node *next = NULL, *c;
+		bool by_wildcard = false;
+
+		/* key and value exactly, then a wildcard value, then the key
+		 * alone (envoyproxy/ratelimit's GetLimit) */
+		for (size_t j = 0; next == NULL && j < at->nchildren; j++) {
+			c = &at->children[j];
+			if (c->value != NULL && !c->wildcard &&
+			    eq(c->key, e[i].key, e[i].keylen) &&
+			    eq(c->value, e[i].value, e[i].valuelen))
+				next = c;
+		}
+		for (size_t j = 0; next == NULL && j < at->nchildren; j++) {
+			c = &at->children[j];
+			if (c->wildcard && eq(c->key, e[i].key, e[i].keylen) &&
+			    glob(c->value, e[i].value, e[i].valuelen))
+				next = c, by_wildcard = true;
+		}
+		for (size_t j = 0; next == NULL && j < at->nchildren; j++) {
+			c = &at->children[j];
+			if (c->value == NULL &&
+			    eq(c->key, e[i].key, e[i].keylen))
+				next = c;
+		}
+		if (next == NULL)
+			break;
+		/* the metric shows: a shared or unflagged wildcard's
+		 * pattern, the request's value for value_to_metric or a
+		 * value the config names, else nothing (config_impl.go) */
+		if (by_wildcard && next->share_threshold)
+			m->shared[i] = next->value;
+		if (by_wildcard &&
+		    (next->share_threshold || !next->value_to_metric)) {
+			m->mvalue[i] = next->value;
+			m->mlen[i] = strlen(next->value);
+		} else if (next->value != NULL || next->value_to_metric) {
+			m->mvalue[i] = e[i].value;
+			m->mlen[i] = e[i].valuelen;
+		}
+		if (next->value_to_metric)
+			m->by_request = true;
+		if (next->limit != NULL && i == n - 1)
+			m->limit = next->limit;
+		if (next->nchildren == 0)
+			break;
+		at = next;
+	}
+	if (m->limit != NULL && m->limit->detailed_metric) {
+		m->by_request = true;
+		for (size_t i = 0; i < n && i < DRLD_ENVOY_DEPTH_MAX; i++)
+			if (m->shared[i] == NULL) {
+				m->mvalue[i] = e[i].value;
+				m->mlen[i] = e[i].valuelen;
+			}
+	}
+}
+
+/* ---- the slot ----------------------------------------------------------- */
+
+void drld_envoy_slot_init(struct drld_envoy_slot *s,
+			  struct drld_envoy_config *c)
+{
+	pthread_mutex_init(&s->lock, NULL);
+	s->cur = c;
+}
+
+struct drld_envoy_config *drld_envoy_acquire(struct drld_envoy_slot *s)
+{
+	pthread_mutex_lock(&s->lock);
+	struct drld_envoy_config *c = s->cur;
+	if (c != NULL)
+		atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&s->lock);
+	return c;
+}
+
+void drld_envoy_swap(struct drld_envoy_slot *s, struct drld_envoy_config *c)
+{
+	pthread_mutex_lock(&s->lock);
+	struct drld_envoy_config *old = s->cur;
+	s->cur = c;
+	pthread_mutex_unlock(&s->lock);
+	drld_envoy_config_release(old);
+}
+
+void drld_envoy_slot_fini(struct drld_envoy_slot *s)
+{
+	drld_envoy_config_release(s->cur);
+	s->cur = NULL;
+	pthread_mutex_destroy(&s->lock);
+}

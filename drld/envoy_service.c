@@ -1,0 +1,401 @@
+/* ShouldRateLimit decided in C: see envoy_service.h. */
+#include "envoy_service.h"
+
+#include "drld.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* What one descriptor resolved to before anything is decided. */
+struct plan {
+	struct drld_envoy_match m;
+	const struct drld_envoy_limit *limit; /* NULL: none, or replaced */
+	bool unlimited;
+	/* a limit override: its adhoc limiter, and numbers */
+	struct drld_adhoc_ref *ref;
+	uint32_t rpu;
+	int unit;
+	uint64_t hits;
+	bool applies; /* a limit or an override applies */
+	bool over, shadowed;
+	drl_result r;
+};
+
+/* Write a printf-style message to msg and return outcome o. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static enum drld_envoy_outcome
+refuse(enum drld_envoy_outcome o, char *msg, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, n, fmt, ap);
+	va_end(ap);
+	return o;
+}
+
+/* Bytes the store key of descriptor q takes (see store_key()). */
+static size_t key_size(const struct drld_envoy_request *q,
+		       const struct drld_envoy_descriptor *dq)
+{
+	size_t len = 6 + 21 + q->domainlen;
+
+	for (size_t i = 0; i < dq->nentries; i++)
+		len += 42 + dq->entries[i].keylen + dq->entries[i].valuelen;
+	return len;
+}
+
+/* Check q whole: a malformed request is refused before anything counts. */
+static enum drld_envoy_outcome check(const struct drld_envoy_request *q,
+				     char *msg, size_t n)
+{
+	if (q->domainlen == 0)
+		return refuse(DRLD_ENVOY_INVALID, msg, n,
+			      "rate limit domain must not be empty");
+	if (q->ndescriptors == 0)
+		return refuse(DRLD_ENVOY_INVALID, msg, n,
+			      "rate limit descriptor list must not be empty");
+	if (q->ndescriptors > DRLD_ENVOY_DESCRIPTORS_MAX)
+		return refuse(DRLD_ENVOY_INVALID, msg, n,
+			      "more than %d descriptors",
+			      DRLD_ENVOY_DESCRIPTORS_MAX);
+	for (size_t i = 0; i < q->ndescriptors; i++) {
+		const struct drld_envoy_descriptor *dq = &q->descriptors[i];
+		if (dq->nentries == 0 || dq->nentries > DRLD_ENVOY_DEPTH_MAX)
+			return refuse(DRLD_ENVOY_INVALID, msg, n,
+				      "descriptor %zu: expected 1 to %d "
+				      "entries",
+				      i, DRLD_ENVOY_DEPTH_MAX);
+		for (size_t j = 0; j < dq->nentries; j++)
+			if (dq->entries[j].keylen == 0)
+				return refuse(DRLD_ENVOY_INVALID, msg, n,
+					      "descriptor %zu: entry %zu has "
+					      "an empty key",
+					      i, j);
+		if (key_size(q, dq) > DRL_KEY_MAX)
+			return refuse(DRLD_ENVOY_INVALID, msg, n,
+				      "descriptor %zu: its entries make a "
+				      "key of more than %d bytes",
+				      i, DRL_KEY_MAX);
+		if (dq->has_override &&
+		    (drld_envoy_unit_seconds(dq->override_unit) == 0 ||
+		     dq->override_unit == DRLD_ENVOY_WEEK ||
+		     dq->override_rpu > DRL_LIMIT_MAX))
+			return refuse(DRLD_ENVOY_INVALID, msg, n,
+				      "descriptor %zu: a limit override needs "
+				      "a unit from SECOND to YEAR and at most "
+				      "%lld requests_per_unit",
+				      i, (long long)DRL_LIMIT_MAX);
+		if (dq->has_hits && dq->hits > (uint64_t)DRL_LIMIT_MAX)
+			return refuse(DRLD_ENVOY_INVALID, msg, n,
+				      "descriptor %zu: hits_addend over %lld",
+				      i, (long long)DRL_LIMIT_MAX);
+	}
+	return DRLD_ENVOY_OK;
+}
+
+/* Append "LEN:BYTES" to b: the store key is a run of these (the domain,
+ * then each entry's key and value), so no two descriptors share one. */
+static size_t put(char *b, size_t at, const char *s, size_t len)
+{
+	at += (size_t)sprintf(b + at, "%zu:", len);
+	memcpy(b + at, s, len);
+	return at + len;
+}
+
+/* The store key of descriptor dq (malloc'd, *len bytes): "envoy/", the
+ * domain and every entry, a share_threshold entry by its pattern. */
+static char *store_key(const struct drld_envoy_request *q,
+		       const struct drld_envoy_descriptor *dq,
+		       const struct drld_envoy_match *m, size_t *len)
+{
+	char *b = malloc(key_size(q, dq) + 1);
+	size_t at = 6;
+
+	if (b == NULL)
+		return NULL;
+	memcpy(b, "envoy/", 6);
+	at = put(b, at, q->domain, q->domainlen);
+	for (size_t i = 0; i < dq->nentries; i++) {
+		const struct drld_envoy_entry *e = &dq->entries[i];
+		at = put(b, at, e->key, e->keylen);
+		if (i < DRLD_ENVOY_DEPTH_MAX && m->shared[i] != NULL)
+			at = put(b, at, m->shared[i], strlen(m->shared[i]));
+		else
+			at = put(b, at, e->value, e->valuelen);
+	}
+	*len = at;
+	return b;
+}
+
+/* The counters a decision of p goes to: its limit's, or by the request's
+ * values (an override, value_to_metric, detailed_metric), as
+ * envoyproxy/ratelimit names them: "key_value.key2". */
+static struct drld_envoy_stat *stats_for(struct drld *d,
+					 const struct drld_envoy_request *q,
+					 const struct drld_envoy_descriptor *dq,
+					 const struct plan *p)
+{
+	if (p->limit != NULL && !p->m.by_request)
+		return p->limit->stats;
+
+	char domain[256];
+	size_t cap = 1, at = 0;
+	snprintf(domain, sizeof domain, "%.*s",
+		 (int)(q->domainlen < 255 ? q->domainlen : 255), q->domain);
+	for (size_t i = 0; i < dq->nentries; i++)
+		cap += dq->entries[i].keylen + dq->entries[i].valuelen + 2;
+	char *name = malloc(cap);
+	if (name == NULL)
+		return NULL;
+	for (size_t i = 0; i < dq->nentries; i++) {
+		const struct drld_envoy_entry *e = &dq->entries[i];
+		const char *v = p->ref ? e->value : p->m.mvalue[i];
+		size_t vlen = p->ref ? e->valuelen : p->m.mlen[i];
+		if (i > 0)
+			name[at++] = '.';
+		memcpy(name + at, e->key, e->keylen);
+		at += e->keylen;
+		if (v != NULL && vlen > 0) {
+			name[at++] = '_';
+			memcpy(name + at, v, vlen);
+			at += vlen;
+		}
+	}
+	struct drld_envoy_stat *st =
+		drld_envoy_stats_get(d->envoy_stats, domain, name, at);
+	free(name);
+	return st;
+}
+
+/* Resolve every descriptor of q in domain dom (NULL: unknown) into
+ * plans: match, override, replaces, unlimited. */
+static enum drld_envoy_outcome plan_all(struct drld *d,
+					const struct drld_envoy_request *q,
+					const struct drld_envoy_domain *dom,
+					struct plan *plans, char *msg, size_t n)
+{
+	for (size_t i = 0; i < q->ndescriptors && dom != NULL; i++) {
+		const struct drld_envoy_descriptor *dq = &q->descriptors[i];
+		struct plan *p = &plans[i];
+		p->hits = dq->has_hits ? dq->hits
+				       : (q->hits_addend ? q->hits_addend : 1);
+		if (!dq->has_override) {
+			drld_envoy_match(dom, dq->entries, dq->nentries, &p->m);
+			p->limit = p->m.limit;
+			if (p->limit != NULL) {
+				p->applies = true;
+				p->rpu = p->limit->requests_per_unit;
+				p->unit = p->limit->unit;
+			}
+			continue;
+		}
+		char spec[64];
+		drl_error err = {0};
+		static const char *const periods[] = {"",   "1s",  "1m",  "1h",
+						      "1d", "30d", "365d"};
+		p->applies = true;
+		p->rpu = dq->override_rpu;
+		p->unit = dq->override_unit;
+		if (p->rpu == 0)
+			continue;
+		snprintf(spec, sizeof spec, "fixed_window:%u/%s", p->rpu,
+			 periods[p->unit]);
+		int rc = drld_adhoc_get(d->adhoc, spec, &p->ref, &err);
+		if (rc != 0)
+			return refuse(
+				rc == DRL_ENOMEM ? DRLD_ENVOY_INTERNAL
+						 : DRLD_ENVOY_INVALID,
+				msg, n, "descriptor %zu: limit override: %s%s",
+				i, err.message,
+				rc == DRL_ENOTSUP ? " (--max-specs is 0)" : "");
+	}
+	/* unlimited ones answer at once (and may replace others); a limit
+	 * replaced by another matched one is skipped */
+	for (size_t i = 0; i < q->ndescriptors; i++) {
+		const struct drld_envoy_limit *l = plans[i].limit;
+		if (l != NULL && l->unlimited) {
+			plans[i].unlimited = true;
+			plans[i].applies = false;
+			continue;
+		}
+		for (size_t j = 0; l != NULL && j < q->ndescriptors; j++) {
+			const struct drld_envoy_limit *o = plans[j].m.limit;
+			for (size_t k = 0;
+			     o != NULL && l->name != NULL && k < o->nreplaces;
+			     k++)
+				if (strcmp(o->replaces[k], l->name) == 0)
+					plans[i].applies = false;
+		}
+		if (!plans[i].applies)
+			plans[i].limit = NULL;
+	}
+	return DRLD_ENVOY_OK;
+}
+
+/* Whether rc is the store failing. */
+static bool store_failure(int rc)
+{
+	return rc == DRL_ESTORE || rc == DRL_ETIMEDOUT ||
+	       rc == DRL_EUNAVAILABLE || rc == DRL_ECONFLICT ||
+	       rc == DRL_ECORRUPT || rc == DRL_ERANGE;
+}
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Decide plan p (descriptor dq) into status st. */
+static enum drld_envoy_outcome decide_one(
+	struct drld *d, const struct drld_envoy_request *q,
+	const struct drld_envoy_descriptor *dq, struct plan *p,
+	struct drld_envoy_status *st, char *msg, size_t n)
+{
+	drl_limiter *lim = p->ref ? drld_adhoc_limit(p->ref)->lim
+				  : (p->limit ? p->limit->lim : NULL);
+	drl_error err = {0};
+
+	memset(st, 0, sizeof *st);
+	st->code = DRLD_ENVOY_CODE_OK;
+	if (p->unlimited) {
+		st->remaining = UINT32_MAX;
+		return DRLD_ENVOY_OK;
+	}
+	if (!p->applies)
+		return DRLD_ENVOY_OK;
+	st->has_limit = true;
+	st->requests_per_unit = p->rpu;
+	st->unit = p->unit;
+	st->name = p->limit ? p->limit->name : NULL;
+	st->has_reset = true;
+	if (lim == NULL) { /* requests_per_unit 0: always over */
+		int64_t unit = drld_envoy_unit_seconds(p->unit) * 1000000;
+		st->reset_us = unit - now_us() % unit;
+		p->over = true;
+		p->r.limit = 0;
+	} else {
+		size_t keylen;
+		char *key = store_key(q, dq, &p->m, &keylen);
+		if (key == NULL)
+			return refuse(DRLD_ENVOY_INTERNAL, msg, n,
+				      "out of memory");
+		int rc = drl_allow(lim, key, keylen, (int64_t)p->hits, &p->r,
+				   &err);
+		free(key);
+		if (rc != 0) {
+			drld_metrics_store_error(d->metrics);
+			return refuse(store_failure(rc) ? DRLD_ENVOY_UNAVAILABLE
+				      : rc == DRL_ENOMEM ? DRLD_ENVOY_INTERNAL
+							 : DRLD_ENVOY_INVALID,
+				      msg, n, "%s",
+				      err.message[0] ? err.message
+						     : drl_strerror(rc));
+		}
+		if (p->r.path == DRL_PATH_LOCAL ||
+		    p->r.path == DRL_PATH_FAIL_OPEN ||
+		    p->r.path == DRL_PATH_FAIL_CLOSED)
+			drld_metrics_store_error(d->metrics);
+		/* shadow_mode limiters have shadow=1: allowed is always 1,
+		 * would_allow the real decision (and its numbers) */
+		p->over = !p->r.would_allow;
+		st->remaining = p->over ? 0
+				: p->r.remaining > UINT32_MAX
+					? UINT32_MAX
+					: (uint32_t)p->r.remaining;
+		st->reset_us = p->over && p->r.retry_after_us != DRL_NEVER
+				       ? p->r.retry_after_us
+				       : p->r.reset_after_us;
+	}
+	p->shadowed = p->over && p->limit != NULL && p->limit->shadow;
+	st->code = p->over && !p->shadowed ? DRLD_ENVOY_CODE_OVER_LIMIT
+					   : DRLD_ENVOY_CODE_OK;
+	struct drld_envoy_stat *stat = stats_for(d, q, dq, p);
+	if (stat != NULL)
+		drld_envoy_stats_count(stat, p->hits, p->over, p->shadowed,
+				       lim ? p->r.limit : 0,
+				       lim ? p->r.remaining : 0);
+	return DRLD_ENVOY_OK;
+}
+
+/* The RateLimit-* headers, as envoyproxy/ratelimit picks them: the
+ * status with the least remaining, an over-limit one before any. */
+static void headers(struct drld_envoy_answer *a, size_t n)
+{
+	const struct drld_envoy_status *min = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct drld_envoy_status *s = &a->statuses[i];
+		if (!s->has_limit)
+			continue;
+		if (s->code == DRLD_ENVOY_CODE_OVER_LIMIT ||
+		    ((min == NULL || s->remaining < min->remaining) &&
+		     (min == NULL || min->code != DRLD_ENVOY_CODE_OVER_LIMIT)))
+			min = s;
+	}
+	if (min == NULL)
+		return;
+	a->headers = true;
+	a->header_limit = min->requests_per_unit;
+	a->header_remaining = min->remaining;
+	a->header_reset_s = (min->reset_us + 999999) / 1000000;
+}
+
+enum drld_envoy_outcome drld_envoy_decide(struct drld *d,
+					  const struct drld_envoy_request *q,
+					  struct drld_envoy_answer *a,
+					  char *msg, size_t n)
+{
+	struct drld_envoy_config *c = NULL;
+	struct plan *plans = NULL;
+	enum drld_envoy_outcome o = check(q, msg, n);
+
+	a->overall = DRLD_ENVOY_CODE_OK;
+	a->headers = false;
+	if (o == DRLD_ENVOY_OK &&
+	    (plans = calloc(q->ndescriptors, sizeof *plans)) == NULL)
+		o = refuse(DRLD_ENVOY_INTERNAL, msg, n, "out of memory");
+	if (o == DRLD_ENVOY_OK) {
+		c = drld_envoy_acquire(&d->envoy);
+		const struct drld_envoy_domain *dom =
+			c ? drld_envoy_config_domain(c, q->domain, q->domainlen)
+			  : NULL;
+		o = plan_all(d, q, dom, plans, msg, n);
+	}
+	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++) {
+		o = decide_one(d, q, &q->descriptors[i], &plans[i],
+			       &a->statuses[i], msg, n);
+		if (a->statuses[i].code == DRLD_ENVOY_CODE_OVER_LIMIT)
+			a->overall = DRLD_ENVOY_CODE_OVER_LIMIT;
+	}
+	if (o == DRLD_ENVOY_OK && d->envoy_headers)
+		headers(a, q->ndescriptors);
+	if (o == DRLD_ENVOY_OK && a->overall == DRLD_ENVOY_CODE_OVER_LIMIT) {
+		o = DRLD_ENVOY_OVER_LIMIT;
+		if (d->envoy_shadow) {
+			a->overall = DRLD_ENVOY_CODE_OK;
+			drld_envoy_stats_global_shadow(d->envoy_stats);
+		}
+	}
+	for (size_t i = 0; plans != NULL && i < q->ndescriptors; i++)
+		if (plans[i].ref != NULL)
+			drld_adhoc_put(plans[i].ref);
+	free(plans);
+	a->hold = c; /* the statuses' names live in c */
+	drld_envoy_stats_call(d->envoy_stats, o);
+	return o;
+}
+
+void drld_envoy_answer_release(struct drld_envoy_answer *a)
+{
+	drld_envoy_config_release(a->hold);
+	a->hold = NULL;
+}

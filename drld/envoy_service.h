@@ -1,0 +1,122 @@
+/*
+ * ShouldRateLimit, the call of Envoy's rate limit service, decided in C
+ * (docs/envoy.md): grpc_service.cc turns the protobuf request into a
+ * drld_envoy_request and the answer back; everything that decides is here,
+ * so it is the same whatever carries it.
+ *
+ * Semantics are envoyproxy/ratelimit's (its src/service/ratelimit.go):
+ * each descriptor is matched in the request's domain (envoy_config.h) or
+ * takes the request's limit override; a limit that another matched
+ * limit `replaces` is skipped; an unlimited one answers OK with
+ * limit_remaining 2^32-1; every other limit is decided by its libdrl
+ * limiter with cost = the descriptor's hits_addend when set (0 checks
+ * without consuming), else the request's, 0 counting as 1. overall_code is
+ * OVER_LIMIT when any descriptor is, after shadow_mode (per descriptor:
+ * its status says OK) and --shadow (the overall code says OK). A domain
+ * drld does not know answers OK for every descriptor.
+ *
+ * A malformed request is refused whole before anything is counted. A
+ * store failure is what the limit's on_error says, or UNAVAILABLE.
+ *
+ * Thread-safe: called from any gRPC thread at once.
+ */
+#ifndef DRLD_ENVOY_SERVICE_H
+#define DRLD_ENVOY_SERVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most descriptors in one request. */
+#define DRLD_ENVOY_DESCRIPTORS_MAX 256
+
+struct drld;
+struct drld_envoy_config;
+
+/* How a call ended (counted in /metrics, drld_grpc_calls_total). */
+enum drld_envoy_outcome {
+	DRLD_ENVOY_OK,
+	DRLD_ENVOY_OVER_LIMIT,
+	DRLD_ENVOY_INVALID,     /* INVALID_ARGUMENT */
+	DRLD_ENVOY_UNAVAILABLE, /* the store failed, no on_error */
+	DRLD_ENVOY_INTERNAL,    /* out of memory */
+	DRLD_ENVOY_OUTCOMES
+};
+
+/* One entry of a request's descriptor (bytes, not NUL-terminated). */
+struct drld_envoy_entry {
+	const char *key;
+	size_t keylen;
+	const char *value;
+	size_t valuelen;
+};
+
+/* One descriptor of a request. */
+struct drld_envoy_descriptor {
+	const struct drld_envoy_entry *entries;
+	size_t nentries;
+	bool has_override; /* the request's `limit` */
+	uint32_t override_rpu;
+	int override_unit; /* envoy.type.v3.RateLimitUnit */
+	bool has_hits;     /* the descriptor's own hits_addend */
+	uint64_t hits;
+};
+
+struct drld_envoy_request {
+	const char *domain;
+	size_t domainlen;
+	const struct drld_envoy_descriptor *descriptors;
+	size_t ndescriptors;
+	uint32_t hits_addend; /* 0 counts as 1 */
+};
+
+enum { DRLD_ENVOY_CODE_OK = 1, DRLD_ENVOY_CODE_OVER_LIMIT = 2 };
+
+/* One DescriptorStatus. */
+struct drld_envoy_status {
+	int code; /* DRLD_ENVOY_CODE_* */
+	bool has_limit;
+	uint32_t requests_per_unit;
+	int unit;         /* enum drld_envoy_unit */
+	const char *name; /* rate_limit.name or NULL; valid until
+			     drld_envoy_answer_release() */
+	uint32_t remaining;
+	bool has_reset;
+	int64_t reset_us; /* until the limit allows again (denied) or is
+			     full again (allowed) */
+};
+
+/* The whole answer: statuses[i] for descriptor i (the caller's array of
+ * ndescriptors), overall code, and the RateLimit-* header values when
+ * --grpc-headers is on and a limit applied. */
+struct drld_envoy_answer {
+	int overall;
+	struct drld_envoy_status *statuses;
+	bool headers;
+	uint32_t header_limit, header_remaining;
+	int64_t header_reset_s;
+	struct drld_envoy_config *hold; /* released by
+					   drld_envoy_answer_release() */
+};
+
+/* Decide request q on drld d. Returns DRLD_ENVOY_OK or _OVER_LIMIT with
+ * a filled, or _INVALID / _UNAVAILABLE / _INTERNAL with a message in msg
+ * (n bytes) and nothing else to send. Counts the outcome in d's envoy
+ * stats. */
+enum drld_envoy_outcome drld_envoy_decide(struct drld *d,
+					  const struct drld_envoy_request *q,
+					  struct drld_envoy_answer *a,
+					  char *msg, size_t n);
+
+/* Let go of what a's statuses point to (every outcome; once). */
+void drld_envoy_answer_release(struct drld_envoy_answer *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DRLD_ENVOY_SERVICE_H */

@@ -1,0 +1,474 @@
+#!/usr/bin/python3
+"""A real gRPC client of drld's Envoy rate limit service, for
+tests/test_envoy.sh and scripts/bench_envoy.sh (Debian's python3-grpcio;
+stubs generated at start from drld/proto/ by python3-grpc-tools, so the
+client speaks exactly the .proto drld was built from).
+
+Run it with /usr/bin/python3 (Debian's, which sees python3-grpcio).
+
+  envoy_client.py PROTO_DIR suite PORT DOMAIN HTTP_PORT
+      The protocol suite against a drld serving tests/test_envoy.sh's
+      config for DOMAIN (the domain makes every store key of one run its
+      own): one "ok - ..." / "not ok - ..." line per assertion.
+  envoy_client.py PROTO_DIR readme PORT HTTP_PORT
+      envoyproxy/ratelimit's README examples (tests/envoy_readme/) give
+      the decisions its README describes.
+  envoy_client.py PROTO_DIR share DOMAIN KEY=VALUE PER_THREAD PORT [PORT...]
+      8 threads split over the ports send PER_THREAD requests each for one
+      descriptor; prints "ok=N over=N errors=N".
+  envoy_client.py PROTO_DIR call PORT DOMAIN KEY=VALUE[,KEY=VALUE...]
+      One request of one descriptor; prints the overall code, the
+      descriptor's code and limit_remaining and the headers to add
+      ("OVER_LIMIT OVER_LIMIT 0 RateLimit-Limit=3 ..."), or the gRPC
+      status code's name.
+  envoy_client.py PROTO_DIR bench PORT THREADS SECONDS
+      Closed-loop load (decisions/s, p50/p99 in µs) on one descriptor per
+      thread, for scripts/bench_envoy.sh.
+"""
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+import grpc
+from grpc_tools import protoc
+
+
+def load_stubs(proto_dir):
+    """Generate the Python stubs of proto_dir's .proto files into a temp
+    directory and import them."""
+    out = tempfile.mkdtemp(prefix="envoy_stubs_")
+    protos = [f for f in os.listdir(proto_dir) if f.endswith(".proto")]
+    include = os.path.join(os.path.dirname(protoc.__file__), "_proto")
+    args = ["protoc", "-I" + proto_dir, "-I" + include,
+            "--python_out=" + out, "--grpc_python_out=" + out] + protos
+    cwd = os.getcwd()
+    os.chdir(proto_dir)
+    try:
+        if protoc.main(args) != 0:
+            sys.exit("envoy_client: protoc failed on " + proto_dir)
+    finally:
+        os.chdir(cwd)
+    sys.path.insert(0, out)
+    import envoy_rls_pb2
+    import envoy_rls_pb2_grpc
+    import envoy_ratelimit_pb2
+    shutil.rmtree(out, ignore_errors=True)  # imported: no longer needed
+    return envoy_rls_pb2, envoy_rls_pb2_grpc, envoy_ratelimit_pb2
+
+
+rls = rls_grpc = common = None
+failures = 0
+
+
+def report(ok, what):
+    global failures
+    print(("ok - " if ok else "not ok - ") + what, flush=True)
+    if not ok:
+        failures += 1
+
+
+def descriptor(entries, hits=None, limit=None):
+    """entries: "k=v,k2=v2" or a list of (k, v); limit: (rpu, unit)."""
+    if isinstance(entries, str):
+        entries = [tuple(e.split("=", 1)) for e in entries.split(",")]
+    d = common.RateLimitDescriptor(
+        entries=[common.RateLimitDescriptor.Entry(key=k, value=v)
+                 for k, v in entries])
+    if hits is not None:
+        d.hits_addend.value = hits
+    if limit is not None:
+        d.limit.requests_per_unit = limit[0]
+        d.limit.unit = limit[1]
+    return d
+
+
+class Client:
+    def __init__(self, port):
+        self.channel = grpc.insecure_channel("127.0.0.1:%d" % port)
+        self.stub = rls_grpc.RateLimitServiceStub(self.channel)
+
+    def call(self, domain, descriptors, hits=0):
+        """(response, None) or (None, grpc.StatusCode)."""
+        req = rls.RateLimitRequest(domain=domain, hits_addend=hits,
+                                   descriptors=descriptors)
+        try:
+            return self.stub.ShouldRateLimit(req, timeout=30), None
+        except grpc.RpcError as e:
+            return None, e.code()
+
+
+OK = 1
+OVER = 2
+UNIT = {"SECOND": 1, "MINUTE": 2, "HOUR": 3, "DAY": 4, "MONTH": 5,
+        "YEAR": 6, "WEEK": 7}
+
+
+def status_text(r, err):
+    if err is not None:
+        return err.name
+    return "%s [%s]" % (
+        rls.RateLimitResponse.Code.Name(r.overall_code),
+        "; ".join("%s rpu=%d unit=%s name=%r remaining=%d reset=%ds" % (
+            rls.RateLimitResponse.Code.Name(s.code),
+            s.current_limit.requests_per_unit,
+            rls.RateLimitResponse.RateLimit.Unit.Name(s.current_limit.unit),
+            s.current_limit.name, s.limit_remaining,
+            s.duration_until_reset.seconds) for s in r.statuses))
+
+
+def expect(c, what, domain, descs, overall, statuses=None, hits=0):
+    """One call; check the overall code and, per status, a tuple
+    (code, rpu or None for no limit, unit name, remaining)."""
+    r, err = c.call(domain, descs, hits)
+    ok = err is None and r.overall_code == overall
+    for i, want in enumerate(statuses or []):
+        if not ok or i >= len(r.statuses):
+            ok = False
+            break
+        s = r.statuses[i]
+        code, rpu = want[0], want[1]
+        ok = s.code == code
+        if rpu is None:
+            ok = ok and not s.HasField("current_limit")
+        else:
+            ok = ok and s.current_limit.requests_per_unit == rpu and \
+                s.current_limit.unit == UNIT[want[2]]
+        if len(want) > 3 and want[3] is not None:
+            ok = ok and s.limit_remaining == want[3]
+    report(ok, "%s (got %s)" % (what, status_text(r, err)))
+    return r
+
+
+def expect_error(c, what, domain, descs, code, hits=0):
+    r, err = c.call(domain, descs, hits)
+    report(err == code, "%s: %s (got %s)" % (what, code.name,
+                                             status_text(r, err)))
+
+
+def metrics(http_port):
+    with urllib.request.urlopen(
+            "http://127.0.0.1:%d/metrics" % http_port, timeout=30) as f:
+        text = f.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = value
+    return out
+
+
+def expect_metric(http_port, name, value):
+    got = metrics(http_port).get(name, "<absent>")
+    report(got == str(value), "metric %s = %s (got %s)" % (name, value, got))
+
+
+def suite(port, dom, http_port):
+    """The protocol, on tests/test_envoy.sh's config for domain dom."""
+    c = Client(port)
+    H = "HOUR"
+    for i, left in enumerate([2, 1, 0]):
+        expect(c, "user=alice hit %d of 3/hour" % (i + 1), dom,
+               [descriptor("user=alice")], OK, [(OK, 3, H, left)])
+    r = expect(c, "user=alice 4th: over limit", dom,
+               [descriptor("user=alice")], OVER, [(OVER, 3, H, 0)])
+    reset = r.statuses[0].duration_until_reset if r else None
+    report(reset is not None and 0 < reset.seconds + reset.nanos / 1e9
+           <= 3600, "duration_until_reset within the hour")
+    expect(c, "user=vip: the exact value beats the bare key (5/hour)", dom,
+           [descriptor("user=vip")], OK, [(OK, 5, H, 4)])
+    expect(c, "user=blocked: requests_per_unit 0 is always over", dom,
+           [descriptor("user=blocked")], OVER, [(OVER, 0, H, 0)])
+    expect(c, "path=/api/x matches the wildcard /api/* (2/hour)", dom,
+           [descriptor("path=/api/x")], OK, [(OK, 2, H, 1)])
+    expect(c, "path=/api/y: a wildcard value keeps its own counter", dom,
+           [descriptor("path=/api/y")], OK, [(OK, 2, H, 1)])
+    expect(c, "path=/other matches nothing: OK, no limit", dom,
+           [descriptor("path=/other")], OK, [(OK, None)])
+    expect(c, "file=files/a (share_threshold files/*, 2/hour)", dom,
+           [descriptor("file=files/a")], OK, [(OK, 2, H, 1)])
+    expect(c, "file=files/b shares files/a's counter", dom,
+           [descriptor("file=files/b")], OK, [(OK, 2, H, 0)])
+    expect(c, "file=files/c: the shared counter is spent", dom,
+           [descriptor("file=files/c")], OVER, [(OVER, 2, H, 0)])
+    expect(c, "nested org=acme,user=bob (2/hour)", dom,
+           [descriptor("org=acme,user=bob")], OK, [(OK, 2, H, 1)])
+    expect(c, "nested: org=acme alone has no limit", dom,
+           [descriptor("org=acme")], OK, [(OK, None)])
+    expect(c, "nested: org=other,user=bob matches nothing", dom,
+           [descriptor("org=other,user=bob")], OK, [(OK, None)])
+    expect(c, "user=bob alone is another counter than org=acme,user=bob",
+           dom, [descriptor("user=bob")], OK, [(OK, 3, H, 2)])
+    expect(c, "unlimited: OK with limit_remaining 2^32-1", dom,
+           [descriptor("internal=x")], OK, [(OK, None, None, 4294967295)])
+    expect(c, "shadow_mode 1/hour: 1st OK", dom,
+           [descriptor("soft=s")], OK, [(OK, 1, H, 0)])
+    expect(c, "shadow_mode: 2nd is over limit but answered OK", dom,
+           [descriptor("soft=s")], OK, [(OK, 1, H, 0)])
+    expect(c, "two descriptors, one over: overall OVER_LIMIT", dom,
+           [descriptor("user=carol"), descriptor("user=blocked")], OVER,
+           [(OK, 3, H, 2), (OVER, 0, H, 0)])
+    expect(c, "request hits_addend 2", dom, [descriptor("user=dave")], OK,
+           [(OK, 3, H, 1)], hits=2)
+    expect(c, "descriptor hits_addend 0 checks without consuming", dom,
+           [descriptor("user=dave", hits=0)], OK, [(OK, 3, H, 1)], hits=5)
+    expect(c, "descriptor hits_addend 1 beats the request's 5", dom,
+           [descriptor("user=dave", hits=1)], OK, [(OK, 3, H, 0)], hits=5)
+    expect(c, "request hits_addend 0 counts as 1", dom,
+           [descriptor("user=dan")], OK, [(OK, 3, H, 2)], hits=0)
+    expect(c, "hits_addend over the limit: over, nothing consumed", dom,
+           [descriptor("user=dan")], OVER, [(OVER, 3, H, 0)], hits=3)
+    expect(c, "... then 2 more still fit", dom, [descriptor("user=dan")],
+           OK, [(OK, 3, H, 0)], hits=2)
+    expect(c, "limit override 1/minute: 1st OK", dom,
+           [descriptor("user=erin", limit=(1, 2))], OK,
+           [(OK, 1, "MINUTE", 0)])
+    expect(c, "limit override 1/minute: 2nd over", dom,
+           [descriptor("user=erin", limit=(1, 2))], OVER,
+           [(OVER, 1, "MINUTE", 0)])
+    expect(c, "sliding_window 2/hour: 1st", dom, [descriptor("sliding=s")],
+           OK, [(OK, 2, H, 1)])
+    expect(c, "sliding_window 2/hour: 2nd", dom, [descriptor("sliding=s")],
+           OK, [(OK, 2, H, 0)])
+    expect(c, "sliding_window 2/hour: 3rd over", dom,
+           [descriptor("sliding=s")], OVER, [(OVER, 2, H, 0)])
+    expect(c, "token_bucket 2/minute burst 4: 4 at once", dom,
+           [descriptor("bucket=b")], OK, [(OK, 2, "MINUTE", 0)], hits=4)
+    expect(c, "token_bucket: the 5th is over", dom,
+           [descriptor("bucket=b")], OVER, [(OVER, 2, "MINUTE", 0)])
+    expect(c, "an unknown domain answers OK", "no-such-" + dom,
+           [descriptor("user=alice")], OK, [(OK, None)])
+
+    # malformed: an error status, and nothing counted (user=frank is
+    # in every bad request beside the bad part, and is fresh after)
+    good = descriptor("user=frank")
+    expect_error(c, "missing domain", "", [good],
+                 grpc.StatusCode.INVALID_ARGUMENT)
+    expect_error(c, "empty descriptors", dom, [],
+                 grpc.StatusCode.INVALID_ARGUMENT)
+    expect_error(c, "a descriptor without entries", dom,
+                 [good, common.RateLimitDescriptor()],
+                 grpc.StatusCode.INVALID_ARGUMENT)
+    expect_error(c, "an entry with an empty key", dom,
+                 [good, descriptor([("", "v")])],
+                 grpc.StatusCode.INVALID_ARGUMENT)
+    expect_error(c, "a huge entry (1.5 MiB value)", dom,
+                 [good, descriptor([("user", "x" * (3 << 19))])],
+                 grpc.StatusCode.INVALID_ARGUMENT)
+    expect_error(c, "a limit override of unit UNKNOWN", dom,
+                 [good, descriptor("user=g", limit=(5, 0))],
+                 grpc.StatusCode.INVALID_ARGUMENT)
+    expect(c, "after the malformed requests user=frank is untouched", dom,
+           [descriptor("user=frank")], OK, [(OK, 3, H, 2)])
+
+    labels = "{domain=\"%s\",descriptor=\"%%s\"}" % dom
+    # user: alice 4 + bob 1 + carol 1 + dave 2+0+1 + dan 1+3+2 + frank 1
+    expect_metric(http_port, "drld_envoy_total_hits_total" +
+                  labels % "user", 16)
+    expect_metric(http_port, "drld_envoy_over_limit_total" +
+                  labels % "user", 4)
+    expect_metric(http_port, "drld_envoy_shadow_mode_total" +
+                  labels % "soft", 1)
+    expect_metric(http_port, "drld_envoy_over_limit_total" +
+                  labels % "soft", 1)
+    # near limit: the hits allowed above floor(80% of 3) = 2: alice's
+    # 3rd, dave's 3rd, the last of dan's 2
+    expect_metric(http_port, "drld_envoy_near_limit_total" +
+                  labels % "user", 3)
+
+
+def readme(port, http_port):
+    """envoyproxy/ratelimit's README examples, loaded unchanged."""
+    c = Client(port)
+    expect(c, "example 1: database=users 500/second", "mongo_cps",
+           [descriptor("database=users")], OK, [(OK, 500, "SECOND", 499)])
+    for i in range(5):
+        expect(c, "example 2: marketing to 2061111111, message %d of 5/day"
+               % (i + 1), "messaging",
+               [descriptor("message_type=marketing,to_number=2061111111"),
+                descriptor("to_number=2061111111")], OK,
+               [(OK, 5, "DAY", 4 - i), (OK, 100, "DAY", 99 - i)])
+    expect(c, "example 2: the 6th marketing message is over, the number's "
+           "100/day still counts", "messaging",
+           [descriptor("message_type=marketing,to_number=2061111111"),
+            descriptor("to_number=2061111111")], OVER,
+           [(OVER, 5, "DAY", 0), (OK, 100, "DAY", 94)])
+    expect(c, "example 2: another number has its own 5/day", "messaging",
+           [descriptor("message_type=marketing,to_number=2062222222")], OK,
+           [(OK, 5, "DAY", 4)])
+    expect(c, "example 3: remote_address=50.0.0.1 gets 10/second",
+           "edge_proxy_per_ip", [descriptor("remote_address=50.0.0.1")],
+           OK, [(OK, 10, "SECOND", 0)], hits=10)
+    expect(c, "example 3: 11 at once are over 10/second",
+           "edge_proxy_per_ip", [descriptor("remote_address=50.0.0.2")],
+           OVER, [(OVER, 10, "SECOND", 0)], hits=11)
+    expect(c, "example 3: the black-listed 50.0.0.5 is always over",
+           "edge_proxy_per_ip", [descriptor("remote_address=50.0.0.5")],
+           OVER, [(OVER, 0, "SECOND", 0)])
+    expect(c, "example 4: (key=value, subkey=subvalue) matches the nested "
+           "300/second", "example4",
+           [descriptor("key=value,subkey=subvalue")], OK,
+           [(OK, 300, "SECOND", 299)])
+    expect(c, "example 4: (key=value) alone matches no limit", "example4",
+           [descriptor("key=value")], OK, [(OK, None)])
+    expect(c, "example 5: ldap is unlimited", "internal",
+           [descriptor("ldap=x")], OK, [(OK, None, None, 4294967295)])
+    expect(c, "example 5: azure 100/minute", "internal",
+           [descriptor("azure=x")], OK, [(OK, 100, "MINUTE", 99)])
+    expect(c, "example 6: user-a (shadow_mode, 10/second) is never limited",
+           "example6", [descriptor("service=auth-service,user=user-a")], OK,
+           [(OK, 10, "SECOND", 0)], hits=11)
+    expect(c, "example 6: user-b is limited at 20/second", "example6",
+           [descriptor("service=auth-service,user=user-b")], OVER,
+           [(OVER, 20, "SECOND", 0)], hits=21)
+    expect(c, "example 7: (key_1, user) alone: 5/second", "example7",
+           [descriptor("key_1=value_1,user=bkthomps")], OK,
+           [(OK, 5, "SECOND", 4)])
+    expect(c, "example 7: (key_2, user) alone: 10/second", "example7",
+           [descriptor("key_2=value_2,user=bkthomps")], OK,
+           [(OK, 10, "SECOND", 9)])
+    expect(c, "example 7: both: 10/second replaces specific_limit, whose "
+           "count is not changed", "example7",
+           [descriptor("key_1=value_1,user=bkthomps"),
+            descriptor("key_2=value_2,user=bkthomps")], OK,
+           [(OK, None), (OK, 10, "SECOND", None)])
+    expect(c, "example 8: key1=value1 20/minute", "example8",
+           [descriptor("key1=value1")], OK, [(OK, 20, "MINUTE", 19)])
+    expect(c, "example 8: key1=unspecified_value 10/minute", "example8",
+           [descriptor("key1=unspecified_value")], OK,
+           [(OK, 10, "MINUTE", 9)])
+    expect_metric(http_port, "drld_envoy_total_hits_total{domain="
+                  "\"example8\",descriptor=\"key1_unspecified_value\"}", 1)
+    expect_metric(http_port, "drld_envoy_total_hits_total{domain="
+                  "\"example8\",descriptor=\"key1_value1\"}", 1)
+    expect_metric(http_port, "drld_envoy_shadow_mode_total{domain="
+                  "\"example6\",descriptor=\"service.user_user-a\"}", 11)
+    expect(c, "example 9: key1=value1 matches value* (20/minute)",
+           "example9", [descriptor("key1=value1")], OK,
+           [(OK, 20, "MINUTE", 19)])
+    expect(c, "example 9: key1=valueXYZ has its own counter", "example9",
+           [descriptor("key1=valueXYZ")], OK, [(OK, 20, "MINUTE", 19)])
+    expect(c, "example 9: key1=other matches nothing", "example9",
+           [descriptor("key1=other")], OK, [(OK, None)])
+    expect(c, "example 11: 5 for files/a.pdf", "example11",
+           [descriptor("files=files/a.pdf")], OK, [(OK, 10, "HOUR", 5)],
+           hits=5)
+    expect(c, "example 11: 5 for files/b.csv share the threshold",
+           "example11", [descriptor("files=files/b.csv")], OK,
+           [(OK, 10, "HOUR", 0)], hits=5)
+    expect(c, "example 11: files/c.txt is over the shared 10/hour",
+           "example11", [descriptor("files=files/c.txt")], OVER,
+           [(OVER, 10, "HOUR", 0)])
+    expect(c, "example 11: files_no_share/a.pdf spends its own 10",
+           "example11", [descriptor("files_no_share=files_no_share/a.pdf")],
+           OK, [(OK, 10, "HOUR", 0)], hits=10)
+    expect(c, "example 11: files_no_share/b.csv still has 10", "example11",
+           [descriptor("files_no_share=files_no_share/b.csv")], OK,
+           [(OK, 10, "HOUR", 9)])
+
+
+def share(domain, entry, per_thread, ports):
+    counts = {"ok": 0, "over": 0, "errors": 0}
+    lock = threading.Lock()
+    start = threading.Barrier(8)
+
+    def worker(port):
+        c = Client(port)
+        mine = {"ok": 0, "over": 0, "errors": 0}
+        start.wait()
+        for _ in range(per_thread):
+            r, err = c.call(domain, [descriptor(entry)])
+            if err is not None:
+                mine["errors"] += 1
+            elif r.overall_code == OK:
+                mine["ok"] += 1
+            else:
+                mine["over"] += 1
+        with lock:
+            for k in counts:
+                counts[k] += mine[k]
+
+    threads = [threading.Thread(target=worker, args=(ports[i % len(ports)],))
+               for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print("ok=%d over=%d errors=%d" % (counts["ok"], counts["over"],
+                                      counts["errors"]))
+
+
+def call(port, domain, entries):
+    """One request; prints the overall code, the first status's code and
+    remaining, and the headers to add (KEY=VALUE)."""
+    r, err = Client(port).call(domain, [descriptor(entries)])
+    if err is not None:
+        print(err.name)
+        return
+    names = rls.RateLimitResponse.Code.Name
+    print(" ".join([names(r.overall_code), names(r.statuses[0].code),
+                    str(r.statuses[0].limit_remaining)] +
+                   ["%s=%s" % (h.key, h.value)
+                    for h in r.response_headers_to_add]))
+
+
+def bench(port, nthreads, seconds):
+    lat = []
+    lock = threading.Lock()
+    end = [0.0]
+    start = threading.Barrier(nthreads + 1)
+
+    def worker(i):
+        c = Client(port)
+        req = [descriptor("bench=t%d" % i)]
+        c.call("bench", req)  # connect before the clock starts
+        mine = []
+        start.wait()
+        while time.monotonic() < end[0]:
+            t0 = time.perf_counter_ns()
+            c.call("bench", req)
+            mine.append(time.perf_counter_ns() - t0)
+        with lock:
+            lat.extend(mine)
+
+    threads = [threading.Thread(target=worker, args=(i,))
+               for i in range(nthreads)]
+    for t in threads:
+        t.start()
+    end[0] = time.monotonic() + seconds
+    start.wait()
+    for t in threads:
+        t.join()
+    lat.sort()
+    n = len(lat)
+    print("decisions=%d rate=%.0f/s p50=%dus p99=%dus" % (
+        n, n / seconds, lat[n // 2] // 1000 if n else 0,
+        lat[n * 99 // 100] // 1000 if n else 0))
+
+
+def main(argv):
+    global rls, rls_grpc, common
+    if len(argv) < 3:
+        sys.exit(__doc__)
+    rls, rls_grpc, common = load_stubs(os.path.abspath(argv[1]))
+    cmd, args = argv[2], argv[3:]
+    if cmd == "suite":
+        suite(int(args[0]), args[1], int(args[2]))
+    elif cmd == "readme":
+        readme(int(args[0]), int(args[1]))
+    elif cmd == "share":
+        share(args[0], args[1], int(args[2]), [int(p) for p in args[3:]])
+    elif cmd == "call":
+        call(int(args[0]), args[1], args[2])
+    elif cmd == "bench":
+        bench(int(args[0]), int(args[1]), float(args[2]))
+    else:
+        sys.exit(__doc__)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,469 @@
+#!/usr/bin/env bash
+# drld as Envoy's rate limit service (docs/envoy.md), end to end with a real
+# gRPC client (tests/envoy_client.py on Debian's python3-grpcio, its stubs
+# generated here from drld/proto/): the CLI and bad envoyproxy/ratelimit
+# configs refused at start with file, line and key; the protocol suite
+# (allowed, over limit, statuses, hits_addend, overrides, shadow_mode,
+# unlimited, wildcard, share_threshold and nested matching, algorithms,
+# unknown domain, malformed requests refused with nothing counted,
+# per-descriptor metrics) on memory://, on a redis-server (lua, watch) and
+# on a memcached each started here; envoyproxy/ratelimit's README examples
+# loaded unchanged; --grpc-headers and --shadow; SIGHUP reloads (a bad one
+# keeps the old config); a store that fails (UNAVAILABLE, or on_error);
+# two drld over one Redis and over one memcached sharing one limit exactly.
+# Every drld must stop with exit 0 on SIGTERM and print no sanitizer
+# report.
+#
+# usage: test_envoy.sh PATH/TO/drld PATH/TO/drld/proto
+# A missing redis-server/memcached/curl or /usr/bin/python3 with grpcio
+# skips what needs it, except under CI=true, where it is a failure.
+set -u
+
+drld=${1:?usage: test_envoy.sh PATH/TO/drld PATH/TO/drld/proto}
+protos=${2:?usage: test_envoy.sh PATH/TO/drld PATH/TO/drld/proto}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+client=(/usr/bin/python3 "$here/envoy_client.py" "$protos")
+tmp=$(mktemp -d)
+pids=() # every process this script started, stopped by PID at exit
+
+# shellcheck source=../scripts/ports.sh
+. "$here/../scripts/ports.sh"
+
+cleanup() {
+	stop_pids "${pids[@]}" # scripts/ports.sh
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# shellcheck source=tap.sh
+source "$here/tap.sh"
+
+finish() {
+	echo "# $((n - failed)) of $n assertions passed"
+	[ "$failed" -eq 0 ]
+	exit
+}
+
+# A program is missing: skip what needs it, or fail under CI.
+missing() {
+	if [ "${CI:-}" = "true" ]; then
+		check 1 "$1 is installed (CI=true: a missing program fails)"
+	else
+		echo "# skip: $1 not found"
+	fi
+}
+
+if ! /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null; then
+	missing "/usr/bin/python3 with grpc and grpc_tools (python3-grpcio, python3-grpc-tools)"
+	finish
+fi
+if "$drld" --grpc-listen 127.0.0.1:0 probe 2>&1 | grep -q 'without gRPC'; then
+	missing "drld's gRPC service (meson -Dgrpc: grpc++, protobuf, libyaml)"
+	finish
+fi
+if ! command -v curl >/dev/null; then
+	missing curl
+	finish
+fi
+
+# ---- servers: redis-server and memcached of our own --------------------
+
+rport=
+mport=
+if command -v redis-server >/dev/null; then
+	rport=$(free_port)
+	start_redis "$rport" "$tmp"
+	pids+=($!)
+	wait_port "$rport"
+	check $? "redis-server listens on $rport"
+else
+	missing redis-server
+fi
+if command -v memcached >/dev/null; then
+	mport=$(free_port)
+	start_memcached "$mport" "$tmp"
+	pids+=($!)
+	wait_port "$mport"
+	check $? "memcached listens on $mport"
+else
+	missing memcached
+fi
+
+# ---- drld processes ----------------------------------------------------
+
+# start NAME ARGS...: drld with --listen and --grpc-listen on 127.0.0.1:0
+# and ARGS, its stderr in $tmp/NAME.err; waits (20 s at most) for both
+# "listening" lines and sets $port (HTTP), $gport (gRPC) and $pid.
+start() {
+	local name=$1 i
+	shift
+	port= gport=
+	"$drld" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 "$@" \
+		2>"$tmp/$name.err" &
+	pid=$!
+	pids+=("$pid")
+	for ((i = 0; i < 400; i++)); do
+		port=$(sed -n 's/^drld: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
+			"$tmp/$name.err")
+		gport=$(sed -n 's/^drld: grpc listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
+			"$tmp/$name.err")
+		[ -n "$port" ] && [ -n "$gport" ] && return 0
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	sed 's/^/#   stderr: /' "$tmp/$name.err"
+	port= gport=
+	return 1
+}
+
+# stop NAME PID: SIGTERM; drld must exit 0 with no sanitizer report.
+stop() {
+	local name=$1 p=$2 st
+	kill -TERM "$p"
+	wait "$p"
+	st=$?
+	[ "$st" -eq 0 ]
+	check $? "$name: drld exits 0 on SIGTERM (got $st)"
+	! grep -qE 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' \
+		"$tmp/$name.err"
+	check $? "$name: no sanitizer report on stderr"
+}
+
+# tap CMD...: run a client command whose output is "ok - ..." / "not ok -
+# ..." lines, and count each as an assertion.
+tap() {
+	local line
+	while IFS= read -r line; do
+		case $line in
+		"ok - "*) check 0 "${line#ok - }" ;;
+		"not ok - "*) check 1 "${line#not ok - }" ;;
+		*) echo "# $line" ;;
+		esac
+	done < <("$@" 2>&1)
+}
+
+# One value of drld's /metrics at $port ("<absent>" if none).
+metric() {
+	curl -s "http://127.0.0.1:$port/metrics" |
+		awk -v m="$1" '$1 == m { print $2; f = 1 } END { if (!f) print "<absent>" }'
+}
+
+# expect_call WANT DOMAIN ENTRIES: one request's summary line is WANT.
+expect_call() {
+	local got
+	got=$("${client[@]}" call "$gport" "$2" "$3" 2>&1)
+	[ "$got" = "$1" ]
+	check $? "$2 $3: $1 (got $got)"
+}
+
+# ---- the command line and bad configs ----------------------------------
+
+run() {
+	"$drld" "$@" >"$tmp/run.out" 2>"$tmp/run.err" </dev/null
+	rc=$?
+}
+
+# refused TEXT ARGS...: drld ARGS exits 2 naming TEXT on stderr.
+refused() {
+	local text=$1
+	shift
+	run --listen 127.0.0.1:0 "$@"
+	[ "$rc" -eq 2 ] && grep -qF -- "$text" "$tmp/run.err"
+	check $? "refused with exit 2 and '$text' (got $rc: $(head -c 300 "$tmp/run.err"))"
+}
+
+refused "bad --grpc-listen 'nowhere'" --grpc-listen nowhere
+refused "bad --envoy-config: $tmp/none:" --envoy-config "$tmp/none"
+
+# bad_config NAME TEXT: a directory holding NAME.yaml (stdin) is refused,
+# the message holding TEXT (file, line and key).
+bad_config() {
+	mkdir -p "$tmp/bad-$1"
+	cat >"$tmp/bad-$1/$1.yaml"
+	refused "$tmp/bad-$1/$1.yaml:$2" --envoy-config "$tmp/bad-$1"
+}
+
+bad_config dupkey '4: key: appears twice in a descriptor' <<'EOF'
+domain: d
+descriptors:
+  - key: a
+    key: b
+EOF
+bad_config dupdesc '5: key: duplicate descriptor composite key "d.a_x"' <<'EOF'
+domain: d
+descriptors:
+  - key: a
+    value: x
+  - key: a
+    value: x
+EOF
+bad_config unit '5: unit: invalid rate limit unit "fortnight"' <<'EOF'
+domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: fortnight
+      requests_per_unit: 1
+EOF
+bad_config negative '6: requests_per_unit: "-1" is not a whole number from 0 to 1000000000' <<'EOF'
+domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: -1
+EOF
+bad_config yaml '4: bad YAML: did not find expected' <<'EOF'
+domain: d
+descriptors:
+  - key: [a
+EOF
+bad_config unknown '4: rate: unknown key in a descriptor' <<'EOF'
+domain: d
+descriptors:
+  - key: a
+    rate:
+      unit: second
+EOF
+bad_config algorithm '6: algorithm: invalid limit spec' <<'EOF'
+domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      algorithm: leaky
+      requests_per_unit: 5
+EOF
+bad_config nodomain '1: domain: config file cannot have an empty domain' <<'EOF'
+descriptors:
+  - key: a
+EOF
+bad_config quota '4: quota_mode: not supported by drld' <<'EOF'
+domain: d
+descriptors:
+  - key: a
+    quota_mode: true
+EOF
+mkdir -p "$tmp/bad-twice"
+printf 'domain: d\n' >"$tmp/bad-twice/a.yaml"
+printf 'domain: d\n' >"$tmp/bad-twice/b.yaml"
+refused "$tmp/bad-twice/b.yaml: domain: duplicate domain \"d\" (also in $tmp/bad-twice/a.yaml)" \
+	--envoy-config "$tmp/bad-twice"
+
+# ---- the protocol suite on every store ---------------------------------
+
+# write_config DIR DOMAIN: the suite's config (envoy_client.py suite).
+write_config() {
+	mkdir -p "$1"
+	cat >"$1/suite.yaml" <<EOF
+domain: $2
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: user
+    value: vip
+    rate_limit: {unit: hour, requests_per_unit: 5}
+  - key: user
+    value: blocked
+    rate_limit: {unit: hour, requests_per_unit: 0}
+  - key: path
+    value: /api/*
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: file
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: org
+    value: acme
+    descriptors:
+      - key: user
+        rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: internal
+    rate_limit: {unlimited: true}
+  - key: soft
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: sliding
+    rate_limit: {unit: hour, requests_per_unit: 2, algorithm: sliding_window}
+  - key: bucket
+    rate_limit:
+      unit: minute
+      requests_per_unit: 2
+      algorithm: token_bucket,burst=4
+EOF
+}
+
+# suite NAME URI: the protocol suite on drld over URI.
+suite() {
+	local name=$1 uri=$2 dom="t-$1-$RANDOM$RANDOM"
+	write_config "$tmp/cfg-$name" "$dom"
+	if start "suite-$name" --store "$uri" --envoy-config "$tmp/cfg-$name"; then
+		tap "${client[@]}" suite "$gport" "$dom" "$port"
+		stop "suite-$name" "$pid"
+	else
+		check 1 "$name: drld starts with the suite's config"
+	fi
+}
+
+suite memory "memory://"
+if [ -n "$rport" ]; then
+	suite redis "redis://127.0.0.1:$rport"
+	suite redis-watch "redis://127.0.0.1:$rport?tx=watch"
+fi
+[ -n "$mport" ] && suite memcached "memcached://127.0.0.1:$mport"
+
+# ---- envoyproxy/ratelimit's README examples, unchanged -----------------
+
+if start readme --envoy-config "$here/envoy_readme"; then
+	tap "${client[@]}" readme "$gport" "$port"
+	stop readme "$pid"
+else
+	check 1 "drld loads the README examples"
+fi
+
+# ---- --grpc-headers and --shadow ---------------------------------------
+
+write_config "$tmp/cfg-flags" flags
+if start headers --envoy-config "$tmp/cfg-flags" --grpc-headers; then
+	# RateLimit-Reset: the seconds left of the hour's window (1..3600)
+	got=$("${client[@]}" call "$gport" flags user=h)
+	[[ "$got" =~ ^OK\ OK\ 2\ RateLimit-Limit=3\ RateLimit-Remaining=2\ RateLimit-Reset=([0-9]+)$ ]] &&
+		[ "${BASH_REMATCH[1]}" -ge 1 ] && [ "${BASH_REMATCH[1]}" -le 3600 ]
+	check $? "--grpc-headers: RateLimit-Limit, -Remaining, -Reset (got $got)"
+	got=$("${client[@]}" call "$gport" flags user=blocked)
+	[[ "$got" =~ ^OVER_LIMIT\ OVER_LIMIT\ 0\ RateLimit-Limit=0\ RateLimit-Remaining=0\ RateLimit-Reset=([0-9]+)$ ]]
+	check $? "--grpc-headers on a denial (got $got)"
+	expect_call "OK OK 4294967295" flags internal=i
+	stop headers "$pid"
+else
+	check 1 "drld starts with --grpc-headers"
+fi
+if start shadow --envoy-config "$tmp/cfg-flags" --shadow; then
+	expect_call "OK OVER_LIMIT 0" flags user=blocked
+	[ "$(metric drld_envoy_global_shadow_mode_total)" = 1 ]
+	check $? "--shadow: drld_envoy_global_shadow_mode_total is 1"
+	stop shadow "$pid"
+else
+	check 1 "drld starts with --shadow"
+fi
+
+# ---- reload on SIGHUP --------------------------------------------------
+
+# reload_to RESULT: SIGHUP, and wait for
+# drld_config_reloads_total{result=RESULT} to grow.
+reload_to() {
+	local result=$1 before i
+	before=$(metric "drld_config_reloads_total{result=\"$result\"}")
+	kill -HUP "$pid"
+	for ((i = 0; i < 400; i++)); do
+		[ "$(metric "drld_config_reloads_total{result=\"$result\"}")" \
+			-gt "$before" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+mkdir -p "$tmp/live"
+printf 'domain: live\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 2}\n' \
+	>"$tmp/live/live.yaml"
+if start reload --envoy-config "$tmp/live"; then
+	expect_call "OK OK 1" live k=a
+	printf 'domain: live\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n' \
+		>"$tmp/live/live.yaml"
+	reload_to ok
+	check $? "SIGHUP with a valid config: reloads{ok} grows"
+	expect_call "OK OK 4" live k=a
+	grep -qF "drld: reloaded $tmp/live: 1 domains" "$tmp/reload.err"
+	check $? "the reload is reported on stderr"
+	printf 'domain: live\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: -5}\n' \
+		>"$tmp/live/live.yaml"
+	reload_to error
+	check $? "SIGHUP with a negative limit: reloads{error} grows"
+	grep -qF "drld: reload failed, keeping the old envoy config: $tmp/live/live.yaml:4: requests_per_unit:" \
+		"$tmp/reload.err"
+	check $? "the bad config is reported: file, line and key"
+	printf 'domain: live\n  descriptors: [\n' >"$tmp/live/live.yaml"
+	reload_to error
+	check $? "SIGHUP with bad YAML: reloads{error} grows"
+	expect_call "OK OK 3" live k=a
+	printf 'domain: other\n' >"$tmp/live/live.yaml"
+	printf 'domain: other\n' >"$tmp/live/twice.yaml"
+	reload_to error
+	check $? "SIGHUP with a duplicate domain: reloads{error} grows"
+	expect_call "OK OK 2" live k=a
+	stop reload "$pid"
+else
+	check 1 "drld starts for the reload tests"
+fi
+
+# ---- a store that fails: UNAVAILABLE, or the limit's on_error ----------
+
+if [ -n "$rport" ]; then
+	pw='Envoy-Pw-4711'
+	fport=$(free_port)
+	start_redis "$fport" "$tmp" --requirepass "$pw"
+	fpid=$!
+	pids+=("$fpid")
+	wait_port "$fport"
+	check $? "a second redis-server (with a password) listens on $fport"
+	mkdir -p "$tmp/fail"
+	cat >"$tmp/fail/fail.yaml" <<'EOF'
+domain: fail
+descriptors:
+  - key: bare
+    rate_limit: {unit: hour, requests_per_unit: 5}
+  - key: closed
+    rate_limit: {unit: hour, requests_per_unit: 5, on_error: deny}
+  - key: open
+    rate_limit: {unit: hour, requests_per_unit: 5, on_error: allow}
+EOF
+	if start fail --store "redis://:$pw@127.0.0.1:$fport?timeout_ms=300" \
+		--envoy-config "$tmp/fail"; then
+		expect_call "OK OK 4" fail bare=x
+		kill "$fpid"
+		wait "$fpid" 2>/dev/null
+		expect_call "UNAVAILABLE" fail bare=x
+		expect_call "OVER_LIMIT OVER_LIMIT 0" fail closed=x
+		expect_call "OK OK 0" fail open=x
+		! grep -qF -- "$pw" "$tmp/fail.err"
+		check $? "no password on stderr"
+		v=$(metric 'drld_grpc_calls_total{outcome="unavailable"}')
+		[ "$v" = 1 ]
+		check $? "drld_grpc_calls_total{outcome=\"unavailable\"} is 1 (got $v)"
+		stop fail "$pid"
+	else
+		check 1 "drld starts on the password Redis"
+	fi
+fi
+
+# ---- two drld over one store share one limit exactly -------------------
+
+# share NAME URI: two drld on URI, 8 gRPC clients, one descriptor of
+# 200/day: exactly 200 of 480 are OK.
+share() {
+	local s=$1 uri=$2 pa pb porta portb got
+	mkdir -p "$tmp/share-$s"
+	printf 'domain: share\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 200}\n' \
+		>"$tmp/share-$s/share.yaml"
+	start "share-$s-A" --store "$uri" --envoy-config "$tmp/share-$s"
+	pa=$pid porta=$gport
+	start "share-$s-B" --store "$uri" --envoy-config "$tmp/share-$s"
+	pb=$pid portb=$gport
+	if [ -n "$porta" ] && [ -n "$portb" ]; then
+		got=$("${client[@]}" share share "k=$RANDOM$RANDOM" 60 "$porta" "$portb")
+		[ "$got" = "ok=200 over=280 errors=0" ]
+		check $? "$s: 8 gRPC clients over 2 drld, 480 requests, 200/day: exactly 200 OK ($got)"
+	else
+		check 1 "$s: two drld start on one store"
+	fi
+	[ -n "$porta" ] && stop "share-$s-A" "$pa"
+	[ -n "$portb" ] && stop "share-$s-B" "$pb"
+}
+
+if [ -n "$rport" ]; then
+	share redis "redis://127.0.0.1:$rport?pool=4"
+	share redis-watch "redis://127.0.0.1:$rport?tx=watch&pool=4"
+fi
+[ -n "$mport" ] && share memcached "memcached://127.0.0.1:$mport?pool=4"
+
+finish
