@@ -1,6 +1,7 @@
 /*
- * The handlers that decide: POST /v1/check and protected paths. They
- * speak in drld_reply (drld.h); http.c sends it.
+ * The handlers that decide: POST /v1/check and protected paths, and the
+ * one that forgets: POST /v1/reset. They speak in drld_reply (drld.h);
+ * http.c sends it.
  */
 #include "drld.h"
 
@@ -78,6 +79,8 @@ static int decide(struct drld *d, const struct drld_limit *l, const char *key,
 	drld_metrics_duration(d->metrics, mono_us() - t0);
 	if (rc == 0)
 		drld_metrics_decision(l->stats, r->allowed);
+	if (rc == 0 && r->allowed && !r->would_allow)
+		drld_metrics_shadow_denial(l->stats);
 	if (store_failure(rc) || (rc == 0 && (r->path == DRL_PATH_LOCAL ||
 					      r->path == DRL_PATH_FAIL_OPEN ||
 					      r->path == DRL_PATH_FAIL_CLOSED)))
@@ -96,7 +99,9 @@ static unsigned error_status(int rc)
 
 /* Add decision r of l's headers to out: RateLimit-Policy; RateLimit when
  * the numbers are a limit's (not fail_open/fail_closed, which carry
- * none); Retry-After when denied and a retry can succeed. */
+ * none); Retry-After when denied and a retry can succeed. A shadowed
+ * denial (allowed, would_allow 0) gets the RateLimit of the denial but no
+ * Retry-After: nothing was refused. */
 static void add_headers(struct drld_reply *out, const struct drld_limit *l,
 			const drl_result *r)
 {
@@ -207,11 +212,11 @@ static void reply_decision(struct drld_reply *out, const struct drld_limit *l,
 		out->body, sizeof out->body,
 		"{\"allowed\":%s,\"limit\":%lld,\"remaining\":%lld,"
 		"\"reset_after_ms\":%lld,\"retry_after_ms\":%lld,"
-		"\"limit_index\":%d,\"path\":\"%s\"}\n",
+		"\"limit_index\":%d,\"path\":\"%s\",\"would_allow\":%s}\n",
 		r->allowed ? "true" : "false", (long long)r->limit,
 		(long long)r->remaining, drl_ceil_div(r->reset_after_us, 1000),
 		drl_ceil_div(r->retry_after_us, 1000), r->limit_index,
-		drl_path_name(r->path));
+		drl_path_name(r->path), r->would_allow ? "true" : "false");
 	add_headers(out, l, r);
 }
 
@@ -235,75 +240,154 @@ static bool rule_key(const struct drld_rule *rule,
 	return *key != NULL && *len != 0;
 }
 
-/* Decide q on the rule it names. */
-static void check_rule(struct drld *d, const struct drld_config *c,
-		       const struct check_req *q,
-		       const struct drld_request_parts *parts,
-		       struct drld_reply *out)
+/* What a /v1/check or /v1/reset body names: a limit (a rule's, or the
+ * ad-hoc one of its spec, held by ref) and the store key. */
+struct target {
+	const struct drld_limit *l;
+	const char *key;
+	size_t keylen;
+	char *built;                /* a rule's key, malloc'd */
+	struct drld_adhoc_ref *ref; /* an ad-hoc limit, or NULL */
+};
+
+/* Find q's limit and key into *t. Returns false with the error in out
+ * (404 an unknown rule, 400 a bad spec or key). */
+static bool resolve(struct drld *d, const struct drld_config *c,
+		    const struct check_req *q,
+		    const struct drld_request_parts *parts, struct target *t,
+		    struct drld_reply *out)
 {
-	const struct drld_rule *rule = drld_config_rule(c, q->rule);
-	struct drld_request_parts p = *parts;
-	drl_error err = {0};
-	drl_result r;
-	char *key;
-	size_t len;
+	*t = (struct target){.key = q->key, .keylen = q->keylen};
+	if (q->rule != NULL) {
+		const struct drld_rule *rule = drld_config_rule(c, q->rule);
+		struct drld_request_parts p = *parts;
 
-	if (rule == NULL) {
-		drld_reply_error(out, 404, "unknown rule \"%.64s\"", q->rule);
-		return;
+		if (rule == NULL) {
+			drld_reply_error(out, 404, "unknown rule \"%.64s\"",
+					 q->rule);
+			return false;
+		}
+		p.key = q->key;
+		p.keylen = q->keylen;
+		if (!rule_key(rule, &p, &t->built, &t->keylen, out)) {
+			free(t->built);
+			t->built = NULL;
+			return false;
+		}
+		t->key = t->built;
+		t->l = &rule->limit;
+		return true;
 	}
-	p.key = q->key;
-	p.keylen = q->keylen;
-	if (!rule_key(rule, &p, &key, &len, out)) {
-		free(key);
-		return;
-	}
-	int rc = decide(d, &rule->limit, key, len, q->cost, &r, &err);
-	free(key);
-	reply_decision(out, &rule->limit, rc, &r, &err);
-}
-
-/* Decide q on the ad-hoc limiter of its spec. */
-static void check_adhoc(struct drld *d, const struct check_req *q,
-			struct drld_reply *out)
-{
-	struct drld_adhoc_ref *ref;
 	drl_error err = {0};
-	drl_result r;
-
-	int rc = drld_adhoc_get(d->adhoc, q->limit, &ref, &err);
+	int rc = drld_adhoc_get(d->adhoc, q->limit, &t->ref, &err);
 	if (rc != 0) {
 		drld_reply_error(out, rc == DRL_ENOMEM ? 500 : 400, "%s",
 				 err.message);
-		return;
+		return false;
 	}
-	const struct drld_limit *l = drld_adhoc_limit(ref);
-	rc = decide(d, l, q->key, q->keylen, q->cost, &r, &err);
-	reply_decision(out, l, rc, &r, &err);
-	drld_adhoc_put(ref);
+	t->l = drld_adhoc_limit(t->ref);
+	return true;
+}
+
+/* Give back what resolve() took. */
+static void target_done(struct target *t)
+{
+	free(t->built);
+	if (t->ref != NULL)
+		drld_adhoc_put(t->ref);
+}
+
+/* Parse a /v1/check or /v1/reset body into q (its strings live in
+ * *root, which the caller decrefs when this returns true). Returns false
+ * with a 400 in out. */
+static bool read_body(const char *body, size_t len, struct check_req *q,
+		      json_t **root, struct drld_reply *out)
+{
+	json_error_t je;
+
+	*root = json_loadb(len ? body : "", len,
+			   JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+	if (*root == NULL) {
+		drld_reply_error(out, 400, "bad JSON: %s (line %d, column %d)",
+				 je.text, je.line, je.column);
+		return false;
+	}
+	if (read_fields(*root, q, out))
+		return true;
+	json_decref(*root);
+	return false;
+}
+
+/* What a handler does with the limit and key a body names. */
+typedef void (*target_fn)(struct drld *d, const struct check_req *q,
+			  const struct target *t, struct drld_reply *out);
+
+/* Parse body[0..len), find its limit and key under c, and run fn on
+ * them; or answer the error. */
+static void handle(struct drld *d, const struct drld_config *c,
+		   const char *body, size_t len,
+		   const struct drld_request_parts *parts, target_fn fn,
+		   struct drld_reply *out)
+{
+	struct check_req q;
+	struct target t;
+	json_t *root;
+
+	if (!read_body(body, len, &q, &root, out))
+		return;
+	if (resolve(d, c, &q, parts, &t, out)) {
+		fn(d, &q, &t, out);
+		target_done(&t);
+	}
+	json_decref(root);
+}
+
+/* Decide q's cost on t. */
+static void check_target(struct drld *d, const struct check_req *q,
+			 const struct target *t, struct drld_reply *out)
+{
+	drl_error err = {0};
+	drl_result r;
+	int rc = decide(d, t->l, t->key, t->keylen, q->cost, &r, &err);
+
+	reply_decision(out, t->l, rc, &r, &err);
 }
 
 void drld_check(struct drld *d, const struct drld_config *c, const char *body,
 		size_t len, const struct drld_request_parts *parts,
 		struct drld_reply *out)
 {
-	json_error_t je;
-	struct check_req q;
-	json_t *root = json_loadb(len ? body : "", len,
-				  JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+	handle(d, c, body, len, parts, check_target, out);
+}
 
-	if (root == NULL) {
-		drld_reply_error(out, 400, "bad JSON: %s (line %d, column %d)",
-				 je.text, je.line, je.column);
+/* ---- POST /v1/reset --------------------------------------------------- */
+
+/* Forget t's key on its limit (q's cost plays no part). */
+static void reset_target(struct drld *d, const struct check_req *q,
+			 const struct target *t, struct drld_reply *out)
+{
+	drl_error err = {0};
+	int rc = drl_reset(t->l->lim, t->key, t->keylen, &err);
+
+	(void)d;
+	(void)q;
+	if (rc != 0) {
+		drld_reply_error(
+			out, rc == DRL_ENOTSUP ? 501 : error_status(rc), "%s",
+			err.message[0] ? err.message : drl_strerror(rc));
 		return;
 	}
-	if (read_fields(root, &q, out)) {
-		if (q.rule != NULL)
-			check_rule(d, c, &q, parts, out);
-		else
-			check_adhoc(d, &q, out);
-	}
-	json_decref(root);
+	drld_metrics_reset(t->l->stats);
+	reply_reset(out, 200, "application/json");
+	out->len = (size_t)snprintf(out->body, sizeof out->body,
+				    "{\"reset\":true}\n");
+}
+
+void drld_reset(struct drld *d, const struct drld_config *c, const char *body,
+		size_t len, const struct drld_request_parts *parts,
+		struct drld_reply *out)
+{
+	handle(d, c, body, len, parts, reset_target, out);
 }
 
 /* ---- protected paths -------------------------------------------------- */

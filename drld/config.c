@@ -135,7 +135,8 @@ static int only_fields(const struct loader *ld, json_t *o, const char *where,
 static int load_rule(const struct loader *ld, struct drld_rule *r,
 		     const char *name, json_t *v)
 {
-	static const char *const known[] = {"limit", "key", "on_error", NULL};
+	static const char *const known[] = {"limit", "key", "on_error",
+					    "shadow", NULL};
 	char where[DRLD_RULE_NAME_MAX + 16], tmsg[256];
 	const char *limit, *key, *on_error;
 	drl_error err = {0};
@@ -143,11 +144,14 @@ static int load_rule(const struct loader *ld, struct drld_rule *r,
 	snprintf(where, sizeof where, "rule \"%s\"", name);
 	if (!json_is_object(v))
 		return fail(ld, "%s: must be an object with \"limit\"", where);
-	if (only_fields(ld, v, where, known, "limit, key, on_error") ||
+	if (only_fields(ld, v, where, known, "limit, key, on_error, shadow") ||
 	    get_string(ld, v, "limit", where, &limit) ||
 	    get_string(ld, v, "key", where, &key) ||
 	    get_string(ld, v, "on_error", where, &on_error))
 		return -1;
+	json_t *shadow = json_object_get(v, "shadow");
+	if (shadow != NULL && !json_is_boolean(shadow))
+		return fail(ld, "%s: \"shadow\" must be true or false", where);
 	if (limit == NULL)
 		return fail(ld, "%s: \"limit\" (a limit spec) is missing",
 			    where);
@@ -163,12 +167,14 @@ static int load_rule(const struct loader *ld, struct drld_rule *r,
 	if (drld_template_parse(&r->key, key, tmsg, sizeof tmsg) != 0)
 		return fail(ld, "%s: key \"%.64s\": %s", where, key, tmsg);
 
-	size_t len = strlen(limit) + (on_error ? strlen(on_error) + 10 : 0);
+	bool shadowed = json_is_true(shadow);
+	size_t len = strlen(limit) + (on_error ? strlen(on_error) + 10 : 0) +
+		     (shadowed ? 9 : 0);
 	char *spec = malloc(len + 1);
 	if (spec == NULL)
 		return fail(ld, "out of memory");
-	snprintf(spec, len + 1, "%s%s%s", limit, on_error ? ";on_error=" : "",
-		 on_error ? on_error : "");
+	snprintf(spec, len + 1, "%s%s%s%s", limit, on_error ? ";on_error=" : "",
+		 on_error ? on_error : "", shadowed ? ";shadow=1" : "");
 	int rc = drld_limit_init(&r->limit, ld->store, spec, name, NULL, &err);
 	free(spec);
 	if (rc != 0)

@@ -4,7 +4,8 @@
  *   {"store": "redis://127.0.0.1:6379",            optional
  *    "rules": {"NAME": {"limit": "SPEC",            required
  *                       "key": "TEMPLATE",          default "{key}"
- *                       "on_error": "deny|allow|local"}},   optional
+ *                       "on_error": "deny|allow|local",     optional
+ *                       "shadow": true|false}},             optional
  *    "protect": [{"prefix": "/api/", "rule": "NAME"}]}
  *
  * A config is loaded into an immutable, reference-counted snapshot: every

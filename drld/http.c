@@ -35,7 +35,8 @@ struct drld_http {
 /* What a request will be answered with once its body is in (answering
  * before that would make libmicrohttpd close the connection). */
 enum req_kind {
-	REQ_CHECK,   /* POST /v1/check: decided when the body is complete */
+	REQ_CHECK,   /* POST /v1/check or /v1/reset: answered when the body
+			is complete */
 	REQ_METRICS, /* GET /metrics */
 	REQ_REPLY,   /* decided at the headers: a protected path, 404, 405 */
 };
@@ -48,6 +49,7 @@ struct req {
 	struct drld_config *cfg;  /* the snapshot it uses, or NULL */
 	struct drld_reply *reply; /* REQ_REPLY: the answer */
 	char *body;               /* REQ_CHECK: the body so far */
+	bool reset;               /* REQ_CHECK: POST /v1/reset */
 	size_t len, cap;
 	size_t discarded; /* bytes dropped (over max_body, or unused) */
 };
@@ -177,8 +179,8 @@ static void decide_now(struct drld_http *h, struct MHD_Connection *conn,
 {
 	struct drld_reply *reply = rq->reply;
 
-	if (strcmp(url, "/v1/check") == 0) {
-		drld_reply_error(reply, 405, "/v1/check takes POST");
+	if (strcmp(url, "/v1/check") == 0 || strcmp(url, "/v1/reset") == 0) {
+		drld_reply_error(reply, 405, "%s takes POST", url);
 		reply->allow = "POST";
 		return;
 	}
@@ -215,11 +217,14 @@ static enum MHD_Result first_call(struct drld_http *h,
 				  struct MHD_Connection *conn, const char *url,
 				  const char *method, struct req *rq)
 {
-	if (strcmp(url, "/v1/check") == 0 && strcmp(method, "POST") == 0) {
+	bool reset = strcmp(url, "/v1/reset") == 0;
+	if ((reset || strcmp(url, "/v1/check") == 0) &&
+	    strcmp(method, "POST") == 0) {
 		if (announced_too_big(conn, h->max_body))
 			return send_error(h, conn, 413, NULL,
 					  "the body is larger than --max-body");
 		rq->kind = REQ_CHECK;
+		rq->reset = reset;
 		rq->cfg = drld_config_acquire(&h->d->config);
 		return MHD_YES;
 	}
@@ -283,7 +288,10 @@ static enum MHD_Result answer(struct drld_http *h, struct MHD_Connection *conn,
 	if (rq->discarded != 0)
 		return send_error(h, conn, 413, NULL,
 				  "the body is larger than --max-body");
-	drld_check(h->d, rq->cfg, rq->body, rq->len, &parts, &reply);
+	if (rq->reset)
+		drld_reset(h->d, rq->cfg, rq->body, rq->len, &parts, &reply);
+	else
+		drld_check(h->d, rq->cfg, rq->body, rq->len, &parts, &reply);
 	return send_reply(h, conn, &reply);
 }
 

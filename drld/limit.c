@@ -103,7 +103,7 @@ void drld_limit_ratelimit(const struct drld_limit *l, const drl_result *r,
 {
 	int64_t t_us = r->reset_after_us;
 
-	if (!r->allowed && r->retry_after_us != DRL_NEVER)
+	if (!r->would_allow && r->retry_after_us != DRL_NEVER)
 		t_us = r->retry_after_us;
 	if (l->nlimits > 1)
 		snprintf(buf, n, "\"%s.%d\";r=%lld;t=%lld", l->name,

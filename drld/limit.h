@@ -48,7 +48,9 @@ void drld_limit_fini(struct drld_limit *l);
 
 /* The RateLimit value for decision r of l into buf (n bytes): the limit
  * that decided, what remains of it, and t: seconds until the request can
- * be allowed when denied, until full quota when allowed (rounded up). */
+ * be allowed when denied (also a denial shadow=1 answered allowed: the
+ * header describes the shadowed limit), until full quota when allowed
+ * (rounded up). */
 void drld_limit_ratelimit(const struct drld_limit *l, const drl_result *r,
 			  char *buf, size_t n);
 

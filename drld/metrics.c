@@ -103,6 +103,16 @@ void drld_metrics_decision(struct drld_rule_stats *r, bool allowed)
 	bump(allowed ? &r->allowed : &r->denied);
 }
 
+void drld_metrics_shadow_denial(struct drld_rule_stats *r)
+{
+	bump(&r->shadow_denied);
+}
+
+void drld_metrics_reset(struct drld_rule_stats *r)
+{
+	bump(&r->resets);
+}
+
 void drld_metrics_store_error(struct drld_metrics *m)
 {
 	bump(&m->store_errors);
@@ -165,6 +175,18 @@ static void render_decisions(FILE *f, struct drld_metrics *m)
 			"\"denied\"} %" PRIu64 "\n",
 			r->name, get(&r->allowed), r->name, get(&r->denied));
 	}
+	header(f, "drld_shadow_denials_total", "counter",
+	       "Denials of shadowed limits (shadow=1) answered allowed, by "
+	       "rule.");
+	for (size_t i = 0; i < n; i++)
+		fprintf(f,
+			"drld_shadow_denials_total{rule=\"%s\"} %" PRIu64 "\n",
+			m->rules[i].name, get(&m->rules[i].shadow_denied));
+	header(f, "drld_resets_total", "counter",
+	       "Keys reset (POST /v1/reset), by rule.");
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "drld_resets_total{rule=\"%s\"} %" PRIu64 "\n",
+			m->rules[i].name, get(&m->rules[i].resets));
 }
 
 static void render_http(FILE *f, struct drld_metrics *m)
@@ -230,6 +252,8 @@ static const struct {
 	 "Decisions answered by a near cache."},
 	{"near_syncs", offsetof(drl_store_stats, near_syncs),
 	 "Peeks made by near cache threads."},
+	{"shadow_denials", offsetof(drl_store_stats, shadow_denials),
+	 "Denials of shadowed limits answered allowed."},
 };
 
 static void render_store(FILE *f, const drl_store *store)

@@ -1,5 +1,6 @@
 /*
- * drld's counters: decisions per rule, store errors, HTTP responses by
+ * drld's counters: decisions, shadow denials and resets per rule, store
+ * errors, HTTP responses by
  * status, reloads, and a latency histogram of the decisions, rendered in
  * the Prometheus text format (docs/drld.md, "Metrics").
  *
@@ -30,6 +31,8 @@ struct drld_rule_stats {
 	char name[DRLD_RULE_NAME_MAX + 1];
 	atomic_uint_fast64_t allowed;
 	atomic_uint_fast64_t denied;
+	atomic_uint_fast64_t shadow_denied; /* shadow=1: would have denied */
+	atomic_uint_fast64_t resets;        /* keys reset (POST /v1/reset) */
 };
 
 struct drld_metrics;
@@ -53,8 +56,13 @@ void drld_metrics_free(struct drld_metrics *m);
 struct drld_rule_stats *drld_metrics_rule(struct drld_metrics *m,
 					  const char *name);
 
-/* Count one decision of a rule. */
+/* Count one decision of a rule (as answered: a shadowed denial is
+ * allowed). */
 void drld_metrics_decision(struct drld_rule_stats *r, bool allowed);
+/* Count one denial of a shadowed rule answered allowed (shadow=1). */
+void drld_metrics_shadow_denial(struct drld_rule_stats *r);
+/* Count one key reset on a rule. */
+void drld_metrics_reset(struct drld_rule_stats *r);
 /* Count one decision the store failed (answered by an on_error policy
  * or turned into a 503). */
 void drld_metrics_store_error(struct drld_metrics *m);

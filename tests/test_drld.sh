@@ -311,6 +311,8 @@ bad_config "rule \"a\": key \"x{ip\": a '{' without its '}'" \
 	'{"rules": {"a": {"limit": "fixed_window:1/1s", "key": "x{ip"}}}'
 bad_config 'rule name "b c"' '{"rules": {"b c": {"limit": "fixed_window:1/1s"}}}'
 bad_config 'rule name "adhoc"' '{"rules": {"adhoc": {"limit": "fixed_window:1/1s"}}}'
+bad_config 'rule "a": "shadow" must be true or false' \
+	'{"rules": {"a": {"limit": "fixed_window:1/1s", "shadow": "yes"}}}'
 bad_config 'protect[0]: unknown rule "nope"' \
 	'{"rules": {}, "protect": [{"prefix": "/a/", "rule": "nope"}]}'
 bad_config 'protect[0]: "prefix" must be a path' \
@@ -534,12 +536,128 @@ decisions() {
 	stop "dec-$s" "$pid"
 }
 
-decisions memory memory://
-if [ -n "$rport" ]; then
-	decisions redis "redis://127.0.0.1:$rport"
-	decisions redis-watch "redis://127.0.0.1:$rport?tx=watch"
-fi
-[ -n "$mport" ] && decisions memcached "memcached://127.0.0.1:$mport"
+# each_store FN: FN STORE_NAME URI on memory, Redis (tx=lua, tx=watch)
+# and memcached, those that run.
+each_store() {
+	"$1" memory memory://
+	if [ -n "$rport" ]; then
+		"$1" redis "redis://127.0.0.1:$rport"
+		"$1" redis-watch "redis://127.0.0.1:$rport?tx=watch"
+	fi
+	if [ -n "$mport" ]; then
+		"$1" memcached "memcached://127.0.0.1:$mport"
+	fi
+}
+each_store decisions
+
+# ---- shadow rules and POST /v1/reset: on each store ---------------------
+
+cat >"$tmp/ops.json" <<'EOF'
+{"rules": {
+   "sh": {"limit": "token_bucket:1/1h", "shadow": true},
+   "shp": {"limit": "gcra:1/1h", "key": "{path}:{header:X-Run}",
+           "shadow": true},
+   "pair": {"limit": "sliding_log:2/1h;token_bucket:1/1h"}
+ },
+ "protect": [{"prefix": "/sh/", "rule": "shp"}]}
+EOF
+
+# reset_post JSON: POST JSON to /v1/reset.
+reset_post() {
+	req POST /v1/reset -H 'Content-Type: application/json' \
+		--data-binary "$1"
+}
+
+# ops STORE_NAME URI: shadowed rules, protected paths and ad-hoc limits
+# answer allowed and say what they would have done; /v1/reset forgets a
+# key of a rule and of an ad-hoc limit, and refuses bad input with
+# nothing deleted.
+ops() {
+	local s=$1 uri=$2 u r
+	u="$s-$RANDOM$RANDOM"
+	if ! start "ops-$s" --store "$uri" --config "$tmp/ops.json"; then
+		check 1 "$s: drld starts"
+		return
+	fi
+	r="$s: shadowed rule sh (token_bucket:1/1h)"
+	check_post "{\"key\":\"s$u\",\"rule\":\"sh\"}"
+	expect_field would_allow true "$r, 1st"
+	check_post "{\"key\":\"s$u\",\"rule\":\"sh\"}"
+	expect_code 200 "$r, 2nd"
+	expect_field allowed true "$r, 2nd (answered allowed)"
+	expect_field would_allow false "$r, 2nd (would deny)"
+	expect_field remaining 0 "$r, 2nd"
+	expect_field_in retry_after_ms 1 3600000 "$r, 2nd"
+	expect_hdr_re RateLimit '"sh";r=0;t=[1-9][0-9]*' "$r, 2nd"
+	expect_hdr Retry-After '<absent>' "$r, 2nd (nothing refused)"
+
+	r="$s: shadowed protected path /sh/"
+	req GET "/sh/a" -H "X-Run: $u"
+	expect_code 200 "$r, 1st"
+	req GET "/sh/a" -H "X-Run: $u"
+	expect_code 200 "$r, 2nd: never 429"
+	expect_hdr_re RateLimit '"shp";r=0;t=[1-9][0-9]*' "$r, 2nd"
+
+	r="$s: ad-hoc sliding_log:1/1h;shadow=1"
+	check_post "{\"key\":\"a$u\",\"limit\":\"sliding_log:1/1h;shadow=1\"}"
+	check_post "{\"key\":\"a$u\",\"limit\":\"sliding_log:1/1h;shadow=1\"}"
+	expect_field allowed true "$r, 2nd"
+	expect_field would_allow false "$r, 2nd"
+
+	r="$s: POST /v1/reset, rule pair (sliding_log:2/1h;token_bucket:1/1h)"
+	check_post "{\"key\":\"r$u\",\"rule\":\"pair\"}"
+	check_post "{\"key\":\"r$u\",\"rule\":\"pair\"}"
+	expect_field allowed false "$r, spent"
+	check_post "{\"key\":\"r${u}x\",\"rule\":\"pair\"}"
+	expect_field allowed true "$r, a neighbour"
+	# bad input: refused, nothing deleted
+	reset_post "{\"key\":\"r$u\",\"rule\":\"pair\",\"bogus\":1}"
+	expect_code 400 "$r, an unknown field"
+	expect_error 'unknown field "bogus"' "$r, an unknown field"
+	reset_post "{\"key\":\"r$u\",\"rule\":\"nope\"}"
+	expect_code 404 "$r, an unknown rule"
+	reset_post "{\"key\":\"\",\"rule\":\"pair\"}"
+	expect_code 400 "$r, an empty key"
+	reset_post "{\"key\":\"r$u\",\"limit\":\"bogus:1/1s\"}"
+	expect_code 400 "$r, a bad spec"
+	reset_post "{\"key\":\"r$u\""
+	expect_code 400 "$r, bad JSON"
+	req GET /v1/reset
+	expect_code 405 "$r, GET"
+	expect_hdr Allow POST "$r, GET"
+	check_post "{\"key\":\"r$u\",\"rule\":\"pair\",\"cost\":0}"
+	expect_field remaining 0 "$r, still spent after the bad resets"
+	reset_post "{\"key\":\"r$u\",\"rule\":\"pair\"}"
+	expect_code 200 "$r"
+	expect_field reset true "$r"
+	check_post "{\"key\":\"r$u\",\"rule\":\"pair\"}"
+	expect_field allowed true "$r, afterwards"
+	expect_field remaining 0 "$r, afterwards (token_bucket:1/1h)"
+	expect_field limit_index 1 "$r, afterwards"
+	check_post "{\"key\":\"r${u}x\",\"rule\":\"pair\",\"cost\":0}"
+	expect_field remaining 0 "$r, the neighbour kept its state"
+
+	r="$s: POST /v1/reset, ad-hoc gcra:1/1h"
+	check_post "{\"key\":\"g$u\",\"limit\":\"gcra:1/1h\"}"
+	check_post "{\"key\":\"g$u\",\"limit\":\"gcra:1/1h\"}"
+	expect_field allowed false "$r, spent"
+	reset_post "{\"key\":\"g$u\",\"limit\":\"gcra:1/1h\"}"
+	expect_code 200 "$r"
+	check_post "{\"key\":\"g$u\",\"limit\":\"gcra:1/1h\"}"
+	expect_field allowed true "$r, afterwards"
+
+	expect_metric 'drld_shadow_denials_total{rule="sh"}' 1 "$s"
+	expect_metric 'drld_shadow_denials_total{rule="shp"}' 1 "$s"
+	expect_metric 'drld_shadow_denials_total{rule="adhoc"}' 1 "$s"
+	expect_metric 'drld_decisions_total{rule="sh",decision="denied"}' 0 "$s"
+	expect_metric 'drld_resets_total{rule="pair"}' 1 "$s"
+	expect_metric 'drld_resets_total{rule="adhoc"}' 1 "$s"
+	expect_metric 'drld_store_shadow_denials_total' 3 "$s"
+	expect_metric 'drld_http_requests_total{code="429"}' 0 "$s"
+	stop "ops-$s" "$pid"
+}
+
+each_store ops
 
 # ---- malformed input: each gets its status; drld keeps serving ---------
 
