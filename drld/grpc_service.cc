@@ -171,6 +171,12 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 	try {
 		std::unique_ptr<drld_grpc> g(new drld_grpc);
 		grpc::ServerBuilder b;
+		// bounded threads: a flood of concurrent calls gets
+		// RESOURCE_EXHAUSTED (Envoy's failure_mode decides), not a
+		// thread each
+		grpc::ResourceQuota quota("drld");
+		quota.SetMaxThreads(DRLD_GRPC_THREADS_MAX);
+		b.SetResourceQuota(quota);
 		g->service.reset(new Service(d));
 		b.AddListeningPort(addr, grpc::InsecureServerCredentials(),
 				   &g->port);

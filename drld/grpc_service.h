@@ -17,6 +17,10 @@
 extern "C" {
 #endif
 
+/* Most threads the gRPC server runs (each carries one call at a time);
+ * calls beyond them are answered RESOURCE_EXHAUSTED. */
+#define DRLD_GRPC_THREADS_MAX 256
+
 struct drld;
 struct drld_grpc;
 

@@ -26,6 +26,8 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 # shellcheck source=scripts/ports.sh
 . scripts/ports.sh
+# shellcheck source=scripts/wrk.sh
+. scripts/wrk.sh
 
 build=${1:-build}
 seconds=${2:-5}
@@ -108,23 +110,6 @@ for i in "${!stores[@]}"; do
 		start_drld "${stores[$i]}" "$t" || exit 1
 	done
 done
-
-# wrk's "Requests/sec" and latency percentiles (in µs) as
-# "RPS P50 P99 NON2XX", from wrk --latency output on stdin.
-parse_wrk() {
-	python3 -c '
-import re, sys
-t = sys.stdin.read()
-def us(v, unit):
-    return float(v) * {"us": 1, "ms": 1e3, "s": 1e6}[unit]
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
-pct = {m.group(1): us(m.group(2), m.group(3)) for m in
-       re.finditer(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", t, re.M)}
-bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", t)
-err = re.search(r"Socket errors: (.*)", t)
-print(rps, pct["50"], pct["99"], int(bad.group(1)) if bad else 0,
-      "errors:" + err.group(1).replace(" ", "") if err else "ok")'
-}
 
 # Results: one line per cell and round, "WHAT-STORE-THREADS RPS P50 P99".
 results=$work/results

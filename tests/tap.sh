@@ -24,3 +24,15 @@ check() {
 		fi
 	fi
 }
+
+# wait_more FILE TEXT BEFORE [TRIES]: wait (TRIES x 50 ms, default 1200:
+# a minute, for valgrind) until FILE holds more than BEFORE lines with
+# TEXT. For "the reload was reported" after a SIGHUP.
+wait_more() {
+	local i
+	for ((i = 0; i < ${4:-1200}; i++)); do
+		[ "$(grep -c -- "$2" "$1")" -gt "$3" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}

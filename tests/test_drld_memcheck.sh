@@ -83,11 +83,7 @@ reload_and_wait() {
 	local before
 	before=$(grep -c "$1" "$tmp/err")
 	kill -HUP "$pid"
-	for ((i = 0; i < 600; i++)); do
-		[ "$(grep -c "$1" "$tmp/err")" -gt "$before" ] && return 0
-		sleep 0.05
-	done
-	return 1
+	wait_more "$tmp/err" "$1" "$before" 600
 }
 reload_and_wait "drld: reloaded"
 check $? "a good reload"

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# drld's Envoy service under valgrind memcheck: one drld on the memory
+# store with --grpc-listen and envoyproxy/ratelimit's README examples
+# answers gRPC calls (allowed, over limit, shadowed, unlimited, replaces,
+# an unknown domain, malformed requests), is scraped, reloads a good and a
+# bad config, and stops on SIGTERM; valgrind (tests/valgrind.sh) must
+# report no invalid access, no uninitialised use and no definite or
+# indirect leak, and drld must exit 0. test_envoy.sh has the behaviour;
+# this is the memory check (in other runs, the build's sanitizers).
+#
+# usage: test_envoy_memcheck.sh DRLD VALGRIND_SH PROTO_DIR
+set -uo pipefail
+
+drld=$1
+wrap=()
+[ -n "${DRL_VALGRIND:-}" ] && wrap=(bash "$2")
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+client=(/usr/bin/python3 "$here/envoy_client.py" "$3")
+tmp=$(mktemp -d)
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+
+# shellcheck source=tap.sh
+source "$here/tap.sh"
+
+if ! /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null ||
+	"$drld" --grpc-listen 127.0.0.1:0 probe 2>&1 | grep -q 'without gRPC'; then
+	if [ "${CI:-}" = "true" ]; then
+		check 1 "drld's gRPC service and python3-grpcio are installed (CI=true)"
+	else
+		echo "# skip: no gRPC in drld or no python3-grpcio"
+	fi
+	echo "# $((n - failed)) of $n assertions passed"
+	[ "$failed" -eq 0 ]
+	exit
+fi
+
+mkdir -p "$tmp/cfg"
+cp "$here"/envoy_readme/*.yaml "$tmp/cfg/"
+"${wrap[@]}" "$drld" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 \
+	--envoy-config "$tmp/cfg" --grpc-headers 2>"$tmp/err" &
+pid=$!
+port= gport=
+for ((i = 0; i < 1200; i++)); do # valgrind starts slowly: up to 60 s
+	port=$(sed -n 's/^drld: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/err")
+	gport=$(sed -n 's/^drld: grpc listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/err")
+	[ -n "$port" ] && [ -n "$gport" ] && break
+	kill -0 "$pid" 2>/dev/null || break
+	sleep 0.05
+done
+[ -n "$port" ] && [ -n "$gport" ]
+check $? "drld starts (${wrap[*]:-no wrapper})"
+if [ -z "$port" ] || [ -z "$gport" ]; then
+	cat "$tmp/err"
+	echo "# $((n - failed)) of $n assertions passed"
+	exit 1
+fi
+
+# call WANT DOMAIN ENTRIES: one gRPC call's summary is WANT (a prefix).
+call() {
+	local got
+	got=$("${client[@]}" call "$gport" "$2" "$3" 2>&1)
+	[[ "$got" == "$1"* ]]
+	check $? "$2 $3: $1 (got $got)"
+}
+
+call "OK OK 99" messaging to_number=m
+call "OVER_LIMIT OVER_LIMIT 0" edge_proxy_per_ip remote_address=50.0.0.5
+call "OK OK 4294967295" internal ldap=x
+call "OK OK 9" example6 service=auth-service,user=user-a
+call "OK OK 0" no-such-domain k=v
+call "INVALID_ARGUMENT" "" k=v
+call "OK OK 19" example9 key1=valueX
+curl -s -o /dev/null "http://127.0.0.1:$port/metrics"
+check $? "/metrics"
+
+# reload_and_wait TEXT: SIGHUP, then wait for one more TEXT line on stderr.
+reload_and_wait() {
+	local before
+	before=$(grep -c "$1" "$tmp/err")
+	kill -HUP "$pid"
+	wait_more "$tmp/err" "$1" "$before"
+}
+reload_and_wait "drld: reloaded"
+check $? "a good reload"
+printf 'domain: bad\ndescriptors:\n  - key: k\n    rate_limit: {unit: aeon}\n' \
+	>"$tmp/cfg/bad.yaml"
+reload_and_wait "drld: reload failed"
+check $? "a bad reload is refused"
+call "OK OK 98" messaging to_number=m
+
+kill -TERM "$pid"
+wait "$pid"
+st=$?
+pid=
+[ "$st" -eq 0 ]
+check $? "drld exits 0 on SIGTERM: no valgrind error, no leak (exit $st)"
+if [ "$st" -ne 0 ]; then
+	sed 's/^/#   /' "$tmp/err" | head -200
+fi
+echo "# $((n - failed)) of $n assertions passed"
+[ "$failed" -eq 0 ]
