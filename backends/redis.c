@@ -1806,7 +1806,8 @@ static int r_del(drl_backend *b, size_t n, const drl_bytes *keys,
 		argv[0] = "DEL";
 		lens[0] = 3;
 		for (size_t i = 0; i < n; i++) {
-			memcpy(p, s->prefix, s->prefixlen);
+			if (s->prefixlen)
+				memcpy(p, s->prefix, s->prefixlen);
 			if (keys[i].len)
 				memcpy(p + s->prefixlen, keys[i].data,
 				       keys[i].len);
