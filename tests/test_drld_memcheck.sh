@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # drld under valgrind memcheck: one drld on the memory store walks every
 # handler once (ad-hoc and rule decisions, a denial, a protected path and
-# its 429, /metrics, 404, 405, bad JSON, an oversized body, a good and a
-# bad SIGHUP reload) and stops on SIGTERM; valgrind (tests/valgrind.sh)
+# its 429, resets, a shadowed denial, /metrics, 404, 405, bad JSON, an
+# oversized body, a good and a bad SIGHUP reload) and stops on SIGTERM;
+# valgrind (tests/valgrind.sh)
 # must report no invalid access, no uninitialised use and no definite or
 # indirect leak, and drld must exit 0.
 #
@@ -68,6 +69,18 @@ check $? "an ad-hoc denial"
 check $? "a rule's decision"
 [ "$(code GET /p/x)" = 200 ] && [ "$(code GET /p//x)" = 429 ]
 check $? "a protected path, then its 429"
+rst() {
+	code POST /v1/reset -H 'Content-Type: application/json' \
+		--data-binary "$1"
+}
+[ "$(rst '{"key":"a","limit":"token_bucket:1/1h"}')" = 200 ] &&
+	[ "$(rst '{"key":"a","rule":"r"}')" = 200 ] &&
+	[ "$(rst '{"key":"a","rule":"nope"}')" = 404 ] &&
+	[ "$(rst '{"key":')" = 400 ]
+check $? "resets of an ad-hoc limit and a rule, a 404 and a 400"
+[ "$(post '{"key":"s","limit":"token_bucket:1/1h;shadow=1"}')" = 200 ] &&
+	[ "$(post '{"key":"s","limit":"token_bucket:1/1h;shadow=1"}')" = 200 ]
+check $? "a shadowed ad-hoc denial"
 [ "$(code GET /metrics)" = 200 ]
 check $? "/metrics"
 [ "$(code GET /nope)" = 404 ] && [ "$(code GET /v1/check)" = 405 ]
