@@ -88,9 +88,11 @@ static int delete_keys(drl_limiter *l, const void *key, size_t keylen,
 	return rc;
 }
 
-/* Checked arguments: reset l's store, then its near cache and its
- * on_error=local copy. The near cache's time is read first, so a store
- * answer to a call that began before the reset is not remembered. */
+/* Checked arguments: reset l's on_error=local copy (it decides while the
+ * store is away, so it forgets the key even when the store's delete then
+ * fails), l's store, then its near cache. The near cache's time is read
+ * first, so a store answer to a call that began before the reset is not
+ * remembered. */
 static int reset(drl_limiter *l, const void *key, size_t keylen, int64_t now_us,
 		 drl_error *err)
 {
@@ -101,13 +103,13 @@ static int reset(drl_limiter *l, const void *key, size_t keylen, int64_t now_us,
 		drl__near_now(now_us, &base, &t);
 		drl__near_req_make(l->near, &q, key, keylen, base, t);
 	}
-	int rc = delete_keys(l, key, keylen, now_us, err);
-	if (rc)
-		return rc;
-	if (l->near != NULL)
-		drl__near_forget(l->near, &q);
+	int rc = 0;
 	if (l->local != NULL)
 		rc = delete_keys(l->local, key, keylen, now_us, err);
+	if (rc == 0)
+		rc = delete_keys(l, key, keylen, now_us, err);
+	if (rc == 0 && l->near != NULL)
+		drl__near_forget(l->near, &q);
 	return rc;
 }
 

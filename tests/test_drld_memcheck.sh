@@ -3,9 +3,8 @@
 # handler once (ad-hoc and rule decisions, a denial, a protected path and
 # its 429, resets, a shadowed denial, /metrics, 404, 405, bad JSON, an
 # oversized body, a good and a bad SIGHUP reload) and stops on SIGTERM;
-# valgrind (tests/valgrind.sh)
-# must report no invalid access, no uninitialised use and no definite or
-# indirect leak, and drld must exit 0.
+# valgrind (tests/valgrind.sh) must report no invalid access, no
+# uninitialised use and no definite or indirect leak, and drld must exit 0.
 #
 # Under `meson test --setup valgrind` (DRL_VALGRIND set) drld runs under
 # valgrind; in the other runs it runs as it is, under the build's

@@ -101,7 +101,8 @@ static void test_near_cache(void **state)
 }
 
 /* on_error=local keeps a copy of the limits in this process: a reset
- * forgets the key there too. */
+ * forgets the key there too, also while the store is away (the reset
+ * then returns the store's error). */
 static void test_on_error_local(void **state)
 {
 	(void)state;
@@ -117,6 +118,12 @@ static void test_on_error_local(void **state)
 	r = tu_at(s.l, "k", 1, now);
 	assert_int_equal(r.path, DRL_PATH_LOCAL);
 	assert_int_equal(r.allowed, 1);
+	/* with the store away: the store's error, the local copy reset */
+	assert_int_equal(tu_at(s.l, "k", 1, now).allowed, 0);
+	drl_error err = {0};
+	assert_int_equal(drl_reset_at(s.l, "k", 1, now, &err),
+			 DRL_EUNAVAILABLE);
+	assert_int_equal(tu_at(s.l, "k", 1, now).allowed, 1);
 	ops_spied_free(&s);
 }
 
