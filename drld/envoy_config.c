@@ -585,7 +585,7 @@ static int list_files(const struct loader *ld, const char *dir, char ***names,
 		      size_t *count)
 {
 	DIR *d = opendir(dir);
-	struct dirent *e;
+	struct dirent *e = NULL;
 	size_t n = 0;
 
 	*names = NULL;
