@@ -127,6 +127,37 @@ static void test_on_error_local(void **state)
 	ops_spied_free(&s);
 }
 
+/* A reset is one del() of every key of the policy (Redis: one DEL, atomic
+ * on the server), and nothing else: no read, no clock. */
+static void test_one_delete(void **state)
+{
+	(void)state;
+	char uris[OPS_URIS_MAX][OPS_URI_MAX];
+	size_t nuris = ops_store_uris(uris);
+	const char *spec = "sliding_window:5/1m;subwindow:6/1m,subwindows=4;"
+			   "gcra:3/40s";
+	int64_t now = INT64_C(1700000000) * SEC;
+	for (size_t u = 0; u < nuris; u++) {
+		spy *sp;
+		drl_store *st = spy_open(uris[u], &sp);
+		drl_limiter *l;
+		assert_int_equal(drl_limiter_new(&l, st, spec, "one:", NULL),
+				 0);
+		for (int i = 0; i < 4; i++)
+			(void)tu_at(l, "k", 1, now);
+		assert_int_equal(tu_at(l, "k", 1, now).allowed, 0);
+		spy_reset(sp);
+		assert_int_equal(drl_reset_at(l, "k", 1, now, NULL), 0);
+		spy_counts c = spy_get(sp);
+		if (c.del != 1 || spy_total(sp) != 1)
+			fail_msg("%s: %lu del() calls, %lu calls in all",
+				 uris[u], c.del, spy_total(sp));
+		assert_int_equal(tu_at(l, "k", 1, now).remaining, 2);
+		drl_limiter_free(l);
+		drl_store_free(st);
+	}
+}
+
 /* Bad arguments: DRL_EINVAL naming them, and no call reaches the store. */
 static void test_bad_input(void **state)
 {
@@ -194,6 +225,7 @@ int main(void)
 		cmocka_unit_test(test_real_clock),
 		cmocka_unit_test(test_near_cache),
 		cmocka_unit_test(test_on_error_local),
+		cmocka_unit_test(test_one_delete),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_old_store),
 	};
