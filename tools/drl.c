@@ -552,18 +552,27 @@ out:
 	return status;
 }
 
+/* Parse the arguments of command `cmd` and run it on them. Returns the
+ * process exit status. */
+static int parse_and_run(int argc, char **argv, const struct parse_for *cmd,
+			 int (*run)(const struct check_opts *))
+{
+	struct check_opts o;
+	int status = parse_opts(argc, argv, cmd, &o);
+
+	if (status < 0)
+		status = run(&o);
+	free(o.policy);
+	return status;
+}
+
 /* `drl check`: see check_details. Returns the process exit status. */
 static int cmd_check(int argc, char **argv)
 {
 	static const struct parse_for check = {"check", check_synopsis,
 					       check_details, true};
-	struct check_opts o;
-	int status = parse_opts(argc, argv, &check, &o);
 
-	if (status < 0)
-		status = check_run(&o);
-	free(o.policy);
-	return status;
+	return parse_and_run(argc, argv, &check, check_run);
 }
 
 /* ---- drl reset -------------------------------------------------------- */
@@ -611,13 +620,8 @@ static int cmd_reset(int argc, char **argv)
 {
 	static const struct parse_for reset = {"reset", reset_synopsis,
 					       reset_details, false};
-	struct check_opts o;
-	int status = parse_opts(argc, argv, &reset, &o);
 
-	if (status < 0)
-		status = reset_run(&o);
-	free(o.policy);
-	return status;
+	return parse_and_run(argc, argv, &reset, reset_run);
 }
 
 /* ---- main ------------------------------------------------------------- */
