@@ -98,8 +98,9 @@ start() {
 	local name=$1 i
 	shift
 	port= gport=
+	: >"$tmp/$name.err"
 	"$drld" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 "$@" \
-		2>"$tmp/$name.err" &
+		2>>"$tmp/$name.err" &
 	pid=$!
 	pids+=("$pid")
 	for ((i = 0; i < 400; i++)); do
