@@ -277,10 +277,10 @@ static enum drld_envoy_outcome decide_one(
 	st->unit = p->unit;
 	st->name = p->limit ? p->limit->name : NULL;
 	st->has_reset = true;
-	if (lim == NULL) { /* requests_per_unit 0: always over */
+	if (lim == NULL) { /* requests_per_unit 0: over, but for 0 hits */
 		int64_t unit = drld_envoy_unit_seconds(p->unit) * 1000000;
 		st->reset_us = unit - now_us() % unit;
-		p->over = true;
+		p->over = p->hits > 0;
 		p->r.limit = 0;
 	} else {
 		size_t keylen;

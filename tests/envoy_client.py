@@ -182,6 +182,8 @@ def suite(port, dom, http_port):
            [descriptor("user=vip")], OK, [(OK, 5, H, 4)])
     expect(c, "user=blocked: requests_per_unit 0 is always over", dom,
            [descriptor("user=blocked")], OVER, [(OVER, 0, H, 0)])
+    expect(c, "user=blocked with hits_addend 0: checked, not over", dom,
+           [descriptor("user=blocked", hits=0)], OK, [(OK, 0, H, 0)])
     expect(c, "path=/api/x matches the wildcard /api/* (2/hour)", dom,
            [descriptor("path=/api/x")], OK, [(OK, 2, H, 1)])
     expect(c, "path=/api/y: a wildcard value keeps its own counter", dom,
