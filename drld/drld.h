@@ -65,14 +65,6 @@ void drld_reset(struct drld *d, const struct drld_config *c, const char *body,
 		size_t len, const struct drld_request_parts *parts,
 		struct drld_reply *out);
 
-/* Answer POST /v1/reset with the body[0..len) under config c (the body
- * of /v1/check; its cost is read and ignored): the key forgotten on the
- * limit (drl_reset) and 200 {"reset": true}, or 400/404/500/501 (a store
- * that cannot delete)/503 with {"error": ...}, nothing deleted. */
-void drld_reset(struct drld *d, const struct drld_config *c, const char *body,
-		size_t len, const struct drld_request_parts *parts,
-		struct drld_reply *out);
-
 /* Answer a request to a path that `rule` protects, as a reverse proxy
  * would: 200 "ok" (standing in for the upstream) when allowed, 429 when
  * denied, 503 when the store failed and the rule has no on_error. */
