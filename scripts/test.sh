@@ -121,9 +121,11 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	run_suite asan build-asan -Db_sanitize=address,undefined \
 	-Db_lundef=false
 # ThreadSanitizer on everything that runs threads against a store, and on
-# drld (HTTP threads, reloads, a graceful stop) under test_drld.sh.
+# drld (HTTP threads, reloads, a graceful stop) under test_drld.sh, and its
+# gRPC threads under test_envoy.sh (which suppresses reports inside the
+# uninstrumented grpc++/abseil libraries: tests/tsan_grpc.supp).
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	MESON_TEST_ARGS="threads memory_store redis_store cross_process faults cluster near_cache near_cache_stores drld" \
+	MESON_TEST_ARGS="threads memory_store redis_store cross_process faults cluster near_cache near_cache_stores drld envoy" \
 	run_suite tsan build-tsan -Db_sanitize=thread -Db_lundef=false \
 	-Dbuildtype=debugoptimized
 # valgrind memcheck (setup 'valgrind' in tests/meson.build): every C test,

@@ -24,7 +24,9 @@ protos=${2:?usage: test_envoy.sh PATH/TO/drld PATH/TO/drld/proto}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 client=(/usr/bin/python3 "$here/envoy_client.py" "$protos")
 tmp=$(mktemp -d)
-pids=() # every process this script started, stopped by PID at exit
+pids=()
+# under TSan (scripts/test.sh): grpc++ and abseil are not instrumented
+export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$here/tsan_grpc.supp" # every process this script started, stopped by PID at exit
 
 # shellcheck source=../scripts/ports.sh
 . "$here/../scripts/ports.sh"
