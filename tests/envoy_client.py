@@ -301,6 +301,14 @@ def readme(port, http_port):
     expect(c, "example 2: another number has its own 5/day", "messaging",
            [descriptor("message_type=marketing,to_number=2062222222")], OK,
            [(OK, 5, "DAY", 4)])
+    # the README's statistics: messaging.message_type_marketing.to_number
+    m = "{domain=\"messaging\",descriptor=\"%s\"}"
+    expect_metric(http_port, "drld_envoy_total_hits_total" +
+                  m % "message_type_marketing.to_number", 7)
+    expect_metric(http_port, "drld_envoy_over_limit_total" +
+                  m % "message_type_marketing.to_number", 1)
+    expect_metric(http_port, "drld_envoy_total_hits_total" +
+                  m % "to_number", 6)
     expect(c, "example 3: remote_address=50.0.0.1 gets 10/second",
            "edge_proxy_per_ip", [descriptor("remote_address=50.0.0.1")],
            OK, [(OK, 10, "SECOND", 0)], hits=10)
@@ -355,6 +363,13 @@ def readme(port, http_port):
            [descriptor("key1=valueXYZ")], OK, [(OK, 20, "MINUTE", 19)])
     expect(c, "example 9: key1=other matches nothing", "example9",
            [descriptor("key1=other")], OK, [(OK, None)])
+    expect(c, "example 10: route=api, http_method=GET, subject_id=123: "
+           "60/minute", "example10",
+           [descriptor("route=api,http_method=GET,subject_id=123")], OK,
+           [(OK, 60, "MINUTE", 59)])
+    expect_metric(http_port, "drld_envoy_total_hits_total{domain="
+                  "\"example10\",descriptor="
+                  "\"route_api.http_method_GET.subject_id\"}", 1)
     expect(c, "example 11: 5 for files/a.pdf", "example11",
            [descriptor("files=files/a.pdf")], OK, [(OK, 10, "HOUR", 5)],
            hits=5)
