@@ -55,3 +55,31 @@ start_memcached() {
 	memcached -p "$port" -l 127.0.0.1 -U 0 "${user[@]}" \
 		>"$dir/memcached-$port.log" 2>&1 &
 }
+
+# start_test_servers DIR: for the test scripts (tests/test_drld.sh,
+# tests/test_envoy.sh): a redis-server and a memcached of their own on free
+# ports, their files in DIR; sets rport and mport ("" for one that is not
+# installed), appends their PIDs to the caller's pids array, and reports
+# through the caller's check STATUS TEXT (tests/tap.sh) and missing NAME.
+start_test_servers() {
+	rport=
+	mport=
+	if command -v redis-server >/dev/null; then
+		rport=$(free_port)
+		start_redis "$rport" "$1"
+		pids+=($!)
+		wait_port "$rport"
+		check $? "redis-server listens on $rport"
+	else
+		missing redis-server
+	fi
+	if command -v memcached >/dev/null; then
+		mport=$(free_port)
+		start_memcached "$mport" "$1"
+		pids+=($!)
+		wait_port "$mport"
+		check $? "memcached listens on $mport"
+	else
+		missing memcached
+	fi
+}

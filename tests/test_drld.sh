@@ -225,26 +225,7 @@ expect_metric() {
 
 # ---- servers: redis-server and memcached of our own --------------------
 
-rport=
-mport=
-if command -v redis-server >/dev/null; then
-	rport=$(free_port)
-	start_redis "$rport" "$tmp"
-	pids+=($!)
-	wait_port "$rport"
-	check $? "redis-server listens on $rport"
-else
-	missing redis-server
-fi
-if command -v memcached >/dev/null; then
-	mport=$(free_port)
-	start_memcached "$mport" "$tmp"
-	pids+=($!)
-	wait_port "$mport"
-	check $? "memcached listens on $mport"
-else
-	missing memcached
-fi
+start_test_servers "$tmp" # scripts/ports.sh
 
 # ---- the command line --------------------------------------------------
 
@@ -998,7 +979,7 @@ if start reload --config "$tmp/live.json"; then
 	python3 "$client" hammer "$pid" "$tmp/live.json" "$tmp/r2.json" \
 		"$tmp/r5.json" 20 "$port" >"$tmp/hammer" 2>&1
 	got=$(cat "$tmp/hammer")
-	[[ "$got" =~ requests=([0-9]+)\ failures=0\  ]] &&
+	[[ "$got" =~ requests=([0-9]+)\ failures=0\ reloads=20\  ]] &&
 		[ "${BASH_REMATCH[1]}" -ge 100 ]
 	check $? "20 SIGHUPs while 4 clients hammer: no failure ($got)"
 	for ((i = 0; i < 200; i++)); do

@@ -70,26 +70,7 @@ fi
 
 # ---- servers: redis-server and memcached of our own --------------------
 
-rport=
-mport=
-if command -v redis-server >/dev/null; then
-	rport=$(free_port)
-	start_redis "$rport" "$tmp"
-	pids+=($!)
-	wait_port "$rport"
-	check $? "redis-server listens on $rport"
-else
-	missing redis-server
-fi
-if command -v memcached >/dev/null; then
-	mport=$(free_port)
-	start_memcached "$mport" "$tmp"
-	pids+=($!)
-	wait_port "$mport"
-	check $? "memcached listens on $mport"
-else
-	missing memcached
-fi
+start_test_servers "$tmp" # scripts/ports.sh
 
 # ---- drld processes ----------------------------------------------------
 
