@@ -9,9 +9,13 @@
   drld_client.py hammer PID CONFIG CONFIG_A CONFIG_B RELOADS PORT
       4 threads POST /v1/check (rule "r") in a loop while the main thread
       copies CONFIG_A or CONFIG_B over CONFIG and sends PID a SIGHUP,
-      RELOADS times, 50 ms apart; then the threads run 200 ms more.
-      Prints "requests=N failures=N first_failure=...". A failure is
-      anything but a 200 with a JSON decision, or a connection error.
+      RELOADS times, each once drld counted the one before (signals that
+      arrive together are one signal); the threads stop once they made
+      100 requests or more and every reload was counted (each wait has a
+      generous deadline, never a fixed nap standing in for progress).
+      Prints "requests=N failures=N reloads=N first_failure=...". A
+      failure is anything but a 200 with a JSON decision, or a connection
+      error.
 """
 import http.client
 import json
@@ -75,6 +79,30 @@ def share(spec, key, per_thread, ports):
                                               counts["errors"]))
 
 
+def reloads_ok(port):
+    """drld_config_reloads_total{result="ok"} from /metrics, or -1."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    except (OSError, http.client.HTTPException):
+        return -1
+    finally:
+        conn.close()
+    for line in text.splitlines():
+        if line.startswith('drld_config_reloads_total{result="ok"} '):
+            return int(line.split()[1])
+    return -1
+
+
+def wait_until(cond, seconds=60):
+    """Poll cond every 10 ms until it holds or `seconds` passed."""
+    end = time.monotonic() + seconds
+    while not cond() and time.monotonic() < end:
+        time.sleep(0.01)
+    return cond()
+
+
 def hammer(pid, config, config_a, config_b, reloads, port):
     stop = threading.Event()
     lock = threading.Lock()
@@ -102,20 +130,27 @@ def hammer(pid, config, config_a, config_b, reloads, port):
                     stats["first"] = stats["first"] or bad
         conn.close()
 
+    def requests():
+        with lock:
+            return stats["requests"]
+
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
     for t in threads:
         t.start()
-    time.sleep(0.2)
+    wait_until(lambda: requests() >= 10)
+    done = 0
     for i in range(reloads):
+        before = reloads_ok(port)
         shutil.copyfile(config_a if i % 2 == 0 else config_b, config)
         os.kill(pid, signal.SIGHUP)
-        time.sleep(0.05)
-    time.sleep(0.2)
+        if wait_until(lambda: reloads_ok(port) > before):
+            done += 1
+    wait_until(lambda: requests() >= 100)
     stop.set()
     for t in threads:
         t.join()
-    print("requests=%d failures=%d first_failure=%s" % (
-        stats["requests"], stats["failures"], stats["first"] or "none"))
+    print("requests=%d failures=%d reloads=%d first_failure=%s" % (
+        stats["requests"], stats["failures"], done, stats["first"] or "none"))
 
 
 def main(argv):
