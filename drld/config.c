@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -414,33 +415,30 @@ const struct drld_rule *drld_config_protects(const struct drld_config *c,
 	return NULL;
 }
 
-void drld_config_slot_init(struct drld_config_slot *s, struct drld_config *c)
+/* drld_slot finds the reference count as the first member */
+_Static_assert(offsetof(struct drld_config, refs) == 0, "refs comes first");
+
+static void release(void *c)
 {
-	pthread_mutex_init(&s->lock, NULL);
-	s->cur = c;
+	drld_config_release(c);
 }
 
-struct drld_config *drld_config_acquire(struct drld_config_slot *s)
+void drld_config_slot_init(struct drld_slot *s, struct drld_config *c)
 {
-	pthread_mutex_lock(&s->lock);
-	struct drld_config *c = s->cur;
-	atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
-	pthread_mutex_unlock(&s->lock);
-	return c;
+	drld_slot_init(s, c, release);
 }
 
-void drld_config_swap(struct drld_config_slot *s, struct drld_config *c)
+struct drld_config *drld_config_acquire(struct drld_slot *s)
 {
-	pthread_mutex_lock(&s->lock);
-	struct drld_config *old = s->cur;
-	s->cur = c;
-	pthread_mutex_unlock(&s->lock);
-	drld_config_release(old);
+	return drld_slot_acquire(s);
 }
 
-void drld_config_slot_fini(struct drld_config_slot *s)
+void drld_config_swap(struct drld_slot *s, struct drld_config *c)
 {
-	drld_config_release(s->cur);
-	s->cur = NULL;
-	pthread_mutex_destroy(&s->lock);
+	drld_slot_swap(s, c);
+}
+
+void drld_config_slot_fini(struct drld_slot *s)
+{
+	drld_slot_fini(s);
 }

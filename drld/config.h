@@ -22,6 +22,7 @@
 
 #include "limit.h"
 #include "metrics.h"
+#include "slot.h"
 #include "template.h"
 
 #include <pthread.h>
@@ -81,20 +82,15 @@ const struct drld_rule *drld_config_rule(const struct drld_config *c,
 const struct drld_rule *drld_config_protects(const struct drld_config *c,
 					     const char *path);
 
-/* Where the current snapshot lives. */
-struct drld_config_slot {
-	pthread_mutex_t lock; /* held for a pointer swap or load + increment */
-	struct drld_config *cur;
-};
-
+/* Where the current snapshot lives: a slot (slot.h) of drld_configs. */
 /* Start the slot with snapshot c (the slot takes over c's reference). */
-void drld_config_slot_init(struct drld_config_slot *s, struct drld_config *c);
+void drld_config_slot_init(struct drld_slot *s, struct drld_config *c);
 /* A new reference to the current snapshot: release it when done. */
-struct drld_config *drld_config_acquire(struct drld_config_slot *s);
+struct drld_config *drld_config_acquire(struct drld_slot *s);
 /* Make c (and its reference) current; the old snapshot's reference is
  * dropped, so it is freed when its last request finishes. */
-void drld_config_swap(struct drld_config_slot *s, struct drld_config *c);
+void drld_config_swap(struct drld_slot *s, struct drld_config *c);
 /* Drop the slot's reference and destroy the lock. */
-void drld_config_slot_fini(struct drld_config_slot *s);
+void drld_config_slot_fini(struct drld_slot *s);
 
 #endif /* DRLD_CONFIG_H */

@@ -28,11 +28,11 @@ struct drld {
 	struct drld_metrics *metrics;
 	struct drld_rule_stats *adhoc_stats; /* rule="adhoc" */
 	struct drld_adhoc *adhoc;
-	struct drld_config_slot config;
+	struct drld_slot config; /* drld_configs */
 	/* Envoy's rate limit service (docs/envoy.md): --envoy-config's
 	 * snapshot (cur NULL without it), its counters, --shadow and
 	 * --grpc-headers */
-	struct drld_envoy_slot envoy;
+	struct drld_slot envoy;
 	struct drld_envoy_stats *envoy_stats;
 	bool envoy_shadow;
 	bool envoy_headers;

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -837,35 +838,30 @@ void drld_envoy_match(const struct drld_envoy_domain *d,
 
 /* ---- the slot ----------------------------------------------------------- */
 
-void drld_envoy_slot_init(struct drld_envoy_slot *s,
-			  struct drld_envoy_config *c)
+/* drld_slot finds the reference count as the first member */
+_Static_assert(offsetof(struct drld_envoy_config, refs) == 0, "refs comes first");
+
+static void release(void *c)
 {
-	pthread_mutex_init(&s->lock, NULL);
-	s->cur = c;
+	drld_envoy_config_release(c);
 }
 
-struct drld_envoy_config *drld_envoy_acquire(struct drld_envoy_slot *s)
+void drld_envoy_slot_init(struct drld_slot *s, struct drld_envoy_config *c)
 {
-	pthread_mutex_lock(&s->lock);
-	struct drld_envoy_config *c = s->cur;
-	if (c != NULL)
-		atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
-	pthread_mutex_unlock(&s->lock);
-	return c;
+	drld_slot_init(s, c, release);
 }
 
-void drld_envoy_swap(struct drld_envoy_slot *s, struct drld_envoy_config *c)
+struct drld_envoy_config *drld_envoy_acquire(struct drld_slot *s)
 {
-	pthread_mutex_lock(&s->lock);
-	struct drld_envoy_config *old = s->cur;
-	s->cur = c;
-	pthread_mutex_unlock(&s->lock);
-	drld_envoy_config_release(old);
+	return drld_slot_acquire(s);
 }
 
-void drld_envoy_slot_fini(struct drld_envoy_slot *s)
+void drld_envoy_swap(struct drld_slot *s, struct drld_envoy_config *c)
 {
-	drld_envoy_config_release(s->cur);
-	s->cur = NULL;
-	pthread_mutex_destroy(&s->lock);
+	drld_slot_swap(s, c);
+}
+
+void drld_envoy_slot_fini(struct drld_slot *s)
+{
+	drld_slot_fini(s);
 }

@@ -37,6 +37,7 @@
 
 #include "envoy_service.h"
 #include "envoy_stats.h"
+#include "slot.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -141,18 +142,11 @@ void drld_envoy_match(const struct drld_envoy_domain *d,
 		      const struct drld_envoy_entry *e, size_t n,
 		      struct drld_envoy_match *m);
 
-/* Where the current snapshot lives (as struct drld_config_slot). */
-struct drld_envoy_slot {
-	pthread_mutex_t lock;
-	struct drld_envoy_config *cur; /* NULL: no --envoy-config */
-};
-
-void drld_envoy_slot_init(struct drld_envoy_slot *s,
-			  struct drld_envoy_config *c);
-/* A new reference to the current snapshot (NULL when none): release it. */
-struct drld_envoy_config *drld_envoy_acquire(struct drld_envoy_slot *s);
-/* Make c current; the old one is released. */
-void drld_envoy_swap(struct drld_envoy_slot *s, struct drld_envoy_config *c);
-void drld_envoy_slot_fini(struct drld_envoy_slot *s);
+/* Where the current snapshot lives: a slot (slot.h) of
+ * drld_envoy_configs, cur NULL without --envoy-config. As config.h's. */
+void drld_envoy_slot_init(struct drld_slot *s, struct drld_envoy_config *c);
+struct drld_envoy_config *drld_envoy_acquire(struct drld_slot *s);
+void drld_envoy_swap(struct drld_slot *s, struct drld_envoy_config *c);
+void drld_envoy_slot_fini(struct drld_slot *s);
 
 #endif /* DRLD_ENVOY_CONFIG_H */
