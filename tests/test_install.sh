@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `meson install` works and installs what a user needs: headers under
-# include/drl/, a versioned shared library (soname libdrl.so.0) exporting
+# include/drl/, a versioned shared library (soname libdrl.so.1) exporting
 # only drl_* symbols, and a pkg-config file with which the README's C
 # example compiles, links and runs.
 # Usage: test_install.sh BUILD_ROOT SOURCE_ROOT
@@ -30,9 +30,9 @@ root=$tmp/root$prefix
 
 [ -f "$root/include/drl/drl.h" ] || fail "drl.h not installed"
 [ -f "$root/include/drl/backend.h" ] || fail "backend.h not installed"
-so=$(find "$root" -name 'libdrl.so.0.*' | head -n 1)
-[ -n "$so" ] || fail "no versioned libdrl.so.0.* installed"
-readelf -d "$so" | grep -q 'SONAME.*\[libdrl\.so\.0\]' || fail "soname is not libdrl.so.0"
+so=$(find "$root" -name 'libdrl.so.*.*.*' | head -n 1)
+[ -n "$so" ] || fail "no versioned libdrl.so.X.Y.Z installed"
+readelf -d "$so" | grep -q 'SONAME.*\[libdrl\.so\.1\]' || fail "soname is not libdrl.so.1"
 pc=$(find "$root" -name libdrl.pc | head -n 1)
 [ -n "$pc" ] || fail "no libdrl.pc installed"
 

@@ -29,9 +29,9 @@ extern "C" {
 #endif
 
 #define DRL_VERSION_MAJOR 0
-#define DRL_VERSION_MINOR 1
+#define DRL_VERSION_MINOR 2
 #define DRL_VERSION_PATCH 0
-#define DRL_VERSION_STRING "0.1.0"
+#define DRL_VERSION_STRING "0.2.0"
 
 /* The one list of error codes: the enum, drl_strerror() and drl_err_name()
  * are all generated from it, so they cannot drift apart. */
@@ -66,7 +66,7 @@ typedef struct drl_error {
 DRL_EXPORT const char *drl_strerror(int code);
 /* Static name for a code ("DRL_EINVAL"); never NULL. */
 DRL_EXPORT const char *drl_err_name(int code);
-/* The library's version string, e.g. "0.1.0". */
+/* The library's version string, e.g. "0.2.0". */
 DRL_EXPORT const char *drl_version(void);
 
 /* Documented bounds. Anything outside them is DRL_EINVAL. */
