@@ -158,6 +158,12 @@ refused() {
 
 refused "bad --grpc-listen 'nowhere'" --grpc-listen nowhere
 refused "bad --envoy-config: $tmp/none:" --envoy-config "$tmp/none"
+if [ -n "$rport" ]; then # redis-server holds that port
+	run --listen 127.0.0.1:0 --grpc-listen "127.0.0.1:$rport"
+	[ "$rc" -eq 1 ] &&
+		grep -qF "drld: --grpc-listen 127.0.0.1:$rport: cannot listen" "$tmp/run.err"
+	check $? "--grpc-listen on a port in use: exit 1 and a message (got $rc)"
+fi
 
 # bad_config NAME TEXT: a directory holding NAME.yaml (stdin) is refused,
 # the message holding TEXT (file, line and key).
