@@ -99,9 +99,11 @@ store_list=$(
 )
 
 # ---- the grid: every field present and sane ----
+# --exact-limit 100: each exactness phase has 0.5 s (see below).
 run bench --store "$store_list" \
 	--limit "fixed_window:1000000/1m;token_bucket:1000000/1m" \
-	--concurrency 1,4 --keys 1,1000 --duration 0.3 --ceiling --json
+	--concurrency 1,4 --keys 1,1000 --duration 0.3 --ceiling --json \
+	--exact-limit 100
 expect_rc 0
 # stderr is not a terminal: the plan line only, no progress line
 grep -q "planned total" "$tmp/err"
@@ -170,7 +172,7 @@ for c in cells:
                    name + ": no conflicts with one caller")
     if c["keys"] == 1:
         x = c["exact"]
-        ok(x is not None and x["capacity"] == 1000 and
+        ok(x is not None and x["capacity"] == 100 and
            x["allowed"] == x["capacity"] and x["over_admission"] == 0 and
            x["complete"] is True and
            x["errors"] == 0,
@@ -194,11 +196,14 @@ done <"$tmp/checks"
 
 # ---- Markdown by default; --procs across processes ----
 if [ "${#stores[@]}" -gt 1 ]; then
+	# --exact-limit 100: the exactness phase has 0.5 s (it is a benchmark,
+	# bounded in time); 100 admissions fit in it on a loaded machine under
+	# ASan, where 1000 were once cut short at 817.
 	run bench --store "${stores[1]}" --limit gcra:1000000/1m \
-		--concurrency 4 --procs 2 --duration 0.3
+		--concurrency 4 --procs 2 --duration 0.3 --exact-limit 100
 	expect_rc 0
 	expect_in out "| store | spec | keys | C | decisions/s |"
-	expect_in out "| 1000/1000 |"
+	expect_in out "| 100/100 |"
 fi
 
 # ---- bad input: exit 2, a message naming it ----
