@@ -839,7 +839,8 @@ void drld_envoy_match(const struct drld_envoy_domain *d,
 /* ---- the slot ----------------------------------------------------------- */
 
 /* drld_slot finds the reference count as the first member */
-_Static_assert(offsetof(struct drld_envoy_config, refs) == 0, "refs comes first");
+_Static_assert(offsetof(struct drld_envoy_config, refs) == 0,
+	       "refs comes first");
 
 static void release(void *c)
 {
