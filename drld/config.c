@@ -385,22 +385,17 @@ void drld_config_release(struct drld_config *c)
 		config_free(c);
 }
 
+static int rule_cmp(const void *name, const void *rule)
+{
+	return strcmp(name, ((const struct drld_rule *)rule)->name);
+}
+
 const struct drld_rule *drld_config_rule(const struct drld_config *c,
 					 const char *name)
 {
-	size_t lo = 0, hi = c->nrules;
-
-	while (lo < hi) { /* rules are sorted by name */
-		size_t mid = lo + (hi - lo) / 2;
-		int cmp = strcmp(name, c->rules[mid].name);
-		if (cmp == 0)
-			return &c->rules[mid];
-		if (cmp < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return NULL;
+	if (c->nrules == 0) /* rules are sorted by name */
+		return NULL;
+	return bsearch(name, c->rules, c->nrules, sizeof *c->rules, rule_cmp);
 }
 
 const struct drld_rule *drld_config_protects(const struct drld_config *c,

@@ -718,25 +718,35 @@ void drld_envoy_config_release(struct drld_envoy_config *c)
 		config_free(c);
 }
 
+/* A domain asked for (length-delimited: it may hold any byte, NUL too)
+ * against a configured one (NUL-terminated, no NUL inside): the order of
+ * strcmp, which sorted the domains. */
+struct domain_key {
+	const char *name;
+	size_t len;
+};
+
+static int domain_cmp(const void *key, const void *elem)
+{
+	const struct domain_key *k = key;
+	const char *d = ((const struct drld_envoy_domain *)elem)->name;
+	size_t dlen = strlen(d);
+	int cmp = memcmp(k->name, d, k->len < dlen ? k->len : dlen);
+	if (cmp != 0)
+		return cmp;
+	return k->len < dlen ? -1 : k->len > dlen;
+}
+
 const struct drld_envoy_domain *drld_envoy_config_domain(
 	const struct drld_envoy_config *c, const char *name, size_t len)
 {
-	size_t lo = 0, hi = c->ndomains;
-
-	while (lo < hi) { /* sorted by name */
-		size_t mid = lo + (hi - lo) / 2;
-		const char *d = c->domains[mid].name;
-		int cmp = strncmp(name, d, len);
-		if (cmp == 0 && d[len] != '\0')
-			cmp = -1; /* name is a proper prefix of d */
-		if (cmp == 0)
-			return &c->domains[mid];
-		if (cmp < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return NULL;
+	/* bsearch(3), not strncmp: a requested name with a NUL inside made
+	 * the hand-written search read past the end of a shorter domain. */
+	struct domain_key k = {name, len};
+	if (c->ndomains == 0)
+		return NULL;
+	return bsearch(&k, c->domains, c->ndomains, sizeof *c->domains,
+		       domain_cmp);
 }
 
 /* ---- matching ----------------------------------------------------------- */
