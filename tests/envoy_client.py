@@ -479,7 +479,9 @@ def main(argv):
     elif cmd == "share":
         share(args[0], args[1], int(args[2]), [int(p) for p in args[3:]])
     elif cmd == "call":
-        call(int(args[0]), args[1], args[2])
+        # "\\0" in the domain stands for a NUL byte (a shell argument
+        # cannot hold one)
+        call(int(args[0]), args[1].replace("\\0", "\0"), args[2])
     elif cmd == "bench":
         bench(int(args[0]), int(args[1]), float(args[2]))
     else:
