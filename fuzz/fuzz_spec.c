@@ -34,23 +34,47 @@ static void fail(const char *what, const char *spec, int64_t t, int64_t cost,
 	abort();
 }
 
+/* The store's count of shadowed denials (each input has a store of its
+ * own, so only this input's decisions move it). */
+static uint64_t shadow_denials(const drl_store *store)
+{
+	drl_store_stats st;
+	memset(&st, 0, sizeof st);
+	if (drl_store_stats_get(store, &st) != 0)
+		abort();
+	return st.shadow_denials;
+}
+
 /* One decision, checked; returns it. */
-static drl_result decide(drl_limiter *lim, const char *spec, int64_t t,
-			 int64_t cost)
+static drl_result decide(drl_limiter *lim, const drl_store *store,
+			 const char *spec, int64_t t, int64_t cost)
 {
 	drl_result r;
 	drl_error err = {0};
 	memset(&r, 0, sizeof r);
+	uint64_t shadowed_before = shadow_denials(store);
 	int rc = drl_allow_at(lim, "user", 4, cost, t, &r, &err);
 	if (rc != 0)
 		fail(err.message, spec, t, cost, &r, rc);
 	if (r.allowed != 0 && r.allowed != 1)
 		fail("allowed is not 0 or 1", spec, t, cost, &r, rc);
-	if (r.allowed && r.retry_after_us != 0)
+	if (r.would_allow != 0 && r.would_allow != 1)
+		fail("would_allow is not 0 or 1", spec, t, cost, &r, rc);
+	uint64_t shadowed = shadow_denials(store) - shadowed_before;
+	if (r.allowed != r.would_allow && !(r.allowed && shadowed == 1))
+		fail("answer differs from the decision, no shadow denial "
+		     "counted",
+		     spec, t, cost, &r, rc);
+	if (r.allowed == r.would_allow && shadowed != 0)
+		fail("a shadow denial counted for an answer that is the "
+		     "decision",
+		     spec, t, cost, &r, rc);
+	if (r.would_allow && r.retry_after_us != 0)
 		fail("allowed with a retry_after", spec, t, cost, &r, rc);
-	if (!r.allowed && r.retry_after_us < 0 && r.retry_after_us != DRL_NEVER)
+	if (!r.would_allow && r.retry_after_us < 0 &&
+	    r.retry_after_us != DRL_NEVER)
 		fail("negative retry_after", spec, t, cost, &r, rc);
-	if (cost == 0 && !r.allowed)
+	if (cost == 0 && !r.would_allow)
 		fail("a peek was denied", spec, t, cost, &r, rc);
 	if (r.remaining < 0 || r.reset_after_us < 0 || r.limit_index < 0 ||
 	    r.limit_index >= DRL_POLICY_LIMITS_MAX)
@@ -59,13 +83,13 @@ static drl_result decide(drl_limiter *lim, const char *spec, int64_t t,
 }
 
 /* cost at t between two peeks: a denial leaves the quota as it was. */
-static void round_at(drl_limiter *lim, const char *spec, int64_t t,
-		     int64_t cost)
+static void round_at(drl_limiter *lim, const drl_store *store, const char *spec,
+		     int64_t t, int64_t cost)
 {
-	drl_result before = decide(lim, spec, t, 0);
-	drl_result r = decide(lim, spec, t, cost);
-	drl_result after = decide(lim, spec, t, 0);
-	if (!r.allowed && after.remaining != before.remaining)
+	drl_result before = decide(lim, store, spec, t, 0);
+	drl_result r = decide(lim, store, spec, t, cost);
+	drl_result after = decide(lim, store, spec, t, 0);
+	if (!r.would_allow && after.remaining != before.remaining)
 		fail("a denial consumed quota", spec, t, cost, &r, 0);
 }
 
@@ -94,7 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	} else {
 		for (size_t i = 0; i < sizeof times / sizeof times[0]; i++)
-			round_at(lim, spec, times[i],
+			round_at(lim, store, spec, times[i],
 				 costs[i % (sizeof costs / sizeof costs[0])]);
 	}
 	drl_limiter_free(lim);
