@@ -119,22 +119,27 @@ fi
 run_suite werror build -Dwerror=true
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	run_suite asan build-asan -Db_sanitize=address,undefined \
-	-Db_lundef=false
+	-Db_lundef=false -Dbenchmarks=false
 # ThreadSanitizer on everything that runs threads against a store, and on
 # drld (HTTP threads, reloads, a graceful stop) under test_drld.sh, and its
 # gRPC threads under test_envoy.sh (which suppresses reports inside the
 # uninstrumented grpc++/abseil libraries: tests/tsan_grpc.supp).
+# test_drld.sh's per-store tables run on memory and Redis (tx=lua) only
+# here (DRLD_TEST_STORES): the same request path per store, four times, was
+# a third of this build's time; its concurrent parts all run.
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	DRLD_TEST_STORES="memory redis" \
 	MESON_TEST_ARGS="threads memory_store redis_store cross_process faults cluster near_cache near_cache_stores drld envoy" \
 	run_suite tsan build-tsan -Db_sanitize=thread -Db_lundef=false \
-	-Dbuildtype=debugoptimized
+	-Dbuildtype=debugoptimized -Dbenchmarks=false
 # valgrind memcheck (setup 'valgrind' in tests/meson.build): every C test,
 # drl under test_cli.sh and drld under test_drld_memcheck.sh, but not the
-# other shell tests or the deadline-heavy tests ('no_valgrind'); about 3
-# minutes on 2 cores.
+# other shell tests or the 'no_valgrind' ones (deadline-heavy, and the
+# cross-process test); about 4 minutes on 2 cores. The benchmarks (bench/)
+# compile in the werror build only: no test runs them.
 if command -v valgrind >/dev/null; then
 	MESON_TEST_ARGS="--setup valgrind" TESTLOG=testlog-valgrind.json \
-		run_suite valgrind build-vg
+		run_suite valgrind build-vg -Dbenchmarks=false
 else
 	fail_step "valgrind is not installed (scripts/deps.sh)"
 fi
