@@ -70,6 +70,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #define DEFAULT_PORT 6379
@@ -77,6 +78,8 @@
 #define TIMEOUT_MS_MAX 3600000
 #define DEFAULT_POOL 16
 #define POOL_MAX 1024
+#define DEFAULT_PIPELINES 2
+#define PIPELINES_MAX 64
 #define PREFIX_MAX DRL__PREFIX_MAX
 #define DB_MAX INT32_MAX
 #define SCRIPT_CACHE 32  /* SHA1s remembered per store */
@@ -112,7 +115,14 @@ struct conn {
 	uint64_t hold_version;
 	unsigned char *wkey;
 	size_t wkeylen, wkeycap;
+	/* A call on the shared connections (see "shared connections"): no
+	 * ctx; append() formats into qbuf, collect() hands qbuf to a pipe. */
+	bool shared;
+	char *qbuf;
+	size_t qlen, qcap;
 };
+
+typedef struct rpipe rpipe;
 
 typedef struct script_sha {
 	const drl_script *script;
@@ -160,6 +170,10 @@ struct rstore {
 	pthread_mutex_t script_mu;
 	script_sha scripts[SCRIPT_CACHE];
 	size_t script_next;
+
+	/* Shared, pipelined connections (pipelines=N; none when 0). */
+	rpipe *pipes;
+	size_t npipes;
 };
 
 /* The connection a thread keeps between load() and cas(). */
@@ -589,12 +603,53 @@ static int begin(rstore *s, conn *c, drl_error *err)
 {
 	call_start(c);
 	c->unwatch_queued = false;
+	if (c->shared)
+		c->qlen = 0;
 	if (!c->watching)
 		return 0;
 	if (redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK)
 		return ctx_error(s, c, "UNWATCH", errno, err);
 	c->unwatch_queued = true;
 	c->watching = false;
+	return 0;
+}
+
+/* Queue one command of a call on the shared connections: formatted (RESP)
+ * at the end of c->qbuf, which collect() hands to a pipe. */
+static int append_shared(rstore *s, conn *c, int argc, const char **argv,
+			 const size_t *lens, drl_error *err)
+{
+	char *cmd = NULL;
+	int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+	if (len < 0 || cmd == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
+				     s->where);
+	if (c->qlen == 0) {
+		/* The first command: its buffer becomes the call's. */
+		free(c->qbuf);
+		c->qbuf = cmd;
+		c->qlen = c->qcap = (size_t)len;
+		c->nqueued++;
+		return 0;
+	}
+	if (c->qcap - c->qlen < (size_t)len) {
+		size_t cap = c->qcap;
+		while (cap - c->qlen < (size_t)len)
+			cap *= 2;
+		char *q = realloc(c->qbuf, cap);
+		if (q == NULL) {
+			free(cmd);
+			return drl_error_set(err, DRL_ENOMEM,
+					     "redis %s: out of memory",
+					     s->where);
+		}
+		c->qbuf = q;
+		c->qcap = cap;
+	}
+	memcpy(c->qbuf + c->qlen, cmd, (size_t)len);
+	c->qlen += (size_t)len;
+	c->nqueued++;
+	free(cmd);
 	return 0;
 }
 
@@ -617,6 +672,8 @@ static bool is_command(const char *const *argv, const size_t *lens,
 static int append(rstore *s, conn *c, int argc, const char **argv,
 		  const size_t *lens, drl_error *err)
 {
+	if (c->shared)
+		return append_shared(s, c, argc, argv, lens, err);
 	if (c->asking && !c->in_multi) {
 		if (c->nqueued >= 64) {
 			c->broken = true; /* what is queued must not be sent */
@@ -717,6 +774,9 @@ static void free_replies(redisReply **r, size_t n)
 		freeReplyObject(r[i]);
 }
 
+static int pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
+		     const char *what, drl_error *err);
+
 /*
  * Send what was queued and read n replies into r[] (the caller frees them
  * with freeReplyObject). The reply to a queued UNWATCH is read and checked
@@ -728,6 +788,12 @@ static int collect(rstore *s, conn *c, size_t n, redisReply **r,
 	pipe_guard g;
 	size_t got = 0;
 	int rc = 0;
+	if (c->shared) {
+		rc = pipe_call(s, c, n, r, what, err);
+		c->qlen = 0;
+		c->nqueued = 0;
+		return rc;
+	}
 	pipe_block(&g);
 	if (c->unwatch_queued) {
 		void *u = NULL;
@@ -1002,10 +1068,17 @@ static int checkout(rstore *s, conn **out, const struct timespec *dl,
 	}
 }
 
-/* Give c back to the pool, or free it when broken or surplus. */
+/* Give c back to the pool, or free it when broken or surplus. A call on
+ * the shared connections frees only its buffer. */
 static void release(rstore *s, conn *c)
 {
 	bool drop;
+	if (c->shared) {
+		free(c->qbuf);
+		c->qbuf = NULL;
+		c->qlen = c->qcap = 0;
+		return;
+	}
 	pthread_mutex_lock(&s->mu);
 	drop = c->broken || s->nconn > s->cap + s->nheld;
 	if (drop) {
@@ -1076,6 +1149,373 @@ static int hold_conn(rstore *s, conn *c, drl_bytes key, uint64_t version,
 	h->store_id = s->id;
 	h->c = c;
 	return 0;
+}
+
+/* ---- shared connections (auto-pipelining) -------------------------------- */
+
+/*
+ * Calls that need no connection state of their own (scripts, counters,
+ * GETs, TIME, DEL: everything but tx=watch's load/cas, and calls behind
+ * ASKING) share a few connections, `pipelines=N` per store (default
+ * DEFAULT_PIPELINES; 0: every call takes a pooled connection of its own,
+ * as before). A call formats its commands (append_shared) and queues them
+ * on a pipe. Whoever finds the pipe without a leader leads: it takes every
+ * queued call, writes them all with one writev(), reads the replies in
+ * order and hands each call its own, then passes the lead to the first
+ * call queued meanwhile (which takes everything queued by then, and so
+ * on). A thread alone finds its pipe idle and makes the same round trip
+ * as with a connection of its own; under concurrency, calls that are ready
+ * together share one write and one read, on both sides.
+ *
+ * Every call keeps its own deadline (timeout_ms from its start): a call
+ * whose deadline passed before it was sent is refused unsent (DRL_ETIMEDOUT,
+ * nothing ran), and the replies of each call are awaited until its own
+ * deadline. A reply that does not come in time, an I/O error or a reply
+ * hiredis cannot parse fails that call and every call after it in the
+ * batch (their replies can no longer be told apart: the connection is
+ * dropped, the next batch connects afresh). A call never gets another
+ * call's reply: replies are matched by position, and a connection whose
+ * position is lost is never read again.
+ *
+ * Lock order: a pipe's mu, then nothing (the leader does its I/O without
+ * it). Waiting calls sleep on their own condition variable; only the
+ * leader, bounded by deadlines, does I/O, so a waiting call needs no timed
+ * wait.
+ */
+
+typedef struct rreq rreq;
+struct rreq {
+	rreq *next;
+	const char *buf; /* formatted commands */
+	size_t len;
+	size_t n;       /* replies expected */
+	redisReply **r; /* where they go (the caller's) */
+	struct timespec deadline;
+	const char *what;
+	int rc;
+	drl_error err;
+	bool done; /* rc, err and r[] are final (under the pipe's mu) */
+	bool lead; /* this call leads the next batch */
+	pthread_cond_t cv;
+};
+
+struct rpipe {
+	pthread_mutex_t mu;
+	conn *c; /* the shared connection; NULL: connect at the next batch */
+	rreq *head, *tail; /* queued, not yet sent */
+	_Atomic bool leading;
+	_Atomic size_t queued;
+};
+
+/* Which pipe a thread tries first: threads spread over the pipes. */
+static _Atomic unsigned pipe_next_hint;
+static _Thread_local unsigned pipe_hint;
+static _Thread_local bool pipe_hinted;
+
+/* The pipe for a call: the first without a leader from this thread's
+ * own, else the one with the fewest calls queued. */
+static rpipe *pipe_pick(rstore *s)
+{
+	if (!pipe_hinted) {
+		pipe_hint = atomic_fetch_add(&pipe_next_hint, 1);
+		pipe_hinted = true;
+	}
+	rpipe *best = NULL;
+	size_t best_queued = SIZE_MAX;
+	for (size_t i = 0; i < s->npipes; i++) {
+		rpipe *p = &s->pipes[(pipe_hint + i) % s->npipes];
+		if (!atomic_load_explicit(&p->leading, memory_order_relaxed))
+			return p;
+		size_t q =
+			atomic_load_explicit(&p->queued, memory_order_relaxed);
+		if (q < best_queued) {
+			best = p;
+			best_queued = q;
+		}
+	}
+	return best;
+}
+
+/* Fail request q with code and the message of `from` (or a fresh one). */
+static void req_fail(rreq *q, const drl_error *from)
+{
+	q->rc = from->code;
+	q->err = *from;
+}
+
+/* Write the batch's requests (those with rc 0) on c with writev(), by the
+ * first one's deadline. 0, or an error in *e (c broken). */
+static int pipe_write(rstore *s, conn *c, rreq *batch, drl_error *e)
+{
+	struct iovec iov[64];
+	rreq *q = batch;
+	size_t skip = 0; /* bytes of q already written */
+	while (q) {
+		int n = 0;
+		rreq *it = q;
+		for (; it && n < 64; it = it->next) {
+			if (it->rc)
+				continue;
+			size_t off = it == q ? skip : 0;
+			iov[n].iov_base = (char *)it->buf + off;
+			iov[n].iov_len = it->len - off;
+			n++;
+		}
+		if (n == 0)
+			return 0;
+		ssize_t w = writev(c->ctx->fd, iov, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK) {
+				c->broken = true;
+				return drl_error_set(e, DRL_EUNAVAILABLE,
+						     "redis %s: %s: write: %s",
+						     s->where, q->what,
+						     strerror(errno));
+			}
+			int rdy = wait_ready(c, POLLOUT);
+			if (rdy == 0)
+				return timeout_error(s, c, q->what, e);
+			if (rdy < 0) {
+				c->broken = true;
+				return drl_error_set(e, DRL_EUNAVAILABLE,
+						     "redis %s: %s: poll: %s",
+						     s->where, q->what,
+						     strerror(errno));
+			}
+			continue;
+		}
+		/* Advance past what was written. */
+		size_t left = (size_t)w;
+		while (q) {
+			if (q->rc) {
+				q = q->next;
+				continue;
+			}
+			size_t rest = q->len - skip;
+			if (left < rest) {
+				skip += left;
+				break;
+			}
+			left -= rest;
+			skip = 0;
+			q = q->next;
+		}
+	}
+	return 0;
+}
+
+/* Read each live request's replies in order, each by its own deadline.
+ * On the first failure that request and all after it fail with it. */
+static void pipe_read(rstore *s, conn *c, rreq *batch)
+{
+	drl_error e = {0};
+	int rc = 0;
+	for (rreq *q = batch; q; q = q->next) {
+		if (q->rc)
+			continue;
+		if (rc) {
+			req_fail(q, &e);
+			continue;
+		}
+		c->deadline = q->deadline;
+		for (size_t i = 0; i < q->n; i++) {
+			void *p = NULL;
+			rc = get_reply(s, c, &p, q->what, &e);
+			if (rc) {
+				free_replies(q->r, i);
+				req_fail(q, &e);
+				break;
+			}
+			q->r[i] = p;
+		}
+	}
+}
+
+/* Run one batch on the pipe's connection *cp (opened here when NULL;
+ * freed and set NULL when it broke). Each request ends with rc and, on
+ * success, its replies. */
+static void pipe_run(rstore *s, conn **cp, rreq *batch)
+{
+	drl_error e = {0};
+	rreq *first = NULL;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	for (rreq *q = batch; q; q = q->next) {
+		if (now.tv_sec > q->deadline.tv_sec ||
+		    (now.tv_sec == q->deadline.tv_sec &&
+		     now.tv_nsec >= q->deadline.tv_nsec)) {
+			drl_error_set(&e, DRL_ETIMEDOUT,
+				      "redis %s: %s: not sent within "
+				      "timeout_ms=%" PRId64,
+				      s->where, q->what, s->timeout_ms);
+			req_fail(q, &e);
+		} else if (first == NULL) {
+			first = q;
+		}
+	}
+	if (first == NULL)
+		return;
+	conn *c = *cp;
+	if (c && closed_while_idle(c)) {
+		conn_free(c);
+		c = NULL;
+	}
+	if (c == NULL && conn_open(s, &c, &first->deadline, &e) != 0) {
+		for (rreq *q = first; q; q = q->next)
+			if (q->rc == 0)
+				req_fail(q, &e);
+		*cp = NULL;
+		return;
+	}
+	pipe_guard g;
+	pipe_block(&g);
+	c->deadline = first->deadline;
+	if (pipe_write(s, c, first, &e) != 0) {
+		for (rreq *q = first; q; q = q->next)
+			if (q->rc == 0)
+				req_fail(q, &e);
+	} else {
+		pipe_read(s, c, first);
+	}
+	pipe_restore(&g, c->broken);
+	if (c->broken) {
+		conn_free(c);
+		c = NULL;
+	} else {
+		c->idle_since = coarse_ms();
+	}
+	*cp = c;
+}
+
+/*
+ * Send the commands queued on `proxy` (n of them) on one of s's shared
+ * connections, together with other threads' calls, and read their n
+ * replies into r[] by the proxy's deadline. As collect(): on failure
+ * nothing is left in r[] and the error is set.
+ */
+static int pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
+		     const char *what, drl_error *err)
+{
+	if (n == 0)
+		return 0;
+	/* The call's time starts when its first commands are ready to go
+	 * (formatting a megabyte key is not the server's time), and covers
+	 * every round trip of the call (a NOSCRIPT's second one too). */
+	if (proxy->deadline.tv_sec == 0 && proxy->deadline.tv_nsec == 0)
+		proxy->deadline = deadline_in(s->timeout_ms);
+	rreq q = {.buf = proxy->qbuf,
+		  .len = proxy->qlen,
+		  .n = n,
+		  .r = r,
+		  .deadline = proxy->deadline,
+		  .what = what};
+	if (pthread_cond_init(&q.cv, NULL) != 0)
+		return drl_error_set(err, DRL_ENOMEM,
+				     "redis %s: cannot make a condition "
+				     "variable",
+				     s->where);
+	rpipe *p = pipe_pick(s);
+	pthread_mutex_lock(&p->mu);
+	if (p->tail)
+		p->tail->next = &q;
+	else
+		p->head = &q;
+	p->tail = &q;
+	atomic_fetch_add_explicit(&p->queued, 1, memory_order_relaxed);
+	if (!atomic_load_explicit(&p->leading, memory_order_relaxed)) {
+		atomic_store_explicit(&p->leading, true, memory_order_relaxed);
+		q.lead = true;
+	}
+	while (!q.done && !q.lead)
+		pthread_cond_wait(&q.cv, &p->mu);
+	if (!q.done) {
+		/* Lead: take everything queued, run it without the lock. */
+		rreq *batch = p->head;
+		size_t taken = 0;
+		for (rreq *it = batch; it; it = it->next)
+			taken++;
+		p->head = p->tail = NULL;
+		atomic_fetch_sub_explicit(&p->queued, taken,
+					  memory_order_relaxed);
+		conn *c = p->c;
+		p->c = NULL;
+		pthread_mutex_unlock(&p->mu);
+		pipe_run(s, &c, batch);
+		pthread_mutex_lock(&p->mu);
+		p->c = c;
+		for (rreq *it = batch; it;) {
+			rreq *next = it->next;
+			it->done = true;
+			if (it != &q)
+				pthread_cond_signal(&it->cv);
+			it = next;
+		}
+		if (p->head) {
+			p->head->lead = true;
+			pthread_cond_signal(&p->head->cv);
+		} else {
+			atomic_store_explicit(&p->leading, false,
+					      memory_order_relaxed);
+		}
+	}
+	pthread_mutex_unlock(&p->mu);
+	pthread_cond_destroy(&q.cv);
+	if (q.rc && err)
+		*err = q.err;
+	return q.rc;
+}
+
+/* A connection for a call that needs no connection state of its own:
+ * `proxy` set up for the shared connections when the store has them, this
+ * thread holds no connection of s (a held one is taken, as acquire()
+ * does) and the call sends no ASKING; else acquire(). A connection this
+ * thread holds for another store is given back, as acquire() does. */
+static int acquire_shared(rstore *s, conn *proxy, conn **out, drl_error *err)
+{
+	hold *h = s->npipes ? pthread_getspecific(hold_key) : NULL;
+	if (s->npipes == 0 || asking_calls || (h && holds_for(h, s)))
+		return acquire(s, out, err);
+	if (h && h->c)
+		drop_hold(h); /* as acquire(): a hold ends at another store */
+	memset(proxy, 0, sizeof *proxy);
+	proxy->shared = true; /* its deadline is set by pipe_call() */
+	*out = proxy;
+	return 0;
+}
+
+/* Make s's pipes (s->npipes of them); -1 when out of memory. */
+static int pipes_init(rstore *s)
+{
+	if (s->npipes == 0)
+		return 0;
+	s->pipes = calloc(s->npipes, sizeof *s->pipes);
+	if (s->pipes == NULL)
+		return -1;
+	for (size_t i = 0; i < s->npipes; i++) {
+		if (pthread_mutex_init(&s->pipes[i].mu, NULL) != 0) {
+			while (i-- > 0)
+				pthread_mutex_destroy(&s->pipes[i].mu);
+			free(s->pipes);
+			s->pipes = NULL;
+			return -1;
+		}
+		atomic_init(&s->pipes[i].leading, false);
+		atomic_init(&s->pipes[i].queued, 0);
+	}
+	return 0;
+}
+
+/* Free s's pipes and their connections (no call may be running). */
+static void pipes_free(rstore *s)
+{
+	for (size_t i = 0; s->pipes && i < s->npipes; i++) {
+		conn_free(s->pipes[i].c);
+		pthread_mutex_destroy(&s->pipes[i].mu);
+	}
+	free(s->pipes);
+	s->pipes = NULL;
 }
 
 /* ---- keys and arguments ------------------------------------------------- */
@@ -1158,7 +1598,7 @@ static int r_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 	char ms[24], d[24];
 	size_t mslen = 0, dlen;
 	keybuf k;
-	conn *c;
+	conn proxy, *c;
 	int rc = ttl_arg(s, ttl_us, ms, &mslen, err);
 	if (rc)
 		return rc;
@@ -1166,7 +1606,7 @@ static int r_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 	key_init(&k);
 	rc = key_make(s, &k, key, err);
 	if (rc == 0)
-		rc = acquire(s, &c, err);
+		rc = acquire_shared(s, &proxy, &c, err);
 	if (rc) {
 		key_done(&k);
 		return rc;
@@ -1250,7 +1690,7 @@ static int r_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 	redisReply *stack[GET_STACK];
 	redisReply **r = stack;
 	keybuf k;
-	conn *c;
+	conn proxy, *c;
 	int rc;
 	if (n == 0)
 		return 0;
@@ -1263,7 +1703,7 @@ static int r_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 					     "redis %s: out of memory",
 					     s->where);
 	}
-	rc = acquire(s, &c, err);
+	rc = acquire_shared(s, &proxy, &c, err);
 	if (rc) {
 		if (r != stack)
 			free(r);
@@ -1718,11 +2158,11 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 {
 	rstore *s = (rstore *)b;
 	char hex[41];
-	conn *c;
+	conn proxy, *c;
 	redisReply *r[2] = {NULL, NULL};
 	int rc = script_prepare(s, script, nkeys, nargs, hex, err);
 	if (rc == 0)
-		rc = acquire(s, &c, err);
+		rc = acquire_shared(s, &proxy, &c, err);
 	if (rc)
 		return rc;
 	rc = begin(s, c, err);
@@ -1758,14 +2198,14 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 
 /* ---- single commands: DEL (drl_reset), TIME (clock=server) -------------- */
 
-/* One command on a connection of s, one round trip: on
- * success *r is its reply and *c the connection, both for the caller to
- * give back (free_replies, release). */
+/* One command on a connection of s (a shared one when s has them, set up
+ * in *proxy), one round trip: on success *r is its reply and *c the
+ * connection, both for the caller to give back (free_replies, release). */
 static int one_command(rstore *s, int argc, const char **argv,
-		       const size_t *lens, conn **c, redisReply **r,
-		       drl_error *err)
+		       const size_t *lens, conn *proxy, conn **c,
+		       redisReply **r, drl_error *err)
 {
-	int rc = acquire(s, c, err);
+	int rc = acquire_shared(s, proxy, c, err);
 	if (rc)
 		return rc;
 	rc = begin(s, *c, err);
@@ -1796,7 +2236,7 @@ static int r_del(drl_backend *b, size_t n, const drl_bytes *keys,
 	const char **argv = malloc((n + 1) * sizeof *argv);
 	size_t *lens = malloc((n + 1) * sizeof *lens);
 	char *buf = malloc(total ? total : 1);
-	conn *c = NULL;
+	conn proxy, *c = NULL;
 	int rc = 0;
 	if (argv == NULL || lens == NULL || buf == NULL)
 		rc = drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
@@ -1816,7 +2256,8 @@ static int r_del(drl_backend *b, size_t n, const drl_bytes *keys,
 			p += lens[i + 1];
 		}
 		redisReply *r;
-		rc = one_command(s, (int)(n + 1), argv, lens, &c, &r, err);
+		rc = one_command(s, (int)(n + 1), argv, lens, &proxy, &c, &r,
+				 err);
 		if (rc == 0) {
 			if (r->type != REDIS_REPLY_INTEGER)
 				rc = reply_error(s, "DEL", r, false, err);
@@ -1837,8 +2278,8 @@ static int r_now(drl_backend *b, int64_t *now_us, drl_error *err)
 	const char *argv[1] = {"TIME"};
 	size_t lens[1] = {4};
 	redisReply *r[1];
-	conn *c;
-	int rc = one_command(s, 1, argv, lens, &c, r, err);
+	conn proxy, *c;
+	int rc = one_command(s, 1, argv, lens, &proxy, &c, r, err);
 	if (rc)
 		return rc;
 	int64_t sec, usec;
@@ -1902,6 +2343,7 @@ static void r_destroy(drl_backend *b)
 		s->held = c->next;
 		conn_free(c);
 	}
+	pipes_free(s);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->script_mu);
@@ -2031,6 +2473,11 @@ static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
 	if (rc)
 		return rc;
 	s->cap = (size_t)v;
+	rc = drl__uri_get_int(u, "pipelines", 0, PIPELINES_MAX,
+			      DEFAULT_PIPELINES, &v, err);
+	if (rc)
+		return rc;
+	s->npipes = (size_t)v;
 
 	const char *prefix = drl__uri_get(u, "prefix");
 	if (prefix) {
@@ -2175,6 +2622,7 @@ static void register_store(rstore *s)
 /* Free the strings of a store that never made it to the registry. */
 static void free_unregistered(rstore *s)
 {
+	pipes_free(s);
 	free(s->host);
 	free(s->user);
 	free_secret(s->password);
@@ -2199,6 +2647,9 @@ int drl__redis_open(drl_backend **out, drl__uri *uri, drl_error *err)
 	if (rc == 0 && init_sync(s) != 0)
 		rc = drl_error_set(err, DRL_ENOMEM,
 				   "redis: cannot make a mutex");
+	else if (rc == 0 && pipes_init(s) != 0)
+		rc = drl_error_set(err, DRL_ENOMEM,
+				   "redis: out of memory for pipelines");
 	if (rc == 0 && s->cluster)
 		rc = drl_error_set(err, DRL_EINVAL,
 				   "drl__redis_open: a redis-cluster URI");
@@ -2295,12 +2746,20 @@ int drl__redis_cluster_node(drl_backend **out, const drl_backend *tmpl,
 	s->watch_tx = t->watch_tx;
 	s->lazy = true;
 	s->cap = t->cap;
+	s->npipes = t->npipes;
 	snprintf(s->where, sizeof s->where, "%s%.96s%s:%d",
 		 strchr(host, ':') ? "[" : "", host,
 		 strchr(host, ':') ? "]" : "", port);
 	if (s->host == NULL || (t->user && s->user == NULL) ||
 	    (t->password && s->password == NULL) ||
 	    (t->prefix && s->prefix == NULL) || init_sync(s) != 0) {
+		free_unregistered(s);
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	}
+	if (pipes_init(s) != 0) {
+		pthread_mutex_destroy(&s->mu);
+		pthread_cond_destroy(&s->cv);
+		pthread_mutex_destroy(&s->script_mu);
 		free_unregistered(s);
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
 	}
@@ -2332,8 +2791,8 @@ int drl__redis_cluster_slots(drl_backend *node, drl__redis_slots_fn fn,
 	const char *argv[2] = {"CLUSTER", "SLOTS"};
 	size_t lens[2] = {7, 5};
 	redisReply *r[1];
-	conn *c;
-	int rc = one_command(s, 2, argv, lens, &c, r, err);
+	conn proxy, *c;
+	int rc = one_command(s, 2, argv, lens, &proxy, &c, r, err);
 	if (rc)
 		return rc;
 	const redisReply *t = r[0];

@@ -1,0 +1,576 @@
+/*
+ * The Redis store's shared, pipelined connections (pipelines=N, see
+ * "shared connections" in backends/redis.c) against a real redis-server:
+ *
+ * - every reply goes to its own caller: threads with distinct keys and
+ *   distinct deltas, each checking every value it gets back against its
+ *   own running sum, through incr, get_many and decisions (scripts);
+ * - calls really share connections: 16 threads on pipelines=N leave at
+ *   most N + 1 connections on the server (CLIENT LIST; the + 1 is the
+ *   pooled connection drl_store_open checks the server with);
+ * - SCRIPT FLUSH while decisions are in flight: every decision decides,
+ *   and each script ran exactly once per allowed decision (the counter in
+ *   Redis equals the count of allowed decisions);
+ * - the server stopped (SIGSTOP) and killed with many calls in flight:
+ *   every caller gets an error within timeout_ms plus a bound, never an
+ *   allow it did not earn (on_error=deny), and the store recovers when
+ *   the server is back;
+ * - a caller alone uses one connection (the c=1 path is the old one).
+ *
+ * Skips when redis-server is missing, except under CI=true (fails).
+ */
+#include <drl/backend.h>
+#include <drl/drl.h>
+
+#include "backends/redis.h"
+#include "internal.h"
+#include "server_fixture.h"
+#include "testutil.h"
+
+#include <hiredis/hiredis.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define THREADS 16
+#define ROUNDS 200
+
+static drl_server srv;
+static int have_srv;
+
+#define NEED_SERVER()                                                          \
+	do {                                                                   \
+		if (!have_srv)                                                 \
+			skip();                                                \
+	} while (0)
+
+/* A raw connection to the fixture's server, for checks. */
+static redisContext *raw_open(void)
+{
+	struct timeval tv = {10, 0};
+	redisContext *c = redisConnectWithTimeout("127.0.0.1", srv.port, tv);
+	assert_non_null(c);
+	if (c->err)
+		fail_msg("raw connect: %s", c->errstr);
+	redisSetTimeout(c, tv);
+	return c;
+}
+
+static void raw_ok(redisContext *c, const char *cmd)
+{
+	redisReply *r = redisCommand(c, cmd);
+	assert_non_null(r);
+	assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+	freeReplyObject(r);
+}
+
+static int64_t raw_int(redisContext *c, const char *key)
+{
+	redisReply *r = redisCommand(c, "GET %s", key);
+	assert_non_null(r);
+	int64_t v =
+		r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+	freeReplyObject(r);
+	return v;
+}
+
+/* The number of clients connected to the server, but the raw one. */
+static long clients_but_me(redisContext *c)
+{
+	redisReply *r = redisCommand(c, "CLIENT LIST");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	long n = 0;
+	for (const char *p = r->str; (p = strstr(p, "id=")); p++)
+		n++;
+	freeReplyObject(r);
+	return n - 1;
+}
+
+static drl_backend *open_backend(const char *opts)
+{
+	char uri[256];
+	drl__uri u;
+	drl_error e = {0};
+	drl_backend *b = NULL;
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?%s", srv.port, opts);
+	if (drl__uri_parse(&u, uri, &e) != 0)
+		fail_msg("parse %s: %s", uri, e.message);
+	if (drl__redis_open(&b, &u, &e) != 0)
+		fail_msg("open %s: %s", uri, e.message);
+	drl__uri_clear(&u);
+	return b;
+}
+
+/* ---- every reply to its own caller --------------------------------------- */
+
+typedef struct own_job {
+	drl_backend *b;
+	drl_limiter *lim;
+	int id;
+	int wrong; /* replies that were not this thread's */
+	char last[400];
+} own_job;
+
+/* Thread id: ROUNDS increments of its own key by deltas no other thread
+ * uses, a get_many of it after each, and a decision on a key of its own
+ * with a cost of its own: each answer must be exactly this thread's. */
+static void *own_worker(void *arg)
+{
+	own_job *j = arg;
+	char key[32], dkey[32];
+	snprintf(key, sizeof key, "own:%d", j->id);
+	snprintf(dkey, sizeof dkey, "dec:%d", j->id);
+	drl_bytes k = {key, strlen(key)};
+	int64_t sum = 0, spent = 0;
+	for (int i = 0; i < ROUNDS; i++) {
+		drl_error e = {0};
+		int64_t delta = (int64_t)j->id * 100000 + i + 1, v = -1,
+			got = -1;
+		sum += delta;
+		int rc = j->b->incr(j->b, k, delta, 60 * SEC, &v, &e);
+		if (rc != 0 || v != sum) {
+			j->wrong++;
+			snprintf(j->last, sizeof j->last,
+				 "incr: rc %d value %" PRId64 " want %" PRId64
+				 " (%s)",
+				 rc, v, sum, e.message);
+			continue;
+		}
+		rc = j->b->get_many(j->b, 1, &k, &got, &e);
+		if (rc != 0 || got != sum) {
+			j->wrong++;
+			snprintf(j->last, sizeof j->last,
+				 "get_many: rc %d value %" PRId64
+				 " want %" PRId64,
+				 rc, got, sum);
+		}
+		/* A decision: fixed_window:1000000/1h with this thread's cost
+		 * leaves exactly 1000000 - spent. */
+		drl_result r;
+		int64_t cost = j->id + 1;
+		rc = drl_allow_at(j->lim, dkey, strlen(dkey), cost,
+				  INT64_C(1795000000000000), &r, &e);
+		spent += cost;
+		if (rc != 0 || !r.allowed || r.remaining != 1000000 - spent) {
+			j->wrong++;
+			snprintf(j->last, sizeof j->last,
+				 "decision: rc %d allowed %d remaining %" PRId64
+				 " want %" PRId64 " (%s)",
+				 rc, r.allowed, r.remaining, 1000000 - spent,
+				 e.message);
+		}
+	}
+	return NULL;
+}
+
+static void replies_to_their_callers(const char *opts)
+{
+	redisContext *raw = raw_open();
+	raw_ok(raw, "FLUSHALL");
+	drl_backend *b = open_backend(opts);
+	char uri[256];
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?%s", srv.port, opts);
+	tu t = tu_open(uri, "fixed_window:1000000/1h");
+	pthread_t th[THREADS];
+	own_job jobs[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		jobs[i] = (own_job){.b = b, .lim = t.lim, .id = i};
+		assert_int_equal(
+			pthread_create(&th[i], NULL, own_worker, &jobs[i]), 0);
+	}
+	int wrong = 0;
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		if (jobs[i].wrong)
+			fprintf(stderr, "thread %d: %d wrong, last: %s\n", i,
+				jobs[i].wrong, jobs[i].last);
+		wrong += jobs[i].wrong;
+	}
+	assert_int_equal(wrong, 0);
+	/* What landed in Redis is each thread's own sum. */
+	for (int i = 0; i < THREADS; i++) {
+		char key[32];
+		snprintf(key, sizeof key, "own:%d", i);
+		int64_t want = 0;
+		for (int r = 0; r < ROUNDS; r++)
+			want += (int64_t)i * 100000 + r + 1;
+		assert_int_equal(raw_int(raw, key), want);
+	}
+	tu_free(&t);
+	b->destroy(b);
+	redisFree(raw);
+}
+
+static void test_replies_one_pipe(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	replies_to_their_callers("pipelines=1");
+}
+
+static void test_replies_four_pipes(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	replies_to_their_callers("pipelines=4");
+}
+
+static void test_replies_watch(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	replies_to_their_callers("tx=watch&pipelines=2");
+}
+
+/* ---- connections: shared, and one for a caller alone --------------------- */
+
+typedef struct conn_job {
+	drl_limiter *lim;
+	int id;
+	int errors;
+} conn_job;
+
+static void *conn_worker(void *arg)
+{
+	conn_job *j = arg;
+	char key[32];
+	snprintf(key, sizeof key, "c:%d", j->id);
+	for (int i = 0; i < ROUNDS; i++) {
+		drl_result r;
+		drl_error e = {0};
+		if (drl_allow(j->lim, key, strlen(key), 1, &r, &e) != 0)
+			j->errors++;
+	}
+	return NULL;
+}
+
+/* 16 threads on pipelines=2 (pool=64) use 2 connections, not 16: tx=lua
+ * calls never take a pooled one (the one drl_store_open checked the
+ * server with stays in the pool: 3 in all). */
+static void test_connections_shared(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	redisContext *raw = raw_open();
+	static const struct {
+		const char *opts;
+		long max_clients;
+	} cases[] = {{"pool=64&pipelines=2", 3}, {"pool=64&pipelines=1", 2}};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		char uri[256];
+		snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?%s", srv.port,
+			 cases[c].opts);
+		/* Connections of stores freed before are gone. */
+		assert_true(TU_WAIT_FOR(clients_but_me(raw) == 0,
+					tu_bound_ms(5000)));
+		tu t = tu_open(uri, "fixed_window:1000000/1h");
+		pthread_t th[THREADS];
+		conn_job jobs[THREADS];
+		for (int i = 0; i < THREADS; i++) {
+			jobs[i] = (conn_job){.lim = t.lim, .id = i};
+			assert_int_equal(pthread_create(&th[i], NULL,
+							conn_worker, &jobs[i]),
+					 0);
+		}
+		for (int i = 0; i < THREADS; i++) {
+			pthread_join(th[i], NULL);
+			assert_int_equal(jobs[i].errors, 0);
+		}
+		long n = clients_but_me(raw);
+		if (n > cases[c].max_clients)
+			fail_msg("%s: %ld connections after 16 threads, want "
+				 "at most %ld",
+				 cases[c].opts, n, cases[c].max_clients);
+		tu_free(&t);
+	}
+	redisFree(raw);
+}
+
+/* ---- SCRIPT FLUSH with decisions in flight -------------------------------- */
+
+typedef struct flush_job {
+	drl_limiter *lim;
+	int allowed, errors;
+	char last[400];
+} flush_job;
+
+static atomic_int flushing_done;
+
+static void *flush_worker(void *arg)
+{
+	flush_job *j = arg;
+	for (int i = 0; i < ROUNDS; i++) {
+		drl_result r;
+		drl_error e = {0};
+		int rc = drl_allow_at(j->lim, "hot", 3, 1,
+				      INT64_C(1795000000000000), &r, &e);
+		if (rc) {
+			j->errors++;
+			snprintf(j->last, sizeof j->last, "%s", e.message);
+		} else if (r.allowed) {
+			j->allowed++;
+		}
+	}
+	return NULL;
+}
+
+static void *flusher(void *arg)
+{
+	(void)arg;
+	redisContext *raw = raw_open();
+	while (!atomic_load(&flushing_done))
+		raw_ok(raw, "SCRIPT FLUSH");
+	redisFree(raw);
+	return NULL;
+}
+
+/* Every decision decides (NOSCRIPT is answered by SCRIPT LOAD and one
+ * more EVALSHA), none ran twice: fixed_window's counter in Redis equals
+ * the decisions allowed, and with a limit above the traffic that is all
+ * of them. */
+static void test_script_flush_in_flight(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	redisContext *raw = raw_open();
+	raw_ok(raw, "FLUSHALL");
+	char uri[256];
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?pipelines=1", srv.port);
+	tu t = tu_open(uri, "fixed_window:1000000/1h");
+	atomic_store(&flushing_done, 0);
+	pthread_t fl, th[THREADS];
+	flush_job jobs[THREADS];
+	assert_int_equal(pthread_create(&fl, NULL, flusher, NULL), 0);
+	for (int i = 0; i < THREADS; i++) {
+		jobs[i] = (flush_job){.lim = t.lim};
+		assert_int_equal(
+			pthread_create(&th[i], NULL, flush_worker, &jobs[i]),
+			0);
+	}
+	int allowed = 0;
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		if (jobs[i].errors)
+			fail_msg("%d errors, last: %s", jobs[i].errors,
+				 jobs[i].last);
+		allowed += jobs[i].allowed;
+	}
+	atomic_store(&flushing_done, 1);
+	pthread_join(fl, NULL);
+	assert_int_equal(allowed, THREADS * ROUNDS);
+	/* The one counter key fixed_window wrote holds every decision once. */
+	redisReply *r = redisCommand(raw, "KEYS *");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_int_equal(r->elements, 1);
+	int64_t counter = raw_int(raw, r->element[0]->str);
+	freeReplyObject(r);
+	assert_int_equal(counter, THREADS * ROUNDS);
+	tu_free(&t);
+	redisFree(raw);
+}
+
+/* ---- the server stalled or killed with calls in flight -------------------- */
+
+typedef struct fault_job {
+	drl_limiter *lim;
+	int id;
+	_Atomic int *go; /* 0 run, 1 stop */
+	/* read by the test while the worker runs */
+	_Atomic int allowed, errors, denied_fail_closed, calls;
+	int64_t worst_ms; /* the slowest call */
+} fault_job;
+
+static void *fault_worker(void *arg)
+{
+	fault_job *j = arg;
+	char key[32];
+	snprintf(key, sizeof key, "f:%d", j->id % 4);
+	while (!atomic_load(j->go)) {
+		drl_result r;
+		drl_error e = {0};
+		int64_t t0 = tu_mono_ms();
+		int rc = drl_allow(j->lim, key, strlen(key), 1, &r, &e);
+		int64_t took = tu_mono_ms() - t0;
+		if (took > j->worst_ms)
+			j->worst_ms = took;
+		j->calls++;
+		if (rc)
+			j->errors++;
+		else if (r.allowed)
+			j->allowed++;
+		else if (r.path == DRL_PATH_FAIL_CLOSED)
+			j->denied_fail_closed++;
+	}
+	return NULL;
+}
+
+/* Workers run on a 100 ms timeout with on_error=deny while the server is
+ * paused (then killed and restarted): the calls in flight end by
+ * timeout_ms plus a bound, as denials (fail closed), never as allows; each
+ * worker's admitted count never exceeds what the limit allows; after the
+ * restart, decisions are made by the store again. */
+static void test_server_stalled_and_killed(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	redisContext *raw = raw_open();
+	raw_ok(raw, "FLUSHALL");
+	redisFree(raw);
+	int64_t timeout = 100;
+	char uri[256];
+	snprintf(uri, sizeof uri,
+		 "redis://127.0.0.1:%d?pipelines=2&timeout_ms=%" PRId64,
+		 srv.port, timeout);
+	/* 4 keys, 50 each per hour: at most 200 allowed in all. */
+	tu t = tu_open(uri, "fixed_window:50/1h;on_error=deny");
+	_Atomic int go = 0;
+	pthread_t th[THREADS];
+	fault_job jobs[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		jobs[i] = (fault_job){.lim = t.lim, .id = i, .go = &go};
+		assert_int_equal(
+			pthread_create(&th[i], NULL, fault_worker, &jobs[i]),
+			0);
+	}
+	/* Wait until the workers made decisions, then stall the server. */
+	assert_true(TU_WAIT_FOR(jobs[0].calls + jobs[THREADS - 1].calls > 20,
+				tu_bound_ms(15000)));
+	assert_int_equal(drl_fixture_pause(&srv), 0);
+	/* Every worker sees its calls fail while the server is stopped. */
+	int base[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		base[i] = jobs[i].denied_fail_closed + jobs[i].errors;
+	for (int i = 0; i < THREADS; i++)
+		assert_true(TU_WAIT_FOR(jobs[i].denied_fail_closed +
+							jobs[i].errors >
+						base[i] + 2,
+					tu_bound_ms(15000)));
+	assert_int_equal(drl_fixture_resume(&srv), 0);
+	drl_fixture_kill(&srv);
+	assert_int_equal(drl_fixture_restart(&srv), 0);
+	/* Back: decisions come from the store again (allowed: the restart
+	 * emptied Redis). */
+	int allowed_before = 0;
+	for (int i = 0; i < THREADS; i++)
+		allowed_before += jobs[i].allowed;
+	int allowed_after = allowed_before;
+	int64_t end = tu_mono_ms() + tu_bound_ms(15000);
+	while (allowed_after <= allowed_before && tu_mono_ms() < end) {
+		tu_sleep_ms(10);
+		allowed_after = 0;
+		for (int i = 0; i < THREADS; i++)
+			allowed_after += jobs[i].allowed;
+	}
+	atomic_store(&go, 1);
+	int allowed = 0, stalled = 0;
+	int64_t worst = 0;
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		allowed += jobs[i].allowed;
+		stalled += jobs[i].denied_fail_closed + jobs[i].errors;
+		if (jobs[i].worst_ms > worst)
+			worst = jobs[i].worst_ms;
+	}
+	assert_true(allowed_after > allowed_before);
+	/* Two hours' worth at most: before the kill and after the restart
+	 * (Redis forgot the first). */
+	assert_true(allowed <= 2 * 200);
+	assert_true(stalled >= THREADS * 3);
+	/* No call took much longer than its timeout (connect + command:
+	 * twice timeout_ms, plus the bound for a slow machine). */
+	if (worst > 2 * timeout + tu_bound_ms(500))
+		fail_msg("a call took %" PRId64 " ms with timeout_ms=%" PRId64,
+			 worst, timeout);
+	tu_free(&t);
+}
+
+/* ---- a caller alone -------------------------------------------------------- */
+
+/* One thread, many decisions: one connection serves them all. */
+static void test_one_caller_one_connection(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	redisContext *raw = raw_open();
+	raw_ok(raw, "FLUSHALL");
+	assert_true(TU_WAIT_FOR(clients_but_me(raw) == 0, tu_bound_ms(5000)));
+	char uri[256];
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?pipelines=4&pool=8",
+		 srv.port);
+	tu t = tu_open(uri, "fixed_window:1000000/1h");
+	for (int i = 0; i < 500; i++) {
+		drl_result r;
+		drl_error e = {0};
+		assert_int_equal(drl_allow(t.lim, "alone", 5, 1, &r, &e), 0);
+		assert_int_equal(r.remaining, 1000000 - i - 1);
+	}
+	/* The pooled connection drl_store_open checked the server with, and
+	 * the one pipe a caller alone always finds idle. */
+	assert_true(clients_but_me(raw) <= 2);
+	tu_free(&t);
+	redisFree(raw);
+}
+
+/* ---- bad option values ------------------------------------------------------ */
+
+static void test_bad_pipelines_option(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {"pipelines=-1", "pipelines=65",
+					  "pipelines=x", "pipelines="};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char uri[128];
+		drl_store *s = NULL;
+		drl_error e = {0};
+		snprintf(uri, sizeof uri, "redis://127.0.0.1:1?connect=lazy&%s",
+			 bad[i]);
+		assert_int_equal(drl_store_open(&s, uri, &e), DRL_EINVAL);
+		assert_null(s);
+		assert_non_null(strstr(e.message, "pipelines"));
+	}
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	int rc = drl_fixture_redis_start(&srv, NULL);
+	if (rc < 0)
+		return -1;
+	have_srv = rc == 0;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (have_srv)
+		drl_fixture_stop(&srv);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_replies_one_pipe),
+		cmocka_unit_test(test_replies_four_pipes),
+		cmocka_unit_test(test_replies_watch),
+		cmocka_unit_test(test_connections_shared),
+		cmocka_unit_test(test_script_flush_in_flight),
+		cmocka_unit_test(test_one_caller_one_connection),
+		cmocka_unit_test(test_server_stalled_and_killed),
+		cmocka_unit_test(test_bad_pipelines_option),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
