@@ -64,6 +64,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1161,9 +1162,8 @@ static int hold_conn(rstore *s, conn *c, drl_bytes key, uint64_t version,
  * as before). A call formats its commands (append_shared) and queues them
  * on a pipe. Whoever finds the pipe without a leader leads: it takes every
  * queued call, writes them all with one writev(), reads the replies in
- * order and hands each call its own, then passes the lead to the first
- * call queued meanwhile (which takes everything queued by then, and so
- * on). A thread alone finds its pipe idle and makes the same round trip
+ * order and hands each call its own; then it runs what was queued
+ * meanwhile, or passes the lead to the first call queued (pipe_lead). A thread alone finds its pipe idle and makes the same round trip
  * as with a connection of its own; under concurrency, calls that are ready
  * together share one write and one read, on both sides.
  *
@@ -1178,9 +1178,10 @@ static int hold_conn(rstore *s, conn *c, drl_bytes key, uint64_t version,
  * position is lost is never read again.
  *
  * Lock order: a pipe's mu, then nothing (the leader does its I/O without
- * it). Waiting calls sleep on their own condition variable; only the
- * leader, bounded by deadlines, does I/O, so a waiting call needs no timed
- * wait.
+ * it). Waiting calls sleep on a semaphore of their own, posted once, after
+ * the lock is released (a woken caller does not queue on the leader's
+ * mutex); only the leader, bounded by deadlines, does I/O, so a waiting
+ * call needs no timed wait.
  */
 
 typedef struct rreq rreq;
@@ -1194,9 +1195,8 @@ struct rreq {
 	const char *what;
 	int rc;
 	drl_error err;
-	bool done; /* rc, err and r[] are final (under the pipe's mu) */
-	bool lead; /* this call leads the next batch */
-	pthread_cond_t cv;
+	bool done;  /* rc, err and r[] are final (set before `wake`) */
+	sem_t wake; /* posted once: done, or this call leads next */
 };
 
 struct rpipe {
@@ -1390,6 +1390,59 @@ static void pipe_run(rstore *s, conn **cp, rreq *batch)
 }
 
 /*
+ * Lead pipe p: take every queued call and run them as one batch, then
+ * complete them (their owners wake in sem_wait). While calls are queued
+ * again, go on with the next batch, up to LEAD_BATCHES in all: the thread
+ * already on a CPU carries on, instead of a woken one that has yet to be
+ * scheduled (on a busy machine that costs milliseconds per batch). The
+ * leader's own call is in its first batch, so its caller waits at most
+ * LEAD_BATCHES - 1 round trips longer. After that the first queued call
+ * leads, or the pipe goes idle.
+ */
+#define LEAD_BATCHES 4
+static void pipe_lead(rstore *s, rpipe *p)
+{
+	pthread_mutex_lock(&p->mu);
+	for (int round = 0;; round++) {
+		rreq *batch = p->head;
+		size_t taken = 0;
+		for (rreq *it = batch; it; it = it->next)
+			taken++;
+		p->head = p->tail = NULL;
+		atomic_fetch_sub_explicit(&p->queued, taken,
+					  memory_order_relaxed);
+		conn *c = p->c;
+		p->c = NULL;
+		pthread_mutex_unlock(&p->mu);
+		pipe_run(s, &c, batch);
+		pthread_mutex_lock(&p->mu);
+		p->c = c;
+		rreq *next_leader = NULL;
+		bool again = p->head != NULL && round + 1 < LEAD_BATCHES;
+		if (p->head && !again)
+			next_leader = p->head;
+		else if (!p->head)
+			atomic_store_explicit(&p->leading, false,
+					      memory_order_relaxed);
+		pthread_mutex_unlock(&p->mu);
+		/* Wake the batch's callers (and the next leader) without the
+		 * lock: a woken caller may return and free its rreq at once,
+		 * so read `next` first. */
+		for (rreq *it = batch; it;) {
+			rreq *nx = it->next;
+			it->done = true;
+			sem_post(&it->wake);
+			it = nx;
+		}
+		if (next_leader)
+			sem_post(&next_leader->wake);
+		if (!again)
+			return;
+		pthread_mutex_lock(&p->mu);
+	}
+}
+
+/*
  * Send the commands queued on `proxy` (n of them) on one of s's shared
  * connections, together with other threads' calls, and read their n
  * replies into r[] by the proxy's deadline. As collect(): on failure
@@ -1411,10 +1464,9 @@ static int pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
 		  .r = r,
 		  .deadline = proxy->deadline,
 		  .what = what};
-	if (pthread_cond_init(&q.cv, NULL) != 0)
+	if (sem_init(&q.wake, 0, 0) != 0)
 		return drl_error_set(err, DRL_ENOMEM,
-				     "redis %s: cannot make a condition "
-				     "variable",
+				     "redis %s: cannot make a semaphore",
 				     s->where);
 	rpipe *p = pipe_pick(s);
 	pthread_mutex_lock(&p->mu);
@@ -1424,44 +1476,19 @@ static int pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
 		p->head = &q;
 	p->tail = &q;
 	atomic_fetch_add_explicit(&p->queued, 1, memory_order_relaxed);
-	if (!atomic_load_explicit(&p->leading, memory_order_relaxed)) {
+	bool lead = !atomic_load_explicit(&p->leading, memory_order_relaxed);
+	if (lead)
 		atomic_store_explicit(&p->leading, true, memory_order_relaxed);
-		q.lead = true;
-	}
-	while (!q.done && !q.lead)
-		pthread_cond_wait(&q.cv, &p->mu);
-	if (!q.done) {
-		/* Lead: take everything queued, run it without the lock. */
-		rreq *batch = p->head;
-		size_t taken = 0;
-		for (rreq *it = batch; it; it = it->next)
-			taken++;
-		p->head = p->tail = NULL;
-		atomic_fetch_sub_explicit(&p->queued, taken,
-					  memory_order_relaxed);
-		conn *c = p->c;
-		p->c = NULL;
-		pthread_mutex_unlock(&p->mu);
-		pipe_run(s, &c, batch);
-		pthread_mutex_lock(&p->mu);
-		p->c = c;
-		for (rreq *it = batch; it;) {
-			rreq *next = it->next;
-			it->done = true;
-			if (it != &q)
-				pthread_cond_signal(&it->cv);
-			it = next;
-		}
-		if (p->head) {
-			p->head->lead = true;
-			pthread_cond_signal(&p->head->cv);
-		} else {
-			atomic_store_explicit(&p->leading, false,
-					      memory_order_relaxed);
-		}
-	}
 	pthread_mutex_unlock(&p->mu);
-	pthread_cond_destroy(&q.cv);
+	if (!lead) {
+		/* Woken once: done, or made the next leader. */
+		while (sem_wait(&q.wake) != 0 && errno == EINTR)
+			;
+		lead = !q.done;
+	}
+	if (lead)
+		pipe_lead(s, p);
+	sem_destroy(&q.wake);
 	if (q.rc && err)
 		*err = q.err;
 	return q.rc;
