@@ -185,6 +185,13 @@ for c in cells:
         ok(cl is not None and (cl.get("per_s") or 0) > 0 and
            (cl.get("ratio") or 0) > 0,
            name + ": a ceiling and a ratio " + json.dumps(cl))
+    cp = c["ceiling_pipelined"]
+    if store.startswith("redis"):
+        ok(cp is not None and (cp.get("per_s") or 0) > 0 and
+           " -P 16 " in cp.get("command", ""),
+           name + ": a pipelined ceiling (-P 16) " + json.dumps(cp))
+    else:
+        ok(cp is None, name + ": no pipelined ceiling " + json.dumps(cp))
 print("\n".join(out))
 EOF
 check $? "the JSON parses"

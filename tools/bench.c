@@ -79,6 +79,8 @@ enum {
 #define CEILINGS_MAX 1024
 #define ROUNDS_MAX 15
 #define KEY_TTL_S 600 /* expiry of the memcached ceiling's counters */
+/* The Redis ceiling's pipelined twin: redis-benchmark -P this deep. */
+#define CEILING_PIPELINE 16
 
 /* ---- usage ------------------------------------------------------------ */
 
@@ -118,8 +120,9 @@ const char drl_bench_details[] =
 	"                       (default 1000; 0 skips the check)\n"
 	"      --ceiling        also measure the server without the library:\n"
 	"                       redis-benchmark EVALSHA of the same Lua\n"
-	"                       script (redis://), a raw increment loop\n"
-	"                       (memcached://), same concurrency\n"
+	"                       script (redis://, also pipelined: -P 16),\n"
+	"                       a raw increment loop (memcached://), same\n"
+	"                       concurrency\n"
 	"  -j, --json           one JSON array of cells on stdout\n"
 	"                       (default: a Markdown table)\n"
 	"  -h, --help           this text\n"
@@ -1545,9 +1548,9 @@ static void ba_show(const bench_argv *b, char *out, size_t cap)
 /* One round of the Redis ceiling: redis-benchmark sized (after a short
  * calibration run, the first time) to last about duration_ns. */
 static bool ceiling_redis(ceiling *cl, const char *uri, const char *spec,
-			  int64_t keys, int conc, int64_t duration_ns,
-			  const char *prefix, double *rps_out, double *p50_out,
-			  double *p99_out)
+			  int64_t keys, int conc, int pipeline,
+			  int64_t duration_ns, const char *prefix,
+			  double *rps_out, double *p50_out, double *p99_out)
 {
 	redis_target t;
 	drl__limit lim;
@@ -1570,8 +1573,13 @@ static bool ceiling_redis(ceiling *cl, const char *uri, const char *spec,
 	if (!redis_script_load(&t, lim.algo->lua->source, sha, cl->note,
 			       sizeof cl->note))
 		return false;
-	snprintf(cl->tool, sizeof cl->tool, "redis-benchmark EVALSHA %s",
-		 lim.algo->lua->name);
+	if (pipeline > 1)
+		snprintf(cl->tool, sizeof cl->tool,
+			 "redis-benchmark -P %d EVALSHA %s", pipeline,
+			 lim.algo->lua->name);
+	else
+		snprintf(cl->tool, sizeof cl->tool,
+			 "redis-benchmark EVALSHA %s", lim.algo->lua->name);
 	if (keys == 1)
 		snprintf(key, sizeof key, "%sceil:{hot}", prefix);
 	else
@@ -1608,6 +1616,10 @@ static bool ceiling_redis(ceiling *cl, const char *uri, const char *spec,
 		ba_num(&b, conc);
 		ba_add(&b, "-n");
 		ba_num(&b, n);
+		if (pipeline > 1) {
+			ba_add(&b, "-P");
+			ba_num(&b, pipeline);
+		}
 		if (keys > 1) {
 			ba_add(&b, "-r");
 			ba_num(&b, keys);
@@ -1884,17 +1896,20 @@ static bool ceiling_memcached(ceiling *cl, const char *uri, int64_t keys,
  * ceiling depends on the server and the spec, not on tx=; memcached's
  * increment ceiling only on the servers. */
 static void ceiling_id(char *id, size_t cap, const char *uri, const char *spec,
-		       int64_t keys, int conc)
+		       int64_t keys, int conc, int pipeline)
 {
 	id[0] = '\0';
+	if (pipeline > 1 && strncmp(uri, "redis://", 8) != 0 &&
+	    strncmp(uri, "redis+unix://", 13) != 0)
+		return; /* only redis-benchmark pipelines */
 	size_t hl = strcspn(uri, "?");
 	/* A cluster has no single server to drive (bench_cluster measures
 	 * the cluster: docs/performance.md). */
 	if (strncmp(uri, "redis-cluster:", 14) == 0)
 		return;
 	if (strncmp(uri, "redis", 5) == 0)
-		snprintf(id, cap, "%.*s|%s|%" PRId64 "|%d", (int)hl, uri, spec,
-			 keys, conc);
+		snprintf(id, cap, "%.*s|%s|%" PRId64 "|%d|P%d", (int)hl, uri,
+			 spec, keys, conc, pipeline);
 	else if (strncmp(uri, "memcached", 9) == 0)
 		snprintf(id, cap, "%.*s|%" PRId64 "|%d", (int)hl, uri, keys,
 			 conc);
@@ -1905,7 +1920,7 @@ static void ceiling_id(char *id, size_t cap, const char *uri, const char *spec,
  * and tx=watch on one server) measure it once per round. NULL when no
  * ceiling applies. */
 static ceiling *ceiling_for(const char *uri, const char *spec, int64_t keys,
-			    int conc, int64_t duration_ns,
+			    int conc, int pipeline, int64_t duration_ns,
 			    const char *run_prefix, int round)
 {
 	char id[600];
@@ -1913,7 +1928,7 @@ static ceiling *ceiling_for(const char *uri, const char *spec, int64_t keys,
 	double rps = 0, p50 = 0, p99 = 0;
 	bool ok = false;
 
-	ceiling_id(id, sizeof id, uri, spec, keys, conc);
+	ceiling_id(id, sizeof id, uri, spec, keys, conc, pipeline);
 	if (id[0] == '\0')
 		return NULL;
 	ceiling *cl = ceiling_find(id);
@@ -1931,8 +1946,8 @@ static ceiling *ceiling_for(const char *uri, const char *spec, int64_t keys,
 		 ++ceiling_serial);
 	if (strncmp(uri, "redis", 5) == 0) {
 #if DRL_HAVE_REDIS
-		ok = ceiling_redis(cl, uri, spec, keys, conc, duration_ns,
-				   prefix, &rps, &p50, &p99);
+		ok = ceiling_redis(cl, uri, spec, keys, conc, pipeline,
+				   duration_ns, prefix, &rps, &p50, &p99);
 #else
 		copy_msg(cl->note, sizeof cl->note, "built without hiredis");
 #endif
@@ -1968,6 +1983,7 @@ typedef struct cell {
 	int nrounds;
 	double rates[ROUNDS_MAX]; /* decisions/s of each round */
 	ceiling *ceil;            /* NULL: not measured / not applicable */
+	ceiling *ceil_p; /* the same pipelined (-P CEILING_PIPELINE), Redis */
 } cell;
 
 static double per(uint64_t a, uint64_t b)
@@ -1984,6 +2000,33 @@ static int round_trips(const cell *c)
 	if (c->r.d.decisions > 0 && c->r.d.scripts == c->r.d.decisions)
 		return 1;
 	return -1;
+}
+
+/* A ceiling as JSON: null (none applies), its note (not measured), or
+ * its rate, latency, rounds and command; `lib` is the cell's rate. */
+static void print_json_ceiling(FILE *out, const ceiling *cl, double lib)
+{
+	if (cl == NULL) {
+		fputs("null", out);
+		return;
+	}
+	if (!cl->ok) {
+		fputs("{\"per_s\":null,\"ratio\":null,\"note\":", out);
+		drl_json_str(out, cl->note);
+		putc('}', out);
+		return;
+	}
+	fputs("{\"tool\":", out);
+	drl_json_str(out, cl->tool);
+	fprintf(out,
+		",\"per_s\":%.1f,\"p50_us\":%.3f,\"p99_us\":%.3f"
+		",\"ratio\":%.4f,\"per_s_rounds\":[",
+		cl->per_s, cl->p50_us, cl->p99_us, lib / cl->per_s);
+	for (int k = 0; k < cl->nrounds; k++)
+		fprintf(out, "%s%.1f", k ? "," : "", cl->rate[k]);
+	fputs("],\"command\":", out);
+	drl_json_str(out, cl->command);
+	putc('}', out);
 }
 
 /* decisions/s: the median round. */
@@ -2079,31 +2122,23 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 			putc('}', out);
 		}
 		fputs(",\"ceiling\":", out);
-		if (c->ceil == NULL) {
-			fputs("null", out);
-		} else if (!c->ceil->ok) {
-			fputs("{\"per_s\":null,\"ratio\":null,\"note\":", out);
-			drl_json_str(out, c->ceil->note);
-			putc('}', out);
-		} else {
-			fputs("{\"tool\":", out);
-			drl_json_str(out, c->ceil->tool);
-			fprintf(out,
-				",\"per_s\":%.1f,\"p50_us\":%.3f"
-				",\"p99_us\":%.3f,\"ratio\":%.4f"
-				",\"per_s_rounds\":[",
-				c->ceil->per_s, c->ceil->p50_us,
-				c->ceil->p99_us, rate(c) / c->ceil->per_s);
-			for (int k = 0; k < c->ceil->nrounds; k++)
-				fprintf(out, "%s%.1f", k ? "," : "",
-					c->ceil->rate[k]);
-			fputs("],\"command\":", out);
-			drl_json_str(out, c->ceil->command);
-			putc('}', out);
-		}
+		print_json_ceiling(out, c->ceil, rate(c));
+		fputs(",\"ceiling_pipelined\":", out);
+		print_json_ceiling(out, c->ceil_p, rate(c));
 		fprintf(out, "}%s\n", i + 1 < n ? "," : "");
 	}
 	fputs("]\n", out);
+}
+
+/* A ceiling's two Markdown cells: its rate and lib/ceiling. */
+static void print_md_ceiling(FILE *out, const ceiling *cl, double lib)
+{
+	if (cl == NULL)
+		fputs(" — | — |", out);
+	else if (!cl->ok)
+		fputs(" n/a | n/a |", out);
+	else
+		fprintf(out, " %.0f | %.2f |", cl->per_s, lib / cl->per_s);
 }
 
 /* A latency in µs with about three significant digits. */
@@ -2119,18 +2154,24 @@ static void fmt_us(char *buf, size_t cap, double us)
 
 static void print_markdown(FILE *out, const cell *cells, size_t n)
 {
-	bool any_ceiling = false;
-	for (size_t i = 0; i < n; i++)
+	bool any_ceiling = false, any_pipelined = false;
+	for (size_t i = 0; i < n; i++) {
 		any_ceiling |= cells[i].ceil != NULL;
+		any_pipelined |= cells[i].ceil_p != NULL;
+	}
 	fputs("| store | spec | keys | C | decisions/s | p50 µs | p99 µs | "
 	      "p99.9 µs | RT/dec | CAS retries/dec | exhausted | errors | "
 	      "allowed | exact (admitted/cap) |",
 	      out);
 	if (any_ceiling)
 		fputs(" ceiling/s | lib/ceiling |", out);
+	if (any_pipelined)
+		fputs(" ceiling -P16/s | lib/ceiling -P16 |", out);
 	fputs("\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
 	      out);
 	if (any_ceiling)
+		fputs("--:|--:|", out);
+	if (any_pipelined)
 		fputs("--:|--:|", out);
 	putc('\n', out);
 	for (size_t i = 0; i < n; i++) {
@@ -2171,15 +2212,10 @@ static void print_markdown(FILE *out, const cell *cells, size_t n)
 			c->cfg.conc, rate(c), p50, p99, p999, rt, cas,
 			c->r.d.cas_exhausted, t->errors + (c->r.open_rc != 0),
 			100 * per(t->allowed, t->calls), exact);
-		if (any_ceiling) {
-			if (c->ceil == NULL)
-				fputs(" — | — |", out);
-			else if (!c->ceil->ok)
-				fputs(" n/a | n/a |", out);
-			else
-				fprintf(out, " %.0f | %.2f |", c->ceil->per_s,
-					rate(c) / c->ceil->per_s);
-		}
+		if (any_ceiling)
+			print_md_ceiling(out, c->ceil, rate(c));
+		if (any_pipelined)
+			print_md_ceiling(out, c->ceil_p, rate(c));
 		putc('\n', out);
 	}
 	/* Errors and missing ceilings, said once below the table. */
@@ -2331,11 +2367,14 @@ static int bench_run(const bench_opts *o)
 		for (i = 0; ids && i < ncells; i++) {
 			ceiling_id(ids[i], sizeof ids[i], cells[i].cfg.store,
 				   cells[i].cfg.spec, cells[i].cfg.keys,
-				   cells[i].cfg.conc);
+				   cells[i].cfg.conc, 1);
 			bool seen = ids[i][0] == '\0';
 			for (size_t j = 0; j < i && !seen; j++)
 				seen = strcmp(ids[i], ids[j]) == 0;
-			nceil += !seen;
+			/* and its pipelined twin, for Redis */
+			nceil += seen ? 0
+				      : 1 + (strncmp(cells[i].cfg.store,
+						     "redis", 5) == 0);
 		}
 		free(ids);
 	}
@@ -2377,9 +2416,13 @@ static int bench_run(const bench_opts *o)
 						"\r\033[K[%zu/%zu] ceiling",
 						done,
 						ncells * (size_t)o->rounds);
-				c->ceil = ceiling_for(c->cfg.store, c->cfg.spec,
-						      c->cfg.keys, c->cfg.conc,
-						      dur, run_prefix, round);
+				c->ceil = ceiling_for(
+					c->cfg.store, c->cfg.spec, c->cfg.keys,
+					c->cfg.conc, 1, dur, run_prefix, round);
+				c->ceil_p = ceiling_for(
+					c->cfg.store, c->cfg.spec, c->cfg.keys,
+					c->cfg.conc, CEILING_PIPELINE, dur,
+					run_prefix, round);
 				if (progress)
 					fputs("\r\033[K", stderr);
 			}
