@@ -79,7 +79,11 @@ wait_port "$redis_port" || {
 	echo "bench_drld: redis-server did not start" >&2
 	exit 1
 }
-stores=("memory://" "redis://127.0.0.1:$redis_port?tx=lua&pool=64")
+# Redis twice: with the shared, pipelined connection (pipelines=1, the
+# default) and with a connection per call (pipelines=0, as before 0.3).
+stores=("memory://" "redis://127.0.0.1:$redis_port?tx=lua&pool=64&pipelines=0"
+	"redis://127.0.0.1:$redis_port?tx=lua&pool=64&pipelines=1")
+names=("memory" "redis_pipelines0" "redis")
 
 # Start drld on store $1 with $2 threads (its PID kept for cleanup), its
 # port appended to ports: not in a $(...) subshell, which would lose the
@@ -117,7 +121,7 @@ results=$work/results
 for r in $(seq "$rounds"); do
 	for c in "${!cells[@]}"; do
 		read -r i t <<<"${cells[$c]}"
-		name=${stores[$i]%%:*}
+		name=${names[$i]}
 		out=$(wrk -t2 -c"$conns" -d"${seconds}s" --latency \
 			-s "$work/check.lua" "http://127.0.0.1:${ports[$c]}" 2>&1)
 		read -r rps p50 p99 non2xx errs <<<"$(parse_wrk <<<"$out")"
