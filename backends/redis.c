@@ -11,6 +11,14 @@
  * redisAppendCommandArgv with explicit lengths (keys and blobs are binary)
  * and a call's commands are pipelined: one round trip per primitive.
  *
+ * Shared connections. Calls that need no connection state of their own
+ * (scripts, counters, GETs, TIME, DEL) go through `pipelines=N` connections
+ * that all threads share (backends/redis_pipe.c), unless this thread holds
+ * a connection of the store (below) or the call sends ASKING; they still
+ * format their commands with append() and read them with collect(), on a
+ * proxy conn (acquire_shared()). The connection layer both files use is
+ * declared in backends/redis_conn.h.
+ *
  * load -> cas. WATCH belongs to a connection, so cas() must run on the
  * connection its load() watched. load() leaves that connection "held" by
  * the calling thread (one per thread, across all stores): the thread's
@@ -55,6 +63,7 @@
  */
 #include "internal.h"
 #include "redis.h"
+#include "redis_conn.h"
 
 #include <hiredis/hiredis.h>
 #include <openssl/evp.h>
@@ -64,14 +73,12 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/uio.h>
 #include <time.h>
 
 #define DEFAULT_PORT 6379
@@ -83,7 +90,6 @@
 #define PIPELINES_MAX 64
 #define PREFIX_MAX DRL__PREFIX_MAX
 #define DB_MAX INT32_MAX
-#define SCRIPT_CACHE 32  /* SHA1s remembered per store */
 #define KEY_STACK 512    /* prefixed keys up to this size need no malloc */
 #define ARGV_STACK 32    /* EVALSHA argument vectors on the stack */
 #define MEM_STACK 1024   /* EVALSHA argument bytes on the stack */
@@ -92,90 +98,6 @@
 #define MSG_ERR_MAX 200  /* bytes of a Redis error quoted in a message */
 
 /* ---- types -------------------------------------------------------------- */
-
-typedef struct conn conn;
-struct conn {
-	redisContext *ctx;
-	conn *next, *prev;   /* free list (next only) or held list */
-	bool watching;       /* a WATCH may be pending: UNWATCH before use */
-	bool unwatch_queued; /* an UNWATCH is pipelined ahead of a call */
-	bool broken;         /* failed or desynced: free, never reuse */
-	redisReplyObjectFunctions fn; /* the reader's, see limit_reader() */
-	int64_t idle_since;           /* ms (CLOCK_MONOTONIC_COARSE), pooled */
-	/* When the current call must be over (CLOCK_MONOTONIC): timeout_ms
-	 * after the call asked for a connection. */
-	struct timespec deadline;
-	/* The current call's commands (since begin): how many were queued
-	 * and read, which of them went behind an ASKING (bit i: command i;
-	 * Redis Cluster, see append()), and whether a MULTI is open. */
-	unsigned nqueued, nread;
-	uint64_t ask_bits;
-	bool asking; /* this call sends ASKING before its commands */
-	bool in_multi;
-	/* While held between load() and cas(): what was loaded. */
-	uint64_t hold_version;
-	unsigned char *wkey;
-	size_t wkeylen, wkeycap;
-	/* A call on the shared connections (see "shared connections"): no
-	 * ctx; append() formats into qbuf, collect() hands qbuf to a pipe. */
-	bool shared;
-	char *qbuf;
-	size_t qlen, qcap;
-};
-
-typedef struct rpipe rpipe;
-
-typedef struct script_sha {
-	const drl_script *script;
-	const char *source;
-	char hex[41];
-} script_sha;
-
-typedef struct rstore rstore;
-struct rstore {
-	drl_backend parent; /* first: the core sees only this */
-	uint64_t id;        /* never reused; holds find their store by it */
-	rstore *reg_next;   /* registry of live stores */
-
-	/* Where and how to connect; constant after open. */
-	bool is_unix;
-	char *host; /* TCP host, or the unix socket path */
-	int port;
-	char *user;     /* NULL: AUTH <password> */
-	char *password; /* NULL: no AUTH */
-	int64_t db;
-	int64_t timeout_ms;
-	struct timeval timeout;
-	bool watch_tx;
-	bool lazy; /* connect=lazy: no connection at open */
-	/* A node of a Redis Cluster store (backends/redis_cluster.c):
-	 * MOVED, ASK, TRYAGAIN and CLUSTERDOWN replies become
-	 * DRL__EREDIRECT with the details in the thread's redirect. */
-	bool cluster;
-	char *prefix;
-	size_t prefixlen;
-	char where[128]; /* "host:port" or the socket path, for messages */
-
-	/* Pool; guarded by mu. nconn counts free and in-call connections,
-	 * nheld the ones threads keep between load() and cas() (on `held`). */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	conn *free;
-	conn *held;
-	size_t nconn;
-	size_t nheld;
-	size_t cap;
-
-	_Atomic uint64_t next_version;
-
-	pthread_mutex_t script_mu;
-	script_sha scripts[SCRIPT_CACHE];
-	size_t script_next;
-
-	/* Shared, pipelined connections (pipelines=N; none when 0). */
-	rpipe *pipes;
-	size_t npipes;
-};
 
 /* The connection a thread keeps between load() and cas(). */
 typedef struct hold {
@@ -193,8 +115,6 @@ static uint64_t reg_last_id;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t hold_key;
 static bool hold_key_ok;
-
-static void conn_free(conn *c);
 
 /* Unlink c from s's held list (s->mu held). */
 static void held_unlink(rstore *s, conn *c)
@@ -241,7 +161,7 @@ static void drop_hold(hold *h)
 	}
 	pthread_mutex_unlock(&reg_mu);
 	if (dead)
-		conn_free(dead);
+		drl__redis_conn_free(dead);
 }
 
 /* Thread exit: give back what the thread still holds. */
@@ -278,8 +198,6 @@ static bool holds_for(const hold *h, const rstore *s)
 	return h && h->c && h->store == s && h->store_id == s->id;
 }
 
-static struct timespec deadline_in(int64_t ms);
-
 /* Take the connection h holds for s into the calling call (counted in
  * the pool again; it may exceed `cap` until released), with a fresh
  * deadline. */
@@ -287,7 +205,7 @@ static conn *take_own(rstore *s, hold *h)
 {
 	conn *c = h->c;
 	h->c = NULL;
-	c->deadline = deadline_in(s->timeout_ms);
+	c->deadline = drl__redis_deadline_in(s->timeout_ms);
 	pthread_mutex_lock(&s->mu);
 	held_unlink(s, c);
 	s->nconn++;
@@ -332,7 +250,8 @@ static int ctx_error(rstore *s, conn *c, const char *what, int saved_errno,
 
 /* The call on c ran out of time: DRL_ETIMEDOUT, c broken (a late reply
  * would desync it). */
-static int timeout_error(rstore *s, conn *c, const char *what, drl_error *err)
+int drl__redis_timeout_error(rstore *s, conn *c, const char *what,
+			     drl_error *err)
 {
 	c->broken = true;
 	return drl_error_set(
@@ -550,13 +469,7 @@ static bool is_status(const redisReply *r, const char *text)
 
 /* ---- one round trip ----------------------------------------------------- */
 
-/* SIGPIPE blocked in the calling thread around socket writes. */
-typedef struct pipe_guard {
-	sigset_t old;
-	bool pending_before;
-} pipe_guard;
-
-static void pipe_block(pipe_guard *g)
+void drl__redis_sigpipe_block(pipe_guard *g)
 {
 	sigset_t set, pend;
 	sigemptyset(&set);
@@ -570,7 +483,7 @@ static void pipe_block(pipe_guard *g)
 
 /* Restore the mask; after a failed write, discard the SIGPIPE it raised
  * (never one that was pending before). */
-static void pipe_restore(pipe_guard *g, bool failed)
+void drl__redis_sigpipe_restore(pipe_guard *g, bool failed)
 {
 	if (failed && !g->pending_before) {
 		sigset_t set, pend;
@@ -710,7 +623,7 @@ static int64_t ms_until(const struct timespec *dl)
 /* Wait until c's socket is ready for `events` or c's deadline passes:
  * 1 ready (or in error: the read or write that follows reports it), 0
  * out of time, -1 poll() failed (errno). */
-static int wait_ready(conn *c, short events)
+int drl__redis_wait_ready(conn *c, short events)
 {
 	for (;;) {
 		int64_t left = ms_until(&c->deadline);
@@ -735,8 +648,8 @@ static int wait_ready(conn *c, short events)
  * write() of a request of at most a few hundred KB, bounded by the
  * socket's send timeout, and further writes wait in poll() too.
  */
-static int get_reply(rstore *s, conn *c, void **reply, const char *what,
-		     drl_error *err)
+int drl__redis_get_reply(rstore *s, conn *c, void **reply, const char *what,
+			 drl_error *err)
 {
 	redisContext *ctx = c->ctx;
 	int done = 0;
@@ -750,15 +663,17 @@ static int get_reply(rstore *s, conn *c, void **reply, const char *what,
 			return ctx_error(s, c, what, errno, err);
 		if (done)
 			break;
-		int w = wait_ready(c, POLLOUT);
+		int w = drl__redis_wait_ready(c, POLLOUT);
 		if (w <= 0)
-			return w == 0 ? timeout_error(s, c, what, err)
+			return w == 0 ? drl__redis_timeout_error(s, c, what,
+								 err)
 				      : ctx_error(s, c, what, errno, err);
 	}
 	for (;;) {
-		int w = wait_ready(c, POLLIN);
+		int w = drl__redis_wait_ready(c, POLLIN);
 		if (w <= 0)
-			return w == 0 ? timeout_error(s, c, what, err)
+			return w == 0 ? drl__redis_timeout_error(s, c, what,
+								 err)
 				      : ctx_error(s, c, what, errno, err);
 		if (redisBufferRead(ctx) != REDIS_OK)
 			return ctx_error(s, c, what, errno, err);
@@ -769,14 +684,11 @@ static int get_reply(rstore *s, conn *c, void **reply, const char *what,
 	}
 }
 
-static void free_replies(redisReply **r, size_t n)
+void drl__redis_free_replies(redisReply **r, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		freeReplyObject(r[i]);
 }
-
-static int pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
-		     const char *what, drl_error *err);
 
 /*
  * Send what was queued and read n replies into r[] (the caller frees them
@@ -790,16 +702,16 @@ static int collect(rstore *s, conn *c, size_t n, redisReply **r,
 	size_t got = 0;
 	int rc = 0;
 	if (c->shared) {
-		rc = pipe_call(s, c, n, r, what, err);
+		rc = drl__redis_pipe_call(s, c, n, r, what, err);
 		c->qlen = 0;
 		c->nqueued = 0;
 		return rc;
 	}
-	pipe_block(&g);
+	drl__redis_sigpipe_block(&g);
 	if (c->unwatch_queued) {
 		void *u = NULL;
 		c->unwatch_queued = false;
-		rc = get_reply(s, c, &u, what, err);
+		rc = drl__redis_get_reply(s, c, &u, what, err);
 		if (rc == 0) {
 			if (!is_status(u, "OK"))
 				c->broken = true; /* WATCH state unknown */
@@ -809,7 +721,7 @@ static int collect(rstore *s, conn *c, size_t n, redisReply **r,
 	for (; rc == 0 && got < n; got++) {
 		void *p = NULL;
 		if (c->nread < 64 && (c->ask_bits >> c->nread & 1)) {
-			rc = get_reply(s, c, &p, "ASKING", err);
+			rc = drl__redis_get_reply(s, c, &p, "ASKING", err);
 			if (rc)
 				break;
 			if (!is_status(p, "OK")) {
@@ -821,15 +733,15 @@ static int collect(rstore *s, conn *c, size_t n, redisReply **r,
 			freeReplyObject(p);
 			p = NULL;
 		}
-		rc = get_reply(s, c, &p, what, err);
+		rc = drl__redis_get_reply(s, c, &p, what, err);
 		if (rc)
 			break;
 		c->nread++;
 		r[got] = p;
 	}
-	pipe_restore(&g, rc != 0);
+	drl__redis_sigpipe_restore(&g, rc != 0);
 	if (rc)
-		free_replies(r, got);
+		drl__redis_free_replies(r, got);
 	return rc;
 }
 
@@ -872,7 +784,7 @@ static int exec_result(rstore *s, conn *c, redisReply **r, size_t n,
 
 /* ---- connections and the pool ------------------------------------------ */
 
-static void conn_free(conn *c)
+void drl__redis_conn_free(conn *c)
 {
 	if (c == NULL)
 		return;
@@ -886,8 +798,8 @@ static void conn_free(conn *c)
  * one round trip (PING: a server that wants a password we lack, or is not
  * Redis, fails here rather than in the first call). All by the call's
  * deadline `dl`. */
-static int conn_open(rstore *s, conn **out, const struct timespec *dl,
-		     drl_error *err)
+int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
+			 drl_error *err)
 {
 	int64_t left = ms_until(dl);
 	*out = NULL;
@@ -919,12 +831,12 @@ static int conn_open(rstore *s, conn **out, const struct timespec *dl,
 		limit_reader(c);
 	if (ctx->err) {
 		int rc = ctx_error(s, c, "connect", saved, err);
-		conn_free(c);
+		drl__redis_conn_free(c);
 		return rc;
 	}
 	if (redisSetTimeout(ctx, s->timeout) != REDIS_OK) {
 		int rc = ctx_error(s, c, "setting the timeout", errno, err);
-		conn_free(c);
+		drl__redis_conn_free(c);
 		return rc;
 	}
 	if (!s->is_unix)
@@ -962,7 +874,7 @@ static int conn_open(rstore *s, conn **out, const struct timespec *dl,
 	if (rc == 0)
 		rc = collect(s, c, n, r, "connection setup", err);
 	if (rc) {
-		conn_free(c);
+		drl__redis_conn_free(c);
 		return rc;
 	}
 	for (size_t i = 0; i < n && rc == 0; i++) {
@@ -974,9 +886,9 @@ static int conn_open(rstore *s, conn **out, const struct timespec *dl,
 			  : reply_error(s, ping ? "PING" : "SELECT", r[i],
 					false, err);
 	}
-	free_replies(r, n);
+	drl__redis_free_replies(r, n);
 	if (rc) {
-		conn_free(c);
+		drl__redis_conn_free(c);
 		return rc;
 	}
 	*out = c;
@@ -984,7 +896,7 @@ static int conn_open(rstore *s, conn **out, const struct timespec *dl,
 }
 
 /* Deadline `ms` from now on CLOCK_MONOTONIC. */
-static struct timespec deadline_in(int64_t ms)
+struct timespec drl__redis_deadline_in(int64_t ms)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -998,7 +910,7 @@ static struct timespec deadline_in(int64_t ms)
 }
 
 /* Milliseconds on CLOCK_MONOTONIC_COARSE (a few ns; ms resolution). */
-static int64_t coarse_ms(void)
+int64_t drl__redis_coarse_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
@@ -1013,9 +925,9 @@ static int64_t coarse_ms(void)
  * replaced instead of failing one call each. Connections in steady use
  * are not checked: no system call on the hot path. */
 #define IDLE_CHECK_MS 10
-static bool closed_while_idle(const conn *c)
+bool drl__redis_conn_stale(const conn *c)
 {
-	if (coarse_ms() - c->idle_since < IDLE_CHECK_MS)
+	if (drl__redis_coarse_ms() - c->idle_since < IDLE_CHECK_MS)
 		return false;
 	struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN};
 	return poll(&p, 1, 0) != 0; /* readable, hung up, or poll failed */
@@ -1034,11 +946,11 @@ static int checkout(rstore *s, conn **out, const struct timespec *dl,
 			s->free = c->next;
 			c->next = NULL;
 			pthread_mutex_unlock(&s->mu);
-			if (closed_while_idle(c)) {
+			if (drl__redis_conn_stale(c)) {
 				pthread_mutex_lock(&s->mu);
 				s->nconn--;
 				pthread_mutex_unlock(&s->mu);
-				conn_free(c);
+				drl__redis_conn_free(c);
 				pthread_mutex_lock(&s->mu);
 				continue;
 			}
@@ -1049,7 +961,7 @@ static int checkout(rstore *s, conn **out, const struct timespec *dl,
 		if (s->nconn < s->cap) {
 			s->nconn++;
 			pthread_mutex_unlock(&s->mu);
-			int rc = conn_open(s, out, dl, err);
+			int rc = drl__redis_conn_open(s, out, dl, err);
 			if (rc) {
 				pthread_mutex_lock(&s->mu);
 				s->nconn--;
@@ -1085,14 +997,14 @@ static void release(rstore *s, conn *c)
 	if (drop) {
 		s->nconn--;
 	} else {
-		c->idle_since = coarse_ms();
+		c->idle_since = drl__redis_coarse_ms();
 		c->next = s->free;
 		s->free = c;
 	}
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	if (drop)
-		conn_free(c);
+		drl__redis_conn_free(c);
 }
 
 /* A connection for one call: the one this thread holds for s (its WATCH
@@ -1108,7 +1020,7 @@ static int acquire(rstore *s, conn **out, drl_error *err)
 		}
 		drop_hold(h);
 	}
-	struct timespec dl = deadline_in(s->timeout_ms);
+	struct timespec dl = drl__redis_deadline_in(s->timeout_ms);
 	return checkout(s, out, &dl, err);
 }
 
@@ -1152,348 +1064,6 @@ static int hold_conn(rstore *s, conn *c, drl_bytes key, uint64_t version,
 	return 0;
 }
 
-/* ---- shared connections (auto-pipelining) -------------------------------- */
-
-/*
- * Calls that need no connection state of their own (scripts, counters,
- * GETs, TIME, DEL: everything but tx=watch's load/cas, and calls behind
- * ASKING) share a few connections, `pipelines=N` per store (default
- * DEFAULT_PIPELINES; 0: every call takes a pooled connection of its own,
- * as before). A call formats its commands (append_shared) and queues them
- * on a pipe. Whoever finds the pipe without a leader leads: it takes every
- * queued call, writes them all with one writev(), reads the replies in
- * order and hands each call its own; then it runs what was queued
- * meanwhile, or passes the lead to the first call queued (pipe_lead). A thread alone finds its pipe idle and makes the same round trip
- * as with a connection of its own; under concurrency, calls that are ready
- * together share one write and one read, on both sides.
- *
- * Every call keeps its own deadline (timeout_ms from its start): a call
- * whose deadline passed before it was sent is refused unsent (DRL_ETIMEDOUT,
- * nothing ran), and the replies of each call are awaited until its own
- * deadline. A reply that does not come in time, an I/O error or a reply
- * hiredis cannot parse fails that call and every call after it in the
- * batch (their replies can no longer be told apart: the connection is
- * dropped, the next batch connects afresh). A call never gets another
- * call's reply: replies are matched by position, and a connection whose
- * position is lost is never read again.
- *
- * Lock order: a pipe's mu, then nothing (the leader does its I/O without
- * it). Waiting calls sleep on a semaphore of their own, posted once, after
- * the lock is released (a woken caller does not queue on the leader's
- * mutex); only the leader, bounded by deadlines, does I/O, so a waiting
- * call needs no timed wait.
- */
-
-typedef struct rreq rreq;
-struct rreq {
-	rreq *next;
-	const char *buf; /* formatted commands */
-	size_t len;
-	size_t n;       /* replies expected */
-	redisReply **r; /* where they go (the caller's) */
-	struct timespec deadline;
-	const char *what;
-	int rc;
-	drl_error err;
-	bool done;  /* rc, err and r[] are final (set before `wake`) */
-	sem_t wake; /* posted once: done, or this call leads next */
-};
-
-struct rpipe {
-	pthread_mutex_t mu;
-	conn *c; /* the shared connection; NULL: connect at the next batch */
-	rreq *head, *tail; /* queued, not yet sent */
-	_Atomic bool leading;
-	_Atomic size_t queued;
-};
-
-/* Which pipe a thread tries first: threads spread over the pipes. */
-static _Atomic unsigned pipe_next_hint;
-static _Thread_local unsigned pipe_hint;
-static _Thread_local bool pipe_hinted;
-
-/* The pipe for a call: the first without a leader from this thread's
- * own, else the one with the fewest calls queued. */
-static rpipe *pipe_pick(rstore *s)
-{
-	if (!pipe_hinted) {
-		pipe_hint = atomic_fetch_add(&pipe_next_hint, 1);
-		pipe_hinted = true;
-	}
-	rpipe *best = NULL;
-	size_t best_queued = SIZE_MAX;
-	for (size_t i = 0; i < s->npipes; i++) {
-		rpipe *p = &s->pipes[(pipe_hint + i) % s->npipes];
-		if (!atomic_load_explicit(&p->leading, memory_order_relaxed))
-			return p;
-		size_t q =
-			atomic_load_explicit(&p->queued, memory_order_relaxed);
-		if (q < best_queued) {
-			best = p;
-			best_queued = q;
-		}
-	}
-	return best;
-}
-
-/* Fail request q with code and the message of `from` (or a fresh one). */
-static void req_fail(rreq *q, const drl_error *from)
-{
-	q->rc = from->code;
-	q->err = *from;
-}
-
-/* Write the batch's requests (those with rc 0) on c with writev(), by the
- * first one's deadline. 0, or an error in *e (c broken). */
-static int pipe_write(rstore *s, conn *c, rreq *batch, drl_error *e)
-{
-	struct iovec iov[64];
-	rreq *q = batch;
-	size_t skip = 0; /* bytes of q already written */
-	while (q) {
-		int n = 0;
-		rreq *it = q;
-		for (; it && n < 64; it = it->next) {
-			if (it->rc)
-				continue;
-			size_t off = it == q ? skip : 0;
-			iov[n].iov_base = (char *)it->buf + off;
-			iov[n].iov_len = it->len - off;
-			n++;
-		}
-		if (n == 0)
-			return 0;
-		ssize_t w = writev(c->ctx->fd, iov, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK) {
-				c->broken = true;
-				return drl_error_set(e, DRL_EUNAVAILABLE,
-						     "redis %s: %s: write: %s",
-						     s->where, q->what,
-						     strerror(errno));
-			}
-			int rdy = wait_ready(c, POLLOUT);
-			if (rdy == 0)
-				return timeout_error(s, c, q->what, e);
-			if (rdy < 0) {
-				c->broken = true;
-				return drl_error_set(e, DRL_EUNAVAILABLE,
-						     "redis %s: %s: poll: %s",
-						     s->where, q->what,
-						     strerror(errno));
-			}
-			continue;
-		}
-		/* Advance past what was written. */
-		size_t left = (size_t)w;
-		while (q) {
-			if (q->rc) {
-				q = q->next;
-				continue;
-			}
-			size_t rest = q->len - skip;
-			if (left < rest) {
-				skip += left;
-				break;
-			}
-			left -= rest;
-			skip = 0;
-			q = q->next;
-		}
-	}
-	return 0;
-}
-
-/* Read each live request's replies in order, each by its own deadline.
- * On the first failure that request and all after it fail with it. */
-static void pipe_read(rstore *s, conn *c, rreq *batch)
-{
-	drl_error e = {0};
-	int rc = 0;
-	for (rreq *q = batch; q; q = q->next) {
-		if (q->rc)
-			continue;
-		if (rc) {
-			req_fail(q, &e);
-			continue;
-		}
-		c->deadline = q->deadline;
-		for (size_t i = 0; i < q->n; i++) {
-			void *p = NULL;
-			rc = get_reply(s, c, &p, q->what, &e);
-			if (rc) {
-				free_replies(q->r, i);
-				req_fail(q, &e);
-				break;
-			}
-			q->r[i] = p;
-		}
-	}
-}
-
-/* Run one batch on the pipe's connection *cp (opened here when NULL;
- * freed and set NULL when it broke). Each request ends with rc and, on
- * success, its replies. */
-static void pipe_run(rstore *s, conn **cp, rreq *batch)
-{
-	drl_error e = {0};
-	rreq *first = NULL;
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	for (rreq *q = batch; q; q = q->next) {
-		if (now.tv_sec > q->deadline.tv_sec ||
-		    (now.tv_sec == q->deadline.tv_sec &&
-		     now.tv_nsec >= q->deadline.tv_nsec)) {
-			drl_error_set(&e, DRL_ETIMEDOUT,
-				      "redis %s: %s: not sent within "
-				      "timeout_ms=%" PRId64,
-				      s->where, q->what, s->timeout_ms);
-			req_fail(q, &e);
-		} else if (first == NULL) {
-			first = q;
-		}
-	}
-	if (first == NULL)
-		return;
-	conn *c = *cp;
-	if (c && closed_while_idle(c)) {
-		conn_free(c);
-		c = NULL;
-	}
-	if (c == NULL && conn_open(s, &c, &first->deadline, &e) != 0) {
-		for (rreq *q = first; q; q = q->next)
-			if (q->rc == 0)
-				req_fail(q, &e);
-		*cp = NULL;
-		return;
-	}
-	pipe_guard g;
-	pipe_block(&g);
-	c->deadline = first->deadline;
-	if (pipe_write(s, c, first, &e) != 0) {
-		for (rreq *q = first; q; q = q->next)
-			if (q->rc == 0)
-				req_fail(q, &e);
-	} else {
-		pipe_read(s, c, first);
-	}
-	pipe_restore(&g, c->broken);
-	if (c->broken) {
-		conn_free(c);
-		c = NULL;
-	} else {
-		c->idle_since = coarse_ms();
-	}
-	*cp = c;
-}
-
-/*
- * Lead pipe p: take every queued call and run them as one batch, then
- * complete them (their owners wake in sem_wait). While calls are queued
- * again, go on with the next batch, up to LEAD_BATCHES in all: the thread
- * already on a CPU carries on, instead of a woken one that has yet to be
- * scheduled (on a busy machine that costs milliseconds per batch). The
- * leader's own call is in its first batch, so its caller waits at most
- * LEAD_BATCHES - 1 round trips longer. After that the first queued call
- * leads, or the pipe goes idle.
- */
-#define LEAD_BATCHES 4
-static void pipe_lead(rstore *s, rpipe *p)
-{
-	pthread_mutex_lock(&p->mu);
-	for (int round = 0;; round++) {
-		rreq *batch = p->head;
-		size_t taken = 0;
-		for (rreq *it = batch; it; it = it->next)
-			taken++;
-		p->head = p->tail = NULL;
-		atomic_fetch_sub_explicit(&p->queued, taken,
-					  memory_order_relaxed);
-		conn *c = p->c;
-		p->c = NULL;
-		pthread_mutex_unlock(&p->mu);
-		pipe_run(s, &c, batch);
-		pthread_mutex_lock(&p->mu);
-		p->c = c;
-		rreq *next_leader = NULL;
-		bool again = p->head != NULL && round + 1 < LEAD_BATCHES;
-		if (p->head && !again)
-			next_leader = p->head;
-		else if (!p->head)
-			atomic_store_explicit(&p->leading, false,
-					      memory_order_relaxed);
-		pthread_mutex_unlock(&p->mu);
-		/* Wake the batch's callers (and the next leader) without the
-		 * lock: a woken caller may return and free its rreq at once,
-		 * so read `next` first. */
-		for (rreq *it = batch; it;) {
-			rreq *nx = it->next;
-			it->done = true;
-			sem_post(&it->wake);
-			it = nx;
-		}
-		if (next_leader)
-			sem_post(&next_leader->wake);
-		if (!again)
-			return;
-		pthread_mutex_lock(&p->mu);
-	}
-}
-
-/*
- * Send the commands queued on `proxy` (n of them) on one of s's shared
- * connections, together with other threads' calls, and read their n
- * replies into r[] by the proxy's deadline. As collect(): on failure
- * nothing is left in r[] and the error is set.
- */
-static int pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
-		     const char *what, drl_error *err)
-{
-	if (n == 0)
-		return 0;
-	/* The call's time starts when its first commands are ready to go
-	 * (formatting a megabyte key is not the server's time), and covers
-	 * every round trip of the call (a NOSCRIPT's second one too). */
-	if (proxy->deadline.tv_sec == 0 && proxy->deadline.tv_nsec == 0)
-		proxy->deadline = deadline_in(s->timeout_ms);
-	rreq q = {.buf = proxy->qbuf,
-		  .len = proxy->qlen,
-		  .n = n,
-		  .r = r,
-		  .deadline = proxy->deadline,
-		  .what = what};
-	if (sem_init(&q.wake, 0, 0) != 0)
-		return drl_error_set(err, DRL_ENOMEM,
-				     "redis %s: cannot make a semaphore",
-				     s->where);
-	rpipe *p = pipe_pick(s);
-	pthread_mutex_lock(&p->mu);
-	if (p->tail)
-		p->tail->next = &q;
-	else
-		p->head = &q;
-	p->tail = &q;
-	atomic_fetch_add_explicit(&p->queued, 1, memory_order_relaxed);
-	bool lead = !atomic_load_explicit(&p->leading, memory_order_relaxed);
-	if (lead)
-		atomic_store_explicit(&p->leading, true, memory_order_relaxed);
-	pthread_mutex_unlock(&p->mu);
-	if (!lead) {
-		/* Woken once: done, or made the next leader. */
-		while (sem_wait(&q.wake) != 0 && errno == EINTR)
-			;
-		lead = !q.done;
-	}
-	if (lead)
-		pipe_lead(s, p);
-	sem_destroy(&q.wake);
-	if (q.rc && err)
-		*err = q.err;
-	return q.rc;
-}
-
 /* A connection for a call that needs no connection state of its own:
  * `proxy` set up for the shared connections when the store has them, this
  * thread holds no connection of s (a held one is taken, as acquire()
@@ -1507,42 +1077,10 @@ static int acquire_shared(rstore *s, conn *proxy, conn **out, drl_error *err)
 	if (h && h->c)
 		drop_hold(h); /* as acquire(): a hold ends at another store */
 	memset(proxy, 0, sizeof *proxy);
-	proxy->shared = true; /* its deadline is set by pipe_call() */
+	proxy->shared =
+		true; /* its deadline is set by drl__redis_pipe_call() */
 	*out = proxy;
 	return 0;
-}
-
-/* Make s's pipes (s->npipes of them); -1 when out of memory. */
-static int pipes_init(rstore *s)
-{
-	if (s->npipes == 0)
-		return 0;
-	s->pipes = calloc(s->npipes, sizeof *s->pipes);
-	if (s->pipes == NULL)
-		return -1;
-	for (size_t i = 0; i < s->npipes; i++) {
-		if (pthread_mutex_init(&s->pipes[i].mu, NULL) != 0) {
-			while (i-- > 0)
-				pthread_mutex_destroy(&s->pipes[i].mu);
-			free(s->pipes);
-			s->pipes = NULL;
-			return -1;
-		}
-		atomic_init(&s->pipes[i].leading, false);
-		atomic_init(&s->pipes[i].queued, 0);
-	}
-	return 0;
-}
-
-/* Free s's pipes and their connections (no call may be running). */
-static void pipes_free(rstore *s)
-{
-	for (size_t i = 0; s->pipes && i < s->npipes; i++) {
-		conn_free(s->pipes[i].c);
-		pthread_mutex_destroy(&s->pipes[i].mu);
-	}
-	free(s->pipes);
-	s->pipes = NULL;
 }
 
 /* ---- keys and arguments ------------------------------------------------- */
@@ -1677,7 +1215,7 @@ static int r_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 		else
 			*value = v->integer;
 	}
-	free_replies(r, 4);
+	drl__redis_free_replies(r, 4);
 	release(s, c);
 	return rc;
 }
@@ -1755,7 +1293,7 @@ static int r_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 		if (rc == 0) {
 			for (size_t i = 0; i < n && rc == 0; i++)
 				rc = counter_value(s, r[i], &values[i], err);
-			free_replies(r, n);
+			drl__redis_free_replies(r, n);
 		}
 	}
 	release(s, c);
@@ -1841,7 +1379,7 @@ static int r_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 			c->broken = true;
 		rc = reply_error(s, "GET", r[1], false, err);
 	}
-	free_replies(r, 2);
+	drl__redis_free_replies(r, 2);
 	if (!keep) {
 		release(s, c);
 		return rc;
@@ -1929,7 +1467,7 @@ static int r_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 					   s->where);
 		else if (rc == 0 && !is_status(e->element[0], "OK"))
 			rc = reply_error(s, "SET", e->element[0], false, err);
-		free_replies(r, 3);
+		drl__redis_free_replies(r, 3);
 		release(s, c);
 		return rc;
 	}
@@ -1952,7 +1490,7 @@ static int r_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 				   s->where);
 	else if (!is_status(r[0], "OK"))
 		rc = reply_error(s, "SET", r[0], false, err);
-	free_replies(r, 1);
+	drl__redis_free_replies(r, 1);
 	release(s, c);
 	return rc;
 }
@@ -2227,7 +1765,7 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 
 /* One command on a connection of s (a shared one when s has them, set up
  * in *proxy), one round trip: on success *r is its reply and *c the
- * connection, both for the caller to give back (free_replies, release). */
+ * connection, both for the caller to give back (drl__redis_free_replies, release). */
 static int one_command(rstore *s, int argc, const char **argv,
 		       const size_t *lens, conn *proxy, conn **c,
 		       redisReply **r, drl_error *err)
@@ -2324,7 +1862,7 @@ static int r_now(drl_backend *b, int64_t *now_us, drl_error *err)
 	else
 		rc = drl_error_set(err, DRL_ECORRUPT,
 				   "redis %s: TIME: malformed reply", s->where);
-	free_replies(r, 1);
+	drl__redis_free_replies(r, 1);
 	release(s, c);
 	return rc;
 }
@@ -2363,14 +1901,14 @@ static void r_destroy(drl_backend *b)
 	while (s->free) {
 		conn *c = s->free;
 		s->free = c->next;
-		conn_free(c);
+		drl__redis_conn_free(c);
 	}
 	while (s->held) {
 		conn *c = s->held;
 		s->held = c->next;
-		conn_free(c);
+		drl__redis_conn_free(c);
 	}
-	pipes_free(s);
+	drl__redis_pipes_free(s);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->script_mu);
@@ -2649,7 +2187,7 @@ static void register_store(rstore *s)
 /* Free the strings of a store that never made it to the registry. */
 static void free_unregistered(rstore *s)
 {
-	pipes_free(s);
+	drl__redis_pipes_free(s);
 	free(s->host);
 	free(s->user);
 	free_secret(s->password);
@@ -2674,7 +2212,7 @@ int drl__redis_open(drl_backend **out, drl__uri *uri, drl_error *err)
 	if (rc == 0 && init_sync(s) != 0)
 		rc = drl_error_set(err, DRL_ENOMEM,
 				   "redis: cannot make a mutex");
-	else if (rc == 0 && pipes_init(s) != 0)
+	else if (rc == 0 && drl__redis_pipes_init(s) != 0)
 		rc = drl_error_set(err, DRL_ENOMEM,
 				   "redis: out of memory for pipelines");
 	if (rc == 0 && s->cluster)
@@ -2693,7 +2231,7 @@ int drl__redis_open(drl_backend **out, drl__uri *uri, drl_error *err)
 		return 0;
 	}
 	conn *c;
-	struct timespec dl = deadline_in(s->timeout_ms);
+	struct timespec dl = drl__redis_deadline_in(s->timeout_ms);
 	rc = checkout(s, &c, &dl, err);
 	if (rc) {
 		r_destroy(&s->parent);
@@ -2783,7 +2321,7 @@ int drl__redis_cluster_node(drl_backend **out, const drl_backend *tmpl,
 		free_unregistered(s);
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
 	}
-	if (pipes_init(s) != 0) {
+	if (drl__redis_pipes_init(s) != 0) {
 		pthread_mutex_destroy(&s->mu);
 		pthread_cond_destroy(&s->cv);
 		pthread_mutex_destroy(&s->script_mu);
@@ -2856,7 +2394,7 @@ int drl__redis_cluster_slots(drl_backend *node, drl__redis_slots_fn fn,
 				j == 2);
 		}
 	}
-	free_replies(r, 1);
+	drl__redis_free_replies(r, 1);
 	release(s, c);
 	return rc;
 }

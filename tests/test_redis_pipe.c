@@ -1,6 +1,6 @@
 /*
  * The Redis store's shared, pipelined connections (pipelines=N, see
- * "shared connections" in backends/redis.c) against a real redis-server:
+ * backends/redis_pipe.c) against a real redis-server:
  *
  * - every reply goes to its own caller: threads with distinct keys and
  *   distinct deltas, each checking every value it gets back against its

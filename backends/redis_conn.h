@@ -1,0 +1,157 @@
+/*
+ * The Redis store's connection layer, shared by backends/redis.c (the
+ * store: pool, holds, commands) and backends/redis_pipe.c (the shared,
+ * pipelined connections). Internal: nothing here is part of the API.
+ *
+ * A conn is one hiredis blocking context with the state of the call on
+ * it; an rstore is one Redis server (a plain store, or a node of a Redis
+ * Cluster store). Threading: a conn is used by one thread at a time; an
+ * rstore by any number (its pool and pipes have locks of their own).
+ */
+#ifndef DRL_REDIS_CONN_H
+#define DRL_REDIS_CONN_H
+
+#include "internal.h"
+
+#include <hiredis/hiredis.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#define SCRIPT_CACHE 32 /* SHA1s remembered per store */
+
+typedef struct conn conn;
+struct conn {
+	redisContext *ctx;
+	conn *next, *prev;   /* free list (next only) or held list */
+	bool watching;       /* a WATCH may be pending: UNWATCH before use */
+	bool unwatch_queued; /* an UNWATCH is pipelined ahead of a call */
+	bool broken;         /* failed or desynced: free, never reuse */
+	redisReplyObjectFunctions fn; /* the reader's, see limit_reader() */
+	int64_t idle_since;           /* ms (CLOCK_MONOTONIC_COARSE), pooled */
+	/* When the current call must be over (CLOCK_MONOTONIC): timeout_ms
+	 * after the call asked for a connection. */
+	struct timespec deadline;
+	/* The current call's commands (since begin): how many were queued
+	 * and read, which of them went behind an ASKING (bit i: command i;
+	 * Redis Cluster, see append()), and whether a MULTI is open. */
+	unsigned nqueued, nread;
+	uint64_t ask_bits;
+	bool asking; /* this call sends ASKING before its commands */
+	bool in_multi;
+	/* While held between load() and cas(): what was loaded. */
+	uint64_t hold_version;
+	unsigned char *wkey;
+	size_t wkeylen, wkeycap;
+	/* A call on the shared connections (backends/redis_pipe.c): no
+	 * ctx; append() formats into qbuf, collect() hands qbuf to a pipe. */
+	bool shared;
+	char *qbuf;
+	size_t qlen, qcap;
+};
+
+typedef struct rpipe rpipe;
+
+typedef struct script_sha {
+	const drl_script *script;
+	const char *source;
+	char hex[41];
+} script_sha;
+
+typedef struct rstore rstore;
+struct rstore {
+	drl_backend parent; /* first: the core sees only this */
+	uint64_t id;        /* never reused; holds find their store by it */
+	rstore *reg_next;   /* registry of live stores */
+
+	/* Where and how to connect; constant after open. */
+	bool is_unix;
+	char *host; /* TCP host, or the unix socket path */
+	int port;
+	char *user;     /* NULL: AUTH <password> */
+	char *password; /* NULL: no AUTH */
+	int64_t db;
+	int64_t timeout_ms;
+	struct timeval timeout;
+	bool watch_tx;
+	bool lazy; /* connect=lazy: no connection at open */
+	/* A node of a Redis Cluster store (backends/redis_cluster.c):
+	 * MOVED, ASK, TRYAGAIN and CLUSTERDOWN replies become
+	 * DRL__EREDIRECT with the details in the thread's redirect. */
+	bool cluster;
+	char *prefix;
+	size_t prefixlen;
+	char where[128]; /* "host:port" or the socket path, for messages */
+
+	/* Pool; guarded by mu. nconn counts free and in-call connections,
+	 * nheld the ones threads keep between load() and cas() (on `held`). */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	conn *free;
+	conn *held;
+	size_t nconn;
+	size_t nheld;
+	size_t cap;
+
+	_Atomic uint64_t next_version;
+
+	pthread_mutex_t script_mu;
+	script_sha scripts[SCRIPT_CACHE];
+	size_t script_next;
+
+	/* Shared, pipelined connections (pipelines=N; none when 0). */
+	rpipe *pipes;
+	size_t npipes;
+};
+
+/* SIGPIPE blocked in the calling thread around socket writes. */
+typedef struct pipe_guard {
+	sigset_t old;
+	bool pending_before;
+} pipe_guard;
+
+/* ---- the connection layer (backends/redis.c) ----------------------------- */
+
+/* Deadline `ms` from now on CLOCK_MONOTONIC. */
+struct timespec drl__redis_deadline_in(int64_t ms);
+/* Milliseconds on CLOCK_MONOTONIC_COARSE. */
+int64_t drl__redis_coarse_ms(void);
+/* Connect to s, AUTH/SELECT/PING, all by dl. */
+int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
+			 drl_error *err);
+void drl__redis_conn_free(conn *c);
+/* A pooled connection idle for a while that the server closed. */
+bool drl__redis_conn_stale(const conn *c);
+/* Wait for c's socket (poll events) until c->deadline: 1 ready, 0 out of
+ * time, -1 poll failed (errno). */
+int drl__redis_wait_ready(conn *c, short events);
+/* Send what is queued on c, read one reply, by c->deadline; on failure c
+ * is broken and err set. */
+int drl__redis_get_reply(rstore *s, conn *c, void **reply, const char *what,
+			 drl_error *err);
+void drl__redis_free_replies(redisReply **r, size_t n);
+/* The call on c ran out of time: DRL_ETIMEDOUT, c broken. */
+int drl__redis_timeout_error(rstore *s, conn *c, const char *what,
+			     drl_error *err);
+/* SIGPIPE blocked in the calling thread around socket writes. */
+void drl__redis_sigpipe_block(pipe_guard *g);
+void drl__redis_sigpipe_restore(pipe_guard *g, bool failed);
+
+/* ---- shared, pipelined connections (backends/redis_pipe.c) ------------- */
+
+/* Make s's s->npipes pipes; -1 when out of memory. */
+int drl__redis_pipes_init(rstore *s);
+/* Free s's pipes and their connections (no call may be running). */
+void drl__redis_pipes_free(rstore *s);
+/* Send the n commands formatted into proxy->qbuf on one of s's shared
+ * connections, together with other threads' calls, and read their n
+ * replies into r[] by the proxy's deadline (set here on its first call).
+ * On failure nothing is left in r[] and err is set. */
+int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
+			 const char *what, drl_error *err);
+
+#endif /* DRL_REDIS_CONN_H */

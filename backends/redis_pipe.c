@@ -1,0 +1,388 @@
+/*
+ * The Redis store's shared, pipelined connections (auto-pipelining), see
+ * backends/redis_conn.h. Which calls come here is the store's choice
+ * (acquire_shared() in backends/redis.c).
+ *
+ * Calls that need no connection state of their own (scripts, counters,
+ * GETs, TIME, DEL: everything but tx=watch's load/cas, and calls behind
+ * ASKING) share a few connections, `pipelines=N` per store (default
+ * DEFAULT_PIPELINES; 0: every call takes a pooled connection of its own,
+ * as before). A call formats its commands (append_shared) and queues them
+ * on a pipe. Whoever finds the pipe without a leader leads: it takes every
+ * queued call, writes them all with one writev(), reads the replies in
+ * order and hands each call its own; then it runs what was queued
+ * meanwhile, or passes the lead to the first call queued (pipe_lead). A thread alone finds its pipe idle and makes the same round trip
+ * as with a connection of its own; under concurrency, calls that are ready
+ * together share one write and one read, on both sides.
+ *
+ * Every call keeps its own deadline (timeout_ms from its start): a call
+ * whose deadline passed before it was sent is refused unsent (DRL_ETIMEDOUT,
+ * nothing ran), and the replies of each call are awaited until its own
+ * deadline. A reply that does not come in time, an I/O error or a reply
+ * hiredis cannot parse fails that call and every call after it in the
+ * batch (their replies can no longer be told apart: the connection is
+ * dropped, the next batch connects afresh). A call never gets another
+ * call's reply: replies are matched by position, and a connection whose
+ * position is lost is never read again.
+ *
+ * Lock order: a pipe's mu, then nothing (the leader does its I/O without
+ * it). Waiting calls sleep on a semaphore of their own, posted once, after
+ * the lock is released (a woken caller does not queue on the leader's
+ * mutex); only the leader, bounded by deadlines, does I/O, so a waiting
+ * call needs no timed wait.
+ */
+#include "redis_conn.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <semaphore.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+typedef struct rreq rreq;
+struct rreq {
+	rreq *next;
+	const char *buf; /* formatted commands */
+	size_t len;
+	size_t n;       /* replies expected */
+	redisReply **r; /* where they go (the caller's) */
+	struct timespec deadline;
+	const char *what;
+	int rc;
+	drl_error err;
+	bool done;  /* rc, err and r[] are final (set before `wake`) */
+	sem_t wake; /* posted once: done, or this call leads next */
+};
+
+struct rpipe {
+	pthread_mutex_t mu;
+	conn *c; /* the shared connection; NULL: connect at the next batch */
+	rreq *head, *tail; /* queued, not yet sent */
+	_Atomic bool leading;
+	_Atomic size_t queued;
+};
+
+/* Which pipe a thread tries first: threads spread over the pipes. */
+static _Atomic unsigned pipe_next_hint;
+static _Thread_local unsigned pipe_hint;
+static _Thread_local bool pipe_hinted;
+
+/* The pipe for a call: the first without a leader from this thread's
+ * own, else the one with the fewest calls queued. */
+static rpipe *pipe_pick(rstore *s)
+{
+	if (!pipe_hinted) {
+		pipe_hint = atomic_fetch_add(&pipe_next_hint, 1);
+		pipe_hinted = true;
+	}
+	rpipe *best = NULL;
+	size_t best_queued = SIZE_MAX;
+	for (size_t i = 0; i < s->npipes; i++) {
+		rpipe *p = &s->pipes[(pipe_hint + i) % s->npipes];
+		if (!atomic_load_explicit(&p->leading, memory_order_relaxed))
+			return p;
+		size_t q =
+			atomic_load_explicit(&p->queued, memory_order_relaxed);
+		if (q < best_queued) {
+			best = p;
+			best_queued = q;
+		}
+	}
+	return best;
+}
+
+/* Fail request q with code and the message of `from` (or a fresh one). */
+static void req_fail(rreq *q, const drl_error *from)
+{
+	q->rc = from->code;
+	q->err = *from;
+}
+
+/* Write the batch's requests (those with rc 0) on c with writev(), by the
+ * first one's deadline. 0, or an error in *e (c broken). */
+static int pipe_write(rstore *s, conn *c, rreq *batch, drl_error *e)
+{
+	struct iovec iov[64];
+	rreq *q = batch;
+	size_t skip = 0; /* bytes of q already written */
+	while (q) {
+		int n = 0;
+		rreq *it = q;
+		for (; it && n < 64; it = it->next) {
+			if (it->rc)
+				continue;
+			size_t off = it == q ? skip : 0;
+			iov[n].iov_base = (char *)it->buf + off;
+			iov[n].iov_len = it->len - off;
+			n++;
+		}
+		if (n == 0)
+			return 0;
+		ssize_t w = writev(c->ctx->fd, iov, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK) {
+				c->broken = true;
+				return drl_error_set(e, DRL_EUNAVAILABLE,
+						     "redis %s: %s: write: %s",
+						     s->where, q->what,
+						     strerror(errno));
+			}
+			int rdy = drl__redis_wait_ready(c, POLLOUT);
+			if (rdy == 0)
+				return drl__redis_timeout_error(s, c, q->what,
+								e);
+			if (rdy < 0) {
+				c->broken = true;
+				return drl_error_set(e, DRL_EUNAVAILABLE,
+						     "redis %s: %s: poll: %s",
+						     s->where, q->what,
+						     strerror(errno));
+			}
+			continue;
+		}
+		/* Advance past what was written. */
+		size_t left = (size_t)w;
+		while (q) {
+			if (q->rc) {
+				q = q->next;
+				continue;
+			}
+			size_t rest = q->len - skip;
+			if (left < rest) {
+				skip += left;
+				break;
+			}
+			left -= rest;
+			skip = 0;
+			q = q->next;
+		}
+	}
+	return 0;
+}
+
+/* Read each live request's replies in order, each by its own deadline.
+ * On the first failure that request and all after it fail with it. */
+static void pipe_read(rstore *s, conn *c, rreq *batch)
+{
+	drl_error e = {0};
+	int rc = 0;
+	for (rreq *q = batch; q; q = q->next) {
+		if (q->rc)
+			continue;
+		if (rc) {
+			req_fail(q, &e);
+			continue;
+		}
+		c->deadline = q->deadline;
+		for (size_t i = 0; i < q->n; i++) {
+			void *p = NULL;
+			rc = drl__redis_get_reply(s, c, &p, q->what, &e);
+			if (rc) {
+				drl__redis_free_replies(q->r, i);
+				req_fail(q, &e);
+				break;
+			}
+			q->r[i] = p;
+		}
+	}
+}
+
+/* Run one batch on the pipe's connection *cp (opened here when NULL;
+ * freed and set NULL when it broke). Each request ends with rc and, on
+ * success, its replies. */
+static void pipe_run(rstore *s, conn **cp, rreq *batch)
+{
+	drl_error e = {0};
+	rreq *first = NULL;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	for (rreq *q = batch; q; q = q->next) {
+		if (now.tv_sec > q->deadline.tv_sec ||
+		    (now.tv_sec == q->deadline.tv_sec &&
+		     now.tv_nsec >= q->deadline.tv_nsec)) {
+			drl_error_set(&e, DRL_ETIMEDOUT,
+				      "redis %s: %s: not sent within "
+				      "timeout_ms=%" PRId64,
+				      s->where, q->what, s->timeout_ms);
+			req_fail(q, &e);
+		} else if (first == NULL) {
+			first = q;
+		}
+	}
+	if (first == NULL)
+		return;
+	conn *c = *cp;
+	if (c && drl__redis_conn_stale(c)) {
+		drl__redis_conn_free(c);
+		c = NULL;
+	}
+	if (c == NULL &&
+	    drl__redis_conn_open(s, &c, &first->deadline, &e) != 0) {
+		for (rreq *q = first; q; q = q->next)
+			if (q->rc == 0)
+				req_fail(q, &e);
+		*cp = NULL;
+		return;
+	}
+	pipe_guard g;
+	drl__redis_sigpipe_block(&g);
+	c->deadline = first->deadline;
+	if (pipe_write(s, c, first, &e) != 0) {
+		for (rreq *q = first; q; q = q->next)
+			if (q->rc == 0)
+				req_fail(q, &e);
+	} else {
+		pipe_read(s, c, first);
+	}
+	drl__redis_sigpipe_restore(&g, c->broken);
+	if (c->broken) {
+		drl__redis_conn_free(c);
+		c = NULL;
+	} else {
+		c->idle_since = drl__redis_coarse_ms();
+	}
+	*cp = c;
+}
+
+/*
+ * Lead pipe p: take every queued call and run them as one batch, then
+ * complete them (their owners wake in sem_wait). While calls are queued
+ * again, go on with the next batch, up to LEAD_BATCHES in all: the thread
+ * already on a CPU carries on, instead of a woken one that has yet to be
+ * scheduled (on a busy machine that costs milliseconds per batch). The
+ * leader's own call is in its first batch, so its caller waits at most
+ * LEAD_BATCHES - 1 round trips longer. After that the first queued call
+ * leads, or the pipe goes idle.
+ */
+#define LEAD_BATCHES 4
+static void pipe_lead(rstore *s, rpipe *p)
+{
+	pthread_mutex_lock(&p->mu);
+	for (int round = 0;; round++) {
+		rreq *batch = p->head;
+		size_t taken = 0;
+		for (rreq *it = batch; it; it = it->next)
+			taken++;
+		p->head = p->tail = NULL;
+		atomic_fetch_sub_explicit(&p->queued, taken,
+					  memory_order_relaxed);
+		conn *c = p->c;
+		p->c = NULL;
+		pthread_mutex_unlock(&p->mu);
+		pipe_run(s, &c, batch);
+		pthread_mutex_lock(&p->mu);
+		p->c = c;
+		rreq *next_leader = NULL;
+		bool again = p->head != NULL && round + 1 < LEAD_BATCHES;
+		if (p->head && !again)
+			next_leader = p->head;
+		else if (!p->head)
+			atomic_store_explicit(&p->leading, false,
+					      memory_order_relaxed);
+		pthread_mutex_unlock(&p->mu);
+		/* Wake the batch's callers (and the next leader) without the
+		 * lock: a woken caller may return and free its rreq at once,
+		 * so read `next` first. */
+		for (rreq *it = batch; it;) {
+			rreq *nx = it->next;
+			it->done = true;
+			sem_post(&it->wake);
+			it = nx;
+		}
+		if (next_leader)
+			sem_post(&next_leader->wake);
+		if (!again)
+			return;
+		pthread_mutex_lock(&p->mu);
+	}
+}
+
+/*
+ * Send the commands queued on `proxy` (n of them) on one of s's shared
+ * connections, together with other threads' calls, and read their n
+ * replies into r[] by the proxy's deadline. As collect(): on failure
+ * nothing is left in r[] and the error is set.
+ */
+int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
+			 const char *what, drl_error *err)
+{
+	if (n == 0)
+		return 0;
+	/* The call's time starts when its first commands are ready to go
+	 * (formatting a megabyte key is not the server's time), and covers
+	 * every round trip of the call (a NOSCRIPT's second one too). */
+	if (proxy->deadline.tv_sec == 0 && proxy->deadline.tv_nsec == 0)
+		proxy->deadline = drl__redis_deadline_in(s->timeout_ms);
+	rreq q = {.buf = proxy->qbuf,
+		  .len = proxy->qlen,
+		  .n = n,
+		  .r = r,
+		  .deadline = proxy->deadline,
+		  .what = what};
+	if (sem_init(&q.wake, 0, 0) != 0)
+		return drl_error_set(err, DRL_ENOMEM,
+				     "redis %s: cannot make a semaphore",
+				     s->where);
+	rpipe *p = pipe_pick(s);
+	pthread_mutex_lock(&p->mu);
+	if (p->tail)
+		p->tail->next = &q;
+	else
+		p->head = &q;
+	p->tail = &q;
+	atomic_fetch_add_explicit(&p->queued, 1, memory_order_relaxed);
+	bool lead = !atomic_load_explicit(&p->leading, memory_order_relaxed);
+	if (lead)
+		atomic_store_explicit(&p->leading, true, memory_order_relaxed);
+	pthread_mutex_unlock(&p->mu);
+	if (!lead) {
+		/* Woken once: done, or made the next leader. */
+		while (sem_wait(&q.wake) != 0 && errno == EINTR)
+			;
+		lead = !q.done;
+	}
+	if (lead)
+		pipe_lead(s, p);
+	sem_destroy(&q.wake);
+	if (q.rc && err)
+		*err = q.err;
+	return q.rc;
+}
+
+/* Make s's pipes (s->npipes of them); -1 when out of memory. */
+int drl__redis_pipes_init(rstore *s)
+{
+	if (s->npipes == 0)
+		return 0;
+	s->pipes = calloc(s->npipes, sizeof *s->pipes);
+	if (s->pipes == NULL)
+		return -1;
+	for (size_t i = 0; i < s->npipes; i++) {
+		if (pthread_mutex_init(&s->pipes[i].mu, NULL) != 0) {
+			while (i-- > 0)
+				pthread_mutex_destroy(&s->pipes[i].mu);
+			free(s->pipes);
+			s->pipes = NULL;
+			return -1;
+		}
+		atomic_init(&s->pipes[i].leading, false);
+		atomic_init(&s->pipes[i].queued, 0);
+	}
+	return 0;
+}
+
+/* Free s's pipes and their connections (no call may be running). */
+void drl__redis_pipes_free(rstore *s)
+{
+	for (size_t i = 0; s->pipes && i < s->npipes; i++) {
+		drl__redis_conn_free(s->pipes[i].c);
+		pthread_mutex_destroy(&s->pipes[i].mu);
+	}
+	free(s->pipes);
+	s->pipes = NULL;
+}
