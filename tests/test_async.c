@@ -1,0 +1,885 @@
+/*
+ * The asynchronous API (<drl/async.h>) on every store and strategy:
+ * memory://, a real redis-server with tx=lua and tx=watch, a real
+ * memcached.
+ *
+ * - A sequence of requests started one at a time decides, field by field
+ *   and code by code, what the same sequence decides through the blocking
+ *   calls, for every algorithm, a policy, the near cache
+ *   (block_on_exceed=), single requests and batches (with bad items).
+ * - A hot key with hundreds of requests in flight admits exactly the limit.
+ * - Every started request gets exactly one callback (counted): also when
+ *   drl_async_free() runs with requests in flight (DRL_ECANCELED for those
+ *   no worker began, which consumed nothing), and when the server dies
+ *   under requests in flight; a callback may start new requests.
+ * - Failure policies (on_error=) and the breaker answer as in the
+ *   blocking API on a store whose server is gone.
+ * - Bad input is DRL_EINVAL at start, with no callback and nothing
+ *   started; a full queue is DRL_EBUSY at start.
+ *
+ * Skips the server parts when a server binary is missing, except under
+ * CI=true (fails).
+ */
+#include "server_fixture.h"
+#include "testutil.h"
+
+#include <drl/async.h>
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static drl_server redis, mc;
+static int have_redis, have_mc;
+
+#define T0 INT64_C(1700000000000000) /* a fixed decision time */
+
+/* ---- helpers ------------------------------------------------------------ */
+
+enum { URI_MEMORY, URI_LUA, URI_WATCH, URI_MC, URI_COUNT };
+
+static const char *const uri_names[URI_COUNT] = {"memory", "redis tx=lua",
+						 "redis tx=watch", "memcached"};
+
+/* The store URI `which`, or NULL when its server is not running. */
+static const char *uri_of(int which, char *buf, size_t cap)
+{
+	switch (which) {
+	case URI_MEMORY:
+		return "memory://";
+	case URI_LUA:
+	case URI_WATCH:
+		if (!have_redis)
+			return NULL;
+		snprintf(buf, cap, "redis://127.0.0.1:%d?tx=%s&timeout_ms=%lld",
+			 redis.port, which == URI_LUA ? "lua" : "watch",
+			 (long long)tu_bound_ms(2000));
+		return buf;
+	case URI_MC:
+		if (!have_mc)
+			return NULL;
+		snprintf(buf, cap, "memcached://127.0.0.1:%d?timeout_ms=%lld",
+			 mc.port, (long long)tu_bound_ms(2000));
+		return buf;
+	}
+	return NULL;
+}
+
+static drl_async *async_new(int threads, size_t queue)
+{
+	drl_async *a = NULL;
+	drl_error err = {0};
+	drl_async_opts o = {.threads = threads, .queue = queue};
+	if (drl_async_new(&a, &o, &err))
+		fail_msg("drl_async_new: %s", err.message);
+	return a;
+}
+
+/* Wait for the context's fd and process until *count reaches want; fails
+ * the test when that takes longer than a generous deadline. */
+static void process_until(drl_async *a, const int *count, int want)
+{
+	int64_t end = tu_mono_ms() + tu_bound_ms(10000);
+	while (*count < want) {
+		int64_t left = end - tu_mono_ms();
+		if (left <= 0)
+			fail_msg("%d of %d callbacks after %lld ms", *count,
+				 want, (long long)tu_bound_ms(10000));
+		struct pollfd p = {.fd = drl_async_fd(a), .events = POLLIN};
+		int rc = poll(&p, 1, (int)left);
+		assert_true(rc >= 0);
+		assert_true(drl_async_process(a) >= 0);
+	}
+	assert_int_equal(*count, want);
+}
+
+/* Every field of two outcomes. */
+static void same(int rc_a, const drl_result *a, const drl_error *ea, int rc_b,
+		 const drl_result *b, const drl_error *eb, const char *what,
+		 int step)
+{
+	if (rc_a != rc_b || a->allowed != b->allowed || a->limit != b->limit ||
+	    a->remaining != b->remaining ||
+	    a->reset_after_us != b->reset_after_us ||
+	    a->retry_after_us != b->retry_after_us ||
+	    a->limit_index != b->limit_index || a->path != b->path ||
+	    a->would_allow != b->would_allow)
+		fail_msg("%s step %d: async rc=%s allowed=%d limit=%lld "
+			 "rem=%lld reset=%lld retry=%lld idx=%d path=%d, "
+			 "blocking rc=%s allowed=%d limit=%lld rem=%lld "
+			 "reset=%lld retry=%lld idx=%d path=%d",
+			 what, step, drl_err_name(rc_a), a->allowed,
+			 (long long)a->limit, (long long)a->remaining,
+			 (long long)a->reset_after_us,
+			 (long long)a->retry_after_us, a->limit_index, a->path,
+			 drl_err_name(rc_b), b->allowed, (long long)b->limit,
+			 (long long)b->remaining, (long long)b->reset_after_us,
+			 (long long)b->retry_after_us, b->limit_index, b->path);
+	if (rc_a != 0 && strcmp(ea->message, eb->message) != 0)
+		fail_msg("%s step %d: async error \"%s\", blocking \"%s\"",
+			 what, step, ea->message, eb->message);
+}
+
+/* One single request's outcome, as a callback saw it. */
+typedef struct one_out {
+	int count;
+	int rc;
+	drl_result result;
+	drl_error err;
+} one_out;
+
+static void one_cb(drl_async *a, int rc, const drl_result *r,
+		   const drl_error *err, void *arg)
+{
+	(void)a;
+	one_out *o = arg;
+	o->count++;
+	o->rc = rc;
+	o->result = *r;
+	o->err = *err;
+}
+
+/* A batch's outcome, as its callback saw it. */
+typedef struct batch_out {
+	int count;
+	int rc;
+	drl_batch_item items[64];
+	size_t n;
+	drl_error err;
+} batch_out;
+
+static void batch_cb(drl_async *a, int rc, const drl_batch_item *items,
+		     size_t n, const drl_error *err, void *arg)
+{
+	(void)a;
+	batch_out *o = arg;
+	o->count++;
+	o->rc = rc;
+	o->n = n;
+	memcpy(o->items, items, n * sizeof *items);
+	for (size_t i = 0; i < n; i++)
+		o->items[i].key = NULL; /* the library's copy dies with us */
+	o->err = *err;
+}
+
+/* ---- async equals blocking ---------------------------------------------- */
+
+static const char *const specs[] = {
+	"fixed_window:5/1s",
+	"sliding_window:5/1s",
+	"subwindow:6/1200ms,subwindows=4,trailing=1",
+	"token_bucket:3/1s,burst=7",
+	"gcra:3/700ms,burst=4",
+	"sliding_log:4/300ms",
+	"sliding_log:4/1s;gcra:2/1s,burst=3",
+	"fixed_window:3/1s;block_on_exceed=10s",
+	"token_bucket:2/1s;shadow=1",
+};
+#define NSPECS (sizeof specs / sizeof specs[0])
+
+enum { STEPS = 40 };
+
+static const char *const keys[] = {"alice", "bob", "k"};
+
+/* STEPS requests at explicit times on `spec`: each started alone through
+ * the context and waited for, and the same request through drl_allow_at
+ * on a twin limiter (its own prefix): the same outcome every step. */
+static void run_single(drl_async *a, drl_store *s, const char *spec,
+		       const char *what, int n)
+{
+	char pa[48], pb[48];
+	snprintf(pa, sizeof pa, "as%d:", n);
+	snprintf(pb, sizeof pb, "bs%d:", n);
+	drl_limiter *la = tu_limiter(s, spec, pa),
+		    *lb = tu_limiter(s, spec, pb);
+	char key[16];
+	for (int i = 0; i < STEPS; i++) {
+		int64_t now = T0 + (int64_t)i * 97 * MS;
+		int64_t cost = i % 7 == 3 ? 0 : i % 5 == 4 ? 2 : 1;
+		snprintf(key, sizeof key, "%s", keys[i % 3]);
+		one_out o = {0};
+		drl_error err = {0};
+		assert_int_equal(drl_async_allow_at(a, la, key, strlen(key),
+						    cost, now, one_cb, &o,
+						    &err),
+				 0);
+		memset(key, 'x', sizeof key - 1); /* the copy decides */
+		snprintf(key, sizeof key, "%s", keys[i % 3]);
+		process_until(a, &o.count, 1);
+		drl_result r;
+		drl_error eb = {0};
+		int rc = drl_allow_at(lb, key, strlen(key), cost, now, &r, &eb);
+		same(o.rc, &o.result, &o.err, rc, &r, &eb, what, i);
+	}
+	drl_limiter_free(la);
+	drl_limiter_free(lb);
+}
+
+/* Batches of 1..11 items (every 7th item a bad key) at explicit times,
+ * through the context and through drl_allow_batch_at. */
+static void run_batches(drl_async *a, drl_store *s, const char *spec,
+			const char *what, int n)
+{
+	char pa[48], pb[48];
+	snprintf(pa, sizeof pa, "ab%d:", n);
+	snprintf(pb, sizeof pb, "bb%d:", n);
+	drl_limiter *la = tu_limiter(s, spec, pa),
+		    *lb = tu_limiter(s, spec, pb);
+	drl_batch_item in[16], blk[16];
+	for (int step = 0; step < 8; step++) {
+		size_t count = (size_t)(step * 3 % 11) + 1;
+		for (size_t i = 0; i < count; i++) {
+			size_t j = (size_t)step * 16 + i;
+			in[i] = (drl_batch_item){
+				.key = j % 7 == 6 ? NULL : keys[j % 3],
+				.keylen = j % 7 == 6 ? 1 : strlen(keys[j % 3]),
+				.cost = (int64_t)(j % 4 == 3 ? 0 : 1)};
+		}
+		memcpy(blk, in, sizeof in);
+		int64_t now = T0 + (int64_t)step * 211 * MS;
+		batch_out o = {0};
+		drl_error err = {0};
+		assert_int_equal(drl_async_batch_at(a, la, in, count, now,
+						    batch_cb, &o, &err),
+				 0);
+		memset(in, 0, sizeof in); /* the copy decides */
+		process_until(a, &o.count, 1);
+		drl_error eb = {0};
+		int rc = drl_allow_batch_at(lb, blk, count, now, &eb);
+		assert_int_equal(o.rc, rc);
+		assert_int_equal(o.n, count);
+		for (size_t i = 0; i < count; i++) {
+			drl_error none = {0};
+			same(o.items[i].rc, &o.items[i].result, &none,
+			     blk[i].rc, &blk[i].result, &none, what,
+			     step * 100 + (int)i);
+		}
+		assert_string_equal(o.err.message, eb.message);
+	}
+	drl_limiter_free(la);
+	drl_limiter_free(lb);
+}
+
+static void test_equals_blocking(void **state)
+{
+	(void)state;
+	drl_async *a = async_new(4, 0);
+	for (int u = 0; u < URI_COUNT; u++) {
+		char buf[192];
+		const char *uri = uri_of(u, buf, sizeof buf);
+		if (uri == NULL)
+			continue;
+		drl_store *s = tu_store(uri);
+		for (size_t i = 0; i < NSPECS; i++) {
+			char what[160];
+			snprintf(what, sizeof what, "%s on %s", specs[i],
+				 uri_names[u]);
+			run_single(a, s, specs[i], what, (int)(u * 100 + i));
+			run_batches(a, s, specs[i], what, (int)(u * 100 + i));
+		}
+		drl_store_free(s);
+	}
+	assert_int_equal(drl_async_pending(a), 0);
+	drl_async_free(a);
+}
+
+/* ---- a hot key ---------------------------------------------------------- */
+
+static const char *const hot_specs[] = {
+	"fixed_window:100/1h",
+	"sliding_window:100/1h",
+	"subwindow:100/1h,subwindows=4",
+	"token_bucket:100/1h",
+	"gcra:100/1h",
+	"sliding_log:100/1h",
+};
+
+enum { HOT = 400 };
+
+typedef struct hot_count {
+	int count, allowed, failed;
+} hot_count;
+
+static void hot_cb(drl_async *a, int rc, const drl_result *r,
+		   const drl_error *err, void *arg)
+{
+	(void)a;
+	(void)err;
+	hot_count *h = arg;
+	h->count++;
+	if (rc)
+		h->failed++;
+	else if (r->allowed)
+		h->allowed++;
+}
+
+/* HOT requests for one key at one instant, all in flight at once on 16
+ * workers (the cas stores' contention included): exactly 100 allowed. */
+static void test_hot_key_exact(void **state)
+{
+	(void)state;
+	drl_async *a = async_new(16, 0);
+	for (int u = 0; u < URI_COUNT; u++) {
+		char buf[192];
+		const char *uri = uri_of(u, buf, sizeof buf);
+		if (uri == NULL)
+			continue;
+		drl_store *s = tu_store(uri);
+		for (size_t i = 0; i < sizeof hot_specs / sizeof hot_specs[0];
+		     i++) {
+			char prefix[32];
+			snprintf(prefix, sizeof prefix, "hot:%d:%zu:", u, i);
+			drl_limiter *l = tu_limiter(s, hot_specs[i], prefix);
+			hot_count h = {0};
+			for (int k = 0; k < HOT; k++)
+				assert_int_equal(drl_async_allow_at(
+							 a, l, "hot", 3, 1, T0,
+							 hot_cb, &h, NULL),
+						 0);
+			process_until(a, &h.count, HOT);
+			if (h.failed || h.allowed != 100)
+				fail_msg("%s on %s: %d allowed, %d failed",
+					 hot_specs[i], uri_names[u], h.allowed,
+					 h.failed);
+			drl_limiter_free(l);
+		}
+		drl_store_free(s);
+	}
+	drl_async_free(a);
+}
+
+/* The same at the real-time clock (drl_async_allow), limits whose
+ * windows do not move within the test, on memory:// and Redis tx=lua. */
+static void test_hot_key_real_clock(void **state)
+{
+	(void)state;
+	static const char *const sp[] = {"token_bucket:100/1d", "gcra:100/1d",
+					 "sliding_log:100/1d"};
+	drl_async *a = async_new(16, 0);
+	for (int u = 0; u <= URI_LUA; u++) {
+		char buf[192];
+		const char *uri = uri_of(u, buf, sizeof buf);
+		if (uri == NULL)
+			continue;
+		drl_store *s = tu_store(uri);
+		for (size_t i = 0; i < 3; i++) {
+			char prefix[32];
+			snprintf(prefix, sizeof prefix, "hotr:%d:%zu:", u, i);
+			drl_limiter *l = tu_limiter(s, sp[i], prefix);
+			hot_count h = {0};
+			for (int k = 0; k < HOT; k++)
+				assert_int_equal(drl_async_allow(a, l, "hot", 3,
+								 1, hot_cb, &h,
+								 NULL),
+						 0);
+			process_until(a, &h.count, HOT);
+			assert_int_equal(h.failed, 0);
+			assert_int_equal(h.allowed, 100);
+			drl_limiter_free(l);
+		}
+		drl_store_free(s);
+	}
+	drl_async_free(a);
+}
+
+/* ---- exactly one callback ----------------------------------------------- */
+
+typedef struct tally {
+	int count, ok, allowed, canceled, failed;
+	int other; /* an rc none of the above */
+} tally;
+
+static void tally_cb(drl_async *a, int rc, const drl_result *r,
+		     const drl_error *err, void *arg)
+{
+	(void)a;
+	tally *t = arg;
+	t->count++;
+	if (rc == 0) {
+		t->ok++;
+		t->allowed += r->allowed;
+	} else if (rc == DRL_ECANCELED) {
+		t->canceled++;
+		assert_int_equal(r->allowed, 0);
+		assert_int_equal(err->code, DRL_ECANCELED);
+	} else if (rc == DRL_ETIMEDOUT || rc == DRL_EUNAVAILABLE ||
+		   rc == DRL_ESTORE) {
+		t->failed++;
+	} else {
+		t->other++;
+	}
+}
+
+static void tally_batch_cb(drl_async *a, int rc, const drl_batch_item *items,
+			   size_t n, const drl_error *err, void *arg)
+{
+	(void)err;
+	for (size_t i = 0; i < n; i++)
+		tally_cb(a, rc == DRL_ECANCELED ? rc : items[i].rc,
+			 &items[i].result, err, arg);
+}
+
+/* drl_async_free with 600 single requests and 20 batches of 10 in flight
+ * on the memory store: 800 callbacks, each a decision or DRL_ECANCELED,
+ * all run before drl_async_free returns; the canceled ones consumed
+ * nothing (what is left of the quota is the limit minus those allowed). */
+static void test_free_in_flight_memory(void **state)
+{
+	(void)state;
+	drl_store *s = tu_store("memory://");
+	drl_limiter *l = tu_limiter(s, "fixed_window:500/1h", NULL);
+	drl_async *a = async_new(2, 0);
+	tally t = {0};
+	for (int i = 0; i < 600; i++)
+		assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0,
+						    tally_cb, &t, NULL),
+				 0);
+	drl_batch_item items[10];
+	for (int i = 0; i < 10; i++)
+		items[i] = (drl_batch_item){.key = "k", .keylen = 1, .cost = 1};
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(drl_async_batch_at(a, l, items, 10, T0,
+						    tally_batch_cb, &t, NULL),
+				 0);
+	drl_async_free(a);
+	assert_int_equal(t.count, 800);
+	assert_int_equal(t.ok + t.canceled, 800);
+	assert_int_equal(t.other + t.failed, 0);
+	drl_result r = tu_at(l, "k", 0, T0);
+	assert_int_equal(r.remaining, 500 - t.allowed);
+	drl_limiter_free(l);
+	drl_store_free(s);
+}
+
+/* A Redis tx=lua store (timeout_ms `tms`), a limiter, a context of
+ * `threads` workers, and `n` requests started while redis-server is
+ * stopped (SIGSTOP): the workers are inside store calls that cannot
+ * finish, the other requests wait for a worker. */
+typedef struct stuck {
+	drl_store *s;
+	drl_limiter *l;
+	drl_async *a;
+	tally t;
+} stuck;
+
+static void stuck_start(stuck *x, int64_t tms, int threads, int n)
+{
+	char uri[160];
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=lua&timeout_ms=%lld",
+		 redis.port, (long long)tms);
+	x->s = tu_store(uri);
+	x->l = tu_limiter(x->s, "token_bucket:1000/1s", "stuck:");
+	x->a = async_new(threads, 0);
+	x->t = (tally){0};
+	assert_int_equal(drl_fixture_pause(&redis), 0);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(drl_async_allow(x->a, x->l, "k", 1, 1,
+						 tally_cb, &x->t, NULL),
+				 0);
+}
+
+static void stuck_free(stuck *x)
+{
+	drl_async_free(x->a);
+	drl_limiter_free(x->l);
+	drl_store_free(x->s);
+}
+
+/* drl_async_free while the one worker is stuck on a stopped server: the
+ * worker's request gets its own outcome (a timeout), every other one
+ * DRL_ECANCELED; all 50 callbacks run before it returns. */
+static void test_free_while_stuck(void **state)
+{
+	(void)state;
+	if (!have_redis)
+		skip();
+	stuck x;
+	stuck_start(&x, tu_bound_ms(100), 1, 50);
+	drl_async_free(x.a);
+	x.a = NULL;
+	assert_int_equal(drl_fixture_resume(&redis), 0);
+	assert_int_equal(x.t.count, 50);
+	assert_int_equal(x.t.other, 0);
+	assert_true(x.t.canceled >= 49);
+	assert_int_equal(x.t.canceled + x.t.failed + x.t.ok, 50);
+	stuck_free(&x);
+}
+
+/* redis-server killed with 64 requests in flight on 8 workers (stopped
+ * first, so the workers are inside store calls): each gets exactly one
+ * callback, a store failure; the context then decides again once the
+ * server is back. */
+static void test_server_dies_in_flight(void **state)
+{
+	(void)state;
+	if (!have_redis)
+		skip();
+	stuck x;
+	stuck_start(&x, tu_bound_ms(2000), 8, 64);
+	drl_fixture_kill(&redis);
+	process_until(x.a, &x.t.count, 64);
+	assert_int_equal(x.t.failed, 64);
+	assert_int_equal(drl_fixture_restart(&redis), 0);
+	one_out o = {0};
+	int64_t end = tu_mono_ms() + tu_bound_ms(5000);
+	do { /* the breaker may be open for a moment */
+		o.count = 0;
+		assert_int_equal(
+			drl_async_allow(x.a, x.l, "k", 1, 1, one_cb, &o, NULL),
+			0);
+		process_until(x.a, &o.count, 1);
+	} while (o.rc != 0 && tu_mono_ms() < end);
+	assert_int_equal(o.rc, 0);
+	assert_int_equal(o.result.allowed, 1);
+	stuck_free(&x);
+}
+
+/* A callback that starts the next request, CHAIN times, and one batch
+ * on the way: every request gets its callback, the last on a later
+ * drl_async_process than the first. */
+typedef struct chain {
+	drl_limiter *l;
+	int count, batches, left;
+	int batch_rc; /* what the batch's start returned */
+} chain;
+
+static void chain_batch_cb(drl_async *a, int rc, const drl_batch_item *items,
+			   size_t n, const drl_error *err, void *arg)
+{
+	(void)a;
+	(void)items;
+	(void)err;
+	chain *c = arg;
+	assert_int_equal(rc, 0);
+	assert_int_equal(n, 2);
+	c->batches++;
+	c->count++;
+}
+
+static void chain_cb(drl_async *a, int rc, const drl_result *r,
+		     const drl_error *err, void *arg)
+{
+	(void)err;
+	chain *c = arg;
+	assert_int_equal(rc, 0);
+	assert_int_equal(r->allowed, 1);
+	c->count++;
+	if (c->left == 0)
+		return;
+	c->left--;
+	assert_int_equal(drl_async_allow_at(a, c->l, "chain", 5, 1, T0,
+					    chain_cb, c, NULL),
+			 0);
+	if (c->left == 50) {
+		drl_batch_item it[2] = {{.key = "b", .keylen = 1, .cost = 1},
+					{.key = "b", .keylen = 1, .cost = 1}};
+		c->batch_rc = drl_async_batch_at(a, c->l, it, 2, T0,
+						 chain_batch_cb, c, NULL);
+	}
+}
+
+static void test_callback_starts_requests(void **state)
+{
+	(void)state;
+	drl_store *s = tu_store("memory://");
+	drl_limiter *l = tu_limiter(s, "fixed_window:1000/1h", NULL);
+	drl_async *a = async_new(2, 1); /* one place: the chain needs no more */
+	chain c = {.l = l, .left = 100};
+	assert_int_equal(
+		drl_async_allow_at(a, l, "chain", 5, 1, T0, chain_cb, &c, NULL),
+		DRL_OK);
+	/* queue 1 counts requests whose callback has not begun: the chain's
+	 * next start fits, the batch in its callback does not */
+	process_until(a, &c.count, 101);
+	assert_int_equal(c.batch_rc, DRL_EBUSY);
+	assert_int_equal(c.batches, 0);
+	drl_async_free(a);
+
+	a = async_new(2, 0);
+	c = (chain){.l = l, .left = 100};
+	assert_int_equal(
+		drl_async_allow_at(a, l, "chain", 5, 1, T0, chain_cb, &c, NULL),
+		DRL_OK);
+	process_until(a, &c.count, 102);
+	assert_int_equal(c.batch_rc, 0);
+	assert_int_equal(c.batches, 1);
+	assert_int_equal(drl_async_pending(a), 0);
+	drl_async_free(a);
+	drl_limiter_free(l);
+	drl_store_free(s);
+}
+
+/* ---- failures, bad input, a full queue ---------------------------------- */
+
+/* A loopback port nothing listens on. */
+static int closed_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof sa;
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* On a Redis store whose server does not exist, each on_error policy
+ * answers through the context what it answers through drl_allow_at, and
+ * the breaker opens after the same number of calls (an open period
+ * longer than the test, so it stays open): a store each, same sequence. */
+static void test_failure_policies(void **state)
+{
+	(void)state;
+	static const char *const sp[] = {
+		"fixed_window:3/1s",
+		"fixed_window:3/1s;on_error=deny",
+		"fixed_window:3/1s;on_error=allow",
+		"fixed_window:3/1s;on_error=local",
+	};
+	char uri[192];
+	snprintf(uri, sizeof uri,
+		 "redis://127.0.0.1:%d?connect=lazy&breaker_failures=3&"
+		 "breaker_open_ms=600000&breaker_max_ms=600000",
+		 closed_port());
+	drl_async *a = async_new(2, 0);
+	for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++) {
+		drl_store *sa = tu_store(uri), *sb = tu_store(uri);
+		drl_limiter *la = tu_limiter(sa, sp[i], NULL);
+		drl_limiter *lb = tu_limiter(sb, sp[i], NULL);
+		for (int step = 0; step < 8; step++) {
+			int64_t now = T0 + step * 100 * MS;
+			one_out o = {0};
+			assert_int_equal(drl_async_allow_at(a, la, "k", 1, 1,
+							    now, one_cb, &o,
+							    NULL),
+					 0);
+			process_until(a, &o.count, 1);
+			drl_result r;
+			drl_error eb = {0};
+			int rc = drl_allow_at(lb, "k", 1, 1, now, &r, &eb);
+			if (r.path == DRL_PATH_FAIL_CLOSED &&
+			    o.result.path == r.path) {
+				/* the breaker's time left, on the real
+				 * monotonic clock: read at two moments */
+				assert_in_range(o.result.retry_after_us, 1,
+						600 * SEC);
+				assert_in_range(r.retry_after_us, 1, 600 * SEC);
+				o.result.retry_after_us = r.retry_after_us;
+			}
+			same(o.rc, &o.result, &o.err, rc, &r, &eb, sp[i], step);
+		}
+		drl_store_stats st_a = tu_stats(sa), st_b = tu_stats(sb);
+		assert_int_equal(st_a.breaker_opens, 1);
+		assert_int_equal(st_a.breaker_opens, st_b.breaker_opens);
+		assert_int_equal(st_a.breaker_rejects, st_b.breaker_rejects);
+		assert_int_equal(st_a.fallbacks, st_b.fallbacks);
+		drl_limiter_free(la);
+		drl_limiter_free(lb);
+		drl_store_free(sa);
+		drl_store_free(sb);
+	}
+	drl_async_free(a);
+}
+
+static void never_cb(drl_async *a, int rc, const drl_result *r,
+		     const drl_error *err, void *arg)
+{
+	(void)a;
+	(void)rc;
+	(void)r;
+	(void)err;
+	(void)arg;
+	fail_msg("a request that did not start got a callback");
+}
+
+static void never_batch_cb(drl_async *a, int rc, const drl_batch_item *items,
+			   size_t n, const drl_error *err, void *arg)
+{
+	never_cb(a, rc, NULL, err, arg);
+	(void)items;
+	(void)n;
+}
+
+#define EXPECT_EINVAL(call, text)                                              \
+	do {                                                                   \
+		drl_error e_ = {0};                                            \
+		drl_error *err = &e_;                                          \
+		assert_int_equal((call), DRL_EINVAL);                          \
+		assert_int_equal(e_.code, DRL_EINVAL);                         \
+		if (strstr(e_.message, (text)) == NULL)                        \
+			fail_msg("message \"%s\" lacks \"%s\"", e_.message,    \
+				 (text));                                      \
+	} while (0)
+
+/* Bad input: DRL_EINVAL naming the bad part, nothing started, no
+ * callback; the messages of drl_allow's checks. */
+static void test_bad_input(void **state)
+{
+	(void)state;
+	drl_store *s = tu_store("memory://");
+	drl_limiter *l = tu_limiter(s, "fixed_window:5/1s", NULL);
+	drl_async *a = async_new(1, 0);
+	drl_batch_item it = {.key = "k", .keylen = 1, .cost = 1};
+
+	EXPECT_EINVAL(drl_async_allow(NULL, l, "k", 1, 1, never_cb, NULL, err),
+		      "NULL context");
+	EXPECT_EINVAL(drl_async_allow(a, NULL, "k", 1, 1, never_cb, NULL, err),
+		      "NULL limiter");
+	EXPECT_EINVAL(drl_async_allow(a, l, "k", 1, 1, NULL, NULL, err),
+		      "NULL callback");
+	EXPECT_EINVAL(drl_async_allow(a, l, "k", 1, -1, never_cb, NULL, err),
+		      "cost -1 is negative");
+	EXPECT_EINVAL(drl_async_allow(a, l, NULL, 1, 1, never_cb, NULL, err),
+		      "NULL key");
+	EXPECT_EINVAL(drl_async_allow(a, l, "k", 0, 1, never_cb, NULL, err),
+		      "key length 0");
+	EXPECT_EINVAL(drl_async_allow(a, l, "k", DRL_KEY_MAX + 1, 1, never_cb,
+				      NULL, err),
+		      "key length");
+	EXPECT_EINVAL(
+		drl_async_allow_at(a, l, "k", 1, 1, -1, never_cb, NULL, err),
+		"outside 0..2^62");
+	EXPECT_EINVAL(drl_async_batch(a, l, NULL, 1, never_batch_cb, NULL, err),
+		      "NULL items");
+	EXPECT_EINVAL(drl_async_batch(a, l, &it, 0, never_batch_cb, NULL, err),
+		      "1..DRL_BATCH_MAX");
+	EXPECT_EINVAL(drl_async_batch(a, l, &it, DRL_BATCH_MAX + 1,
+				      never_batch_cb, NULL, err),
+		      "1..DRL_BATCH_MAX");
+	EXPECT_EINVAL(drl_async_batch(a, l, &it, 1, NULL, NULL, err),
+		      "NULL callback");
+	EXPECT_EINVAL(
+		drl_async_batch(a, NULL, &it, 1, never_batch_cb, NULL, err),
+		"NULL limiter");
+	EXPECT_EINVAL(drl_async_batch_at(a, l, &it, 1, DRL_TIME_MAX_US + 1,
+					 never_batch_cb, NULL, err),
+		      "outside 0..2^62");
+	assert_int_equal(drl_async_pending(a), 0);
+	assert_int_equal(drl_async_process(a), 0);
+
+	drl_async *none = (drl_async *)&it;
+	drl_async_opts o = {.threads = -1};
+	EXPECT_EINVAL(drl_async_new(&none, &o, err), "threads -1");
+	assert_null(none);
+	o = (drl_async_opts){.threads = DRL_ASYNC_THREADS_MAX + 1};
+	EXPECT_EINVAL(drl_async_new(&none, &o, err), "threads 257");
+	o = (drl_async_opts){.queue = DRL_ASYNC_QUEUE_MAX + 1};
+	EXPECT_EINVAL(drl_async_new(&none, &o, err), "queue");
+	EXPECT_EINVAL(drl_async_new(NULL, NULL, err), "NULL out");
+	assert_int_equal(drl_async_process(NULL), DRL_EINVAL);
+	assert_int_equal(drl_async_fd(NULL), -1);
+	assert_int_equal(drl_async_pending(NULL), 0);
+	drl_async_free(NULL);
+	/* nothing was decided */
+	drl_result r = tu_at(l, "k", 0, T0);
+	assert_int_equal(r.remaining, 5);
+	drl_async_free(a);
+	drl_limiter_free(l);
+	drl_store_free(s);
+}
+
+/* queue=4: four requests whose callbacks have not run fill it (decided
+ * or not); the fifth start is DRL_EBUSY and starts nothing; once their
+ * callbacks ran, starts succeed again. */
+static void test_queue_full(void **state)
+{
+	(void)state;
+	drl_store *s = tu_store("memory://");
+	drl_limiter *l = tu_limiter(s, "fixed_window:100/1h", NULL);
+	drl_async *a = async_new(2, 4);
+	tally t = {0};
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0,
+						    tally_cb, &t, NULL),
+				 0);
+	drl_error err = {0};
+	assert_int_equal(
+		drl_async_allow_at(a, l, "k", 1, 1, T0, never_cb, NULL, &err),
+		DRL_EBUSY);
+	assert_non_null(strstr(err.message, "queue is full"));
+	drl_batch_item it = {.key = "k", .keylen = 1, .cost = 1};
+	assert_int_equal(drl_async_batch_at(a, l, &it, 1, T0, never_batch_cb,
+					    NULL, NULL),
+			 DRL_EBUSY);
+	assert_int_equal(drl_async_pending(a), 4);
+	process_until(a, &t.count, 4);
+	assert_int_equal(drl_async_pending(a), 0);
+	assert_int_equal(
+		drl_async_allow_at(a, l, "k", 1, 1, T0, tally_cb, &t, NULL), 0);
+	process_until(a, &t.count, 5);
+	assert_int_equal(t.allowed, 5);
+	drl_async_free(a);
+	drl_result r = tu_at(l, "k", 0, T0);
+	assert_int_equal(r.remaining, 95);
+	drl_limiter_free(l);
+	drl_store_free(s);
+}
+
+/* A start from a callback run by drl_async_free is DRL_ECANCELED. */
+typedef struct restart {
+	drl_limiter *l;
+	int count, rc;
+} restart;
+
+static void restart_cb(drl_async *a, int rc, const drl_result *r,
+		       const drl_error *err, void *arg)
+{
+	(void)rc;
+	(void)r;
+	(void)err;
+	restart *x = arg;
+	x->count++;
+	x->rc = drl_async_allow_at(a, x->l, "k", 1, 1, T0, never_cb, NULL,
+				   NULL);
+}
+
+static void test_start_during_free(void **state)
+{
+	(void)state;
+	drl_store *s = tu_store("memory://");
+	drl_limiter *l = tu_limiter(s, "fixed_window:100/1h", NULL);
+	drl_async *a = async_new(1, 0);
+	restart x = {.l = l};
+	assert_int_equal(
+		drl_async_allow_at(a, l, "k", 1, 1, T0, restart_cb, &x, NULL),
+		0);
+	drl_async_free(a);
+	assert_int_equal(x.count, 1);
+	assert_int_equal(x.rc, DRL_ECANCELED);
+	drl_limiter_free(l);
+	drl_store_free(s);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	return drl_fixture_start_pair(&redis, &have_redis, &mc, &have_mc);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	drl_fixture_stop_pair(&redis, have_redis, &mc, have_mc);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_equals_blocking),
+		cmocka_unit_test(test_hot_key_exact),
+		cmocka_unit_test(test_hot_key_real_clock),
+		cmocka_unit_test(test_free_in_flight_memory),
+		cmocka_unit_test(test_free_while_stuck),
+		cmocka_unit_test(test_server_dies_in_flight),
+		cmocka_unit_test(test_callback_starts_requests),
+		cmocka_unit_test(test_failure_policies),
+		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_queue_full),
+		cmocka_unit_test(test_start_during_free),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
