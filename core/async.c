@@ -145,8 +145,11 @@ static void *worker(void *p)
 		pthread_mutex_lock(&a->mu);
 		bool was_empty = a->done.head == NULL;
 		push(&a->done, n);
-		if (was_empty)
+		if (was_empty) { /* the syscall outside the lock */
+			pthread_mutex_unlock(&a->mu);
 			signal_fd(a);
+			pthread_mutex_lock(&a->mu);
+		}
 	}
 	pthread_mutex_unlock(&a->mu);
 	return NULL;
@@ -264,21 +267,29 @@ static void deliver(drl_async *a, node *n)
 		n->cb(a, n->rc, &n->result, &n->err, n->arg);
 }
 
-/* Deliver every node of l (taken off the context), releasing each. */
+/* Deliver the nodes from n on (taken off the context), in order: each
+ * leaves `pending` as its callback begins and is released after it (one
+ * lock per node: the previous node's release with the next one's
+ * leaving). */
 static int deliver_all(drl_async *a, node *n)
 {
 	int count = 0;
-	while (n) {
+	node *prev = NULL;
+	for (; n; count++) {
 		node *next = n->next;
 		pthread_mutex_lock(&a->mu);
+		if (prev)
+			recycle(a, prev);
 		a->pending--;
 		pthread_mutex_unlock(&a->mu);
 		deliver(a, n);
-		pthread_mutex_lock(&a->mu);
-		recycle(a, n);
-		pthread_mutex_unlock(&a->mu);
-		count++;
+		prev = n;
 		n = next;
+	}
+	if (prev) {
+		pthread_mutex_lock(&a->mu);
+		recycle(a, prev);
+		pthread_mutex_unlock(&a->mu);
 	}
 	return count;
 }
@@ -415,8 +426,8 @@ static void node_queue(drl_async *a, node *n)
 {
 	pthread_mutex_lock(&a->mu);
 	push(&a->todo, n);
-	pthread_cond_signal(&a->work);
 	pthread_mutex_unlock(&a->mu);
+	pthread_cond_signal(&a->work);
 }
 
 static int start_one(drl_async *a, drl_limiter *l, const void *key,
