@@ -523,11 +523,14 @@ static int start_batch(drl_async *a, drl_limiter *l,
 	int rc = start_check(a, l, cb != NULL, "drl_async_batch", err);
 	if (rc)
 		return rc;
-	if (items == NULL || count == 0 || count > DRL_BATCH_MAX)
-		return drl_error_set(err, DRL_EINVAL, "drl_async_batch: %s",
-				     items == NULL ? "NULL items"
-						   : "n is outside "
-						     "1..DRL_BATCH_MAX");
+	if (items == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_async_batch: NULL items");
+	if (count == 0 || count > DRL_BATCH_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_async_batch: a batch of %zu items is "
+				     "outside 1..%d",
+				     count, DRL_BATCH_MAX);
 	if (kind == BATCH_AT && (rc = drl__time_check(now_us, err)) != 0)
 		return rc;
 	node *n = node_take(a, &rc, err);

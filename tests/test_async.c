@@ -745,10 +745,10 @@ static void test_bad_input(void **state)
 	EXPECT_EINVAL(drl_async_batch(a, l, NULL, 1, never_batch_cb, NULL, err),
 		      "NULL items");
 	EXPECT_EINVAL(drl_async_batch(a, l, &it, 0, never_batch_cb, NULL, err),
-		      "1..DRL_BATCH_MAX");
+		      "outside 1..4096");
 	EXPECT_EINVAL(drl_async_batch(a, l, &it, DRL_BATCH_MAX + 1,
 				      never_batch_cb, NULL, err),
-		      "1..DRL_BATCH_MAX");
+		      "outside 1..4096");
 	EXPECT_EINVAL(drl_async_batch(a, l, &it, 1, NULL, NULL, err),
 		      "NULL callback");
 	EXPECT_EINVAL(
