@@ -258,13 +258,20 @@ int drl_async_new(drl_async **out, const drl_async_opts *opts, drl_error *err)
 	return 0;
 }
 
-/* Run n's callback and release it. */
+/* The context whose callback this thread is running, or NULL: so that
+ * drl_async_process() from one of its own callbacks is refused. */
+static _Thread_local drl_async *delivering;
+
+/* Run n's callback. */
 static void deliver(drl_async *a, node *n)
 {
+	drl_async *outer = delivering;
+	delivering = a;
 	if (n->kind == BATCH || n->kind == BATCH_AT)
 		n->batch_cb(a, n->rc, n->items, n->n, &n->err, n->arg);
 	else
 		n->cb(a, n->rc, &n->result, &n->err, n->arg);
+	delivering = outer;
 }
 
 /* Deliver the nodes from n on (taken off the context), in order: each
@@ -356,8 +363,8 @@ size_t drl_async_pending(const drl_async *a)
 
 int drl_async_process(drl_async *a)
 {
-	if (a == NULL)
-		return drl_error_set(NULL, DRL_EINVAL, "NULL context");
+	if (a == NULL || delivering == a)
+		return DRL_EINVAL; /* none, or from its own callback */
 	uint64_t count;
 	ssize_t r = read(a->efd, &count, sizeof count);
 	(void)r; /* EAGAIN: nothing signalled; the list says what waits */

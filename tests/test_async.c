@@ -564,6 +564,7 @@ static void chain_cb(drl_async *a, int rc, const drl_result *r,
 	chain *c = arg;
 	assert_int_equal(rc, 0);
 	assert_int_equal(r->allowed, 1);
+	assert_int_equal(drl_async_process(a), DRL_EINVAL); /* reentry */
 	c->count++;
 	if (c->left == 0)
 		return;
@@ -818,10 +819,12 @@ static void test_queue_full(void **state)
 	drl_store_free(s);
 }
 
-/* A start from a callback run by drl_async_free is DRL_ECANCELED. */
+/* A start from a callback run by drl_async_free is DRL_ECANCELED;
+ * drl_async_process from a callback of its own context is DRL_EINVAL. */
 typedef struct restart {
 	drl_limiter *l;
 	int count, rc;
+	int process_rc; /* drl_async_process from the callback */
 } restart;
 
 static void restart_cb(drl_async *a, int rc, const drl_result *r,
@@ -834,6 +837,7 @@ static void restart_cb(drl_async *a, int rc, const drl_result *r,
 	x->count++;
 	x->rc = drl_async_allow_at(a, x->l, "k", 1, 1, T0, never_cb, NULL,
 				   NULL);
+	x->process_rc = drl_async_process(a);
 }
 
 static void test_start_during_free(void **state)
@@ -849,6 +853,7 @@ static void test_start_during_free(void **state)
 	drl_async_free(a);
 	assert_int_equal(x.count, 1);
 	assert_int_equal(x.rc, DRL_ECANCELED);
+	assert_int_equal(x.process_rc, DRL_EINVAL);
 	drl_limiter_free(l);
 	drl_store_free(s);
 }

@@ -72,7 +72,8 @@ DRL_EXPORT int drl_async_fd(const drl_async *a);
  * waited; DRL_EINVAL for a NULL context). Requests that finish while it
  * runs wait for the next call (the fd stays readable), so a callback that
  * starts requests cannot keep it running. May be called from any thread
- * and at any time, but not from inside one of the context's callbacks. */
+ * and at any time; from inside one of the context's own callbacks it runs
+ * nothing and returns DRL_EINVAL. */
 DRL_EXPORT int drl_async_process(drl_async *a);
 
 /* Requests started whose callback has not begun: 0 when nothing is in
@@ -84,7 +85,8 @@ DRL_EXPORT size_t drl_async_pending(const drl_async *a);
  * the blocking call returned and wrote (DRL_ECANCELED: a denial, path
  * DRL_PATH_STORE, nothing consumed); result and err are valid only during
  * the call. It may start new requests on any context; it must not call
- * drl_async_process() or drl_async_free() on its own context. */
+ * drl_async_free() on its own context (drl_async_process() on it is
+ * DRL_EINVAL). */
 typedef void (*drl_async_cb)(drl_async *a, int rc, const drl_result *result,
 			     const drl_error *err, void *arg);
 
