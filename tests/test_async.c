@@ -20,6 +20,7 @@
  * Skips the server parts when a server binary is missing, except under
  * CI=true (fails).
  */
+#include "async_check.h"
 #include "server_fixture.h"
 #include "testutil.h"
 
@@ -33,7 +34,7 @@
 static drl_server redis, mc;
 static int have_redis, have_mc;
 
-#define T0 INT64_C(1700000000000000) /* a fixed decision time */
+#define T0 ASYNC_T0
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -76,93 +77,6 @@ static drl_async *async_new(int threads, size_t queue)
 	return a;
 }
 
-/* Wait for the context's fd and process until *count reaches want; fails
- * the test when that takes longer than a generous deadline. */
-static void process_until(drl_async *a, const int *count, int want)
-{
-	int64_t end = tu_mono_ms() + tu_bound_ms(10000);
-	while (*count < want) {
-		int64_t left = end - tu_mono_ms();
-		if (left <= 0)
-			fail_msg("%d of %d callbacks after %lld ms", *count,
-				 want, (long long)tu_bound_ms(10000));
-		struct pollfd p = {.fd = drl_async_fd(a), .events = POLLIN};
-		int rc = poll(&p, 1, (int)left);
-		assert_true(rc >= 0);
-		assert_true(drl_async_process(a) >= 0);
-	}
-	assert_int_equal(*count, want);
-}
-
-/* Every field of two outcomes. */
-static void same(int rc_a, const drl_result *a, const drl_error *ea, int rc_b,
-		 const drl_result *b, const drl_error *eb, const char *what,
-		 int step)
-{
-	if (rc_a != rc_b || a->allowed != b->allowed || a->limit != b->limit ||
-	    a->remaining != b->remaining ||
-	    a->reset_after_us != b->reset_after_us ||
-	    a->retry_after_us != b->retry_after_us ||
-	    a->limit_index != b->limit_index || a->path != b->path ||
-	    a->would_allow != b->would_allow)
-		fail_msg("%s step %d: async rc=%s allowed=%d limit=%lld "
-			 "rem=%lld reset=%lld retry=%lld idx=%d path=%d, "
-			 "blocking rc=%s allowed=%d limit=%lld rem=%lld "
-			 "reset=%lld retry=%lld idx=%d path=%d",
-			 what, step, drl_err_name(rc_a), a->allowed,
-			 (long long)a->limit, (long long)a->remaining,
-			 (long long)a->reset_after_us,
-			 (long long)a->retry_after_us, a->limit_index, a->path,
-			 drl_err_name(rc_b), b->allowed, (long long)b->limit,
-			 (long long)b->remaining, (long long)b->reset_after_us,
-			 (long long)b->retry_after_us, b->limit_index, b->path);
-	if (rc_a != 0 && strcmp(ea->message, eb->message) != 0)
-		fail_msg("%s step %d: async error \"%s\", blocking \"%s\"",
-			 what, step, ea->message, eb->message);
-}
-
-/* One single request's outcome, as a callback saw it. */
-typedef struct one_out {
-	int count;
-	int rc;
-	drl_result result;
-	drl_error err;
-} one_out;
-
-static void one_cb(drl_async *a, int rc, const drl_result *r,
-		   const drl_error *err, void *arg)
-{
-	(void)a;
-	one_out *o = arg;
-	o->count++;
-	o->rc = rc;
-	o->result = *r;
-	o->err = *err;
-}
-
-/* A batch's outcome, as its callback saw it. */
-typedef struct batch_out {
-	int count;
-	int rc;
-	drl_batch_item items[64];
-	size_t n;
-	drl_error err;
-} batch_out;
-
-static void batch_cb(drl_async *a, int rc, const drl_batch_item *items,
-		     size_t n, const drl_error *err, void *arg)
-{
-	(void)a;
-	batch_out *o = arg;
-	o->count++;
-	o->rc = rc;
-	o->n = n;
-	memcpy(o->items, items, n * sizeof *items);
-	for (size_t i = 0; i < n; i++)
-		o->items[i].key = NULL; /* the library's copy dies with us */
-	o->err = *err;
-}
-
 /* ---- async equals blocking ---------------------------------------------- */
 
 static const char *const specs[] = {
@@ -178,89 +92,6 @@ static const char *const specs[] = {
 };
 #define NSPECS (sizeof specs / sizeof specs[0])
 
-enum { STEPS = 40 };
-
-static const char *const keys[] = {"alice", "bob", "k"};
-
-/* STEPS requests at explicit times on `spec`: each started alone through
- * the context and waited for, and the same request through drl_allow_at
- * on a twin limiter (its own prefix): the same outcome every step. */
-static void run_single(drl_async *a, drl_store *s, const char *spec,
-		       const char *what, int n)
-{
-	char pa[48], pb[48];
-	snprintf(pa, sizeof pa, "as%d:", n);
-	snprintf(pb, sizeof pb, "bs%d:", n);
-	drl_limiter *la = tu_limiter(s, spec, pa),
-		    *lb = tu_limiter(s, spec, pb);
-	char key[16];
-	for (int i = 0; i < STEPS; i++) {
-		int64_t now = T0 + (int64_t)i * 97 * MS;
-		int64_t cost = i % 7 == 3 ? 0 : i % 5 == 4 ? 2 : 1;
-		snprintf(key, sizeof key, "%s", keys[i % 3]);
-		one_out o = {0};
-		drl_error err = {0};
-		assert_int_equal(drl_async_allow_at(a, la, key, strlen(key),
-						    cost, now, one_cb, &o,
-						    &err),
-				 0);
-		memset(key, 'x', sizeof key - 1); /* the copy decides */
-		snprintf(key, sizeof key, "%s", keys[i % 3]);
-		process_until(a, &o.count, 1);
-		drl_result r;
-		drl_error eb = {0};
-		int rc = drl_allow_at(lb, key, strlen(key), cost, now, &r, &eb);
-		same(o.rc, &o.result, &o.err, rc, &r, &eb, what, i);
-	}
-	drl_limiter_free(la);
-	drl_limiter_free(lb);
-}
-
-/* Batches of 1..11 items (every 7th item a bad key) at explicit times,
- * through the context and through drl_allow_batch_at. */
-static void run_batches(drl_async *a, drl_store *s, const char *spec,
-			const char *what, int n)
-{
-	char pa[48], pb[48];
-	snprintf(pa, sizeof pa, "ab%d:", n);
-	snprintf(pb, sizeof pb, "bb%d:", n);
-	drl_limiter *la = tu_limiter(s, spec, pa),
-		    *lb = tu_limiter(s, spec, pb);
-	drl_batch_item in[16], blk[16];
-	for (int step = 0; step < 8; step++) {
-		size_t count = (size_t)(step * 3 % 11) + 1;
-		for (size_t i = 0; i < count; i++) {
-			size_t j = (size_t)step * 16 + i;
-			in[i] = (drl_batch_item){
-				.key = j % 7 == 6 ? NULL : keys[j % 3],
-				.keylen = j % 7 == 6 ? 1 : strlen(keys[j % 3]),
-				.cost = (int64_t)(j % 4 == 3 ? 0 : 1)};
-		}
-		memcpy(blk, in, sizeof in);
-		int64_t now = T0 + (int64_t)step * 211 * MS;
-		batch_out o = {0};
-		drl_error err = {0};
-		assert_int_equal(drl_async_batch_at(a, la, in, count, now,
-						    batch_cb, &o, &err),
-				 0);
-		memset(in, 0, sizeof in); /* the copy decides */
-		process_until(a, &o.count, 1);
-		drl_error eb = {0};
-		int rc = drl_allow_batch_at(lb, blk, count, now, &eb);
-		assert_int_equal(o.rc, rc);
-		assert_int_equal(o.n, count);
-		for (size_t i = 0; i < count; i++) {
-			drl_error none = {0};
-			same(o.items[i].rc, &o.items[i].result, &none,
-			     blk[i].rc, &blk[i].result, &none, what,
-			     step * 100 + (int)i);
-		}
-		assert_string_equal(o.err.message, eb.message);
-	}
-	drl_limiter_free(la);
-	drl_limiter_free(lb);
-}
-
 static void test_equals_blocking(void **state)
 {
 	(void)state;
@@ -275,8 +106,8 @@ static void test_equals_blocking(void **state)
 			char what[160];
 			snprintf(what, sizeof what, "%s on %s", specs[i],
 				 uri_names[u]);
-			run_single(a, s, specs[i], what, (int)(u * 100 + i));
-			run_batches(a, s, specs[i], what, (int)(u * 100 + i));
+			async_check_equal(a, s, specs[i], what,
+					  (int)(u * 100 + i));
 		}
 		drl_store_free(s);
 	}
@@ -295,25 +126,6 @@ static const char *const hot_specs[] = {
 	"sliding_log:100/1h",
 };
 
-enum { HOT = 400 };
-
-typedef struct hot_count {
-	int count, allowed, failed;
-} hot_count;
-
-static void hot_cb(drl_async *a, int rc, const drl_result *r,
-		   const drl_error *err, void *arg)
-{
-	(void)a;
-	(void)err;
-	hot_count *h = arg;
-	h->count++;
-	if (rc)
-		h->failed++;
-	else if (r->allowed)
-		h->allowed++;
-}
-
 /* HOT requests for one key at one instant, all in flight at once on 16
  * workers (the cas stores' contention included): exactly 100 allowed. */
 static void test_hot_key_exact(void **state)
@@ -331,17 +143,10 @@ static void test_hot_key_exact(void **state)
 			char prefix[32];
 			snprintf(prefix, sizeof prefix, "hot:%d:%zu:", u, i);
 			drl_limiter *l = tu_limiter(s, hot_specs[i], prefix);
-			hot_count h = {0};
-			for (int k = 0; k < HOT; k++)
-				assert_int_equal(drl_async_allow_at(
-							 a, l, "hot", 3, 1, T0,
-							 hot_cb, &h, NULL),
-						 0);
-			process_until(a, &h.count, HOT);
-			if (h.failed || h.allowed != 100)
-				fail_msg("%s on %s: %d allowed, %d failed",
-					 hot_specs[i], uri_names[u], h.allowed,
-					 h.failed);
+			char what[160];
+			snprintf(what, sizeof what, "%s on %s", hot_specs[i],
+				 uri_names[u]);
+			async_check_hot(a, l, what, false);
 			drl_limiter_free(l);
 		}
 		drl_store_free(s);
@@ -367,15 +172,7 @@ static void test_hot_key_real_clock(void **state)
 			char prefix[32];
 			snprintf(prefix, sizeof prefix, "hotr:%d:%zu:", u, i);
 			drl_limiter *l = tu_limiter(s, sp[i], prefix);
-			hot_count h = {0};
-			for (int k = 0; k < HOT; k++)
-				assert_int_equal(drl_async_allow(a, l, "hot", 3,
-								 1, hot_cb, &h,
-								 NULL),
-						 0);
-			process_until(a, &h.count, HOT);
-			assert_int_equal(h.failed, 0);
-			assert_int_equal(h.allowed, 100);
+			async_check_hot(a, l, sp[i], true);
 			drl_limiter_free(l);
 		}
 		drl_store_free(s);
@@ -518,17 +315,17 @@ static void test_server_dies_in_flight(void **state)
 	stuck x;
 	stuck_start(&x, tu_bound_ms(2000), 8, 64);
 	drl_fixture_kill(&redis);
-	process_until(x.a, &x.t.count, 64);
+	async_process_until(x.a, &x.t.count, 64);
 	assert_int_equal(x.t.failed, 64);
 	assert_int_equal(drl_fixture_restart(&redis), 0);
-	one_out o = {0};
+	async_one o = {0};
 	int64_t end = tu_mono_ms() + tu_bound_ms(5000);
 	do { /* the breaker may be open for a moment */
 		o.count = 0;
-		assert_int_equal(
-			drl_async_allow(x.a, x.l, "k", 1, 1, one_cb, &o, NULL),
-			0);
-		process_until(x.a, &o.count, 1);
+		assert_int_equal(drl_async_allow(x.a, x.l, "k", 1, 1,
+						 async_one_cb, &o, NULL),
+				 0);
+		async_process_until(x.a, &o.count, 1);
 	} while (o.rc != 0 && tu_mono_ms() < end);
 	assert_int_equal(o.rc, 0);
 	assert_int_equal(o.result.allowed, 1);
@@ -592,7 +389,7 @@ static void test_callback_starts_requests(void **state)
 		DRL_OK);
 	/* queue 1 counts requests whose callback has not begun: the chain's
 	 * next start fits, the batch in its callback does not */
-	process_until(a, &c.count, 101);
+	async_process_until(a, &c.count, 101);
 	assert_int_equal(c.batch_rc, DRL_EBUSY);
 	assert_int_equal(c.batches, 0);
 	drl_async_free(a);
@@ -602,7 +399,7 @@ static void test_callback_starts_requests(void **state)
 	assert_int_equal(
 		drl_async_allow_at(a, l, "chain", 5, 1, T0, chain_cb, &c, NULL),
 		DRL_OK);
-	process_until(a, &c.count, 102);
+	async_process_until(a, &c.count, 102);
 	assert_int_equal(c.batch_rc, 0);
 	assert_int_equal(c.batches, 1);
 	assert_int_equal(drl_async_pending(a), 0);
@@ -652,12 +449,12 @@ static void test_failure_policies(void **state)
 		drl_limiter *lb = tu_limiter(sb, sp[i], NULL);
 		for (int step = 0; step < 8; step++) {
 			int64_t now = T0 + step * 100 * MS;
-			one_out o = {0};
+			async_one o = {0};
 			assert_int_equal(drl_async_allow_at(a, la, "k", 1, 1,
-							    now, one_cb, &o,
-							    NULL),
+							    now, async_one_cb,
+							    &o, NULL),
 					 0);
-			process_until(a, &o.count, 1);
+			async_process_until(a, &o.count, 1);
 			drl_result r;
 			drl_error eb = {0};
 			int rc = drl_allow_at(lb, "k", 1, 1, now, &r, &eb);
@@ -670,7 +467,8 @@ static void test_failure_policies(void **state)
 				assert_in_range(r.retry_after_us, 1, 600 * SEC);
 				o.result.retry_after_us = r.retry_after_us;
 			}
-			same(o.rc, &o.result, &o.err, rc, &r, &eb, sp[i], step);
+			async_same(o.rc, &o.result, &o.err, rc, &r, &eb, sp[i],
+				   step);
 		}
 		drl_store_stats st_a = tu_stats(sa), st_b = tu_stats(sb);
 		assert_int_equal(st_a.breaker_opens, 1);
@@ -806,11 +604,11 @@ static void test_queue_full(void **state)
 					    NULL, NULL),
 			 DRL_EBUSY);
 	assert_int_equal(drl_async_pending(a), 4);
-	process_until(a, &t.count, 4);
+	async_process_until(a, &t.count, 4);
 	assert_int_equal(drl_async_pending(a), 0);
 	assert_int_equal(
 		drl_async_allow_at(a, l, "k", 1, 1, T0, tally_cb, &t, NULL), 0);
-	process_until(a, &t.count, 5);
+	async_process_until(a, &t.count, 5);
 	assert_int_equal(t.allowed, 5);
 	drl_async_free(a);
 	drl_result r = tu_at(l, "k", 0, T0);
