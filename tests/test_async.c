@@ -11,7 +11,8 @@
  * - Every started request gets exactly one callback (counted): also when
  *   drl_async_free() runs with requests in flight (DRL_ECANCELED for those
  *   no worker began, which consumed nothing), and when the server dies
- *   under requests in flight; a callback may start new requests.
+ *   under requests in flight; a callback may start new requests, and
+ *   several threads may start requests at once.
  * - Failure policies (on_error=) and the breaker answer as in the
  *   blocking API on a store whose server is gone.
  * - Bad input is DRL_EINVAL at start, with no callback and nothing
@@ -27,6 +28,7 @@
 #include <drl/async.h>
 
 #include <netinet/in.h>
+#include <pthread.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -408,6 +410,53 @@ static void test_callback_starts_requests(void **state)
 	drl_store_free(s);
 }
 
+/* Threads that start requests while the test's thread processes: every
+ * request gets its callback, on the processing thread. */
+enum { STARTERS = 4, PER_STARTER = 250 };
+
+typedef struct starter {
+	drl_async *a;
+	drl_limiter *l;
+	tally *t;
+	int rc; /* the first start that failed, or 0 */
+} starter;
+
+static void *starter_main(void *p)
+{
+	starter *s = p;
+	for (int i = 0; i < PER_STARTER && s->rc == 0; i++)
+		s->rc = drl_async_allow_at(s->a, s->l, "many", 4, 1, T0,
+					   tally_cb, s->t, NULL);
+	return NULL;
+}
+
+static void test_starts_from_threads(void **state)
+{
+	(void)state;
+	drl_store *s = tu_store("memory://");
+	drl_limiter *l = tu_limiter(s, "gcra:700/1h", NULL);
+	drl_async *a = async_new(4, 0);
+	tally t = {0}; /* written by callbacks: this thread only */
+	starter st[STARTERS];
+	pthread_t th[STARTERS];
+	for (int i = 0; i < STARTERS; i++) {
+		st[i] = (starter){.a = a, .l = l, .t = &t};
+		assert_int_equal(
+			pthread_create(&th[i], NULL, starter_main, &st[i]), 0);
+	}
+	async_process_until(a, &t.count, STARTERS * PER_STARTER);
+	for (int i = 0; i < STARTERS; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(st[i].rc, 0);
+	}
+	assert_int_equal(t.ok, STARTERS * PER_STARTER);
+	assert_int_equal(t.allowed, 700);
+	assert_int_equal(drl_async_pending(a), 0);
+	drl_async_free(a);
+	drl_limiter_free(l);
+	drl_store_free(s);
+}
+
 /* ---- failures, bad input, a full queue ---------------------------------- */
 
 /* A loopback port nothing listens on. */
@@ -422,6 +471,14 @@ static int closed_port(void)
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
 	close(fd);
 	return ntohs(sa.sin_port);
+}
+
+/* End msg before the breaker's "next try in N ms" (time-dependent). */
+static void cut_next_try(char *msg)
+{
+	char *p = strstr(msg, "next try in");
+	if (p != NULL)
+		*p = '\0';
 }
 
 /* On a Redis store whose server does not exist, each on_error policy
@@ -467,6 +524,10 @@ static void test_failure_policies(void **state)
 				assert_in_range(r.retry_after_us, 1, 600 * SEC);
 				o.result.retry_after_us = r.retry_after_us;
 			}
+			/* "circuit open ...; next try in N ms": the same
+			 * time left, read at two moments */
+			cut_next_try(o.err.message);
+			cut_next_try(eb.message);
 			async_same(o.rc, &o.result, &o.err, rc, &r, &eb, sp[i],
 				   step);
 		}
@@ -679,6 +740,7 @@ int main(void)
 		cmocka_unit_test(test_free_while_stuck),
 		cmocka_unit_test(test_server_dies_in_flight),
 		cmocka_unit_test(test_callback_starts_requests),
+		cmocka_unit_test(test_starts_from_threads),
 		cmocka_unit_test(test_failure_policies),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_queue_full),
