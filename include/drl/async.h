@@ -64,7 +64,8 @@ DRL_EXPORT void drl_async_free(drl_async *a);
 
 /* A descriptor that is readable (POLLIN) while finished requests wait for
  * drl_async_process(); the context's only event. Owned by the context:
- * valid and unchanged until drl_async_free(); only watch it. */
+ * valid and unchanged until drl_async_free(); only watch it. -1 for a
+ * NULL context. */
 DRL_EXPORT int drl_async_fd(const drl_async *a);
 
 /* Run the callbacks of the requests finished so far, in the order they
