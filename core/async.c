@@ -10,6 +10,10 @@
  * second, so a request finished after the read keeps the fd readable:
  * none is ever left waiting unsignalled.
  *
+ * A single request whose key the limiter's near cache blocks is denied at
+ * start (drl_allow's own near cache step, no store call) and goes to the
+ * done list at once: such denials never wait behind store calls.
+ *
  * `pending` counts requests started whose callback has not begun; it is
  * the queue bound. Nodes are kept on a free list once made, so a steady
  * state allocates only for long keys and batches.
@@ -126,6 +130,18 @@ static void run(node *n)
 	}
 }
 
+/* Hand a decided node to the done list (a->mu not held); the fd is made
+ * readable when the list was empty, outside the lock. */
+static void node_done(drl_async *a, node *n)
+{
+	pthread_mutex_lock(&a->mu);
+	bool was_empty = a->done.head == NULL;
+	push(&a->done, n);
+	pthread_mutex_unlock(&a->mu);
+	if (was_empty)
+		signal_fd(a);
+}
+
 /* A worker: take a node, decide it, hand it to the done list; until the
  * context stops (drl_async_free cancels what is left in todo). */
 static void *worker(void *p)
@@ -142,14 +158,8 @@ static void *worker(void *p)
 		}
 		pthread_mutex_unlock(&a->mu);
 		run(n);
+		node_done(a, n);
 		pthread_mutex_lock(&a->mu);
-		bool was_empty = a->done.head == NULL;
-		push(&a->done, n);
-		if (was_empty) { /* the syscall outside the lock */
-			pthread_mutex_unlock(&a->mu);
-			signal_fd(a);
-			pthread_mutex_lock(&a->mu);
-		}
 	}
 	pthread_mutex_unlock(&a->mu);
 	return NULL;
@@ -465,6 +475,16 @@ static int start_one(drl_async *a, drl_limiter *l, const void *key,
 	n->key = copy;
 	n->keylen = keylen;
 	n->cost = cost;
+	/* A key the near cache blocks is denied here, as drl_allow() would
+	 * deny it (no store call): no worker needed, it finishes at once. */
+	drl__near_req q;
+	if (drl__near_denied(l, key, keylen, cost,
+			     kind == ONE ? DRL__NOW_READ : now_us, &q,
+			     &n->result)) {
+		drl__shadow_answer(l, &n->result);
+		node_done(a, n);
+		return 0;
+	}
 	node_queue(a, n);
 	return 0;
 }

@@ -334,6 +334,55 @@ static void test_server_dies_in_flight(void **state)
 	stuck_free(&x);
 }
 
+/* A key the near cache blocks is denied at start, without a worker: while
+ * the context's one worker waits on a stopped redis-server (timeout_ms
+ * far longer than the test), 20 requests for the blocked key get their
+ * callbacks, denied by the near cache; the worker's request completes
+ * once the server runs again. */
+static void test_near_denial_without_worker(void **state)
+{
+	(void)state;
+	if (!have_redis)
+		skip();
+	char uri[160];
+	snprintf(uri, sizeof uri,
+		 "redis://127.0.0.1:%d?tx=lua&timeout_ms=3600000", redis.port);
+	drl_store *s = tu_store(uri);
+	drl_limiter *l =
+		tu_limiter(s, "fixed_window:2/1h;block_on_exceed=1h", "nf:");
+	drl_async *a = async_new(1, 0);
+	for (int i = 0; i < 3; i++) /* the third is denied: a block */
+		assert_int_equal(tu_at(l, "k", 1, T0).allowed, i < 2);
+	assert_int_equal(drl_fixture_pause(&redis), 0);
+	async_one slow = {0}, last = {0};
+	assert_int_equal(drl_async_allow_at(a, l, "other", 5, 1, T0,
+					    async_one_cb, &slow, NULL),
+			 0);
+	tally t = {0};
+	for (int i = 0; i < 19; i++)
+		assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0 + SEC,
+						    tally_cb, &t, NULL),
+				 0);
+	assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0 + SEC,
+					    async_one_cb, &last, NULL),
+			 0);
+	async_process_until(a, &t.count, 19);
+	async_process_until(a, &last.count, 1);
+	assert_int_equal(t.ok, 19);
+	assert_int_equal(t.allowed, 0);
+	assert_int_equal(last.rc, 0);
+	assert_int_equal(last.result.path, DRL_PATH_NEAR);
+	assert_int_equal(slow.count, 0); /* its server is stopped */
+	assert_int_equal(tu_stats(s).near_denials, 20);
+	assert_int_equal(drl_fixture_resume(&redis), 0);
+	async_process_until(a, &slow.count, 1);
+	assert_int_equal(slow.rc, 0);
+	assert_int_equal(slow.result.allowed, 1);
+	drl_async_free(a);
+	drl_limiter_free(l);
+	drl_store_free(s);
+}
+
 /* A callback that starts the next request, CHAIN times, and one batch
  * on the way: every request gets its callback, the last on a later
  * drl_async_process than the first. */
@@ -739,6 +788,7 @@ int main(void)
 		cmocka_unit_test(test_free_in_flight_memory),
 		cmocka_unit_test(test_free_while_stuck),
 		cmocka_unit_test(test_server_dies_in_flight),
+		cmocka_unit_test(test_near_denial_without_worker),
 		cmocka_unit_test(test_callback_starts_requests),
 		cmocka_unit_test(test_starts_from_threads),
 		cmocka_unit_test(test_failure_policies),
