@@ -540,6 +540,17 @@ int drl__limiter_peek(drl_limiter *l, const void *id, size_t idlen, bool digest,
  * store's time (one round trip, which may fail). */
 int drl__limiter_now(drl_limiter *l, int64_t *now_us, drl_error *err);
 
+/* drl_allow()'s near cache step for a checked request at now_us (explicit,
+ * or DRL__NOW_READ): false when l has no near cache, cost is 0 or the key
+ * is not blocked (then *q is the prepared request, when there is a
+ * cache); true when the cache denies it: *result is that denial (path
+ * DRL_PATH_NEAR, not yet answered: drl__shadow_answer), counted in
+ * near_denials, and the store must not be asked. */
+struct drl__near_req;
+bool drl__near_denied(drl_limiter *l, const void *key, size_t keylen,
+		      int64_t cost, int64_t now_us, struct drl__near_req *q,
+		      drl_result *result);
+
 /* ---- near cache (core/near.c) ------------------------------------------ */
 
 typedef struct drl__near drl__near;

@@ -375,23 +375,33 @@ static int decide_near(drl_limiter *l, const void *key, size_t keylen,
 		       int64_t cost, int64_t now_us, drl_result *result,
 		       drl_error *err)
 {
+	drl__near_req q;
 	if (l->near == NULL || cost == 0)
 		return drl__limiter_guarded(l, key, keylen, cost, now_us,
 					    result, err);
-	drl__near_req q;
-	int base;
-	int64_t t;
-	drl__near_now(now_us, &base, &t);
-	drl__near_req_make(l->near, &q, key, keylen, base, t);
-	if (drl__near_check(l->near, &q, cost, result)) {
-		DRL__COUNT(&l->store->stats, near_denials);
+	if (drl__near_denied(l, key, keylen, cost, now_us, &q, result))
 		return 0;
-	}
 	int rc =
 		drl__limiter_guarded(l, key, keylen, cost, now_us, result, err);
 	if (rc == 0 && result->path == DRL_PATH_STORE)
 		drl__near_record(l->near, &q, cost, result);
 	return rc;
+}
+
+bool drl__near_denied(drl_limiter *l, const void *key, size_t keylen,
+		      int64_t cost, int64_t now_us, drl__near_req *q,
+		      drl_result *result)
+{
+	if (l->near == NULL || cost == 0)
+		return false;
+	int base;
+	int64_t t;
+	drl__near_now(now_us, &base, &t);
+	drl__near_req_make(l->near, q, key, keylen, base, t);
+	if (!drl__near_check(l->near, q, cost, result))
+		return false;
+	DRL__COUNT(&l->store->stats, near_denials);
+	return true;
 }
 
 void drl__shadow_answer(drl_limiter *l, drl_result *r)

@@ -24,6 +24,7 @@ packages=(
 	libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev \
 	libyaml-dev                            # drld's Envoy gRPC service
 	python3-grpcio python3-grpc-tools      # its tests (/usr/bin/python3)
+	libuv1-dev libevent-dev                # the async API's loop adapters' tests
 )
 
 # Whether dpkg has package $1 fully installed.

@@ -652,6 +652,21 @@ const char *drl_fixture_cluster_hosts(const drl_cluster *c, char *buf,
 	return buf;
 }
 
+int drl_fixture_cluster_setup(drl_cluster *c, int masters, int replicas,
+			      char *hosts, size_t cap, int *have)
+{
+	int rc = drl_fixture_cluster_start(c, masters, replicas);
+	*have = rc == 0;
+	if (rc < 0)
+		return -1;
+	if (*have && drl_fixture_cluster_hosts(c, hosts, cap) == NULL) {
+		fprintf(stderr, "cluster fixture: hosts do not fit %zu bytes\n",
+			cap);
+		return -1;
+	}
+	return 0;
+}
+
 /* CRC16-CCITT (XMODEM): polynomial 0x1021, initial 0, as redis cluster. */
 static unsigned crc16(const unsigned char *p, size_t n)
 {

@@ -57,6 +57,13 @@ void drl_fixture_cluster_stop(drl_cluster *c);
 const char *drl_fixture_cluster_hosts(const drl_cluster *c, char *buf,
 				      size_t cap);
 
+/* A test group's setup: drl_fixture_cluster_start(c, masters, replicas),
+ * then its hosts into hosts (cap bytes); *have says whether it runs (0:
+ * skip its tests). 0, or -1 when the start (or the hosts) failed.
+ * Stop it with drl_fixture_cluster_stop. */
+int drl_fixture_cluster_setup(drl_cluster *c, int masters, int replicas,
+			      char *hosts, size_t cap, int *have);
+
 /* The cluster slot (0..16383) of a key: CRC16-XMODEM mod 16384 of the key,
  * or of the part between the first '{' and the first '}' after it when
  * that part is not empty (hash tag). */

@@ -61,24 +61,6 @@ static int nstores(void)
 	return have_redis ? URI_COUNT : 1;
 }
 
-static drl_store *store_open(const char *uri)
-{
-	drl_store *s = NULL;
-	drl_error err = {0};
-	if (drl_store_open(&s, uri, &err))
-		fail_msg("%s: %s", uri, err.message);
-	return s;
-}
-
-static drl_limiter *limiter(drl_store *s, const char *spec, const char *prefix)
-{
-	drl_limiter *l = NULL;
-	drl_error err = {0};
-	if (drl_limiter_new(&l, s, spec, prefix, &err))
-		fail_msg("%s: %s", spec, err.message);
-	return l;
-}
-
 static void same_result(const drl_result *a, const drl_result *b,
 			const char *what, int step, size_t item)
 {
@@ -203,7 +185,8 @@ static void run_spec(drl_store *s, int which, const char *spec, int n)
 	char pb[48], po[48];
 	snprintf(pb, sizeof pb, "bat%d:b:", n);
 	snprintf(po, sizeof po, "bat%d:o:", n);
-	drl_limiter *lb = limiter(s, spec, pb), *lo = limiter(s, spec, po);
+	drl_limiter *lb = tu_limiter(s, spec, pb),
+		    *lo = tu_limiter(s, spec, po);
 	static const struct {
 		const char *p;
 		size_t n;
@@ -261,7 +244,7 @@ static void test_batch_equals_one_by_one(void **state)
 {
 	(void)state;
 	for (int u = 0; u < nstores(); u++) {
-		drl_store *s = store_open(uri_of(u, NULL));
+		drl_store *s = tu_store(uri_of(u, NULL));
 		for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
 			run_spec(s, u, specs[i], (int)(u * 100 + i));
 		drl_store_free(s);
@@ -314,12 +297,12 @@ static void hot_on_stores(int nst, const char *extra, const char *const *sp,
 {
 	for (int u = 0; u < nst; u++) {
 		const char *uri = uri_of(u, extra);
-		drl_store *s = store_open(uri);
+		drl_store *s = tu_store(uri);
 		for (size_t i = 0; i < nspecs; i++) {
 			char prefix[32];
 			snprintf(prefix, sizeof prefix,
 				 "hot%d:%d:%zu:", real_clock, u, i);
-			drl_limiter *l = limiter(s, sp[i], prefix);
+			drl_limiter *l = tu_limiter(s, sp[i], prefix);
 			hot_batch(uri, l, sp[i], real_clock);
 			drl_limiter_free(l);
 		}
@@ -356,10 +339,10 @@ static void test_bad_items(void **state)
 	(void)state;
 	for (int u = 0; u < nstores(); u++) {
 		const char *uri = uri_of(u, NULL);
-		drl_store *s = store_open(uri);
+		drl_store *s = tu_store(uri);
 		char prefix[32];
 		snprintf(prefix, sizeof prefix, "bad%d:", u);
-		drl_limiter *l = limiter(s, "fixed_window:2/1h", prefix);
+		drl_limiter *l = tu_limiter(s, "fixed_window:2/1h", prefix);
 		drl_batch_item it[7] = {
 			{.key = "k", .keylen = 1, .cost = 1},
 			{.key = NULL, .keylen = 1, .cost = 1},
@@ -405,8 +388,8 @@ static void test_bad_items(void **state)
 static void test_bad_calls(void **state)
 {
 	(void)state;
-	drl_store *s = store_open("memory://");
-	drl_limiter *l = limiter(s, "fixed_window:2/1h", NULL);
+	drl_store *s = tu_store("memory://");
+	drl_limiter *l = tu_limiter(s, "fixed_window:2/1h", NULL);
 	static drl_batch_item many[DRL_BATCH_MAX + 1];
 	for (size_t i = 0; i <= DRL_BATCH_MAX; i++)
 		many[i] = (drl_batch_item){
@@ -478,8 +461,8 @@ static void test_one_call_per_chunk(void **state)
 	if (!have_redis)
 		skip();
 	redisContext *raw = raw_open();
-	drl_store *s = store_open(uri_of(URI_LUA, NULL));
-	drl_limiter *l = limiter(s, "fixed_window:5/1h", "rt:");
+	drl_store *s = tu_store(uri_of(URI_LUA, NULL));
+	drl_limiter *l = tu_limiter(s, "fixed_window:5/1h", "rt:");
 	size_t chunk = drl__batch_chunk(&l->limits[0]);
 	long long chunks = (long long)((RT + chunk - 1) / chunk);
 	assert_true(chunks >= 2 && chunk >= 128);
@@ -582,8 +565,8 @@ static void test_per_item_errors(void **state)
 	if (!have_redis)
 		skip();
 	redisContext *raw = raw_open();
-	drl_store *s = store_open(uri_of(URI_LUA, NULL));
-	drl_limiter *l = limiter(s, "fixed_window:5/1h", "pce:");
+	drl_store *s = tu_store(uri_of(URI_LUA, NULL));
+	drl_limiter *l = tu_limiter(s, "fixed_window:5/1h", "pce:");
 	drl_batch_item it[4] = {
 		{.key = "wrongtype", .keylen = 9, .cost = 1},
 		{.key = "corrupt", .keylen = 7, .cost = 1},
@@ -639,7 +622,7 @@ static void test_per_item_errors(void **state)
 	drl_store_free(s);
 
 	/* tx=watch runs no scripts, so no batches either. */
-	s = store_open(uri_of(URI_WATCH, NULL));
+	s = tu_store(uri_of(URI_WATCH, NULL));
 	assert_false(s->backend->caps & (DRL_CAP_BATCH | DRL_CAP_SCRIPT));
 	drl_store_free(s);
 	redisFree(raw);
@@ -683,7 +666,7 @@ static void test_driver_kinds(void **state)
 	redisContext *raw = raw_open();
 	raw_ok(raw, "DEL list", NULL);
 	raw_ok(raw, "LPUSH list x", NULL);
-	drl_store *s = store_open(uri_of(URI_LUA, NULL));
+	drl_store *s = tu_store(uri_of(URI_LUA, NULL));
 	drl_backend *b = s->backend;
 	enum { N = 12 };
 	static const int64_t costs[N] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0};
@@ -739,8 +722,8 @@ static void test_timeout(void **state)
 	const long timeout_ms = (long)tu_bound_ms(200);
 	char opt[32];
 	snprintf(opt, sizeof opt, "&timeout_ms=%ld", timeout_ms);
-	drl_store *s = store_open(uri_of(URI_LUA, opt));
-	drl_limiter *l = limiter(s, "token_bucket:10/1h", "to:");
+	drl_store *s = tu_store(uri_of(URI_LUA, opt));
+	drl_limiter *l = tu_limiter(s, "token_bucket:10/1h", "to:");
 	for (size_t i = 0; i < DRL_BATCH_MAX; i++)
 		items[i] = (drl_batch_item){.key = "t", .keylen = 1, .cost = 1};
 	assert_int_equal(drl_allow_batch_at(l, items, 1, T0, NULL), 0);
@@ -798,8 +781,8 @@ static void test_flush_during_batches(void **state)
 	if (!have_redis)
 		skip();
 	redisContext *raw = raw_open();
-	drl_store *s = store_open(uri_of(URI_LUA, NULL));
-	drl_limiter *l = limiter(s, "fixed_window:100/1h", "fl:");
+	drl_store *s = tu_store(uri_of(URI_LUA, NULL));
+	drl_limiter *l = tu_limiter(s, "fixed_window:100/1h", "fl:");
 	pthread_t t;
 	atomic_store(&flushing, 1);
 	assert_int_equal(pthread_create(&t, NULL, flusher, NULL), 0);
@@ -855,9 +838,9 @@ static void test_denied_peek_writes_nothing(void **state)
 	if (!have_redis)
 		skip();
 	redisContext *raw = raw_open();
-	drl_store *s = store_open(uri_of(URI_WATCH, NULL));
+	drl_store *s = tu_store(uri_of(URI_WATCH, NULL));
 	drl_limiter *l =
-		limiter(s, "sliding_log:4/1s;gcra:2/1s,burst=3", "pk:");
+		tu_limiter(s, "sliding_log:4/1s;gcra:2/1s,burst=3", "pk:");
 	drl_result r;
 	assert_int_equal(drl_allow_at(l, "p", 1, 1, T0 + 10 * SEC, &r, NULL),
 			 0);
@@ -985,7 +968,7 @@ static void test_stub_protocol(void **state)
 	drl_error err = {0};
 	assert_false(drl__has_batch(&stub));
 	assert_int_equal(drl_store_from_backend(&s, &stub, &err), 0);
-	drl_limiter *l = limiter(s, "fixed_window:2/1h", NULL);
+	drl_limiter *l = tu_limiter(s, "fixed_window:2/1h", NULL);
 	for (size_t i = 0; i < 3; i++)
 		items[i] = (drl_batch_item){.key = "k", .keylen = 1, .cost = 1};
 	assert_int_equal(drl_allow_batch_at(l, items, 3, T0, NULL), 0);
@@ -1004,7 +987,7 @@ static void test_stub_protocol(void **state)
 	b.caps |= DRL_CAP_SCRIPT;
 	assert_true(drl__has_batch(&b));
 	assert_int_equal(drl_store_from_backend(&s, &b, &err), 0);
-	l = limiter(s, "fixed_window:2/1h", NULL);
+	l = tu_limiter(s, "fixed_window:2/1h", NULL);
 
 	/* Every failure kind, in DRL_BATCH_MAX items: one call per chunk. */
 	static const int want[6] = {0,          DRL_ESTORE, DRL_ECORRUPT,

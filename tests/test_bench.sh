@@ -44,6 +44,16 @@ expect_in() {
 }
 
 
+# One TAP line per "ok|not ok<TAB>what" line of $tmp/checks (written by
+# a Python check of the JSON output).
+report_checks() {
+	while IFS=$'\t' read -r verdict what; do
+		[ "$verdict" = ok ]
+		unset last_args
+		check $? "$what"
+	done <"$tmp/checks"
+}
+
 # A server binary is missing: skip its store, or fail under CI.
 missing() {
 	if [ "${CI:-}" = "true" ]; then
@@ -124,7 +134,8 @@ def ok(cond, what):
 ok(len(cells) == nstores * 2 * 2 * 2,
    "%d cells for %d stores x 2 specs x 2 key counts x 2 concurrencies"
    % (len(cells), nstores))
-fields = ["store", "spec", "keys", "concurrency", "procs", "duration_s",
+fields = ["store", "spec", "keys", "concurrency", "procs", "async_workers",
+          "duration_s",
           "decisions", "decisions_per_s", "allowed", "errors",
           "first_error", "rounds", "decisions_per_s_rounds", "latency_us",
           "round_trips_per_decision", "store_decisions",
@@ -195,11 +206,7 @@ for c in cells:
 print("\n".join(out))
 EOF
 check $? "the JSON parses"
-while IFS=$'\t' read -r verdict what; do
-	[ "$verdict" = ok ]
-	unset last_args
-	check $? "$what"
-done <"$tmp/checks"
+report_checks
 
 # ---- Markdown by default; --procs across processes ----
 if [ "${#stores[@]}" -gt 1 ]; then
@@ -212,6 +219,39 @@ if [ "${#stores[@]}" -gt 1 ]; then
 	expect_in out "| store | spec | keys | C | decisions/s |"
 	expect_in out "| 100/100 |"
 fi
+
+# ---- --async: requests in flight on one loop, on every store ----
+run bench --store "$store_list" --limit "gcra:1000000/1m;sliding_log:1000/1m" \
+	--concurrency 16 --keys 1 --duration 0.3 --async 4 --json \
+	--exact-limit 100
+expect_rc 0
+python3 - "$tmp/out" "${#stores[@]}" <<'EOF' >"$tmp/checks"
+import json, sys
+
+cells = json.load(open(sys.argv[1]))
+out = []
+
+def ok(cond, what):
+    out.append(("ok" if cond else "not ok") + "\t" + what)
+
+ok(len(cells) == int(sys.argv[2]) * 2, "--async: a cell per store and spec")
+for c in cells:
+    name = "--async 4: %s %s" % (c.get("store"), c.get("spec"))
+    x = c.get("exact") or {}
+    ok(c.get("async_workers") == 4 and c.get("concurrency") == 16,
+       name + ": async_workers 4, 16 in flight")
+    ok(c.get("decisions", 0) > 0 and c.get("errors") == 0,
+       name + ": decisions, no errors (%s)" % c.get("first_error"))
+    ok(x.get("capacity") == 100 and x.get("allowed") == 100 and
+       x.get("over_admission") == 0 and x.get("complete") is True,
+       name + ": exactly the capacity admitted " + json.dumps(x))
+print("\n".join(out))
+EOF
+check $? "the --async JSON parses"
+report_checks
+run bench --limit gcra:1000000/1m --concurrency 8 --duration 0.2 --async 2
+expect_rc 0
+expect_in out "| 8 async/2 |"
 
 # ---- bad input: exit 2, a message naming it ----
 run bench --help
@@ -230,7 +270,7 @@ for bad in "--duration 0" "--duration abc" "--duration 1.1234567" \
 	"--concurrency 0" "--concurrency 1,,4" "--concurrency 16x" \
 	"--concurrency 2000" "--concurrency ,1" "--keys 0" "--keys 1,x" \
 	"--procs 0" "--procs 65" "--rounds 0" "--rounds 16" \
-	"--exact-limit -1"; do
+	"--exact-limit -1" "--async 0" "--async 257" "--async x"; do
 	read -r opt val <<<"$bad"
 	run bench "${L[@]}" "$opt" "$val"
 	expect_rc 2

@@ -516,14 +516,8 @@ static void test_wrong_password(void **state)
 static int setup(void **state)
 {
 	(void)state;
-	int rc = drl_fixture_cluster_start(&cl, 3, 1);
-	if (rc < 0)
-		return -1;
-	have_cluster = rc == 0;
-	if (have_cluster)
-		assert_non_null(
-			drl_fixture_cluster_hosts(&cl, hosts, sizeof hosts));
-	return 0;
+	return drl_fixture_cluster_setup(&cl, 3, 1, hosts, sizeof hosts,
+					 &have_cluster);
 }
 
 static int teardown(void **state)

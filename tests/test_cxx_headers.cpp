@@ -4,6 +4,7 @@
  */
 #include <drl/drl.h>
 #include <drl/backend.h>
+#include <drl/async.h>
 
 #include <cstdio>
 
@@ -22,10 +23,19 @@ int main()
 	drl_result res = {};
 	drl_bytes bytes = {"k", 1};
 	cxx_backend b = {};
+	drl_async_opts opts = {};
+	drl_async *a = nullptr;
 
 	b.parent.version = DRL_BACKEND_VERSION;
 	b.parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
 	res.retry_after_us = DRL_NEVER;
+	opts.threads = 1;
+	if (drl_async_new(&a, &opts, &err) != 0 || drl_async_fd(a) < 0 ||
+	    drl_async_pending(a) != 0 || drl_async_process(a) != 0) {
+		std::fprintf(stderr, "async context: %s\n", err.message);
+		return 1;
+	}
+	drl_async_free(a);
 	if (text == nullptr || name == nullptr || version == nullptr) {
 		std::fprintf(stderr, "NULL text from the library\n");
 		return 1;

@@ -31,7 +31,7 @@ static const struct code_row rows[] = {
 #define NROWS (sizeof rows / sizeof rows[0])
 
 /* Codes no list entry uses. */
-static const int unknown_codes[] = {1, 2, -100, -11, 12345, INT_MAX, INT_MIN};
+static const int unknown_codes[] = {1, 2, -100, -13, 12345, INT_MAX, INT_MIN};
 
 #define NUNKNOWN (sizeof unknown_codes / sizeof unknown_codes[0])
 

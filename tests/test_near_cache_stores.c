@@ -30,25 +30,6 @@ static void redis_uri(char *buf, size_t cap, const char *query)
 
 /* ---- the sync thread ------------------------------------------------------ */
 
-static drl_store *open_store(const char *uri)
-{
-	drl_store *s = NULL;
-	drl_error err = {0};
-	if (drl_store_open(&s, uri, &err))
-		fail_msg("%s: %s", uri, err.message);
-	return s;
-}
-
-static drl_limiter *open_limiter(drl_store *s, const char *spec,
-				 const char *prefix)
-{
-	drl_limiter *l = NULL;
-	drl_error err = {0};
-	if (drl_limiter_new(&l, s, spec, prefix, &err))
-		fail_msg("%s: %s", spec, err.message);
-	return l;
-}
-
 static drl_result decide(drl_limiter *l, const char *key)
 {
 	drl_result r;
@@ -62,9 +43,9 @@ static drl_result decide(drl_limiter *l, const char *key)
  * as far as B can tell) that B used; B's thread learns it. */
 static void sync_learns(const char *uri, const char *prefix)
 {
-	drl_store *sa = open_store(uri), *sb = open_store(uri);
-	drl_limiter *a = open_limiter(sa, "gcra:5/1d", prefix);
-	drl_limiter *b = open_limiter(
+	drl_store *sa = tu_store(uri), *sb = tu_store(uri);
+	drl_limiter *a = tu_limiter(sa, "gcra:5/1d", prefix);
+	drl_limiter *b = tu_limiter(
 		sb, "gcra:5/1d;near_cache=1;near_cache_sync=50ms", prefix);
 	for (int i = 0; i < 3; i++) /* down to half: the thread peeks it */
 		assert_int_equal(decide(b, "k").path, DRL_PATH_STORE);
@@ -112,8 +93,8 @@ static void test_flush_ends_blocks(void **state)
 		skip(); /* a deadline: see test_near_cache.c */
 	char uri[128];
 	redis_uri(uri, sizeof uri, "tx=lua");
-	drl_store *s = open_store(uri);
-	drl_limiter *l = open_limiter(
+	drl_store *s = tu_store(uri);
+	drl_limiter *l = tu_limiter(
 		s, "fixed_window:3/1d;near_cache=1;near_cache_sync=20ms",
 		"ncf:");
 	for (int i = 0; i < 4; i++)
@@ -154,9 +135,9 @@ static void test_batch_redis(void **state)
 		skip();
 	char uri[128];
 	redis_uri(uri, sizeof uri, "tx=lua");
-	drl_store *s = open_store(uri);
+	drl_store *s = tu_store(uri);
 	drl_limiter *l =
-		open_limiter(s, "fixed_window:3/1m;block_on_exceed=1m", "ncb:");
+		tu_limiter(s, "fixed_window:3/1m;block_on_exceed=1m", "ncb:");
 	int64_t t = INT64_C(1699999200) * SEC + SEC;
 	drl_batch_item it[5];
 	drl_error err = {0};

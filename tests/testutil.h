@@ -38,6 +38,27 @@ static inline tu tu_open(const char *uri, const char *spec)
 	return t;
 }
 
+/* A store from uri, a limiter on it (prefix may be NULL); each fails the
+ * test when it cannot be made. */
+static inline drl_store *tu_store(const char *uri)
+{
+	drl_store *s = NULL;
+	drl_error err = {0};
+	if (drl_store_open(&s, uri, &err))
+		fail_msg("%s: %s", uri, err.message);
+	return s;
+}
+
+static inline drl_limiter *tu_limiter(drl_store *s, const char *spec,
+				      const char *prefix)
+{
+	drl_limiter *l = NULL;
+	drl_error err = {0};
+	if (drl_limiter_new(&l, s, spec, prefix, &err))
+		fail_msg("%s: %s", spec, err.message);
+	return l;
+}
+
 static inline void tu_free(tu *t)
 {
 	drl_limiter_free(t->lim);

@@ -32,6 +32,7 @@
 #include "drl_config.h"
 #include "internal.h"
 
+#include <drl/async.h>
 #include <drl/drl.h>
 
 #include <errno.h>
@@ -88,7 +89,8 @@ const char drl_bench_synopsis[] =
 	"usage: drl bench [--store URI[,URI...]] --limit SPEC[;SPEC...]\n"
 	"                 [--concurrency N[,N...]] [--keys N[,N...]]\n"
 	"                 [--duration S] [--rounds N] [--procs N]\n"
-	"                 [--exact-limit N] [--ceiling] [--json]\n";
+	"                 [--exact-limit N] [--ceiling] [--async W]\n"
+	"                 [--json]\n";
 
 const char drl_bench_details[] =
 	"\n"
@@ -123,6 +125,11 @@ const char drl_bench_details[] =
 	"                       script (redis://, also pipelined: -P 16),\n"
 	"                       a raw increment loop (memcached://), same\n"
 	"                       concurrency\n"
+	"      --async W        callers are requests in flight on one event\n"
+	"                       loop per process (drl_async_allow, a context\n"
+	"                       of W worker threads: 1..256), not threads\n"
+	"                       calling drl_allow; latency is start to\n"
+	"                       callback\n"
 	"  -j, --json           one JSON array of cells on stdout\n"
 	"                       (default: a Markdown table)\n"
 	"  -h, --help           this text\n"
@@ -294,6 +301,7 @@ typedef struct bench_opts {
 	int rounds;
 	bool ceiling;
 	bool json;
+	int async_workers; /* --async: 0 blocking threads */
 } bench_opts;
 
 #define usage_error(...)                                                       \
@@ -415,7 +423,7 @@ static void opts_free(bench_opts *o)
  * --help). The caller frees o's lists either way (opts_free). */
 static int bench_parse(int argc, char **argv, bench_opts *o)
 {
-	enum { OPT_CEILING = 256, OPT_EXACT, OPT_ROUNDS };
+	enum { OPT_CEILING = 256, OPT_EXACT, OPT_ROUNDS, OPT_ASYNC };
 	static const struct option longopts[] = {
 		{"store", required_argument, NULL, 's'},
 		{"limit", required_argument, NULL, 'l'},
@@ -424,6 +432,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 		{"duration", required_argument, NULL, 'd'},
 		{"procs", required_argument, NULL, 'p'},
 		{"exact-limit", required_argument, NULL, OPT_EXACT},
+		{"async", required_argument, NULL, OPT_ASYNC},
 		{"rounds", required_argument, NULL, OPT_ROUNDS},
 		{"ceiling", no_argument, NULL, OPT_CEILING},
 		{"json", no_argument, NULL, 'j'},
@@ -483,6 +492,15 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 						   "1..%d",
 						   optarg, PROCS_MAX);
 			o->procs = (int)v;
+			break;
+		case OPT_ASYNC:
+			if (!drl_parse_uint_n(optarg, strlen(optarg), 1,
+					      DRL_ASYNC_THREADS_MAX, &v))
+				return usage_error("bad --async '%s': expected "
+						   "worker threads 1..%d",
+						   optarg,
+						   DRL_ASYNC_THREADS_MAX);
+			o->async_workers = (int)v;
 			break;
 		case OPT_EXACT:
 			if (!drl_parse_uint_n(optarg, strlen(optarg), 0,
@@ -600,7 +618,8 @@ static void note_error(int *code, char *msg, int rc, const drl_error *err)
 	if (*code != 0)
 		return;
 	*code = rc;
-	snprintf(msg, MSG_MAX, "%s: %s", drl_err_name(rc),
+	/* the message cut to what fits after a code's name */
+	snprintf(msg, MSG_MAX, "%s: %.170s", drl_err_name(rc),
 		 err->message[0] ? err->message : drl_strerror(rc));
 }
 
@@ -638,7 +657,8 @@ typedef struct cell_cfg {
 	int64_t exact_cap_ns;
 	int64_t exact_now_us;
 	bool progress;
-	char label[160]; /* for the progress line */
+	int async_workers; /* --async W, or 0 */
+	char label[160];   /* for the progress line */
 } cell_cfg;
 
 /* What a process reports back (a child writes it down a pipe). */
@@ -748,10 +768,152 @@ static void exact_loop(worker *w)
 	}
 }
 
+/* --async: a process's callers are requests in flight on one loop,
+ * decided by a drl_async context; caller 0's thread runs the loop. */
+typedef struct aloop {
+	worker *w;
+	drl_async *a;
+	uint64_t rng;
+	int inflight, tail;
+	bool exact;
+} aloop;
+
+/* One request in flight: when it started. */
+typedef struct aslot {
+	aloop *lp;
+	int64_t t0;
+} aslot;
+
+static void async_start(aslot *s);
+
+/* A decision of the throughput phase: run_loop's accounting. */
+static void async_run_done(aloop *lp, int64_t t0, int rc, const drl_result *r,
+			   const drl_error *err)
+{
+	tally *t = &lp->w->t;
+	int64_t t1 = mono_ns();
+	hist_add(&t->lat, t1 - t0);
+	t->calls++;
+	t->end_ns = t1;
+	if (rc != 0) {
+		t->errors++;
+		note_error(&t->first_err, t->first_msg, rc, err);
+	} else {
+		t->allowed += r->allowed != 0;
+	}
+	if ((t->calls & 63) == 0)
+		atomic_store_explicit(&lp->w->progress, t->calls,
+				      memory_order_relaxed);
+}
+
+/* A decision of the exactness phase: exact_loop's accounting; whether
+ * the phase goes on. */
+static bool async_exact_done(aloop *lp, int rc, const drl_result *r,
+			     const drl_error *err)
+{
+	proc_ctx *p = lp->w->p;
+	tally *t = &lp->w->t;
+	if (rc != 0) {
+		t->x_errors++;
+		note_error(&t->x_first_err, t->x_first_msg, rc, err);
+	} else if (r->allowed) {
+		t->x_allowed++;
+		atomic_fetch_add_explicit(p->x_total, 1, memory_order_relaxed);
+	} else {
+		t->x_denied++;
+	}
+	return !(atomic_load_explicit(p->x_total, memory_order_relaxed) >=
+			 (uint64_t)p->x_capacity &&
+		 ++lp->tail >= EXACT_TAIL);
+}
+
+static void async_done(drl_async *a, int rc, const drl_result *r,
+		       const drl_error *err, void *arg)
+{
+	(void)a;
+	aslot *s = arg;
+	aloop *lp = s->lp;
+	bool more = lp->exact ? async_exact_done(lp, rc, r, err)
+			      : (async_run_done(lp, s->t0, rc, r, err), true);
+	lp->inflight--;
+	if (more && mono_ns() < lp->w->p->deadline_ns)
+		async_start(s);
+}
+
+static void async_start(aslot *s)
+{
+	aloop *lp = s->lp;
+	proc_ctx *p = lp->w->p;
+	drl_error err = {0};
+	int rc;
+	s->t0 = mono_ns();
+	if (lp->exact) {
+		rc = drl_async_allow_at(lp->a, p->xlim, "x", 1, 1,
+					p->cfg->exact_now_us, async_done, s,
+					&err);
+	} else {
+		char key[24];
+		size_t klen = pick_key(key, p->cfg->keys, &lp->rng);
+		rc = drl_async_allow(lp->a, p->lim, key, klen, 1, async_done, s,
+				     &err);
+	}
+	if (rc == 0) {
+		lp->inflight++;
+		return;
+	}
+	/* not started: a failed call, and this place retires */
+	drl_result r = {0};
+	if (lp->exact)
+		(void)async_exact_done(lp, rc, &r, &err);
+	else
+		async_run_done(lp, s->t0, rc, &r, &err);
+}
+
+/* Keep p->nthreads requests in flight until the phase ends; then wait
+ * for the last callbacks. */
+static void async_loop(worker *w, bool exact)
+{
+	proc_ctx *p = w->p;
+	drl_async_opts o = {.threads = p->cfg->async_workers};
+	drl_error err = {0};
+	aloop lp = {.w = w,
+		    .rng = rand_seed((uint64_t)p->base_id, 1),
+		    .exact = exact};
+	int rc = drl_async_new(&lp.a, &o, &err);
+	if (rc != 0) {
+		note_error(exact ? &w->t.x_first_err : &w->t.first_err,
+			   exact ? w->t.x_first_msg : w->t.first_msg, rc, &err);
+		return;
+	}
+	aslot *slots = calloc((size_t)p->nthreads, sizeof *slots);
+	for (int i = 0; slots && i < p->nthreads; i++) {
+		slots[i].lp = &lp;
+		async_start(&slots[i]);
+	}
+	struct pollfd pfd = {.fd = drl_async_fd(lp.a), .events = POLLIN};
+	while (lp.inflight > 0) {
+		poll(&pfd, 1, 100);
+		drl_async_process(lp.a);
+	}
+	drl_async_free(lp.a);
+	free(slots);
+}
+
 static void *worker_main(void *arg)
 {
 	worker *w = arg;
 	proc_ctx *p = w->p;
+
+	if (p->cfg->async_workers > 0) {
+		/* caller 0 runs the loop for all; the others only keep the
+		 * phase's barriers */
+		pthread_barrier_wait(&p->ready);
+		pthread_barrier_wait(&p->go);
+		if (w->id == 0)
+			async_loop(w, p->phase == PHASE_EXACT);
+		atomic_fetch_add(&p->done, 1);
+		return NULL;
+	}
 
 	if (p->phase == PHASE_RUN) {
 		/* Warm up on a key of its own: connections, scripts. */
@@ -2059,11 +2221,13 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 		drl_json_str(out, c->cfg.spec);
 		fprintf(out,
 			",\"keys\":%" PRId64 ",\"concurrency\":%d,\"procs\":%d"
+			",\"async_workers\":%d"
 			",\"duration_s\":%.3f,\"decisions\":%" PRIu64
 			",\"decisions_per_s\":%.1f,\"allowed\":%" PRIu64
 			",\"errors\":%" PRIu64 ",\"first_error\":",
-			c->cfg.keys, c->cfg.conc, c->cfg.nprocs, c->r.elapsed_s,
-			t->calls, rate(c), t->allowed, t->errors);
+			c->cfg.keys, c->cfg.conc, c->cfg.nprocs,
+			c->cfg.async_workers, c->r.elapsed_s, t->calls, rate(c),
+			t->allowed, t->errors);
 		if (t->first_err || c->r.open_rc) {
 			drl_json_str(out, c->r.open_rc ? c->r.open_msg
 						       : t->first_msg);
@@ -2179,7 +2343,15 @@ static void print_markdown(FILE *out, const cell *cells, size_t n)
 		shown_uri su;
 		const tally *t = &c->r.t;
 		char p50[16], p99[16], p999[16], rt[8], cas[16], exact[48];
+		char conc[32];
 		int r = round_trips(c);
+
+		/* --async: "64 async/16": in flight on a loop, workers */
+		if (c->cfg.async_workers > 0)
+			snprintf(conc, sizeof conc, "%d async/%d", c->cfg.conc,
+				 c->cfg.async_workers);
+		else
+			snprintf(conc, sizeof conc, "%d", c->cfg.conc);
 
 		fmt_us(p50, sizeof p50, hist_quantile_us(&t->lat, 0.5));
 		fmt_us(p99, sizeof p99, hist_quantile_us(&t->lat, 0.99));
@@ -2206,10 +2378,10 @@ static void print_markdown(FILE *out, const cell *cells, size_t n)
 					 ? " (cut short)"
 					 : "");
 		fprintf(out,
-			"| %s | %s | %" PRId64 " | %d | %.0f | %s | %s | %s | "
+			"| %s | %s | %" PRId64 " | %s | %.0f | %s | %s | %s | "
 			"%s | %s | %" PRIu64 " | %" PRIu64 " | %.1f%% | %s |",
 			show_uri(&su, c->cfg.store), c->cfg.spec, c->cfg.keys,
-			c->cfg.conc, rate(c), p50, p99, p999, rt, cas,
+			conc, rate(c), p50, p99, p999, rt, cas,
 			c->r.d.cas_exhausted, t->errors + (c->r.open_rc != 0),
 			100 * per(t->allowed, t->calls), exact);
 		if (any_ceiling)
@@ -2349,6 +2521,7 @@ static int bench_run(const bench_opts *o)
 					cfg->duration_ns = dur;
 					cfg->exact_cap_ns = xcap;
 					cfg->progress = progress;
+					cfg->async_workers = o->async_workers;
 					snprintf(cfg->prefix,
 						 sizeof cfg->prefix,
 						 "%s%zu:", run_prefix, i);

@@ -46,7 +46,9 @@ extern "C" {
 	X(ERANGE, -8, "value out of range")                                    \
 	X(EINTERNAL, -9, "internal error")                                     \
 	X(EUNAVAILABLE, -10,                                                   \
-	  "store unavailable (connection failed or circuit open)")
+	  "store unavailable (connection failed or circuit open)")             \
+	X(ECANCELED, -11, "request canceled: its async context was freed")     \
+	X(EBUSY, -12, "too many requests in flight on this async context")
 
 typedef enum drl_errno {
 	DRL_OK = 0,

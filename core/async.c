@@ -1,0 +1,592 @@
+/*
+ * drl_async: decisions started from an event loop's thread, decided on
+ * worker threads the context owns, delivered back on the loop's thread.
+ *
+ * A request is copied into a node at start and queued (todo). A worker
+ * takes it, runs the blocking call it stands for (drl_allow and friends:
+ * every rule of the blocking API holds by construction), and moves it to
+ * the done list, making the eventfd readable when that list was empty.
+ * drl_async_process() reads the eventfd first and takes the done list
+ * second, so a request finished after the read keeps the fd readable:
+ * none is ever left waiting unsignalled.
+ *
+ * A single request whose key the limiter's near cache blocks is denied at
+ * start (drl_allow's own near cache step, no store call) and goes to the
+ * done list at once: such denials never wait behind store calls.
+ *
+ * `pending` counts requests started whose callback has not begun; it is
+ * the queue bound. Nodes are kept on a free list once made, so a steady
+ * state allocates only for long keys and batches.
+ */
+#include "internal.h"
+
+#include "drl/async.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+/* Keys up to this many bytes are copied into the node itself. */
+#define INLINE_KEY 128
+
+enum kind { ONE, ONE_AT, BATCH, BATCH_AT };
+
+typedef struct node {
+	struct node *next;
+	enum kind kind;
+	drl_limiter *lim;
+	int64_t now_us;
+	void *arg;
+	drl_async_cb cb;
+	drl_async_batch_cb batch_cb;
+	/* ONE, ONE_AT: the key (inline or malloc'd) and cost */
+	const unsigned char *key;
+	size_t keylen;
+	int64_t cost;
+	unsigned char *heap; /* malloc'd key or batch copy, or NULL */
+	/* BATCH, BATCH_AT: items (and their keys) in heap */
+	drl_batch_item *items;
+	size_t n;
+	/* outcome */
+	int rc;
+	drl_result result;
+	drl_error err;
+	/* last: node_take() zeroes everything before it */
+	unsigned char inline_key[INLINE_KEY];
+} node;
+
+/* A FIFO of nodes. */
+typedef struct list {
+	node *head, *tail;
+} list;
+
+struct drl_async {
+	pthread_mutex_t mu;
+	pthread_cond_t work; /* todo has a node, or stopping */
+	list todo;           /* started, not yet taken by a worker */
+	list done;           /* decided, callback not yet begun */
+	node *spare;         /* free nodes */
+	size_t nspare;
+	size_t pending; /* started, callback not yet begun */
+	size_t queue;   /* the bound on pending */
+	bool stopping;
+	int efd;
+	size_t nthreads;
+	pthread_t *threads;
+};
+
+static void push(list *l, node *n)
+{
+	n->next = NULL;
+	if (l->tail)
+		l->tail->next = n;
+	else
+		l->head = n;
+	l->tail = n;
+}
+
+static node *pop(list *l)
+{
+	node *n = l->head;
+	if (n) {
+		l->head = n->next;
+		if (l->head == NULL)
+			l->tail = NULL;
+	}
+	return n;
+}
+
+/* Make the fd readable (a failed write can only mean the counter is
+ * full, which is readable too). */
+static void signal_fd(drl_async *a)
+{
+	uint64_t one = 1;
+	ssize_t w = write(a->efd, &one, sizeof one);
+	(void)w;
+}
+
+/* Decide n with the blocking call it stands for. */
+static void run(node *n)
+{
+	switch (n->kind) {
+	case ONE:
+		n->rc = drl_allow(n->lim, n->key, n->keylen, n->cost,
+				  &n->result, &n->err);
+		break;
+	case ONE_AT:
+		n->rc = drl_allow_at(n->lim, n->key, n->keylen, n->cost,
+				     n->now_us, &n->result, &n->err);
+		break;
+	case BATCH:
+		n->rc = drl_allow_batch(n->lim, n->items, n->n, &n->err);
+		break;
+	case BATCH_AT:
+		n->rc = drl_allow_batch_at(n->lim, n->items, n->n, n->now_us,
+					   &n->err);
+		break;
+	}
+}
+
+/* Hand a decided node to the done list (a->mu not held); the fd is made
+ * readable when the list was empty, outside the lock. */
+static void node_done(drl_async *a, node *n)
+{
+	pthread_mutex_lock(&a->mu);
+	bool was_empty = a->done.head == NULL;
+	push(&a->done, n);
+	pthread_mutex_unlock(&a->mu);
+	if (was_empty)
+		signal_fd(a);
+}
+
+/* A worker: take a node, decide it, hand it to the done list; until the
+ * context stops (drl_async_free cancels what is left in todo). */
+static void *worker(void *p)
+{
+	drl_async *a = p;
+	pthread_mutex_lock(&a->mu);
+	for (;;) {
+		node *n = pop(&a->todo);
+		if (n == NULL) {
+			if (a->stopping)
+				break;
+			pthread_cond_wait(&a->work, &a->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&a->mu);
+		run(n);
+		node_done(a, n);
+		pthread_mutex_lock(&a->mu);
+	}
+	pthread_mutex_unlock(&a->mu);
+	return NULL;
+}
+
+/* Release a node whose callback has run (a->mu held). */
+static void recycle(drl_async *a, node *n)
+{
+	free(n->heap);
+	n->heap = NULL;
+	if (a->nspare >= a->queue) {
+		free(n);
+		return;
+	}
+	n->next = a->spare;
+	a->spare = n;
+	a->nspare++;
+}
+
+static void free_nodes(node *n)
+{
+	while (n) {
+		node *next = n->next;
+		free(n->heap);
+		free(n);
+		n = next;
+	}
+}
+
+static int opts_check(const drl_async_opts *o, size_t *threads, size_t *queue,
+		      drl_error *err)
+{
+	*threads = DRL_ASYNC_THREADS_DEFAULT;
+	*queue = DRL_ASYNC_QUEUE_DEFAULT;
+	if (o == NULL)
+		return 0;
+	if (o->threads < 0 || o->threads > DRL_ASYNC_THREADS_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_async_new: threads %d is outside "
+				     "1..%d (0: the default)",
+				     o->threads, DRL_ASYNC_THREADS_MAX);
+	if (o->queue > DRL_ASYNC_QUEUE_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_async_new: queue %zu is outside "
+				     "1..%d (0: the default)",
+				     o->queue, DRL_ASYNC_QUEUE_MAX);
+	if (o->threads)
+		*threads = (size_t)o->threads;
+	if (o->queue)
+		*queue = o->queue;
+	return 0;
+}
+
+/* Start the worker threads with every signal blocked (the caller's mask
+ * is restored). */
+static int start_threads(drl_async *a, size_t nthreads, drl_error *err)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = 0;
+	for (; a->nthreads < nthreads; a->nthreads++)
+		if (pthread_create(&a->threads[a->nthreads], NULL, worker, a)) {
+			rc = drl_error_set(err, DRL_ENOMEM,
+					   "drl_async_new: cannot start "
+					   "worker thread %zu",
+					   a->nthreads + 1);
+			break;
+		}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+int drl_async_new(drl_async **out, const drl_async_opts *opts, drl_error *err)
+{
+	size_t nthreads, queue;
+	if (out == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_async_new: NULL out");
+	*out = NULL;
+	int rc = opts_check(opts, &nthreads, &queue, err);
+	if (rc)
+		return rc;
+	drl_async *a = calloc(1, sizeof *a);
+	if (a == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "drl_async_new");
+	a->queue = queue;
+	a->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	a->threads = calloc(nthreads, sizeof *a->threads);
+	if (a->efd < 0 || a->threads == NULL) {
+		if (a->efd >= 0)
+			close(a->efd);
+		free(a->threads);
+		free(a);
+		return drl_error_set(err, DRL_ENOMEM,
+				     "drl_async_new: no eventfd or memory");
+	}
+	pthread_mutex_init(&a->mu, NULL);
+	pthread_cond_init(&a->work, NULL);
+	rc = start_threads(a, nthreads, err);
+	if (rc) {
+		drl_async_free(a);
+		return rc;
+	}
+	*out = a;
+	return 0;
+}
+
+/* The context whose callback this thread is running, or NULL: so that
+ * drl_async_process() from one of its own callbacks is refused. */
+static _Thread_local drl_async *delivering;
+
+/* Run n's callback. */
+static void deliver(drl_async *a, node *n)
+{
+	drl_async *outer = delivering;
+	delivering = a;
+	if (n->kind == BATCH || n->kind == BATCH_AT)
+		n->batch_cb(a, n->rc, n->items, n->n, &n->err, n->arg);
+	else
+		n->cb(a, n->rc, &n->result, &n->err, n->arg);
+	delivering = outer;
+}
+
+/* Deliver the nodes from n on (taken off the context), in order: each
+ * leaves `pending` as its callback begins and is released after it (one
+ * lock per node: the previous node's release with the next one's
+ * leaving). */
+static int deliver_all(drl_async *a, node *n)
+{
+	int count = 0;
+	node *prev = NULL;
+	for (; n; count++) {
+		node *next = n->next;
+		pthread_mutex_lock(&a->mu);
+		if (prev)
+			recycle(a, prev);
+		a->pending--;
+		pthread_mutex_unlock(&a->mu);
+		deliver(a, n);
+		prev = n;
+		n = next;
+	}
+	if (prev) {
+		pthread_mutex_lock(&a->mu);
+		recycle(a, prev);
+		pthread_mutex_unlock(&a->mu);
+	}
+	return count;
+}
+
+/* n canceled before a worker began it: its outcome is DRL_ECANCELED. */
+static void cancel(node *n)
+{
+	n->rc = drl_error_set(&n->err, DRL_ECANCELED,
+			      "request canceled: drl_async_free() before a "
+			      "worker began it");
+	drl__result_deny(&n->result);
+	for (size_t i = 0; i < n->n; i++) {
+		n->items[i].rc = DRL_ECANCELED;
+		memset(&n->items[i].result, 0, sizeof n->items[i].result);
+	}
+}
+
+void drl_async_free(drl_async *a)
+{
+	if (a == NULL)
+		return;
+	pthread_mutex_lock(&a->mu);
+	a->stopping = true;
+	list canceled = a->todo;
+	a->todo = (list){0};
+	pthread_cond_broadcast(&a->work);
+	pthread_mutex_unlock(&a->mu);
+	for (size_t i = 0; i < a->nthreads; i++)
+		pthread_join(a->threads[i], NULL);
+	/* A start that raced with the flag queued after the workers left. */
+	for (node *n; (n = pop(&a->todo)) != NULL;)
+		push(&canceled, n);
+	for (node *n = canceled.head; n; n = n->next)
+		cancel(n);
+	/* Decided first (in the order they finished), then the canceled
+	 * ones (in the order they were started). */
+	node *done = a->done.head;
+	a->done = (list){0};
+	deliver_all(a, done);
+	deliver_all(a, canceled.head);
+	free_nodes(a->spare);
+	pthread_cond_destroy(&a->work);
+	pthread_mutex_destroy(&a->mu);
+	close(a->efd);
+	free(a->threads);
+	free(a);
+}
+
+int drl_async_fd(const drl_async *a)
+{
+	return a ? a->efd : -1;
+}
+
+size_t drl_async_pending(const drl_async *a)
+{
+	if (a == NULL)
+		return 0;
+	drl_async *m = (drl_async *)a; /* the lock is not the value */
+	pthread_mutex_lock(&m->mu);
+	size_t n = m->pending;
+	pthread_mutex_unlock(&m->mu);
+	return n;
+}
+
+int drl_async_process(drl_async *a)
+{
+	if (a == NULL || delivering == a)
+		return DRL_EINVAL; /* none, or from its own callback */
+	uint64_t count;
+	ssize_t r = read(a->efd, &count, sizeof count);
+	(void)r; /* EAGAIN: nothing signalled; the list says what waits */
+	pthread_mutex_lock(&a->mu);
+	node *done = a->done.head;
+	a->done = (list){0};
+	pthread_mutex_unlock(&a->mu);
+	return deliver_all(a, done);
+}
+
+/* ---- starting requests ---------------------------------------------------- */
+
+/* What every start checks: 0, or its error (nothing started). */
+static int start_check(drl_async *a, drl_limiter *l, bool have_cb,
+		       const char *fn, drl_error *err)
+{
+	if (a == NULL || l == NULL || !have_cb)
+		return drl_error_set(err, DRL_EINVAL, "%s: NULL %s", fn,
+				     a == NULL   ? "context"
+				     : l == NULL ? "limiter"
+						 : "callback");
+	return 0;
+}
+
+/* A node for a new request, counted in pending; NULL with the error in
+ * *rc when the context is full, stopping, or out of memory. */
+static node *node_take(drl_async *a, int *rc, drl_error *err)
+{
+	node *n = NULL;
+	pthread_mutex_lock(&a->mu);
+	if (a->stopping) {
+		*rc = drl_error_set(err, DRL_ECANCELED,
+				    "drl_async_free() has begun: no new "
+				    "requests");
+	} else if (a->pending >= a->queue) {
+		*rc = drl_error_set(err, DRL_EBUSY,
+				    "%zu requests in flight: the context's "
+				    "queue is full",
+				    a->pending);
+	} else if (a->spare) {
+		n = a->spare;
+		a->spare = n->next;
+		a->nspare--;
+	} else if ((n = malloc(sizeof *n)) == NULL) {
+		*rc = drl_error_set(err, DRL_ENOMEM, "no memory for a request");
+	}
+	if (n)
+		a->pending++;
+	pthread_mutex_unlock(&a->mu);
+	if (n)
+		memset(n, 0, offsetof(node, inline_key));
+	return n;
+}
+
+/* Give back a node taken but not queued. */
+static void node_drop(drl_async *a, node *n)
+{
+	pthread_mutex_lock(&a->mu);
+	a->pending--;
+	recycle(a, n);
+	pthread_mutex_unlock(&a->mu);
+}
+
+/* Queue a filled node for the workers. */
+static void node_queue(drl_async *a, node *n)
+{
+	pthread_mutex_lock(&a->mu);
+	push(&a->todo, n);
+	pthread_mutex_unlock(&a->mu);
+	pthread_cond_signal(&a->work);
+}
+
+static int start_one(drl_async *a, drl_limiter *l, const void *key,
+		     size_t keylen, int64_t cost, int64_t now_us,
+		     enum kind kind, drl_async_cb cb, void *arg, drl_error *err)
+{
+	int rc = start_check(a, l, cb != NULL, "drl_async_allow", err);
+	if (rc == 0)
+		rc = drl__request_check(key, keylen, cost, err);
+	if (rc == 0 && kind == ONE_AT)
+		rc = drl__time_check(now_us, err);
+	if (rc)
+		return rc;
+	node *n = node_take(a, &rc, err);
+	if (n == NULL)
+		return rc;
+	unsigned char *copy = n->inline_key;
+	if (keylen > INLINE_KEY && (copy = n->heap = malloc(keylen)) == NULL) {
+		node_drop(a, n);
+		return drl_error_set(err, DRL_ENOMEM, "no memory for a key");
+	}
+	memcpy(copy, key, keylen);
+	n->kind = kind;
+	n->lim = l;
+	n->now_us = now_us;
+	n->arg = arg;
+	n->cb = cb;
+	n->key = copy;
+	n->keylen = keylen;
+	n->cost = cost;
+	/* A key the near cache blocks is denied here, as drl_allow() would
+	 * deny it (no store call): no worker needed, it finishes at once. */
+	drl__near_req q;
+	if (drl__near_denied(l, key, keylen, cost,
+			     kind == ONE ? DRL__NOW_READ : now_us, &q,
+			     &n->result)) {
+		drl__shadow_answer(l, &n->result);
+		node_done(a, n);
+		return 0;
+	}
+	node_queue(a, n);
+	return 0;
+}
+
+int drl_async_allow(drl_async *a, drl_limiter *limiter, const void *key,
+		    size_t keylen, int64_t cost, drl_async_cb cb, void *arg,
+		    drl_error *err)
+{
+	return start_one(a, limiter, key, keylen, cost, 0, ONE, cb, arg, err);
+}
+
+int drl_async_allow_at(drl_async *a, drl_limiter *limiter, const void *key,
+		       size_t keylen, int64_t cost, int64_t now_us,
+		       drl_async_cb cb, void *arg, drl_error *err)
+{
+	return start_one(a, limiter, key, keylen, cost, now_us, ONE_AT, cb, arg,
+			 err);
+}
+
+/* Whether item it's key is copied: one the blocking call will read. A bad
+ * one keeps its length and gets a non-NULL pointer that is never read
+ * (or NULL, as given), so the blocking call rejects it with its own
+ * message. */
+static bool key_copied(const drl_batch_item *it)
+{
+	return it->key != NULL && it->keylen >= 1 && it->keylen <= DRL_KEY_MAX;
+}
+
+/* Copy items[0..n) and their keys into one allocation: n->heap. */
+static int copy_items(node *n, const drl_batch_item *items, size_t count,
+		      drl_error *err)
+{
+	size_t bytes = count * sizeof *items;
+	for (size_t i = 0; i < count; i++)
+		if (key_copied(&items[i]))
+			bytes += items[i].keylen;
+	n->heap = malloc(bytes);
+	if (n->heap == NULL)
+		return drl_error_set(err, DRL_ENOMEM,
+				     "no memory to copy %zu items", count);
+	n->items = (drl_batch_item *)(void *)n->heap;
+	unsigned char *k = n->heap + count * sizeof *items;
+	for (size_t i = 0; i < count; i++) {
+		const drl_batch_item *it = &items[i];
+		n->items[i] =
+			(drl_batch_item){.key = it->key == NULL ? NULL : k,
+					 .keylen = it->keylen,
+					 .cost = it->cost};
+		if (key_copied(it)) {
+			memcpy(k, it->key, it->keylen);
+			k += it->keylen;
+		}
+	}
+	n->n = count;
+	return 0;
+}
+
+static int start_batch(drl_async *a, drl_limiter *l,
+		       const drl_batch_item *items, size_t count,
+		       int64_t now_us, enum kind kind, drl_async_batch_cb cb,
+		       void *arg, drl_error *err)
+{
+	int rc = start_check(a, l, cb != NULL, "drl_async_batch", err);
+	if (rc)
+		return rc;
+	if (items == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_async_batch: NULL items");
+	if (count == 0 || count > DRL_BATCH_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_async_batch: a batch of %zu items is "
+				     "outside 1..%d",
+				     count, DRL_BATCH_MAX);
+	if (kind == BATCH_AT && (rc = drl__time_check(now_us, err)) != 0)
+		return rc;
+	node *n = node_take(a, &rc, err);
+	if (n == NULL)
+		return rc;
+	n->kind = kind;
+	n->lim = l;
+	n->now_us = now_us;
+	n->arg = arg;
+	n->batch_cb = cb;
+	if ((rc = copy_items(n, items, count, err)) != 0) {
+		node_drop(a, n);
+		return rc;
+	}
+	node_queue(a, n);
+	return 0;
+}
+
+int drl_async_batch(drl_async *a, drl_limiter *limiter,
+		    const drl_batch_item *items, size_t n,
+		    drl_async_batch_cb cb, void *arg, drl_error *err)
+{
+	return start_batch(a, limiter, items, n, 0, BATCH, cb, arg, err);
+}
+
+int drl_async_batch_at(drl_async *a, drl_limiter *limiter,
+		       const drl_batch_item *items, size_t n, int64_t now_us,
+		       drl_async_batch_cb cb, void *arg, drl_error *err)
+{
+	return start_batch(a, limiter, items, n, now_us, BATCH_AT, cb, arg,
+			   err);
+}

@@ -1,0 +1,142 @@
+/*
+ * libdrl's asynchronous API, for programs that run an event loop: start a
+ * decision, get a callback on the loop's thread when it is decided. The
+ * caller's thread never waits for a store.
+ *
+ * A drl_async context owns a pool of worker threads. Each started request
+ * is decided on one of them by the blocking call it stands for
+ * (drl_allow(), drl_allow_at(), drl_allow_batch(), drl_allow_batch_at()),
+ * so decisions, errors, timeouts, on_error policies, the circuit breaker
+ * and the near cache are exactly those of the blocking API. Finished
+ * requests wait in the context until the application calls
+ * drl_async_process(), which runs their callbacks on the calling thread.
+ * drl_async_fd() is readable while finished requests wait: watch it from
+ * any loop (poll, epoll, libuv, libevent; adapters in
+ * <drl/adapters/libuv.h> and <drl/adapters/libevent.h>). See
+ * docs/api.md ("Asynchronous decisions") and docs/threading.md.
+ *
+ * Every request whose start returned 0 gets exactly one callback: with its
+ * decision, its error, or DRL_ECANCELED when drl_async_free() dropped it
+ * before a worker began it. A start that returns an error gets none.
+ */
+#ifndef DRL_ASYNC_H
+#define DRL_ASYNC_H
+
+#include <drl/drl.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct drl_async drl_async;
+
+/* Defaults and bounds of drl_async_opts. */
+#define DRL_ASYNC_THREADS_DEFAULT 16
+#define DRL_ASYNC_THREADS_MAX 256
+#define DRL_ASYNC_QUEUE_DEFAULT 4096
+#define DRL_ASYNC_QUEUE_MAX (1024 * 1024)
+
+/* How a context is made; zeroed fields take the defaults. */
+typedef struct drl_async_opts {
+	/* worker threads, 1..DRL_ASYNC_THREADS_MAX (0: 16): the most
+	 * requests in a store call at once */
+	int threads;
+	/* most requests started whose callback has not begun,
+	 * 1..DRL_ASYNC_QUEUE_MAX (0: 4096); one more start is DRL_EBUSY */
+	size_t queue;
+} drl_async_opts;
+
+/* Make a context with opts (NULL: the defaults) and start its worker
+ * threads (every signal blocked in them). Owned by the caller; free it
+ * with drl_async_free(). */
+DRL_EXPORT int drl_async_new(drl_async **out, const drl_async_opts *opts,
+			     drl_error *err);
+
+/* Stop the context: requests no worker has begun get their callback with
+ * DRL_ECANCELED (nothing of them reached the store); requests a worker is
+ * deciding are waited for (each at most as long as its blocking call,
+ * bounded by the store's timeout_ms) and get their decision; then every
+ * callback not yet run runs, on the calling thread, before this returns.
+ * A start from such a callback returns DRL_ECANCELED. Detach a loop
+ * adapter before, and never call this from one of the context's own
+ * callbacks. NULL is a no-op. */
+DRL_EXPORT void drl_async_free(drl_async *a);
+
+/* A descriptor that is readable (POLLIN) while finished requests wait for
+ * drl_async_process(); the context's only event. Owned by the context:
+ * valid and unchanged until drl_async_free(); only watch it. -1 for a
+ * NULL context. */
+DRL_EXPORT int drl_async_fd(const drl_async *a);
+
+/* Run the callbacks of the requests finished so far, in the order they
+ * finished, on the calling thread, and return how many ran (0 when none
+ * waited; DRL_EINVAL for a NULL context). Requests that finish while it
+ * runs wait for the next call (the fd stays readable), so a callback that
+ * starts requests cannot keep it running. May be called from any thread
+ * and at any time; from inside one of the context's own callbacks it runs
+ * nothing and returns DRL_EINVAL. */
+DRL_EXPORT int drl_async_process(drl_async *a);
+
+/* Requests started whose callback has not begun: 0 when nothing is in
+ * flight (then the limiters used may be freed). */
+DRL_EXPORT size_t drl_async_pending(const drl_async *a);
+
+/* A single decision's callback, on the thread running
+ * drl_async_process() (or drl_async_free()). rc, *result and *err are what
+ * the blocking call returned and wrote (DRL_ECANCELED: a denial, path
+ * DRL_PATH_STORE, nothing consumed); result and err are valid only during
+ * the call. It may start new requests on any context; it must not call
+ * drl_async_free() on its own context (drl_async_process() on it is
+ * DRL_EINVAL). */
+typedef void (*drl_async_cb)(drl_async *a, int rc, const drl_result *result,
+			     const drl_error *err, void *arg);
+
+/* Start drl_allow(limiter, key, keylen, cost) (the real-time clock, read
+ * when a worker decides it); cb(a, ..., arg) gets its outcome. key is
+ * copied: the caller's buffer need not outlive the call. Returns 0
+ * (started: exactly one callback follows), or, with no callback and
+ * nothing started: DRL_EINVAL for a NULL context, limiter or cb and for
+ * what drl_allow() rejects as bad input (same message), DRL_EBUSY when
+ * the context holds its `queue` requests already, DRL_ENOMEM, and
+ * DRL_ECANCELED once drl_async_free() has begun. Any thread may start
+ * requests. The limiter and its store must outlive the callback. */
+DRL_EXPORT int drl_async_allow(drl_async *a, drl_limiter *limiter,
+			       const void *key, size_t keylen, int64_t cost,
+			       drl_async_cb cb, void *arg, drl_error *err);
+
+/* The same as drl_allow_at() at now_us (checked at start, as there). */
+DRL_EXPORT int drl_async_allow_at(drl_async *a, drl_limiter *limiter,
+				  const void *key, size_t keylen, int64_t cost,
+				  int64_t now_us, drl_async_cb cb, void *arg,
+				  drl_error *err);
+
+/* A batch's callback: rc and *err as drl_allow_batch() returned and wrote
+ * them; items[0..n) are copies of the started items with each rc and
+ * result filled (their keys point at the library's copies), valid only
+ * during the call. DRL_ECANCELED: the call's rc and every item's. */
+typedef void (*drl_async_batch_cb)(drl_async *a, int rc,
+				   const drl_batch_item *items, size_t n,
+				   const drl_error *err, void *arg);
+
+/* Start drl_allow_batch(limiter, items, n): the items (keys, lengths,
+ * costs) are copied at start, so the caller's array and keys need not
+ * outlive the call and are never written. Start errors as for
+ * drl_async_allow(), and DRL_EINVAL for what drl_allow_batch() rejects
+ * as a whole (NULL items, n outside 1..DRL_BATCH_MAX); a bad item is that
+ * item's rc in the callback, as in drl_allow_batch(). One batch takes one
+ * place of the queue. */
+DRL_EXPORT int drl_async_batch(drl_async *a, drl_limiter *limiter,
+			       const drl_batch_item *items, size_t n,
+			       drl_async_batch_cb cb, void *arg,
+			       drl_error *err);
+
+/* The same as drl_allow_batch_at() at now_us (checked at start). */
+DRL_EXPORT int drl_async_batch_at(drl_async *a, drl_limiter *limiter,
+				  const drl_batch_item *items, size_t n,
+				  int64_t now_us, drl_async_batch_cb cb,
+				  void *arg, drl_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DRL_ASYNC_H */
