@@ -32,6 +32,7 @@
 #include <openssl/sha.h>
 
 #include "backends/memcached.h"
+#include "fake_server.h"
 #include "internal.h"
 #include "server_fixture.h"
 #include "testutil.h"
@@ -438,6 +439,77 @@ static void test_get_many(void **state)
 	assert_int_equal(vals[3], 0);
 	assert_int_equal(vals[4], -48);
 	b->destroy(b);
+}
+
+/* One binary GETKQ hit: key k, counter value v (BIAS + v, as stored). */
+static size_t getkq_hit(char *out, const char *k, int64_t v)
+{
+	char val[24];
+	size_t kl = strlen(k);
+	int vl = snprintf(val, sizeof val, "%" PRIu64,
+			  (UINT64_C(1) << 62) + (uint64_t)v);
+	uint32_t body = htonl((uint32_t)(4 + kl + (size_t)vl));
+	uint16_t klen = htons((uint16_t)kl);
+	memset(out, 0, 28);
+	out[0] = (char)0x81;
+	out[1] = 0x0d; /* GETKQ */
+	memcpy(out + 2, &klen, 2);
+	out[4] = 4; /* extras: the flags */
+	memcpy(out + 8, &body, 4);
+	memcpy(out + 28, k, kl);
+	memcpy(out + 28 + kl, val, (size_t)vl);
+	return 28 + kl + (size_t)vl;
+}
+
+/* What a server answers to get_many(ka, kb, kc) with ka = 5, kc = -3 and
+ * kb absent, in one reply (to one request: a multi-get). */
+static size_t mget_reply(char *out, int binary)
+{
+	static const char noop[24] = {(char)0x81, 0x0a};
+	size_t n = 0;
+	if (!binary)
+		return (size_t)sprintf(
+			out, "VALUE ka 0 19\r\n4611686018427387909\r\n"
+			     "VALUE kc 0 19\r\n4611686018427387901\r\nEND\r\n");
+	n += getkq_hit(out + n, "ka", 5);
+	n += getkq_hit(out + n, "kc", -3);
+	memcpy(out + n, noop, sizeof noop);
+	return n + sizeof noop;
+}
+
+/* get_many reads every key with one request: a server that answers once,
+ * with every key's value, and then never again gives all the values (one
+ * get per key would wait for a second answer and time out). */
+static void test_get_many_one_request(void **state)
+{
+	const char *proto = *state;
+	int binary = strchr(proto, '1') != NULL;
+	char reply[512];
+	fake_plan plan = {.reply = reply,
+			  .len = mget_reply(reply, binary),
+			  .wait_request = 1,
+			  .end = FAKE_END_HANG};
+	drl_bytes keys[3] = {K("ka"), K("kb"), K("kc")};
+	int64_t vals[3] = {-1, -1, -1};
+	drl_error err = {0};
+	fake_server *fs = NULL;
+	drl_backend *b;
+
+	assert_int_equal(fake_server_start_tcp(&fs, &plan, 1), 0);
+	if (try_open(&b, &err,
+		     "memcached://127.0.0.1:%d?connect=lazy&%s&timeout_ms=%lld",
+		     fake_server_port(fs), proto, (long long)tu_bound_ms(1000)))
+		fail_msg("open: %s", err.message);
+	int rc = b->get_many(b, 3, keys, vals, &err);
+	if (rc)
+		fail_msg("get_many (%s): %s (%s)", proto, err.message,
+			 drl_err_name(rc));
+	assert_int_equal(vals[0], 5);
+	assert_int_equal(vals[1], 0);
+	assert_int_equal(vals[2], -3);
+	assert_int_equal(fake_server_accepted(fs), 1);
+	b->destroy(b);
+	fake_server_stop(fs);
 }
 
 /* ---- optimistic state ---------------------------------------------------- */
@@ -1346,6 +1418,7 @@ int main(void)
 		cmocka_unit_test(test_open_fails_fast_without_server),
 		BOTH(test_counter_conformance),
 		BOTH(test_get_many),
+		BOTH(test_get_many_one_request),
 		BOTH(test_load_cas_conformance),
 		cmocka_unit_test(test_hostile_keys),
 		cmocka_unit_test(test_ttl_short),
