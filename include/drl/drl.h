@@ -29,9 +29,9 @@ extern "C" {
 #endif
 
 #define DRL_VERSION_MAJOR 0
-#define DRL_VERSION_MINOR 2
+#define DRL_VERSION_MINOR 3
 #define DRL_VERSION_PATCH 0
-#define DRL_VERSION_STRING "0.2.0"
+#define DRL_VERSION_STRING "0.3.0"
 
 /* The one list of error codes: the enum, drl_strerror() and drl_err_name()
  * are all generated from it, so they cannot drift apart. */
