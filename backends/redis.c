@@ -1077,8 +1077,8 @@ static int acquire_shared(rstore *s, conn *proxy, conn **out, drl_error *err)
 	if (h && h->c)
 		drop_hold(h); /* as acquire(): a hold ends at another store */
 	memset(proxy, 0, sizeof *proxy);
-	proxy->shared =
-		true; /* its deadline is set by drl__redis_pipe_call() */
+	/* Its deadline is set by drl__redis_pipe_call(). */
+	proxy->shared = true;
 	*out = proxy;
 	return 0;
 }
