@@ -129,28 +129,30 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 # a third of this build's time; its concurrent parts all run.
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	DRLD_TEST_STORES="memory redis" \
-	MESON_TEST_ARGS="threads memory_store redis_store redis_pipe cross_process faults cluster near_cache near_cache_stores async async_cluster async_libuv async_libevent drld envoy" \
+	MESON_TEST_ARGS="threads memory_store redis_store redis_pipe cross_process faults cluster near_cache near_cache_stores async async_cluster async_libuv async_libevent drld_input drld_decisions drld_shadow drld_service envoy" \
 	run_suite tsan build-tsan -Db_sanitize=thread -Db_lundef=false \
 	-Dbuildtype=debugoptimized -Dbenchmarks=false
 # valgrind memcheck (setup 'valgrind' in tests/meson.build): every C test,
 # drl under test_cli.sh and drld under test_drld_memcheck.sh, but not the
 # other shell tests or the 'no_valgrind' ones (deadline-heavy, and the
-# cross-process test); about 4 minutes on 2 cores. The benchmarks (bench/)
-# compile in the werror build only: no test runs them.
+# cross-process test); about 4 minutes on 2 cores. It runs on the werror
+# build's binaries (a plain build, as memcheck wants): no second build.
 if command -v valgrind >/dev/null; then
 	MESON_TEST_ARGS="--setup valgrind" TESTLOG=testlog-valgrind.json \
-		run_suite valgrind build-vg -Dbenchmarks=false
+		run_suite valgrind build -Dwerror=true
 else
 	fail_step "valgrind is not installed (scripts/deps.sh)"
 fi
 # libFuzzer (fuzz/README.md): each target a bounded while on a copy of its
-# corpus; each counts as one test. FUZZ_SECONDS=25 keeps it near 2 minutes;
+# corpus; each counts as one test. FUZZ_SECONDS=10 keeps it near a minute
+# and a half (most of it the build): a regression check of the corpus and
+# a short exploration; longer runs are by hand (fuzz/README.md);
 # FUZZ_SEED=1 makes every run explore from the same seed, so a CI verdict
 # does not hang on the run's luck (a new find by a longer run by hand goes
 # into the corpus as a regression input).
 echo "=== fuzz: build-fuzz"
 t0=$SECONDS
-fuzz_out=$(FUZZ_SECONDS=${FUZZ_SECONDS:-25} FUZZ_SEED=${FUZZ_SEED:-1} \
+fuzz_out=$(FUZZ_SECONDS=${FUZZ_SECONDS:-10} FUZZ_SEED=${FUZZ_SEED:-1} \
 	bash scripts/fuzz.sh 2>&1)
 echo "$fuzz_out"
 fp=$(grep -c '^fuzz: fuzz_[a-z_]* ok' <<<"$fuzz_out")

@@ -13,7 +13,12 @@
 # default key prefix). Every drld must stop with exit 0 on SIGTERM and
 # print no sanitizer report.
 #
-# usage: test_drld.sh PATH/TO/drld PATH/TO/drl
+# usage: test_drld.sh PATH/TO/drld PATH/TO/drl [PART]
+# PART: input (the command line, config errors, malformed requests),
+# decisions (decisions, headers, rules, metrics on each store), shadow
+# (shadow rules and POST /v1/reset on each store), service (bounds, a
+# graceful stop, reloads, a failing store, two drld sharing a limit), or
+# all.
 # Starts its servers on free loopback ports and stops them by PID at exit.
 # A missing redis-server/memcached/curl skips what needs it, except under
 # CI=true, where it is a failure. Prints one "ok N - ..." / "not ok N -
@@ -22,6 +27,18 @@ set -u
 
 drld=${1:?usage: test_drld.sh PATH/TO/drld PATH/TO/drl}
 drl=${2:?usage: test_drld.sh PATH/TO/drld PATH/TO/drl}
+# Which part to run: meson runs each as a test of its own (they run in
+# parallel, and a failure names its part); "all" when not given.
+part=${3:-all}
+case $part in
+all | input | decisions | shadow | service) ;;
+*)
+	echo "test_drld.sh: unknown part '$part' (all, input, decisions, shadow, service)" >&2
+	exit 2
+	;;
+esac
+# in_part NAME: this run includes part NAME.
+in_part() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 here=$(dirname "${BASH_SOURCE[0]}")
 client="$here/drld_client.py"
 tmp=$(mktemp -d)
@@ -247,6 +264,7 @@ bad_usage() {
 	[ "$st" -eq 0 ] || sed 's/^/#   stderr: /' "$tmp/run.err"
 }
 
+if in_part input; then
 run --version
 [ "$rc" -eq 0 ] && grep -qE '^drld [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/run.out"
 check $? "drld --version prints 'drld X.Y.Z'"
@@ -320,6 +338,7 @@ if start busy; then
 else
 	check 1 "drld starts on memory://"
 fi
+fi # in_part input
 
 # ---- decisions, headers, rules, protect, metrics: on each store --------
 
@@ -555,7 +574,7 @@ store_wanted() {
 	[ -z "${DRLD_TEST_STORES+x}" ] && return 0
 	[[ " $DRLD_TEST_STORES " == *" $1 "* ]]
 }
-each_store decisions
+in_part decisions && each_store decisions
 
 # ---- shadow rules and POST /v1/reset: on each store ---------------------
 
@@ -664,9 +683,10 @@ ops() {
 	stop "ops-$s" "$pid"
 }
 
-each_store ops
+in_part shadow && each_store ops
 
 # ---- malformed input: each gets its status; drld keeps serving ---------
+if in_part input; then
 
 if start bad --config "$tmp/rules.json"; then
 	L='"limit":"fixed_window:5/1s"'
@@ -827,8 +847,10 @@ if start nospecs --max-specs 0; then
 	expect_error 'disabled' "--max-specs 0"
 	stop nospecs "$pid"
 fi
+fi # in_part input
 
 # ---- bounds: idle timeout, connection limit; a graceful stop -----------
+if in_part service; then
 
 # A connection that stops sending is closed after --timeout-s; beyond
 # --max-connections (one thread: the limit is split over the threads),
@@ -1074,6 +1096,7 @@ EOF
 		check 1 "drld starts on the config's store"
 	fi
 fi
+fi # in_part service
 
 # ---- two drld over one store share one limit exactly ------------------
 
@@ -1112,11 +1135,13 @@ share() {
 	[ -n "$portb" ] && stop "share-$s-B" "$pb"
 }
 
-if [ -n "$rport" ]; then
-	share redis "redis://127.0.0.1:$rport"
-	share redis-watch "redis://127.0.0.1:$rport?tx=watch"
+if in_part service; then
+	if [ -n "$rport" ]; then
+		share redis "redis://127.0.0.1:$rport"
+		share redis-watch "redis://127.0.0.1:$rport?tx=watch"
+	fi
+	[ -n "$mport" ] && share memcached "memcached://127.0.0.1:$mport"
 fi
-[ -n "$mport" ] && share memcached "memcached://127.0.0.1:$mport"
 
 echo "# $((n - failed)) of $n assertions passed"
 [ "$failed" -eq 0 ]
