@@ -48,7 +48,7 @@ for store in "redis://127.0.0.1:$rport?tx=lua&pool=32" \
 				"$bin" bench --store "$store" \
 					--limit token_bucket:1000000000/1s -c "$c" \
 					-k 10000 -d 0.6 --json 2>/dev/null |
-					python3 -c 'import json,sys
+					"$PYTHON3" -c 'import json,sys
 d = json.load(sys.stdin)[0]
 print(sys.argv[1], sys.argv[2], sys.argv[3], d["decisions_per_s"], d["latency_us"]["p50"], d["errors"])' \
 						"$v" "${store%%\?*}?${store#*\?}" "$c"
@@ -56,7 +56,7 @@ print(sys.argv[1], sys.argv[2], sys.argv[3], d["decisions_per_s"], d["latency_us
 		done
 	done
 done >"$tmp/raw"
-python3 - "$tmp/raw" <<'PY'
+"$PYTHON3" - "$tmp/raw" <<'PY'
 import collections, statistics, sys
 rate = collections.defaultdict(list)
 p50 = collections.defaultdict(list)

@@ -135,7 +135,7 @@ for r in $(seq "$rounds"); do
 		lib=$("$drl" bench --store "${stores[$i]}" --limit "$spec" \
 			--keys "$keys" --concurrency "$t" --duration "$seconds" \
 			--exact-limit 0 --json 2>/dev/null)
-		read -r lrps lp50 lp99 <<<"$(python3 -c '
+		read -r lrps lp50 lp99 <<<"$("$PYTHON3" -c '
 import json, sys
 c = json.load(sys.stdin)[0]
 assert c["errors"] == 0, c["first_error"]
@@ -151,7 +151,7 @@ done
 
 echo "| store | threads / callers | drld req/s (wrk) | p50 µs | p99 µs | library dec/s (drl bench) | p50 µs | p99 µs | drld / library |"
 echo "|---|--:|--:|--:|--:|--:|--:|--:|--:|"
-python3 - "$results" <<'PY'
+"$PYTHON3" - "$results" <<'PY'
 import statistics, sys
 cells = {}
 for line in open(sys.argv[1]):

@@ -110,7 +110,7 @@ done
 
 # drl bench --json on stdin as "RPS P50_US P99_US".
 parse_lib() {
-	python3 -c '
+	"$PYTHON3" -c '
 import json, sys
 c = json.load(sys.stdin)[0]
 assert c["errors"] == 0, c["first_error"]
@@ -156,7 +156,7 @@ done
 
 echo "| store | client, $conc at once | decisions/s | p50 µs | p99 µs | / library |"
 echo "|---|---|--:|--:|--:|--:|"
-python3 - "$results" <<'EOF'
+"$PYTHON3" - "$results" <<'EOF'
 import statistics, sys
 cells = {}
 for line in open(sys.argv[1]):

@@ -70,7 +70,7 @@ cell() {
 		--keys 10000 --concurrency "$conc" --duration "$seconds" \
 		--exact-limit 0 --json; } >"$work/out" 2>&1
 	t1=$(server_ticks)
-	python3 - "$work/out" "$opts" "$conc" "$t0" "$t1" "$hz" <<'EOF'
+	"$PYTHON3" - "$work/out" "$opts" "$conc" "$t0" "$t1" "$hz" <<'EOF'
 import json, re, sys
 text = open(sys.argv[1]).read()
 opts, conc = sys.argv[2], sys.argv[3]
@@ -95,7 +95,7 @@ for ((r = 0; r < rounds; r++)); do
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$work/cells" "$rounds" "$seconds" "$spec" <<'EOF'
+"$PYTHON3" - "$work/cells" "$rounds" "$seconds" "$spec" <<'EOF'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):

@@ -3,15 +3,18 @@
 # that was free a moment ago; wait_port PORT waits (30 s at most) until
 # something accepts connections on 127.0.0.1:PORT.
 
+# shellcheck source=scripts/python.sh
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
+
 free_port() {
-	python3 -c 'import socket
+	"$PYTHON3" -c 'import socket
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'
 }
 
 wait_port() {
-	python3 -c 'import socket, sys, time
+	"$PYTHON3" -c 'import socket, sys, time
 end = time.time() + 30
 while time.time() < end:
     try:

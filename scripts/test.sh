@@ -13,6 +13,8 @@
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+# shellcheck source=scripts/python.sh
+. scripts/python.sh
 
 passed=0
 failed=0
@@ -41,7 +43,7 @@ setup_dir() {
 # fails. Prints this run's counts.
 count_results() {
 	local counts p f s
-	counts=$(python3 - "$1" <<'PY'
+	counts=$("$PYTHON3" - "$1" <<'PY'
 import json, sys
 p = f = s = 0
 with open(sys.argv[1]) as log:

@@ -5,7 +5,7 @@
 # "RPS P50_US P99_US NON2XX ERRORS" (ERRORS "ok", or "errors:" and wrk's
 # socket error counts).
 parse_wrk() {
-	python3 -c '
+	"$PYTHON3" -c '
 import re, sys
 t = sys.stdin.read()
 def us(v, unit):

@@ -121,7 +121,7 @@ check $? "the planned total goes to stderr"
 ! grep -q $'\r' "$tmp/err"
 check $? "no progress line when stderr is not a terminal"
 
-python3 - "$tmp/out" "${#stores[@]}" <<'EOF' >"$tmp/checks"
+"$PYTHON3" - "$tmp/out" "${#stores[@]}" <<'EOF' >"$tmp/checks"
 import json, sys
 
 cells = json.load(open(sys.argv[1]))
@@ -225,7 +225,7 @@ run bench --store "$store_list" --limit "gcra:1000000/1m;sliding_log:1000/1m" \
 	--concurrency 16 --keys 1 --duration 0.3 --async 4 --json \
 	--exact-limit 100
 expect_rc 0
-python3 - "$tmp/out" "${#stores[@]}" <<'EOF' >"$tmp/checks"
+"$PYTHON3" - "$tmp/out" "${#stores[@]}" <<'EOF' >"$tmp/checks"
 import json, sys
 
 cells = json.load(open(sys.argv[1]))

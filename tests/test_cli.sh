@@ -14,6 +14,9 @@
 # nonzero when any failed.
 set -u
 
+# shellcheck source=../scripts/python.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/python.sh"
+
 drl=${1:?usage: test_cli.sh PATH/TO/drl [PART]}
 part=${2:-all}
 case $part in
@@ -109,7 +112,7 @@ expect_lines() {
 expect_json() {
 	local got
 	if [ ! -f "$tmp/json" ]; then
-		python3 -c '
+		"$PYTHON3" -c '
 import json, sys
 for n, line in enumerate(sys.stdin, 1):
     try:

@@ -147,7 +147,7 @@ hdr() {
 # Field $1 of the JSON body, as JSON ("<absent>", "<not JSON>").
 field() {
 	if [ ! -f "$tmp/fields" ]; then
-		python3 -c '
+		"$PYTHON3" -c '
 import json, sys
 try:
     o = json.load(open(sys.argv[1]))
@@ -216,7 +216,7 @@ expect_field_in() {
 # The body has an "error" message holding the fixed string $1.
 expect_error() {
 	local msg
-	msg=$(python3 -c '
+	msg=$("$PYTHON3" -c '
 import json, sys
 try:
     print(json.load(open(sys.argv[1])).get("error", "<absent>"))
@@ -356,7 +356,7 @@ cat >"$tmp/rules.json" <<'EOF'
              {"prefix": "/by/", "rule": "bypath"}]}
 EOF
 # (pair-ip is added below: an unknown rule must have failed; see above)
-python3 - "$tmp/rules.json" <<'EOF'
+"$PYTHON3" - "$tmp/rules.json" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c["rules"]["pair-ip"] = {"limit": "fixed_window:5/1h;token_bucket:3/1m",
@@ -750,7 +750,7 @@ if start bad --config "$tmp/rules.json"; then
 		--data-binary "@$tmp/big"
 	expect_code 413 "a 9000-byte chunked body"
 	# a body of exactly --max-body bytes is read: padded JSON
-	python3 -c 'import sys; s = "{\"key\":\"a\",\"limit\":\"fixed_window:5/1s\"}"; sys.stdout.write(s + " " * (8192 - len(s)))' >"$tmp/max"
+	"$PYTHON3" -c 'import sys; s = "{\"key\":\"a\",\"limit\":\"fixed_window:5/1s\"}"; sys.stdout.write(s + " " * (8192 - len(s)))' >"$tmp/max"
 	req POST /v1/check --data-binary "@$tmp/max"
 	expect_code 200 "a body of exactly 8192 bytes"
 
@@ -789,7 +789,7 @@ if start bad --config "$tmp/rules.json"; then
 	expect_code 404 "GET /v1/check/x"
 
 	# garbage on the socket, then a connection that says nothing
-	python3 - "$port" <<'EOF'
+	"$PYTHON3" - "$port" <<'EOF'
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"\x00\xff garbage that is not HTTP\r\n\r\n")
@@ -817,12 +817,12 @@ fi
 
 # a key over DRL_KEY_MAX, under a --max-body that lets it through
 if start bigkey --max-body 2000000; then
-	python3 -c 'import sys; sys.stdout.write("{\"key\":\"" + "k" * 1048577 + "\",\"limit\":\"fixed_window:5/1s\"}")' >"$tmp/longkey"
+	"$PYTHON3" -c 'import sys; sys.stdout.write("{\"key\":\"" + "k" * 1048577 + "\",\"limit\":\"fixed_window:5/1s\"}")' >"$tmp/longkey"
 	req POST /v1/check --data-binary "@$tmp/longkey"
 	expect_code 400 "a key of 1048577 bytes"
 	expect_error '"key" must be a string of 1 to 1048576 bytes' \
 		"a key of 1048577 bytes"
-	python3 -c 'import sys; sys.stdout.write("{\"key\":\"" + "k" * 1048576 + "\",\"limit\":\"fixed_window:5/1s\"}")' >"$tmp/longkey"
+	"$PYTHON3" -c 'import sys; sys.stdout.write("{\"key\":\"" + "k" * 1048576 + "\",\"limit\":\"fixed_window:5/1s\"}")' >"$tmp/longkey"
 	req POST /v1/check --data-binary "@$tmp/longkey"
 	expect_code 200 "a key of 1048576 bytes"
 	stop bigkey "$pid"
@@ -856,7 +856,7 @@ if in_part service; then
 # --max-connections (one thread: the limit is split over the threads),
 # connections are closed at once.
 if start bounds --timeout-s 1 --max-connections 2 --threads 1; then
-	python3 - "$port" >"$tmp/bounds" 2>&1 <<'EOF2'
+	"$PYTHON3" - "$port" >"$tmp/bounds" 2>&1 <<'EOF2'
 import socket, sys, time
 port = int(sys.argv[1])
 def closed(s, wait):
@@ -908,7 +908,7 @@ fi
 # SIGTERM with a request in flight (its body half sent): drld stops
 # accepting, answers it, then exits 0.
 if start graceful; then
-	python3 - "$port" "$pid" >"$tmp/graceful" 2>&1 <<'EOF2'
+	"$PYTHON3" - "$port" "$pid" >"$tmp/graceful" 2>&1 <<'EOF2'
 import os, signal, socket, sys, time
 port, pid = int(sys.argv[1]), int(sys.argv[2])
 body = b'{"key":"g","limit":"fixed_window:5/1s"}'
@@ -1026,7 +1026,7 @@ if start reload --config "$tmp/live.json"; then
 	expect_metric 'drld_config_reloads_total{result="error"}' 2 "reloads"
 
 	# 20 reloads under load: no request fails or is dropped
-	python3 "$client" hammer "$pid" "$tmp/live.json" "$tmp/r2.json" \
+	"$PYTHON3" "$client" hammer "$pid" "$tmp/live.json" "$tmp/r2.json" \
 		"$tmp/r5.json" 20 "$port" >"$tmp/hammer" 2>&1
 	got=$(cat "$tmp/hammer")
 	[[ "$got" =~ requests=([0-9]+)\ failures=0\ reloads=20\  ]] &&
@@ -1110,7 +1110,7 @@ share() {
 	pb=$pid portb=$port
 	if [ -n "$porta" ] && [ -n "$portb" ]; then
 		key="shared-$RANDOM$RANDOM"
-		got=$(python3 "$client" share token_bucket:200/1d "$key" 60 \
+		got=$("$PYTHON3" "$client" share token_bucket:200/1d "$key" 60 \
 			"$porta" "$portb")
 		[ "$got" = "allowed=200 denied=280 errors=0" ]
 		check $? "$s: 8 clients over 2 drld, 480 requests, limit 200: exactly 200 allowed ($got)"

@@ -5,6 +5,8 @@
 # example compiles, links and runs.
 # Usage: test_install.sh BUILD_ROOT SOURCE_ROOT
 set -euo pipefail
+# shellcheck source=../scripts/python.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/python.sh"
 build=$1
 src=$2
 tmp=$(mktemp -d)
@@ -16,7 +18,7 @@ fail() {
 
 meson install -C "$build" --no-rebuild --destdir "$tmp/root" --quiet >/dev/null
 option() {
-	meson introspect "$build" --buildoptions | python3 -c '
+	meson introspect "$build" --buildoptions | "$PYTHON3" -c '
 import json, sys
 v = [o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]][0]
 print(",".join(v) if isinstance(v, list) else v)' "$1"

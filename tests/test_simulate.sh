@@ -10,6 +10,9 @@
 # nonzero when any failed. Runs take simulated time, not real time.
 set -u
 
+# shellcheck source=../scripts/python.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/python.sh"
+
 drl=${1:?usage: test_simulate.sh PATH/TO/drl}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -27,7 +30,7 @@ run() {
 # Evaluate a Python expression over the JSON document in $tmp/out, with
 # rows = {spec: row}; exits 0 when it is true.
 json_true() {
-	python3 - "$tmp/out" "$1" <<'PY'
+	"$PYTHON3" - "$tmp/out" "$1" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 rows = {r["spec"]: r for r in doc["rows"]}
