@@ -498,8 +498,8 @@ static void test_server_stalled_and_killed(void **state)
 	}
 	/* Back: decisions come from the store again. Asked by this thread
 	 * once the workers stopped: under valgrind on a loaded machine, 15
-	 * threads refused by the open breaker, deciding flat out, left the
-	 * breaker's probe call too little CPU to finish within its timeout,
+	 * threads refused by the open breaker, looping at their 1 ms pace,
+	 * left the breaker's probe call too little CPU to finish within its timeout,
 	 * probe after probe (750 s in a CI run); what this asks is whether
 	 * the store serves again, not how the scheduler shares a core. */
 	bool back = false;
