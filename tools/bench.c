@@ -26,8 +26,11 @@
  * numbers and the embedded scripts, so this file (alone in tools/) reads
  * internal.h; everything else goes through the public API.
  */
-#include "args.h"
 #include "bench.h"
+#include "common/args.h"
+#include "common/clock.h"
+#include "common/hist.h"
+#include "common/json.h"
 
 #include "drl_config.h"
 #include "internal.h"
@@ -148,23 +151,6 @@ const char drl_bench_details[] =
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_ns(int64_t ns)
-{
-	if (ns <= 0)
-		return;
-	struct timespec ts = {(time_t)(ns / 1000000000),
-			      (long)(ns % 1000000000)};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 /* xorshift64*: key choice only. */
 static uint64_t rand_next(uint64_t *s)
 {
@@ -179,7 +165,7 @@ static uint64_t rand_next(uint64_t *s)
 static uint64_t rand_seed(uint64_t a, uint64_t b)
 {
 	uint64_t s = (a * UINT64_C(0x9e3779b97f4a7c15)) ^ b ^
-		     (uint64_t)mono_ns() ^ ((uint64_t)getpid() << 32);
+		     (uint64_t)tl_mono_ns() ^ ((uint64_t)getpid() << 32);
 	return s ? s : 1;
 }
 
@@ -206,84 +192,6 @@ static void copy_msg(char *dst, size_t cap, const char *src)
 	dst[n] = '\0';
 }
 
-/* ---- latency histogram -------------------------------------------------
- * Log-linear (HdrHistogram-like): values below 64 ns are exact; above,
- * each power of two is split into 64 buckets, so any bucket is within
- * 1/64 (1.6%) of the values in it. Values above 2^41 ns (~37 min) clamp. */
-
-#define HIST_SUB_BITS 6
-#define HIST_SUB (1 << HIST_SUB_BITS)
-#define HIST_EXP_MAX 40
-#define HIST_BUCKETS ((HIST_EXP_MAX - HIST_SUB_BITS + 2) * HIST_SUB)
-
-typedef struct hist {
-	uint64_t n[HIST_BUCKETS];
-	uint64_t count;
-	int64_t max_ns;
-} hist;
-
-static int hist_index(int64_t v)
-{
-	if (v < HIST_SUB)
-		return v < 0 ? 0 : (int)v;
-	int e = 63 - __builtin_clzll((unsigned long long)v);
-	if (e > HIST_EXP_MAX)
-		return HIST_BUCKETS - 1;
-	return (e - HIST_SUB_BITS + 1) * HIST_SUB +
-	       (int)((v >> (e - HIST_SUB_BITS)) & (HIST_SUB - 1));
-}
-
-/* The middle of bucket i, in ns. */
-static double hist_value(int i)
-{
-	if (i < HIST_SUB)
-		return i;
-	int e = i / HIST_SUB + HIST_SUB_BITS - 1;
-	int sub = i % HIST_SUB;
-	double width = (double)(INT64_C(1) << (e - HIST_SUB_BITS));
-	return (double)(HIST_SUB + sub) * width + width / 2;
-}
-
-static inline void hist_add(hist *h, int64_t v)
-{
-	h->n[hist_index(v)]++;
-	h->count++;
-	if (v > h->max_ns)
-		h->max_ns = v;
-}
-
-static void hist_merge(hist *into, const hist *h)
-{
-	for (int i = 0; i < HIST_BUCKETS; i++)
-		into->n[i] += h->n[i];
-	into->count += h->count;
-	if (h->max_ns > into->max_ns)
-		into->max_ns = h->max_ns;
-}
-
-/* The q-quantile (0 < q <= 1) in µs; 0 when empty. */
-static double hist_quantile_us(const hist *h, double q)
-{
-	if (h->count == 0)
-		return 0;
-	uint64_t rank = (uint64_t)(q * (double)h->count);
-	if ((double)rank < q * (double)h->count)
-		rank++;
-	if (rank == 0)
-		rank = 1;
-	uint64_t seen = 0;
-	for (int i = 0; i < HIST_BUCKETS; i++) {
-		seen += h->n[i];
-		if (seen >= rank) {
-			double v = hist_value(i);
-			if (v > (double)h->max_ns)
-				v = (double)h->max_ns;
-			return v / 1000;
-		}
-	}
-	return (double)h->max_ns / 1000;
-}
-
 /* ---- options ------------------------------------------------------------ */
 
 typedef struct bench_opts {
@@ -305,7 +213,7 @@ typedef struct bench_opts {
 } bench_opts;
 
 #define usage_error(...)                                                       \
-	drl_usage_error("bench", drl_bench_synopsis, __VA_ARGS__)
+	tl_usage_error("bench", drl_bench_synopsis, __VA_ARGS__)
 
 /* Whether s starts a URI: SCHEME "://" with SCHEME = alpha *(alnum + - .) */
 static bool starts_uri(const char *s)
@@ -385,8 +293,8 @@ static bool parse_num_list(const char *arg, int64_t min, int64_t max,
 		if (*p != '\0' && *p != ',')
 			continue;
 		if (*n == LIST_MAX ||
-		    !drl_parse_uint_n(start, (size_t)(p - start), min, max,
-				      &out[*n]))
+		    !tl_parse_uint_n(start, (size_t)(p - start), min, max,
+				     &out[*n]))
 			return false;
 		(*n)++;
 		if (*p == '\0')
@@ -477,25 +385,24 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 					optarg, KEYS_MAX);
 			break;
 		case 'd':
-			if (!drl_parse_seconds(optarg, DURATION_MIN_US,
-					       DURATION_MAX_US,
-					       &o->duration_us))
+			if (!tl_parse_seconds(optarg, DURATION_MIN_US,
+					      DURATION_MAX_US, &o->duration_us))
 				return usage_error(
 					"bad --duration '%s': expected "
 					"seconds 0.01..3600 (e.g. 2 or 0.5)",
 					optarg);
 			break;
 		case 'p':
-			if (!drl_parse_uint_n(optarg, strlen(optarg), 1,
-					      PROCS_MAX, &v))
+			if (!tl_parse_uint_n(optarg, strlen(optarg), 1,
+					     PROCS_MAX, &v))
 				return usage_error("bad --procs '%s': expected "
 						   "1..%d",
 						   optarg, PROCS_MAX);
 			o->procs = (int)v;
 			break;
 		case OPT_ASYNC:
-			if (!drl_parse_uint_n(optarg, strlen(optarg), 1,
-					      DRL_ASYNC_THREADS_MAX, &v))
+			if (!tl_parse_uint_n(optarg, strlen(optarg), 1,
+					     DRL_ASYNC_THREADS_MAX, &v))
 				return usage_error("bad --async '%s': expected "
 						   "worker threads 1..%d",
 						   optarg,
@@ -503,16 +410,16 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			o->async_workers = (int)v;
 			break;
 		case OPT_EXACT:
-			if (!drl_parse_uint_n(optarg, strlen(optarg), 0,
-					      DRL_LIMIT_MAX, &o->exact_limit))
+			if (!tl_parse_uint_n(optarg, strlen(optarg), 0,
+					     DRL_LIMIT_MAX, &o->exact_limit))
 				return usage_error(
 					"bad --exact-limit '%s': expected "
 					"0..%" PRId64,
 					optarg, DRL_LIMIT_MAX);
 			break;
 		case OPT_ROUNDS:
-			if (!drl_parse_uint_n(optarg, strlen(optarg), 1,
-					      ROUNDS_MAX, &v))
+			if (!tl_parse_uint_n(optarg, strlen(optarg), 1,
+					     ROUNDS_MAX, &v))
 				return usage_error("bad --rounds '%s': "
 						   "expected 1..%d",
 						   optarg, ROUNDS_MAX);
@@ -529,8 +436,8 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			fputs(drl_bench_details, stdout);
 			return EXIT_DONE;
 		default: /* ':' or '?' */
-			return drl_bad_option("bench", drl_bench_synopsis, c,
-					      argv);
+			return tl_bad_option("bench", drl_bench_synopsis, c,
+					     argv);
 		}
 	}
 	if (optind < argc)
@@ -576,7 +483,7 @@ static char *exact_spec(const char *spec, int64_t cap)
 	memcpy(out, spec, (size_t)(p - spec));
 	o = (size_t)(p - spec);
 	size_t d = strspn(p, "0123456789");
-	if (d && drl_parse_uint_n(p, d, 0, INT64_MAX, &v) && v > cap) {
+	if (d && tl_parse_uint_n(p, d, 0, INT64_MAX, &v) && v > cap) {
 		o += (size_t)sprintf(out + o, "%" PRId64, cap);
 		p += d;
 	}
@@ -586,7 +493,7 @@ static char *exact_spec(const char *spec, int64_t cap)
 			o += 7;
 			p += 7;
 			d = strspn(p, "0123456789");
-			if (d && drl_parse_uint_n(p, d, 0, INT64_MAX, &v) &&
+			if (d && tl_parse_uint_n(p, d, 0, INT64_MAX, &v) &&
 			    v > cap) {
 				o += (size_t)sprintf(out + o, "%" PRId64, cap);
 				p += d;
@@ -603,7 +510,7 @@ static char *exact_spec(const char *spec, int64_t cap)
 
 /* What one caller (or, merged, a process or a cell) saw. */
 typedef struct tally {
-	hist lat;
+	tl_hist lat;
 	uint64_t calls, allowed, errors;
 	int first_err;
 	char first_msg[MSG_MAX];
@@ -625,7 +532,7 @@ static void note_error(int *code, char *msg, int rc, const drl_error *err)
 
 static void tally_merge(tally *into, const tally *t)
 {
-	hist_merge(&into->lat, &t->lat);
+	tl_hist_merge(&into->lat, &t->lat);
 	into->calls += t->calls;
 	into->allowed += t->allowed;
 	into->errors += t->errors;
@@ -715,13 +622,13 @@ static void run_loop(worker *w)
 
 	err.message[0] = '\0';
 	for (;;) {
-		int64_t t0 = mono_ns();
+		int64_t t0 = tl_mono_ns();
 		if (t0 >= deadline)
 			break;
 		size_t klen = pick_key(key, nkeys, &rng);
 		int rc = drl_allow(p->lim, key, klen, 1, &r, &err);
-		t1 = mono_ns();
-		hist_add(&t->lat, t1 - t0);
+		t1 = tl_mono_ns();
+		tl_hist_add(&t->lat, t1 - t0);
 		t->calls++;
 		if (rc != 0) {
 			t->errors++;
@@ -748,7 +655,7 @@ static void exact_loop(worker *w)
 	int tail = 0;
 
 	err.message[0] = '\0';
-	while (mono_ns() < p->deadline_ns) {
+	while (tl_mono_ns() < p->deadline_ns) {
 		int rc = drl_allow_at(p->xlim, "x", 1, 1, p->cfg->exact_now_us,
 				      &r, &err);
 		if (rc != 0) {
@@ -791,8 +698,8 @@ static void async_run_done(aloop *lp, int64_t t0, int rc, const drl_result *r,
 			   const drl_error *err)
 {
 	tally *t = &lp->w->t;
-	int64_t t1 = mono_ns();
-	hist_add(&t->lat, t1 - t0);
+	int64_t t1 = tl_mono_ns();
+	tl_hist_add(&t->lat, t1 - t0);
 	t->calls++;
 	t->end_ns = t1;
 	if (rc != 0) {
@@ -836,7 +743,7 @@ static void async_done(drl_async *a, int rc, const drl_result *r,
 	bool more = lp->exact ? async_exact_done(lp, rc, r, err)
 			      : (async_run_done(lp, s->t0, rc, r, err), true);
 	lp->inflight--;
-	if (more && mono_ns() < lp->w->p->deadline_ns)
+	if (more && tl_mono_ns() < lp->w->p->deadline_ns)
 		async_start(s);
 }
 
@@ -846,7 +753,7 @@ static void async_start(aslot *s)
 	proc_ctx *p = lp->w->p;
 	drl_error err = {0};
 	int rc;
-	s->t0 = mono_ns();
+	s->t0 = tl_mono_ns();
 	if (lp->exact) {
 		rc = drl_async_allow_at(lp->a, p->xlim, "x", 1, 1,
 					p->cfg->exact_now_us, async_done, s,
@@ -941,10 +848,10 @@ static int64_t sync_start(proc_ctx *p)
 	char ready = 'R';
 
 	if (p->to_parent < 0)
-		return mono_ns();
+		return tl_mono_ns();
 	if (write(p->to_parent, &ready, 1) != 1 ||
 	    read(p->from_parent, &start, sizeof start) != sizeof start)
-		return mono_ns() - INT64_C(1000000000000); /* over: stop */
+		return tl_mono_ns() - INT64_C(1000000000000); /* over: stop */
 	return start;
 }
 
@@ -1001,7 +908,7 @@ static void run_phase(proc_ctx *p, int phase, int64_t length_ns)
 		return;
 	pthread_barrier_wait(&p->go);
 	while (atomic_load(&p->done) < n) {
-		int64_t now = mono_ns();
+		int64_t now = tl_mono_ns();
 		if (p->cfg->progress && p->to_parent < 0) {
 			uint64_t calls = 0;
 			for (int i = 0; i < n; i++)
@@ -1011,7 +918,7 @@ static void run_phase(proc_ctx *p, int phase, int64_t length_ns)
 			progress_line(p->cfg, (double)(now - start) / 1e9,
 				      (double)length_ns / 1e9, calls);
 		}
-		sleep_ns(INT64_C(100000000));
+		tl_sleep_ns(INT64_C(100000000));
 	}
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
@@ -1262,16 +1169,16 @@ static int run_forked(const cell_cfg *cfg, _Atomic uint64_t *x_total,
 			if (!read_all(from_child[i], &c, 1))
 				status = -1;
 		}
-		int64_t t0 = mono_ns();
+		int64_t t0 = tl_mono_ns();
 		for (int i = 0; i < forked; i++)
 			if (!write_all(to_child[i], &t0, sizeof t0))
 				status = -1;
 		if (ph == 0 && cfg->progress)
-			while (mono_ns() < t0 + len) {
+			while (tl_mono_ns() < t0 + len) {
 				progress_line(cfg,
-					      (double)(mono_ns() - t0) / 1e9,
+					      (double)(tl_mono_ns() - t0) / 1e9,
 					      (double)len / 1e9, 0);
-				sleep_ns(INT64_C(100000000));
+				tl_sleep_ns(INT64_C(100000000));
 			}
 	}
 	for (int i = 0; i < forked; i++) {
@@ -1494,8 +1401,8 @@ static bool redis_target_parse(const char *uri, redis_target *t, char *why,
 		snprintf(t->host, sizeof t->host, "127.0.0.1");
 	if (portp) {
 		int64_t port;
-		if (!drl_parse_uint_n(portp, (size_t)(hend - portp), 1, 65535,
-				      &port)) {
+		if (!tl_parse_uint_n(portp, (size_t)(hend - portp), 1, 65535,
+				     &port)) {
 			snprintf(why, whycap, "bad port");
 			return false;
 		}
@@ -1586,7 +1493,7 @@ static int run_capture(char *const argv[], char *out, size_t cap,
 		_exit(127);
 	}
 	close(fd[1]);
-	int64_t kill_at = mono_ns() + timeout_ns;
+	int64_t kill_at = tl_mono_ns() + timeout_ns;
 	bool killed = false;
 	for (;;) {
 		struct pollfd pfd = {fd[0], POLLIN, 0};
@@ -1607,7 +1514,7 @@ static int run_capture(char *const argv[], char *out, size_t cap,
 				out[len] = '\0';
 			}
 		}
-		if (!killed && mono_ns() > kill_at) {
+		if (!killed && tl_mono_ns() > kill_at) {
 			kill(pid, SIGKILL);
 			killed = true;
 		}
@@ -1848,7 +1755,7 @@ typedef struct mc_ctx {
 typedef struct mc_worker {
 	mc_ctx *c;
 	int id;
-	hist lat;
+	tl_hist lat;
 	uint64_t calls, errors;
 	int64_t end_ns;
 } mc_worker;
@@ -1904,16 +1811,16 @@ static void *mc_worker_main(void *arg)
 	}
 	pthread_barrier_wait(&c->ready);
 	pthread_barrier_wait(&c->go);
-	int64_t t1 = mono_ns();
+	int64_t t1 = tl_mono_ns();
 	while (mc != NULL &&
 	       !atomic_load_explicit(&c->failed, memory_order_relaxed)) {
-		int64_t t0 = mono_ns();
+		int64_t t0 = tl_mono_ns();
 		if (t0 >= c->deadline_ns)
 			break;
 		size_t klen = plen + pick_key(key + plen, c->keys, &rng);
 		bool ok = mc_incr(mc, c->binary, key, klen);
-		t1 = mono_ns();
-		hist_add(&w->lat, t1 - t0);
+		t1 = tl_mono_ns();
+		tl_hist_add(&w->lat, t1 - t0);
 		w->calls++;
 		w->errors += !ok;
 	}
@@ -2014,15 +1921,15 @@ static bool ceiling_memcached(ceiling *cl, const char *uri, int64_t keys,
 		}
 	}
 	pthread_barrier_wait(&c.ready);
-	int64_t start = mono_ns();
+	int64_t start = tl_mono_ns();
 	c.deadline_ns = start + duration_ns;
 	pthread_barrier_wait(&c.go);
-	hist all = {{0}, 0, 0};
+	tl_hist all = {{0}, 0, 0};
 	uint64_t calls = 0, errors = 0;
 	int64_t end = start;
 	for (int i = 0; i < conc; i++) {
 		pthread_join(th[i], NULL);
-		hist_merge(&all, &w[i].lat);
+		tl_hist_merge(&all, &w[i].lat);
 		calls += w[i].calls;
 		errors += w[i].errors;
 		if (w[i].end_ns > end)
@@ -2040,8 +1947,8 @@ static bool ceiling_memcached(ceiling *cl, const char *uri, int64_t keys,
 		return false;
 	}
 	*rps = (double)calls / ((double)(end - start) / 1e9);
-	*p50 = hist_quantile_us(&all, 0.5);
-	*p99 = hist_quantile_us(&all, 0.99);
+	*p50 = tl_hist_quantile_us(&all, 0.5);
+	*p99 = tl_hist_quantile_us(&all, 0.99);
 	snprintf(cl->command, sizeof cl->command,
 		 "built in: %d threads, one memcached_st each, %s on %s for "
 		 "%.1f s",
@@ -2174,12 +2081,12 @@ static void print_json_ceiling(FILE *out, const ceiling *cl, double lib)
 	}
 	if (!cl->ok) {
 		fputs("{\"per_s\":null,\"ratio\":null,\"note\":", out);
-		drl_json_str(out, cl->note);
+		tl_json_str(out, cl->note);
 		putc('}', out);
 		return;
 	}
 	fputs("{\"tool\":", out);
-	drl_json_str(out, cl->tool);
+	tl_json_str(out, cl->tool);
 	fprintf(out,
 		",\"per_s\":%.1f,\"p50_us\":%.3f,\"p99_us\":%.3f"
 		",\"ratio\":%.4f,\"per_s_rounds\":[",
@@ -2187,7 +2094,7 @@ static void print_json_ceiling(FILE *out, const ceiling *cl, double lib)
 	for (int k = 0; k < cl->nrounds; k++)
 		fprintf(out, "%s%.1f", k ? "," : "", cl->rate[k]);
 	fputs("],\"command\":", out);
-	drl_json_str(out, cl->command);
+	tl_json_str(out, cl->command);
 	putc('}', out);
 }
 
@@ -2216,9 +2123,9 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 
 		shown_uri su;
 		fputs("  {\"store\":", out);
-		drl_json_str(out, show_uri(&su, c->cfg.store));
+		tl_json_str(out, show_uri(&su, c->cfg.store));
 		fputs(",\"spec\":", out);
-		drl_json_str(out, c->cfg.spec);
+		tl_json_str(out, c->cfg.spec);
 		fprintf(out,
 			",\"keys\":%" PRId64 ",\"concurrency\":%d,\"procs\":%d"
 			",\"async_workers\":%d"
@@ -2229,8 +2136,8 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 			c->cfg.async_workers, c->r.elapsed_s, t->calls, rate(c),
 			t->allowed, t->errors);
 		if (t->first_err || c->r.open_rc) {
-			drl_json_str(out, c->r.open_rc ? c->r.open_msg
-						       : t->first_msg);
+			tl_json_str(out, c->r.open_rc ? c->r.open_msg
+						      : t->first_msg);
 		} else {
 			fputs("null", out);
 		}
@@ -2242,9 +2149,9 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 		fprintf(out,
 			",\"latency_us\":{\"p50\":%.3f,\"p99\":%.3f,"
 			"\"p999\":%.3f,\"max\":%.3f}",
-			hist_quantile_us(&t->lat, 0.5),
-			hist_quantile_us(&t->lat, 0.99),
-			hist_quantile_us(&t->lat, 0.999),
+			tl_hist_quantile_us(&t->lat, 0.5),
+			tl_hist_quantile_us(&t->lat, 0.99),
+			tl_hist_quantile_us(&t->lat, 0.999),
 			(double)t->lat.max_ns / 1000);
 		if (rt >= 0)
 			fprintf(out, ",\"round_trips_per_decision\":%d", rt);
@@ -2264,7 +2171,7 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 			fputs("null", out);
 		} else {
 			fputs("{\"spec\":", out);
-			drl_json_str(out, c->cfg.xspec);
+			tl_json_str(out, c->cfg.xspec);
 			fprintf(out,
 				",\"capacity\":%" PRId64 ",\"allowed\":%" PRIu64
 				",\"denied\":%" PRIu64
@@ -2278,9 +2185,9 @@ static void print_json(FILE *out, const cell *cells, size_t n)
 					: "false",
 				t->x_errors);
 			if (c->r.x_rc)
-				drl_json_str(out, c->r.x_msg);
+				tl_json_str(out, c->r.x_msg);
 			else if (t->x_first_err)
-				drl_json_str(out, t->x_first_msg);
+				tl_json_str(out, t->x_first_msg);
 			else
 				fputs("null", out);
 			putc('}', out);
@@ -2353,9 +2260,9 @@ static void print_markdown(FILE *out, const cell *cells, size_t n)
 		else
 			snprintf(conc, sizeof conc, "%d", c->cfg.conc);
 
-		fmt_us(p50, sizeof p50, hist_quantile_us(&t->lat, 0.5));
-		fmt_us(p99, sizeof p99, hist_quantile_us(&t->lat, 0.99));
-		fmt_us(p999, sizeof p999, hist_quantile_us(&t->lat, 0.999));
+		fmt_us(p50, sizeof p50, tl_hist_quantile_us(&t->lat, 0.5));
+		fmt_us(p99, sizeof p99, tl_hist_quantile_us(&t->lat, 0.99));
+		fmt_us(p999, sizeof p999, tl_hist_quantile_us(&t->lat, 0.999));
 		if (r >= 0)
 			snprintf(rt, sizeof rt, "%d", r);
 		else

@@ -21,8 +21,10 @@
  */
 #include <drl/drl.h>
 
-#include "args.h"
 #include "bench.h"
+#include "common/args.h"
+#include "common/json.h"
+#include "common/result.h"
 #include "simulate.h"
 
 #include <getopt.h>
@@ -193,86 +195,6 @@ static int policy_count(const char *spec)
 
 /* ---- output ----------------------------------------------------------- */
 
-/* Length of the well-formed UTF-8 sequence starting at p (n bytes left), or
- * 0 when it is not one (overlong forms, surrogates and code points above
- * U+10FFFF are not well-formed). */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-	unsigned c = p[0];
-	size_t len;
-	unsigned lo = 0x80, hi = 0xbf; /* bounds for the second byte */
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4;
-	else
-		return 0;
-	if (c == 0xe0)
-		lo = 0xa0;
-	else if (c == 0xed)
-		hi = 0x9f;
-	else if (c == 0xf0)
-		lo = 0x90;
-	else if (c == 0xf4)
-		hi = 0x8f;
-	if (n < len || p[1] < lo || p[1] > hi)
-		return 0;
-	for (size_t i = 2; i < len; i++)
-		if (p[i] < 0x80 || p[i] > 0xbf)
-			return 0;
-	return len;
-}
-
-/* Whether the n bytes at p are entirely well-formed UTF-8. */
-static bool utf8_valid(const unsigned char *p, size_t n)
-{
-	for (size_t i = 0; i < n;) {
-		size_t l = utf8_len(p + i, n - i);
-		if (l == 0)
-			return false;
-		i += l;
-	}
-	return true;
-}
-
-/* Write the n bytes at p to `out` as a JSON string with its quotes. Valid
- * UTF-8 passes through; quotes, backslashes and control bytes are escaped;
- * a byte that is not part of well-formed UTF-8 becomes \u00XX (its Latin-1
- * reading), so the output is always valid JSON. */
-static void json_string(FILE *out, const unsigned char *p, size_t n)
-{
-	putc('"', out);
-	for (size_t i = 0; i < n;) {
-		unsigned c = p[i];
-		size_t l = utf8_len(p + i, n - i);
-
-		if (l > 1) {
-			fwrite(p + i, 1, l, out);
-			i += l;
-			continue;
-		}
-		i++;
-		if (c == '"' || c == '\\')
-			fprintf(out, "\\%c", (char)c);
-		else if (c == '\n')
-			fputs("\\n", out);
-		else if (c == '\t')
-			fputs("\\t", out);
-		else if (c == '\r')
-			fputs("\\r", out);
-		else if (c < 0x20 || c >= 0x7f)
-			fprintf(out, "\\u%04x", c);
-		else
-			putc((int)c, out);
-	}
-	putc('"', out);
-}
-
 /* Write the n bytes at p to `out` as lowercase hex. */
 static void hex_string(FILE *out, const unsigned char *p, size_t n)
 {
@@ -296,7 +218,7 @@ static void human_key(FILE *out, const unsigned char *p, size_t n)
  * printed time never retries too early); DRL_NEVER stays -1. */
 static int64_t us_to_ms(int64_t us)
 {
-	return drl_ceil_div(us, 1000);
+	return tl_ceil_div(us, 1000);
 }
 
 /* Print one decision as a JSON object on its own line. */
@@ -306,8 +228,8 @@ static void print_json(FILE *out, const unsigned char *key, size_t keylen,
 	bool never = r->retry_after_us == DRL_NEVER;
 
 	fputs("{\"key\":", out);
-	json_string(out, key, keylen);
-	if (!utf8_valid(key, keylen)) {
+	tl_json_strn(out, key, keylen);
+	if (!tl_utf8_valid(key, keylen)) {
 		fputs(",\"key_hex\":\"", out);
 		hex_string(out, key, keylen);
 		putc('"', out);
@@ -321,7 +243,7 @@ static void print_json(FILE *out, const unsigned char *key, size_t keylen,
 		r->allowed ? "true" : "false", r->limit, r->remaining,
 		us_to_ms(r->reset_after_us), us_to_ms(r->retry_after_us),
 		never ? "true" : "false", r->reset_after_us, r->retry_after_us,
-		r->limit_index, drl_path_name(r->path),
+		r->limit_index, tl_path_name(r->path),
 		r->would_allow ? "true" : "false");
 }
 
@@ -348,7 +270,7 @@ static void print_human(FILE *out, const unsigned char *key, size_t keylen,
 	if (policy)
 		fprintf(out, " limit_index=%d", r->limit_index);
 	if (r->path != DRL_PATH_STORE) /* not the store: say who */
-		fprintf(out, " path=%s", drl_path_name(r->path));
+		fprintf(out, " path=%s", tl_path_name(r->path));
 	if (r->allowed && !r->would_allow)
 		fputs(" shadow=allowed", out);
 	putc('\n', out);
@@ -392,7 +314,7 @@ struct parse_for {
 /* Report a usage error (printf-style) of command `cmd` (a struct
  * parse_for *) on stderr, followed by its synopsis. Returns 2. */
 #define usage_error(cmd, ...)                                                  \
-	drl_usage_error((cmd)->name, (cmd)->synopsis, __VA_ARGS__)
+	tl_usage_error((cmd)->name, (cmd)->synopsis, __VA_ARGS__)
 
 /* Parse `drl check` or `drl reset` arguments into *o. Returns -1 to go
  * on, or an exit status (0 after --help, 2 on bad usage). o->policy is
@@ -448,14 +370,14 @@ static int parse_opts(int argc, char **argv, const struct parse_for *cmd,
 			}
 			break;
 		case 'c':
-			if (!drl_parse_uint(optarg, 0, INT64_MAX, &o->cost))
+			if (!tl_parse_uint(optarg, 0, INT64_MAX, &o->cost))
 				return usage_error(cmd,
 						   "bad --cost '%s': expected "
 						   "a whole number >= 0",
 						   optarg);
 			break;
 		case OPT_NOW_MS:
-			if (!drl_parse_uint(optarg, 0, INT64_MAX / 1000, &ms))
+			if (!tl_parse_uint(optarg, 0, INT64_MAX / 1000, &ms))
 				return usage_error(cmd,
 						   "bad --now-ms '%s': "
 						   "expected milliseconds "
@@ -464,7 +386,7 @@ static int parse_opts(int argc, char **argv, const struct parse_for *cmd,
 			o->now_us = ms * 1000;
 			break;
 		case 'r':
-			if (!drl_parse_uint(optarg, 1, REPEAT_MAX, &o->repeat))
+			if (!tl_parse_uint(optarg, 1, REPEAT_MAX, &o->repeat))
 				return usage_error(cmd,
 						   "bad --repeat '%s': "
 						   "expected 1..1000000",
@@ -478,8 +400,7 @@ static int parse_opts(int argc, char **argv, const struct parse_for *cmd,
 			fputs(cmd->details, stdout);
 			return EXIT_ALLOWED;
 		default: /* ':' or '?' */
-			return drl_bad_option(cmd->name, cmd->synopsis, c,
-					      argv);
+			return tl_bad_option(cmd->name, cmd->synopsis, c, argv);
 		}
 	}
 	if (o->policy == NULL)
@@ -601,7 +522,7 @@ static int reset_run(const struct check_opts *o)
 	}
 	if (o->json) {
 		fputs("{\"key\":", stdout);
-		json_string(stdout, key, keylen);
+		tl_json_strn(stdout, key, keylen);
 		fputs(",\"reset\":true}\n", stdout);
 	} else {
 		fputs("reset    key=", stdout);

@@ -24,7 +24,9 @@
  */
 #include "simulate.h"
 
-#include "args.h"
+#include "common/args.h"
+#include "common/clock.h"
+#include "common/json.h"
 
 #include <drl/drl.h>
 
@@ -150,7 +152,7 @@ typedef struct sim_opts {
 } sim_opts;
 
 #define usage_error(...)                                                       \
-	drl_usage_error("simulate", drl_simulate_synopsis, __VA_ARGS__)
+	tl_usage_error("simulate", drl_simulate_synopsis, __VA_ARGS__)
 
 /* Add the ';'-separated specs of arg to o->specs. Returns -1 or an exit
  * status. */
@@ -203,7 +205,7 @@ static int add_rate_limit(sim_opts *o, const char *arg)
 	char spec[256];
 
 	if (strlen(arg) > 64 || strchr(arg, ',') != NULL ||
-	    !drl_parse_limit_period(arg, &limit, &period))
+	    !tl_parse_limit_period(arg, &limit, &period))
 		return usage_error(
 			"bad --rate-limit '%s': expected LIMIT/PERIOD "
 			"as in 100/1m",
@@ -300,21 +302,21 @@ static int sim_parse(int argc, char **argv, sim_opts *o)
 						   optarg);
 			break;
 		case 'd':
-			if (!drl_parse_seconds(optarg, 1000, DURATION_MAX_US,
-					       &o->duration_us))
+			if (!tl_parse_seconds(optarg, 1000, DURATION_MAX_US,
+					      &o->duration_us))
 				return usage_error("bad --duration '%s': "
 						   "expected seconds, 0.001 "
 						   "to 366 days",
 						   optarg);
 			break;
 		case 'k':
-			if (!drl_parse_uint(optarg, 1, KEYS_MAX, &o->keys))
+			if (!tl_parse_uint(optarg, 1, KEYS_MAX, &o->keys))
 				return usage_error("bad --keys '%s': expected "
 						   "1..%d",
 						   optarg, KEYS_MAX);
 			break;
 		case OPT_SEED:
-			if (!drl_parse_uint(optarg, 0, INT64_MAX, &v))
+			if (!tl_parse_uint(optarg, 0, INT64_MAX, &v))
 				return usage_error("bad --seed '%s': expected "
 						   "a whole number >= 0",
 						   optarg);
@@ -337,8 +339,8 @@ static int sim_parse(int argc, char **argv, sim_opts *o)
 			fputs(drl_simulate_details, stdout);
 			return EXIT_DONE;
 		default: /* ':' or '?' */
-			return drl_bad_option("simulate", drl_simulate_synopsis,
-					      c, argv);
+			return tl_bad_option("simulate", drl_simulate_synopsis,
+					     c, argv);
 		}
 	}
 	if (optind < argc)
@@ -572,14 +574,6 @@ typedef struct row {
 	FILE *plot; /* --plot data file, or NULL */
 } row;
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Report a library error; returns the exit status (2 for DRL_EINVAL). */
 static int report(const char *what, const char *spec, int rc,
 		  const drl_error *err)
@@ -611,7 +605,7 @@ static int rows_open(sim_opts *o, row *rows)
 		if (rc != 0)
 			return report("bad --limit", r->spec, rc, &err);
 		if (colon == NULL ||
-		    !drl_parse_limit_period(colon + 1, &limit, &period))
+		    !tl_parse_limit_period(colon + 1, &limit, &period))
 			return usage_error("bad --limit '%s': expected "
 					   "ALGORITHM:LIMIT/PERIOD[,...]",
 					   r->spec);
@@ -699,7 +693,7 @@ static int simulate(const sim_opts *o, row *rows, size_t nrows,
 		for (size_t i = 0; i < nrows; i++) {
 			row *r = &rows[i];
 			ring *a = &r->admitted[key];
-			int64_t t0 = mono_ns();
+			int64_t t0 = tl_mono_ns();
 			bool allowed;
 
 			ring_expire(a, t - o->period_us);
@@ -718,7 +712,7 @@ static int simulate(const sim_opts *o, row *rows, size_t nrows,
 				}
 				allowed = res.allowed != 0;
 			}
-			r->ns += mono_ns() - t0;
+			r->ns += tl_mono_ns() - t0;
 			if (allowed && !ring_push(a, t)) {
 				fputs("drl simulate: out of memory\n", stderr);
 				status = EXIT_STORE;
@@ -769,7 +763,7 @@ static void print_json(FILE *out, const sim_opts *o, const row *rows,
 	for (size_t i = 0; i < nrows; i++) {
 		const row *r = &rows[i];
 		fputs(i ? ",\n{\"spec\":" : "\n{\"spec\":", out);
-		drl_json_str(out, r->spec);
+		tl_json_str(out, r->spec);
 		fprintf(out,
 			",\"allowed\":%" PRIu64 ",\"wrongly_allowed\":%" PRIu64
 			",\"wrongly_allowed_pct\":%.6f"

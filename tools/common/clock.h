@@ -1,0 +1,18 @@
+/*
+ * Elapsed time for the drl tools (tools/common/clock.c): CLOCK_MONOTONIC
+ * in nanoseconds, for measuring how long something took. Decisions never
+ * use it (the library takes its time in µs from the real-time clock or
+ * from the caller).
+ */
+#ifndef TL_CLOCK_H
+#define TL_CLOCK_H
+
+#include <stdint.h>
+
+/* CLOCK_MONOTONIC now, in ns: only differences mean anything. */
+int64_t tl_mono_ns(void);
+
+/* Sleep ns nanoseconds (nothing when ns <= 0), across signals. */
+void tl_sleep_ns(int64_t ns);
+
+#endif /* TL_CLOCK_H */
