@@ -11,7 +11,7 @@ int drl__burst_option(drl__limit *lim, const char *key, const char *value,
 				     "unknown option \"%s\" for %s (expected "
 				     "burst)",
 				     key, lim->algo->name);
-	if (drl__parse_int(value, strlen(value), 1, DRL_LIMIT_MAX, &lim->burst))
+	if (drl_parse_int(value, strlen(value), 1, DRL_LIMIT_MAX, &lim->burst))
 		return drl_error_set(err, DRL_EINVAL,
 				     "burst=%s must be an integer from 1 to "
 				     "%lld",

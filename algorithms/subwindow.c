@@ -214,7 +214,7 @@ static int option(drl__limit *lim, const char *key, const char *value,
 	int64_t v;
 	size_t len = strlen(value);
 	if (strcmp(key, "subwindows") == 0) {
-		if (drl__parse_int(value, len, 1, DRL_SUBWINDOWS_MAX, &v))
+		if (drl_parse_int(value, len, 1, DRL_SUBWINDOWS_MAX, &v))
 			return drl_error_set(err, DRL_EINVAL,
 					     "subwindows=%s must be from 1 to "
 					     "%d",
@@ -223,7 +223,7 @@ static int option(drl__limit *lim, const char *key, const char *value,
 		return 0;
 	}
 	if (strcmp(key, "trailing") == 0) {
-		if (drl__parse_int(value, len, 0, 1, &v))
+		if (drl_parse_int(value, len, 0, 1, &v))
 			return drl_error_set(err, DRL_EINVAL,
 					     "trailing=%s must be 0 or 1",
 					     value);

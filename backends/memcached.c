@@ -83,8 +83,8 @@
 
 #define DEFAULT_PORT 11211
 #define SERVERS_MAX 64
-#define KEY_MAX 250                /* memcached's key length limit */
-#define PREFIX_MAX DRL__PREFIX_MAX /* leaves room for "#" + 64 hex */
+#define KEY_MAX 250    /* memcached's key length limit */
+#define PREFIX_MAX 128 /* leaves room for "#" + 64 hex */
 #define BIAS (UINT64_C(1) << 62)
 #define RELATIVE_TTL_MAX INT64_C(2592000) /* 30 days */
 #define ADD_RACE_RETRIES 16
@@ -763,147 +763,33 @@ static void mc_destroy(drl_backend *b)
 
 /* ---- opening ------------------------------------------------------------- */
 
-/* 1 when c may appear in a host name or IPv4 address. */
-static bool host_char(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
-}
-
-/* 1 when c may appear inside [...] (an IPv6 address). */
-static bool ipv6_char(char c)
-{
-	return (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
-	       (c >= '0' && c <= '9') || c == ':' || c == '.';
-}
-
-/* Parse one "host[:port]" or "[v6]:port" item s[0..len) into host (cap
- * bytes) and *port. DRL_EINVAL naming the item and what is wrong. */
-static int parse_server(const char *s, size_t len, char *host, size_t cap,
-			in_port_t *port, drl_error *err)
-{
-	const char *h = s, *p = NULL;
-	size_t hl;
-	int64_t pv = DEFAULT_PORT;
-
-	if (len == 0)
-		return drl_error_set(err, DRL_EINVAL,
-				     "memcached URI: empty server in the host "
-				     "list (stray ',')");
-	if (s[0] == '[') {
-		const char *close = memchr(s, ']', len);
-		if (close == NULL)
-			return drl_error_set(err, DRL_EINVAL,
-					     "memcached URI: server \"%.*s\": "
-					     "'[' without ']'",
-					     (int)len, s);
-		h = s + 1;
-		hl = (size_t)(close - h);
-		if (close + 1 < s + len) {
-			if (close[1] != ':')
-				return drl_error_set(
-					err, DRL_EINVAL,
-					"memcached URI: server \"%.*s\": "
-					"expected ':' after ']'",
-					(int)len, s);
-			p = close + 2;
-		}
-		for (size_t i = 0; i < hl; i++)
-			if (!ipv6_char(h[i]))
-				return drl_error_set(
-					err, DRL_EINVAL,
-					"memcached URI: server \"%.*s\": bad "
-					"IPv6 address",
-					(int)len, s);
-	} else {
-		const char *colon = memchr(s, ':', len);
-		hl = colon ? (size_t)(colon - s) : len;
-		if (colon) {
-			if (memchr(colon + 1, ':', len - hl - 1))
-				return drl_error_set(err, DRL_EINVAL,
-						     "memcached URI: server "
-						     "\"%.*s\": put an "
-						     "IPv6 address in [...]",
-						     (int)len, s);
-			p = colon + 1;
-		}
-		for (size_t i = 0; i < hl; i++)
-			if (!host_char(h[i]))
-				return drl_error_set(
-					err, DRL_EINVAL,
-					"memcached URI: server \"%.*s\": bad "
-					"character in the host name",
-					(int)len, s);
-	}
-	if (hl == 0)
-		return drl_error_set(err, DRL_EINVAL,
-				     "memcached URI: server \"%.*s\": empty "
-				     "host",
-				     (int)len, s);
-	if (hl >= cap)
-		return drl_error_set(
-			err, DRL_EINVAL,
-			"memcached URI: server \"%.*s\": host name "
-			"too long",
-			(int)(len > 64 ? 64 : len), s);
-	if (p != NULL &&
-	    drl__parse_int(p, (size_t)(s + len - p), 1, 65535, &pv) != 0)
-		return drl_error_set(err, DRL_EINVAL,
-				     "memcached URI: server \"%.*s\": port "
-				     "must be an integer in [1, 65535]",
-				     (int)len, s);
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	*port = (in_port_t)pv;
-	return 0;
-}
-
 /* Add every server of the host list "a[:p],b[:p]..." to the master. */
 static int add_servers(mc_backend *m, const char *hosts, drl_error *err)
 {
-	char seen[SERVERS_MAX][300];
-	size_t nseen = 0;
-	const char *s = hosts;
-
 	if (hosts == NULL || hosts[0] == '\0')
 		return drl_error_set(
 			err, DRL_EINVAL,
 			"memcached URI: no server (expected "
 			"memcached://host[:port][,host[:port]...])");
-	for (;;) {
-		const char *comma = strchr(s, ',');
-		size_t len = comma ? (size_t)(comma - s) : strlen(s);
-		char host[256];
-		in_port_t port = DEFAULT_PORT;
-		int rc = parse_server(s, len, host, sizeof host, &port, err);
-		if (rc)
-			return rc;
-		if (nseen == SERVERS_MAX)
-			return drl_error_set(err, DRL_EINVAL,
-					     "memcached URI: more than %d "
-					     "servers",
-					     SERVERS_MAX);
-		snprintf(seen[nseen], sizeof seen[nseen], "%s:%u", host,
-			 (unsigned)port);
-		for (size_t i = 0; i < nseen; i++)
-			if (strcmp(seen[i], seen[nseen]) == 0)
-				return drl_error_set(
-					err, DRL_EINVAL,
-					"memcached URI: server %s listed twice",
-					seen[nseen]);
-		nseen++;
-		memcached_return_t mrc =
-			memcached_server_add(m->master, host, port);
+	drl_hostport *hp = calloc(SERVERS_MAX, sizeof *hp);
+	size_t n;
+	if (hp == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	/* A server listed twice is an error: ketama would give it twice
+	 * the share of the keys. */
+	int rc = drl_hostport_list(hosts, DEFAULT_PORT, "memcached URI", hp,
+				   SERVERS_MAX, &n, err);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		memcached_return_t mrc = memcached_server_add(
+			m->master, hp[i].host, (in_port_t)hp[i].port);
 		if (mrc != MEMCACHED_SUCCESS)
-			return drl_error_set(
-				err, DRL_EINVAL,
-				"memcached URI: server %s:%u: %s", host,
-				(unsigned)port,
-				memcached_strerror(m->master, mrc));
-		if (comma == NULL)
-			return 0;
-		s = comma + 1;
+			rc = drl_error_set(err, DRL_EINVAL,
+					   "memcached URI: server %s:%d: %s",
+					   hp[i].host, hp[i].port,
+					   memcached_strerror(m->master, mrc));
 	}
+	free(hp);
+	return rc;
 }
 
 /* memcached_server_cursor callback: count servers that told their version. */
@@ -947,23 +833,23 @@ static int probe(mc_backend *m, drl_error *err)
 }
 
 /* Read and check every option of *uri into m (before servers are added). */
-static int read_options(mc_backend *m, drl__uri *uri, int64_t *timeout_ms,
+static int read_options(mc_backend *m, drl_uri *uri, int64_t *timeout_ms,
 			int64_t *pool, drl_error *err)
 {
 	int64_t binary;
 	const char *prefix;
 	int rc;
 
-	rc = drl__uri_get_int(uri, "timeout_ms", 1, 600000, 1000, timeout_ms,
-			      err);
+	rc = drl_uri_option_int(uri, "timeout_ms", 1, 600000, 1000, timeout_ms,
+				err);
 	if (rc == 0)
-		rc = drl__uri_get_int(uri, "pool", 1, 1024, 16, pool, err);
+		rc = drl_uri_option_int(uri, "pool", 1, 1024, 16, pool, err);
 	if (rc == 0)
-		rc = drl__uri_get_int(uri, "binary", 0, 1, 1, &binary, err);
+		rc = drl_uri_option_int(uri, "binary", 0, 1, 1, &binary, err);
 	if (rc)
 		return rc;
 	m->binary = binary == 1;
-	prefix = drl__uri_get(uri, "prefix");
+	prefix = drl_uri_option(uri, "prefix");
 	if (prefix != NULL) {
 		size_t n = strlen(prefix);
 		if (n > PREFIX_MAX)
@@ -983,7 +869,7 @@ static int read_options(mc_backend *m, drl__uri *uri, int64_t *timeout_ms,
 		memcpy(m->prefix, prefix, n + 1);
 		m->plen = n;
 	}
-	return drl__uri_check_all_used(uri, err);
+	return drl_uri_check_all_used(uri, err);
 }
 
 /* Set the master's behaviours: protocol, hashing, timeouts, no ejection. */
@@ -1034,12 +920,12 @@ static int configure(mc_backend *m, int64_t timeout_ms, drl_error *err)
 }
 
 /* Add the servers named by the URI: a host list, or one unix socket. */
-static int add_uri_servers(mc_backend *m, const drl__uri *uri, drl_error *err)
+static int add_uri_servers(mc_backend *m, const drl_uri *uri, drl_error *err)
 {
-	if (strcmp(uri->scheme, "memcached+unix") == 0) {
-		const char *path = uri->path;
+	if (strcmp(drl_uri_scheme(uri), "memcached+unix") == 0) {
+		const char *path = drl_uri_path(uri);
 		memcached_return_t mrc;
-		if (uri->hosts != NULL && uri->hosts[0] != '\0')
+		if (drl_uri_hosts(uri) != NULL && drl_uri_hosts(uri)[0] != '\0')
 			return drl_error_set(
 				err, DRL_EINVAL,
 				"memcached+unix URI: no host expected (write "
@@ -1061,17 +947,17 @@ static int add_uri_servers(mc_backend *m, const drl__uri *uri, drl_error *err)
 				memcached_strerror(m->master, mrc));
 		return 0;
 	}
-	if (uri->path != NULL && uri->path[0] != '\0')
+	if (drl_uri_path(uri) != NULL && drl_uri_path(uri)[0] != '\0')
 		return drl_error_set(
 			err, DRL_EINVAL,
 			"memcached URI: unexpected path \"/%.48s\" "
 			"(memcached has no databases)",
-			uri->path);
-	return add_servers(m, uri->hosts, err);
+			drl_uri_path(uri));
+	return add_servers(m, drl_uri_hosts(uri), err);
 }
 
 /* Open a memcached store from a parsed URI; see memcached.h. */
-int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err)
+int drl__memcached_open(drl_backend **out, drl_uri *uri, drl_error *err)
 {
 	int64_t timeout_ms = 1000, pool = 16;
 	bool lazy = false;
@@ -1080,14 +966,14 @@ int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err)
 
 	if (out != NULL)
 		*out = NULL;
-	if (out == NULL || uri == NULL || uri->scheme == NULL)
+	if (out == NULL || uri == NULL || drl_uri_scheme(uri) == NULL)
 		return drl_error_set(err, DRL_EINVAL, "memcached: no URI");
-	if (strcmp(uri->scheme, "memcached") != 0 &&
-	    strcmp(uri->scheme, "memcached+unix") != 0)
+	if (strcmp(drl_uri_scheme(uri), "memcached") != 0 &&
+	    strcmp(drl_uri_scheme(uri), "memcached+unix") != 0)
 		return drl_error_set(err, DRL_EINVAL,
 				     "memcached: unknown scheme \"%.32s\"",
-				     uri->scheme);
-	if (uri->user != NULL || uri->password != NULL)
+				     drl_uri_scheme(uri));
+	if (drl_uri_user(uri) != NULL || drl_uri_password(uri) != NULL)
 		return drl_error_set(err, DRL_EINVAL,
 				     "memcached URI: user or password given, "
 				     "but SASL is not supported");
@@ -1107,7 +993,7 @@ int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err)
 	m->parent.now = NULL;    /* memcached has no clock to offer */
 	m->parent.del = mc_del;
 
-	rc = drl__uri_get_lazy(uri, &lazy, err);
+	rc = drl_uri_option_lazy(uri, &lazy, err);
 	if (rc == 0)
 		rc = read_options(m, uri, &timeout_ms, &pool, err);
 	if (rc)
@@ -1121,7 +1007,7 @@ int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err)
 	if (rc == 0)
 		rc = add_uri_servers(m, uri, err);
 	if (rc == 0)
-		uri->servers = memcached_server_count(m->master);
+		drl_uri_set_servers(uri, memcached_server_count(m->master));
 	if (rc == 0 && !lazy)
 		rc = probe(m, err);
 	if (rc)

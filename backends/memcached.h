@@ -2,7 +2,7 @@
 #ifndef DRL_BACKENDS_MEMCACHED_H
 #define DRL_BACKENDS_MEMCACHED_H
 
-#include "internal.h"
+#include <drl/sys/backend.h>
 
 /*
  * Open a memcached store from a parsed URI (scheme "memcached" or
@@ -33,6 +33,6 @@
  * once (each call borrows one connection handle from the pool). Not
  * fork-safe: a child process opens a store of its own.
  */
-int drl__memcached_open(drl_backend **out, drl__uri *uri, drl_error *err);
+int drl__memcached_open(drl_backend **out, drl_uri *uri, drl_error *err);
 
 #endif /* DRL_BACKENDS_MEMCACHED_H */

@@ -812,28 +812,28 @@ static uint64_t random_seed(const void *salt)
 }
 
 /* Open a memory store from a parsed memory:// URI; see memory.h. */
-int drl__memory_open(drl_backend **out, drl__uri *uri, drl_error *err)
+int drl__memory_open(drl_backend **out, drl_uri *uri, drl_error *err)
 {
 	if (out == NULL || uri == NULL)
 		return drl_error_set(err, DRL_EINVAL,
 				     "drl__memory_open: NULL argument");
 	*out = NULL;
-	if (uri->user || uri->password)
+	if (drl_uri_user(uri) || drl_uri_password(uri))
 		return drl_error_set(err, DRL_EINVAL,
 				     "memory:// takes no user or password");
-	if (uri->hosts)
+	if (drl_uri_hosts(uri))
 		return drl_error_set(err, DRL_EINVAL,
 				     "memory:// takes no host (got \"%.64s\"); "
 				     "write memory:// or memory://?shards=16",
-				     uri->hosts);
-	if (uri->path)
+				     drl_uri_hosts(uri));
+	if (drl_uri_path(uri))
 		return drl_error_set(err, DRL_EINVAL,
 				     "memory:// takes no path (got \"%.64s\"); "
 				     "write memory:// or memory://?shards=16",
-				     uri->path);
+				     drl_uri_path(uri));
 	int64_t shards, max_keys;
-	int rc = drl__uri_get_int(uri, "shards", 1, SHARDS_MAX, SHARDS_DEFAULT,
-				  &shards, err);
+	int rc = drl_uri_option_int(uri, "shards", 1, SHARDS_MAX,
+				    SHARDS_DEFAULT, &shards, err);
 	if (rc)
 		return rc;
 	if ((shards & (shards - 1)) != 0)
@@ -841,11 +841,11 @@ int drl__memory_open(drl_backend **out, drl__uri *uri, drl_error *err)
 				     "URI option shards=%" PRId64 ": must be "
 				     "a power of two in [1, %d]",
 				     shards, SHARDS_MAX);
-	rc = drl__uri_get_int(uri, "max_keys", 0, MAX_KEYS_MAX, 0, &max_keys,
-			      err);
+	rc = drl_uri_option_int(uri, "max_keys", 0, MAX_KEYS_MAX, 0, &max_keys,
+				err);
 	if (rc)
 		return rc;
-	rc = drl__uri_check_all_used(uri, err);
+	rc = drl_uri_check_all_used(uri, err);
 	if (rc)
 		return rc;
 

@@ -12,12 +12,12 @@
 #ifndef DRL_BACKENDS_MEMORY_H
 #define DRL_BACKENDS_MEMORY_H
 
-#include "internal.h"
+#include <drl/sys/backend.h>
 
 /* Open a memory store from a parsed memory:// URI (options marked used;
  * the caller keeps owning `uri`). *out is owned by the caller and freed
  * with (*out)->destroy(*out). DRL_EINVAL naming a bad option, DRL_ENOMEM. */
-int drl__memory_open(drl_backend **out, drl__uri *uri, drl_error *err);
+int drl__memory_open(drl_backend **out, drl_uri *uri, drl_error *err);
 
 /* Test hook: entries the store holds in memory right now, including
  * expired ones it has not reclaimed yet (so a test can see reclamation). */

@@ -61,7 +61,6 @@
  * SIGPIPE (hiredis uses write()), so SIGPIPE is blocked in the calling
  * thread around each round trip and a SIGPIPE it caused is discarded.
  */
-#include "internal.h"
 #include "redis.h"
 #include "redis_conn.h"
 
@@ -88,7 +87,7 @@
 #define POOL_MAX 1024
 #define DEFAULT_PIPELINES 1
 #define PIPELINES_MAX 64
-#define PREFIX_MAX DRL__PREFIX_MAX
+#define PREFIX_MAX 128 /* as memcached.c: keys stay well below Redis's limits */
 #define DB_MAX INT32_MAX
 #define KEY_STACK 512    /* prefixed keys up to this size need no malloc */
 #define ARGV_STACK 32    /* EVALSHA argument vectors on the stack */
@@ -264,8 +263,8 @@ int drl__redis_timeout_error(rstore *s, conn *c, const char *what,
  * Arrays in replies. hiredis 0.14 allocates an array's element table as
  * soon as it reads the header, so "*536870911" from a hostile or broken
  * server costs 4 GiB and seconds (to allocate and to free), whatever the
- * timeout. No reply of ours has more than a batch chunk's answers
- * (DRL__BATCH_CHUNK x DRL__SCRIPT_NOUT = 1280 integers): every connection's
+ * timeout. No reply of ours is much longer than the nout of an eval()
+ * (a batch chunk's answers: 1280 integers today): every connection's
  * reader gets hiredis's own functions with createArray refusing more than
  * ARRAY_MAX elements, which the reader reports as out of memory and
  * reader_error() as DRL_EUNAVAILABLE. (hiredis 1.x has maxelements for
@@ -367,7 +366,7 @@ static bool parse_target(drl__redis_redirect *r, const char *p, size_t n)
 	size_t hlen = (size_t)(colon - p);
 	int64_t port;
 	if (hlen == 0 || hlen >= sizeof r->host ||
-	    drl__parse_int(colon + 1, n - hlen - 1, 1, 65535, &port) != 0)
+	    drl_parse_int(colon + 1, n - hlen - 1, 1, 65535, &port) != 0)
 		return false;
 	memcpy(r->host, p, hlen);
 	r->host[hlen] = '\0';
@@ -395,7 +394,7 @@ static int cluster_reply(rstore *s, const redisReply *r, drl_error *err)
 		const char *sp = memchr(p, ' ', (size_t)(end - p));
 		int64_t slot;
 		if (sp == NULL ||
-		    drl__parse_int(p, (size_t)(sp - p), 0, 16383, &slot) != 0 ||
+		    drl_parse_int(p, (size_t)(sp - p), 0, 16383, &slot) != 0 ||
 		    !parse_target(d, sp + 1, (size_t)(end - sp - 1)))
 			return 0; /* not a redirect we can follow */
 		d->kind = ask ? DRL__REDIS_ASK : DRL__REDIS_MOVED;
@@ -1232,8 +1231,8 @@ static int counter_value(rstore *s, const redisReply *r, int64_t *v,
 		*v = r->integer;
 		return 0;
 	case REDIS_REPLY_STRING:
-		if (r->str && drl__parse_int(r->str, r->len, INT64_MIN,
-					     INT64_MAX, v) == 0)
+		if (r->str &&
+		    drl_parse_int(r->str, r->len, INT64_MIN, INT64_MAX, v) == 0)
 			return 0;
 		return drl_error_set(err, DRL_ECORRUPT,
 				     "redis %s: a counter holds a %zu-byte "
@@ -1852,10 +1851,10 @@ static int r_now(drl_backend *b, int64_t *now_us, drl_error *err)
 	if (t->type == REDIS_REPLY_ARRAY && t->elements == 2 &&
 	    t->element[0]->type == REDIS_REPLY_STRING &&
 	    t->element[1]->type == REDIS_REPLY_STRING &&
-	    drl__parse_int(t->element[0]->str, t->element[0]->len, 0,
-			   INT64_C(9000000000), &sec) == 0 &&
-	    drl__parse_int(t->element[1]->str, t->element[1]->len, 0, 999999,
-			   &usec) == 0)
+	    drl_parse_int(t->element[0]->str, t->element[0]->len, 0,
+			  INT64_C(9000000000), &sec) == 0 &&
+	    drl_parse_int(t->element[1]->str, t->element[1]->len, 0, 999999,
+			  &usec) == 0)
 		*now_us = sec * 1000000 + usec;
 	else if (t->type == REDIS_REPLY_ERROR)
 		rc = reply_error(s, "TIME", t, false, err);
@@ -1942,67 +1941,35 @@ static int parse_hosts(rstore *s, const char *hosts, drl_error *err)
 				     "redis URI names several hosts "
 				     "(\"%.64s\"); a redis store takes one",
 				     hosts);
-	const char *h = hosts, *port = NULL;
-	size_t hlen;
-	if (h[0] == '[') {
-		const char *rb = strchr(h, ']');
-		if (rb == NULL)
-			return drl_error_set(err, DRL_EINVAL,
-					     "redis URI host \"%.64s\": "
-					     "missing ']'",
-					     hosts);
-		h++;
-		hlen = (size_t)(rb - h);
-		if (rb[1] == ':')
-			port = rb + 2;
-		else if (rb[1] != '\0')
-			return drl_error_set(err, DRL_EINVAL,
-					     "redis URI host \"%.64s\": "
-					     "junk after ']'",
-					     hosts);
-	} else {
-		const char *colon = strchr(h, ':');
-		if (colon && strchr(colon + 1, ':'))
-			return drl_error_set(err, DRL_EINVAL,
-					     "redis URI host \"%.64s\": write "
-					     "an IPv6 address in brackets",
-					     hosts);
-		hlen = colon ? (size_t)(colon - h) : strlen(h);
-		port = colon ? colon + 1 : NULL;
-	}
-	if (hlen == 0)
-		return drl_error_set(err, DRL_EINVAL,
-				     "redis URI has an empty host");
-	int64_t p = DEFAULT_PORT;
-	if (port && drl__parse_int(port, strlen(port), 1, 65535, &p) != 0)
-		return drl_error_set(err, DRL_EINVAL,
-				     "redis URI port \"%.16s\": expected an "
-				     "integer in [1, 65535]",
-				     port);
-	s->host = dup_n(h, hlen);
+	drl_hostport hp;
+	int rc = drl_hostport_parse(hosts, strlen(hosts), DEFAULT_PORT,
+				    "redis URI", &hp, err);
+	if (rc)
+		return rc;
+	s->host = dup_n(hp.host, strlen(hp.host));
 	if (s->host == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
-	s->port = (int)p;
-	snprintf(s->where, sizeof s->where, "%s%.96s%s:%d",
-		 h == hosts ? "" : "[", s->host, h == hosts ? "" : "]",
-		 s->port);
+	s->port = hp.port;
+	snprintf(s->where, sizeof s->where, "%s%.96s%s:%d", hp.ipv6 ? "[" : "",
+		 s->host, hp.ipv6 ? "]" : "", s->port);
 	return 0;
 }
 
 /* Everything the URI says, checked before any connection is made. */
-static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
+static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 {
 	int64_t v;
 	int rc;
-	s->is_unix = strcmp(u->scheme, "redis+unix") == 0;
-	s->cluster = strcmp(u->scheme, "redis-cluster") == 0;
-	if (!s->is_unix && !s->cluster && strcmp(u->scheme, "redis") != 0)
+	s->is_unix = strcmp(drl_uri_scheme(u), "redis+unix") == 0;
+	s->cluster = strcmp(drl_uri_scheme(u), "redis-cluster") == 0;
+	if (!s->is_unix && !s->cluster &&
+	    strcmp(drl_uri_scheme(u), "redis") != 0)
 		return drl_error_set(err, DRL_EINVAL,
 				     "scheme \"%.32s\" is not redis, "
 				     "redis+unix or redis-cluster",
-				     u->scheme);
+				     drl_uri_scheme(u));
 
-	const char *tx = drl__uri_get(u, "tx");
+	const char *tx = drl_uri_option(u, "tx");
 	if (tx == NULL || strcmp(tx, "lua") == 0)
 		s->watch_tx = false;
 	else if (strcmp(tx, "watch") == 0)
@@ -2013,7 +1980,7 @@ static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
 				     "watch",
 				     tx);
 
-	const char *clock = drl__uri_get(u, "clock");
+	const char *clock = drl_uri_option(u, "clock");
 	bool server_clock = false;
 	if (clock == NULL || strcmp(clock, "client") == 0)
 		server_clock = false;
@@ -2025,26 +1992,26 @@ static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
 				     "client or server",
 				     clock);
 
-	rc = drl__uri_get_int(u, "timeout_ms", 1, TIMEOUT_MS_MAX,
-			      DEFAULT_TIMEOUT_MS, &s->timeout_ms, err);
+	rc = drl_uri_option_int(u, "timeout_ms", 1, TIMEOUT_MS_MAX,
+				DEFAULT_TIMEOUT_MS, &s->timeout_ms, err);
 	if (rc)
 		return rc;
 	s->timeout.tv_sec = (time_t)(s->timeout_ms / 1000);
 	s->timeout.tv_usec = (suseconds_t)(s->timeout_ms % 1000) * 1000;
 
-	rc = drl__uri_get_int(u, "pool", 1, POOL_MAX, DEFAULT_POOL, &v, err);
+	rc = drl_uri_option_int(u, "pool", 1, POOL_MAX, DEFAULT_POOL, &v, err);
 	if (rc == 0)
-		rc = drl__uri_get_lazy(u, &s->lazy, err);
+		rc = drl_uri_option_lazy(u, &s->lazy, err);
 	if (rc)
 		return rc;
 	s->cap = (size_t)v;
-	rc = drl__uri_get_int(u, "pipelines", 0, PIPELINES_MAX,
-			      DEFAULT_PIPELINES, &v, err);
+	rc = drl_uri_option_int(u, "pipelines", 0, PIPELINES_MAX,
+				DEFAULT_PIPELINES, &v, err);
 	if (rc)
 		return rc;
 	s->npipes = (size_t)v;
 
-	const char *prefix = drl__uri_get(u, "prefix");
+	const char *prefix = drl_uri_option(u, "prefix");
 	if (prefix) {
 		s->prefixlen = strlen(prefix);
 		if (s->prefixlen > PREFIX_MAX)
@@ -2064,67 +2031,72 @@ static int parse_uri(rstore *s, drl__uri *u, drl_error *err)
 					     "the key's hash tag)");
 	}
 
-	bool db_option = drl__uri_get(u, "db") != NULL;
-	rc = drl__uri_get_int(u, "db", 0, DB_MAX, 0, &s->db, err);
+	bool db_option = drl_uri_option(u, "db") != NULL;
+	rc = drl_uri_option_int(u, "db", 0, DB_MAX, 0, &s->db, err);
 	if (rc)
 		return rc;
 
-	rc = drl__uri_check_all_used(u, err);
+	rc = drl_uri_check_all_used(u, err);
 	if (rc)
 		return rc;
 
 	if (s->cluster) {
 		/* The hosts are the cluster store's (seed nodes). */
-		if (s->db != 0 || (u->path && u->path[0] != '\0'))
+		if (s->db != 0 ||
+		    (drl_uri_path(u) && drl_uri_path(u)[0] != '\0'))
 			return drl_error_set(err, DRL_EINVAL,
 					     "redis-cluster URI names a "
 					     "database; a Redis Cluster has "
 					     "only database 0");
 		snprintf(s->where, sizeof s->where, "cluster");
 	} else if (s->is_unix) {
-		if (u->hosts)
+		if (drl_uri_hosts(u))
 			return drl_error_set(err, DRL_EINVAL,
 					     "redis+unix URI takes no host "
 					     "(expected redis+unix:///path/to/"
 					     "redis.sock)");
-		if (u->path == NULL || u->path[0] != '/' || u->path[1] == '\0')
+		if (drl_uri_path(u) == NULL || drl_uri_path(u)[0] != '/' ||
+		    drl_uri_path(u)[1] == '\0')
 			return drl_error_set(err, DRL_EINVAL,
 					     "redis+unix URI needs an absolute "
 					     "socket path (redis+unix:///path/"
 					     "to/redis.sock)");
-		s->host = dup_n(u->path, strlen(u->path));
+		s->host = dup_n(drl_uri_path(u), strlen(drl_uri_path(u)));
 		if (s->host == NULL)
 			return drl_error_set(err, DRL_ENOMEM, "out of memory");
 		snprintf(s->where, sizeof s->where, "%.120s", s->host);
 	} else {
-		rc = parse_hosts(s, u->hosts, err);
+		rc = parse_hosts(s, drl_uri_hosts(u), err);
 		if (rc)
 			return rc;
-		if (u->path && u->path[0] != '\0') {
+		if (drl_uri_path(u) && drl_uri_path(u)[0] != '\0') {
 			if (db_option)
 				return drl_error_set(err, DRL_EINVAL,
 						     "redis URI names the "
 						     "database twice (path "
 						     "and db=)");
-			if (drl__parse_int(u->path, strlen(u->path), 0, DB_MAX,
-					   &s->db) != 0)
+			if (drl_parse_int(drl_uri_path(u),
+					  strlen(drl_uri_path(u)), 0, DB_MAX,
+					  &s->db) != 0)
 				return drl_error_set(
 					err, DRL_EINVAL,
 					"redis URI database \"%.32s\": "
 					"expected an integer in [0, %d]",
-					u->path, DB_MAX);
+					drl_uri_path(u), DB_MAX);
 		}
 	}
 
-	if (u->user && u->password == NULL)
+	if (drl_uri_user(u) && drl_uri_password(u) == NULL)
 		return drl_error_set(err, DRL_EINVAL,
 				     "redis URI names a user but no password "
 				     "(redis://user:password@host)");
-	if (u->password) {
-		s->password = dup_n(u->password, strlen(u->password));
-		if (u->user)
-			s->user = dup_n(u->user, strlen(u->user));
-		if (s->password == NULL || (u->user && s->user == NULL))
+	if (drl_uri_password(u)) {
+		s->password =
+			dup_n(drl_uri_password(u), strlen(drl_uri_password(u)));
+		if (drl_uri_user(u))
+			s->user =
+				dup_n(drl_uri_user(u), strlen(drl_uri_user(u)));
+		if (s->password == NULL || (drl_uri_user(u) && s->user == NULL))
 			return drl_error_set(err, DRL_ENOMEM, "out of memory");
 	}
 
@@ -2195,9 +2167,9 @@ static void free_unregistered(rstore *s)
 	free(s);
 }
 
-int drl__redis_open(drl_backend **out, drl__uri *uri, drl_error *err)
+int drl__redis_open(drl_backend **out, drl_uri *uri, drl_error *err)
 {
-	if (out == NULL || uri == NULL || uri->scheme == NULL)
+	if (out == NULL || uri == NULL || drl_uri_scheme(uri) == NULL)
 		return drl_error_set(err, DRL_EINVAL,
 				     "drl__redis_open: NULL argument");
 	*out = NULL;
@@ -2244,8 +2216,7 @@ int drl__redis_open(drl_backend **out, drl__uri *uri, drl_error *err)
 
 /* ---- Redis Cluster nodes (backends/redis_cluster.c) --------------------- */
 
-int drl__redis_cluster_template(drl_backend **out, drl__uri *uri,
-				drl_error *err)
+int drl__redis_cluster_template(drl_backend **out, drl_uri *uri, drl_error *err)
 {
 	*out = NULL;
 	pthread_once(&key_once, make_hold_key);

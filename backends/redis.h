@@ -2,7 +2,7 @@
 #ifndef DRL_BACKENDS_REDIS_H
 #define DRL_BACKENDS_REDIS_H
 
-#include "internal.h"
+#include <drl/sys/backend.h>
 
 #include <stdbool.h>
 
@@ -23,7 +23,7 @@
  * caller (freed by its destroy slot); *uri is only read (options are
  * marked used) and may be cleared right after.
  */
-int drl__redis_open(drl_backend **out, drl__uri *uri, drl_error *err);
+int drl__redis_open(drl_backend **out, drl_uri *uri, drl_error *err);
 
 /* ---- Redis Cluster nodes (used by backends/redis_cluster.c) ----------- */
 
@@ -57,7 +57,7 @@ void drl__redis_asking(bool on);
  * clock, timeout_ms, pool, prefix, connect, user/password; db must be 0)
  * into a template store that is never called, only copied by
  * drl__redis_cluster_node. Marks the options used. */
-int drl__redis_cluster_template(drl_backend **out, drl__uri *uri,
+int drl__redis_cluster_template(drl_backend **out, drl_uri *uri,
 				drl_error *err);
 bool drl__redis_template_lazy(const drl_backend *tmpl);
 int64_t drl__redis_timeout_ms(const drl_backend *tmpl);

@@ -45,7 +45,6 @@
  *
  * Threading: as redis.c, every method from any number of threads.
  */
-#include "internal.h"
 #include "redis.h"
 #include "redis_cluster.h"
 
@@ -92,6 +91,12 @@ typedef struct cstore {
 	_Atomic int64_t refreshed_at; /* monotonic µs of the last refresh */
 	_Atomic size_t refresh_from;  /* node to ask first, rotating */
 } cstore;
+
+/* The node's server could not be reached: what may mean a failover. */
+static bool is_unreachable(int rc)
+{
+	return rc == DRL_ETIMEDOUT || rc == DRL_EUNAVAILABLE;
+}
 
 static _Atomic uint64_t last_store_id;
 
@@ -419,7 +424,7 @@ static int route(cstore *cs, int slot, node_fn fn, void *arg, bool split_ok,
 			wait *= 2;
 			continue;
 		}
-		if (!drl__is_unreachable(rc) || last)
+		if (!is_unreachable(rc) || last)
 			return rc;
 		/* The node may have failed over: does the map say so? */
 		if (refresh(cs, false, NULL) != 0 ||
@@ -479,7 +484,7 @@ static int c_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 		int rc = DRL__EREDIRECT;
 		if (owner >= 0)
 			rc = do_get(node_at(cs, (size_t)owner)->b, &a, &e1);
-		if (rc == DRL__EREDIRECT || drl__is_unreachable(rc)) {
+		if (rc == DRL__EREDIRECT || is_unreachable(rc)) {
 			/* The long way, with every redirect followed. */
 			rc = 0;
 			for (size_t k = i; k < j && rc == 0; k++) {
@@ -682,51 +687,19 @@ static int add_seeds(cstore *cs, const char *hosts, drl_error *err)
 		return drl_error_set(err, DRL_EINVAL,
 				     "redis-cluster URI has no host (expected "
 				     "redis-cluster://host:port[,host:port])");
+	/* Not drl_hostport_list(): a seed named twice is harmless here
+	 * (node_index() keeps one node), unlike a server twice in a pool. */
 	const char *p = hosts;
 	for (;;) {
 		const char *comma = strchr(p, ',');
 		size_t n = comma ? (size_t)(comma - p) : strlen(p);
-		const char *h = p, *colon = NULL;
-		size_t hlen;
-		if (n && p[0] == '[') {
-			const char *rb = memchr(p, ']', n);
-			if (rb == NULL || (rb + 1 < p + n && rb[1] != ':'))
-				return drl_error_set(err, DRL_EINVAL,
-						     "redis-cluster URI host "
-						     "\"%.*s\": expected "
-						     "[v6]:port",
-						     (int)(n < 64 ? n : 64), p);
-			h = p + 1;
-			hlen = (size_t)(rb - h);
-			colon = rb + 1 < p + n ? rb + 1 : NULL;
-		} else {
-			colon = memchr(p, ':', n);
-			if (colon &&
-			    memchr(colon + 1, ':', n - (size_t)(colon + 1 - p)))
-				return drl_error_set(
-					err, DRL_EINVAL,
-					"redis-cluster URI host \"%.*s\": "
-					"write an IPv6 address in brackets",
-					(int)(n < 64 ? n : 64), p);
-			hlen = colon ? (size_t)(colon - p) : n;
-		}
-		int64_t port = 6379;
-		if (hlen == 0 || hlen > HOST_MAX)
-			return drl_error_set(err, DRL_EINVAL,
-					     "redis-cluster URI has an empty "
-					     "or too long host");
-		if (colon &&
-		    drl__parse_int(colon + 1, (size_t)(p + n - colon - 1), 1,
-				   65535, &port) != 0)
-			return drl_error_set(err, DRL_EINVAL,
-					     "redis-cluster URI host \"%.*s\": "
-					     "expected a port in [1, 65535]",
-					     (int)(n < 64 ? n : 64), p);
-		char host[HOST_MAX + 1];
-		memcpy(host, h, hlen);
-		host[hlen] = '\0';
+		drl_hostport hp;
+		int rc = drl_hostport_parse(p, n, 6379, "redis-cluster URI",
+					    &hp, err);
+		if (rc)
+			return rc;
 		size_t idx;
-		int rc = node_index(cs, host, (int)port, &idx, err);
+		rc = node_index(cs, hp.host, hp.port, &idx, err);
 		if (rc)
 			return rc;
 		if (!comma)
@@ -735,7 +708,7 @@ static int add_seeds(cstore *cs, const char *hosts, drl_error *err)
 	}
 }
 
-int drl__redis_cluster_open(drl_backend **out, drl__uri *uri, drl_error *err)
+int drl__redis_cluster_open(drl_backend **out, drl_uri *uri, drl_error *err)
 {
 	*out = NULL;
 	cstore *cs = calloc(1, sizeof *cs);
@@ -765,7 +738,7 @@ int drl__redis_cluster_open(drl_backend **out, drl__uri *uri, drl_error *err)
 		cs->parent.eval = cs->tmpl->eval ? c_eval : NULL;
 		cs->parent.now = cs->tmpl->now ? c_now : NULL;
 		cs->parent.del = cs->tmpl->del ? c_del : NULL;
-		rc = add_seeds(cs, uri->hosts, err);
+		rc = add_seeds(cs, drl_uri_hosts(uri), err);
 	}
 	if (rc == 0 && !drl__redis_template_lazy(cs->tmpl))
 		rc = refresh(cs, true, err);
@@ -775,7 +748,7 @@ int drl__redis_cluster_open(drl_backend **out, drl__uri *uri, drl_error *err)
 	}
 	/* Keys are spread over the masters: a store-wide breaker would shut
 	 * every slot out for one dead master (docs/failure.md). */
-	uri->servers = NSLOTS;
+	drl_uri_set_servers(uri, NSLOTS);
 	*out = &cs->parent;
 	return 0;
 }

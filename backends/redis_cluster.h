@@ -2,7 +2,7 @@
 #ifndef DRL_BACKENDS_REDIS_CLUSTER_H
 #define DRL_BACKENDS_REDIS_CLUSTER_H
 
-#include "internal.h"
+#include <drl/sys/backend.h>
 
 /*
  * Open a Redis Cluster store from a parsed URI (scheme "redis-cluster"):
@@ -15,7 +15,7 @@
  * connect=lazy, the slot map is read at open, so a wrong address or
  * password fails here.
  */
-int drl__redis_cluster_open(drl_backend **out, drl__uri *uri, drl_error *err);
+int drl__redis_cluster_open(drl_backend **out, drl_uri *uri, drl_error *err);
 
 /* The Redis Cluster hash slot (CRC16 of the {hash tag} or of the whole
  * key, modulo 16384) of prefix + key. */

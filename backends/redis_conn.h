@@ -11,7 +11,7 @@
 #ifndef DRL_REDIS_CONN_H
 #define DRL_REDIS_CONN_H
 
-#include "internal.h"
+#include <drl/sys/backend.h>
 
 #include <hiredis/hiredis.h>
 

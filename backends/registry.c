@@ -1,6 +1,7 @@
 /* The stores built into this library, by URI scheme. The only place that
  * names them all; the core asks here and never names a store itself. */
-#include "internal.h"
+#include "registry.h"
+
 #include "drl_config.h"
 #include "memory.h"
 #if DRL_HAVE_REDIS
@@ -15,7 +16,7 @@
 
 static const struct {
 	const char *scheme;
-	drl__backend_open_fn open;
+	drl_store_open_fn open;
 } builtin[] = {
 	{"memory", drl__memory_open},
 #if DRL_HAVE_REDIS
@@ -29,7 +30,7 @@ static const struct {
 #endif
 };
 
-drl__backend_open_fn drl__backend_lookup(const char *scheme)
+drl_store_open_fn drl__backend_lookup(const char *scheme)
 {
 	for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
 		if (strcmp(builtin[i].scheme, scheme) == 0)

@@ -53,16 +53,16 @@ void drl__breaker_init(drl__breaker *b, int64_t failures, int64_t open_us,
 int drl__breaker_options(drl__breaker *b, drl__uri *u, drl_error *err)
 {
 	int64_t failures, open_ms, max_ms;
-	int rc = drl__uri_get_int(u, "breaker_failures", 0, 1000000,
-				  DEFAULT_FAILURES, &failures, err);
+	int rc = drl_uri_option_int(u, "breaker_failures", 0, 1000000,
+				    DEFAULT_FAILURES, &failures, err);
 	if (rc == 0)
-		rc = drl__uri_get_int(u, "breaker_open_ms", 1, OPEN_MS_MAX,
-				      DEFAULT_OPEN_MS, &open_ms, err);
+		rc = drl_uri_option_int(u, "breaker_open_ms", 1, OPEN_MS_MAX,
+					DEFAULT_OPEN_MS, &open_ms, err);
 	if (rc == 0)
-		rc = drl__uri_get_int(u, "breaker_max_ms", 1, OPEN_MS_MAX,
-				      open_ms > DEFAULT_MAX_MS ? open_ms
-							       : DEFAULT_MAX_MS,
-				      &max_ms, err);
+		rc = drl_uri_option_int(
+			u, "breaker_max_ms", 1, OPEN_MS_MAX,
+			open_ms > DEFAULT_MAX_MS ? open_ms : DEFAULT_MAX_MS,
+			&max_ms, err);
 	if (rc)
 		return rc;
 	if (max_ms < open_ms)

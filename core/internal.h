@@ -5,7 +5,7 @@
 #ifndef DRL_INTERNAL_H
 #define DRL_INTERNAL_H
 
-#include "drl/backend.h"
+#include "drl/sys/backend.h"
 #include "drl/drl.h"
 
 #include <stdatomic.h>
@@ -26,7 +26,7 @@ typedef struct drl__uri_option {
  * NULL when absent. `hosts` is kept raw ("a:1,b:2"); `path` starts after the
  * '/' that ends the authority ("0" for redis://h/0, "/run/x.sock" for
  * redis+unix:///run/x.sock). */
-typedef struct drl__uri {
+struct drl_uri {
 	char *scheme;
 	char *user;
 	char *password;
@@ -37,41 +37,30 @@ typedef struct drl__uri {
 	/* Set by a store's open(): over how many independent servers it
 	 * spreads keys (0: one, or it does not say). */
 	size_t servers;
-} drl__uri;
+};
+/* The core's name for the public, opaque drl_uri (include/drl/sys/backend.h
+ * has its accessors, for stores). */
+typedef struct drl_uri drl__uri;
 
 /* Parse; DRL_EINVAL naming the bad part. The password never appears in a
  * message. On failure *u is cleared. */
 int drl__uri_parse(drl__uri *u, const char *text, drl_error *err);
 void drl__uri_clear(drl__uri *u);
-/* The value of option `key` (marking it used), or NULL. */
-const char *drl__uri_get(drl__uri *u, const char *key);
-/* An integer option in [min, max]; `def` when absent. */
-int drl__uri_get_int(drl__uri *u, const char *key, int64_t min, int64_t max,
-		     int64_t def, int64_t *out, drl_error *err);
-/* connect=eager|lazy (default eager): whether a store connects when it is
- * opened, so a wrong address or password fails there, or at its first
- * call, so a process can start while the server is away. */
-int drl__uri_get_lazy(drl__uri *u, bool *lazy, drl_error *err);
-/* DRL_EINVAL naming the first option no one asked for. */
-int drl__uri_check_all_used(const drl__uri *u, drl_error *err);
+/* The option accessors (drl_uri_option*, drl_uri_check_all_used, ...) are
+ * public: include/drl/sys/backend.h. */
 /* `text` (a URI, parseable or not) for messages and output: anything that
  * may be a password replaced by "***", control bytes escaped, cut to about
  * 120 bytes. Writes buf (cap bytes; DRL__URI_SHOW_MAX holds it all). */
 #define DRL__URI_SHOW_MAX 128
 const char *drl__uri_redact(char *buf, size_t cap, const char *text);
 
-/* ---- numbers (core/parse.c) ------------------------------------------- */
-
-/* Parse a whole decimal int64 in [min, max] from s[0..len). */
-int drl__parse_int(const char *s, size_t len, int64_t min, int64_t max,
-		   int64_t *out);
+/* Numbers: drl_parse_int() (public, core/parse.c). */
 
 /* ---- backends registry (backends/registry.c) -------------------------- */
 
-typedef int (*drl__backend_open_fn)(drl_backend **out, drl__uri *uri,
-				    drl_error *err);
-/* The opener for a scheme, or NULL. */
-drl__backend_open_fn drl__backend_lookup(const char *scheme);
+/* (backends/registry.h declares these two for backends/, which cannot
+ * include this file.) The built-in opener for a scheme, or NULL. */
+drl_store_open_fn drl__backend_lookup(const char *scheme);
 /* Space-separated list of the schemes this build knows, for messages. */
 const char *drl__backend_schemes(void);
 

@@ -199,7 +199,7 @@ static int parse_sync(drl__near_opts *o, const char *v, size_t vlen,
 static int parse_keys(drl__near_opts *o, const char *v, size_t vlen,
 		      drl_error *err)
 {
-	if (drl__parse_int(v, vlen, 1, KEYS_MAX, &o->keys))
+	if (drl_parse_int(v, vlen, 1, KEYS_MAX, &o->keys))
 		return drl_error_set(err, DRL_EINVAL,
 				     "near_cache_keys=\"%.*s\": expected an "
 				     "integer from 1 to %d",

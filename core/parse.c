@@ -9,8 +9,8 @@
  * empty or malformed string, an int64 overflow, a value outside [min, max]
  * or min > max. Writes no message: callers know what the number was for.
  */
-int drl__parse_int(const char *s, size_t len, int64_t min, int64_t max,
-		   int64_t *out)
+int drl_parse_int(const char *s, size_t len, int64_t min, int64_t max,
+		  int64_t *out)
 {
 	if (s == NULL || out == NULL || len == 0 || min > max)
 		return DRL_EINVAL;

@@ -46,7 +46,7 @@ int drl__parse_duration(const char *s, size_t len, int64_t max_us, int64_t *out)
 		    memcmp(s + digits, units[i].unit, ulen))
 			continue;
 		int64_t n;
-		if (drl__parse_int(s, digits, 0, max_us / units[i].us, &n))
+		if (drl_parse_int(s, digits, 0, max_us / units[i].us, &n))
 			return DRL_ERANGE;
 		*out = n * units[i].us;
 		return 0;
@@ -163,7 +163,7 @@ int drl__limit_parse(drl__limit *lim, const char *spec, size_t len,
 	if (!slash)
 		return bad(err, spec, len, "expected LIMIT/PERIOD after ':'");
 	size_t llen = (size_t)(slash - rest);
-	if (drl__parse_int(rest, llen, 1, DRL_LIMIT_MAX, &lim->limit)) {
+	if (drl_parse_int(rest, llen, 1, DRL_LIMIT_MAX, &lim->limit)) {
 		char msg[128];
 		snprintf(msg, sizeof msg,
 			 "LIMIT \"%.*s\" must be an integer from 1 to %lld",

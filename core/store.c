@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 {
@@ -9,10 +10,13 @@ int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 		return drl_error_set(err, DRL_EINVAL,
 				     "drl_store_from_backend: NULL argument");
 	*out = NULL;
-	if (b->version < 1)
+	if (b->version < 1 || b->version > DRL_BACKEND_VERSION)
 		return drl_error_set(err, DRL_EINVAL,
-				     "backend version %d is not supported",
-				     b->version);
+				     "backend \"%s\" was written for store "
+				     "interface version %d; this library knows "
+				     "1 to %d",
+				     b->name ? b->name : "?", b->version,
+				     DRL_BACKEND_VERSION);
 	unsigned need = DRL_CAP_COUNTER | DRL_CAP_CAS;
 	if ((b->caps & need) != need || !b->incr || !b->get_many || !b->load ||
 	    !b->cas || !b->destroy)
@@ -45,24 +49,49 @@ int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 	return 0;
 }
 
+/* The opener for `scheme`: openers[0..n) first, then the built-in ones. */
+static drl_store_open_fn find_opener(const char *scheme,
+				     const drl_store_opener *openers, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (openers[i].scheme && openers[i].open &&
+		    strcmp(openers[i].scheme, scheme) == 0)
+			return openers[i].open;
+	return drl__backend_lookup(scheme);
+}
+
 int drl_store_open(drl_store **out, const char *uri, drl_error *err)
+{
+	return drl_store_open_with(out, uri, NULL, 0, err);
+}
+
+int drl_store_open_with(drl_store **out, const char *uri,
+			const drl_store_opener *openers, size_t n,
+			drl_error *err)
 {
 	if (out == NULL)
 		return drl_error_set(err, DRL_EINVAL,
 				     "drl_store_open: out is NULL");
 	*out = NULL;
+	if (openers == NULL && n > 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_store_open_with: %zu openers at NULL",
+				     n);
 	if (uri == NULL || uri[0] == '\0')
 		uri = "memory://";
 	drl__uri u;
 	int rc = drl__uri_parse(&u, uri, err);
 	if (rc)
 		return rc;
-	drl__backend_open_fn open = drl__backend_lookup(u.scheme);
+	drl_store_open_fn open = find_opener(u.scheme, openers, n);
 	if (!open) {
 		rc = drl_error_set(err, DRL_EINVAL,
 				   "unknown store scheme \"%s\" (this build "
-				   "knows: %s)",
-				   u.scheme, drl__backend_schemes());
+				   "knows: %s%s)",
+				   u.scheme, drl__backend_schemes(),
+				   n > 0 ? ", and the ones the application "
+					   "registered"
+					 : "");
 		drl__uri_clear(&u);
 		return rc;
 	}
@@ -72,11 +101,19 @@ int drl_store_open(drl_store **out, const char *uri, drl_error *err)
 	 * breaker unless asked for: one dead server would otherwise shut
 	 * out the keys of the live ones too. */
 	drl__breaker breaker;
-	bool explicit = drl__uri_get(&u, "breaker_failures") != NULL;
+	bool explicit = drl_uri_option(&u, "breaker_failures") != NULL;
 	rc = drl__breaker_options(&breaker, &u, err);
 	drl_backend *b = NULL;
-	if (rc == 0)
+	if (rc == 0) {
 		rc = open(&b, &u, err);
+		if (rc == 0 && b == NULL)
+			rc = drl_error_set(err, DRL_EINVAL,
+					   "the %s:// store's opener returned "
+					   "no store",
+					   u.scheme);
+		else if (rc > 0)
+			rc = DRL_EINVAL; /* an opener broke the contract */
+	}
 	size_t servers = u.servers;
 	drl__uri_clear(&u);
 	if (rc)

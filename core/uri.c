@@ -427,7 +427,7 @@ void drl__uri_clear(drl__uri *u)
  * The value of option `key` (marking it used), or NULL when absent. The
  * string is owned by *u, valid and unchanged until drl__uri_clear().
  */
-const char *drl__uri_get(drl__uri *u, const char *key)
+const char *drl_uri_option(drl__uri *u, const char *key)
 {
 	if (u == NULL || key == NULL)
 		return NULL;
@@ -445,15 +445,15 @@ const char *drl__uri_get(drl__uri *u, const char *key)
  * absent. DRL_EINVAL naming the option, its value and the allowed range
  * when it is not a decimal integer in range; *out is then unchanged.
  */
-int drl__uri_get_int(drl__uri *u, const char *key, int64_t min, int64_t max,
-		     int64_t def, int64_t *out, drl_error *err)
+int drl_uri_option_int(drl__uri *u, const char *key, int64_t min, int64_t max,
+		       int64_t def, int64_t *out, drl_error *err)
 {
-	const char *v = drl__uri_get(u, key);
+	const char *v = drl_uri_option(u, key);
 	if (v == NULL) {
 		*out = def;
 		return 0;
 	}
-	if (drl__parse_int(v, strlen(v), min, max, out) == 0)
+	if (drl_parse_int(v, strlen(v), min, max, out) == 0)
 		return 0;
 	char a[SHOW_PART_MAX + 8];
 	return drl_error_set(
@@ -465,9 +465,9 @@ int drl__uri_get_int(drl__uri *u, const char *key, int64_t min, int64_t max,
 
 /*
  * DRL_EINVAL naming the first option no one asked for through
- * drl__uri_get*(); 0 when every option was used.
+ * drl_uri_option*(); 0 when every option was used.
  */
-int drl__uri_check_all_used(const drl__uri *u, drl_error *err)
+int drl_uri_check_all_used(const drl__uri *u, drl_error *err)
 {
 	if (u == NULL)
 		return 0;
@@ -485,9 +485,9 @@ int drl__uri_check_all_used(const drl__uri *u, drl_error *err)
 	return 0;
 }
 
-int drl__uri_get_lazy(drl__uri *u, bool *lazy, drl_error *err)
+int drl_uri_option_lazy(drl__uri *u, bool *lazy, drl_error *err)
 {
-	const char *v = drl__uri_get(u, "connect");
+	const char *v = drl_uri_option(u, "connect");
 	*lazy = false;
 	if (v == NULL || strcmp(v, "eager") == 0)
 		return 0;
@@ -499,4 +499,37 @@ int drl__uri_get_lazy(drl__uri *u, bool *lazy, drl_error *err)
 			     "URI option connect=\"%.32s\": expected eager or "
 			     "lazy",
 			     v);
+}
+
+/* ---- the accessors of include/drl/sys/backend.h --------------------------- */
+
+const char *drl_uri_scheme(const drl_uri *u)
+{
+	return u ? u->scheme : NULL;
+}
+
+const char *drl_uri_user(const drl_uri *u)
+{
+	return u ? u->user : NULL;
+}
+
+const char *drl_uri_password(const drl_uri *u)
+{
+	return u ? u->password : NULL;
+}
+
+const char *drl_uri_hosts(const drl_uri *u)
+{
+	return u ? u->hosts : NULL;
+}
+
+const char *drl_uri_path(const drl_uri *u)
+{
+	return u ? u->path : NULL;
+}
+
+void drl_uri_set_servers(drl_uri *u, size_t servers)
+{
+	if (u)
+		u->servers = servers;
 }

@@ -67,16 +67,16 @@ static void parse_only(const char *uri, drl__uri *u)
 		check_error(uri, rc, &err);
 	for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
 		memset(&err, 0, sizeof err);
-		rc = drl__uri_get_int(u, ints[i], 0, INT32_MAX, 1, &v, &err);
+		rc = drl_uri_option_int(u, ints[i], 0, INT32_MAX, 1, &v, &err);
 		if (rc != 0)
 			check_error(uri, rc, &err);
 	}
-	(void)drl__uri_get(u, "connect");
-	(void)drl__uri_get(u, "tx");
-	(void)drl__uri_get(u, "clock");
-	(void)drl__uri_get(u, "prefix");
+	(void)drl_uri_option(u, "connect");
+	(void)drl_uri_option(u, "tx");
+	(void)drl_uri_option(u, "clock");
+	(void)drl_uri_option(u, "prefix");
 	memset(&err, 0, sizeof err);
-	rc = drl__uri_check_all_used(u, &err);
+	rc = drl_uri_check_all_used(u, &err);
 	if (rc != 0)
 		check_error(uri, rc, &err);
 }

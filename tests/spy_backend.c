@@ -188,7 +188,7 @@ drl_store *spy_open(const char *uri, spy **sp)
 	drl_store *st = NULL;
 	int rc = drl__uri_parse(&u, uri, &err);
 	if (rc == 0) {
-		drl__backend_open_fn open = drl__backend_lookup(u.scheme);
+		drl_store_open_fn open = drl__backend_lookup(u.scheme);
 		rc = open ? open(&b, &u, &err)
 			  : drl_error_set(&err, DRL_EINVAL, "no scheme");
 		drl__uri_clear(&u);

@@ -4,6 +4,7 @@
  */
 #include <drl/drl.h>
 #include <drl/backend.h>
+#include <drl/sys/backend.h>
 #include <drl/async.h>
 
 #include <cstdio>

@@ -32,6 +32,7 @@ root=$tmp/root$prefix
 
 [ -f "$root/include/drl/drl.h" ] || fail "drl.h not installed"
 [ -f "$root/include/drl/backend.h" ] || fail "backend.h not installed"
+[ -f "$root/include/drl/sys/backend.h" ] || fail "sys/backend.h not installed"
 so=$(find "$root" -name 'libdrl.so.*.*.*' | head -n 1)
 [ -n "$so" ] || fail "no versioned libdrl.so.X.Y.Z installed"
 readelf -d "$so" | grep -q 'SONAME.*\[libdrl\.so\.1\]' || fail "soname is not libdrl.so.1"

@@ -52,7 +52,7 @@ static void test_memory(void **state)
 	assert_null(u.hosts);
 	assert_null(u.path);
 	assert_int_equal(u.nopts, 0);
-	assert_int_equal(drl__uri_check_all_used(&u, NULL), 0);
+	assert_int_equal(drl_uri_check_all_used(&u, NULL), 0);
 	drl__uri_clear(&u);
 
 	parse_ok(&u, "memory://?shards=16");
@@ -60,8 +60,8 @@ static void test_memory(void **state)
 	assert_null(u.path);
 	assert_int_equal(u.nopts, 1);
 	int64_t v = 0;
-	assert_int_equal(drl__uri_get_int(&u, "shards", 1, 1024, 64, &v, NULL),
-			 0);
+	assert_int_equal(
+		drl_uri_option_int(&u, "shards", 1, 1024, 64, &v, NULL), 0);
 	assert_int_equal(v, 16);
 	drl__uri_clear(&u);
 
@@ -81,14 +81,15 @@ static void test_redis(void **state)
 	assert_string_equal(u.hosts, "h:1");
 	assert_string_equal(u.path, "2");
 	assert_int_equal(u.nopts, 2);
-	assert_string_equal(drl__uri_get(&u, "tx"), "lua");
+	assert_string_equal(drl_uri_option(&u, "tx"), "lua");
 	int64_t t = 0;
 	drl_error err = {0};
 	assert_int_equal(
-		drl__uri_get_int(&u, "timeout_ms", 1, 60000, 100, &t, &err), 0);
+		drl_uri_option_int(&u, "timeout_ms", 1, 60000, 100, &t, &err),
+		0);
 	assert_int_equal(t, 5);
-	assert_int_equal(drl__uri_check_all_used(&u, &err), 0);
-	assert_null(drl__uri_get(&u, "absent"));
+	assert_int_equal(drl_uri_check_all_used(&u, &err), 0);
+	assert_null(drl_uri_option(&u, "absent"));
 	drl__uri_clear(&u);
 	drl__uri_clear(&u);
 
@@ -127,7 +128,7 @@ static void test_unix_and_memcached(void **state)
 	assert_string_equal(u.scheme, "redis+unix");
 	assert_null(u.hosts);
 	assert_string_equal(u.path, "/tmp/x.sock");
-	assert_string_equal(drl__uri_get(&u, "tx"), "watch");
+	assert_string_equal(drl_uri_option(&u, "tx"), "watch");
 	drl__uri_clear(&u);
 
 	parse_ok(&u, "redis+unix://:pw@/run/r.sock");
@@ -141,7 +142,8 @@ static void test_unix_and_memcached(void **state)
 	assert_string_equal(u.hosts, "a:1,b:2");
 	assert_null(u.path);
 	int64_t v = 0;
-	assert_int_equal(drl__uri_get_int(&u, "binary", 0, 1, 0, &v, NULL), 0);
+	assert_int_equal(drl_uri_option_int(&u, "binary", 0, 1, 0, &v, NULL),
+			 0);
 	assert_int_equal(v, 1);
 	drl__uri_clear(&u);
 
@@ -159,14 +161,14 @@ static void test_percent_decoding(void **state)
 	assert_string_equal(u.password, "p:w/?%");
 	assert_string_equal(u.hosts, "h:1");
 	assert_string_equal(u.path, "a b");
-	assert_string_equal(drl__uri_get(&u, "k"), "v&x=1");
-	assert_string_equal(drl__uri_get(&u, "e"), "");
+	assert_string_equal(drl_uri_option(&u, "k"), "v&x=1");
+	assert_string_equal(drl_uri_option(&u, "e"), "");
 	drl__uri_clear(&u);
 
 	/* '=' after the first one belongs to the value; bytes >= 0x80 pass. */
 	parse_ok(&u, "redis://h?k=a=b&u=%C3%A9\xc3\xa9");
-	assert_string_equal(drl__uri_get(&u, "k"), "a=b");
-	assert_string_equal(drl__uri_get(&u, "u"), "\xc3\xa9\xc3\xa9");
+	assert_string_equal(drl_uri_option(&u, "k"), "a=b");
+	assert_string_equal(drl_uri_option(&u, "u"), "\xc3\xa9\xc3\xa9");
 	drl__uri_clear(&u);
 
 	/* Hosts are kept raw. */
@@ -305,38 +307,39 @@ static void test_get_int(void **state)
 		     "f=%2B7&g=1024&h=1025&i=-0");
 	drl_error err = {0};
 	int64_t v = 42;
-	assert_int_equal(drl__uri_get_int(&u, "a", 1, 1024, 64, &v, &err), 0);
+	assert_int_equal(drl_uri_option_int(&u, "a", 1, 1024, 64, &v, &err), 0);
 	assert_int_equal(v, 16);
-	assert_int_equal(drl__uri_get_int(&u, "zz", 1, 1024, 64, &v, &err), 0);
+	assert_int_equal(drl_uri_option_int(&u, "zz", 1, 1024, 64, &v, &err),
+			 0);
 	assert_int_equal(v, 64);
 
 	v = 7;
-	assert_int_equal(drl__uri_get_int(&u, "b", 1, 1024, 64, &v, &err),
+	assert_int_equal(drl_uri_option_int(&u, "b", 1, 1024, 64, &v, &err),
 			 DRL_EINVAL);
 	assert_int_equal(v, 7);
 	assert_int_equal(err.code, DRL_EINVAL);
 	assert_non_null(strstr(err.message, "b=\"abc\""));
 	assert_non_null(strstr(err.message, "[1, 1024]"));
 
-	assert_int_equal(drl__uri_get_int(&u, "c", 0, 10, 1, &v, &err),
+	assert_int_equal(drl_uri_option_int(&u, "c", 0, 10, 1, &v, &err),
 			 DRL_EINVAL);
 	assert_non_null(strstr(err.message, "c=\"-5\""));
 	assert_non_null(strstr(err.message, "[0, 10]"));
-	assert_int_equal(drl__uri_get_int(&u, "d", 0, INT64_MAX, 1, &v, &err),
+	assert_int_equal(drl_uri_option_int(&u, "d", 0, INT64_MAX, 1, &v, &err),
 			 DRL_EINVAL);
-	assert_int_equal(drl__uri_get_int(&u, "e", 0, 10, 1, &v, &err),
+	assert_int_equal(drl_uri_option_int(&u, "e", 0, 10, 1, &v, &err),
 			 DRL_EINVAL);
-	assert_int_equal(drl__uri_get_int(&u, "f", 0, 10, 1, &v, &err),
+	assert_int_equal(drl_uri_option_int(&u, "f", 0, 10, 1, &v, &err),
 			 DRL_EINVAL);
-	assert_int_equal(drl__uri_get_int(&u, "g", 1, 1024, 1, &v, &err), 0);
+	assert_int_equal(drl_uri_option_int(&u, "g", 1, 1024, 1, &v, &err), 0);
 	assert_int_equal(v, 1024);
-	assert_int_equal(drl__uri_get_int(&u, "h", 1, 1024, 1, &v, &err),
+	assert_int_equal(drl_uri_option_int(&u, "h", 1, 1024, 1, &v, &err),
 			 DRL_EINVAL);
 	assert_non_null(strstr(err.message, "h=\"1025\""));
-	assert_int_equal(drl__uri_get_int(&u, "i", -1, 1, 1, &v, &err), 0);
+	assert_int_equal(drl_uri_option_int(&u, "i", -1, 1, 1, &v, &err), 0);
 	assert_int_equal(v, 0);
 	/* every option was asked for, even the bad ones */
-	assert_int_equal(drl__uri_check_all_used(&u, &err), 0);
+	assert_int_equal(drl_uri_check_all_used(&u, &err), 0);
 	drl__uri_clear(&u);
 }
 
@@ -346,15 +349,15 @@ static void test_unused_options(void **state)
 	drl__uri u;
 	parse_ok(&u, "redis://h?tx=lua&tmeout_ms=5");
 	drl_error err = {0};
-	assert_non_null(drl__uri_get(&u, "tx"));
-	assert_int_equal(drl__uri_check_all_used(&u, &err), DRL_EINVAL);
+	assert_non_null(drl_uri_option(&u, "tx"));
+	assert_int_equal(drl_uri_check_all_used(&u, &err), DRL_EINVAL);
 	assert_int_equal(err.code, DRL_EINVAL);
 	assert_non_null(strstr(err.message, "\"tmeout_ms\""));
 	assert_non_null(strstr(err.message, "redis"));
-	assert_null(drl__uri_get(&u, "timeout_ms"));
-	assert_int_equal(drl__uri_check_all_used(&u, &err), DRL_EINVAL);
-	assert_non_null(drl__uri_get(&u, "tmeout_ms"));
-	assert_int_equal(drl__uri_check_all_used(&u, &err), 0);
+	assert_null(drl_uri_option(&u, "timeout_ms"));
+	assert_int_equal(drl_uri_check_all_used(&u, &err), DRL_EINVAL);
+	assert_non_null(drl_uri_option(&u, "tmeout_ms"));
+	assert_int_equal(drl_uri_check_all_used(&u, &err), 0);
 	drl__uri_clear(&u);
 }
 
@@ -384,15 +387,15 @@ static void test_parse_int(void **state)
 #define OK(s, want)                                                            \
 	do {                                                                   \
 		v = 99;                                                        \
-		assert_int_equal(drl__parse_int(s, strlen(s), INT64_MIN,       \
-						INT64_MAX, &v),                \
-				 0);                                           \
+		assert_int_equal(                                              \
+			drl_parse_int(s, strlen(s), INT64_MIN, INT64_MAX, &v), \
+			0);                                                    \
 		assert_true(v == (want));                                      \
 	} while (0)
 #define BAD(s, lo, hi)                                                         \
 	do {                                                                   \
 		v = 99;                                                        \
-		assert_int_equal(drl__parse_int(s, strlen(s), lo, hi, &v),     \
+		assert_int_equal(drl_parse_int(s, strlen(s), lo, hi, &v),      \
 				 DRL_EINVAL);                                  \
 		assert_int_equal(v, 99);                                       \
 	} while (0)
@@ -420,21 +423,166 @@ static void test_parse_int(void **state)
 	BAD("11", 6, 10);
 	BAD("-1", 0, 10);
 	BAD("5", 10, 6); /* min > max */
-	assert_int_equal(drl__parse_int("10", 2, 10, 10, &v), 0);
+	assert_int_equal(drl_parse_int("10", 2, 10, 10, &v), 0);
 	assert_int_equal(v, 10);
 	/* Only len bytes are read: no NUL needed, trailing bytes ignored. */
 	const char buf[5] = {'1', '2', '3', '4', '5'};
-	assert_int_equal(drl__parse_int(buf, 3, 0, 1000, &v), 0);
+	assert_int_equal(drl_parse_int(buf, 3, 0, 1000, &v), 0);
 	assert_int_equal(v, 123);
-	assert_int_equal(drl__parse_int("12x", 2, 0, 1000, &v), 0);
+	assert_int_equal(drl_parse_int("12x", 2, 0, 1000, &v), 0);
 	assert_int_equal(v, 12);
-	assert_int_equal(drl__parse_int("1\0"
-					"2",
-					3, 0, 1000, &v),
+	assert_int_equal(drl_parse_int("1\0"
+				       "2",
+				       3, 0, 1000, &v),
 			 DRL_EINVAL);
-	assert_int_equal(drl__parse_int(NULL, 1, 0, 1, &v), DRL_EINVAL);
+	assert_int_equal(drl_parse_int(NULL, 1, 0, 1, &v), DRL_EINVAL);
 #undef OK
 #undef BAD
+}
+
+/* drl_hostport_parse(): the one host:port grammar of every store. */
+static void hp_ok(const char *s, int def, const char *host, int port, bool ipv6)
+{
+	drl_hostport hp;
+	drl_error err = {0};
+	int rc = drl_hostport_parse(s, strlen(s), def, "test URI", &hp, &err);
+	if (rc)
+		fail_msg("hostport(\"%s\") = %d: %s", s, rc, err.message);
+	assert_string_equal(hp.host, host);
+	assert_int_equal(hp.port, port);
+	assert_int_equal(hp.ipv6, ipv6);
+}
+
+static void hp_bad(const char *s, size_t len, const char *want)
+{
+	drl_hostport hp;
+	drl_error err = {0};
+	int rc = drl_hostport_parse(s, len, 6379, "test URI", &hp, &err);
+	if (rc != DRL_EINVAL)
+		fail_msg("hostport(\"%.*s\") = %d, want DRL_EINVAL", (int)len,
+			 s, rc);
+	if (strncmp(err.message, "test URI: ", 10) != 0 ||
+	    !strstr(err.message, want))
+		fail_msg("hostport(\"%.*s\"): message \"%s\" lacks \"%s\"",
+			 (int)len, s, err.message, want);
+}
+
+static void test_hostport(void **state)
+{
+	(void)state;
+	hp_ok("localhost", 6379, "localhost", 6379, false);
+	hp_ok("127.0.0.1:7000", 6379, "127.0.0.1", 7000, false);
+	hp_ok("my-host_1.example.org:1", 11211, "my-host_1.example.org", 1,
+	      false);
+	hp_ok("[::1]", 11211, "::1", 11211, true);
+	hp_ok("[fe80::1]:65535", 1, "fe80::1", 65535, true);
+	hp_bad("[fe80::1%eth0]", 14, "bad IPv6 address");
+
+	hp_bad("", 0, "empty server");
+	hp_bad(":6379", 5, "empty host");
+	hp_bad("[]:1", 4, "empty host");
+	hp_bad("::1:6379", 8, "write an IPv6 address in brackets");
+	hp_bad("[::1", 4, "'[' without ']'");
+	hp_bad("[::1]x", 6, "expected ':' after ']'");
+	hp_bad("[::g]", 5, "bad IPv6 address");
+	hp_bad("a b", 3, "bad character");
+	hp_bad("h/x:1", 5, "bad character");
+	hp_bad("h:0", 3, "port must be an integer in [1, 65535]");
+	hp_bad("h:65536", 7, "port must be");
+	hp_bad("h:", 2, "port must be");
+	hp_bad("h:+1", 4, "port must be");
+	hp_bad("h:-1", 4, "port must be");
+	/* len is what counts, not a NUL: "h:12" cut after the colon. */
+	hp_bad("h:12", 2, "port must be");
+	char longhost[300];
+	memset(longhost, 'a', sizeof longhost);
+	hp_bad(longhost, DRL_HOST_MAX + 1, "longer than 255 bytes");
+	hp_ok("x", 0 + 1, "x", 1, false);
+	/* A default port out of range is the caller's mistake, refused. */
+	drl_hostport hp;
+	assert_int_equal(drl_hostport_parse("h", 1, 0, NULL, &hp, NULL),
+			 DRL_EINVAL);
+	assert_int_equal(drl_hostport_parse("h", 1, 1, NULL, NULL, NULL),
+			 DRL_EINVAL);
+}
+
+static void test_hostport_list(void **state)
+{
+	(void)state;
+	drl_hostport hp[3];
+	size_t n = 99;
+	drl_error err = {0};
+	assert_int_equal(drl_hostport_list("a,b:2,[::1]:3", 11211, "mc URI", hp,
+					   3, &n, &err),
+			 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(hp[0].host, "a");
+	assert_int_equal(hp[0].port, 11211);
+	assert_string_equal(hp[1].host, "b");
+	assert_int_equal(hp[1].port, 2);
+	assert_string_equal(hp[2].host, "::1");
+	assert_int_equal(hp[2].port, 3);
+
+	struct {
+		const char *hosts;
+		const char *want;
+	} bad[] = {
+		{"", "no server"},
+		{"a,", "empty server"},
+		{",a", "empty server"},
+		{"a,,b", "empty server"},
+		{"a,a:11211", "server a:11211 listed twice"},
+		{"[::1],[::1]:11211", "server [::1]:11211 listed twice"},
+		{"a,b,c,d", "more than 3 servers"},
+		{"a,b:x", "port must be"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		memset(&err, 0, sizeof err);
+		n = 99;
+		int rc = drl_hostport_list(bad[i].hosts, 11211, "mc URI", hp, 3,
+					   &n, &err);
+		if (rc != DRL_EINVAL || n != 0 ||
+		    !strstr(err.message, bad[i].want))
+			fail_msg("list(\"%s\") = %d, n %zu, \"%s\": want "
+				 "\"%s\"",
+				 bad[i].hosts, rc, n, err.message, bad[i].want);
+	}
+	assert_int_equal(drl_hostport_list(NULL, 1, NULL, hp, 3, &n, NULL),
+			 DRL_EINVAL);
+	assert_int_equal(drl_hostport_list("a", 1, NULL, hp, 3, NULL, NULL),
+			 DRL_EINVAL);
+}
+
+/* The accessors a store's opener uses see what the parser saw. */
+static void test_accessors(void **state)
+{
+	(void)state;
+	drl__uri u;
+	parse_ok(&u, "x+y://us%40r:p%3Ass@h1:1,h2/db?a=1&b=two&connect=maybe");
+	assert_string_equal(drl_uri_scheme(&u), "x+y");
+	assert_string_equal(drl_uri_user(&u), "us@r");
+	assert_string_equal(drl_uri_password(&u), "p:ss");
+	assert_string_equal(drl_uri_hosts(&u), "h1:1,h2");
+	assert_string_equal(drl_uri_path(&u), "db");
+	drl_error err = {0};
+	assert_int_equal(drl_uri_check_all_used(&u, &err), DRL_EINVAL);
+	assert_non_null(strstr(err.message, "unknown URI option \"a\""));
+	int64_t v = 0;
+	assert_int_equal(drl_uri_option_int(&u, "a", 0, 9, 5, &v, NULL), 0);
+	assert_int_equal(v, 1);
+	assert_string_equal(drl_uri_option(&u, "b"), "two");
+	assert_int_equal(drl_uri_option_int(&u, "absent", 0, 9, 5, &v, NULL),
+			 0);
+	assert_int_equal(v, 5);
+	bool lazy = false;
+	assert_int_equal(drl_uri_option_lazy(&u, &lazy, &err), DRL_EINVAL);
+	assert_non_null(strstr(err.message, "connect"));
+	assert_int_equal(drl_uri_check_all_used(&u, &err), 0);
+	drl_uri_set_servers(&u, 3);
+	assert_int_equal(u.servers, 3);
+	drl__uri_clear(&u);
+	assert_null(drl_uri_scheme(NULL));
+	assert_null(drl_uri_hosts(NULL));
 }
 
 int main(void)
@@ -452,6 +600,9 @@ int main(void)
 		cmocka_unit_test(test_unused_options),
 		cmocka_unit_test(test_clear),
 		cmocka_unit_test(test_parse_int),
+		cmocka_unit_test(test_hostport),
+		cmocka_unit_test(test_hostport_list),
+		cmocka_unit_test(test_accessors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

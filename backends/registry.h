@@ -1,0 +1,16 @@
+/*
+ * The stores built into this library, by URI scheme (backends/registry.c).
+ * The core asks here and never names a store itself; the same two
+ * declarations are in core/internal.h, which backends/ cannot include.
+ */
+#ifndef DRL_BACKENDS_REGISTRY_H
+#define DRL_BACKENDS_REGISTRY_H
+
+#include <drl/sys/backend.h>
+
+/* The built-in opener for a scheme, or NULL. */
+drl_store_open_fn drl__backend_lookup(const char *scheme);
+/* The schemes this build knows, comma-separated, for messages. */
+const char *drl__backend_schemes(void);
+
+#endif /* DRL_BACKENDS_REGISTRY_H */

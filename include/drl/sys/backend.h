@@ -1,0 +1,308 @@
+/*
+ * libdrl — the store interface, for people who write a store.
+ *
+ * Applications need only <drl/drl.h>. A store fills a drl_backend (embed it
+ * as the first member of your own struct, start from DRL_BACKEND_INIT(N))
+ * and either hands it to drl_store_from_backend() or registers an opener
+ * for a URI scheme of its own with drl_store_open_with(). Algorithms are
+ * written once against these primitives; a store never learns which
+ * algorithm calls it. The stores this library ships (backends/) are built
+ * against this header and nothing else of the core, and the conformance
+ * suite (tests/store_contract.h, docs/stores.md) checks every promise
+ * below on each of them and on examples/store_sqlite.
+ *
+ * Versioning (as SQLite's sqlite3_vfs): `version` is the first field, new
+ * slots are only ever appended, and the core checks version and capability
+ * bits before calling an optional slot. A store built against version N
+ * keeps working with a core that knows N+1; a core refuses a store written
+ * for a version newer than its own. A store writes the number it was
+ * written for (DRL_BACKEND_INIT(4)), never DRL_BACKEND_VERSION: raising
+ * the header must not silently raise what an unchanged store promises.
+ *
+ * Threads. A store is shared by every thread of the process that decides
+ * through it, and by threads the library owns (the near cache's sync
+ * thread, the async API's workers). Every method but destroy() may be
+ * called from any thread, concurrently with any other method, on the same
+ * or different keys; a store serialises what it must itself. One thread's
+ * optimistic step is load() then, at most once, cas() of the same key,
+ * with no other call of that thread on this store in between (it may end
+ * after load() without a cas()): a store may tie per-thread state to that
+ * pair (Redis tx=watch keeps the connection that WATCHed the key for the
+ * cas), and must not depend on the cas() coming. destroy() is called once,
+ * after every other call has returned, never concurrently. A method blocks
+ * its caller until it is done and must return within the store's own
+ * timeout (DRL_ETIMEDOUT): the core has no way to interrupt it.
+ *
+ * Keys are byte strings (not NUL-terminated; may hold any byte, up to a
+ * few hundred bytes: the core hashes long user keys). Every primitive that
+ * writes also sets a TTL: the store may forget the key after ttl_us
+ * microseconds without changing any decision (window identity lives in the
+ * key, the TTL only cleans up). A store that cannot hold a key as given
+ * (memcached: no spaces, 250 bytes) maps it one-to-one itself.
+ *
+ * Errors. Every method returns 0 or a negative DRL_E* code and, on
+ * failure, may fill `err` (which may be NULL) through drl_error_set().
+ * The codes mean, to the core:
+ *   DRL_ETIMEDOUT, DRL_EUNAVAILABLE  the server could not be reached or did
+ *                          not answer in time: the limiter's on_error policy
+ *                          decides, and these count towards the breaker;
+ *   DRL_ESTORE             the server answered with an error (on_error
+ *                          decides; the breaker is not moved);
+ *   DRL_ECORRUPT           the key holds something this library did not
+ *                          write (returned to the application as is);
+ *   DRL_ECONFLICT          cas() only: the version moved (the core retries);
+ *   DRL_ERANGE             load() only: the buffer is too small;
+ *   DRL_EINVAL, DRL_ENOMEM as everywhere.
+ * Any other negative value is returned to the application unchanged.
+ */
+#ifndef DRL_BACKEND_H
+#define DRL_BACKEND_H
+
+#include <drl/drl.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1: destroy .. now. 2: DRL_CAP_BATCH (no new slot: a promise about
+ * eval(), which the core trusts only from stores of version >= 2).
+ * 3: DRL_CAP_DECLARED_KEYS (a demand about eval(), heeded from any
+ * version: a store of version < 3 does not set the bit).
+ * 4: del (optional; read only from stores of version >= 4: drl_reset()
+ * on a store of an older version is DRL_ENOTSUP). */
+#define DRL_BACKEND_VERSION 4
+
+typedef struct drl_bytes {
+	const void *data;
+	size_t len;
+} drl_bytes;
+
+/* Capability bits: what a store can do. */
+enum {
+	DRL_CAP_COUNTER = 1u << 0, /* incr, get_many (required) */
+	DRL_CAP_CAS = 1u << 1,     /* load, cas (required) */
+	DRL_CAP_UPDATE = 1u << 2,  /* update: in-process atomic step */
+	DRL_CAP_SCRIPT = 1u << 3,  /* eval: server-side script */
+	DRL_CAP_CLOCK = 1u << 4,   /* now: the store's own clock */
+	DRL_CAP_BATCH = 1u << 5,   /* eval: many keys of any slot at once */
+	/* eval() must be handed every key a script touches (version >= 3):
+	 * a store that routes and migrates by key (Redis Cluster) cannot
+	 * see keys a script derives. The core then knows the time before
+	 * a script runs (reading the store's clock first under a store
+	 * clock) and names each key. */
+	DRL_CAP_DECLARED_KEYS = 1u << 6
+};
+
+/* What eval() of a store with DRL_CAP_DECLARED_KEYS may return when it
+ * cannot run a script now because its keys are split (Redis Cluster's
+ * TRYAGAIN: a slot in migration holds some of them). Nothing ran; the
+ * core decides with the other primitives instead (one key per command,
+ * which a migration does not stop). Never returned to applications. */
+#define DRL_BACKEND_ESPLIT (-100)
+
+/* A step run by update(): given the current blob (old == NULL, oldlen == 0
+ * when absent), either leave it (return 0), or point *newblob and *newlen at the
+ * replacement, which stays valid until the step's caller returns, set
+ * *ttl_us, and return 1. A negative return aborts with that error. */
+typedef int (*drl_update_fn)(void *arg, const void *old, size_t oldlen,
+			     const void **newblob, size_t *newlen,
+			     int64_t *ttl_us);
+
+/* A server-side script handed over by an algorithm (its Lua twin). The
+ * store may cache whatever it needs (e.g. the SHA1) itself. */
+typedef struct drl_script {
+	const char *name;   /* for messages */
+	const char *source; /* Lua source */
+} drl_script;
+
+typedef struct drl_backend drl_backend;
+struct drl_backend {
+	int version;      /* DRL_BACKEND_VERSION the store was written for */
+	unsigned caps;    /* DRL_CAP_* */
+	const char *name; /* "memory", "redis", ... */
+
+	/* Free everything the store owns, including `b` itself. */
+	void (*destroy)(drl_backend *b);
+
+	/* Atomically add `delta` (may be negative) to the integer at `key`
+	 * (absent counts as 0), set its TTL to ttl_us, and return the new
+	 * value in *value. */
+	int (*incr)(drl_backend *b, drl_bytes key, int64_t delta,
+		    int64_t ttl_us, int64_t *value, drl_error *err);
+
+	/* Read n counters in one go; absent keys read as 0. */
+	int (*get_many)(drl_backend *b, size_t n, const drl_bytes *keys,
+			int64_t *values, drl_error *err);
+
+	/* Copy the blob at `key` into buf (cap bytes), its length into *len
+	 * and its version into *version (nonzero). Absent: *version = 0 and
+	 * *len = 0. When cap is too small: DRL_ERANGE with *len = the size
+	 * needed, nothing else changed. */
+	int (*load)(drl_backend *b, drl_bytes key, void *buf, size_t cap,
+		    size_t *len, uint64_t *version, drl_error *err);
+
+	/* Store `blob` at `key` with ttl_us only if the key still has
+	 * `version` (0: only if absent). DRL_ECONFLICT when it changed. */
+	int (*cas)(drl_backend *b, drl_bytes key, const void *blob, size_t len,
+		   uint64_t version, int64_t ttl_us, drl_error *err);
+
+	/* Optional (DRL_CAP_UPDATE): run `fn` on the blob at `key` atomically
+	 * with respect to every other method on that key. */
+	int (*update)(drl_backend *b, drl_bytes key, drl_update_fn fn,
+		      void *arg, drl_error *err);
+
+	/* Optional (DRL_CAP_SCRIPT): run `script` atomically on the server
+	 * with `nkeys` keys and `nargs` integer arguments; up to `nout` integer
+	 * results go to out[] (*nret gets how many came back). A store that
+	 * caches scripts on the server (Redis's EVALSHA) loads one the server
+	 * lost (NOSCRIPT) and sends it again: a call runs at most once.
+	 *
+	 * The dialect is Redis's EVAL (Redis 6.2 and later, and servers that
+	 * speak it: Valkey, KeyDB, Dragonfly): Lua 5.1 with KEYS[] and ARGV[]
+	 * (the integers as decimal strings), redis.call() on GET, SET, INCRBY,
+	 * PEXPIRE, MGET and TIME, Redis's bundled `struct` library for blobs,
+	 * and redis.error_reply(). A script answers an array of integers, or
+	 * an error whose text starts with "ECORRUPT " when the state it finds
+	 * is malformed: the store returns DRL_ECORRUPT for that one, and
+	 * DRL_ESTORE with the server's text for any other error reply. A store
+	 * that runs anything else sets no DRL_CAP_SCRIPT: the core decides
+	 * with incr/get_many/load/cas (or update) instead, with the same
+	 * decisions.
+	 *
+	 * DRL_CAP_BATCH (version >= 2, needs DRL_CAP_SCRIPT) promises that
+	 * eval() takes many keys in one call whatever they are: every key
+	 * lives on the one server that runs the script (a single Redis, not
+	 * a Cluster, where a script's keys must share a hash slot). The core
+	 * then decides up to hundreds of requests in one call (a twin's batch
+	 * variant, nkeys = the number of requests; see docs/algorithms.md). */
+	int (*eval)(drl_backend *b, const drl_script *script, size_t nkeys,
+		    const drl_bytes *keys, size_t nargs, const int64_t *args,
+		    int64_t *out, size_t nout, size_t *nret, drl_error *err);
+
+	/* Optional (DRL_CAP_CLOCK): the store's clock, µs since the epoch. */
+	int (*now)(drl_backend *b, int64_t *now_us, drl_error *err);
+
+	/* Optional (version >= 4; NULL: drl_reset() is DRL_ENOTSUP): delete
+	 * the n keys (absent ones are no error), as one atomic step where
+	 * the store can, so a decision sees all of them or none gone; a
+	 * store that cannot (memcached: one delete per key) says so in its
+	 * documentation. On an error some keys may be gone. */
+	int (*del)(drl_backend *b, size_t n, const drl_bytes *keys,
+		   drl_error *err);
+};
+
+/* The start of every store's drl_backend: the version the store was
+ * written for (a literal, e.g. DRL_BACKEND_INIT(4)), everything else zero.
+ *   static const drl_backend proto = DRL_BACKEND_INIT(4);
+ *   *(drl_backend *)mine = proto;  then set name, caps and the methods. */
+#define DRL_BACKEND_INIT(written_for)                                          \
+	{                                                                      \
+		(written_for)                                                  \
+	}
+
+/* ---- opening a store from a URI ------------------------------------------
+ * scheme://[user[:password]@]hosts[/path][?key=value&key=value]
+ * A store's opener gets the parsed URI, reads what it understands through
+ * the accessors below (every string percent-decoded, NUL-terminated, owned
+ * by the URI, valid during the opener's call, NULL when absent), and ends
+ * with drl_uri_check_all_used(), so a misspelt option is an error rather
+ * than a silent default. Options the core reads itself (breaker_*) are
+ * already taken when the opener runs. */
+typedef struct drl_uri drl_uri;
+
+DRL_EXPORT const char *drl_uri_scheme(const drl_uri *u);
+DRL_EXPORT const char *drl_uri_user(const drl_uri *u);
+DRL_EXPORT const char *drl_uri_password(const drl_uri *u);
+/* The authority's host list as written ("a:1,b:2", "[::1]:6379"). */
+DRL_EXPORT const char *drl_uri_hosts(const drl_uri *u);
+/* After the '/' that ends the authority: "0" for redis://h/0,
+ * "/run/x.sock" for redis+unix:///run/x.sock. */
+DRL_EXPORT const char *drl_uri_path(const drl_uri *u);
+/* The value of option `key`, marking it used; NULL when absent. */
+DRL_EXPORT const char *drl_uri_option(drl_uri *u, const char *key);
+/* An integer option in [min, max] into *out, `def` when absent;
+ * DRL_EINVAL naming the option, its value and the range otherwise. */
+DRL_EXPORT int drl_uri_option_int(drl_uri *u, const char *key, int64_t min,
+				  int64_t max, int64_t def, int64_t *out,
+				  drl_error *err);
+/* connect=eager|lazy (default eager): whether the store connects in its
+ * opener, so a wrong address or password fails there, or at its first
+ * call, so a process can start while the server is away. */
+DRL_EXPORT int drl_uri_option_lazy(drl_uri *u, bool *lazy, drl_error *err);
+/* DRL_EINVAL naming the first option no accessor asked for. */
+DRL_EXPORT int drl_uri_check_all_used(const drl_uri *u, drl_error *err);
+/* Over how many independent servers the store spreads keys (0 or 1: one).
+ * Above one, the store-wide circuit breaker is off unless the URI asks
+ * for it (breaker_failures=): one dead server must not shut out the keys
+ * of the live ones. */
+DRL_EXPORT void drl_uri_set_servers(drl_uri *u, size_t servers);
+
+/* One server of a host list: "host", "host:port", "[v6]", "[v6]:port".
+ * A host is letters, digits and ".-_" (or an IPv6 address in brackets),
+ * at most DRL_HOST_MAX bytes; a port is in [1, 65535]. */
+#define DRL_HOST_MAX 255
+typedef struct drl_hostport {
+	char host[DRL_HOST_MAX + 1]; /* without the brackets */
+	int port;
+	bool ipv6; /* written in brackets */
+} drl_hostport;
+
+/* Parse s[0..len) into *out, `default_port` when none is written.
+ * DRL_EINVAL otherwise, the message starting with `what` (e.g. "redis
+ * URI") and naming the server. */
+DRL_EXPORT int drl_hostport_parse(const char *s, size_t len, int default_port,
+				  const char *what, drl_hostport *out,
+				  drl_error *err);
+/* Parse the comma-separated list `hosts` into out[0..cap) (*n servers):
+ * DRL_EINVAL for an empty list or entry, a server listed twice (after the
+ * default port is applied) or more than `cap` servers. */
+DRL_EXPORT int drl_hostport_list(const char *hosts, int default_port,
+				 const char *what, drl_hostport *out,
+				 size_t cap, size_t *n, drl_error *err);
+
+/* Parse a whole decimal integer in [min, max] from s[0..len) (an optional
+ * '-', digits, nothing else): 0, or DRL_EINVAL leaving *out alone. For the
+ * numbers in a server's replies. */
+DRL_EXPORT int drl_parse_int(const char *s, size_t len, int64_t min,
+			     int64_t max, int64_t *out);
+
+/* A store's opener: build the backend for `uri` (whose scheme is one it
+ * was registered for) into *out, or fail with err set and *out NULL. */
+typedef int (*drl_store_open_fn)(drl_backend **out, drl_uri *uri,
+				 drl_error *err);
+typedef struct drl_store_opener {
+	const char *scheme; /* [a-z][a-z0-9+.-]* */
+	drl_store_open_fn open;
+} drl_store_opener;
+
+/* drl_store_open(), knowing the schemes of openers[0..n) besides the
+ * stores built in (openers first, so one can replace a built-in scheme).
+ * The returned store is like any other: its limiters, failure policies
+ * (breaker_* options) and near cache work as on a built-in store. */
+DRL_EXPORT int drl_store_open_with(drl_store **out, const char *uri,
+				   const drl_store_opener *openers, size_t n,
+				   drl_error *err);
+
+/* Wrap a backend in a drl_store. On success the store owns `b` and calls
+ * b->destroy(b) from drl_store_free(); on failure b is untouched.
+ * DRL_EINVAL when b's version is newer than this library's, or b lacks a
+ * required method or a method its capability bits promise. */
+DRL_EXPORT int drl_store_from_backend(drl_store **out, drl_backend *b,
+				      drl_error *err);
+
+/* Fill `err` (may be NULL) with code and a printf-style message; returns
+ * `code`, so a store can write `return drl_error_set(err, DRL_ESTORE, ...)`. */
+DRL_EXPORT int drl_error_set(drl_error *err, int code, const char *fmt, ...)
+#ifdef __GNUC__
+	__attribute__((format(printf, 3, 4)))
+#endif
+	;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DRL_BACKEND_H */
