@@ -22,9 +22,10 @@
  * EVALSHA of the very Lua twin the library runs for that spec, with the
  * arguments the library would send (but now = -1: the script reads the
  * server's clock). memcached://: a raw libmemcached increment loop (one
- * handle per thread). Those need the limit parser's
- * numbers and the embedded scripts, so this file (alone in tools/) reads
- * internal.h; everything else goes through the public API.
+ * handle per thread). The script, its key and its arguments come from the
+ * core's drl__twin_call_make (core/twin_call.h, for the tools), built by
+ * the code the library decides with; everything else goes through the
+ * public API.
  */
 #include "bench.h"
 #include "common/args.h"
@@ -33,7 +34,7 @@
 #include "common/json.h"
 
 #include "drl_config.h"
-#include "internal.h"
+#include "twin_call.h"
 
 #include <drl/async.h>
 #include <drl/drl.h>
@@ -169,6 +170,18 @@ static uint64_t rand_seed(uint64_t a, uint64_t b)
 	return s ? s : 1;
 }
 
+/* The decimal digits of v at p (up to 20, no NUL); returns how many. */
+static size_t put_uint(char *p, uint64_t v)
+{
+	char tmp[20], *end = tmp + sizeof tmp, *d = end;
+
+	do
+		*--d = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	memcpy(p, d, (size_t)(end - d));
+	return (size_t)(end - d);
+}
+
 /* The key of one call into buf (>= 24 bytes): "hot" for a single key, else
  * "k<i>" with i uniform in [0, nkeys). Returns its length. */
 static size_t pick_key(char *buf, int64_t nkeys, uint64_t *rng)
@@ -179,7 +192,7 @@ static size_t pick_key(char *buf, int64_t nkeys, uint64_t *rng)
 	}
 	uint64_t i = ((rand_next(rng) >> 32) * (uint64_t)nkeys) >> 32;
 	buf[0] = 'k';
-	return 1 + drl__put_uint(buf + 1, i);
+	return 1 + put_uint(buf + 1, i);
 }
 
 /* Copy a message, truncating. */
@@ -306,12 +319,12 @@ static bool parse_num_list(const char *arg, int64_t min, int64_t max,
 /* A store URI as bench prints it (tables, JSON, progress lines,
  * messages): any password masked, as the library's own messages do. */
 typedef struct shown_uri {
-	char s[DRL__URI_SHOW_MAX];
+	char s[DRL__TWIN_URI_SHOW_MAX];
 } shown_uri;
 
 static const char *show_uri(shown_uri *b, const char *uri)
 {
-	return drl__uri_redact(b->s, sizeof b->s, uri);
+	return drl__tool_uri_show(b->s, sizeof b->s, uri);
 }
 
 static bool is_memory_uri(const char *uri)
@@ -825,8 +838,8 @@ static void *worker_main(void *arg)
 	if (p->phase == PHASE_RUN) {
 		/* Warm up on a key of its own: connections, scripts. */
 		char key[24] = "w";
-		size_t klen = 1 + drl__put_uint(key + 1,
-						(uint64_t)(p->base_id + w->id));
+		size_t klen =
+			1 + put_uint(key + 1, (uint64_t)(p->base_id + w->id));
 		drl_result r;
 		(void)drl_allow(p->lim, key, klen, 1, &r, NULL);
 	}
@@ -1622,37 +1635,33 @@ static bool ceiling_redis(ceiling *cl, const char *uri, const char *spec,
 			  double *rps_out, double *p50_out, double *p99_out)
 {
 	redis_target t;
-	drl__limit lim;
+	drl__twin_call tc;
 	drl_error err = {0};
 	char sha[41];
 	static char out[65536];
-	char key[160];
 
 	if (!redis_target_parse(uri, &t, cl->note, sizeof cl->note))
 		return false;
-	if (drl__limit_parse(&lim, spec, strlen(spec), &err) != 0) {
+	/* What the library sends to decide one request for the key "hot" or,
+	 * on many keys, "__rand_int__" (which redis-benchmark -r rewrites to
+	 * 12 digits: the same key encoding, a random key). now = -1: the
+	 * script reads Redis TIME, so its state moves with time as the
+	 * library's does (a fixed now would turn every request after the
+	 * first LIMIT into a cheap denial). */
+	const char *user_key = keys == 1 ? "hot" : "__rand_int__";
+	if (drl__twin_call_make(&tc, spec, prefix, user_key, strlen(user_key),
+				-1, 1, &err) != 0) {
 		copy_msg(cl->note, sizeof cl->note, err.message);
 		return false;
 	}
-	if (lim.algo->lua == NULL || !lim.lua_ok) {
-		snprintf(cl->note, sizeof cl->note,
-			 "no Lua twin runs for this spec");
-		return false;
-	}
-	if (!redis_script_load(&t, lim.algo->lua->source, sha, cl->note,
-			       sizeof cl->note))
+	if (!redis_script_load(&t, tc.source, sha, cl->note, sizeof cl->note))
 		return false;
 	if (pipeline > 1)
 		snprintf(cl->tool, sizeof cl->tool,
-			 "redis-benchmark -P %d EVALSHA %s", pipeline,
-			 lim.algo->lua->name);
+			 "redis-benchmark -P %d EVALSHA %s", pipeline, tc.name);
 	else
 		snprintf(cl->tool, sizeof cl->tool,
-			 "redis-benchmark EVALSHA %s", lim.algo->lua->name);
-	if (keys == 1)
-		snprintf(key, sizeof key, "%sceil:{hot}", prefix);
-	else
-		snprintf(key, sizeof key, "%sceil:{__rand_int__}", prefix);
+			 "redis-benchmark EVALSHA %s", tc.name);
 
 	int64_t n = cl->n;
 	if (n == 0)
@@ -1696,21 +1705,10 @@ static bool ceiling_redis(ceiling *cl, const char *uri, const char *spec,
 		ba_add(&b, "--csv");
 		ba_add(&b, "EVALSHA");
 		ba_add(&b, sha);
-		ba_add(&b, "1");
-		ba_add(&b, key);
-		/* the twin's ARGV, as core/script.c sends them */
-		/* now = -1: the script reads Redis TIME, so its state moves
-		 * with time as the library's does (a fixed now would turn
-		 * every request after the first LIMIT into a cheap denial) */
-		ba_num(&b, -1);
-		ba_num(&b, 1); /* cost */
-		ba_num(&b, 0); /* peek */
-		ba_num(&b, lim.limit);
-		ba_num(&b, lim.period_us);
-		ba_num(&b, lim.burst);
-		ba_num(&b, lim.subwindows);
-		ba_num(&b, lim.trailing);
-		ba_num(&b, DRL__TTL_GRACE_US);
+		ba_num(&b, (int64_t)tc.nkeys);
+		ba_add(&b, tc.key);
+		for (size_t i = 0; i < tc.nargs; i++)
+			ba_num(&b, tc.args[i]);
 		int st = run_capture(b.argv, out, sizeof out,
 				     3 * duration_ns + INT64_C(10000000000));
 		double rps, p50, p99;

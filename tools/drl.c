@@ -12,7 +12,7 @@
  *             [--duration S] [--keys N] [--seed N] [--json] [--plot DIR]
  *
  * Uses the public API (<drl/drl.h>) only (`bench` lives in tools/bench.c,
- * which also reads internals for its ceilings; `simulate` in
+ * whose ceilings also use core/twin_call.h; `simulate` in
  * tools/simulate.c). Exit codes of check: 0 allowed (also a denial under
  * shadow=1), 1 denied, 2 bad usage / spec / URI / key, 3 store (or
  * output) error; reset: 0 reset, 2 and 3 as check; bench and simulate: see
