@@ -65,22 +65,23 @@ int drl_store_open(drl_store **out, const char *uri, drl_error *err)
 	return drl_store_open_with(out, uri, NULL, 0, err);
 }
 
-int drl_store_open_with(drl_store **out, const char *uri,
-			const drl_store_opener *openers, size_t n,
-			drl_error *err)
+/* Parse `text`, take the core's options (the breaker's) and open the
+ * backend with the opener for its scheme. On success *out is the backend,
+ * *breaker what the URI asked of the breaker (turned off for a store over
+ * several servers unless asked for). */
+static int open_backend(drl_backend **out, drl__breaker *breaker,
+			const char *text, const drl_store_opener *openers,
+			size_t n, drl_error *err)
 {
-	if (out == NULL)
-		return drl_error_set(err, DRL_EINVAL,
-				     "drl_store_open: out is NULL");
 	*out = NULL;
 	if (openers == NULL && n > 0)
 		return drl_error_set(err, DRL_EINVAL,
 				     "drl_store_open_with: %zu openers at NULL",
 				     n);
-	if (uri == NULL || uri[0] == '\0')
-		uri = "memory://";
+	if (text == NULL || text[0] == '\0')
+		text = "memory://";
 	drl__uri u;
-	int rc = drl__uri_parse(&u, uri, err);
+	int rc = drl__uri_parse(&u, text, err);
 	if (rc)
 		return rc;
 	drl_store_open_fn open = find_opener(u.scheme, openers, n);
@@ -100,9 +101,8 @@ int drl_store_open_with(drl_store **out, const char *uri,
 	 * several independent servers (a memcached pool) has no store-wide
 	 * breaker unless asked for: one dead server would otherwise shut
 	 * out the keys of the live ones too. */
-	drl__breaker breaker;
 	bool explicit = drl_uri_option(&u, "breaker_failures") != NULL;
-	rc = drl__breaker_options(&breaker, &u, err);
+	rc = drl__breaker_options(breaker, &u, err);
 	drl_backend *b = NULL;
 	if (rc == 0) {
 		rc = open(&b, &u, err);
@@ -114,12 +114,38 @@ int drl_store_open_with(drl_store **out, const char *uri,
 		else if (rc > 0)
 			rc = DRL_EINVAL; /* an opener broke the contract */
 	}
-	size_t servers = u.servers;
+	if (rc == 0 && u.servers > 1 && !explicit)
+		breaker->failures_max = 0;
 	drl__uri_clear(&u);
+	if (rc == 0)
+		*out = b;
+	return rc;
+}
+
+int drl_backend_open_with(drl_backend **out, const char *uri,
+			  const drl_store_opener *openers, size_t n,
+			  drl_error *err)
+{
+	if (out == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_backend_open_with: out is NULL");
+	drl__breaker breaker;
+	return open_backend(out, &breaker, uri, openers, n, err);
+}
+
+int drl_store_open_with(drl_store **out, const char *uri,
+			const drl_store_opener *openers, size_t n,
+			drl_error *err)
+{
+	if (out == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_store_open: out is NULL");
+	*out = NULL;
+	drl__breaker breaker;
+	drl_backend *b;
+	int rc = open_backend(&b, &breaker, uri, openers, n, err);
 	if (rc)
 		return rc;
-	if (servers > 1 && !explicit)
-		breaker.failures_max = 0;
 	rc = drl_store_from_backend(out, b, err);
 	if (rc) {
 		b->destroy(b);

@@ -162,8 +162,12 @@ static void test_from_backend(void **state)
 		int drop; /* 1 incr, 2 update, 3 destroy */
 		const char *msg;
 	} rows[] = {
-		{"version 0", 0, 0, 0, 0, "backend version 0 is not supported"},
-		{"version -1", -1, 0, 0, 0, "version -1 is not supported"},
+		{"version 0", 0, 0, 0, 0,
+		 "written for store interface version 0; this library knows "
+		 "1 to"},
+		{"version -1", -1, 0, 0, 0, "interface version -1;"},
+		{"a newer version", DRL_BACKEND_VERSION + 1, 0, 0, 0,
+		 "this library knows 1 to"},
 		{"no counters", 1, 0, DRL_CAP_COUNTER, 0,
 		 "lacks a required method"},
 		{"no incr", 1, 0, 0, 1, "lacks a required method"},

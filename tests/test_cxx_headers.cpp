@@ -27,7 +27,8 @@ int main()
 	drl_async_opts opts = {};
 	drl_async *a = nullptr;
 
-	b.parent.version = DRL_BACKEND_VERSION;
+	static const drl_backend proto = DRL_BACKEND_INIT(4);
+	b.parent = proto;
 	b.parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
 	res.retry_after_us = DRL_NEVER;
 	opts.threads = 1;
@@ -37,6 +38,11 @@ int main()
 		return 1;
 	}
 	drl_async_free(a);
+	if (b.parent.version != 4 || b.parent.incr != nullptr) {
+		std::fprintf(stderr, "DRL_BACKEND_INIT(4) gave version %d\n",
+			     b.parent.version);
+		return 1;
+	}
 	if (text == nullptr || name == nullptr || version == nullptr) {
 		std::fprintf(stderr, "NULL text from the library\n");
 		return 1;

@@ -199,10 +199,20 @@ struct drl_backend {
  * written for (a literal, e.g. DRL_BACKEND_INIT(4)), everything else zero.
  *   static const drl_backend proto = DRL_BACKEND_INIT(4);
  *   *(drl_backend *)mine = proto;  then set name, caps and the methods. */
-#define DRL_BACKEND_INIT(written_for)                                          \
-	{                                                                      \
-		(written_for)                                                  \
-	}
+/* clang-format off */
+#ifdef __cplusplus
+/* C++ has designated initializers only from C++20: a function instead. */
+static inline drl_backend drl_backend_init_cxx_(int written_for)
+{
+	drl_backend b = {};
+	b.version = written_for;
+	return b;
+}
+#define DRL_BACKEND_INIT(written_for) drl_backend_init_cxx_(written_for)
+#else
+#define DRL_BACKEND_INIT(written_for) {.version = (written_for)}
+#endif
+/* clang-format on */
 
 /* ---- opening a store from a URI ------------------------------------------
  * scheme://[user[:password]@]hosts[/path][?key=value&key=value]
@@ -286,6 +296,14 @@ typedef struct drl_store_opener {
 DRL_EXPORT int drl_store_open_with(drl_store **out, const char *uri,
 				   const drl_store_opener *openers, size_t n,
 				   drl_error *err);
+
+/* The backend itself, unwrapped, for a store's own tests (the conformance
+ * suite) and tools: as drl_store_open_with() (the same URIs, options and
+ * errors, breaker_* options accepted and ignored), but *out is the raw
+ * backend, called directly and freed with (*out)->destroy(*out). */
+DRL_EXPORT int drl_backend_open_with(drl_backend **out, const char *uri,
+				     const drl_store_opener *openers, size_t n,
+				     drl_error *err);
 
 /* Wrap a backend in a drl_store. On success the store owns `b` and calls
  * b->destroy(b) from drl_store_free(); on failure b is untouched.
