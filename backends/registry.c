@@ -12,6 +12,7 @@
 #include "memcached.h"
 #endif
 
+#include <stdio.h>
 #include <string.h>
 
 static const struct {
@@ -48,4 +49,15 @@ const char *drl__backend_schemes(void)
 	       ", memcached, memcached+unix"
 #endif
 		;
+}
+
+const char *drl__backend_default_uri(void)
+{
+	return "memory://";
+}
+
+const char *drl__backend_local_uri(char *buf, size_t cap, long max_keys)
+{
+	snprintf(buf, cap, "memory://?max_keys=%ld", max_keys);
+	return buf;
 }

@@ -137,15 +137,18 @@ static int parse_policy(drl_limiter *l, const char *spec, policy_opts *po,
 	return drl__near_finish(&po->near, err);
 }
 
-/* on_error=local: a copy of l's limits on a memory store of its own,
- * bounded: during an outage the callers choose the keys. When it is full
- * a new key's local decision is DRL_ESTORE ("memory store full"), a
- * denial; keys already there carry on, and expired ones make room. */
-#define LOCAL_MAX_KEYS "1000000"
+/* on_error=local: a copy of l's limits on an in-process store of its own
+ * (backends/registry.c picks it), bounded: during an outage the callers
+ * choose the keys. When it is full a new key's local decision is
+ * DRL_ESTORE ("store full"), a denial; keys already there carry on, and
+ * expired ones make room. */
+#define LOCAL_MAX_KEYS 1000000
 static int make_local(drl_limiter *l, drl_error *err)
 {
-	int rc = drl_store_open(&l->local_store,
-				"memory://?max_keys=" LOCAL_MAX_KEYS, err);
+	char uri[64];
+	int rc = drl_store_open(
+		&l->local_store,
+		drl__backend_local_uri(uri, sizeof uri, LOCAL_MAX_KEYS), err);
 	if (rc)
 		return rc;
 	l->local = malloc(sizeof *l->local);

@@ -79,7 +79,7 @@ static int open_backend(drl_backend **out, drl__breaker *breaker,
 				     "drl_store_open_with: %zu openers at NULL",
 				     n);
 	if (text == NULL || text[0] == '\0')
-		text = "memory://";
+		text = drl__backend_default_uri();
 	drl__uri u;
 	int rc = drl__uri_parse(&u, text, err);
 	if (rc)
