@@ -7,6 +7,28 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* hot_key_set_openers(): what children open the store with. */
+static const drl_store_opener *openers;
+static size_t nopeners;
+
+void hot_key_set_openers(const drl_store_opener *o, size_t n)
+{
+	openers = n ? o : NULL;
+	nopeners = o ? n : 0;
+}
+
+/* 1 when uri's scheme is one of the registered openers'. */
+static int registered_scheme(const char *uri)
+{
+	const char *end = strstr(uri, "://");
+	for (size_t i = 0; end && i < nopeners; i++)
+		if (openers[i].scheme &&
+		    strlen(openers[i].scheme) == (size_t)(end - uri) &&
+		    strncmp(openers[i].scheme, uri, (size_t)(end - uri)) == 0)
+			return 1;
+	return 0;
+}
+
 typedef struct job {
 	drl_limiter *lim;
 	int64_t now; /* -1: the real-time clock (drl_allow) */
@@ -45,8 +67,10 @@ static void child(int fd, const char *uri, const char *spec, const char *prefix,
 	drl_limiter *l;
 	drl_error err = {0};
 	int out[3] = {0, HOT_CALLS * HOT_THREADS, 0};
-	if (drl_store_open(&s, uri, &err) ||
-	    drl_limiter_new(&l, s, spec, prefix, &err)) {
+	int rc = nopeners
+			 ? drl_store_open_with(&s, uri, openers, nopeners, &err)
+			 : drl_store_open(&s, uri, &err);
+	if (rc || drl_limiter_new(&l, s, spec, prefix, &err)) {
 		fprintf(stderr, "child: %s\n", err.message);
 		(void)!write(fd, out, sizeof out);
 		_exit(1);
@@ -92,7 +116,8 @@ int hot_key_run_opts(const char *uri_, const char *spec_, int n,
 	 * not reach: an error would make the count fall short, and this
 	 * test is about admissions, not deadlines. */
 	char uri[512];
-	if (strncmp(uri_, "memory:", 7) == 0 || strstr(uri_, "timeout_ms="))
+	if (strncmp(uri_, "memory:", 7) == 0 || strstr(uri_, "timeout_ms=") ||
+	    registered_scheme(uri_))
 		snprintf(uri, sizeof uri, "%s", uri_);
 	else
 		snprintf(uri, sizeof uri, "%s%stimeout_ms=%lld", uri_,

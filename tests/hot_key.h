@@ -8,12 +8,23 @@
 #ifndef DRL_HOT_KEY_H
 #define DRL_HOT_KEY_H
 
+#include <drl/sys/backend.h>
+
+#include <stddef.h>
+
 enum { HOT_PROCS = 3, HOT_THREADS = 4, HOT_CALLS = 60, HOT_LIMIT = 200 };
 
 /* Run spec (allowing HOT_LIMIT at one instant) on uri from HOT_PROCS
  * processes; fail the test unless exactly HOT_LIMIT were allowed. `n`
  * picks the instant and goes into the key prefix, so runs share nothing. */
 void hot_key_run(const char *uri, const char *spec, int n);
+
+/* From now on, children open the store with drl_store_open_with(uri, o,
+ * n) instead of drl_store_open(uri) (n == 0: drl_store_open again), so a
+ * store registered by the application runs the test; o[0..n) must stay
+ * valid until reset. A URI whose scheme is one of o's gets no timeout_ms
+ * added (hot_key_run_opts): such a store may not know the option. */
+void hot_key_set_openers(const drl_store_opener *o, size_t n);
 
 /* hot_key_run for every algorithm, and a policy of two limits. */
 void hot_key_all_specs(const char *uri);
