@@ -5,7 +5,9 @@
  */
 #include "drld.h"
 
-#include "args.h"
+#include "common/args.h"
+#include "common/json.h"
+#include "common/result.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -41,8 +43,7 @@ void drld_reply_error(struct drld_reply *out, unsigned status, const char *fmt,
 	size_t n = (size_t)k < sizeof msg ? (size_t)k : sizeof msg - 1;
 	size_t at =
 		(size_t)snprintf(out->body, sizeof out->body, "{\"error\":\"");
-	at += drl_json_escape(out->body + at, sizeof out->body - at - 3, msg,
-			      n);
+	at += tl_json_escape(out->body + at, sizeof out->body - at - 3, msg, n);
 	memcpy(out->body + at, "\"}\n", 4);
 	out->len = at + 3;
 }
@@ -112,7 +113,7 @@ static void add_headers(struct drld_reply *out, const struct drld_limit *l,
 				     sizeof out->ratelimit);
 	if (!r->allowed && r->retry_after_us != DRL_NEVER)
 		snprintf(out->retry_after, sizeof out->retry_after, "%lld",
-			 drl_ceil_div(r->retry_after_us, 1000000));
+			 tl_ceil_div(r->retry_after_us, 1000000));
 }
 
 /* ---- POST /v1/check --------------------------------------------------- */
@@ -214,9 +215,9 @@ static void reply_decision(struct drld_reply *out, const struct drld_limit *l,
 		"\"reset_after_ms\":%lld,\"retry_after_ms\":%lld,"
 		"\"limit_index\":%d,\"path\":\"%s\",\"would_allow\":%s}\n",
 		r->allowed ? "true" : "false", (long long)r->limit,
-		(long long)r->remaining, drl_ceil_div(r->reset_after_us, 1000),
-		drl_ceil_div(r->retry_after_us, 1000), r->limit_index,
-		drl_path_name(r->path), r->would_allow ? "true" : "false");
+		(long long)r->remaining, tl_ceil_div(r->reset_after_us, 1000),
+		tl_ceil_div(r->retry_after_us, 1000), r->limit_index,
+		tl_path_name(r->path), r->would_allow ? "true" : "false");
 	add_headers(out, l, r);
 }
 

@@ -1,7 +1,9 @@
 /* drld's libmicrohttpd glue: see http.h. */
 #include "http.h"
 
-#include "args.h"
+#include "common/args.h"
+#include "common/json.h"
+#include "common/result.h"
 #include "path.h"
 
 #include <arpa/inet.h>
@@ -168,7 +170,7 @@ static bool announced_too_big(struct MHD_Connection *conn, size_t max)
 		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	int64_t v;
 
-	return cl != NULL && drl_parse_uint(cl, 0, INT64_MAX, &v) &&
+	return cl != NULL && tl_parse_uint(cl, 0, INT64_MAX, &v) &&
 	       (uint64_t)v > max;
 }
 

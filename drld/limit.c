@@ -1,7 +1,9 @@
 /* A limiter with its HTTP header data: see limit.h. */
 #include "limit.h"
 
-#include "args.h"
+#include "common/args.h"
+#include "common/json.h"
+#include "common/result.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -24,9 +26,9 @@ static bool limit_numbers(const char *s, size_t len, int64_t *q, int64_t *w)
 		return false;
 	memcpy(buf, s, len); /* the limit alone, ended by '\0' */
 	buf[len] = '\0';
-	if (!drl_parse_limit_period(buf + (colon - s) + 1, q, &period_us))
+	if (!tl_parse_limit_period(buf + (colon - s) + 1, q, &period_us))
 		return false;
-	*w = drl_ceil_div(period_us, 1000000);
+	*w = tl_ceil_div(period_us, 1000000);
 	if (*w < 1)
 		*w = 1;
 	return true;
@@ -108,8 +110,8 @@ void drld_limit_ratelimit(const struct drld_limit *l, const drl_result *r,
 	if (l->nlimits > 1)
 		snprintf(buf, n, "\"%s.%d\";r=%lld;t=%lld", l->name,
 			 r->limit_index, (long long)r->remaining,
-			 drl_ceil_div(t_us, 1000000));
+			 tl_ceil_div(t_us, 1000000));
 	else
 		snprintf(buf, n, "\"%s\";r=%lld;t=%lld", l->name,
-			 (long long)r->remaining, drl_ceil_div(t_us, 1000000));
+			 (long long)r->remaining, tl_ceil_div(t_us, 1000000));
 }

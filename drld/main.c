@@ -17,7 +17,9 @@
  * address is in use), 2 bad usage, store URI or config, 3 the store could
  * not be reached.
  */
-#include "args.h"
+#include "common/args.h"
+#include "common/json.h"
+#include "common/result.h"
 #include "drld.h"
 #include "http.h"
 #if DRLD_HAVE_ENVOY
@@ -150,7 +152,7 @@ static bool parse_listen(const char *s, struct sockaddr_storage *ss)
 		hlen = (size_t)(colon - s);
 	}
 	if (hlen == 0 || hlen >= sizeof host ||
-	    !drl_parse_uint(colon + 1, 0, 65535, &port))
+	    !tl_parse_uint(colon + 1, 0, 65535, &port))
 		return false;
 	memcpy(host, h, hlen);
 	host[hlen] = '\0';
@@ -173,7 +175,7 @@ static bool parse_listen(const char *s, struct sockaddr_storage *ss)
 static int number(const char *name, const char *arg, int64_t min, int64_t max,
 		  int64_t *out)
 {
-	if (!drl_parse_uint(arg, min, max, out))
+	if (!tl_parse_uint(arg, min, max, out))
 		return usage_error("bad %s '%s': expected a whole number from "
 				   "%lld to %lld",
 				   name, arg, (long long)min, (long long)max);
