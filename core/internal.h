@@ -48,11 +48,7 @@ int drl__uri_parse(drl__uri *u, const char *text, drl_error *err);
 void drl__uri_clear(drl__uri *u);
 /* The option accessors (drl_uri_option*, drl_uri_check_all_used, ...) are
  * public: include/drl/sys/backend.h. */
-/* `text` (a URI, parseable or not) for messages and output: anything that
- * may be a password replaced by "***", control bytes escaped, cut to about
- * 120 bytes. Writes buf (cap bytes; DRL__URI_SHOW_MAX holds it all). */
-#define DRL__URI_SHOW_MAX 128
-const char *drl__uri_redact(char *buf, size_t cap, const char *text);
+/* drl_uri_redact() (public, include/drl/drl.h) shows a URI in messages. */
 
 /* Numbers: drl_parse_int() (public, core/parse.c). */
 

@@ -14,8 +14,6 @@ _Static_assert(DRL__TWIN_KEY_MAX >= sizeof(((drl__key *)0)->buf),
 	       "a store key fits drl__twin_call.key");
 _Static_assert(DRL__TWIN_ARGS_MAX >= DRL__SCRIPT_NARGS,
 	       "a twin's arguments fit drl__twin_call.args");
-_Static_assert(DRL__TWIN_URI_SHOW_MAX == DRL__URI_SHOW_MAX,
-	       "the tools' shown URI is the library's");
 
 int drl__twin_call_make(drl__twin_call *out, const char *spec,
 			const char *prefix, const void *key, size_t keylen,
@@ -60,9 +58,4 @@ int drl__twin_call_make(drl__twin_call *out, const char *spec,
 	out->nargs = DRL__SCRIPT_NARGS;
 	drl__script_args(&lim, &call, out->args);
 	return 0;
-}
-
-const char *drl__tool_uri_show(char *buf, size_t cap, const char *uri)
-{
-	return drl__uri_redact(buf, cap, uri);
 }

@@ -54,12 +54,4 @@ int drl__twin_call_make(drl__twin_call *out, const char *spec,
 			const char *prefix, const void *key, size_t keylen,
 			int64_t now_us, int64_t cost, drl_error *err);
 
-/* A URI (parseable or not) as the library shows it in messages: anything
- * that may be a password replaced by "***", control bytes escaped, cut to
- * about 120 bytes; into buf (cap bytes; DRL__TWIN_URI_SHOW_MAX holds it
- * all). Returns buf. The library's own redaction, for tools that print
- * store URIs, until the public API has one. */
-#define DRL__TWIN_URI_SHOW_MAX 128
-const char *drl__tool_uri_show(char *buf, size_t cap, const char *uri);
-
 #endif /* DRL_TWIN_CALL_H */

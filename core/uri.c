@@ -28,8 +28,8 @@
 #include <string.h>
 
 #define SHOW_URI_MAX 120 /* bytes of the URI quoted in a message */
-_Static_assert(SHOW_URI_MAX + 8 <= DRL__URI_SHOW_MAX,
-	       "drl__uri_redact output fits DRL__URI_SHOW_MAX");
+_Static_assert(SHOW_URI_MAX + 8 <= DRL_URI_SHOW_MAX,
+	       "drl_uri_redact output fits DRL_URI_SHOW_MAX");
 #define SHOW_PART_MAX 48 /* bytes of one part quoted in a message */
 
 /*
@@ -70,8 +70,16 @@ static const char *show(char *buf, size_t cap, const char *s, size_t len,
  * no "://") up to the last '@' after that point. Escaped and cut as show()
  * does (cap >= SHOW_URI_MAX + 8 keeps the whole shown text).
  */
-const char *drl__uri_redact(char *buf, size_t cap, const char *text)
+const char *drl_uri_redact(char *buf, size_t cap, const char *text)
 {
+	if (buf == NULL || cap == 0)
+		return "";
+	if (cap < 8) { /* show() needs room for "..." and the NUL */
+		buf[0] = '\0';
+		return buf;
+	}
+	if (text == NULL)
+		text = "(null)";
 	size_t n = strlen(text);
 	const char *sep = strstr(text, "://");
 	size_t a = sep ? (size_t)(sep - text) + 3 : 0;
@@ -116,8 +124,7 @@ fail(drl__uri *u, drl_error *err, const char *text, const char *fmt, ...)
 	va_end(ap);
 	drl__uri_clear(u);
 	return drl_error_set(err, DRL_EINVAL, "invalid URI \"%s\": %s",
-			     drl__uri_redact(shown, sizeof shown, text),
-			     detail);
+			     drl_uri_redact(shown, sizeof shown, text), detail);
 }
 
 /* Clear *u and fail with DRL_ENOMEM. */

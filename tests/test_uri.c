@@ -554,6 +554,38 @@ static void test_hostport_list(void **state)
 }
 
 /* The accessors a store's opener uses see what the parser saw. */
+/* drl_uri_redact, public: passwords hidden, any buffer size safe. */
+static void test_redact(void **state)
+{
+	(void)state;
+	char buf[DRL_URI_SHOW_MAX];
+	assert_string_equal(
+		drl_uri_redact(buf, sizeof buf, "redis://u:secret@h:1/0?a=1"),
+		"redis://u:***@h:1/0?a=1");
+	assert_string_equal(drl_uri_redact(buf, sizeof buf, "memory://"),
+			    "memory://");
+	assert_string_equal(drl_uri_redact(buf, sizeof buf, "a\nb"), "a\\x0ab");
+	assert_string_equal(drl_uri_redact(buf, sizeof buf, NULL), "(null)");
+	char big[4096];
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	memcpy(big, "redis://u:", 10);
+	big[3000] = '@';
+	const char *r = drl_uri_redact(buf, sizeof buf, big);
+	assert_true(strlen(r) < DRL_URI_SHOW_MAX);
+	assert_null(strstr(r, "xxxxxxxxxx@"));
+	for (size_t cap = 1; cap < 12; cap++) {
+		char small[12];
+		memset(small, 'Z', sizeof small);
+		drl_uri_redact(small, cap, "redis://u:pw@h");
+		assert_true(memchr(small, '\0', cap) != NULL);
+		assert_int_equal(small[cap < sizeof small ? cap : 0],
+				 cap < sizeof small ? 'Z' : small[0]);
+		assert_null(strstr(small, "pw"));
+	}
+	assert_string_equal(drl_uri_redact(NULL, 10, "x"), "");
+}
+
 static void test_accessors(void **state)
 {
 	(void)state;
@@ -603,6 +635,7 @@ int main(void)
 		cmocka_unit_test(test_hostport),
 		cmocka_unit_test(test_hostport_list),
 		cmocka_unit_test(test_accessors),
+		cmocka_unit_test(test_redact),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

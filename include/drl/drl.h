@@ -248,6 +248,14 @@ DRL_EXPORT int drl_store_stats_get(const drl_store *store,
 /* Microseconds since the Unix epoch from the real-time clock. */
 DRL_EXPORT int64_t drl_now_us(void);
 
+/* A store URI (parseable or not) safe to log or print, as the library's
+ * own messages show it: anything that may be a password replaced by
+ * "***", control bytes escaped, cut to about 120 bytes. Writes buf (cap
+ * bytes; DRL_URI_SHOW_MAX holds any result, below 8 it stays empty) and
+ * returns it. */
+#define DRL_URI_SHOW_MAX 128
+DRL_EXPORT const char *drl_uri_redact(char *buf, size_t cap, const char *uri);
+
 #ifdef __cplusplus
 }
 #endif

@@ -171,7 +171,7 @@ static bool parse_num_list(const char *arg, int64_t min, int64_t max,
 
 const char *bench_show_uri(shown_uri *b, const char *uri)
 {
-	return drl__tool_uri_show(b->s, sizeof b->s, uri);
+	return drl_uri_redact(b->s, sizeof b->s, uri);
 }
 
 bool bench_is_memory_uri(const char *uri)

@@ -76,7 +76,7 @@ typedef struct bench_opts {
 /* A store URI as bench prints it (tables, JSON, progress lines,
  * messages): any password masked, as the library's own messages do. */
 typedef struct shown_uri {
-	char s[DRL__TWIN_URI_SHOW_MAX];
+	char s[DRL_URI_SHOW_MAX];
 } shown_uri;
 
 /* What one caller (or, merged, a process or a cell) saw. */
