@@ -112,11 +112,15 @@ static drl_bytes K(const char *s)
 	return (drl_bytes){s, strlen(s)};
 }
 
+/* rc must be `want`; a failure may fill err, and then with its code. */
 static void expect_rc(const char *what, int rc, int want, const drl_error *e)
 {
 	if (rc != want)
 		fail_msg("%s: got %s, want %s: %s", what, drl_err_name(rc),
 			 drl_err_name(want), e ? e->message : "");
+	if (rc != 0 && e != NULL && e->code != 0 && e->code != rc)
+		fail_msg("%s: returned %s, err says %s", what, drl_err_name(rc),
+			 drl_err_name(e->code));
 }
 
 static int64_t incr_ttl(drl_backend *b, drl_bytes k, int64_t d, int64_t ttl)
@@ -172,6 +176,7 @@ static int cas_rc(drl_backend *b, drl_bytes k, const void *blob, size_t len,
 	int rc = b->cas(b, k, blob, len, ver, ttl, &e);
 	if (rc != 0 && rc != DRL_ECONFLICT)
 		fail_msg("cas: %s: %s", drl_err_name(rc), e.message);
+	expect_rc("cas", rc, rc, &e);
 	return rc;
 }
 
@@ -352,8 +357,9 @@ static void check_incr(void **state)
 	assert_int_equal(get_ok(b, K("neg")), 1);
 }
 
-/* get_many: absent keys read 0, n = 1 and n = 64 of present and absent
- * keys (and a key asked twice), every value in the order asked. */
+/* get_many: absent keys read 0, n = 0 reads nothing, n = 1 and n = 64 of
+ * present and absent keys (and a key asked twice), every value in the
+ * order asked. */
 static void check_get_many(void **state)
 {
 	drl_backend *b = ((ctx *)*state)->b;
@@ -363,6 +369,7 @@ static void check_get_many(void **state)
 	int64_t vals[N];
 	drl_error e = {0};
 
+	expect_rc("get_many n = 0", b->get_many(b, 0, NULL, NULL, &e), 0, &e);
 	vals[0] = 99;
 	expect_rc("get_many",
 		  b->get_many(b, 1, (drl_bytes[]){K("none")}, vals, &e), 0, &e);
@@ -424,8 +431,10 @@ static void check_load_cas(void **state)
 	assert_int_equal(cas_rc(b, K("s"), "world!", 6, CURRENT, LONG_TTL), 0);
 	uint64_t v2 = expect_blob(b, K("s"), "world!", 6);
 	assert_true(v2 != 0 && v2 != v1 && v2 != v);
-	/* a stale version conflicts, the blob is unchanged */
+	/* a stale or made-up version conflicts, the blob is unchanged */
 	assert_int_equal(cas_rc(b, K("s"), "stale", 5, v1, LONG_TTL),
+			 DRL_ECONFLICT);
+	assert_int_equal(cas_rc(b, K("s"), "made up", 7, 42, LONG_TTL),
 			 DRL_ECONFLICT);
 	v = expect_blob(b, K("s"), "world!", 6);
 	/* a smaller blob after a larger one */
