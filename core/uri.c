@@ -510,6 +510,32 @@ int drl_uri_option_lazy(drl__uri *u, bool *lazy, drl_error *err)
 
 /* ---- the accessors of include/drl/sys/backend.h --------------------------- */
 
+int drl_uri_parse(drl_uri **out, const char *text, drl_error *err)
+{
+	if (out == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_uri_parse: out is NULL");
+	*out = NULL;
+	drl_uri *u = malloc(sizeof *u);
+	if (u == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	int rc = drl__uri_parse(u, text, err);
+	if (rc) {
+		free(u);
+		return rc;
+	}
+	*out = u;
+	return 0;
+}
+
+void drl_uri_free(drl_uri *u)
+{
+	if (u == NULL)
+		return;
+	drl__uri_clear(u);
+	free(u);
+}
+
 const char *drl_uri_scheme(const drl_uri *u)
 {
 	return u ? u->scheme : NULL;

@@ -167,6 +167,32 @@ static void test_raw_backend(void **state)
 	b->destroy(b);
 }
 
+/* drl_uri_parse/free: the parser openers get, for a store's own tools. */
+static void test_uri_parse(void **state)
+{
+	(void)state;
+	drl_uri *u = NULL;
+	drl_error err = {0};
+	assert_int_equal(drl_uri_parse(&u, "x://[::1]:5,h?o=%41", &err), 0);
+	assert_string_equal(drl_uri_hosts(u), "[::1]:5,h");
+	assert_string_equal(drl_uri_option(u, "o"), "A");
+	drl_hostport hp[2];
+	size_t n = 0;
+	assert_int_equal(drl_hostport_list(drl_uri_hosts(u), 7, "x URI", hp, 2,
+					   &n, &err),
+			 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(hp[1].port, 7);
+	drl_uri_free(u);
+	u = (drl_uri *)&err;
+	assert_int_equal(drl_uri_parse(&u, "x://u:secret@h h", &err),
+			 DRL_EINVAL);
+	assert_null(u);
+	assert_null(strstr(err.message, "secret"));
+	assert_int_equal(drl_uri_parse(NULL, "x://", &err), DRL_EINVAL);
+	drl_uri_free(NULL);
+}
+
 /* DRL_BACKEND_INIT states the version and zeroes the rest. */
 static void test_backend_init(void **state)
 {
@@ -187,6 +213,7 @@ int main(void)
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_raw_backend),
 		cmocka_unit_test(test_backend_init),
+		cmocka_unit_test(test_uri_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,56 +47,6 @@ static ceiling *ceiling_find(const char *id)
 	return NULL;
 }
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Percent-decode s[0..len) into out (cap bytes); false when too long. */
-bool bench_pct_decode(char *out, size_t cap, const char *s, size_t len)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < len; i++) {
-		if (o + 1 >= cap)
-			return false;
-		int hi, lo;
-		if (s[i] == '%' && i + 2 < len &&
-		    (hi = hex_digit(s[i + 1])) >= 0 &&
-		    (lo = hex_digit(s[i + 2])) >= 0) {
-			out[o++] = (char)(hi * 16 + lo);
-			i += 2;
-		} else {
-			out[o++] = s[i];
-		}
-	}
-	out[o] = '\0';
-	return true;
-}
-
-/* The value of query option `key` in uri ("...?a=1&b=2"), copied into out;
- * false when absent. */
-bool bench_uri_option(const char *uri, const char *key, char *out, size_t cap)
-{
-	const char *q = strchr(uri, '?');
-	size_t klen = strlen(key);
-	while (q != NULL) {
-		q++;
-		const char *end = strchr(q, '&');
-		size_t len = end ? (size_t)(end - q) : strlen(q);
-		if (len > klen && strncmp(q, key, klen) == 0 && q[klen] == '=')
-			return bench_pct_decode(out, cap, q + klen + 1,
-						len - klen - 1);
-		q = end;
-	}
-	return false;
-}
-
 /* The ceiling id of a cell ("" when no ceiling applies). The Redis script
  * ceiling depends on the server and the spec, not on tx=; memcached's
  * increment ceiling only on the servers. */

@@ -9,6 +9,8 @@
 #include "common/hist.h"
 #include "drl_config.h"
 
+#include <drl/sys/backend.h>
+
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -111,54 +113,54 @@ static void *mc_worker_main(void *arg)
 static bool mc_config(const char *uri, char *cfg, size_t cap, bool *binary,
 		      char *why, size_t whycap)
 {
-	char v[16];
+	drl_uri *u = NULL;
+	drl_error err = {0};
+	if (drl_uri_parse(&u, uri, &err) != 0) {
+		bench_copy_msg(why, whycap, err.message);
+		return false;
+	}
+	bool ok = false;
 	size_t o = 0;
-	*binary = !(bench_uri_option(uri, "binary", v, sizeof v) &&
-		    strcmp(v, "0") == 0);
-	if (strncmp(uri, "memcached+unix://", 17) == 0) {
-		char path[512];
-		const char *p = uri + 17;
-		if (!bench_pct_decode(path, sizeof path, p, strcspn(p, "?"))) {
-			snprintf(why, whycap, "socket path too long");
-			return false;
+	const char *bin = drl_uri_option(u, "binary");
+	*binary = !(bin && strcmp(bin, "0") == 0);
+	if (strcmp(drl_uri_scheme(u), "memcached+unix") == 0) {
+		const char *path = drl_uri_path(u);
+		o = (size_t)snprintf(cfg, cap, "--SOCKET=\"%s\"",
+				     path ? path : "");
+	} else if (strcmp(drl_uri_scheme(u), "memcached") == 0) {
+		/* The library's host grammar and default port. */
+		drl_hostport hp[64];
+		size_t n;
+		if (drl_hostport_list(drl_uri_hosts(u), 11211, "memcached URI",
+				      hp, 64, &n, &err) != 0) {
+			bench_copy_msg(why, whycap, err.message);
+			goto out;
 		}
-		o = (size_t)snprintf(cfg, cap, "--SOCKET=\"%s\"", path);
-	} else if (strncmp(uri, "memcached://", 12) == 0) {
-		const char *p = uri + 12;
-		size_t len = strcspn(p, "?/");
-		while (len > 0) {
-			size_t one = strcspn(p, ",?/");
-			if (one > len)
-				one = len;
-			if (one == 0 || *p == '[') {
+		for (size_t i = 0; i < n && o < cap; i++) {
+			if (hp[i].ipv6) {
 				snprintf(why, whycap,
-					 "cannot build a raw client for this "
-					 "host list");
-				return false;
+					 "cannot build a raw client for an "
+					 "IPv6 host");
+				goto out;
 			}
 			o += (size_t)snprintf(cfg + o, cap - o,
-					      "%s--SERVER=%.*s", o ? " " : "",
-					      (int)one, p);
-			if (o >= cap)
-				break;
-			p += one;
-			len -= one;
-			if (len > 0) {
-				p++;
-				len--;
-			}
+					      "%s--SERVER=%s:%d", o ? " " : "",
+					      hp[i].host, hp[i].port);
 		}
 	} else {
 		snprintf(why, whycap, "not a memcached:// URI");
-		return false;
+		goto out;
 	}
 	if (*binary && o < cap)
 		o += (size_t)snprintf(cfg + o, cap - o, " --BINARY-PROTOCOL");
 	if (o >= cap) {
 		snprintf(why, whycap, "URI too long");
-		return false;
+		goto out;
 	}
-	return true;
+	ok = true;
+out:
+	drl_uri_free(u);
+	return ok;
 }
 
 /* One round of the memcached ceiling: conc threads incrementing for

@@ -11,6 +11,8 @@
 #include "drl_config.h"
 #include "twin_call.h"
 
+#include <drl/sys/backend.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -34,79 +36,70 @@ typedef struct redis_target {
 	int db;
 } redis_target;
 
-/* The server of a redis:// or redis+unix:// URI. */
+/* Copy src (may be NULL: "") into dst; false when it does not fit. */
+static bool copy_part(char *dst, size_t cap, const char *src)
+{
+	return (size_t)snprintf(dst, cap, "%s", src ? src : "") < cap;
+}
+
+/* The server of a redis:// or redis+unix:// URI, read with the library's
+ * own URI parser and host grammar (drl_uri_parse, drl_hostport_parse):
+ * the bench drives the server the library would. */
 static bool redis_target_parse(const char *uri, redis_target *t, char *why,
 			       size_t whycap)
 {
 	memset(t, 0, sizeof *t);
-	t->port = 6379;
-	char v[64];
-	if (bench_uri_option(uri, "db", v, sizeof v))
-		t->db = atoi(v);
-	if (strncmp(uri, "redis+unix://", 13) == 0) {
-		const char *p = uri + 13;
-		size_t len = strcspn(p, "?");
-		if (!bench_pct_decode(t->sock, sizeof t->sock, p, len)) {
-			snprintf(why, whycap, "socket path too long");
-			return false;
-		}
-		return true;
-	}
-	if (strncmp(uri, "redis://", 8) != 0) {
-		snprintf(why, whycap, "not a redis:// URI");
+	drl_uri *u = NULL;
+	drl_error err = {0};
+	if (drl_uri_parse(&u, uri, &err) != 0) {
+		bench_copy_msg(why, whycap, err.message);
 		return false;
 	}
-	const char *a = uri + 8;
-	size_t alen = strcspn(a, "/?");
-	const char *at = memchr(a, '@', alen);
-	if (at != NULL) {
-		const char *colon = memchr(a, ':', (size_t)(at - a));
-		if (colon) {
-			bench_pct_decode(t->user, sizeof t->user, a,
-					 (size_t)(colon - a));
-			bench_pct_decode(t->pass, sizeof t->pass, colon + 1,
-					 (size_t)(at - colon - 1));
-		} else {
-			bench_pct_decode(t->user, sizeof t->user, a,
-					 (size_t)(at - a));
-		}
-		alen -= (size_t)(at + 1 - a);
-		a = at + 1;
+	bool ok = false;
+	const char *scheme = drl_uri_scheme(u), *path = drl_uri_path(u);
+	const char *db = drl_uri_option(u, "db");
+	int64_t dbn = 0;
+	if (db && drl_parse_int(db, strlen(db), 0, INT32_MAX, &dbn) != 0) {
+		snprintf(why, whycap, "bad db=");
+		goto out;
 	}
-	const char *hend = a + alen;
-	const char *portp = NULL;
-	if (a < hend && *a == '[') {
-		const char *rb = memchr(a, ']', alen);
-		if (!rb) {
-			snprintf(why, whycap, "bad IPv6 host");
-			return false;
+	if (!copy_part(t->user, sizeof t->user, drl_uri_user(u)) ||
+	    !copy_part(t->pass, sizeof t->pass, drl_uri_password(u))) {
+		snprintf(why, whycap, "user or password too long");
+		goto out;
+	}
+	if (strcmp(scheme, "redis+unix") == 0) {
+		if (!copy_part(t->sock, sizeof t->sock, path)) {
+			snprintf(why, whycap, "socket path too long");
+			goto out;
 		}
-		snprintf(t->host, sizeof t->host, "%.*s", (int)(rb - a - 1),
-			 a + 1);
-		if (rb + 1 < hend && rb[1] == ':')
-			portp = rb + 2;
+	} else if (strcmp(scheme, "redis") == 0) {
+		const char *hosts = drl_uri_hosts(u);
+		drl_hostport hp;
+		if (hosts == NULL ||
+		    drl_hostport_parse(hosts, strlen(hosts), 6379, "redis URI",
+				       &hp, &err) != 0) {
+			bench_copy_msg(why, whycap,
+				       hosts ? err.message : "no host");
+			goto out;
+		}
+		copy_part(t->host, sizeof t->host, hp.host);
+		t->port = hp.port;
+		if (path && path[0] != '\0' &&
+		    drl_parse_int(path, strlen(path), 0, INT32_MAX, &dbn) !=
+			    0) {
+			snprintf(why, whycap, "bad database \"%.32s\"", path);
+			goto out;
+		}
 	} else {
-		const char *colon = memchr(a, ':', alen);
-		size_t hl = colon ? (size_t)(colon - a) : alen;
-		snprintf(t->host, sizeof t->host, "%.*s", (int)hl, a);
-		if (colon)
-			portp = colon + 1;
+		snprintf(why, whycap, "not a redis:// URI");
+		goto out;
 	}
-	if (t->host[0] == '\0')
-		snprintf(t->host, sizeof t->host, "127.0.0.1");
-	if (portp) {
-		int64_t port;
-		if (!tl_parse_uint_n(portp, (size_t)(hend - portp), 1, 65535,
-				     &port)) {
-			snprintf(why, whycap, "bad port");
-			return false;
-		}
-		t->port = (int)port;
-	}
-	const char *path = a + alen;
-	if (*path == '/' && path[1] != '\0' && path[1] != '?')
-		t->db = atoi(path + 1);
-	return true;
+	t->db = (int)dbn;
+	ok = true;
+out:
+	drl_uri_free(u);
+	return ok;
 }
 
 /* SCRIPT LOAD the source on the target; the SHA1 into sha (41 bytes). */

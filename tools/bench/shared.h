@@ -239,11 +239,6 @@ void bench_run_cell(const cell_cfg *cfg, cell_result *cr);
 
 /* The median of v[0..n) (n >= 1). */
 double bench_median(const double *v, int n);
-/* Percent-decode s[0..len) into out (cap bytes); false when too long. */
-bool bench_pct_decode(char *out, size_t cap, const char *s, size_t len);
-/* The value of query option `key` in uri, decoded into out; false when
- * absent. */
-bool bench_uri_option(const char *uri, const char *key, char *out, size_t cap);
 /* The ceiling id of a cell ("" when no ceiling applies). */
 void bench_ceiling_id(char *id, size_t cap, const char *uri, const char *spec,
 		      int64_t keys, int conc, int pipeline);

@@ -224,6 +224,12 @@ static inline drl_backend drl_backend_init_cxx_(int written_for)
  * already taken when the opener runs. */
 typedef struct drl_uri drl_uri;
 
+/* Parse `text` into a new *out (free it with drl_uri_free), for a store's
+ * own tests and tools; openers get theirs parsed. DRL_EINVAL naming the
+ * bad part (never quoting the password), DRL_ENOMEM; *out NULL then. */
+DRL_EXPORT int drl_uri_parse(drl_uri **out, const char *text, drl_error *err);
+DRL_EXPORT void drl_uri_free(drl_uri *u);
+
 DRL_EXPORT const char *drl_uri_scheme(const drl_uri *u);
 DRL_EXPORT const char *drl_uri_user(const drl_uri *u);
 DRL_EXPORT const char *drl_uri_password(const drl_uri *u);
