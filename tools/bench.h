@@ -11,13 +11,13 @@
 #define DRL_TOOLS_BENCH_H
 
 /* The --help text of `drl bench`: synopsis, then the details. */
-extern const char drl_bench_synopsis[];
-extern const char drl_bench_details[];
+extern const char tool_bench_synopsis[];
+extern const char tool_bench_details[];
 
 /* `drl bench`: argv[0] names the subcommand. Returns the process exit
  * status: 0 every cell ran and none over-admitted, 1 some exactness check
  * admitted more than the limit, 2 bad usage, 3 a store could not be used
  * (or output failed). */
-int drl_cmd_bench(int argc, char **argv);
+int tool_cmd_bench(int argc, char **argv);
 
 #endif /* DRL_TOOLS_BENCH_H */

@@ -121,13 +121,13 @@ static const struct command commands[] = {
 	},
 	{
 		"bench",                    /* name */
-		drl_cmd_bench,              /* run */
+		tool_cmd_bench,             /* run */
 		"measure what stores cost", /* summary */
-		drl_bench_synopsis,         /* synopsis */
-		drl_bench_details,          /* details */
+		tool_bench_synopsis,        /* synopsis */
+		tool_bench_details,         /* details */
 	},
-	{"simulate", drl_cmd_simulate, "measure how accurate algorithms are",
-	 drl_simulate_synopsis, drl_simulate_details},
+	{"simulate", tool_cmd_simulate, "measure how accurate algorithms are",
+	 tool_simulate_synopsis, tool_simulate_details},
 	{"reset", cmd_reset, "forget a key's state", reset_synopsis,
 	 reset_details},
 };

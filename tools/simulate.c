@@ -62,14 +62,14 @@ enum {
 #define BOUNDARY_SPREAD 100     /* boundary: bursts last PERIOD/100 */
 #define PLOT_SAMPLES 2000
 
-const char drl_simulate_synopsis[] =
+const char tool_simulate_synopsis[] =
 	"usage: drl simulate [--rate-limit LIMIT/PERIOD | --limit "
 	"SPEC[;SPEC...]]\n"
 	"                    [--traffic poisson|bursty|ramp|zipf|boundary]\n"
 	"                    [--rate R] [--duration S] [--keys N] [--seed N]\n"
 	"                    [--json] [--no-timing] [--plot DIR]\n";
 
-const char drl_simulate_details[] =
+const char tool_simulate_details[] =
 	"\n"
 	"Replay one seeded request stream against every algorithm (each on\n"
 	"its own memory store, at simulated times) and against a perfect\n"
@@ -152,7 +152,7 @@ typedef struct sim_opts {
 } sim_opts;
 
 #define usage_error(...)                                                       \
-	tl_usage_error("simulate", drl_simulate_synopsis, __VA_ARGS__)
+	tl_usage_error("simulate", tool_simulate_synopsis, __VA_ARGS__)
 
 /* Add the ';'-separated specs of arg to o->specs. Returns -1 or an exit
  * status. */
@@ -335,11 +335,11 @@ static int sim_parse(int argc, char **argv, sim_opts *o)
 			o->plot_dir = optarg;
 			break;
 		case 'h':
-			fputs(drl_simulate_synopsis, stdout);
-			fputs(drl_simulate_details, stdout);
+			fputs(tool_simulate_synopsis, stdout);
+			fputs(tool_simulate_details, stdout);
 			return EXIT_DONE;
 		default: /* ':' or '?' */
-			return tl_bad_option("simulate", drl_simulate_synopsis,
+			return tl_bad_option("simulate", tool_simulate_synopsis,
 					     c, argv);
 		}
 	}
@@ -1022,7 +1022,7 @@ out:
 	return st;
 }
 
-int drl_cmd_simulate(int argc, char **argv)
+int tool_cmd_simulate(int argc, char **argv)
 {
 	sim_opts o;
 	int st = sim_parse(argc, argv, &o);

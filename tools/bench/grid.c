@@ -226,7 +226,7 @@ static int bench_run(const bench_opts *o)
 	return status;
 }
 
-int drl_cmd_bench(int argc, char **argv)
+int tool_cmd_bench(int argc, char **argv)
 {
 	bench_opts o;
 	int status = bench_parse(argc, argv, &o);

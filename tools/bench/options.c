@@ -1,5 +1,5 @@
 /*
- * `drl bench` options (see drl_bench_details): the --help text, argv into
+ * `drl bench` options (see tool_bench_details): the --help text, argv into
  * a bench_opts with every value checked (a usage error names the bad one
  * and exits 2 before anything runs), the exactness phase's capped spec,
  * and store URIs as bench prints them (passwords masked).
@@ -17,14 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char drl_bench_synopsis[] =
+const char tool_bench_synopsis[] =
 	"usage: drl bench [--store URI[,URI...]] --limit SPEC[;SPEC...]\n"
 	"                 [--concurrency N[,N...]] [--keys N[,N...]]\n"
 	"                 [--duration S] [--rounds N] [--procs N]\n"
 	"                 [--exact-limit N] [--ceiling] [--async W]\n"
 	"                 [--json]\n";
 
-const char drl_bench_details[] =
+const char tool_bench_details[] =
 	"\n"
 	"Measure decisions/s and latency of stores and strategies: every\n"
 	"cell of the grid store x spec x keys x concurrency runs for\n"
@@ -79,7 +79,7 @@ const char drl_bench_details[] =
 	"limit, 2 bad usage, spec or URI, 3 a store could not be used.\n";
 
 #define usage_error(...)                                                       \
-	tl_usage_error("bench", drl_bench_synopsis, __VA_ARGS__)
+	tl_usage_error("bench", tool_bench_synopsis, __VA_ARGS__)
 
 /* Whether s starts a URI: SCHEME "://" with SCHEME = alpha *(alnum + - .) */
 static bool starts_uri(const char *s)
@@ -292,11 +292,11 @@ int bench_parse(int argc, char **argv, bench_opts *o)
 			o->json = true;
 			break;
 		case 'h':
-			fputs(drl_bench_synopsis, stdout);
-			fputs(drl_bench_details, stdout);
+			fputs(tool_bench_synopsis, stdout);
+			fputs(tool_bench_details, stdout);
 			return EXIT_DONE;
 		default: /* ':' or '?' */
-			return tl_bad_option("bench", drl_bench_synopsis, c,
+			return tl_bad_option("bench", tool_bench_synopsis, c,
 					     argv);
 		}
 	}

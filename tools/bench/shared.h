@@ -5,7 +5,7 @@
  * inside, included by the files of tools/bench/ only.
  *
  *   options.c          --help text, argv -> bench_opts, shown URIs
- *   grid.c             drl_cmd_bench: the plan, the grid of cells, rounds
+ *   grid.c             tool_cmd_bench: the plan, the grid of cells, rounds
  *   procs.c            one cell over --procs processes, or in this one
  *   runner.c           one cell in one process: caller threads, phases
  *   async.c            --async: callers as requests on one event loop
