@@ -2,8 +2,8 @@
  * The store conformance suite (store_contract.h): one cmocka test per
  * promise of <drl/sys/backend.h>, run on a fresh backend of the target.
  *
- * Only the public headers, cmocka, libc and pthreads: no internal.h, no
- * drl__ symbol, so a store built outside this tree runs it unchanged
+ * Only the public headers, cmocka, libc and pthreads (and the header-only
+ * tests/testutil.h, public API too): no internal.h, no drl__ symbol, so a store built outside this tree runs it unchanged
  * (store_contract_lib in tests/meson.build is built without the library's
  * internals to prove it). Where stores legitimately differ, the target
  * says so (ttl_min_us, may_evict, threads_rounds); no check names a store.
@@ -13,6 +13,7 @@
 #include "store_contract.h"
 
 #include "hot_key.h"
+#include "testutil.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,9 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#define SEC INT64_C(1000000)
 #define LONG_TTL (INT64_C(600) * SEC) /* outlives every check */
 #define HOUR (INT64_C(3600) * SEC)
 #define DAY (INT64_C(86400) * SEC)
@@ -89,20 +88,6 @@ static int64_t ttl_min(const store_contract_target *t)
 static int rounds(const store_contract_target *t)
 {
 	return t->threads_rounds > 0 ? t->threads_rounds : 1;
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0)
-		;
 }
 
 /* ---- helpers: each fails the check on an unexpected code ------------------ */
@@ -599,12 +584,12 @@ static void check_ttl(void **state)
 					     "l400d"};
 	enum { NL = sizeof longs / sizeof longs[0] };
 
-	int64_t t0 = mono_ms();
+	int64_t t0 = tu_mono_ms();
 	assert_int_equal(incr_ttl(b, K("short"), 3, ttl), 3);
 	assert_int_equal(cas_rc(b, K("sblob"), "ab", 2, 0, ttl), 0);
 	uint64_t old = load_ok(b, K("sblob"), buf, sizeof buf, &len);
 	int64_t v1 = get_ok(b, K("short"));
-	if (mono_ms() - t0 < ttl / 1000) { /* not yet due: must be there */
+	if (tu_mono_ms() - t0 < ttl / 1000) { /* not yet due: must be there */
 		assert_int_equal(v1, 3);
 		assert_true(old != 0);
 		assert_int_equal(len, 2);
@@ -620,20 +605,20 @@ static void check_ttl(void **state)
 	/* poll: never a fixed sleep and one look */
 	int64_t deadline = t0 + 20 * ttl / 1000 + 5000;
 	int gone_c = 0, gone_s = 0;
-	while (!(gone_c && gone_s) && mono_ms() < deadline) {
+	while (!(gone_c && gone_s) && tu_mono_ms() < deadline) {
 		gone_c = gone_c || get_ok(b, K("short")) == 0;
 		gone_s = gone_s ||
 			 load_ok(b, K("sblob"), buf, sizeof buf, &len) == 0;
 		if (!(gone_c && gone_s))
-			sleep_ms(10);
+			tu_sleep_ms(10);
 	}
 	if (!gone_c || !gone_s)
 		fail_msg("%" PRId64
 			 " us TTL: counter %s, blob %s after %" PRId64 " ms",
 			 ttl, gone_c ? "gone" : "still there",
-			 gone_s ? "gone" : "still there", mono_ms() - t0);
+			 gone_s ? "gone" : "still there", tu_mono_ms() - t0);
 	print_message("    %" PRId64 " us TTL: gone after %" PRId64 " ms\n",
-		      ttl, mono_ms() - t0);
+		      ttl, tu_mono_ms() - t0);
 
 	/* expired keys start over; no ABA on the blob */
 	assert_int_equal(incr_ok(b, K("short"), 4), 4);
