@@ -10,6 +10,9 @@
  * --bench N then times N decisions (token_bucket, one key, one thread, at
  * the real clock) on the file and prints decisions per second.
  */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* POSIX 2008 in a strict -std=c11 build */
+#endif
 #include "sqlite_store.h"
 
 #include <drl/drl.h>

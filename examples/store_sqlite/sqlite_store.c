@@ -38,9 +38,14 @@
  * connections than a few buy nothing for writes: SQLite has one writer
  * lock per file.
  *
- * Blocking is bounded by timeout_ms per call: waiting for a connection and
- * then for SQLite's write lock (busy_timeout, set to what is left of the
- * call's time) share it. SQLITE_BUSY past it is DRL_ETIMEDOUT.
+ * Writes of one process take turns on a mutex before they take a
+ * connection (acquire() says why), so at most one connection per process
+ * asks SQLite for its write lock at a time.
+ *
+ * Blocking is bounded by timeout_ms per call: waiting for the turn to
+ * write, for a connection and for SQLite's write lock (busy_timeout, set
+ * to what is left of the call's time) share it. SQLITE_BUSY past it is
+ * DRL_ETIMEDOUT.
  *
  * Expired rows are deleted lazily: every SWEEP_EVERY-th write of a store
  * (counted per process) also deletes up to SWEEP_ROWS expired rows, in the
@@ -50,6 +55,9 @@
  * never pile up faster than they are removed while anyone writes. SQLite
  * reuses the freed pages; the file does not shrink (no VACUUM).
  */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* POSIX 2008 in a strict -std=c11 build */
+#endif
 #include "sqlite_store.h"
 
 #include <drl/drl.h>
@@ -149,8 +157,9 @@ typedef struct store {
 	char *path;
 	int64_t timeout_ms;
 	int pool;
-	pthread_mutex_t lock; /* guards idle and nconns */
-	pthread_cond_t freed; /* a connection came back, or a slot freed */
+	pthread_mutex_t writer; /* this process's turn to write */
+	pthread_mutex_t lock;   /* guards idle and nconns */
+	pthread_cond_t freed;   /* a connection came back, or a slot freed */
 	conn *idle;
 	int nconns; /* open or being opened */
 	atomic_uint writes;
@@ -576,51 +585,91 @@ static int conn_open(store *st, bool first, conn **out, drl_error *err)
 	return 0;
 }
 
-/*
- * Borrow a connection for one call: an idle one, a new one while fewer
- * than pool are open, or the next one given back, waiting at most
- * timeout_ms. The connection's busy_timeout is what is left of that time,
- * so the whole call (pool wait plus lock wait) stays within timeout_ms.
- */
-static int acquire(store *st, conn **out, drl_error *err)
+/* t plus ms >= 0 milliseconds. */
+static struct timespec ts_add_ms(struct timespec t, int64_t ms)
 {
-	struct timespec dl = mono_now();
-	dl.tv_sec += (time_t)(st->timeout_ms / 1000);
-	dl.tv_nsec += (long)(st->timeout_ms % 1000) * 1000000;
-	if (dl.tv_nsec >= 1000000000) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000;
+	t.tv_sec += (time_t)(ms / 1000);
+	t.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (t.tv_nsec >= 1000000000) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000;
+	}
+	return t;
+}
+
+/* Take st->writer by the monotonic deadline dl (pthread_mutex_timedlock
+ * counts on CLOCK_REALTIME: the time left is carried over). */
+static int writer_lock(store *st, struct timespec dl, drl_error *err)
+{
+	int64_t left = ms_until(dl);
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	rt = ts_add_ms(rt, left > 0 ? left : 0);
+	if (pthread_mutex_timedlock(&st->writer, &rt) == 0)
+		return 0;
+	return drl_error_set(err, DRL_ETIMEDOUT,
+			     "sqlite store %s: another thread's write held "
+			     "this process's turn for timeout_ms=%" PRId64,
+			     st->path, st->timeout_ms);
+}
+
+/*
+ * Get ready for one call: for a call that writes, this process's turn to
+ * write (st->writer); then a connection: an idle one, a new one while
+ * fewer than pool are open, or the next one given back. All of it, and
+ * then SQLite's write lock (the connection's busy_timeout is set to what
+ * is left), within timeout_ms.
+ *
+ * Why a turn: SQLite's busy handler polls, sleeping up to 100 ms between
+ * tries, so threads contending for the write lock through their own
+ * connections are served in no order and one can wait for seconds while
+ * others keep winning (it did, in the conformance suite's thread checks
+ * under valgrind). Writers of one process queue on a mutex instead, woken
+ * as soon as the previous write ends, and only one connection per
+ * process contends for SQLite's lock. Readers take no turn (WAL: they
+ * never wait for the writer).
+ */
+static int acquire(store *st, bool write, conn **out, drl_error *err)
+{
+	struct timespec dl = ts_add_ms(mono_now(), st->timeout_ms);
+	if (write) {
+		int rc = writer_lock(st, dl, err);
+		if (rc)
+			return rc;
 	}
 	conn *c = NULL;
+	int rc = 0;
 	pthread_mutex_lock(&st->lock);
 	while (!st->idle && st->nconns >= st->pool) {
 		if (pthread_cond_timedwait(&st->freed, &st->lock, &dl) ==
 			    ETIMEDOUT &&
 		    !st->idle && st->nconns >= st->pool) {
-			pthread_mutex_unlock(&st->lock);
-			return drl_error_set(err, DRL_ETIMEDOUT,
-					     "sqlite store %s: all pool=%d "
-					     "connections busy for "
-					     "timeout_ms=%" PRId64,
-					     st->path, st->pool,
-					     st->timeout_ms);
+			rc = drl_error_set(err, DRL_ETIMEDOUT,
+					   "sqlite store %s: all pool=%d "
+					   "connections busy for "
+					   "timeout_ms=%" PRId64,
+					   st->path, st->pool, st->timeout_ms);
+			break;
 		}
 	}
-	if (st->idle) {
+	if (rc == 0 && st->idle) {
 		c = st->idle;
 		st->idle = c->next;
-		pthread_mutex_unlock(&st->lock);
-	} else {
+	} else if (rc == 0) {
 		st->nconns++;
 		pthread_mutex_unlock(&st->lock);
-		int rc = conn_open(st, false, &c, err);
+		rc = conn_open(st, false, &c, err);
+		pthread_mutex_lock(&st->lock);
 		if (rc) {
-			pthread_mutex_lock(&st->lock);
 			st->nconns--;
 			pthread_cond_signal(&st->freed);
-			pthread_mutex_unlock(&st->lock);
-			return rc;
 		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (rc) {
+		if (write)
+			pthread_mutex_unlock(&st->writer);
+		return rc;
 	}
 	int64_t left = ms_until(dl);
 	sqlite3_busy_timeout(c->db, left > 0 ? (int)left : 1);
@@ -628,14 +677,17 @@ static int acquire(store *st, conn **out, drl_error *err)
 	return 0;
 }
 
-/* Give a connection back (every statement reset, no transaction open). */
-static void release(store *st, conn *c)
+/* Give a connection back (every statement reset, no transaction open),
+ * and the turn to write when the call had it. */
+static void release(store *st, bool write, conn *c)
 {
 	pthread_mutex_lock(&st->lock);
 	c->next = st->idle;
 	st->idle = c;
 	pthread_cond_signal(&st->freed);
 	pthread_mutex_unlock(&st->lock);
+	if (write)
+		pthread_mutex_unlock(&st->writer);
 }
 
 /* ---- the methods, on a borrowed connection ---------------------------- */
@@ -942,10 +994,10 @@ static int sq_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 	store *st = (store *)b;
 	conn *c;
 	int rc = check_args(1, &key, value != NULL, "value", err);
-	if (rc || (rc = acquire(st, &c, err)) != 0)
+	if (rc || (rc = acquire(st, true, &c, err)) != 0)
 		return rc;
 	rc = do_incr(st, c, key, delta, ttl_us, value, err);
-	release(st, c);
+	release(st, true, c);
 	return rc;
 }
 
@@ -957,10 +1009,10 @@ static int sq_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 	store *st = (store *)b;
 	conn *c;
 	int rc = check_args(n, keys, n == 0 || values, "values", err);
-	if (rc || n == 0 || (rc = acquire(st, &c, err)) != 0)
+	if (rc || n == 0 || (rc = acquire(st, false, &c, err)) != 0)
 		return rc;
 	rc = do_get_many(st, c, n, keys, values, err);
-	release(st, c);
+	release(st, false, c);
 	return rc;
 }
 
@@ -974,10 +1026,10 @@ static int sq_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 	conn *c;
 	int rc = check_args(1, &key, (buf || cap == 0) && len && version,
 			    "buf, len or version", err);
-	if (rc || (rc = acquire(st, &c, err)) != 0)
+	if (rc || (rc = acquire(st, false, &c, err)) != 0)
 		return rc;
 	rc = do_load(st, c, key, buf, cap, len, version, err);
-	release(st, c);
+	release(st, false, c);
 	return rc;
 }
 
@@ -989,10 +1041,10 @@ static int sq_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 	store *st = (store *)b;
 	conn *c;
 	int rc = check_args(1, &key, blob || len == 0, "blob", err);
-	if (rc || (rc = acquire(st, &c, err)) != 0)
+	if (rc || (rc = acquire(st, true, &c, err)) != 0)
 		return rc;
 	rc = do_cas(st, c, key, blob, len, version, ttl_us, err);
-	release(st, c);
+	release(st, true, c);
 	return rc;
 }
 
@@ -1007,10 +1059,10 @@ static int sq_update(drl_backend *b, drl_bytes key, drl_update_fn fn, void *arg,
 	store *st = (store *)b;
 	conn *c;
 	int rc = check_args(1, &key, fn != NULL, "fn", err);
-	if (rc || (rc = acquire(st, &c, err)) != 0)
+	if (rc || (rc = acquire(st, true, &c, err)) != 0)
 		return rc;
 	rc = do_update(st, c, key, fn, arg, err);
-	release(st, c);
+	release(st, true, c);
 	return rc;
 }
 
@@ -1021,10 +1073,10 @@ static int sq_del(drl_backend *b, size_t n, const drl_bytes *keys,
 	store *st = (store *)b;
 	conn *c;
 	int rc = check_args(n, keys, true, "", err);
-	if (rc || n == 0 || (rc = acquire(st, &c, err)) != 0)
+	if (rc || n == 0 || (rc = acquire(st, true, &c, err)) != 0)
 		return rc;
 	rc = do_del(st, c, n, keys, err);
-	release(st, c);
+	release(st, true, c);
 	return rc;
 }
 
@@ -1042,6 +1094,7 @@ static void sq_destroy(drl_backend *b)
 	}
 	pthread_cond_destroy(&st->freed);
 	pthread_mutex_destroy(&st->lock);
+	pthread_mutex_destroy(&st->writer);
 	free(st->path);
 	free(st);
 }
@@ -1092,6 +1145,11 @@ int sqlite_store_open_file(drl_backend **out, const char *path,
 		pthread_condattr_destroy(&ca);
 	}
 	if (ok && pthread_mutex_init(&st->lock, NULL) != 0) {
+		pthread_cond_destroy(&st->freed);
+		ok = false;
+	}
+	if (ok && pthread_mutex_init(&st->writer, NULL) != 0) {
+		pthread_mutex_destroy(&st->lock);
 		pthread_cond_destroy(&st->freed);
 		ok = false;
 	}
