@@ -33,6 +33,9 @@ root=$tmp/root$prefix
 [ -f "$root/include/drl/drl.h" ] || fail "drl.h not installed"
 [ -f "$root/include/drl/backend.h" ] || fail "backend.h not installed"
 [ -f "$root/include/drl/sys/backend.h" ] || fail "sys/backend.h not installed"
+for f in store_contract.c store_contract.h hot_key.c hot_key.h testutil.h; do
+	[ -f "$root/share/libdrl/store_contract/$f" ] || fail "store_contract/$f not installed"
+done
 so=$(find "$root" -name 'libdrl.so.*.*.*' | head -n 1)
 [ -n "$so" ] || fail "no versioned libdrl.so.X.Y.Z installed"
 readelf -d "$so" | grep -q 'SONAME.*\[libdrl\.so\.1\]' || fail "soname is not libdrl.so.1"
@@ -54,4 +57,34 @@ flags=$(PKG_CONFIG_PATH=$pcdir pkg-config --define-variable=prefix="$root" --cfl
 cc -std=c11 -Wall -Werror "${sanflags[@]}" -o "$tmp/example" "$tmp/example.c" $flags
 out=$(LD_LIBRARY_PATH=$(dirname "$so") "$tmp/example")
 [ "$out" = "allowed, 19 left" ] || fail "README example printed: $out"
-echo "ok: installed headers, $(basename "$so"), libdrl.pc; README example: $out"
+
+# The installed conformance suite builds outside the tree, against the
+# installed headers and library only, and passes on memory:// (the way a
+# third-party store runs it: docs/stores.md).
+suite=$root/share/libdrl/store_contract
+cat >"$tmp/runner.c" <<'EOF'
+#include "store_contract.h"
+
+static int open_memory(void *arg, drl_backend **out, drl_error *err)
+{
+	(void)arg;
+	return drl_backend_open_with(out, "memory://", NULL, 0, err);
+}
+
+int main(void)
+{
+	store_contract_target t = {.name = "installed memory",
+				   .open = open_memory,
+				   .threads_rounds = 1};
+	return store_contract_run(&t) == 0 ? 0 : 1;
+}
+EOF
+cmocka=$(pkg-config --cflags --libs cmocka) || fail "no cmocka.pc"
+# shellcheck disable=SC2086 # flags and cmocka are word lists
+cc -std=c11 -D_GNU_SOURCE "${sanflags[@]}" -I"$suite" -o "$tmp/runner" "$tmp/runner.c" \
+	"$suite/store_contract.c" "$suite/hot_key.c" $flags $cmocka -lpthread ||
+	fail "the installed conformance suite does not build"
+LD_LIBRARY_PATH=$(dirname "$so") CMOCKA_MESSAGE_OUTPUT=stdout "$tmp/runner" >"$tmp/runner.out" 2>&1 ||
+	{ cat "$tmp/runner.out"; fail "the installed conformance suite fails on memory://"; }
+checks=$(grep -c '^\[       OK \]' "$tmp/runner.out")
+echo "ok: installed headers, $(basename "$so"), libdrl.pc; README example: $out; installed conformance suite: $checks checks passed on memory://"
