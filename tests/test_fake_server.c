@@ -108,13 +108,6 @@ typedef struct outcome {
 	unsigned conns; /* connections the fake accepted */
 } outcome;
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* "SCHEME://[USERINFO@]127.0.0.1:PORT?OPTS&timeout_ms=MS" into buf. */
 static void make_uri(char *buf, size_t cap, const target *t, int port,
 		     const char *userinfo, int timeout_ms)
@@ -148,9 +141,9 @@ static outcome attempt(const target *t, const char *userinfo,
 	make_uri(uri, sizeof uri, t, fake_server_port(fs), userinfo,
 		 timeout_ms);
 
-	int64_t t0 = mono_ms();
+	int64_t t0 = tu_mono_ms();
 	o.rc = drl_store_open(&store, uri, &o.err);
-	o.ms = mono_ms() - t0;
+	o.ms = tu_mono_ms() - t0;
 	o.opened = o.rc == 0;
 	if (o.opened) {
 		drl_error e = {0};
@@ -164,9 +157,9 @@ static outcome attempt(const target *t, const char *userinfo,
 		memset(&o.err, 0, sizeof o.err);
 		memset(&o.res, 0, sizeof o.res);
 		o.res.allowed = 1; /* must be overwritten on failure */
-		t0 = mono_ms();
+		t0 = tu_mono_ms();
 		o.rc = drl_allow(lim, "k1", 2, 1, &o.res, &o.err);
-		o.ms = mono_ms() - t0;
+		o.ms = tu_mono_ms() - t0;
 		if (o.rc == 0)
 			break;
 	}
@@ -850,9 +843,9 @@ static void test_fake_server_stop(void **state)
 		assert_int_equal(drl_store_open(&s[i], uri, &e), DRL_ETIMEDOUT);
 	}
 	assert_int_equal(fake_server_accepted(fs), 3);
-	int64_t t0 = mono_ms();
+	int64_t t0 = tu_mono_ms();
 	fake_server_stop(fs);
-	assert_true(mono_ms() - t0 < tu_bound_ms(250));
+	assert_true(tu_mono_ms() - t0 < tu_bound_ms(250));
 }
 
 static int group_setup(void **state)

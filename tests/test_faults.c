@@ -42,23 +42,9 @@ static const char *const policies[] = {"", ";on_error=deny", ";on_error=allow",
 				       ";on_error=local"};
 enum { NONE, DENY, ALLOW, LOCAL };
 
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static int unreachable_rc(int rc)
 {
 	return rc == DRL_EUNAVAILABLE || rc == DRL_ETIMEDOUT;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0)
-		;
 }
 
 /* Start the server a store kind needs; skips when it is missing (never
@@ -151,9 +137,9 @@ static void *worker(void *p)
 	while (!atomic_load(w->stop) && w->t.calls < CALLS_MAX) {
 		drl_result r;
 		drl_error e = {0};
-		int64_t t0 = mono_us();
+		int64_t t0 = tu_mono_us();
 		int rc = drl_allow(w->lim, "k", 1, 1, &r, &e);
-		record(&w->t, rc, &r, &e, mono_us() - t0);
+		record(&w->t, rc, &r, &e, tu_mono_us() - t0);
 		usleep(300); /* a client, not a spin loop */
 	}
 	return NULL;
@@ -206,14 +192,14 @@ static tally workers_stop(workers *ws)
  * threads are joined: a failed assertion must not leave them running). */
 static int64_t wait_store_path(drl_limiter *l)
 {
-	int64_t t0 = mono_us();
-	while (mono_us() - t0 < tu_bound_ms(2000) * 1000) {
+	int64_t t0 = tu_mono_us();
+	while (tu_mono_us() - t0 < tu_bound_ms(2000) * 1000) {
 		drl_result r;
 		drl_error e = {0};
 		if (drl_allow(l, "probe", 5, 0, &r, &e) == 0 &&
 		    r.path == DRL_PATH_STORE)
-			return (mono_us() - t0) / 1000;
-		sleep_ms(10);
+			return (tu_mono_us() - t0) / 1000;
+		tu_sleep_ms(10);
 	}
 	return -1;
 }
@@ -289,7 +275,7 @@ static void run_fault(void **state)
 
 	workers ws;
 	workers_start(&ws, l);
-	sleep_ms(150);
+	tu_sleep_ms(150);
 	/* The outage lasts its length and until the breaker has opened (how
 	 * many calls fail in a fixed time depends on how the machine
 	 * schedules the workers; the breaker opening is the event). */
@@ -297,19 +283,19 @@ static void run_fault(void **state)
 	bool opened;
 	if (fc->fault == PAUSE) {
 		fault_rc = drl_fixture_pause(&srv);
-		sleep_ms(1000);
+		tu_sleep_ms(1000);
 		opened = TU_WAIT_FOR(tu_stats(s).breaker_opens >= 1,
 				     tu_bound_ms(5000));
 		fault_rc |= drl_fixture_resume(&srv);
 	} else {
 		drl_fixture_kill(&srv);
-		sleep_ms(500);
+		tu_sleep_ms(500);
 		opened = TU_WAIT_FOR(tu_stats(s).breaker_opens >= 1,
 				     tu_bound_ms(5000));
 		fault_rc = drl_fixture_restart(&srv);
 	}
 	int64_t back_ms = fault_rc ? -1 : wait_store_path(l);
-	sleep_ms(200); /* the workers use up connections the fault broke */
+	tu_sleep_ms(200); /* the workers use up connections the fault broke */
 	tally t = workers_stop(&ws);
 	drl_store_stats st;
 	drl_store_stats_get(s, &st);
@@ -411,11 +397,11 @@ static long dead_server_attempts(store_kind k, const char *extra, long *calls,
 		fail_msg("%s: %s", uri, e.message);
 	drl_fixture_kill(&srv);
 	workers ws;
-	int64_t t0 = mono_us();
+	int64_t t0 = tu_mono_us();
 	workers_start(&ws, l);
-	sleep_ms(1000);
+	tu_sleep_ms(1000);
 	tally t = workers_stop(&ws);
-	*window_ms = (mono_us() - t0) / 1000;
+	*window_ms = (tu_mono_us() - t0) / 1000;
 	*calls = t.calls;
 	assert_int_equal(t.allowed_on_error, 0);
 	drl_store_stats st;
@@ -550,14 +536,14 @@ static void test_restart_replaces_stale_connections(void **state)
 	/* Several threads at once: several pooled connections. */
 	workers ws;
 	workers_start(&ws, l);
-	sleep_ms(100);
+	tu_sleep_ms(100);
 	(void)workers_stop(&ws);
 	drl_store_stats before;
 	drl_store_stats_get(s, &before);
 	assert_int_equal(before.store_failures, 0);
 
 	assert_int_equal(drl_fixture_restart(&srv), 0);
-	sleep_ms(50); /* the pool's connections have been idle a while */
+	tu_sleep_ms(50); /* the pool's connections have been idle a while */
 	for (int i = 0; i < 20; i++) {
 		drl_result r;
 		int rc = drl_allow(l, "k", 1, 1, &r, &e);

@@ -46,22 +46,6 @@ static drl_server srv; /* one server shared by most tests */
 
 /* ---- helpers ------------------------------------------------------------- */
 
-/* Milliseconds on the monotonic clock. */
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Sleep ms milliseconds. */
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 /* A byte string from a C string. */
 static drl_bytes K(const char *s)
 {
@@ -309,10 +293,10 @@ static void test_open_fails_fast_without_server(void **state)
 	drl_backend *b;
 	(void)state;
 	int port = dead_port();
-	int64_t t0 = mono_ms();
+	int64_t t0 = tu_mono_ms();
 	int rc = try_open(&b, &err, "memcached://127.0.0.1:%d?timeout_ms=300",
 			  port);
-	int64_t took = mono_ms() - t0;
+	int64_t took = tu_mono_ms() - t0;
 	if (rc == 0) {
 		b->destroy(b);
 		if (port_listening(port)) {
@@ -632,7 +616,7 @@ static void test_ttl_short(void **state)
 	int64_t v;
 	(void)state;
 	drl_backend *b = open_srv("prefix=ttls_");
-	int64_t written = mono_ms();
+	int64_t written = tu_mono_ms();
 	assert_int_equal(b->incr(b, K("c"), 1, 300 * 1000, &v, &err), 0);
 	assert_int_equal(b->cas(b, K("s"), "x", 1, 0, 300 * 1000, &err), 0);
 	/* sent as ceil(0.3 s) + 1 s for memcached's 1 s clock */
@@ -646,8 +630,8 @@ static void test_ttl_short(void **state)
 	/* never gone before 300 ms: memcached, whose clock ticks whole
 	 * seconds, keeps it at least a second (checked only while less
 	 * than a second has passed since the write) */
-	sleep_ms(300);
-	if (mono_ms() - written < 1000)
+	tu_sleep_ms(300);
+	if (tu_mono_ms() - written < 1000)
 		assert_true(raw_exists(srv.port, "ttls_c", 6));
 	b->destroy(b);
 }
@@ -668,7 +652,7 @@ static void test_ttl_long(void **state)
 	/* 400 days (beyond the longest period) */
 	assert_int_equal(b->incr(b, K("c400"), 1, 400 * DAY * SEC, &v, &err),
 			 0);
-	sleep_ms(1100);
+	tu_sleep_ms(1100);
 	assert_int_equal(get_ok(b, K("c40")), 1);
 	assert_int_equal(get_ok(b, K("c30")), 1);
 	assert_int_equal(get_ok(b, K("c29")), 1);
@@ -721,9 +705,9 @@ static int expect_fast_failure(drl_backend *b, const char *k,
 {
 	drl_error err = {0};
 	int64_t v;
-	int64_t t0 = mono_ms();
+	int64_t t0 = tu_mono_ms();
 	int rc = b->incr(b, K(k), 1, LONG_TTL, &v, &err);
-	int64_t took = mono_ms() - t0;
+	int64_t took = tu_mono_ms() - t0;
 	if (rc == 0 && port_listening(dead_port))
 		return 1;
 	if (rc != DRL_EUNAVAILABLE && rc != DRL_ETIMEDOUT)
@@ -786,7 +770,7 @@ static void pool_with_failure(const char *mode)
 	for (int i = 0; i < POOL_KEYS; i++) {
 		if (owner[i] == 1) {
 			if (failed < 12) { /* bounded: each may wait */
-				int64_t t0 = mono_ms();
+				int64_t t0 = tu_mono_ms();
 				if (expect_fast_failure(b, keys[i], timeout_ms,
 							failed == 0,
 							dead_port_no)) {
@@ -798,7 +782,7 @@ static void pool_with_failure(const char *mode)
 						      "process: skipping\n");
 					skip();
 				}
-				worst = drl__max64(worst, mono_ms() - t0);
+				worst = drl__max64(worst, tu_mono_ms() - t0);
 				failed++;
 			}
 			continue;
@@ -825,10 +809,10 @@ static void pool_with_failure(const char *mode)
 	assert_int_equal(vals[1], 2);
 	mixed[0] = live[0];
 	mixed[1] = K(keys[dead]);
-	int64_t t0 = mono_ms();
+	int64_t t0 = tu_mono_ms();
 	int rc = b->get_many(b, 2, mixed, vals, &err);
 	assert_true(rc == DRL_EUNAVAILABLE || rc == DRL_ETIMEDOUT);
-	assert_true(mono_ms() - t0 < 2 * timeout_ms + tu_bound_ms(250));
+	assert_true(tu_mono_ms() - t0 < 2 * timeout_ms + tu_bound_ms(250));
 	/* load/cas for a dead key fail too; for a live key they work */
 	char buf[32];
 	size_t len;
@@ -850,7 +834,7 @@ static void pool_with_failure(const char *mode)
 			ok = b->incr(b, K(keys[dead]), 0, LONG_TTL, &v, &err) ==
 			     0;
 			if (!ok)
-				sleep_ms(100);
+				tu_sleep_ms(100);
 		}
 		assert_true(ok);
 		assert_true(v >= 1 && v <= 2);
@@ -949,10 +933,10 @@ static void test_unix_socket_and_restart(void **state)
 
 	drl_fixture_stop(&s);
 	/* down: errors, quickly */
-	int64_t t0 = mono_ms();
+	int64_t t0 = tu_mono_ms();
 	int rc = b->incr(b, K("u"), 1, LONG_TTL, &v, &err);
 	assert_true(rc == DRL_EUNAVAILABLE || rc == DRL_ETIMEDOUT);
-	assert_true(mono_ms() - t0 < 300 + tu_bound_ms(400));
+	assert_true(tu_mono_ms() - t0 < 300 + tu_bound_ms(400));
 
 	/* restarted on the same socket: state lost, counting starts over */
 	start_or_skip(&s, extra);
@@ -963,7 +947,7 @@ static void test_unix_socket_and_restart(void **state)
 			ok = 1;
 		else {
 			errors++;
-			sleep_ms(50);
+			tu_sleep_ms(50);
 		}
 	}
 	print_message("restart: %d errors before the first success\n", errors);

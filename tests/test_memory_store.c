@@ -16,6 +16,7 @@
 
 #include "backends/memory.h"
 #include "internal.h"
+#include "testutil.h"
 
 #define LONG_TTL (INT64_C(60) * 1000000)
 
@@ -55,14 +56,6 @@ static void open_bad(const char *text, const char *want)
 static drl_bytes K(const char *s)
 {
 	return (drl_bytes){s, strlen(s)};
-}
-
-/* Sleep at least ms milliseconds. */
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0)
-		;
 }
 
 /* The counter at key, read through get_many. */
@@ -321,7 +314,7 @@ static void test_ttl(void **state)
 	/* A write sets the TTL anew: "refresh" outlives its first 30 ms. */
 	assert_int_equal(incr1(b, K("refresh"), 1, 30000), 1);
 	assert_int_equal(incr1(b, K("refresh"), 1, LONG_TTL), 2);
-	sleep_ms(80);
+	tu_sleep_ms(80);
 	assert_int_equal(get1(b, K("refresh")), 2);
 
 	/* ttl <= 0: the result is computed, then the key is gone */
@@ -367,7 +360,7 @@ static void test_max_keys(void **state)
 	assert_int_equal(drl__memory_count(b), 3);
 
 	/* once c expires, its room is reclaimed without anyone reading it */
-	sleep_ms(30);
+	tu_sleep_ms(30);
 	assert_int_equal(incr1(b, K("d"), 1, LONG_TTL), 1);
 	assert_int_equal(drl__memory_count(b), 3);
 	assert_int_equal(b->incr(b, K("e"), 1, LONG_TTL, &v, &err), DRL_ESTORE);
@@ -478,7 +471,7 @@ static void test_growth(void **state)
 		int n = snprintf(key, sizeof key, "old:%d", i);
 		incr1(b, (drl_bytes){key, (size_t)n}, 1, 50000);
 	}
-	sleep_ms(80);
+	tu_sleep_ms(80);
 	for (int i = 0; i < second; i++) {
 		int n = snprintf(key, sizeof key, "new:%d", i);
 		incr1(b, (drl_bytes){key, (size_t)n}, 1, LONG_TTL);

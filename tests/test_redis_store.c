@@ -243,13 +243,6 @@ static int closed_port(void)
 	return ntohs(a.sin_port);
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- URIs ----------------------------------------------------------------- */
 
 /* Malformed URIs and bad options: DRL_EINVAL naming the part, before any
@@ -674,9 +667,9 @@ static void test_hold_released_at_thread_exit(void **state)
 		assert_int_equal(pthread_join(t, NULL), 0);
 		assert_int_equal(l.rc, 0);
 	}
-	int64_t t0 = mono_ms();
+	int64_t t0 = tu_mono_ms();
 	assert_int_equal(incr(b, B("after"), 1), 1);
-	assert_true(mono_ms() - t0 < timeout_ms / 2); /* did not wait */
+	assert_true(tu_mono_ms() - t0 < timeout_ms / 2); /* did not wait */
 	assert_true(raw_clients(raw) <= base + 2);
 	b->destroy(b);
 	/* Every connection closed (the server may take a moment to see it). */
@@ -1038,9 +1031,9 @@ static void test_timeout(void **state)
 	assert_int_equal(incr(b, B("t"), 1), 1);
 
 	assert_int_equal(drl_fixture_pause(&srv), 0);
-	int64_t t0 = mono_ms();
+	int64_t t0 = tu_mono_ms();
 	int rc = b->incr(b, B("t"), 1, TTL, &v, &e);
-	int64_t took = mono_ms() - t0;
+	int64_t took = tu_mono_ms() - t0;
 	/* A second caller needs a new connection: the connect succeeds
 	 * (the kernel still accepts) and its PING times out. */
 	drl_backend *b2 = NULL;
