@@ -233,7 +233,7 @@ static const bi_uri_row redis_uris[] = {
 	 "prefix is 129 bytes; at most 128"},
 	{"redis://{addr},{addr}", DRL_EINVAL, "names several hosts"},
 	{"redis://{addr}:1", DRL_EINVAL, "write an IPv6 address in brackets"},
-	{"redis://[::1", DRL_EINVAL, "missing ']'"},
+	{"redis://[::1", DRL_EINVAL, "'[' without ']'"},
 	{"redis://127.0.0.1:0", DRL_EINVAL, "port \"0\": expected an integer"},
 	{"redis://127.0.0.1:65536", DRL_EINVAL, "port \"65536\""},
 	{"redis://127.0.0.1:x", DRL_EINVAL, "port \"x\""},
