@@ -47,11 +47,14 @@
  *                          not answer in time: the limiter's on_error policy
  *                          decides, and these count towards the breaker;
  *   DRL_ESTORE             the server answered with an error (on_error
- *                          decides; the breaker is not moved);
+ *                          decides; it answered, so like a success it
+ *                          ends the breaker's run of failures);
  *   DRL_ECORRUPT           the key holds something this library did not
  *                          write (returned to the application as is);
- *   DRL_ECONFLICT          cas() only: the version moved (the core retries);
- *   DRL_ERANGE             load() only: the buffer is too small;
+ *   DRL_ECONFLICT          cas(): the version moved (the core loads again);
+ *   DRL_ERANGE             load(): the buffer is too small (the core asks
+ *                          again with *len bytes); incr(): the counter
+ *                          would leave int64 (returned as is);
  *   DRL_EINVAL, DRL_ENOMEM as everywhere.
  * Any other negative value is returned to the application unchanged.
  */
