@@ -1,6 +1,6 @@
 /*
- * libdrl — the store interface's former name, kept so code written for
- * releases before 0.4 still compiles. New code includes <drl/sys/backend.h>.
+ * libdrl — the store interface's former name (up to 0.3.0), kept so code
+ * written for it still compiles. New code includes <drl/sys/backend.h>.
  */
 #ifndef DRL_BACKEND_COMPAT_H
 #define DRL_BACKEND_COMPAT_H
