@@ -455,6 +455,9 @@ const char *drl_uri_option(drl__uri *u, const char *key)
 int drl_uri_option_int(drl__uri *u, const char *key, int64_t min, int64_t max,
 		       int64_t def, int64_t *out, drl_error *err)
 {
+	if (out == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_uri_option_int: out is NULL");
 	const char *v = drl_uri_option(u, key);
 	if (v == NULL) {
 		*out = def;
@@ -494,6 +497,9 @@ int drl_uri_check_all_used(const drl__uri *u, drl_error *err)
 
 int drl_uri_option_lazy(drl__uri *u, bool *lazy, drl_error *err)
 {
+	if (lazy == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_uri_option_lazy: lazy is NULL");
 	const char *v = drl_uri_option(u, "connect");
 	*lazy = false;
 	if (v == NULL || strcmp(v, "eager") == 0)

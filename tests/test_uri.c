@@ -610,6 +610,12 @@ static void test_accessors(void **state)
 	assert_int_equal(drl_uri_option_lazy(&u, &lazy, &err), DRL_EINVAL);
 	assert_non_null(strstr(err.message, "connect"));
 	assert_int_equal(drl_uri_check_all_used(&u, &err), 0);
+	/* NULL outputs of the public accessors: an error, not a crash. */
+	assert_int_equal(drl_uri_option_int(&u, "a", 0, 9, 5, NULL, &err),
+			 DRL_EINVAL);
+	assert_non_null(strstr(err.message, "out is NULL"));
+	assert_int_equal(drl_uri_option_lazy(&u, NULL, &err), DRL_EINVAL);
+	assert_non_null(strstr(err.message, "lazy is NULL"));
 	drl_uri_set_servers(&u, 3);
 	assert_int_equal(u.servers, 3);
 	drl__uri_clear(&u);
