@@ -25,6 +25,7 @@
 
 struct drld {
 	drl_store *store;
+	bool store_in_process; /* memory://: no call waits for the network */
 	struct drld_metrics *metrics;
 	struct drld_rule_stats *adhoc_stats; /* rule="adhoc" */
 	struct drld_adhoc *adhoc;

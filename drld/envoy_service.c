@@ -394,6 +394,11 @@ enum drld_envoy_outcome drld_envoy_decide(struct drld *d,
 	return o;
 }
 
+void drld_envoy_not_decided(struct drld *d, enum drld_envoy_outcome o)
+{
+	drld_envoy_stats_call(d->envoy_stats, o);
+}
+
 void drld_envoy_answer_release(struct drld_envoy_answer *a)
 {
 	drld_envoy_config_release(a->hold);

@@ -44,6 +44,11 @@ enum drld_envoy_outcome {
 	DRLD_ENVOY_INVALID,     /* INVALID_ARGUMENT */
 	DRLD_ENVOY_UNAVAILABLE, /* the store failed, no on_error */
 	DRLD_ENVOY_INTERNAL,    /* out of memory */
+	/* never decided (drld_envoy_not_decided() counts these): */
+	DRLD_ENVOY_CANCELLED, /* the caller gave up (its deadline, a
+				   reset) before a decider took the call */
+	DRLD_ENVOY_EXHAUSTED, /* RESOURCE_EXHAUSTED: too many calls were
+				   waiting for a decider */
 	DRLD_ENVOY_OUTCOMES
 };
 
@@ -111,6 +116,10 @@ enum drld_envoy_outcome drld_envoy_decide(struct drld *d,
 					  const struct drld_envoy_request *q,
 					  struct drld_envoy_answer *a,
 					  char *msg, size_t n);
+
+/* Count a call the server answered without deciding it
+ * (DRLD_ENVOY_CANCELLED, DRLD_ENVOY_EXHAUSTED). */
+void drld_envoy_not_decided(struct drld *d, enum drld_envoy_outcome o);
 
 /* Let go of what a's statuses point to (every outcome; once). */
 void drld_envoy_answer_release(struct drld_envoy_answer *a);

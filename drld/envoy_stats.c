@@ -175,9 +175,12 @@ void drld_envoy_stats_render(struct drld_envoy_stats *s, FILE *f)
 		 offsetof(struct drld_envoy_stat, shadow_mode)},
 	};
 	static const char *const outcomes[] = {
-		"ok",          "over_limit", "invalid_argument",
-		"unavailable", "internal",
+		"ok",       "over_limit", "invalid_argument",   "unavailable",
+		"internal", "cancelled",  "resource_exhausted",
 	};
+	_Static_assert(sizeof outcomes / sizeof outcomes[0] ==
+			       DRLD_ENVOY_OUTCOMES,
+		       "a name for every outcome");
 	size_t n = atomic_load_explicit(&s->n, memory_order_acquire);
 
 	for (size_t c = 0; c < sizeof counters / sizeof counters[0]; c++) {

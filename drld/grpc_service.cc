@@ -5,13 +5,18 @@
 
 #include "envoy_rls.grpc.pb.h"
 
+#include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace
@@ -100,23 +105,50 @@ void fill(const drld_envoy_answer &a, size_t n, rls::RateLimitResponse *resp)
 	}
 }
 
-class Service final : public rls::RateLimitService::Service
+class Deciders;
+
+// The service: grpc++'s callback API. A call is decided on the gRPC thread
+// that read it when decisions never wait for the network (memory://), so
+// no thread is woken per call; otherwise it is handed to the deciders,
+// which block in the store and finish the call themselves.
+class Service final : public rls::RateLimitService::CallbackService
 {
       public:
 	explicit Service(struct drld *d) : d_(d)
 	{
 	}
 
-	grpc::Status ShouldRateLimit(grpc::ServerContext *,
-				     const rls::RateLimitRequest *req,
-				     rls::RateLimitResponse *resp) override
+	void set_deciders(Deciders *p)
 	{
+		deciders_ = p;
+	}
+
+	grpc::ServerUnaryReactor *ShouldRateLimit(
+		grpc::CallbackServerContext *ctx,
+		const rls::RateLimitRequest *req,
+		rls::RateLimitResponse *resp) override;
+
+	// Finish a call that was never decided, counting outcome o.
+	void refuse(grpc::ServerUnaryReactor *r, drld_envoy_outcome o,
+		    grpc::StatusCode code, const char *why)
+	{
+		drld_envoy_not_decided(d_, o);
+		r->Finish(grpc::Status(code, why));
+	}
+
+	// Decide req into resp and finish the call with r (exactly once).
+	void decide_and_finish(grpc::ServerUnaryReactor *r,
+			       const rls::RateLimitRequest &req,
+			       rls::RateLimitResponse *resp)
+	{
+		grpc::Status st;
 		try {
-			return decide(*req, resp);
+			st = decide(req, resp);
 		} catch (const std::bad_alloc &) {
-			return grpc::Status(grpc::StatusCode::INTERNAL,
-					    "out of memory");
+			st = grpc::Status(grpc::StatusCode::INTERNAL,
+					  "out of memory");
 		}
+		r->Finish(st);
 	}
 
       private:
@@ -154,30 +186,141 @@ class Service final : public rls::RateLimitService::Service
 	}
 
 	struct drld *d_;
+	Deciders *deciders_ = nullptr; // null: decide inline
 };
+
+// The deciders: a fixed set of threads and a bounded queue of calls
+// waiting for one. Hand-written rather than drl_async: a drl_async
+// callback runs on the thread that calls drl_async_process(), one more
+// wake-up per call, where a decider can finish the call itself
+// (ServerUnaryReactor::Finish may be called from any thread).
+class Deciders
+{
+      public:
+	Deciders(Service *s, unsigned n) : s_(s)
+	{
+		for (unsigned i = 0; i < n; i++)
+			threads_.emplace_back([this] { run(); });
+	}
+
+	// Lets the threads finish the queue, then joins them.
+	~Deciders()
+	{
+		{
+			std::lock_guard<std::mutex> l(m_);
+			stop_ = true;
+		}
+		cv_.notify_all();
+		for (std::thread &t : threads_)
+			t.join();
+	}
+
+	// Queue a call; false when DRLD_GRPC_QUEUE_MAX calls already wait.
+	bool push(grpc::CallbackServerContext *ctx, grpc::ServerUnaryReactor *r,
+		  const rls::RateLimitRequest *req,
+		  rls::RateLimitResponse *resp)
+	{
+		{
+			std::lock_guard<std::mutex> l(m_);
+			if (q_.size() >= DRLD_GRPC_QUEUE_MAX)
+				return false;
+			q_.push_back({ctx, r, req, resp});
+		}
+		cv_.notify_one();
+		return true;
+	}
+
+      private:
+	struct Job {
+		grpc::CallbackServerContext *ctx;
+		grpc::ServerUnaryReactor *r;
+		const rls::RateLimitRequest *req;
+		rls::RateLimitResponse *resp;
+	};
+
+	void run()
+	{
+		for (;;) {
+			Job j;
+			{
+				std::unique_lock<std::mutex> l(m_);
+				cv_.wait(l, [this] {
+					return stop_ || !q_.empty();
+				});
+				if (q_.empty())
+					return;
+				j = q_.front();
+				q_.pop_front();
+			}
+			// A call whose caller has given up (Envoy's
+			// timeout, 20 ms by default, passed while it
+			// waited) costs no store round trip: under a
+			// backlog the deciders catch up instead of
+			// deciding for nobody.
+			if (j.ctx->IsCancelled())
+				s_->refuse(j.r, DRLD_ENVOY_CANCELLED,
+					   grpc::StatusCode::CANCELLED,
+					   "the caller gave up before a "
+					   "decider was free");
+			else
+				s_->decide_and_finish(j.r, *j.req, j.resp);
+		}
+	}
+
+	Service *s_;
+	std::mutex m_;
+	std::condition_variable cv_;
+	std::deque<Job> q_;
+	bool stop_ = false;
+	std::vector<std::thread> threads_;
+};
+
+grpc::ServerUnaryReactor *Service::ShouldRateLimit(
+	grpc::CallbackServerContext *ctx, const rls::RateLimitRequest *req,
+	rls::RateLimitResponse *resp)
+{
+	grpc::ServerUnaryReactor *r = ctx->DefaultReactor();
+	if (deciders_ == nullptr)
+		decide_and_finish(r, *req, resp);
+	else if (!deciders_->push(ctx, r, req, resp))
+		refuse(r, DRLD_ENVOY_EXHAUSTED,
+		       grpc::StatusCode::RESOURCE_EXHAUSTED,
+		       "too many calls waiting for the store");
+	return r;
+}
 
 } // namespace
 
 struct drld_grpc {
 	std::unique_ptr<Service> service;
+	std::unique_ptr<Deciders> deciders; // null: decisions inline
 	std::unique_ptr<grpc::Server> server;
 	int port = 0;
 };
 
 extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
-			       const char *addr, char *msg, size_t n)
+			       const char *addr, unsigned deciders, char *msg,
+			       size_t n)
 {
 	*out = nullptr;
 	try {
 		std::unique_ptr<drld_grpc> g(new drld_grpc);
+		// Debian's abseil is built without NDEBUG, so every
+		// absl::Mutex grpc takes also updated a lock graph for
+		// deadlock detection (~7% of drld's CPU per call,
+		// docs/performance.md "drld over gRPC"); that is a debugging
+		// aid, off in release builds of abseil
+		absl::SetMutexDeadlockDetectionMode(
+			absl::OnDeadlockCycle::kIgnore);
 		grpc::ServerBuilder b;
-		// bounded threads: a flood of concurrent calls gets
-		// RESOURCE_EXHAUSTED (Envoy's failure_mode decides), not a
-		// thread each
-		grpc::ResourceQuota quota("drld");
-		quota.SetMaxThreads(DRLD_GRPC_THREADS_MAX);
-		b.SetResourceQuota(quota);
+		// nobody can ask drld for channelz: do not keep its books
+		b.AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);
 		g->service.reset(new Service(d));
+		if (deciders > 0) {
+			g->deciders.reset(
+				new Deciders(g->service.get(), deciders));
+			g->service->set_deciders(g->deciders.get());
+		}
 		b.AddListeningPort(addr, grpc::InsecureServerCredentials(),
 				   &g->port);
 		b.RegisterService(g->service.get());
@@ -208,5 +351,10 @@ extern "C" void drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s)
 	g->server->Shutdown(std::chrono::system_clock::now() +
 			    std::chrono::seconds(timeout_s));
 	g->server->Wait();
+	// Every call has finished (Shutdown waits for the reactors), so the
+	// deciders' queue is empty: join them before the server goes, which
+	// their last Finish() touched (the join is also the order TSan can
+	// see: grpc's own synchronisation is not instrumented).
+	g->deciders.reset();
 	delete g;
 }

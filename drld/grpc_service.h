@@ -1,9 +1,16 @@
 /*
  * drld's gRPC server: Envoy's rate limit service,
  * envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
- * (docs/envoy.md), on grpc++'s synchronous server. The server only carries
- * the call: grpc_service.cc turns the protobuf request into the C request
- * of envoy_service.h and the answer back; drld_envoy_decide() decides.
+ * (docs/envoy.md), on grpc++'s callback API. The server only carries the
+ * call: grpc_service.cc turns the protobuf request into the C request of
+ * envoy_service.h and the answer back; drld_envoy_decide() decides.
+ *
+ * Threads: gRPC's own threads read and write the calls. Where a decision
+ * runs is drld_grpc_start()'s `deciders`: 0 decides on the gRPC thread
+ * that read the call (for a store whose calls never wait for the
+ * network: memory://); N > 0 hands every call to N threads of its own,
+ * which block in the store (bounded by its timeout_ms) and finish the
+ * call, so gRPC's few threads never wait for Redis or memcached.
  *
  * C interface to C++ code: every function here is extern "C" and catches
  * what the C++ side could throw.
@@ -17,25 +24,31 @@
 extern "C" {
 #endif
 
-/* Most threads the gRPC server runs (each carries one call at a time);
- * calls beyond them are answered RESOURCE_EXHAUSTED. */
-#define DRLD_GRPC_THREADS_MAX 256
+/* Most deciders (--grpc-threads). */
+#define DRLD_GRPC_DECIDERS_MAX 256
+/* Most calls waiting for a decider; one more is answered
+ * RESOURCE_EXHAUSTED at once (Envoy's failure_mode_deny decides), so a
+ * flood of calls costs neither a thread each nor unbounded memory. */
+#define DRLD_GRPC_QUEUE_MAX 4096
 
 struct drld;
 struct drld_grpc;
 
 /* Serve ShouldRateLimit on `addr` ("127.0.0.1:8081", "[::1]:0"; port 0
  * picks one) for drld d, insecure (plaintext HTTP/2, as Envoy's cluster
- * to envoyproxy/ratelimit is by default). Returns 0, or -1 with a message
- * in msg (n bytes). */
+ * to envoyproxy/ratelimit is by default), deciding on `deciders` threads
+ * of its own (0..DRLD_GRPC_DECIDERS_MAX; 0: on gRPC's). Returns 0, or -1
+ * with a message in msg (n bytes). */
 int drld_grpc_start(struct drld_grpc **out, struct drld *d, const char *addr,
-		    char *msg, size_t n);
+		    unsigned deciders, char *msg, size_t n);
 
 /* The port it listens on. */
 unsigned drld_grpc_port(const struct drld_grpc *g);
 
 /* Stop accepting calls, wait up to timeout_s seconds for those in flight
- * (then cancel them), and free g. NULL is a no-op. */
+ * (then cancel them; a call a decider has begun still finishes, within
+ * the store's timeout_ms), stop the deciders and free g. NULL is a
+ * no-op. */
 void drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s);
 
 #ifdef __cplusplus

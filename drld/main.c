@@ -6,7 +6,7 @@
  *        [--max-connections N] [--timeout-s N] [--max-body BYTES]
  *        [--conn-memory BYTES] [--max-specs N]
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
- *        [--grpc-headers]
+ *        [--grpc-headers] [--grpc-threads N]
  *
  * This file: arguments, signals, start, reload and stop. Signals are
  * blocked in every thread and read from a signalfd by the main thread,
@@ -21,10 +21,8 @@
 #include "common/json.h"
 #include "common/result.h"
 #include "drld.h"
+#include "grpc_service.h" /* plain C; defined only with DRLD_HAVE_ENVOY */
 #include "http.h"
-#if DRLD_HAVE_ENVOY
-#include "grpc_service.h"
-#endif
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -48,7 +47,7 @@ static const char synopsis[] =
 	"            [--max-body BYTES] [--conn-memory BYTES] [--max-specs N]\n"
 	"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
 	"[--shadow]\n"
-	"            [--grpc-headers]\n"
+	"            [--grpc-headers] [--grpc-threads N]\n"
 	"       drld --help | --version\n";
 
 static const char details[] =
@@ -88,6 +87,9 @@ static const char details[] =
 	"                          what would have been over limit\n"
 	"      --grpc-headers      add RateLimit-Limit/-Remaining/-Reset to\n"
 	"                          gRPC answers (response_headers_to_add)\n"
+	"      --grpc-threads N    threads that decide gRPC calls on a store\n"
+	"                          over the network (default 16, 1..256;\n"
+	"                          memory:// decides on gRPC's threads)\n"
 	"  -h, --help              this text\n"
 	"  -V, --version           the version\n"
 	"\n"
@@ -107,6 +109,7 @@ struct opts {
 	int64_t max_specs;
 	const char *grpc_listen;  /* NULL: no gRPC service */
 	const char *envoy_config; /* NULL: no Envoy domains */
+	int64_t grpc_threads;     /* deciders over a network store */
 	bool shadow, grpc_headers;
 };
 
@@ -194,7 +197,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_GRPC,
 		O_ENVOY,
 		O_SHADOW,
-		O_HEADERS
+		O_HEADERS,
+		O_GRPC_THREADS
 	};
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, 'l'},
@@ -210,6 +214,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"envoy-config", required_argument, NULL, O_ENVOY},
 		{"shadow", no_argument, NULL, O_SHADOW},
 		{"grpc-headers", no_argument, NULL, O_HEADERS},
+		{"grpc-threads", required_argument, NULL, O_GRPC_THREADS},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -220,6 +225,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 	o->listen = "127.0.0.1:8080";
 	o->max_specs = 256;
+	o->grpc_threads = 16;
 	while (st < 0 && (c = getopt_long(argc, argv, ":l:s:c:t:hV", longopts,
 					  NULL)) != -1) {
 		switch (c) {
@@ -265,6 +271,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_HEADERS:
 			o->grpc_headers = true;
+			break;
+		case O_GRPC_THREADS:
+			st = number("--grpc-threads", optarg, 1,
+				    DRLD_GRPC_DECIDERS_MAX, &o->grpc_threads);
 			break;
 		case 'h':
 			fputs(synopsis, stdout);
@@ -325,6 +335,9 @@ static int open_store(struct drld *d, const struct opts *o, char **config_store)
 	const char *uri = o->store        ? o->store
 			  : *config_store ? *config_store
 					  : "memory://";
+	/* memory:// never waits for the network: gRPC calls on it are
+	 * decided where they are read (grpc_service.h) */
+	d->store_in_process = strncasecmp(uri, "memory:", 7) == 0;
 	int rc = drl_store_open(&d->store, uri, &err);
 	if (rc != 0) {
 		/* the library's messages never quote a password */
@@ -531,7 +544,9 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 #if DRLD_HAVE_ENVOY
 	struct drld_grpc *g = NULL;
 	if (o->grpc_listen != NULL &&
-	    drld_grpc_start(&g, d, o->grpc_listen, msg, sizeof msg) != 0) {
+	    drld_grpc_start(&g, d, o->grpc_listen,
+			    d->store_in_process ? 0 : (unsigned)o->grpc_threads,
+			    msg, sizeof msg) != 0) {
 		fprintf(stderr, "drld: --grpc-listen %s: %s\n", o->grpc_listen,
 			msg);
 		drld_http_stop(h, 0);

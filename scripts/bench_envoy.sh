@@ -1,25 +1,31 @@
 #!/usr/bin/env bash
 # drld's Envoy service over gRPC beside its HTTP API and the library, in the
-# same run, on the same store, spec and concurrency: decisions/s and
-# latency. A benchmark, not a test: it asserts no speed; docs/performance.md
-# ("drld over gRPC") has a table it made.
+# same run, on the same store, spec and concurrency: decisions/s, latency
+# and drld's CPU per call. A benchmark, not a test: it asserts no speed;
+# docs/performance.md ("drld over gRPC") has a table it made.
 #
 #   scripts/bench_envoy.sh [BUILDDIR] [SECONDS] [ROUNDS] [CONCURRENCY]
 #
-# BUILDDIR (default build) holds drld/drld, tools/drl and bench/bench_grpc
-# (meson -Dgrpc). Each round runs, for each store (memory://, Redis
-# tx=lua), three loads of SECONDS (default 5) one after the other:
-#   grpc    bench/bench_grpc (C++, grpc++ sync stubs): CONCURRENCY callers
-#           (default 32), each on its own HTTP/2 connection, one
-#           ShouldRateLimit at a time, descriptor (user, userN)
-#   http    wrk: 2 threads, CONCURRENCY keep-alive connections, POST
-#           /v1/check {"key": "userN", "limit": "token_bucket:100/1s"}
-#   library drl bench --concurrency CONCURRENCY, the same spec
-# N cycles over 10,000 keys; the Envoy config's limit is
-# token_bucket 100/second, the spec the others use, so every decision is
-# an allowed write. The report is the median over ROUNDS (default 3).
-# drld runs with --threads 8 (HTTP) and gRPC's own thread pool. Starts its
-# own redis-server and drld on free loopback ports; stops them by PID.
+# BUILDDIR (default build) holds drld/drld (meson -Dgrpc) and tools/drl.
+# Each round runs, for each store (memory://, Redis tx=lua), four loads of
+# SECONDS (default 5) one after the other, each CONCURRENCY (default 32)
+# calls at once:
+#   grpc-conns  h2load (nghttp2's HTTP/2 load generator, in C): CONCURRENCY
+#               connections, one ShouldRateLimit at a time on each
+#   grpc-mux    h2load: 2 connections, CONCURRENCY/2 streams at once on
+#               each, the way Envoy talks to a rate limit service (a few
+#               HTTP/2 connections, calls multiplexed on them)
+#   http        wrk: CONCURRENCY keep-alive connections, POST /v1/check
+#   library     drl bench --concurrency CONCURRENCY
+# Both load generators run one thread. h2load sends one fixed request
+# body, so every load asks about one key, (user, bench1) in domain bench,
+# under token_bucket 1000000000/s: every decision is an allowed write of
+# the same key (the same for the four loads). drld answers each gRPC call
+# OK or the script stops: it checks h2load's 2xx count and drld's
+# drld_grpc_calls_total{outcome="ok"} against the calls sent. The report
+# is the median over ROUNDS (default 3). drld runs with --threads 8 (HTTP)
+# and its default --grpc-threads. Starts its own redis-server and drld on
+# free loopback ports; stops them by PID.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -34,20 +40,25 @@ rounds=${3:-3}
 conc=${4:-32}
 drld=$build/drld/drld
 drl=$build/tools/drl
-grpcb=$build/bench/bench_grpc
-spec='token_bucket:100/1s'
-keys=10000
+spec='token_bucket:1000000000/1s'
+method=/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 
-for tool in "$drld" "$drl" "$grpcb"; do
+for tool in "$drld" "$drl"; do
 	[ -x "$tool" ] || {
 		echo "bench_envoy: no $tool (ninja -C $build, with -Dgrpc)" >&2
 		exit 2
 	}
 done
-command -v wrk >/dev/null || {
-	echo "bench_envoy: wrk is not installed (scripts/deps.sh)" >&2
+for tool in wrk h2load; do
+	command -v $tool >/dev/null || {
+		echo "bench_envoy: $tool is not installed (scripts/deps.sh)" >&2
+		exit 2
+	}
+done
+if [ "$conc" -lt 2 ] || [ $((conc % 2)) -ne 0 ]; then
+	echo "bench_envoy: CONCURRENCY must be even (2 connections for grpc-mux)" >&2
 	exit 2
-}
+fi
 
 work=$(mktemp -d)
 pids=()
@@ -58,12 +69,10 @@ cleanup() {
 trap cleanup EXIT
 
 cat >"$work/check.lua" <<EOF
-local n = 0
 request = function()
-  n = n + 1
-  local body = string.format('{"key":"user%d","limit":"$spec"}', n % $keys)
   return wrk.format("POST", "/v1/check",
-                    {["Content-Type"] = "application/json"}, body)
+                    {["Content-Type"] = "application/json"},
+                    '{"key":"bench1","limit":"$spec"}')
 end
 EOF
 mkdir -p "$work/envoy"
@@ -71,8 +80,22 @@ cat >"$work/envoy/bench.yaml" <<'EOF'
 domain: bench
 descriptors:
   - key: user
-    rate_limit: {unit: second, requests_per_unit: 100, algorithm: token_bucket}
+    rate_limit: {unit: second, requests_per_unit: 1000000000, algorithm: token_bucket}
 EOF
+# The gRPC request h2load sends: a length-prefixed RateLimitRequest
+# {domain: "bench", descriptors: [{entries: [{key: "user", value:
+# "bench1"}]}]}, field numbers of drld/proto/envoy_rls.proto.
+"$PYTHON3" - "$work/call.bin" <<'PYEOF'
+import struct, sys
+def field(number, data):  # a length-delimited field (wire type 2)
+    tag, n = (number << 3) | 2, len(data)
+    assert tag < 128 and n < 128
+    return bytes([tag, n]) + data
+entry = field(1, b"user") + field(2, b"bench1")
+message = field(1, b"bench") + field(2, field(1, entry))
+with open(sys.argv[1], "wb") as f:
+    f.write(b"\0" + struct.pack(">I", len(message)) + message)
+PYEOF
 
 redis_port=$(free_port)
 start_redis "$redis_port" "$work"
@@ -83,12 +106,13 @@ wait_port "$redis_port" || {
 }
 stores=("memory://" "redis://127.0.0.1:$redis_port?tx=lua&pool=64")
 
-# start_drld STORE: drld with both listeners; sets $hport and $gport.
+# start_drld STORE: drld with both listeners; sets $hport, $gport, $dpid.
 start_drld() {
 	local log=$work/drld-$RANDOM.log
 	"$drld" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 --store "$1" \
 		--threads 8 --max-connections 256 \
 		--envoy-config "$work/envoy" >"$log" 2>&1 &
+	dpid=$!
 	pids+=($!)
 	hport= gport=
 	for _ in $(seq 100); do
@@ -101,12 +125,28 @@ start_drld() {
 	exit 1
 }
 
-hports=() gports=()
+hports=() gports=() dpids=()
 for s in "${stores[@]}"; do
 	start_drld "$s"
 	hports+=("$hport")
 	gports+=("$gport")
+	dpids+=("$dpid")
 done
+
+# cpu_ticks PID: user+system CPU of the process so far, in clock ticks.
+cpu_ticks() {
+	awk '{print $14 + $15}' "/proc/$1/stat"
+}
+# ok_calls PORT: drld's drld_grpc_calls_total{outcome="ok"}.
+ok_calls() {
+	curl -sf "http://127.0.0.1:$1/metrics" |
+		sed -n 's/^drld_grpc_calls_total{outcome="ok"} \([0-9]*\)$/\1/p'
+}
+# us_per_call TICKS CALLS: drld's CPU per call in µs.
+us_per_call() {
+	"$PYTHON3" -c "import os, sys
+print(round(int(sys.argv[1]) * 1e6 / os.sysconf('SC_CLK_TCK') / int(sys.argv[2]), 1))" "$1" "$2"
+}
 
 # drl bench --json on stdin as "RPS P50_US P99_US".
 parse_lib() {
@@ -117,33 +157,68 @@ assert c["errors"] == 0, c["first_error"]
 print(c["decisions_per_s"], c["latency_us"]["p50"], c["latency_us"]["p99"])'
 }
 
+# grpc_load I CONNS STREAMS: h2load on store I; prints "RPS P50 P99 CALLS".
+grpc_load() {
+	local i=$1 before after out log=$work/h2load.log
+	rm -f "$log"
+	before=$(ok_calls "${hports[$i]}")
+	out=$(h2load -D "$seconds" -t 1 -c "$2" -m "$3" --log-file="$log" \
+		-d "$work/call.bin" -H 'content-type: application/grpc' \
+		-H 'te: trailers' "http://127.0.0.1:${gports[$i]}$method" 2>&1)
+	after=$(ok_calls "${hports[$i]}")
+	"$PYTHON3" - "$log" "$seconds" "$((after - before))" "$out" <<'PYEOF'
+import re, statistics, sys
+log, seconds, ok, out = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+done = [line.split("\t") for line in open(log) if line.strip()]
+twoxx = int(re.search(r"status codes: (\d+) 2xx", out).group(1))
+failed = re.search(r"(\d+) failed, (\d+) errored, (\d+) timeout", out)
+if twoxx != len(done) or any(int(x) for x in failed.groups()) or ok < len(done):
+    sys.exit(f"bench_envoy: h2load: {len(done)} calls, {twoxx} 2xx, "
+             f"{ok} answered OK by drld: {out}")
+us = sorted(int(d[2]) for d in done)
+q = statistics.quantiles(us, n=100)
+print(len(done) / seconds, q[49], q[98], len(done))
+PYEOF
+}
+
 results=$work/results
 : >"$results"
 for r in $(seq "$rounds"); do
 	for i in "${!stores[@]}"; do
 		name=${stores[$i]%%:*}
-		out=$("$grpcb" "127.0.0.1:${gports[$i]}" "$conc" "$seconds" \
-			"$keys" bench user)
-		[[ "$out" =~ rate=([0-9]+)/s\ p50=([0-9]+)us\ p99=([0-9]+)us\ errors=0\ over=0 ]] || {
-			echo "bench_envoy: bench_grpc on $name: $out" >&2
-			exit 1
-		}
-		echo "grpc-$name ${BASH_REMATCH[1]} ${BASH_REMATCH[2]} ${BASH_REMATCH[3]}" >>"$results"
-		echo "round $r grpc $name: $out" >&2
+		dpid=${dpids[$i]}
+		for shape in conns mux; do
+			if [ $shape = conns ]; then
+				c=$conc m=1
+			else
+				c=2 m=$((conc / 2))
+			fi
+			t0=$(cpu_ticks "$dpid")
+			read -r rps p50 p99 calls <<<"$(grpc_load "$i" $c $m)" ||
+				exit 1
+			t1=$(cpu_ticks "$dpid")
+			[ -n "$calls" ] || exit 1
+			line="$rps $p50 $p99 $(us_per_call $((t1 - t0)) "$calls")"
+			echo "grpc-$shape-$name $line" >>"$results"
+			echo "round $r grpc-$shape $name: $line" >&2
+		done
 
-		out=$(wrk -t2 -c"$conc" -d"${seconds}s" --latency \
+		t0=$(cpu_ticks "$dpid")
+		out=$(wrk -t1 -c"$conc" -d"${seconds}s" --latency \
 			-s "$work/check.lua" "http://127.0.0.1:${hports[$i]}" 2>&1)
+		t1=$(cpu_ticks "$dpid")
 		read -r rps p50 p99 non2xx errs <<<"$(parse_wrk <<<"$out")"
 		if [ "$non2xx" != 0 ] || [ "$errs" != ok ]; then
 			echo "bench_envoy: wrk on $name: $out" >&2
 			exit 1
 		fi
-		line="$rps $p50 $p99"
+		calls=$(sed -n 's/^ *\([0-9]*\) requests in .*/\1/p' <<<"$out")
+		line="$rps $p50 $p99 $(us_per_call $((t1 - t0)) "$calls")"
 		echo "http-$name $line" >>"$results"
 		echo "round $r http $name: $line" >&2
 
 		out=$("$drl" bench --store "${stores[$i]}" --limit "$spec" \
-			--keys "$keys" --concurrency "$conc" --duration "$seconds" \
+			--keys 1 --concurrency "$conc" --duration "$seconds" \
 			--exact-limit 0 --json 2>/dev/null)
 		line=$(parse_lib <<<"$out") || {
 			echo "bench_envoy: drl bench on $name: $out" >&2
@@ -154,9 +229,9 @@ for r in $(seq "$rounds"); do
 	done
 done
 
-echo "| store | client, $conc at once | decisions/s | p50 µs | p99 µs | / library |"
-echo "|---|---|--:|--:|--:|--:|"
-"$PYTHON3" - "$results" <<'EOF'
+echo "| store | client, $conc at once | decisions/s | p50 µs | p99 µs | drld CPU µs/call | / HTTP |"
+echo "|---|---|--:|--:|--:|--:|--:|"
+"$PYTHON3" - "$results" "$conc" <<'PYEOF'
 import statistics, sys
 cells = {}
 for line in open(sys.argv[1]):
@@ -164,12 +239,16 @@ for line in open(sys.argv[1]):
     cells.setdefault(cell, []).append([float(x) for x in v])
 def med(cell):
     return [statistics.median(col) for col in zip(*cells[cell])]
-what = {"grpc": "gRPC ShouldRateLimit (bench_grpc, C++)",
-        "http": "HTTP /v1/check (wrk)", "library": "library (drl bench)"}
+conc = int(sys.argv[2])
+what = {"grpc-conns": f"gRPC, {conc} connections × 1 (h2load)",
+        "grpc-mux": f"gRPC, 2 connections × {conc // 2} (h2load)",
+        "http": f"HTTP /v1/check, {conc} connections (wrk)",
+        "library": "library (drl bench)"}
 for store in ("memory", "redis"):
-    lib = med("library-" + store)[0]
-    for w in ("grpc", "http", "library"):
+    http = med("http-" + store)[0]
+    for w in what:
         d = med(w + "-" + store)
+        cpu = f"{d[3]:.1f}" if len(d) > 3 else "–"
         print(f"| {store} | {what[w]} | {d[0]:,.0f} | {d[1]:,.0f} "
-              f"| {d[2]:,.0f} | {d[0] / lib:.3f} |")
-EOF
+              f"| {d[2]:,.0f} | {cpu} | {d[0] / http:.2f} |")
+PYEOF

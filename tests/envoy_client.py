@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """A real gRPC client of drld's Envoy rate limit service, for
-tests/test_envoy.sh and scripts/bench_envoy.sh (Debian's python3-grpcio;
+tests/test_envoy.sh (Debian's python3-grpcio;
 stubs generated at start from drld/proto/ by python3-grpc-tools, so the
 client speaks exactly the .proto drld was built from).
 
@@ -21,16 +21,16 @@ Run it with /usr/bin/python3 (Debian's, which sees python3-grpcio).
       descriptor's code and limit_remaining and the headers to add
       ("OVER_LIMIT OVER_LIMIT 0 RateLimit-Limit=3 ..."), or the gRPC
       status code's name.
-  envoy_client.py PROTO_DIR bench PORT THREADS SECONDS
-      Closed-loop load (decisions/s, p50/p99 in µs) on one descriptor per
-      thread, for scripts/bench_envoy.sh.
+  envoy_client.py PROTO_DIR flood PORT DOMAIN KEY=VALUE N DEADLINE_S
+      N calls of one descriptor at once, each with that deadline; prints
+      "sent" once they are on their way, then how many ended how
+      ("CANCELLED=2 UNAVAILABLE=22").
 """
 import os
 import shutil
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
 
 import grpc
@@ -432,38 +432,28 @@ def call(port, domain, entries):
                     for h in r.response_headers_to_add]))
 
 
-def bench(port, nthreads, seconds):
-    lat = []
-    lock = threading.Lock()
-    end = [0.0]
-    start = threading.Barrier(nthreads + 1)
-
-    def worker(i):
-        c = Client(port)
-        req = [descriptor("bench=t%d" % i)]
-        c.call("bench", req)  # connect before the clock starts
-        mine = []
-        start.wait()
-        while time.monotonic() < end[0]:
-            t0 = time.perf_counter_ns()
-            c.call("bench", req)
-            mine.append(time.perf_counter_ns() - t0)
-        with lock:
-            lat.extend(mine)
-
-    threads = [threading.Thread(target=worker, args=(i,))
-               for i in range(nthreads)]
-    for t in threads:
-        t.start()
-    end[0] = time.monotonic() + seconds
-    start.wait()
-    for t in threads:
-        t.join()
-    lat.sort()
-    n = len(lat)
-    print("decisions=%d rate=%.0f/s p50=%dus p99=%dus" % (
-        n, n / seconds, lat[n // 2] // 1000 if n else 0,
-        lat[n * 99 // 100] // 1000 if n else 0))
+def flood(port, domain, entries, n, deadline):
+    """n calls of one descriptor at once on one channel, each with a
+    deadline of `deadline` seconds; prints "sent" when all are started
+    (flushed, for a script to wait on), then, when every call has ended,
+    how each ended: "DEADLINE_EXCEEDED=3 OK=0 UNAVAILABLE=21" (the
+    overall code of an answer, else the gRPC status code; every name
+    with a count, in order)."""
+    c = Client(port)
+    req = rls.RateLimitRequest(domain=domain,
+                               descriptors=[descriptor(entries)])
+    calls = [c.stub.ShouldRateLimit.future(req, timeout=deadline)
+             for _ in range(n)]
+    print("sent", flush=True)
+    counts = {}
+    for f in calls:
+        try:
+            name = rls.RateLimitResponse.Code.Name(f.result().overall_code)
+        except grpc.RpcError as e:
+            name = e.code().name
+        counts[name] = counts.get(name, 0) + 1
+    print(" ".join("%s=%d" % kv for kv in sorted(counts.items())),
+          flush=True)
 
 
 def main(argv):
@@ -482,8 +472,8 @@ def main(argv):
         # "\\0" in the domain stands for a NUL byte (a shell argument
         # cannot hold one)
         call(int(args[0]), args[1].replace("\\0", "\0"), args[2])
-    elif cmd == "bench":
-        bench(int(args[0]), int(args[1]), float(args[2]))
+    elif cmd == "flood":
+        flood(int(args[0]), args[1], args[2], int(args[3]), float(args[4]))
     else:
         sys.exit(__doc__)
     return 1 if failures else 0

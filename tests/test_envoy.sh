@@ -158,6 +158,8 @@ refused() {
 
 refused "bad --grpc-listen 'nowhere'" --grpc-listen nowhere
 refused "bad --envoy-config: $tmp/none:" --envoy-config "$tmp/none"
+refused "bad --grpc-threads '0'" --grpc-threads 0
+refused "bad --grpc-threads '257'" --grpc-threads 257
 if [ -n "$rport" ]; then # redis-server holds that port
 	run --listen 127.0.0.1:0 --grpc-listen "127.0.0.1:$rport"
 	[ "$rc" -eq 1 ] &&
@@ -427,6 +429,87 @@ EOF
 	else
 		check 1 "drld starts on the password Redis"
 	fi
+fi
+
+# ---- a stalled store: calls queue for the deciders, and drain ------------
+
+# A redis-server stopped (SIGSTOP) under drld with two deciders
+# (--grpc-threads 2), timeout_ms=300 and no breaker, so every decision
+# waits its full timeout: 24 calls at once queue behind the two.
+# - With a deadline of 1 s the callers give up while most of their calls
+#   still wait; drld must not spend a store round trip on those
+#   (drld_grpc_calls_total{outcome="cancelled"}), and must answer or
+#   cancel every one (unavailable + cancelled = 24).
+# - SIGTERM with 24 calls queued (callers patient, --timeout-s 1): every
+#   caller gets a status, drld exits 0.
+# - SIGCONT: the store decides again (a new drld: the first stopped).
+
+# stall_outcomes: "UNAVAILABLE CANCELLED" of drld at $port, once they add
+# up to 24 (60 s at most; then as they are).
+stall_outcomes() {
+	local i v c
+	for ((i = 0; i < 600; i++)); do
+		v=$(metric 'drld_grpc_calls_total{outcome="unavailable"}')
+		c=$(metric 'drld_grpc_calls_total{outcome="cancelled"}')
+		[ "$((v + c))" -eq 24 ] && break
+		sleep 0.1
+	done
+	echo "$v $c"
+}
+
+# wait_line FILE TEXT: until FILE holds the line TEXT (60 s at most).
+wait_line() {
+	local i
+	for ((i = 0; i < 600; i++)); do
+		grep -qx "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+if [ -n "$rport" ]; then
+	sport=$(free_port)
+	start_redis "$sport" "$tmp"
+	spid=$!
+	pids+=("$spid")
+	wait_port "$sport"
+	check $? "a redis-server to stall listens on $sport"
+	mkdir -p "$tmp/stall"
+	printf 'domain: stall\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n' \
+		>"$tmp/stall/stall.yaml"
+	if start stall --store "redis://127.0.0.1:$sport?timeout_ms=300&breaker_failures=0" \
+		--envoy-config "$tmp/stall" --grpc-threads 2 --timeout-s 1; then
+		expect_call "OK OK 999" stall k=a
+		kill -STOP "$spid"
+		got=$("${client[@]}" flood "$gport" stall k=a 24 1 | tail -n 1)
+		[[ "$got" =~ ^(DEADLINE_EXCEEDED=[0-9]+)?\ ?(UNAVAILABLE=[0-9]+)?$ ]] &&
+			[[ "$got" == *DEADLINE_EXCEEDED=* ]]
+		check $? "stalled store, 24 calls with a 1 s deadline: each ends UNAVAILABLE or past its deadline, some past it (got $got)"
+		read -r v c <<<"$(stall_outcomes)"
+		[ "$((v + c))" -eq 24 ] && [ "$c" -ge 1 ]
+		check $? "drld decided $v (unavailable) and skipped $c whose callers had gone (cancelled): 24 in all, at least one skipped"
+
+		"${client[@]}" flood "$gport" stall k=a 24 60 >"$tmp/flood.out" 2>&1 &
+		fl=$!
+		wait_line "$tmp/flood.out" sent
+		check $? "24 patient calls sent to the stalled store"
+		stop stall "$pid"
+		wait "$fl"
+		got=$(tail -n 1 "$tmp/flood.out")
+		[[ "$got" =~ ^(CANCELLED=[0-9]+)?\ ?(UNAVAILABLE=[0-9]+)?$ ]] && [ -n "$got" ]
+		check $? "SIGTERM with calls queued: every caller gets CANCELLED or UNAVAILABLE, none waits out its deadline (got $got)"
+		kill -CONT "$spid"
+
+		start stall-back --store "redis://127.0.0.1:$sport?timeout_ms=300&breaker_failures=0" \
+			--envoy-config "$tmp/stall" --grpc-threads 2
+		# k=a: a call that timed out may still have been counted
+		# when the server woke (docs/failure.md); k=b is untouched
+		expect_call "OK OK 999" stall k=b
+		stop stall-back "$pid"
+	else
+		check 1 "drld starts on the redis-server to stall"
+	fi
+	kill -CONT "$spid" 2>/dev/null
 fi
 
 # ---- two drld over one store share one limit exactly -------------------
