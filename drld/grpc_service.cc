@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cstddef>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -107,6 +108,50 @@ void fill(const drld_envoy_answer &a, size_t n, rls::RateLimitResponse *resp)
 
 class Deciders;
 
+// A call's request and response on one protobuf Arena whose first block is
+// part of this holder: one allocation per call, instead of one per
+// message, string and repeated field of both.
+class ArenaMessages final
+    : public grpc::MessageHolder<rls::RateLimitRequest, rls::RateLimitResponse>
+{
+      public:
+	ArenaMessages() : arena_(options(block_, sizeof block_))
+	{
+		set_request(google::protobuf::Arena::CreateMessage<
+			    rls::RateLimitRequest>(&arena_));
+		set_response(google::protobuf::Arena::CreateMessage<
+			     rls::RateLimitResponse>(&arena_));
+	}
+
+	void Release() override
+	{
+		delete this;
+	}
+
+      private:
+	static google::protobuf::ArenaOptions options(char *block, size_t n)
+	{
+		google::protobuf::ArenaOptions o;
+		o.initial_block = block;
+		o.initial_block_size = n;
+		return o;
+	}
+
+	alignas(std::max_align_t) char block_[2048]; // before arena_
+	google::protobuf::Arena arena_;
+};
+
+class ArenaAllocator final
+    : public grpc::MessageAllocator<rls::RateLimitRequest,
+				    rls::RateLimitResponse>
+{
+	grpc::MessageHolder<rls::RateLimitRequest, rls::RateLimitResponse>
+		*AllocateMessages() override
+	{
+		return new ArenaMessages;
+	}
+};
+
 // The service: grpc++'s callback API. A call is decided on the gRPC thread
 // that read it when decisions never wait for the network (memory://), so
 // no thread is woken per call; otherwise it is handed to the deciders,
@@ -116,6 +161,7 @@ class Service final : public rls::RateLimitService::CallbackService
       public:
 	explicit Service(struct drld *d) : d_(d)
 	{
+		SetMessageAllocatorFor_ShouldRateLimit(&allocator_);
 	}
 
 	void set_deciders(Deciders *p)
@@ -187,6 +233,7 @@ class Service final : public rls::RateLimitService::CallbackService
 
 	struct drld *d_;
 	Deciders *deciders_ = nullptr; // null: decide inline
+	ArenaAllocator allocator_;
 };
 
 // The deciders: a fixed set of threads and a bounded queue of calls
