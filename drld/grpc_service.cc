@@ -244,7 +244,7 @@ class Service final : public rls::RateLimitService::CallbackService
 class Deciders
 {
       public:
-	Deciders(Service *s, unsigned n) : s_(s)
+	Deciders(Service *s, unsigned n, size_t queue) : s_(s), max_(queue)
 	{
 		for (unsigned i = 0; i < n; i++)
 			threads_.emplace_back([this] { run(); });
@@ -262,14 +262,14 @@ class Deciders
 			t.join();
 	}
 
-	// Queue a call; false when DRLD_GRPC_QUEUE_MAX calls already wait.
+	// Queue a call; false when the queue is full (--grpc-queue).
 	bool push(grpc::CallbackServerContext *ctx, grpc::ServerUnaryReactor *r,
 		  const rls::RateLimitRequest *req,
 		  rls::RateLimitResponse *resp)
 	{
 		{
 			std::lock_guard<std::mutex> l(m_);
-			if (q_.size() >= DRLD_GRPC_QUEUE_MAX)
+			if (q_.size() >= max_)
 				return false;
 			q_.push_back({ctx, r, req, resp});
 		}
@@ -315,6 +315,7 @@ class Deciders
 	}
 
 	Service *s_;
+	const size_t max_; // most calls waiting
 	std::mutex m_;
 	std::condition_variable cv_;
 	std::deque<Job> q_;
@@ -346,8 +347,8 @@ struct drld_grpc {
 };
 
 extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
-			       const char *addr, unsigned deciders, char *msg,
-			       size_t n)
+			       const char *addr, unsigned deciders,
+			       unsigned queue, char *msg, size_t n)
 {
 	*out = nullptr;
 	try {
@@ -364,8 +365,8 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 		b.AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);
 		g->service.reset(new Service(d));
 		if (deciders > 0) {
-			g->deciders.reset(
-				new Deciders(g->service.get(), deciders));
+			g->deciders.reset(new Deciders(g->service.get(),
+						       deciders, queue));
 			g->service->set_deciders(g->deciders.get());
 		}
 		b.AddListeningPort(addr, grpc::InsecureServerCredentials(),

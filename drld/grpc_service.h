@@ -26,10 +26,12 @@ extern "C" {
 
 /* Most deciders (--grpc-threads). */
 #define DRLD_GRPC_DECIDERS_MAX 256
-/* Most calls waiting for a decider; one more is answered
- * RESOURCE_EXHAUSTED at once (Envoy's failure_mode_deny decides), so a
- * flood of calls costs neither a thread each nor unbounded memory. */
-#define DRLD_GRPC_QUEUE_MAX 4096
+/* Calls that may wait for a decider (--grpc-queue): the default and the
+ * most. One more is answered RESOURCE_EXHAUSTED at once (Envoy's
+ * failure_mode_deny decides), so a flood of calls costs neither a thread
+ * each nor unbounded memory. */
+#define DRLD_GRPC_QUEUE_DEFAULT 4096
+#define DRLD_GRPC_QUEUE_MAX 65536
 
 struct drld;
 struct drld_grpc;
@@ -37,10 +39,11 @@ struct drld_grpc;
 /* Serve ShouldRateLimit on `addr` ("127.0.0.1:8081", "[::1]:0"; port 0
  * picks one) for drld d, insecure (plaintext HTTP/2, as Envoy's cluster
  * to envoyproxy/ratelimit is by default), deciding on `deciders` threads
- * of its own (0..DRLD_GRPC_DECIDERS_MAX; 0: on gRPC's). Returns 0, or -1
- * with a message in msg (n bytes). */
+ * of its own (0..DRLD_GRPC_DECIDERS_MAX; 0: on gRPC's) with at most
+ * `queue` calls waiting for them (1..DRLD_GRPC_QUEUE_MAX; unused when
+ * deciders is 0). Returns 0, or -1 with a message in msg (n bytes). */
 int drld_grpc_start(struct drld_grpc **out, struct drld *d, const char *addr,
-		    unsigned deciders, char *msg, size_t n);
+		    unsigned deciders, unsigned queue, char *msg, size_t n);
 
 /* The port it listens on. */
 unsigned drld_grpc_port(const struct drld_grpc *g);

@@ -6,7 +6,7 @@
  *        [--max-connections N] [--timeout-s N] [--max-body BYTES]
  *        [--conn-memory BYTES] [--max-specs N]
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
- *        [--grpc-headers] [--grpc-threads N]
+ *        [--grpc-headers] [--grpc-threads N] [--grpc-queue N]
  *
  * This file: arguments, signals, start, reload and stop. Signals are
  * blocked in every thread and read from a signalfd by the main thread,
@@ -47,7 +47,7 @@ static const char synopsis[] =
 	"            [--max-body BYTES] [--conn-memory BYTES] [--max-specs N]\n"
 	"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
 	"[--shadow]\n"
-	"            [--grpc-headers] [--grpc-threads N]\n"
+	"            [--grpc-headers] [--grpc-threads N] [--grpc-queue N]\n"
 	"       drld --help | --version\n";
 
 static const char details[] =
@@ -90,6 +90,9 @@ static const char details[] =
 	"      --grpc-threads N    threads that decide gRPC calls on a store\n"
 	"                          over the network (default 16, 1..256;\n"
 	"                          memory:// decides on gRPC's threads)\n"
+	"      --grpc-queue N      gRPC calls that may wait for them; one\n"
+	"                          more is RESOURCE_EXHAUSTED at once\n"
+	"                          (default 4096, 1..65536)\n"
 	"  -h, --help              this text\n"
 	"  -V, --version           the version\n"
 	"\n"
@@ -110,6 +113,7 @@ struct opts {
 	const char *grpc_listen;  /* NULL: no gRPC service */
 	const char *envoy_config; /* NULL: no Envoy domains */
 	int64_t grpc_threads;     /* deciders over a network store */
+	int64_t grpc_queue;       /* calls that may wait for them */
 	bool shadow, grpc_headers;
 };
 
@@ -198,7 +202,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_ENVOY,
 		O_SHADOW,
 		O_HEADERS,
-		O_GRPC_THREADS
+		O_GRPC_THREADS,
+		O_GRPC_QUEUE
 	};
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, 'l'},
@@ -215,6 +220,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"shadow", no_argument, NULL, O_SHADOW},
 		{"grpc-headers", no_argument, NULL, O_HEADERS},
 		{"grpc-threads", required_argument, NULL, O_GRPC_THREADS},
+		{"grpc-queue", required_argument, NULL, O_GRPC_QUEUE},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -226,6 +232,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->listen = "127.0.0.1:8080";
 	o->max_specs = 256;
 	o->grpc_threads = 16;
+	o->grpc_queue = DRLD_GRPC_QUEUE_DEFAULT;
 	while (st < 0 && (c = getopt_long(argc, argv, ":l:s:c:t:hV", longopts,
 					  NULL)) != -1) {
 		switch (c) {
@@ -275,6 +282,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_GRPC_THREADS:
 			st = number("--grpc-threads", optarg, 1,
 				    DRLD_GRPC_DECIDERS_MAX, &o->grpc_threads);
+			break;
+		case O_GRPC_QUEUE:
+			st = number("--grpc-queue", optarg, 1,
+				    DRLD_GRPC_QUEUE_MAX, &o->grpc_queue);
 			break;
 		case 'h':
 			fputs(synopsis, stdout);
@@ -546,7 +557,7 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	if (o->grpc_listen != NULL &&
 	    drld_grpc_start(&g, d, o->grpc_listen,
 			    d->store_in_process ? 0 : (unsigned)o->grpc_threads,
-			    msg, sizeof msg) != 0) {
+			    (unsigned)o->grpc_queue, msg, sizeof msg) != 0) {
 		fprintf(stderr, "drld: --grpc-listen %s: %s\n", o->grpc_listen,
 			msg);
 		drld_http_stop(h, 0);

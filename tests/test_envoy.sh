@@ -26,7 +26,7 @@ client=(/usr/bin/python3 "$here/envoy_client.py" "$protos")
 tmp=$(mktemp -d)
 pids=()
 # under TSan (scripts/test.sh): grpc++ and abseil are not instrumented
-export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$here/tsan_grpc.supp" # every process this script started, stopped by PID at exit
+export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$here/tsan_grpc.supp"
 
 # shellcheck source=../scripts/ports.sh
 . "$here/../scripts/ports.sh"
@@ -160,6 +160,8 @@ refused "bad --grpc-listen 'nowhere'" --grpc-listen nowhere
 refused "bad --envoy-config: $tmp/none:" --envoy-config "$tmp/none"
 refused "bad --grpc-threads '0'" --grpc-threads 0
 refused "bad --grpc-threads '257'" --grpc-threads 257
+refused "bad --grpc-queue '0'" --grpc-queue 0
+refused "bad --grpc-queue '65537'" --grpc-queue 65537
 if [ -n "$rport" ]; then # redis-server holds that port
 	run --listen 127.0.0.1:0 --grpc-listen "127.0.0.1:$rport"
 	[ "$rc" -eq 1 ] &&
@@ -442,6 +444,8 @@ fi
 #   cancel every one (unavailable + cancelled = 24).
 # - SIGTERM with 24 calls queued (callers patient, --timeout-s 1): every
 #   caller gets a status, drld exits 0.
+# - 40 calls on one decider with --grpc-queue 8: the queue holds 8, the
+#   rest are RESOURCE_EXHAUSTED at once (each decision waits 300 ms).
 # - SIGCONT: the store decides again (a new drld: the first stopped).
 
 # stall_outcomes: "UNAVAILABLE CANCELLED" of drld at $port, once they add
@@ -498,6 +502,25 @@ if [ -n "$rport" ]; then
 		got=$(tail -n 1 "$tmp/flood.out")
 		[[ "$got" =~ ^(CANCELLED=[0-9]+)?\ ?(UNAVAILABLE=[0-9]+)?$ ]] && [ -n "$got" ]
 		check $? "SIGTERM with calls queued: every caller gets CANCELLED or UNAVAILABLE, none waits out its deadline (got $got)"
+
+		# 40 calls on one decider that holds each for 300 ms, 8 may
+		# wait: the rest, but for the few it takes meanwhile, are
+		# refused at once
+		kill -CONT "$spid" # drld checks its store at start
+		if start stall-full --store "redis://127.0.0.1:$sport?timeout_ms=300&breaker_failures=0" \
+			--envoy-config "$tmp/stall" --grpc-threads 1 --grpc-queue 8; then
+			kill -STOP "$spid"
+			got=$("${client[@]}" flood "$gport" stall k=a 40 5 | tail -n 1)
+			[[ "$got" == *RESOURCE_EXHAUSTED=* ]] &&
+				! [[ "$got" =~ (^|\ )OK= ]]
+			check $? "40 calls on one decider, --grpc-queue 8: some refused RESOURCE_EXHAUSTED at once, none allowed (got $got)"
+			x=$(metric 'drld_grpc_calls_total{outcome="resource_exhausted"}')
+			[ "$x" -ge 1 ] && [ "$x" -le 32 ]
+			check $? "drld counted $x resource_exhausted (at most 40 - 8 queued)"
+			stop stall-full "$pid"
+		else
+			check 1 "drld starts on the redis-server to stall"
+		fi
 		kill -CONT "$spid"
 
 		start stall-back --store "redis://127.0.0.1:$sport?timeout_ms=300&breaker_failures=0" \
