@@ -7,6 +7,7 @@
 
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
 #include <cstddef>
@@ -363,6 +364,11 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 		grpc::ServerBuilder b;
 		// nobody can ask drld for channelz: do not keep its books
 		b.AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);
+		// grpc.health.v1.Health, grpc++'s own implementation: what
+		// Envoy's grpc_health_check and Kubernetes' grpc probes ask
+		// (envoyproxy/ratelimit serves it too). Process-wide and not
+		// thread-safe: drld starts one server, from one thread.
+		grpc::EnableDefaultHealthCheckService(true);
 		g->service.reset(new Service(d));
 		if (deciders > 0) {
 			g->deciders.reset(new Deciders(g->service.get(),
@@ -378,6 +384,18 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 				      "cannot listen (the address is in use, "
 				      "or not one of this host)");
 			return -1;
+		}
+		// "" (the server as a whole) is SERVING from the start; the
+		// service by its full name, and by the name envoyproxy/
+		// ratelimit registers ("ratelimit"), so an existing health
+		// check config keeps working
+		grpc::HealthCheckServiceInterface *h =
+			g->server->GetHealthCheckService();
+		if (h != nullptr) {
+			h->SetServingStatus(
+				rls::RateLimitService::service_full_name(),
+				true);
+			h->SetServingStatus("ratelimit", true);
 		}
 		*out = g.release();
 		return 0;
@@ -396,6 +414,12 @@ extern "C" void drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s)
 {
 	if (g == nullptr)
 		return;
+	// NOT_SERVING for every name, first: a health watcher (Envoy's,
+	// a load balancer's) learns drld is draining while the calls in
+	// flight finish
+	if (grpc::HealthCheckServiceInterface *h =
+		    g->server->GetHealthCheckService())
+		h->Shutdown();
 	g->server->Shutdown(std::chrono::system_clock::now() +
 			    std::chrono::seconds(timeout_s));
 	g->server->Wait();

@@ -5,6 +5,8 @@ stubs generated at start from drld/proto/ by python3-grpc-tools, so the
 client speaks exactly the .proto drld was built from).
 
 Run it with /usr/bin/python3 (Debian's, which sees python3-grpcio).
+The health commands use tests/proto/grpc_health.proto (gRPC's health
+checking protocol), compiled the same way.
 
   envoy_client.py PROTO_DIR suite PORT DOMAIN HTTP_PORT
       The protocol suite against a drld serving tests/test_envoy.sh's
@@ -25,6 +27,12 @@ Run it with /usr/bin/python3 (Debian's, which sees python3-grpcio).
       N calls of one descriptor at once, each with that deadline; prints
       "sent" once they are on their way, then how many ended how
       ("CANCELLED=2 UNAVAILABLE=22").
+  envoy_client.py PROTO_DIR health PORT SERVICE
+      grpc.health.v1.Health/Check of SERVICE ("" the server): prints the
+      status (SERVING, NOT_SERVING) or the gRPC status code's name.
+  envoy_client.py PROTO_DIR watch PORT SERVICE
+      grpc.health.v1.Health/Watch of SERVICE: prints each status as it
+      comes, then "END" and the code the stream ended with.
 """
 import os
 import shutil
@@ -37,10 +45,8 @@ import grpc
 from grpc_tools import protoc
 
 
-def load_stubs(proto_dir):
-    """Generate the Python stubs of proto_dir's .proto files into a temp
-    directory and import them."""
-    out = tempfile.mkdtemp(prefix="envoy_stubs_")
+def compile_protos(proto_dir, out):
+    """Generate the Python stubs of proto_dir's .proto files into out."""
     protos = [f for f in os.listdir(proto_dir) if f.endswith(".proto")]
     include = os.path.join(os.path.dirname(protoc.__file__), "_proto")
     args = ["protoc", "-I" + proto_dir, "-I" + include,
@@ -52,15 +58,28 @@ def load_stubs(proto_dir):
             sys.exit("envoy_client: protoc failed on " + proto_dir)
     finally:
         os.chdir(cwd)
+
+
+def load_stubs(proto_dir):
+    """Generate the Python stubs of proto_dir's .proto files and of
+    tests/proto/ into a temp directory and import them."""
+    global health, health_grpc
+    out = tempfile.mkdtemp(prefix="envoy_stubs_")
+    compile_protos(proto_dir, out)
+    compile_protos(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "proto"), out)
     sys.path.insert(0, out)
     import envoy_rls_pb2
     import envoy_rls_pb2_grpc
     import envoy_ratelimit_pb2
+    import grpc_health_pb2 as health
+    import grpc_health_pb2_grpc as health_grpc
     shutil.rmtree(out, ignore_errors=True)  # imported: no longer needed
     return envoy_rls_pb2, envoy_rls_pb2_grpc, envoy_ratelimit_pb2
 
 
 rls = rls_grpc = common = None
+health = health_grpc = None
 failures = 0
 
 
@@ -456,6 +475,35 @@ def flood(port, domain, entries, n, deadline):
           flush=True)
 
 
+def health_check(port, service):
+    """Health/Check of service: prints its status or the error's code."""
+    stub = health_grpc.HealthStub(
+        grpc.insecure_channel("127.0.0.1:%d" % port))
+    try:
+        r = stub.Check(health.HealthCheckRequest(service=service),
+                       timeout=30)
+        print(health.HealthCheckResponse.ServingStatus.Name(r.status))
+    except grpc.RpcError as e:
+        print(e.code().name)
+
+
+def health_watch(port, service):
+    """Health/Watch of service: each status as it comes (flushed, for a
+    script to wait on), then "END" and how the stream ended. Bounded: a
+    stream that neither changes nor ends in 120 s ends DEADLINE_EXCEEDED."""
+    stub = health_grpc.HealthStub(
+        grpc.insecure_channel("127.0.0.1:%d" % port))
+    code = "OK"
+    try:
+        for r in stub.Watch(health.HealthCheckRequest(service=service),
+                            timeout=120):
+            print(health.HealthCheckResponse.ServingStatus.Name(r.status),
+                  flush=True)
+    except grpc.RpcError as e:
+        code = e.code().name
+    print("END", code, flush=True)
+
+
 def main(argv):
     global rls, rls_grpc, common
     if len(argv) < 3:
@@ -474,6 +522,10 @@ def main(argv):
         call(int(args[0]), args[1].replace("\\0", "\0"), args[2])
     elif cmd == "flood":
         flood(int(args[0]), args[1], args[2], int(args[3]), float(args[4]))
+    elif cmd == "health":
+        health_check(int(args[0]), args[1])
+    elif cmd == "watch":
+        health_watch(int(args[0]), args[1])
     else:
         sys.exit(__doc__)
     return 1 if failures else 0

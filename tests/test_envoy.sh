@@ -126,6 +126,16 @@ tap() {
 	done < <("$@" 2>&1)
 }
 
+# wait_line FILE TEXT: until FILE holds the line TEXT (60 s at most).
+wait_line() {
+	local i
+	for ((i = 0; i < 600; i++)); do
+		grep -qx "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 # One value of drld's /metrics at $port ("<absent>" if none).
 metric() {
 	curl -s "http://127.0.0.1:$port/metrics" |
@@ -341,6 +351,35 @@ else
 	check 1 "drld starts with --shadow"
 fi
 
+# ---- gRPC health checking (grpc.health.v1.Health) -----------------------
+# Envoy's grpc_health_check and Kubernetes' grpc probes ask Check; gRPC
+# clients' own health checking streams Watch. SERVING for the server (""),
+# the service's full name and envoyproxy/ratelimit's "ratelimit"; an
+# unknown name is NOT_FOUND. On SIGTERM a Watch stream hears NOT_SERVING
+# at once, and ends by --timeout-s (it counts as a call in flight).
+
+if start health --envoy-config "$tmp/cfg-flags" --timeout-s 1; then
+	for svc in "" ratelimit envoy.service.ratelimit.v3.RateLimitService; do
+		got=$("${client[@]}" health "$gport" "$svc")
+		[ "$got" = SERVING ]
+		check $? "Health/Check '$svc': SERVING (got $got)"
+	done
+	got=$("${client[@]}" health "$gport" nosuchservice)
+	[ "$got" = NOT_FOUND ]
+	check $? "Health/Check of an unknown service: NOT_FOUND (got $got)"
+	"${client[@]}" watch "$gport" ratelimit >"$tmp/watch.out" 2>&1 &
+	wpid=$!
+	wait_line "$tmp/watch.out" SERVING
+	check $? "Health/Watch 'ratelimit' streams SERVING"
+	stop health "$pid"
+	wait "$wpid"
+	got=$(tr '\n' ' ' <"$tmp/watch.out")
+	[[ "$got" =~ ^SERVING\ NOT_SERVING\ END\  ]]
+	check $? "SIGTERM: the Watch stream hears NOT_SERVING, then ends (got $got)"
+else
+	check 1 "drld starts for the health checks"
+fi
+
 # ---- reload on SIGHUP --------------------------------------------------
 
 # reload_to RESULT: SIGHUP, and wait for
@@ -459,16 +498,6 @@ stall_outcomes() {
 		sleep 0.1
 	done
 	echo "$v $c"
-}
-
-# wait_line FILE TEXT: until FILE holds the line TEXT (60 s at most).
-wait_line() {
-	local i
-	for ((i = 0; i < 600; i++)); do
-		grep -qx "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	return 1
 }
 
 if [ -n "$rport" ]; then

@@ -2,11 +2,12 @@
 # drld's Envoy service under valgrind memcheck: one drld on the memory
 # store with --grpc-listen and envoyproxy/ratelimit's README examples
 # answers gRPC calls (allowed, over limit, shadowed, unlimited, replaces,
-# an unknown domain, malformed requests), is scraped, reloads a good and a
-# bad config, and stops on SIGTERM; valgrind (tests/valgrind.sh) must
-# report no invalid access, no uninitialised use and no definite or
-# indirect leak, and drld must exit 0. test_envoy.sh has the behaviour;
-# this is the memory check (in other runs, the build's sanitizers).
+# an unknown domain, malformed requests) and a health check, is scraped,
+# reloads a good and a bad config, and stops on SIGTERM; valgrind
+# (tests/valgrind.sh) must report no invalid access, no uninitialised use
+# and no definite or indirect leak, and drld must exit 0. test_envoy.sh
+# has the behaviour; this is the memory check (in other runs, the build's
+# sanitizers).
 #
 # usage: test_envoy_memcheck.sh DRLD VALGRIND_SH PROTO_DIR
 set -uo pipefail
@@ -71,6 +72,9 @@ call "OK OK 9" example6 service=auth-service,user=user-a
 call "OK OK 0" no-such-domain k=v
 call "INVALID_ARGUMENT" "" k=v
 call "OK OK 19" example9 key1=valueX
+got=$("${client[@]}" health "$gport" ratelimit 2>&1)
+[ "$got" = SERVING ]
+check $? "Health/Check ratelimit: SERVING (got $got)"
 curl -s -o /dev/null "http://127.0.0.1:$port/metrics"
 check $? "/metrics"
 
