@@ -348,8 +348,8 @@ struct drld_grpc {
 };
 
 extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
-			       const char *addr, unsigned deciders,
-			       unsigned queue, char *msg, size_t n)
+			       const char *addr, const struct drld_grpc_opts *o,
+			       char *msg, size_t n)
 {
 	*out = nullptr;
 	try {
@@ -364,15 +364,23 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 		grpc::ServerBuilder b;
 		// nobody can ask drld for channelz: do not keep its books
 		b.AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);
+		if (o->max_connection_age_s > 0)
+			b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+					     (int)o->max_connection_age_s *
+						     1000);
+		if (o->max_connection_age_grace_s > 0)
+			b.AddChannelArgument(
+				GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+				(int)o->max_connection_age_grace_s * 1000);
 		// grpc.health.v1.Health, grpc++'s own implementation: what
 		// Envoy's grpc_health_check and Kubernetes' grpc probes ask
 		// (envoyproxy/ratelimit serves it too). Process-wide and not
 		// thread-safe: drld starts one server, from one thread.
 		grpc::EnableDefaultHealthCheckService(true);
 		g->service.reset(new Service(d));
-		if (deciders > 0) {
+		if (o->deciders > 0) {
 			g->deciders.reset(new Deciders(g->service.get(),
-						       deciders, queue));
+						       o->deciders, o->queue));
 			g->service->set_deciders(g->deciders.get());
 		}
 		b.AddListeningPort(addr, grpc::InsecureServerCredentials(),

@@ -6,7 +6,7 @@
  * envoy_service.h and the answer back; drld_envoy_decide() decides.
  *
  * Threads: gRPC's own threads read and write the calls. Where a decision
- * runs is drld_grpc_start()'s `deciders`: 0 decides on the gRPC thread
+ * runs is drld_grpc_opts's `deciders`: 0 decides on the gRPC thread
  * that read the call (for a store whose calls never wait for the
  * network: memory://); N > 0 hands every call to N threads of its own,
  * which block in the store (bounded by its timeout_ms) and finish the
@@ -32,18 +32,36 @@ extern "C" {
  * each nor unbounded memory. */
 #define DRLD_GRPC_QUEUE_DEFAULT 4096
 #define DRLD_GRPC_QUEUE_MAX 65536
+/* Most seconds for --grpc-max-connection-age and its grace (a day). */
+#define DRLD_GRPC_AGE_MAX 86400
 
 struct drld;
 struct drld_grpc;
 
+/* How the server runs (drld's --grpc-* options). */
+struct drld_grpc_opts {
+	/* threads deciding calls (0..DRLD_GRPC_DECIDERS_MAX; 0: on
+	 * gRPC's own) */
+	unsigned deciders;
+	/* calls that may wait for them (1..DRLD_GRPC_QUEUE_MAX; unused
+	 * when deciders is 0) */
+	unsigned queue;
+	/* seconds a connection may live before the server asks the
+	 * client to move to a new one (HTTP/2 GOAWAY), so the calls of
+	 * long-lived clients (Envoy) spread over drld instances added
+	 * later; 0: forever. At most DRLD_GRPC_AGE_MAX. */
+	unsigned max_connection_age_s;
+	/* seconds the calls in flight on such a connection get to finish
+	 * before it is closed; 0: as long as they take. */
+	unsigned max_connection_age_grace_s;
+};
+
 /* Serve ShouldRateLimit on `addr` ("127.0.0.1:8081", "[::1]:0"; port 0
  * picks one) for drld d, insecure (plaintext HTTP/2, as Envoy's cluster
- * to envoyproxy/ratelimit is by default), deciding on `deciders` threads
- * of its own (0..DRLD_GRPC_DECIDERS_MAX; 0: on gRPC's) with at most
- * `queue` calls waiting for them (1..DRLD_GRPC_QUEUE_MAX; unused when
- * deciders is 0). Returns 0, or -1 with a message in msg (n bytes). */
+ * to envoyproxy/ratelimit is by default), as o says. Returns 0, or -1
+ * with a message in msg (n bytes). */
 int drld_grpc_start(struct drld_grpc **out, struct drld *d, const char *addr,
-		    unsigned deciders, unsigned queue, char *msg, size_t n);
+		    const struct drld_grpc_opts *o, char *msg, size_t n);
 
 /* The port it listens on. */
 unsigned drld_grpc_port(const struct drld_grpc *g);

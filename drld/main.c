@@ -7,6 +7,7 @@
  *        [--conn-memory BYTES] [--max-specs N]
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
  *        [--grpc-headers] [--grpc-threads N] [--grpc-queue N]
+ *        [--grpc-max-connection-age S] [--grpc-max-connection-age-grace S]
  *
  * This file: arguments, signals, start, reload and stop. Signals are
  * blocked in every thread and read from a signalfd by the main thread,
@@ -48,6 +49,8 @@ static const char synopsis[] =
 	"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
 	"[--shadow]\n"
 	"            [--grpc-headers] [--grpc-threads N] [--grpc-queue N]\n"
+	"            [--grpc-max-connection-age S]\n"
+	"            [--grpc-max-connection-age-grace S]\n"
 	"       drld --help | --version\n";
 
 static const char details[] =
@@ -93,6 +96,14 @@ static const char details[] =
 	"      --grpc-queue N      gRPC calls that may wait for them; one\n"
 	"                          more is RESOURCE_EXHAUSTED at once\n"
 	"                          (default 4096, 1..65536)\n"
+	"      --grpc-max-connection-age S\n"
+	"                          ask a client to move to a new connection\n"
+	"                          once one is S seconds old (GOAWAY), so\n"
+	"                          long-lived clients spread over new drld;\n"
+	"                          default 0: never (0..86400)\n"
+	"      --grpc-max-connection-age-grace S\n"
+	"                          then close it after S more seconds\n"
+	"                          (default 0: once its calls are done)\n"
 	"  -h, --help              this text\n"
 	"  -V, --version           the version\n"
 	"\n"
@@ -110,10 +121,11 @@ struct opts {
 	const char *store; /* NULL: the config's, else memory:// */
 	const char *config;
 	int64_t max_specs;
-	const char *grpc_listen;  /* NULL: no gRPC service */
-	const char *envoy_config; /* NULL: no Envoy domains */
-	int64_t grpc_threads;     /* deciders over a network store */
-	int64_t grpc_queue;       /* calls that may wait for them */
+	const char *grpc_listen;          /* NULL: no gRPC service */
+	const char *envoy_config;         /* NULL: no Envoy domains */
+	int64_t grpc_threads;             /* deciders over a network store */
+	int64_t grpc_queue;               /* calls that may wait for them */
+	int64_t grpc_age, grpc_age_grace; /* seconds; 0: none */
 	bool shadow, grpc_headers;
 };
 
@@ -203,7 +215,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_SHADOW,
 		O_HEADERS,
 		O_GRPC_THREADS,
-		O_GRPC_QUEUE
+		O_GRPC_QUEUE,
+		O_GRPC_AGE,
+		O_GRPC_AGE_GRACE
 	};
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, 'l'},
@@ -221,6 +235,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"grpc-headers", no_argument, NULL, O_HEADERS},
 		{"grpc-threads", required_argument, NULL, O_GRPC_THREADS},
 		{"grpc-queue", required_argument, NULL, O_GRPC_QUEUE},
+		{"grpc-max-connection-age", required_argument, NULL,
+		 O_GRPC_AGE},
+		{"grpc-max-connection-age-grace", required_argument, NULL,
+		 O_GRPC_AGE_GRACE},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -286,6 +304,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_GRPC_QUEUE:
 			st = number("--grpc-queue", optarg, 1,
 				    DRLD_GRPC_QUEUE_MAX, &o->grpc_queue);
+			break;
+		case O_GRPC_AGE:
+			st = number("--grpc-max-connection-age", optarg, 0,
+				    DRLD_GRPC_AGE_MAX, &o->grpc_age);
+			break;
+		case O_GRPC_AGE_GRACE:
+			st = number("--grpc-max-connection-age-grace", optarg,
+				    0, DRLD_GRPC_AGE_MAX, &o->grpc_age_grace);
 			break;
 		case 'h':
 			fputs(synopsis, stdout);
@@ -554,10 +580,14 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	}
 #if DRLD_HAVE_ENVOY
 	struct drld_grpc *g = NULL;
+	const struct drld_grpc_opts go = {
+		.deciders = d->store_in_process ? 0 : (unsigned)o->grpc_threads,
+		.queue = (unsigned)o->grpc_queue,
+		.max_connection_age_s = (unsigned)o->grpc_age,
+		.max_connection_age_grace_s = (unsigned)o->grpc_age_grace,
+	};
 	if (o->grpc_listen != NULL &&
-	    drld_grpc_start(&g, d, o->grpc_listen,
-			    d->store_in_process ? 0 : (unsigned)o->grpc_threads,
-			    (unsigned)o->grpc_queue, msg, sizeof msg) != 0) {
+	    drld_grpc_start(&g, d, o->grpc_listen, &go, msg, sizeof msg) != 0) {
 		fprintf(stderr, "drld: --grpc-listen %s: %s\n", o->grpc_listen,
 			msg);
 		drld_http_stop(h, 0);

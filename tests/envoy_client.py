@@ -27,6 +27,11 @@ checking protocol), compiled the same way.
       N calls of one descriptor at once, each with that deadline; prints
       "sent" once they are on their way, then how many ended how
       ("CANCELLED=2 UNAVAILABLE=22").
+  envoy_client.py PROTO_DIR reconnect PORT DOMAIN KEY=VALUE DEADLINE_S
+      Calls of one descriptor on one channel, one every 50 ms, until the
+      channel has left READY and come back to it with a call answered
+      after that (the server closed the connection: GOAWAY), or DEADLINE_S
+      passed; prints "reconnected" or "never", then "calls=N errors=N".
   envoy_client.py PROTO_DIR health PORT SERVICE
       grpc.health.v1.Health/Check of SERVICE ("" the server): prints the
       status (SERVING, NOT_SERVING) or the gRPC status code's name.
@@ -39,6 +44,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 import urllib.request
 
 import grpc
@@ -475,6 +481,38 @@ def flood(port, domain, entries, n, deadline):
           flush=True)
 
 
+def reconnect(port, domain, entries, deadline):
+    """Calls on one channel until it has reconnected once (see the
+    usage)."""
+    ch = grpc.insecure_channel("127.0.0.1:%d" % port)
+    stub = rls_grpc.RateLimitServiceStub(ch)
+    states = []
+    ch.subscribe(states.append)  # grpc's own thread appends
+    req = rls.RateLimitRequest(domain=domain,
+                               descriptors=[descriptor(entries)])
+    calls = errors = 0
+    left = False  # READY seen, then something else
+    end = time.monotonic() + deadline
+    done = False
+    while not done and time.monotonic() < end:
+        try:
+            stub.ShouldRateLimit(req, timeout=30)
+        except grpc.RpcError:
+            errors += 1
+        calls += 1
+        seen = list(states)
+        if grpc.ChannelConnectivity.READY in seen:
+            first = seen.index(grpc.ChannelConnectivity.READY)
+            after = seen[first + 1:]
+            left = left or any(x != grpc.ChannelConnectivity.READY
+                               for x in after)
+            done = left and after[-1:] == [grpc.ChannelConnectivity.READY]
+        time.sleep(0.05)
+    print("reconnected" if done else "never")
+    print("calls=%d errors=%d" % (calls, errors), flush=True)
+    ch.close()
+
+
 def health_check(port, service):
     """Health/Check of service: prints its status or the error's code."""
     stub = health_grpc.HealthStub(
@@ -522,6 +560,8 @@ def main(argv):
         call(int(args[0]), args[1].replace("\\0", "\0"), args[2])
     elif cmd == "flood":
         flood(int(args[0]), args[1], args[2], int(args[3]), float(args[4]))
+    elif cmd == "reconnect":
+        reconnect(int(args[0]), args[1], args[2], float(args[3]))
     elif cmd == "health":
         health_check(int(args[0]), args[1])
     elif cmd == "watch":

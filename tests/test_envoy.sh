@@ -172,6 +172,8 @@ refused "bad --grpc-threads '0'" --grpc-threads 0
 refused "bad --grpc-threads '257'" --grpc-threads 257
 refused "bad --grpc-queue '0'" --grpc-queue 0
 refused "bad --grpc-queue '65537'" --grpc-queue 65537
+refused "bad --grpc-max-connection-age '86401'" --grpc-max-connection-age 86401
+refused "bad --grpc-max-connection-age-grace '-1'" --grpc-max-connection-age-grace -1
 if [ -n "$rport" ]; then # redis-server holds that port
 	run --listen 127.0.0.1:0 --grpc-listen "127.0.0.1:$rport"
 	[ "$rc" -eq 1 ] &&
@@ -367,6 +369,10 @@ if start health --envoy-config "$tmp/cfg-flags" --timeout-s 1; then
 	got=$("${client[@]}" health "$gport" nosuchservice)
 	[ "$got" = NOT_FOUND ]
 	check $? "Health/Check of an unknown service: NOT_FOUND (got $got)"
+	# no --grpc-max-connection-age: the connection stays
+	got=$("${client[@]}" reconnect "$gport" flags user=age0 3 | tr '\n' ' ')
+	[[ "$got" =~ ^never\ calls=[0-9]+\ errors=0\ $ ]]
+	check $? "without --grpc-max-connection-age one channel keeps its connection for 3 s (got $got)"
 	"${client[@]}" watch "$gport" ratelimit >"$tmp/watch.out" 2>&1 &
 	wpid=$!
 	wait_line "$tmp/watch.out" SERVING
@@ -378,6 +384,21 @@ if start health --envoy-config "$tmp/cfg-flags" --timeout-s 1; then
 	check $? "SIGTERM: the Watch stream hears NOT_SERVING, then ends (got $got)"
 else
 	check 1 "drld starts for the health checks"
+fi
+
+# ---- --grpc-max-connection-age: long-lived clients move on --------------
+# Envoy keeps its HTTP/2 connections to the rate limit service open, so a
+# drld added later gets no calls until they are closed: with a maximum
+# age, drld sends GOAWAY and the client reconnects, its calls unharmed.
+
+if start age --envoy-config "$tmp/cfg-flags" --grpc-max-connection-age 1 \
+	--grpc-max-connection-age-grace 5; then
+	got=$("${client[@]}" reconnect "$gport" flags user=age 60 | tr '\n' ' ')
+	[[ "$got" =~ ^reconnected\ calls=[0-9]+\ errors=0\ $ ]]
+	check $? "--grpc-max-connection-age 1: the client's channel reconnects, no call fails (got $got)"
+	stop age "$pid"
+else
+	check 1 "drld starts with --grpc-max-connection-age"
 fi
 
 # ---- reload on SIGHUP --------------------------------------------------
