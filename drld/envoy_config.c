@@ -271,14 +271,25 @@ static int load_replaces(const struct loader *ld, struct drld_envoy_limit *l,
 	return 0;
 }
 
+/* A rate_limit's options beyond envoyproxy/ratelimit's (NULL: not
+ * given). */
+struct limit_extras {
+	const char *algorithm;       /* "NAME[,options]" */
+	const char *on_error;        /* deny, allow, local */
+	const char *block_on_exceed; /* a duration: the near cache */
+};
+
 /* Make l's limiter: fixed_window, or `algorithm` ("NAME[,options]"),
- * at requests_per_unit per unit, with on_error when given, and the
- * library's shadow=1 for shadow_mode (it decides and counts as without,
- * answers allowed, and result.would_allow is the real decision). */
+ * at requests_per_unit per unit, with on_error and block_on_exceed when
+ * given, and the library's shadow=1 for shadow_mode (it decides and
+ * counts as without, answers allowed, and result.would_allow is the real
+ * decision). */
 static int make_limiter(const struct loader *ld, struct drld_envoy_limit *l,
-			const yaml_node_t *at, int u, const char *algorithm,
-			const char *on_error)
+			const yaml_node_t *at, const char *key, int u,
+			const struct limit_extras *x)
 {
+	const char *algorithm = x->algorithm, *on_error = x->on_error;
+	const char *block = x->block_on_exceed;
 	char spec[512];
 	drl_error err = {0};
 	const char *comma = algorithm ? strchr(algorithm, ',') : NULL;
@@ -286,17 +297,17 @@ static int make_limiter(const struct loader *ld, struct drld_envoy_limit *l,
 				      : (int)strlen(algorithm))
 			     : 12;
 
-	int k = snprintf(spec, sizeof spec, "%.*s:%u/%s%s%s%s%s", alen,
+	int k = snprintf(spec, sizeof spec, "%.*s:%u/%s%s%s%s%s%s%s", alen,
 			 algorithm ? algorithm : "fixed_window",
 			 l->requests_per_unit, units[u].period,
 			 comma ? comma : "", on_error ? ";on_error=" : "",
 			 on_error ? on_error : "",
+			 block ? ";block_on_exceed=" : "", block ? block : "",
 			 l->shadow ? ";shadow=1" : "");
 	if (k < 0 || (size_t)k >= sizeof spec)
-		return fail(ld, at, "algorithm", "too long");
+		return fail(ld, at, key, "too long");
 	if (drl_limiter_new(&l->lim, ld->store, spec, NULL, &err) != 0)
-		return fail(ld, at, algorithm ? "algorithm" : "rate_limit",
-			    "%s", err.message);
+		return fail(ld, at, key, "%s", err.message);
 	return 0;
 }
 
@@ -305,18 +316,28 @@ static int load_rate_limit(const struct loader *ld, struct drld_envoy_node *d,
 			   const yaml_node_t *v, const char *path, bool shadow)
 {
 	static const char *const known[] = {
-		"unit",     "requests_per_unit", "unlimited", "name",
-		"replaces", "algorithm",         "on_error",  NULL};
-	enum { UNIT, RPU, UNLIMITED, NAME, REPLACES, ALGORITHM, ON_ERROR };
-	yaml_node_t *f[7];
+		"unit",     "requests_per_unit", "unlimited",
+		"name",     "replaces",          "algorithm",
+		"on_error", "block_on_exceed",   NULL};
+	enum {
+		UNIT,
+		RPU,
+		UNLIMITED,
+		NAME,
+		REPLACES,
+		ALGORITHM,
+		ON_ERROR,
+		BLOCK
+	};
+	yaml_node_t *f[8];
 	const char *unit = NULL, *name = NULL, *algorithm = NULL;
-	const char *on_error = NULL;
+	const char *on_error = NULL, *block = NULL;
 	uint64_t rpu = 0;
 	bool unlimited = false;
 
 	if (fields(ld, v, "rate_limit", known,
 		   "unit, requests_per_unit, unlimited, name, replaces, "
-		   "algorithm, on_error",
+		   "algorithm, on_error, block_on_exceed",
 		   f) ||
 	    (f[UNIT] && text(ld, f[UNIT], "unit", &unit)) ||
 	    (f[RPU] &&
@@ -325,18 +346,20 @@ static int load_rate_limit(const struct loader *ld, struct drld_envoy_node *d,
 	     boolean(ld, f[UNLIMITED], "unlimited", &unlimited)) ||
 	    (f[NAME] && text(ld, f[NAME], "name", &name)) ||
 	    (f[ALGORITHM] && text(ld, f[ALGORITHM], "algorithm", &algorithm)) ||
-	    (f[ON_ERROR] && text(ld, f[ON_ERROR], "on_error", &on_error)))
+	    (f[ON_ERROR] && text(ld, f[ON_ERROR], "on_error", &on_error)) ||
+	    (f[BLOCK] && text(ld, f[BLOCK], "block_on_exceed", &block)))
 		return -1;
 	int u = unit_index(unit);
 	if (unlimited && unit != NULL)
 		return fail(ld, f[UNIT], "unit",
 			    "should not specify a rate limit unit when "
 			    "unlimited");
-	if (unlimited && (f[RPU] || algorithm || on_error))
+	if (unlimited && (f[RPU] || algorithm || on_error || block))
 		return fail(ld, f[RPU] ? f[RPU] : v,
 			    f[RPU] ? "requests_per_unit" : "rate_limit",
 			    "an unlimited rate_limit takes no "
-			    "requests_per_unit, algorithm or on_error");
+			    "requests_per_unit, algorithm, on_error or "
+			    "block_on_exceed");
 	if (!unlimited && u < 0)
 		return fail(ld, f[UNIT] ? f[UNIT] : v, "unit",
 			    "invalid rate limit unit \"%.32s\" (expected "
@@ -360,9 +383,25 @@ static int load_rate_limit(const struct loader *ld, struct drld_envoy_node *d,
 	l->unit = unlimited ? DRLD_ENVOY_UNKNOWN : units[u].unit;
 	if (f[REPLACES] && load_replaces(ld, l, f[REPLACES]) != 0)
 		return -1;
-	if (!unlimited && rpu > 0 &&
-	    make_limiter(ld, l, f[ALGORITHM] ? f[ALGORITHM] : v, u, algorithm,
-			 on_error) != 0)
+	/* a limit spec's own separator would set options the config
+	 * does not show (algorithm: "token_bucket,burst=4;shadow=1") */
+	if (algorithm != NULL && strchr(algorithm, ';') != NULL)
+		return fail(ld, f[ALGORITHM], "algorithm",
+			    "\"%.64s\": ';' is not allowed", algorithm);
+	if (block != NULL && strchr(block, ';') != NULL)
+		return fail(ld, f[BLOCK], "block_on_exceed",
+			    "\"%.64s\": ';' is not allowed", block);
+
+	/* where a limit the library refuses is reported: the one option
+	 * given, else the rate_limit */
+	const struct limit_extras x = {algorithm, on_error, block};
+	const yaml_node_t *at = v;
+	const char *key = "rate_limit";
+	if (algorithm != NULL && block == NULL)
+		at = f[ALGORITHM], key = "algorithm";
+	else if (block != NULL && algorithm == NULL)
+		at = f[BLOCK], key = "block_on_exceed";
+	if (!unlimited && rpu > 0 && make_limiter(ld, l, at, key, u, &x) != 0)
 		return -1;
 	return 0;
 }

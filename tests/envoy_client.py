@@ -266,6 +266,15 @@ def suite(port, dom, http_port):
            [descriptor("bucket=b")], OK, [(OK, 2, "MINUTE", 0)], hits=4)
     expect(c, "token_bucket: the 5th is over", dom,
            [descriptor("bucket=b")], OVER, [(OVER, 2, "MINUTE", 0)])
+    # block_on_exceed: the store's denial is remembered, the next one is
+    # answered by drld (the near cache) with the same status
+    for i, left in enumerate([1, 0]):
+        expect(c, "block_on_exceed 2/hour: %d of 2" % (i + 1), dom,
+               [descriptor("near=n")], OK, [(OK, 2, H, left)])
+    for by in ["the store", "the near cache"]:
+        expect(c, "block_on_exceed: over, by %s" % by, dom,
+               [descriptor("near=n")], OVER, [(OVER, 2, H, 0)])
+    expect_metric(http_port, "drld_store_near_denials_total", 1)
     expect(c, "an unknown domain answers OK", "no-such-" + dom,
            [descriptor("user=alice")], OK, [(OK, None)])
 

@@ -240,6 +240,21 @@ descriptors:
       algorithm: leaky
       requests_per_unit: 5
 EOF
+bad_config inject "6: algorithm: \"token_bucket,burst=4;shadow=1\": ';' is not allowed" <<'EOF'
+domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      algorithm: token_bucket,burst=4;shadow=1
+      requests_per_unit: 5
+EOF
+bad_config block '4: block_on_exceed: block_on_exceed="forever": expected a duration' <<'EOF'
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 5, block_on_exceed: forever}
+EOF
 bad_config nodomain '1: domain: config file cannot have an empty domain' <<'EOF'
 descriptors:
   - key: a
@@ -296,6 +311,8 @@ descriptors:
       unit: minute
       requests_per_unit: 2
       algorithm: token_bucket,burst=4
+  - key: near
+    rate_limit: {unit: hour, requests_per_unit: 2, block_on_exceed: 1m}
 EOF
 }
 
