@@ -2,6 +2,7 @@
 #include "grpc_service.h"
 
 #include "envoy_service.h"
+#include "tls.h"
 
 #include "envoy_rls.grpc.pb.h"
 
@@ -347,6 +348,23 @@ struct drld_grpc {
 	int port = 0;
 };
 
+// Plaintext, or TLS from checked PEM text (tls.h), asking clients for a
+// certificate signed by client_ca when there is one.
+static std::shared_ptr<grpc::ServerCredentials> credentials(
+	const struct drld_tls *tls)
+{
+	if (tls == nullptr)
+		return grpc::InsecureServerCredentials();
+	grpc::SslServerCredentialsOptions o(
+		tls->client_ca != nullptr
+			? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+			: GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+	if (tls->client_ca != nullptr)
+		o.pem_root_certs = tls->client_ca;
+	o.pem_key_cert_pairs.push_back({tls->key, tls->cert});
+	return grpc::SslServerCredentials(o);
+}
+
 extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 			       const char *addr, const struct drld_grpc_opts *o,
 			       char *msg, size_t n)
@@ -383,8 +401,7 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 						       o->deciders, o->queue));
 			g->service->set_deciders(g->deciders.get());
 		}
-		b.AddListeningPort(addr, grpc::InsecureServerCredentials(),
-				   &g->port);
+		b.AddListeningPort(addr, credentials(o->tls), &g->port);
 		b.RegisterService(g->service.get());
 		g->server = b.BuildAndStart();
 		if (g->server == nullptr || g->port == 0) {

@@ -32,11 +32,15 @@ extern "C" {
  * each nor unbounded memory. */
 #define DRLD_GRPC_QUEUE_DEFAULT 4096
 #define DRLD_GRPC_QUEUE_MAX 65536
-/* Most seconds for --grpc-max-connection-age and its grace (a day). */
-#define DRLD_GRPC_AGE_MAX 86400
+/* --grpc-max-connection-age and its grace, in seconds: the defaults
+ * (envoyproxy/ratelimit's: a day and an hour) and the most (a week). */
+#define DRLD_GRPC_AGE_DEFAULT 86400
+#define DRLD_GRPC_AGE_GRACE_DEFAULT 3600
+#define DRLD_GRPC_AGE_MAX 604800
 
 struct drld;
 struct drld_grpc;
+struct drld_tls;
 
 /* How the server runs (drld's --grpc-* options). */
 struct drld_grpc_opts {
@@ -54,11 +58,15 @@ struct drld_grpc_opts {
 	/* seconds the calls in flight on such a connection get to finish
 	 * before it is closed; 0: as long as they take. */
 	unsigned max_connection_age_grace_s;
+	/* TLS (tls.h: checked PEM text), or NULL for plaintext HTTP/2;
+	 * with a client_ca, clients must present a certificate it
+	 * signed. Read during drld_grpc_start() only. */
+	const struct drld_tls *tls;
 };
 
 /* Serve ShouldRateLimit on `addr` ("127.0.0.1:8081", "[::1]:0"; port 0
- * picks one) for drld d, insecure (plaintext HTTP/2, as Envoy's cluster
- * to envoyproxy/ratelimit is by default), as o says. Returns 0, or -1
+ * picks one) for drld d, over plaintext HTTP/2 (as Envoy's cluster to
+ * envoyproxy/ratelimit is by default) or TLS, as o says. Returns 0, or -1
  * with a message in msg (n bytes). */
 int drld_grpc_start(struct drld_grpc **out, struct drld *d, const char *addr,
 		    const struct drld_grpc_opts *o, char *msg, size_t n);

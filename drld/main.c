@@ -8,6 +8,7 @@
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
  *        [--grpc-headers] [--grpc-threads N] [--grpc-queue N]
  *        [--grpc-max-connection-age S] [--grpc-max-connection-age-grace S]
+ *        [--grpc-tls-cert FILE --grpc-tls-key FILE [--grpc-tls-client-ca FILE]]
  *
  * This file: arguments, signals, start, reload and stop. Signals are
  * blocked in every thread and read from a signalfd by the main thread,
@@ -24,6 +25,7 @@
 #include "drld.h"
 #include "grpc_service.h" /* plain C; defined only with DRLD_HAVE_ENVOY */
 #include "http.h"
+#include "tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -51,6 +53,8 @@ static const char synopsis[] =
 	"            [--grpc-headers] [--grpc-threads N] [--grpc-queue N]\n"
 	"            [--grpc-max-connection-age S]\n"
 	"            [--grpc-max-connection-age-grace S]\n"
+	"            [--grpc-tls-cert FILE --grpc-tls-key FILE\n"
+	"             [--grpc-tls-client-ca FILE]]\n"
 	"       drld --help | --version\n";
 
 static const char details[] =
@@ -99,11 +103,17 @@ static const char details[] =
 	"      --grpc-max-connection-age S\n"
 	"                          ask a client to move to a new connection\n"
 	"                          once one is S seconds old (GOAWAY), so\n"
-	"                          long-lived clients spread over new drld;\n"
-	"                          default 0: never (0..86400)\n"
+	"                          long-lived clients spread over new drld\n"
+	"                          (default 86400, 0..604800; 0: never)\n"
 	"      --grpc-max-connection-age-grace S\n"
 	"                          then close it after S more seconds\n"
-	"                          (default 0: once its calls are done)\n"
+	"                          (default 3600; 0: once its calls end)\n"
+	"      --grpc-tls-cert FILE, --grpc-tls-key FILE\n"
+	"                          serve gRPC over TLS with this PEM\n"
+	"                          certificate chain and unencrypted key\n"
+	"      --grpc-tls-client-ca FILE\n"
+	"                          and require client certificates signed by\n"
+	"                          these PEM CAs (mutual TLS)\n"
 	"  -h, --help              this text\n"
 	"  -V, --version           the version\n"
 	"\n"
@@ -126,6 +136,7 @@ struct opts {
 	int64_t grpc_threads;             /* deciders over a network store */
 	int64_t grpc_queue;               /* calls that may wait for them */
 	int64_t grpc_age, grpc_age_grace; /* seconds; 0: none */
+	const char *tls_cert, *tls_key, *tls_client_ca; /* NULL: none */
 	bool shadow, grpc_headers;
 };
 
@@ -217,7 +228,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_GRPC_THREADS,
 		O_GRPC_QUEUE,
 		O_GRPC_AGE,
-		O_GRPC_AGE_GRACE
+		O_GRPC_AGE_GRACE,
+		O_TLS_CERT,
+		O_TLS_KEY,
+		O_TLS_CA
 	};
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, 'l'},
@@ -239,6 +253,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		 O_GRPC_AGE},
 		{"grpc-max-connection-age-grace", required_argument, NULL,
 		 O_GRPC_AGE_GRACE},
+		{"grpc-tls-cert", required_argument, NULL, O_TLS_CERT},
+		{"grpc-tls-key", required_argument, NULL, O_TLS_KEY},
+		{"grpc-tls-client-ca", required_argument, NULL, O_TLS_CA},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -251,6 +268,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->max_specs = 256;
 	o->grpc_threads = 16;
 	o->grpc_queue = DRLD_GRPC_QUEUE_DEFAULT;
+	o->grpc_age = DRLD_GRPC_AGE_DEFAULT;
+	o->grpc_age_grace = DRLD_GRPC_AGE_GRACE_DEFAULT;
 	while (st < 0 && (c = getopt_long(argc, argv, ":l:s:c:t:hV", longopts,
 					  NULL)) != -1) {
 		switch (c) {
@@ -313,6 +332,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			st = number("--grpc-max-connection-age-grace", optarg,
 				    0, DRLD_GRPC_AGE_MAX, &o->grpc_age_grace);
 			break;
+		case O_TLS_CERT:
+			o->tls_cert = optarg;
+			break;
+		case O_TLS_KEY:
+			o->tls_key = optarg;
+			break;
+		case O_TLS_CA:
+			o->tls_client_ca = optarg;
+			break;
 		case 'h':
 			fputs(synopsis, stdout);
 			fputs(details, stdout);
@@ -335,6 +363,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				   "(meson -Dgrpc=enabled)");
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
+	if ((o->tls_cert == NULL) != (o->tls_key == NULL))
+		return usage_error("--grpc-tls-cert and --grpc-tls-key go "
+				   "together");
+	if (o->tls_client_ca != NULL && o->tls_cert == NULL)
+		return usage_error("--grpc-tls-client-ca needs "
+				   "--grpc-tls-cert and --grpc-tls-key");
+	if (o->tls_cert != NULL && o->grpc_listen == NULL)
+		return usage_error("--grpc-tls-cert without --grpc-listen");
 	if (!parse_listen(o->listen, &o->http.addr))
 		return usage_error("bad --listen '%s': expected a numeric "
 				   "address and a port, e.g. 127.0.0.1:8080 "
@@ -568,8 +604,8 @@ static void say_grpc(const char *listen, unsigned port)
 
 /* Serve until SIGTERM/SIGINT, reloading on SIGHUP. Returns the exit
  * status. */
-static int serve(struct drld *d, const struct opts *o, int sfd,
-		 const char *config_store)
+static int serve(struct drld *d, const struct opts *o,
+		 const struct drld_tls *tls, int sfd, const char *config_store)
 {
 	char msg[256];
 	struct drld_http *h;
@@ -585,6 +621,7 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 		.queue = (unsigned)o->grpc_queue,
 		.max_connection_age_s = (unsigned)o->grpc_age,
 		.max_connection_age_grace_s = (unsigned)o->grpc_age_grace,
+		.tls = o->tls_cert != NULL ? tls : NULL,
 	};
 	if (o->grpc_listen != NULL &&
 	    drld_grpc_start(&g, d, o->grpc_listen, &go, msg, sizeof msg) != 0) {
@@ -595,6 +632,8 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	}
 	if (g != NULL)
 		say_grpc(o->grpc_listen, drld_grpc_port(g));
+#else
+	(void)tls;
 #endif
 	say_listening(o, drld_http_port(h));
 	for (;;) {
@@ -625,12 +664,20 @@ int main(int argc, char **argv)
 {
 	struct opts o = {0};
 	struct drld d = {0};
+	struct drld_tls tls = {0};
 	char *config_store = NULL;
 	sigset_t set;
 	int st = parse_args(argc, argv, &o);
 
 	if (st >= 0)
 		return st;
+	char msg[512];
+	if (o.tls_cert != NULL &&
+	    drld_tls_load(&tls, o.tls_cert, o.tls_key, o.tls_client_ca, msg,
+			  sizeof msg) != 0) {
+		fprintf(stderr, "drld: %s\n", msg);
+		return EXIT_USAGE;
+	}
 	/* before any thread exists (the store's, the near caches', the
 	 * HTTP pool): every thread inherits the mask, and only the
 	 * signalfd sees these signals */
@@ -643,12 +690,14 @@ int main(int argc, char **argv)
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0 ||
 	    (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) {
 		perror("drld: signalfd");
+		drld_tls_free(&tls);
 		return EXIT_SERVE;
 	}
 	st = setup(&d, &o, &config_store);
 	if (st < 0)
-		st = serve(&d, &o, sfd, config_store);
+		st = serve(&d, &o, &tls, sfd, config_store);
 	teardown(&d);
+	drld_tls_free(&tls);
 	free(config_store);
 	close(sfd);
 	return st;

@@ -21,6 +21,7 @@ packages=(
 	gnuplot-nox                            # drl simulate --plot
 	libmicrohttpd-dev libjansson-dev       # drld (HTTP server, JSON)
 	curl wrk                               # drld tests, bench_drld.sh
+	openssl                                # test_envoy.sh: TLS certificates
 	nghttp2-client                         # h2load: scripts/bench_envoy.sh
 	libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev \
 	libyaml-dev                            # drld's Envoy gRPC service

@@ -5,6 +5,9 @@ stubs generated at start from drld/proto/ by python3-grpc-tools, so the
 client speaks exactly the .proto drld was built from).
 
 Run it with /usr/bin/python3 (Debian's, which sees python3-grpcio).
+With ENVOY_CLIENT_TLS=CA_FILE[,CERT_FILE,KEY_FILE] in the environment it
+connects over TLS, trusting CA_FILE, expecting the server's certificate to
+name drld.test, and presenting CERT_FILE/KEY_FILE when given.
 The health commands use tests/proto/grpc_health.proto (gRPC's health
 checking protocol), compiled the same way.
 
@@ -111,9 +114,29 @@ def descriptor(entries, hits=None, limit=None):
     return d
 
 
+def channel(port):
+    """A channel to 127.0.0.1:port: plaintext, or TLS as ENVOY_CLIENT_TLS
+    says (see the usage)."""
+    target = "127.0.0.1:%d" % port
+    tls = os.environ.get("ENVOY_CLIENT_TLS")
+    if not tls:
+        return grpc.insecure_channel(target)
+    files = []
+    for path in tls.split(","):
+        with open(path, "rb") as f:
+            files.append(f.read())
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=files[0],
+        private_key=files[2] if len(files) > 2 else None,
+        certificate_chain=files[1] if len(files) > 1 else None)
+    return grpc.secure_channel(
+        target, creds,
+        options=[("grpc.ssl_target_name_override", "drld.test")])
+
+
 class Client:
     def __init__(self, port):
-        self.channel = grpc.insecure_channel("127.0.0.1:%d" % port)
+        self.channel = channel(port)
         self.stub = rls_grpc.RateLimitServiceStub(self.channel)
 
     def call(self, domain, descriptors, hits=0):
@@ -493,7 +516,7 @@ def flood(port, domain, entries, n, deadline):
 def reconnect(port, domain, entries, deadline):
     """Calls on one channel until it has reconnected once (see the
     usage)."""
-    ch = grpc.insecure_channel("127.0.0.1:%d" % port)
+    ch = channel(port)
     stub = rls_grpc.RateLimitServiceStub(ch)
     states = []
     ch.subscribe(states.append)  # grpc's own thread appends
@@ -525,7 +548,7 @@ def reconnect(port, domain, entries, deadline):
 def health_check(port, service):
     """Health/Check of service: prints its status or the error's code."""
     stub = health_grpc.HealthStub(
-        grpc.insecure_channel("127.0.0.1:%d" % port))
+        channel(port))
     try:
         r = stub.Check(health.HealthCheckRequest(service=service),
                        timeout=30)
@@ -539,7 +562,7 @@ def health_watch(port, service):
     script to wait on), then "END" and how the stream ended. Bounded: a
     stream that neither changes nor ends in 120 s ends DEADLINE_EXCEEDED."""
     stub = health_grpc.HealthStub(
-        grpc.insecure_channel("127.0.0.1:%d" % port))
+        channel(port))
     code = "OK"
     try:
         for r in stub.Watch(health.HealthCheckRequest(service=service),

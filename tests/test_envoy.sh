@@ -172,7 +172,7 @@ refused "bad --grpc-threads '0'" --grpc-threads 0
 refused "bad --grpc-threads '257'" --grpc-threads 257
 refused "bad --grpc-queue '0'" --grpc-queue 0
 refused "bad --grpc-queue '65537'" --grpc-queue 65537
-refused "bad --grpc-max-connection-age '86401'" --grpc-max-connection-age 86401
+refused "bad --grpc-max-connection-age '604801'" --grpc-max-connection-age 604801
 refused "bad --grpc-max-connection-age-grace '-1'" --grpc-max-connection-age-grace -1
 if [ -n "$rport" ]; then # redis-server holds that port
 	run --listen 127.0.0.1:0 --grpc-listen "127.0.0.1:$rport"
@@ -386,10 +386,10 @@ if start health --envoy-config "$tmp/cfg-flags" --timeout-s 1; then
 	got=$("${client[@]}" health "$gport" nosuchservice)
 	[ "$got" = NOT_FOUND ]
 	check $? "Health/Check of an unknown service: NOT_FOUND (got $got)"
-	# no --grpc-max-connection-age: the connection stays
+	# the default --grpc-max-connection-age (a day): the connection stays
 	got=$("${client[@]}" reconnect "$gport" flags user=age0 3 | tr '\n' ' ')
 	[[ "$got" =~ ^never\ calls=[0-9]+\ errors=0\ $ ]]
-	check $? "without --grpc-max-connection-age one channel keeps its connection for 3 s (got $got)"
+	check $? "under the default --grpc-max-connection-age (a day) one channel keeps its connection for 3 s (got $got)"
 	"${client[@]}" watch "$gport" ratelimit >"$tmp/watch.out" 2>&1 &
 	wpid=$!
 	wait_line "$tmp/watch.out" SERVING
@@ -416,6 +416,96 @@ if start age --envoy-config "$tmp/cfg-flags" --grpc-max-connection-age 1 \
 	stop age "$pid"
 else
 	check 1 "drld starts with --grpc-max-connection-age"
+fi
+
+# ---- TLS and mutual TLS on the gRPC port -----------------------------------
+# A test CA signs drld's certificate (for drld.test and 127.0.0.1) and a
+# client's; another CA signs a stranger's. The client speaks TLS when
+# ENVOY_CLIENT_TLS names the CA it trusts (and its own certificate).
+
+# cert NAME CA EXT: NAME.key and NAME.crt in $tmp/tls, signed by CA (or
+# self-signed when CA is "-"), with the extensions of $tmp/tls/NAME.ext
+# when EXT is "ext".
+cert() {
+	local d=$tmp/tls name=$1 ca=$2 ext=()
+	[ "$3" = ext ] && ext=(-extfile "$d/$name.ext")
+	if [ "$ca" = - ]; then
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
+			-nodes -keyout "$d/$name.key" -out "$d/$name.crt" \
+			-days 2 -subj "/CN=$name" 2>/dev/null
+		return
+	fi
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+		-keyout "$d/$name.key" -out "$d/$name.csr" -subj "/CN=$name" \
+		2>/dev/null &&
+		openssl x509 -req -in "$d/$name.csr" -CA "$d/$ca.crt" \
+			-CAkey "$d/$ca.key" -CAcreateserial -out "$d/$name.crt" \
+			-days 2 "${ext[@]}" 2>/dev/null
+}
+
+if ! command -v openssl >/dev/null; then
+	missing openssl
+else
+	mkdir -p "$tmp/tls"
+	printf 'subjectAltName=DNS:drld.test,IP:127.0.0.1\n' >"$tmp/tls/server.ext"
+	cert ca - - && cert server ca ext && cert client ca - &&
+		cert otherca - - && cert stranger otherca -
+	check $? "openssl made a test CA and certificates"
+	t=$tmp/tls
+
+	refused "--grpc-tls-cert and --grpc-tls-key go together" \
+		--grpc-listen 127.0.0.1:0 --grpc-tls-cert "$t/server.crt"
+	refused "--grpc-tls-key $t/client.key: not the key of --grpc-tls-cert $t/server.crt" \
+		--grpc-listen 127.0.0.1:0 --grpc-tls-cert "$t/server.crt" \
+		--grpc-tls-key "$t/client.key"
+	refused "--grpc-tls-cert $t/none.crt: No such file or directory" \
+		--grpc-listen 127.0.0.1:0 --grpc-tls-cert "$t/none.crt" \
+		--grpc-tls-key "$t/server.key"
+	refused "--grpc-tls-cert $t/server.key: no PEM certificate" \
+		--grpc-listen 127.0.0.1:0 --grpc-tls-cert "$t/server.key" \
+		--grpc-tls-key "$t/server.key"
+	refused "--grpc-tls-client-ca needs --grpc-tls-cert and --grpc-tls-key" \
+		--grpc-listen 127.0.0.1:0 --grpc-tls-client-ca "$t/ca.crt"
+	refused "--grpc-tls-cert without --grpc-listen" \
+		--grpc-tls-cert "$t/server.crt" --grpc-tls-key "$t/server.key"
+
+	if start tls --envoy-config "$tmp/cfg-flags" \
+		--grpc-tls-cert "$t/server.crt" --grpc-tls-key "$t/server.key"; then
+		got=$("${client[@]}" call "$gport" flags user=tls)
+		[ "$got" = UNAVAILABLE ]
+		check $? "TLS port: a plaintext call fails (got $got)"
+		got=$(ENVOY_CLIENT_TLS=$t/ca.crt "${client[@]}" call "$gport" flags user=tls)
+		[ "$got" = "OK OK 2" ]
+		check $? "TLS port: a TLS call trusting the CA is decided (got $got)"
+		got=$(ENVOY_CLIENT_TLS=$t/otherca.crt "${client[@]}" call "$gport" flags user=tls)
+		[ "$got" = UNAVAILABLE ]
+		check $? "TLS port: a client trusting another CA does not connect (got $got)"
+		got=$(ENVOY_CLIENT_TLS=$t/ca.crt "${client[@]}" health "$gport" ratelimit)
+		[ "$got" = SERVING ]
+		check $? "TLS port: Health/Check over TLS (got $got)"
+		stop tls "$pid"
+	else
+		check 1 "drld starts with --grpc-tls-cert"
+	fi
+
+	if start mtls --envoy-config "$tmp/cfg-flags" \
+		--grpc-tls-cert "$t/server.crt" --grpc-tls-key "$t/server.key" \
+		--grpc-tls-client-ca "$t/ca.crt"; then
+		got=$(ENVOY_CLIENT_TLS=$t/ca.crt "${client[@]}" call "$gport" flags user=mtls)
+		[ "$got" = UNAVAILABLE ]
+		check $? "mutual TLS: a client without a certificate is refused (got $got)"
+		got=$(ENVOY_CLIENT_TLS=$t/ca.crt,$t/stranger.crt,$t/stranger.key \
+			"${client[@]}" call "$gport" flags user=mtls)
+		[ "$got" = UNAVAILABLE ]
+		check $? "mutual TLS: a certificate from another CA is refused (got $got)"
+		got=$(ENVOY_CLIENT_TLS=$t/ca.crt,$t/client.crt,$t/client.key \
+			"${client[@]}" call "$gport" flags user=mtls)
+		[ "$got" = "OK OK 2" ]
+		check $? "mutual TLS: the client's certificate from the CA is decided, the refused calls counted nothing (got $got)"
+		stop mtls "$pid"
+	else
+		check 1 "drld starts with --grpc-tls-client-ca"
+	fi
 fi
 
 # ---- reload on SIGHUP --------------------------------------------------
