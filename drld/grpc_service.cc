@@ -2,13 +2,14 @@
 #include "grpc_service.h"
 
 #include "envoy_service.h"
-#include "tls.h"
 
 #include "envoy_rls.grpc.pb.h"
 
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include <chrono>
 #include <cstddef>
@@ -348,21 +349,35 @@ struct drld_grpc {
 	int port = 0;
 };
 
-// Plaintext, or TLS from checked PEM text (tls.h), asking clients for a
-// certificate signed by client_ca when there is one.
+// Plaintext, or TLS from o's PEM files, which grpc's file watcher reads
+// again every tls_refresh_s seconds, asking clients for a certificate
+// signed by tls_client_ca when there is one. A key and certificate that
+// do not match (one file replaced, not yet the other) fail new
+// handshakes, with grpc's log line, until they match again: grpc 1.51
+// does not keep the last good pair (docs/envoy.md, "TLS"). Its TLS
+// credentials API is marked experimental in 1.51; it is the one that
+// reloads certificates.
 static std::shared_ptr<grpc::ServerCredentials> credentials(
-	const struct drld_tls *tls)
+	const struct drld_grpc_opts *o)
 {
-	if (tls == nullptr)
+	namespace gx = grpc::experimental;
+	if (o->tls_cert == nullptr)
 		return grpc::InsecureServerCredentials();
-	grpc::SslServerCredentialsOptions o(
-		tls->client_ca != nullptr
-			? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-			: GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-	if (tls->client_ca != nullptr)
-		o.pem_root_certs = tls->client_ca;
-	o.pem_key_cert_pairs.push_back({tls->key, tls->cert});
-	return grpc::SslServerCredentials(o);
+	bool mutual = o->tls_client_ca != nullptr;
+	auto files = std::make_shared<gx::FileWatcherCertificateProvider>(
+		o->tls_key, o->tls_cert, mutual ? o->tls_client_ca : "",
+		o->tls_refresh_s);
+	gx::TlsServerCredentialsOptions t(files);
+	t.watch_identity_key_cert_pairs();
+	if (mutual) {
+		t.watch_root_certs();
+		t.set_cert_request_type(
+			GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+	} else {
+		t.set_cert_request_type(
+			GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+	}
+	return gx::TlsServerCredentials(t);
 }
 
 extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
@@ -401,7 +416,7 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 						       o->deciders, o->queue));
 			g->service->set_deciders(g->deciders.get());
 		}
-		b.AddListeningPort(addr, credentials(o->tls), &g->port);
+		b.AddListeningPort(addr, credentials(o), &g->port);
 		b.RegisterService(g->service.get());
 		g->server = b.BuildAndStart();
 		if (g->server == nullptr || g->port == 0) {

@@ -40,7 +40,6 @@ extern "C" {
 
 struct drld;
 struct drld_grpc;
-struct drld_tls;
 
 /* How the server runs (drld's --grpc-* options). */
 struct drld_grpc_opts {
@@ -58,10 +57,13 @@ struct drld_grpc_opts {
 	/* seconds the calls in flight on such a connection get to finish
 	 * before it is closed; 0: as long as they take. */
 	unsigned max_connection_age_grace_s;
-	/* TLS (tls.h: checked PEM text), or NULL for plaintext HTTP/2;
-	 * with a client_ca, clients must present a certificate it
-	 * signed. Read during drld_grpc_start() only. */
-	const struct drld_tls *tls;
+	/* TLS: PEM files (checked by tls.h) of the certificate chain and
+	 * its key, or NULL for plaintext HTTP/2; with tls_client_ca,
+	 * clients must present a certificate one of its CAs signed. gRPC
+	 * reads the files again every tls_refresh_s seconds, so a renewed
+	 * certificate is served without a restart. */
+	const char *tls_cert, *tls_key, *tls_client_ca;
+	unsigned tls_refresh_s;
 };
 
 /* Serve ShouldRateLimit on `addr` ("127.0.0.1:8081", "[::1]:0"; port 0

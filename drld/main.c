@@ -8,7 +8,8 @@
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
  *        [--grpc-headers] [--grpc-threads N] [--grpc-queue N]
  *        [--grpc-max-connection-age S] [--grpc-max-connection-age-grace S]
- *        [--grpc-tls-cert FILE --grpc-tls-key FILE [--grpc-tls-client-ca FILE]]
+ *        [--grpc-tls-cert FILE --grpc-tls-key FILE [--grpc-tls-client-ca FILE]
+ *         [--grpc-tls-refresh S]]
  *
  * This file: arguments, signals, start, reload and stop. Signals are
  * blocked in every thread and read from a signalfd by the main thread,
@@ -54,7 +55,7 @@ static const char synopsis[] =
 	"            [--grpc-max-connection-age S]\n"
 	"            [--grpc-max-connection-age-grace S]\n"
 	"            [--grpc-tls-cert FILE --grpc-tls-key FILE\n"
-	"             [--grpc-tls-client-ca FILE]]\n"
+	"             [--grpc-tls-client-ca FILE] [--grpc-tls-refresh S]]\n"
 	"       drld --help | --version\n";
 
 static const char details[] =
@@ -114,6 +115,10 @@ static const char details[] =
 	"      --grpc-tls-client-ca FILE\n"
 	"                          and require client certificates signed by\n"
 	"                          these PEM CAs (mutual TLS)\n"
+	"      --grpc-tls-refresh S\n"
+	"                          read the TLS files again every S seconds,\n"
+	"                          serving renewed certificates (default 60,\n"
+	"                          1..86400)\n"
 	"  -h, --help              this text\n"
 	"  -V, --version           the version\n"
 	"\n"
@@ -137,6 +142,7 @@ struct opts {
 	int64_t grpc_queue;               /* calls that may wait for them */
 	int64_t grpc_age, grpc_age_grace; /* seconds; 0: none */
 	const char *tls_cert, *tls_key, *tls_client_ca; /* NULL: none */
+	int64_t tls_refresh;                            /* seconds */
 	bool shadow, grpc_headers;
 };
 
@@ -231,7 +237,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_GRPC_AGE_GRACE,
 		O_TLS_CERT,
 		O_TLS_KEY,
-		O_TLS_CA
+		O_TLS_CA,
+		O_TLS_REFRESH
 	};
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, 'l'},
@@ -256,6 +263,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"grpc-tls-cert", required_argument, NULL, O_TLS_CERT},
 		{"grpc-tls-key", required_argument, NULL, O_TLS_KEY},
 		{"grpc-tls-client-ca", required_argument, NULL, O_TLS_CA},
+		{"grpc-tls-refresh", required_argument, NULL, O_TLS_REFRESH},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -270,6 +278,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->grpc_queue = DRLD_GRPC_QUEUE_DEFAULT;
 	o->grpc_age = DRLD_GRPC_AGE_DEFAULT;
 	o->grpc_age_grace = DRLD_GRPC_AGE_GRACE_DEFAULT;
+	o->tls_refresh = 60;
 	while (st < 0 && (c = getopt_long(argc, argv, ":l:s:c:t:hV", longopts,
 					  NULL)) != -1) {
 		switch (c) {
@@ -340,6 +349,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_TLS_CA:
 			o->tls_client_ca = optarg;
+			break;
+		case O_TLS_REFRESH:
+			st = number("--grpc-tls-refresh", optarg, 1, 86400,
+				    &o->tls_refresh);
 			break;
 		case 'h':
 			fputs(synopsis, stdout);
@@ -604,8 +617,8 @@ static void say_grpc(const char *listen, unsigned port)
 
 /* Serve until SIGTERM/SIGINT, reloading on SIGHUP. Returns the exit
  * status. */
-static int serve(struct drld *d, const struct opts *o,
-		 const struct drld_tls *tls, int sfd, const char *config_store)
+static int serve(struct drld *d, const struct opts *o, int sfd,
+		 const char *config_store)
 {
 	char msg[256];
 	struct drld_http *h;
@@ -621,7 +634,10 @@ static int serve(struct drld *d, const struct opts *o,
 		.queue = (unsigned)o->grpc_queue,
 		.max_connection_age_s = (unsigned)o->grpc_age,
 		.max_connection_age_grace_s = (unsigned)o->grpc_age_grace,
-		.tls = o->tls_cert != NULL ? tls : NULL,
+		.tls_cert = o->tls_cert,
+		.tls_key = o->tls_key,
+		.tls_client_ca = o->tls_client_ca,
+		.tls_refresh_s = (unsigned)o->tls_refresh,
 	};
 	if (o->grpc_listen != NULL &&
 	    drld_grpc_start(&g, d, o->grpc_listen, &go, msg, sizeof msg) != 0) {
@@ -632,8 +648,6 @@ static int serve(struct drld *d, const struct opts *o,
 	}
 	if (g != NULL)
 		say_grpc(o->grpc_listen, drld_grpc_port(g));
-#else
-	(void)tls;
 #endif
 	say_listening(o, drld_http_port(h));
 	for (;;) {
@@ -664,7 +678,6 @@ int main(int argc, char **argv)
 {
 	struct opts o = {0};
 	struct drld d = {0};
-	struct drld_tls tls = {0};
 	char *config_store = NULL;
 	sigset_t set;
 	int st = parse_args(argc, argv, &o);
@@ -673,8 +686,8 @@ int main(int argc, char **argv)
 		return st;
 	char msg[512];
 	if (o.tls_cert != NULL &&
-	    drld_tls_load(&tls, o.tls_cert, o.tls_key, o.tls_client_ca, msg,
-			  sizeof msg) != 0) {
+	    drld_tls_check(o.tls_cert, o.tls_key, o.tls_client_ca, msg,
+			   sizeof msg) != 0) {
 		fprintf(stderr, "drld: %s\n", msg);
 		return EXIT_USAGE;
 	}
@@ -690,14 +703,12 @@ int main(int argc, char **argv)
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0 ||
 	    (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) {
 		perror("drld: signalfd");
-		drld_tls_free(&tls);
 		return EXIT_SERVE;
 	}
 	st = setup(&d, &o, &config_store);
 	if (st < 0)
-		st = serve(&d, &o, &tls, sfd, config_store);
+		st = serve(&d, &o, sfd, config_store);
 	teardown(&d);
-	drld_tls_free(&tls);
 	free(config_store);
 	close(sfd);
 	return st;

@@ -1,8 +1,8 @@
 /*
- * drld's TLS files: read whole, checked with OpenSSL's PEM parsers (the
- * library's own libcrypto), handed to grpc++ as text. grpc would refuse
- * a bad pair too, but only by failing to start its server with a log
- * line of its own; checking here names the file and the problem.
+ * drld's TLS files: read whole and checked with OpenSSL's PEM parsers
+ * (the library's own libcrypto). grpc would refuse a bad pair too, but
+ * only by failing its handshakes with a log line of its own; checking
+ * here names the file and the problem, before drld serves.
  */
 #include "tls.h"
 
@@ -78,51 +78,44 @@ static EVP_PKEY *private_key(const char *s)
 	return k;
 }
 
-int drld_tls_load(struct drld_tls *t, const char *cert, const char *key,
-		  const char *client_ca, char *msg, size_t n)
+int drld_tls_check(const char *cert, const char *key, const char *client_ca,
+		   char *msg, size_t n)
 {
-	memset(t, 0, sizeof *t);
-	if (read_file("--grpc-tls-cert", cert, &t->cert, msg, n) ||
-	    read_file("--grpc-tls-key", key, &t->key, msg, n) ||
-	    (client_ca != NULL && read_file("--grpc-tls-client-ca", client_ca,
-					    &t->client_ca, msg, n)))
-		goto fail;
+	char *cert_pem = NULL, *key_pem = NULL, *ca_pem = NULL;
+	int rc = -1;
 
-	X509 *x = first_cert(t->cert);
-	EVP_PKEY *k = private_key(t->key);
-	X509 *ca = t->client_ca ? first_cert(t->client_ca) : NULL;
-	int rc = 0;
+	if (read_file("--grpc-tls-cert", cert, &cert_pem, msg, n) ||
+	    read_file("--grpc-tls-key", key, &key_pem, msg, n) ||
+	    (client_ca != NULL &&
+	     read_file("--grpc-tls-client-ca", client_ca, &ca_pem, msg, n)))
+		goto out;
+
+	X509 *x = first_cert(cert_pem);
+	EVP_PKEY *k = private_key(key_pem);
+	X509 *ca = ca_pem ? first_cert(ca_pem) : NULL;
 	if (x == NULL)
-		rc = say(msg, n, "--grpc-tls-cert %s: no PEM certificate",
-			 cert);
+		say(msg, n, "--grpc-tls-cert %s: no PEM certificate", cert);
 	else if (k == NULL)
-		rc = say(msg, n,
-			 "--grpc-tls-key %s: no unencrypted PEM private key",
-			 key);
+		say(msg, n, "--grpc-tls-key %s: no unencrypted PEM private key",
+		    key);
 	else if (X509_check_private_key(x, k) != 1)
-		rc = say(msg, n,
-			 "--grpc-tls-key %s: not the key of --grpc-tls-cert %s",
-			 key, cert);
+		say(msg, n,
+		    "--grpc-tls-key %s: not the key of --grpc-tls-cert %s", key,
+		    cert);
 	else if (client_ca != NULL && ca == NULL)
-		rc = say(msg, n, "--grpc-tls-client-ca %s: no PEM certificate",
-			 client_ca);
+		say(msg, n, "--grpc-tls-client-ca %s: no PEM certificate",
+		    client_ca);
+	else
+		rc = 0;
 	X509_free(x);
 	EVP_PKEY_free(k);
 	X509_free(ca);
 	ERR_clear_error(); /* what the parsers queued is told above */
-	if (rc == 0)
-		return 0;
-fail:
-	drld_tls_free(t);
-	return -1;
-}
-
-void drld_tls_free(struct drld_tls *t)
-{
-	if (t->key != NULL)
-		OPENSSL_cleanse(t->key, strlen(t->key));
-	free(t->cert);
-	free(t->key);
-	free(t->client_ca);
-	memset(t, 0, sizeof *t);
+out:
+	if (key_pem != NULL)
+		OPENSSL_cleanse(key_pem, strlen(key_pem));
+	free(cert_pem);
+	free(key_pem);
+	free(ca_pem);
+	return rc;
 }

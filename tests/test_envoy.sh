@@ -448,8 +448,10 @@ if ! command -v openssl >/dev/null; then
 else
 	mkdir -p "$tmp/tls"
 	printf 'subjectAltName=DNS:drld.test,IP:127.0.0.1\n' >"$tmp/tls/server.ext"
+	cp "$tmp/tls/server.ext" "$tmp/tls/renewed.ext"
 	cert ca - - && cert server ca ext && cert client ca - &&
-		cert otherca - - && cert stranger otherca -
+		cert otherca - - && cert stranger otherca - &&
+		cert renewed otherca ext
 	check $? "openssl made a test CA and certificates"
 	t=$tmp/tls
 
@@ -466,6 +468,9 @@ else
 		--grpc-tls-key "$t/server.key"
 	refused "--grpc-tls-client-ca needs --grpc-tls-cert and --grpc-tls-key" \
 		--grpc-listen 127.0.0.1:0 --grpc-tls-client-ca "$t/ca.crt"
+	refused "bad --grpc-tls-refresh '0'" --grpc-listen 127.0.0.1:0 \
+		--grpc-tls-cert "$t/server.crt" --grpc-tls-key "$t/server.key" \
+		--grpc-tls-refresh 0
 	refused "--grpc-tls-cert without --grpc-listen" \
 		--grpc-tls-cert "$t/server.crt" --grpc-tls-key "$t/server.key"
 
@@ -486,6 +491,31 @@ else
 		stop tls "$pid"
 	else
 		check 1 "drld starts with --grpc-tls-cert"
+	fi
+
+	# a renewed certificate (another CA's, to tell them apart) replaces
+	# the files: served without a restart within --grpc-tls-refresh
+	cp "$t/server.crt" "$t/live.crt" && cp "$t/server.key" "$t/live.key"
+	if start renew --envoy-config "$tmp/cfg-flags" --grpc-tls-refresh 1 \
+		--grpc-tls-cert "$t/live.crt" --grpc-tls-key "$t/live.key"; then
+		got=$(ENVOY_CLIENT_TLS=$t/ca.crt "${client[@]}" call "$gport" flags user=renew)
+		[ "$got" = "OK OK 2" ]
+		check $? "renewal: the first certificate is served (got $got)"
+		cp "$t/renewed.key" "$t/live.key.new" && cp "$t/renewed.crt" "$t/live.crt.new" &&
+			mv "$t/live.key.new" "$t/live.key" && mv "$t/live.crt.new" "$t/live.crt"
+		for ((i = 0; i < 120; i++)); do
+			got=$(ENVOY_CLIENT_TLS=$t/otherca.crt "${client[@]}" call "$gport" flags user=renew)
+			[ "$got" = "OK OK 1" ] && break
+			sleep 0.5
+		done
+		[ "$got" = "OK OK 1" ]
+		check $? "renewal: the renewed certificate is served without a restart (got $got)"
+		got=$(ENVOY_CLIENT_TLS=$t/ca.crt "${client[@]}" call "$gport" flags user=renew)
+		[ "$got" = UNAVAILABLE ]
+		check $? "renewal: new connections no longer get the old certificate (got $got)"
+		stop renew "$pid"
+	else
+		check 1 "drld starts with --grpc-tls-refresh"
 	fi
 
 	if start mtls --envoy-config "$tmp/cfg-flags" \
