@@ -41,6 +41,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/signalfd.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 enum { EXIT_OK = 0, EXIT_SERVE = 1, EXIT_USAGE = 2, EXIT_STORE = 3 };
@@ -87,8 +88,9 @@ static const char details[] =
 	"                          at once, least recently used evicted\n"
 	"                          (default 256, 0..65536; 0 refuses them)\n"
 	"      --grpc-listen HOST:PORT  also serve Envoy's rate limit service\n"
-	"                          (gRPC ShouldRateLimit) there; off by\n"
-	"                          default (docs/envoy.md)\n"
+	"                          (gRPC ShouldRateLimit) there, or on the\n"
+	"                          unix socket unix:/PATH; off by default\n"
+	"                          (docs/envoy.md)\n"
 	"      --envoy-config DIR  envoyproxy/ratelimit's YAML config: every\n"
 	"                          *.yaml/*.yml of DIR; reloaded on SIGHUP\n"
 	"      --shadow            answer every gRPC request OK, counting\n"
@@ -166,6 +168,20 @@ usage_error(const char *fmt, ...)
 
 /* Parse HOST:PORT ("127.0.0.1:8080", "[::1]:0") into *ss. Numeric
  * addresses only: no name is looked up. */
+/* The longest path of a unix domain socket (sun_path holds its NUL). */
+#define UNIX_PATH_MAX_LEN (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+
+/* Whether s is "unix:" and an absolute path a unix domain socket can
+ * have (--grpc-listen: gRPC's own syntax for it, as envoyproxy/ratelimit's
+ * GRPC_UDS). */
+static bool is_unix_listen(const char *s)
+{
+	if (strncmp(s, "unix:", 5) != 0)
+		return false;
+	size_t n = strlen(s + 5);
+	return s[5] == '/' && n <= UNIX_PATH_MAX_LEN;
+}
+
 static bool parse_listen(const char *s, struct sockaddr_storage *ss)
 {
 	char host[INET6_ADDRSTRLEN + 1];
@@ -390,10 +406,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				   "or [::1]:8080",
 				   o->listen);
 	struct sockaddr_storage grpc_addr;
-	if (o->grpc_listen != NULL && !parse_listen(o->grpc_listen, &grpc_addr))
-		return usage_error("bad --grpc-listen '%s': expected a numeric "
-				   "address and a port, e.g. 127.0.0.1:8081",
-				   o->grpc_listen);
+	if (o->grpc_listen != NULL && !is_unix_listen(o->grpc_listen) &&
+	    !parse_listen(o->grpc_listen, &grpc_addr))
+		return usage_error(
+			"bad --grpc-listen '%s': expected a numeric "
+			"address and a port, e.g. 127.0.0.1:8081, "
+			"or unix:/ABSOLUTE/PATH of at most %zu bytes",
+			o->grpc_listen, UNIX_PATH_MAX_LEN);
 	o->http.threads = (unsigned)threads;
 	o->http.max_connections = (unsigned)maxconn;
 	o->http.timeout_s = (unsigned)timeout;
@@ -610,8 +629,11 @@ static void say_grpc(const char *listen, unsigned port)
 {
 	const char *colon = strrchr(listen, ':');
 
-	fprintf(stderr, "drld: grpc listening on %.*s:%u\n",
-		(int)(colon - listen), listen, port);
+	if (is_unix_listen(listen))
+		fprintf(stderr, "drld: grpc listening on %s\n", listen);
+	else
+		fprintf(stderr, "drld: grpc listening on %.*s:%u\n",
+			(int)(colon - listen), listen, port);
 }
 #endif
 

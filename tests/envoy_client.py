@@ -5,7 +5,8 @@ stubs generated at start from drld/proto/ by python3-grpc-tools, so the
 client speaks exactly the .proto drld was built from).
 
 Run it with /usr/bin/python3 (Debian's, which sees python3-grpcio).
-With ENVOY_CLIENT_TLS=CA_FILE[,CERT_FILE,KEY_FILE] in the environment it
+PORT is 127.0.0.1's port, or for call and health "unix:/PATH" (a unix
+domain socket). With ENVOY_CLIENT_TLS=CA_FILE[,CERT_FILE,KEY_FILE] in the environment it
 connects over TLS, trusting CA_FILE, expecting the server's certificate to
 name drld.test, and presenting CERT_FILE/KEY_FILE when given.
 The health commands use tests/proto/grpc_health.proto (gRPC's health
@@ -114,10 +115,15 @@ def descriptor(entries, hits=None, limit=None):
     return d
 
 
+def port_arg(s):
+    """A PORT argument: a number (127.0.0.1:PORT) or "unix:/PATH"."""
+    return s if s.startswith("unix:") else int(s)
+
+
 def channel(port):
-    """A channel to 127.0.0.1:port: plaintext, or TLS as ENVOY_CLIENT_TLS
-    says (see the usage)."""
-    target = "127.0.0.1:%d" % port
+    """A channel to 127.0.0.1:port, or to the unix socket "unix:/PATH":
+    plaintext, or TLS as ENVOY_CLIENT_TLS says (see the usage)."""
+    target = port if isinstance(port, str) else "127.0.0.1:%d" % port
     tls = os.environ.get("ENVOY_CLIENT_TLS")
     if not tls:
         return grpc.insecure_channel(target)
@@ -589,13 +595,13 @@ def main(argv):
     elif cmd == "call":
         # "\\0" in the domain stands for a NUL byte (a shell argument
         # cannot hold one)
-        call(int(args[0]), args[1].replace("\\0", "\0"), args[2])
+        call(port_arg(args[0]), args[1].replace("\\0", "\0"), args[2])
     elif cmd == "flood":
         flood(int(args[0]), args[1], args[2], int(args[3]), float(args[4]))
     elif cmd == "reconnect":
         reconnect(int(args[0]), args[1], args[2], float(args[3]))
     elif cmd == "health":
-        health_check(int(args[0]), args[1])
+        health_check(port_arg(args[0]), args[1])
     elif cmd == "watch":
         health_watch(int(args[0]), args[1])
     else:

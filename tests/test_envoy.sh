@@ -5,12 +5,15 @@
 # configs refused at start with file, line and key; the protocol suite
 # (allowed, over limit, statuses, hits_addend, overrides, shadow_mode,
 # unlimited, wildcard, share_threshold and nested matching, algorithms,
-# unknown domain, malformed requests refused with nothing counted,
-# per-descriptor metrics) on memory://, on a redis-server (lua, watch) and
-# on a memcached each started here; envoyproxy/ratelimit's README examples
-# loaded unchanged; --grpc-headers and --shadow; SIGHUP reloads (a bad one
-# keeps the old config); a store that fails (UNAVAILABLE, or on_error);
-# two drld over one Redis and over one memcached sharing one limit exactly.
+# block_on_exceed, unknown domain, malformed requests refused with nothing
+# counted, per-descriptor metrics) on memory://, on a redis-server (lua,
+# watch) and on a memcached each started here; envoyproxy/ratelimit's
+# README examples loaded unchanged; --grpc-headers and --shadow; gRPC
+# health checking; --grpc-max-connection-age; TLS, mutual TLS and renewed
+# certificates; SIGHUP reloads (a bad one keeps the old config); a store
+# that fails (UNAVAILABLE, or on_error) or stalls (deciders, cancellations,
+# --grpc-queue); two drld over one Redis and over one memcached sharing
+# one limit exactly.
 # Every drld must stop with exit 0 on SIGTERM and print no sanitizer
 # report.
 #
@@ -89,8 +92,8 @@ start() {
 	for ((i = 0; i < 400; i++)); do
 		port=$(sed -n 's/^drld: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
 			"$tmp/$name.err")
-		gport=$(sed -n 's/^drld: grpc listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
-			"$tmp/$name.err")
+		gport=$(sed -n -e 's/^drld: grpc listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
+			-e 's/^drld: grpc listening on \(unix:.*\)$/\1/p' "$tmp/$name.err")
 		[ -n "$port" ] && [ -n "$gport" ] && return 0
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.05
@@ -167,6 +170,7 @@ refused() {
 }
 
 refused "bad --grpc-listen 'nowhere'" --grpc-listen nowhere
+refused "bad --grpc-listen 'unix:relative.sock'" --grpc-listen unix:relative.sock
 refused "bad --envoy-config: $tmp/none:" --envoy-config "$tmp/none"
 refused "bad --grpc-threads '0'" --grpc-threads 0
 refused "bad --grpc-threads '257'" --grpc-threads 257
@@ -402,6 +406,31 @@ if start health --envoy-config "$tmp/cfg-flags" --timeout-s 1; then
 else
 	check 1 "drld starts for the health checks"
 fi
+
+# ---- a unix domain socket (envoyproxy/ratelimit's GRPC_UDS) -------------
+# An Envoy sidecar on the same host can reach drld without TCP. gRPC
+# removes the socket file when drld stops, and a stale one (left by a
+# killed drld) when it starts; it never replaces a file of another kind.
+
+if start uds --envoy-config "$tmp/cfg-flags" --grpc-listen "unix:$tmp/drld.sock"; then
+	[ "$gport" = "unix:$tmp/drld.sock" ] && [ -S "$tmp/drld.sock" ]
+	check $? "--grpc-listen unix:PATH: drld says so and the socket exists"
+	got=$("${client[@]}" call "$gport" flags user=uds)
+	[ "$got" = "OK OK 2" ]
+	check $? "a call over the unix socket is decided (got $got)"
+	got=$("${client[@]}" health "$gport" ratelimit)
+	[ "$got" = SERVING ]
+	check $? "Health/Check over the unix socket (got $got)"
+	stop uds "$pid"
+	[ ! -e "$tmp/drld.sock" ]
+	check $? "the socket file is gone after a clean stop"
+else
+	check 1 "drld starts with --grpc-listen unix:PATH"
+fi
+: >"$tmp/not-a-socket"
+run --listen 127.0.0.1:0 --grpc-listen "unix:$tmp/not-a-socket"
+[ "$rc" -eq 1 ] && [ -f "$tmp/not-a-socket" ] && [ ! -S "$tmp/not-a-socket" ]
+check $? "unix:PATH naming a regular file: exit 1, the file left alone (got $rc)"
 
 # ---- --grpc-max-connection-age: long-lived clients move on --------------
 # Envoy keeps its HTTP/2 connections to the rate limit service open, so a
