@@ -9,9 +9,12 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstddef>
 #include <condition_variable>
 #include <cstdio>
@@ -349,6 +352,53 @@ struct drld_grpc {
 	int port = 0;
 };
 
+// A client certificate must name `san` in its subjectAltName (after the
+// chain's own verification against the client CA): envoyproxy/ratelimit's
+// GRPC_CLIENT_TLS_SAN, so that of all the certificates a shared CA signs
+// only one identity (Envoy's) may call. Exact match, any kind of name.
+class SanVerifier final : public grpc::experimental::ExternalCertificateVerifier
+{
+      public:
+	explicit SanVerifier(std::string san) : san_(std::move(san))
+	{
+	}
+
+	// Decided here, synchronously (true), in *status.
+	bool Verify(grpc::experimental::TlsCustomVerificationCheckRequest *r,
+		    std::function<void(grpc::Status)>,
+		    grpc::Status *status) override
+	{
+		*status = names(r) ? grpc::Status::OK
+				   : grpc::Status(
+					     grpc::StatusCode::UNAUTHENTICATED,
+					     "the client certificate does "
+					     "not name " +
+						     san_);
+		return true;
+	}
+
+	void Cancel(grpc::experimental::TlsCustomVerificationCheckRequest *)
+		override
+	{
+	}
+
+      private:
+	// Whether the certificate's subjectAltName holds san_.
+	bool names(grpc::experimental::TlsCustomVerificationCheckRequest *r)
+	{
+		for (const auto &kind : {r->dns_names(), r->uri_names(),
+					 r->ip_names(), r->email_names()})
+			for (const grpc::string_ref &n : kind)
+				if (n.size() == san_.size() &&
+				    std::equal(n.begin(), n.end(),
+					       san_.begin()))
+					return true;
+		return false;
+	}
+
+	const std::string san_;
+};
+
 // Plaintext, or TLS from o's PEM files, which grpc's file watcher reads
 // again every tls_refresh_s seconds, asking clients for a certificate
 // signed by tls_client_ca when there is one. A key and certificate that
@@ -373,6 +423,10 @@ static std::shared_ptr<grpc::ServerCredentials> credentials(
 		t.watch_root_certs();
 		t.set_cert_request_type(
 			GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+		if (o->tls_client_san != nullptr)
+			t.set_certificate_verifier(
+				gx::ExternalCertificateVerifier::Create<
+					SanVerifier>(o->tls_client_san));
 	} else {
 		t.set_cert_request_type(
 			GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);

@@ -64,6 +64,9 @@ struct drld_grpc_opts {
 	 * certificate is served without a restart. */
 	const char *tls_cert, *tls_key, *tls_client_ca;
 	unsigned tls_refresh_s;
+	/* with tls_client_ca: a name the client certificate's
+	 * subjectAltName must hold (DNS, URI, IP or email), or NULL */
+	const char *tls_client_san;
 };
 
 /* Serve ShouldRateLimit on `addr` ("127.0.0.1:8081", "[::1]:0"; port 0

@@ -9,7 +9,7 @@
  *        [--grpc-headers] [--grpc-threads N] [--grpc-queue N]
  *        [--grpc-max-connection-age S] [--grpc-max-connection-age-grace S]
  *        [--grpc-tls-cert FILE --grpc-tls-key FILE [--grpc-tls-client-ca FILE]
- *         [--grpc-tls-refresh S]]
+ *         [--grpc-tls-client-san NAME] [--grpc-tls-refresh S]]
  *
  * This file: arguments, signals, start, reload and stop. Signals are
  * blocked in every thread and read from a signalfd by the main thread,
@@ -56,7 +56,9 @@ static const char synopsis[] =
 	"            [--grpc-max-connection-age S]\n"
 	"            [--grpc-max-connection-age-grace S]\n"
 	"            [--grpc-tls-cert FILE --grpc-tls-key FILE\n"
-	"             [--grpc-tls-client-ca FILE] [--grpc-tls-refresh S]]\n"
+	"             [--grpc-tls-client-ca FILE [--grpc-tls-client-san "
+	"NAME]]\n"
+	"             [--grpc-tls-refresh S]]\n"
 	"       drld --help | --version\n";
 
 static const char details[] =
@@ -117,6 +119,8 @@ static const char details[] =
 	"      --grpc-tls-client-ca FILE\n"
 	"                          and require client certificates signed by\n"
 	"                          these PEM CAs (mutual TLS)\n"
+	"      --grpc-tls-client-san NAME\n"
+	"                          and that name in their subjectAltName\n"
 	"      --grpc-tls-refresh S\n"
 	"                          read the TLS files again every S seconds,\n"
 	"                          serving renewed certificates (default 60,\n"
@@ -144,6 +148,7 @@ struct opts {
 	int64_t grpc_queue;               /* calls that may wait for them */
 	int64_t grpc_age, grpc_age_grace; /* seconds; 0: none */
 	const char *tls_cert, *tls_key, *tls_client_ca; /* NULL: none */
+	const char *tls_client_san;                     /* NULL: any */
 	int64_t tls_refresh;                            /* seconds */
 	bool shadow, grpc_headers;
 };
@@ -254,7 +259,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_TLS_CERT,
 		O_TLS_KEY,
 		O_TLS_CA,
-		O_TLS_REFRESH
+		O_TLS_REFRESH,
+		O_TLS_SAN
 	};
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, 'l'},
@@ -280,6 +286,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"grpc-tls-key", required_argument, NULL, O_TLS_KEY},
 		{"grpc-tls-client-ca", required_argument, NULL, O_TLS_CA},
 		{"grpc-tls-refresh", required_argument, NULL, O_TLS_REFRESH},
+		{"grpc-tls-client-san", required_argument, NULL, O_TLS_SAN},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -366,6 +373,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_TLS_CA:
 			o->tls_client_ca = optarg;
 			break;
+		case O_TLS_SAN:
+			o->tls_client_san = optarg;
+			break;
 		case O_TLS_REFRESH:
 			st = number("--grpc-tls-refresh", optarg, 1, 86400,
 				    &o->tls_refresh);
@@ -398,6 +408,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->tls_client_ca != NULL && o->tls_cert == NULL)
 		return usage_error("--grpc-tls-client-ca needs "
 				   "--grpc-tls-cert and --grpc-tls-key");
+	if (o->tls_client_san != NULL &&
+	    (o->tls_client_ca == NULL || o->tls_client_san[0] == '\0'))
+		return usage_error("--grpc-tls-client-san needs a name and "
+				   "--grpc-tls-client-ca");
 	if (o->tls_cert != NULL && o->grpc_listen == NULL)
 		return usage_error("--grpc-tls-cert without --grpc-listen");
 	if (!parse_listen(o->listen, &o->http.addr))
@@ -660,6 +674,7 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 		.tls_key = o->tls_key,
 		.tls_client_ca = o->tls_client_ca,
 		.tls_refresh_s = (unsigned)o->tls_refresh,
+		.tls_client_san = o->tls_client_san,
 	};
 	if (o->grpc_listen != NULL &&
 	    drld_grpc_start(&g, d, o->grpc_listen, &go, msg, sizeof msg) != 0) {

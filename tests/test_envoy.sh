@@ -472,15 +472,25 @@ cert() {
 			-days 2 "${ext[@]}" 2>/dev/null
 }
 
+# tls_expect WANT CREDS USER WHAT: a call of user=USER in domain flags,
+# made with ENVOY_CLIENT_TLS=CREDS ("": plaintext), answers WANT.
+tls_expect() {
+	local got
+	got=$(ENVOY_CLIENT_TLS=$2 "${client[@]}" call "$gport" flags "user=$3")
+	[ "$got" = "$1" ]
+	check $? "$4 (got $got)"
+}
+
 if ! command -v openssl >/dev/null; then
 	missing openssl
 else
 	mkdir -p "$tmp/tls"
 	printf 'subjectAltName=DNS:drld.test,IP:127.0.0.1\n' >"$tmp/tls/server.ext"
 	cp "$tmp/tls/server.ext" "$tmp/tls/renewed.ext"
+	printf 'subjectAltName=DNS:envoy.test\n' >"$tmp/tls/named.ext"
 	cert ca - - && cert server ca ext && cert client ca - &&
 		cert otherca - - && cert stranger otherca - &&
-		cert renewed otherca ext
+		cert renewed otherca ext && cert named ca ext
 	check $? "openssl made a test CA and certificates"
 	t=$tmp/tls
 
@@ -500,20 +510,20 @@ else
 	refused "bad --grpc-tls-refresh '0'" --grpc-listen 127.0.0.1:0 \
 		--grpc-tls-cert "$t/server.crt" --grpc-tls-key "$t/server.key" \
 		--grpc-tls-refresh 0
+	refused "--grpc-tls-client-san needs a name and --grpc-tls-client-ca" \
+		--grpc-listen 127.0.0.1:0 --grpc-tls-cert "$t/server.crt" \
+		--grpc-tls-key "$t/server.key" --grpc-tls-client-san envoy.test
 	refused "--grpc-tls-cert without --grpc-listen" \
 		--grpc-tls-cert "$t/server.crt" --grpc-tls-key "$t/server.key"
 
 	if start tls --envoy-config "$tmp/cfg-flags" \
 		--grpc-tls-cert "$t/server.crt" --grpc-tls-key "$t/server.key"; then
-		got=$("${client[@]}" call "$gport" flags user=tls)
-		[ "$got" = UNAVAILABLE ]
-		check $? "TLS port: a plaintext call fails (got $got)"
-		got=$(ENVOY_CLIENT_TLS=$t/ca.crt "${client[@]}" call "$gport" flags user=tls)
-		[ "$got" = "OK OK 2" ]
-		check $? "TLS port: a TLS call trusting the CA is decided (got $got)"
-		got=$(ENVOY_CLIENT_TLS=$t/otherca.crt "${client[@]}" call "$gport" flags user=tls)
-		[ "$got" = UNAVAILABLE ]
-		check $? "TLS port: a client trusting another CA does not connect (got $got)"
+		tls_expect UNAVAILABLE "" tls \
+			"TLS port: a plaintext call fails"
+		tls_expect "OK OK 2" "$t/ca.crt" tls \
+			"TLS port: a TLS call trusting the CA is decided"
+		tls_expect UNAVAILABLE "$t/otherca.crt" tls \
+			"TLS port: a client trusting another CA does not connect"
 		got=$(ENVOY_CLIENT_TLS=$t/ca.crt "${client[@]}" health "$gport" ratelimit)
 		[ "$got" = SERVING ]
 		check $? "TLS port: Health/Check over TLS (got $got)"
@@ -527,9 +537,8 @@ else
 	cp "$t/server.crt" "$t/live.crt" && cp "$t/server.key" "$t/live.key"
 	if start renew --envoy-config "$tmp/cfg-flags" --grpc-tls-refresh 1 \
 		--grpc-tls-cert "$t/live.crt" --grpc-tls-key "$t/live.key"; then
-		got=$(ENVOY_CLIENT_TLS=$t/ca.crt "${client[@]}" call "$gport" flags user=renew)
-		[ "$got" = "OK OK 2" ]
-		check $? "renewal: the first certificate is served (got $got)"
+		tls_expect "OK OK 2" "$t/ca.crt" renew \
+			"renewal: the first certificate is served"
 		cp "$t/renewed.key" "$t/live.key.new" && cp "$t/renewed.crt" "$t/live.crt.new" &&
 			mv "$t/live.key.new" "$t/live.key" && mv "$t/live.crt.new" "$t/live.crt"
 		for ((i = 0; i < 120; i++)); do
@@ -539,9 +548,8 @@ else
 		done
 		[ "$got" = "OK OK 1" ]
 		check $? "renewal: the renewed certificate is served without a restart (got $got)"
-		got=$(ENVOY_CLIENT_TLS=$t/ca.crt "${client[@]}" call "$gport" flags user=renew)
-		[ "$got" = UNAVAILABLE ]
-		check $? "renewal: new connections no longer get the old certificate (got $got)"
+		tls_expect UNAVAILABLE "$t/ca.crt" renew \
+			"renewal: new connections no longer get the old certificate"
 		stop renew "$pid"
 	else
 		check 1 "drld starts with --grpc-tls-refresh"
@@ -550,20 +558,28 @@ else
 	if start mtls --envoy-config "$tmp/cfg-flags" \
 		--grpc-tls-cert "$t/server.crt" --grpc-tls-key "$t/server.key" \
 		--grpc-tls-client-ca "$t/ca.crt"; then
-		got=$(ENVOY_CLIENT_TLS=$t/ca.crt "${client[@]}" call "$gport" flags user=mtls)
-		[ "$got" = UNAVAILABLE ]
-		check $? "mutual TLS: a client without a certificate is refused (got $got)"
-		got=$(ENVOY_CLIENT_TLS=$t/ca.crt,$t/stranger.crt,$t/stranger.key \
-			"${client[@]}" call "$gport" flags user=mtls)
-		[ "$got" = UNAVAILABLE ]
-		check $? "mutual TLS: a certificate from another CA is refused (got $got)"
-		got=$(ENVOY_CLIENT_TLS=$t/ca.crt,$t/client.crt,$t/client.key \
-			"${client[@]}" call "$gport" flags user=mtls)
-		[ "$got" = "OK OK 2" ]
-		check $? "mutual TLS: the client's certificate from the CA is decided, the refused calls counted nothing (got $got)"
+		tls_expect UNAVAILABLE "$t/ca.crt" mtls \
+			"mutual TLS: a client without a certificate is refused"
+		tls_expect UNAVAILABLE "$t/ca.crt,$t/stranger.crt,$t/stranger.key" mtls \
+			"mutual TLS: a certificate from another CA is refused"
+		tls_expect "OK OK 2" "$t/ca.crt,$t/client.crt,$t/client.key" mtls \
+			"mutual TLS: the client's certificate from the CA is decided, the refused calls counted nothing"
 		stop mtls "$pid"
 	else
 		check 1 "drld starts with --grpc-tls-client-ca"
+	fi
+
+	# --grpc-tls-client-san: of the CA's clients, only the one it names
+	if start mtls-san --envoy-config "$tmp/cfg-flags" \
+		--grpc-tls-cert "$t/server.crt" --grpc-tls-key "$t/server.key" \
+		--grpc-tls-client-ca "$t/ca.crt" --grpc-tls-client-san envoy.test; then
+		tls_expect UNAVAILABLE "$t/ca.crt,$t/client.crt,$t/client.key" san \
+			"--grpc-tls-client-san: the CA's certificate without the name is refused"
+		tls_expect "OK OK 2" "$t/ca.crt,$t/named.crt,$t/named.key" san \
+			"--grpc-tls-client-san: the certificate naming envoy.test is decided"
+		stop mtls-san "$pid"
+	else
+		check 1 "drld starts with --grpc-tls-client-san"
 	fi
 fi
 
