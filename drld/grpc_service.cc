@@ -14,11 +14,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <functional>
-#include <cstddef>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -343,15 +343,6 @@ grpc::ServerUnaryReactor *Service::ShouldRateLimit(
 	return r;
 }
 
-} // namespace
-
-struct drld_grpc {
-	std::unique_ptr<Service> service;
-	std::unique_ptr<Deciders> deciders; // null: decisions inline
-	std::unique_ptr<grpc::Server> server;
-	int port = 0;
-};
-
 // A client certificate must name `san` in its subjectAltName (after the
 // chain's own verification against the client CA): envoyproxy/ratelimit's
 // GRPC_CLIENT_TLS_SAN, so that of all the certificates a shared CA signs
@@ -397,6 +388,15 @@ class SanVerifier final : public grpc::experimental::ExternalCertificateVerifier
 	}
 
 	const std::string san_;
+};
+
+} // namespace
+
+struct drld_grpc {
+	std::unique_ptr<Service> service;
+	std::unique_ptr<Deciders> deciders; // null: decisions inline
+	std::unique_ptr<grpc::Server> server;
+	int port = 0;
 };
 
 // Plaintext, or TLS from o's PEM files, which grpc's file watcher reads

@@ -24,7 +24,8 @@
 extern "C" {
 #endif
 
-/* Most deciders (--grpc-threads). */
+/* Deciders (--grpc-threads): the default and the most. */
+#define DRLD_GRPC_DECIDERS_DEFAULT 16
 #define DRLD_GRPC_DECIDERS_MAX 256
 /* Calls that may wait for a decider (--grpc-queue): the default and the
  * most. One more is answered RESOURCE_EXHAUSTED at once (Envoy's
@@ -37,6 +38,9 @@ extern "C" {
 #define DRLD_GRPC_AGE_DEFAULT 86400
 #define DRLD_GRPC_AGE_GRACE_DEFAULT 3600
 #define DRLD_GRPC_AGE_MAX 604800
+/* --grpc-tls-refresh, in seconds: the default and the most (a day). */
+#define DRLD_GRPC_TLS_REFRESH_DEFAULT 60
+#define DRLD_GRPC_TLS_REFRESH_MAX 86400
 
 struct drld;
 struct drld_grpc;

@@ -142,14 +142,11 @@ struct opts {
 	const char *store; /* NULL: the config's, else memory:// */
 	const char *config;
 	int64_t max_specs;
-	const char *grpc_listen;          /* NULL: no gRPC service */
-	const char *envoy_config;         /* NULL: no Envoy domains */
-	int64_t grpc_threads;             /* deciders over a network store */
-	int64_t grpc_queue;               /* calls that may wait for them */
-	int64_t grpc_age, grpc_age_grace; /* seconds; 0: none */
-	const char *tls_cert, *tls_key, *tls_client_ca; /* NULL: none */
-	const char *tls_client_san;                     /* NULL: any */
-	int64_t tls_refresh;                            /* seconds */
+	const char *grpc_listen;  /* NULL: no gRPC service */
+	const char *envoy_config; /* NULL: no Envoy domains */
+	/* --grpc-*; deciders is --grpc-threads (serve() makes it 0 on
+	 * memory://) */
+	struct drld_grpc_opts grpc;
 	bool shadow, grpc_headers;
 };
 
@@ -292,16 +289,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{NULL, 0, NULL, 0},
 	};
 	int64_t threads = 2, maxconn = 1024, timeout = 10, maxbody = 8192;
+	int64_t deciders = DRLD_GRPC_DECIDERS_DEFAULT;
+	int64_t queue = DRLD_GRPC_QUEUE_DEFAULT, age = DRLD_GRPC_AGE_DEFAULT;
+	int64_t age_grace = DRLD_GRPC_AGE_GRACE_DEFAULT;
+	int64_t tls_refresh = DRLD_GRPC_TLS_REFRESH_DEFAULT;
 	int64_t connmem = 32768;
 	int c, st = -1;
 
 	o->listen = "127.0.0.1:8080";
 	o->max_specs = 256;
-	o->grpc_threads = 16;
-	o->grpc_queue = DRLD_GRPC_QUEUE_DEFAULT;
-	o->grpc_age = DRLD_GRPC_AGE_DEFAULT;
-	o->grpc_age_grace = DRLD_GRPC_AGE_GRACE_DEFAULT;
-	o->tls_refresh = 60;
 	while (st < 0 && (c = getopt_long(argc, argv, ":l:s:c:t:hV", longopts,
 					  NULL)) != -1) {
 		switch (c) {
@@ -350,35 +346,35 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_GRPC_THREADS:
 			st = number("--grpc-threads", optarg, 1,
-				    DRLD_GRPC_DECIDERS_MAX, &o->grpc_threads);
+				    DRLD_GRPC_DECIDERS_MAX, &deciders);
 			break;
 		case O_GRPC_QUEUE:
 			st = number("--grpc-queue", optarg, 1,
-				    DRLD_GRPC_QUEUE_MAX, &o->grpc_queue);
+				    DRLD_GRPC_QUEUE_MAX, &queue);
 			break;
 		case O_GRPC_AGE:
 			st = number("--grpc-max-connection-age", optarg, 0,
-				    DRLD_GRPC_AGE_MAX, &o->grpc_age);
+				    DRLD_GRPC_AGE_MAX, &age);
 			break;
 		case O_GRPC_AGE_GRACE:
 			st = number("--grpc-max-connection-age-grace", optarg,
-				    0, DRLD_GRPC_AGE_MAX, &o->grpc_age_grace);
+				    0, DRLD_GRPC_AGE_MAX, &age_grace);
 			break;
 		case O_TLS_CERT:
-			o->tls_cert = optarg;
+			o->grpc.tls_cert = optarg;
 			break;
 		case O_TLS_KEY:
-			o->tls_key = optarg;
+			o->grpc.tls_key = optarg;
 			break;
 		case O_TLS_CA:
-			o->tls_client_ca = optarg;
+			o->grpc.tls_client_ca = optarg;
 			break;
 		case O_TLS_SAN:
-			o->tls_client_san = optarg;
+			o->grpc.tls_client_san = optarg;
 			break;
 		case O_TLS_REFRESH:
-			st = number("--grpc-tls-refresh", optarg, 1, 86400,
-				    &o->tls_refresh);
+			st = number("--grpc-tls-refresh", optarg, 1,
+				    DRLD_GRPC_TLS_REFRESH_MAX, &tls_refresh);
 			break;
 		case 'h':
 			fputs(synopsis, stdout);
@@ -402,17 +398,18 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				   "(meson -Dgrpc=enabled)");
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
-	if ((o->tls_cert == NULL) != (o->tls_key == NULL))
+	const struct drld_grpc_opts *g = &o->grpc;
+	if ((g->tls_cert == NULL) != (g->tls_key == NULL))
 		return usage_error("--grpc-tls-cert and --grpc-tls-key go "
 				   "together");
-	if (o->tls_client_ca != NULL && o->tls_cert == NULL)
+	if (g->tls_client_ca != NULL && g->tls_cert == NULL)
 		return usage_error("--grpc-tls-client-ca needs "
 				   "--grpc-tls-cert and --grpc-tls-key");
-	if (o->tls_client_san != NULL &&
-	    (o->tls_client_ca == NULL || o->tls_client_san[0] == '\0'))
+	if (g->tls_client_san != NULL &&
+	    (g->tls_client_ca == NULL || g->tls_client_san[0] == '\0'))
 		return usage_error("--grpc-tls-client-san needs a name and "
 				   "--grpc-tls-client-ca");
-	if (o->tls_cert != NULL && o->grpc_listen == NULL)
+	if (g->tls_cert != NULL && o->grpc_listen == NULL)
 		return usage_error("--grpc-tls-cert without --grpc-listen");
 	if (!parse_listen(o->listen, &o->http.addr))
 		return usage_error("bad --listen '%s': expected a numeric "
@@ -427,6 +424,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			"address and a port, e.g. 127.0.0.1:8081, "
 			"or unix:/ABSOLUTE/PATH of at most %zu bytes",
 			o->grpc_listen, UNIX_PATH_MAX_LEN);
+	o->grpc.deciders = (unsigned)deciders;
+	o->grpc.queue = (unsigned)queue;
+	o->grpc.max_connection_age_s = (unsigned)age;
+	o->grpc.max_connection_age_grace_s = (unsigned)age_grace;
+	o->grpc.tls_refresh_s = (unsigned)tls_refresh;
 	o->http.threads = (unsigned)threads;
 	o->http.max_connections = (unsigned)maxconn;
 	o->http.timeout_s = (unsigned)timeout;
@@ -641,13 +643,13 @@ static void say_listening(const struct opts *o, unsigned port)
  * the host as given, the port as bound. */
 static void say_grpc(const char *listen, unsigned port)
 {
-	const char *colon = strrchr(listen, ':');
-
-	if (is_unix_listen(listen))
+	if (is_unix_listen(listen)) {
 		fprintf(stderr, "drld: grpc listening on %s\n", listen);
-	else
-		fprintf(stderr, "drld: grpc listening on %.*s:%u\n",
-			(int)(colon - listen), listen, port);
+		return;
+	}
+	const char *colon = strrchr(listen, ':');
+	fprintf(stderr, "drld: grpc listening on %.*s:%u\n",
+		(int)(colon - listen), listen, port);
 }
 #endif
 
@@ -665,17 +667,9 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	}
 #if DRLD_HAVE_ENVOY
 	struct drld_grpc *g = NULL;
-	const struct drld_grpc_opts go = {
-		.deciders = d->store_in_process ? 0 : (unsigned)o->grpc_threads,
-		.queue = (unsigned)o->grpc_queue,
-		.max_connection_age_s = (unsigned)o->grpc_age,
-		.max_connection_age_grace_s = (unsigned)o->grpc_age_grace,
-		.tls_cert = o->tls_cert,
-		.tls_key = o->tls_key,
-		.tls_client_ca = o->tls_client_ca,
-		.tls_refresh_s = (unsigned)o->tls_refresh,
-		.tls_client_san = o->tls_client_san,
-	};
+	struct drld_grpc_opts go = o->grpc;
+	if (d->store_in_process)
+		go.deciders = 0;
 	if (o->grpc_listen != NULL &&
 	    drld_grpc_start(&g, d, o->grpc_listen, &go, msg, sizeof msg) != 0) {
 		fprintf(stderr, "drld: --grpc-listen %s: %s\n", o->grpc_listen,
@@ -722,9 +716,9 @@ int main(int argc, char **argv)
 	if (st >= 0)
 		return st;
 	char msg[512];
-	if (o.tls_cert != NULL &&
-	    drld_tls_check(o.tls_cert, o.tls_key, o.tls_client_ca, msg,
-			   sizeof msg) != 0) {
+	if (o.grpc.tls_cert != NULL &&
+	    drld_tls_check(o.grpc.tls_cert, o.grpc.tls_key,
+			   o.grpc.tls_client_ca, msg, sizeof msg) != 0) {
 		fprintf(stderr, "drld: %s\n", msg);
 		return EXIT_USAGE;
 	}
