@@ -794,6 +794,7 @@ static const drl_backend memory_vtable = {
 	/* eval */ NULL,
 	/* now */ NULL,
 	/* del */ mem_del,
+	/* eval_start */ NULL,
 };
 
 /* ---- opening ----------------------------------------------------------- */

@@ -1616,14 +1616,16 @@ static int script_prepare(rstore *s, const drl_script *script, size_t nkeys,
 }
 
 /*
- * Queue EVALSHA hex nkeys keys... args... on c: keys with the store's
- * prefix, integers as decimal strings, the argument vector on the stack
- * when small (hiredis copies it at once). On failure c is broken: what
- * was queued before must never reach the server out of step.
+ * Queue EVALSHA hex nkeys keys... args... on c (or, with `source`, EVAL
+ * source ...): keys with the store's prefix, integers as decimal strings,
+ * the argument vector on the stack when small (hiredis copies it at
+ * once). On failure c is broken: what was queued before must never reach
+ * the server out of step.
  */
-static int append_evalsha(rstore *s, conn *c, const char hex[41], size_t nkeys,
-			  const drl_bytes *keys, size_t nargs,
-			  const int64_t *args, drl_error *err)
+static int append_script_call(rstore *s, conn *c, const char hex[41],
+			      const char *source, size_t nkeys,
+			      const drl_bytes *keys, size_t nargs,
+			      const int64_t *args, drl_error *err)
 {
 	size_t argc = 3 + nkeys + nargs;
 	size_t mem = 24 + nargs * 24;
@@ -1650,10 +1652,10 @@ static int append_evalsha(rstore *s, conn *c, const char hex[41], size_t nkeys,
 		goto out;
 	}
 	p = m;
-	argv[0] = "EVALSHA";
-	lens[0] = 7;
-	argv[1] = hex;
-	lens[1] = 40;
+	argv[0] = source ? "EVAL" : "EVALSHA";
+	lens[0] = strlen(argv[0]);
+	argv[1] = source ? source : hex;
+	lens[1] = source ? strlen(source) : 40;
 	argv[2] = p;
 	lens[2] = (size_t)snprintf(p, 24, "%zu", nkeys);
 	p += lens[2];
@@ -1731,7 +1733,8 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 		return rc;
 	rc = begin(s, c, err);
 	if (rc == 0)
-		rc = append_evalsha(s, c, hex, nkeys, keys, nargs, args, err);
+		rc = append_script_call(s, c, hex, NULL, nkeys, keys, nargs,
+					args, err);
 	if (rc == 0)
 		rc = collect(s, c, 1, r, "EVALSHA", err);
 	if (rc == 0 && is_noscript(r[0])) {
@@ -1739,8 +1742,8 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 		r[0] = NULL;
 		rc = append_script_load(s, c, script, err);
 		if (rc == 0)
-			rc = append_evalsha(s, c, hex, nkeys, keys, nargs, args,
-					    err);
+			rc = append_script_call(s, c, hex, NULL, nkeys, keys,
+						nargs, args, err);
 		if (rc == 0)
 			rc = collect(s, c, 2, r, "SCRIPT LOAD/EVALSHA", err);
 		if (rc != 0)
@@ -1751,12 +1754,176 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 			r[0] = r[1];
 			r[1] = NULL;
 		}
+		/* A SCRIPT FLUSH between the two: EVAL with the source
+		 * cannot meet NOSCRIPT (the script did not run: once). */
+		if (rc == 0 && is_noscript(r[0])) {
+			freeReplyObject(r[0]);
+			r[0] = NULL;
+			rc = append_script_call(s, c, hex, script->source,
+						nkeys, keys, nargs, args, err);
+			if (rc == 0)
+				rc = collect(s, c, 1, r, "EVAL", err);
+			if (rc != 0)
+				r[0] = NULL;
+		}
 	}
 	if (rc == 0)
 		rc = script_result(s, script, r[0], out, nout, nret, err);
 	if (r[0])
 		freeReplyObject(r[0]);
 	release(s, c);
+	return rc;
+}
+
+/*
+ * A script call started by r_eval_start(): EVALSHA formatted at start,
+ * sent on the shared connections with other calls, and finished by
+ * whichever thread leads its pipe (eval_complete). The keys and arguments
+ * are copied (the caller's need not outlive the start) for the one case
+ * that formats again: a NOSCRIPT, answered by EVAL with the source (one
+ * round trip that cannot meet NOSCRIPT, and Redis keeps the script for
+ * the EVALSHAs after it). Owned by the pipes from the start until
+ * eval_complete frees it; one allocation.
+ */
+typedef struct eval_call {
+	rreq q; /* first: the pipe hands back &q */
+	redisReply *r[1];
+	const drl_script *script;
+	char *cmd; /* the formatted command in flight */
+	bool by_source;
+	drl_eval_done_fn done;
+	void *arg;
+	size_t nkeys, nargs, nout;
+	drl_bytes *keys; /* copies, in the allocation */
+	int64_t *args;
+	int64_t *out;
+} eval_call;
+
+static void eval_call_free(eval_call *e)
+{
+	if (e->r[0])
+		freeReplyObject(e->r[0]);
+	free(e->cmd);
+	free(e);
+}
+
+/* Format e's script call (EVALSHA hex, or EVAL with the source) into
+ * e->cmd and point e->q at it. */
+static int eval_format(rstore *s, eval_call *e, const char hex[41],
+		       drl_error *err)
+{
+	conn pc = {.shared = true};
+	int rc = begin(s, &pc, err);
+	if (rc == 0)
+		rc = append_script_call(
+			s, &pc, hex, e->by_source ? e->script->source : NULL,
+			e->nkeys, e->keys, e->nargs, e->args, err);
+	if (rc) {
+		free(pc.qbuf);
+		return rc;
+	}
+	free(e->cmd);
+	e->cmd = pc.qbuf;
+	e->q.buf = e->cmd;
+	e->q.len = pc.qlen;
+	e->q.n = 1;
+	e->q.r = e->r;
+	e->q.what = e->by_source ? "EVAL" : "EVALSHA";
+	return 0;
+}
+
+/* A started script call's reply is in (or it failed): hand its outcome
+ * to its owner, as r_eval would have returned it. */
+static void eval_complete(rstore *s, rreq *q)
+{
+	eval_call *e = (eval_call *)q;
+	drl_error err = q->err;
+	int rc = q->rc;
+	size_t nret = 0;
+	if (rc) /* the pipe freed what it had read */
+		e->r[0] = NULL;
+	if (rc == 0 && !e->by_source && is_noscript(e->r[0])) {
+		freeReplyObject(e->r[0]);
+		e->r[0] = NULL;
+		e->by_source = true;
+		q->rc = 0;
+		rc = eval_format(s, e, NULL, &err);
+		if (rc == 0)
+			rc = drl__redis_pipe_start(s, q, &err);
+		if (rc == 0)
+			return; /* back here when its reply is in */
+	}
+	if (rc == 0)
+		rc = script_result(s, e->script, e->r[0], e->out, e->nout,
+				   &nret, &err);
+	e->done(e->arg, rc, e->out, nret, rc ? &err : NULL);
+	eval_call_free(e);
+}
+
+/* An eval_call with room for copies of keys and args and nout results. */
+static eval_call *eval_call_new(size_t nkeys, const drl_bytes *keys,
+				size_t nargs, const int64_t *args, size_t nout)
+{
+	size_t keybytes = 0;
+	for (size_t i = 0; i < nkeys; i++)
+		keybytes += keys[i].len;
+	eval_call *e =
+		calloc(1, sizeof *e + nkeys * sizeof *keys +
+				  (nargs + nout) * sizeof *args + keybytes);
+	if (e == NULL)
+		return NULL;
+	e->keys = (drl_bytes *)(e + 1);
+	e->args = (int64_t *)(e->keys + nkeys);
+	e->out = e->args + nargs;
+	char *kd = (char *)(e->out + nout);
+	for (size_t i = 0; i < nkeys; i++) {
+		if (keys[i].len)
+			memcpy(kd, keys[i].data, keys[i].len);
+		e->keys[i] = (drl_bytes){kd, keys[i].len};
+		kd += keys[i].len;
+	}
+	if (nargs)
+		memcpy(e->args, args, nargs * sizeof *args);
+	e->nkeys = nkeys;
+	e->nargs = nargs;
+	e->nout = nout;
+	return e;
+}
+
+/*
+ * r_eval() without waiting: EVALSHA formatted now and queued on a pipe;
+ * eval_complete() hands the outcome to done(arg, ...) on the thread that
+ * leads the pipe (the pipe's I/O thread, or a blocking caller's).
+ */
+static int r_eval_start(drl_backend *b, const drl_script *script, size_t nkeys,
+			const drl_bytes *keys, size_t nargs,
+			const int64_t *args, size_t nout, drl_eval_done_fn done,
+			void *arg, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	char hex[41];
+	if (done == NULL || nout > ARGS_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis: eval_start: no callback, or "
+				     "%zu results",
+				     nout);
+	int rc = script_prepare(s, script, nkeys, nargs, hex, err);
+	if (rc)
+		return rc;
+	eval_call *e = eval_call_new(nkeys, keys, nargs, args, nout);
+	if (e == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
+				     s->where);
+	e->script = script;
+	e->done = done;
+	e->arg = arg;
+	e->q.complete = eval_complete;
+	e->q.deadline = drl__redis_deadline_in(s->timeout_ms);
+	rc = eval_format(s, e, hex, err);
+	if (rc == 0)
+		rc = drl__redis_pipe_start(s, &e->q, err);
+	if (rc)
+		eval_call_free(e);
 	return rc;
 }
 
@@ -2100,7 +2267,7 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 			return drl_error_set(err, DRL_ENOMEM, "out of memory");
 	}
 
-	s->parent.version = 4; /* the vtable version this file fills */
+	s->parent.version = 5; /* the vtable version this file fills */
 	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
 	s->parent.name = s->cluster ? "redis-cluster" : "redis";
 	s->parent.destroy = r_destroy;
@@ -2113,6 +2280,12 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 	if (!s->watch_tx) {
 		s->parent.caps |= DRL_CAP_SCRIPT | DRL_CAP_BATCH;
 		s->parent.eval = r_eval;
+	}
+	/* A started script needs a shared connection to travel on; a
+	 * Cluster node's calls may need ASKING, which the pipes never send. */
+	if (!s->watch_tx && !s->cluster && s->npipes > 0) {
+		s->parent.caps |= DRL_CAP_EVAL_START;
+		s->parent.eval_start = r_eval_start;
 	}
 	if (server_clock) {
 		s->parent.caps |= DRL_CAP_CLOCK;

@@ -16,6 +16,7 @@
 #include <hiredis/hiredis.h>
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -56,13 +57,38 @@ struct conn {
 
 typedef struct rpipe rpipe;
 
+/* One call on the shared connections (backends/redis_pipe.c): its
+ * formatted commands, where their replies go, and how its owner learns
+ * that they came. A waited-for call (drl__redis_pipe_call) has a thread
+ * asleep on `wake`; a started one (drl__redis_pipe_start) has
+ * `complete`, run by whichever thread leads its pipe once rc, err and
+ * r[] are final. */
+typedef struct rstore rstore;
+typedef struct rreq rreq;
+struct rreq {
+	rreq *next;
+	const char *buf; /* formatted commands */
+	size_t len;
+	size_t n;       /* replies expected */
+	redisReply **r; /* where they go */
+	struct timespec deadline;
+	const char *what;
+	int rc;
+	drl_error err;
+	bool done;  /* rc, err and r[] are final (set before `wake`) */
+	sem_t wake; /* posted once: done, or this call leads next */
+	/* A started call: run once, outside every lock of the pipe; it may
+	 * start the call again (a NOSCRIPT's second round trip) or free
+	 * it. */
+	void (*complete)(rstore *s, rreq *q);
+};
+
 typedef struct script_sha {
 	const drl_script *script;
 	const char *source;
 	char hex[41];
 } script_sha;
 
-typedef struct rstore rstore;
 struct rstore {
 	drl_backend parent; /* first: the core sees only this */
 	uint64_t id;        /* never reused; holds find their store by it */
@@ -153,5 +179,12 @@ void drl__redis_pipes_free(rstore *s);
  * On failure nothing is left in r[] and err is set. */
 int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
 			 const char *what, drl_error *err);
+/* Queue the started call q (buf, len, n, r, deadline, what and complete
+ * set, rc 0) on one of s's pipes and return at once: q->complete(s, q)
+ * runs exactly once, on the thread that leads the pipe (another caller's,
+ * or the pipe's I/O thread, started here when the pipe has none yet),
+ * possibly before this returns. 0, or DRL_ENOMEM when the I/O thread
+ * cannot be started (q not queued, complete never runs). */
+int drl__redis_pipe_start(rstore *s, rreq *q, drl_error *err);
 
 #endif /* DRL_REDIS_CONN_H */

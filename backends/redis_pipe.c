@@ -42,27 +42,19 @@
 #include <string.h>
 #include <sys/uio.h>
 
-typedef struct rreq rreq;
-struct rreq {
-	rreq *next;
-	const char *buf; /* formatted commands */
-	size_t len;
-	size_t n;       /* replies expected */
-	redisReply **r; /* where they go (the caller's) */
-	struct timespec deadline;
-	const char *what;
-	int rc;
-	drl_error err;
-	bool done;  /* rc, err and r[] are final (set before `wake`) */
-	sem_t wake; /* posted once: done, or this call leads next */
-};
-
 struct rpipe {
 	pthread_mutex_t mu;
 	conn *c; /* the shared connection; NULL: connect at the next batch */
 	rreq *head, *tail; /* queued, not yet sent */
 	_Atomic bool leading;
 	_Atomic size_t queued;
+	/* The pipe's I/O thread, started by the first started call (one
+	 * with `complete`), which has no thread of its own to lead; guarded
+	 * by mu. `io_lead`: the thread is to lead the pipe next. */
+	pthread_cond_t io_cv;
+	pthread_t io_thread;
+	rstore *store;
+	bool io_started, io_lead, io_stop;
 };
 
 /* Which pipe a thread tries first: threads spread over the pipes. */
@@ -284,22 +276,50 @@ static void pipe_lead(rstore *s, rpipe *p)
 		else if (!p->head)
 			atomic_store_explicit(&p->leading, false,
 					      memory_order_relaxed);
+		bool io_wake = next_leader && next_leader->complete;
+		if (io_wake) /* a started call leads through the I/O thread */
+			p->io_lead = true;
 		pthread_mutex_unlock(&p->mu);
-		/* Wake the batch's callers (and the next leader) without the
-		 * lock: a woken caller may return and free its rreq at once,
-		 * so read `next` first. */
+		if (io_wake)
+			pthread_cond_signal(&p->io_cv);
+		/* Finish the batch's calls (and wake the next leader) without
+		 * the lock: a woken caller may return and free its rreq at
+		 * once, a completion may free its own or queue it again, so
+		 * read `next` first. */
 		for (rreq *it = batch; it;) {
 			rreq *nx = it->next;
-			it->done = true;
-			sem_post(&it->wake);
+			if (it->complete) {
+				it->next = NULL;
+				it->complete(s, it);
+			} else {
+				it->done = true;
+				sem_post(&it->wake);
+			}
 			it = nx;
 		}
-		if (next_leader)
+		if (next_leader && !io_wake)
 			sem_post(&next_leader->wake);
 		if (!again)
 			return;
 		pthread_mutex_lock(&p->mu);
 	}
+}
+
+/* Queue q on p (p->mu held): true when p had no leader, and the caller
+ * is now to see that it gets one. */
+static bool pipe_queue(rpipe *p, rreq *q)
+{
+	q->next = NULL;
+	if (p->tail)
+		p->tail->next = q;
+	else
+		p->head = q;
+	p->tail = q;
+	atomic_fetch_add_explicit(&p->queued, 1, memory_order_relaxed);
+	bool lead = !atomic_load_explicit(&p->leading, memory_order_relaxed);
+	if (lead)
+		atomic_store_explicit(&p->leading, true, memory_order_relaxed);
+	return lead;
 }
 
 /*
@@ -330,15 +350,7 @@ int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
 				     s->where);
 	rpipe *p = pipe_pick(s);
 	pthread_mutex_lock(&p->mu);
-	if (p->tail)
-		p->tail->next = &q;
-	else
-		p->head = &q;
-	p->tail = &q;
-	atomic_fetch_add_explicit(&p->queued, 1, memory_order_relaxed);
-	bool lead = !atomic_load_explicit(&p->leading, memory_order_relaxed);
-	if (lead)
-		atomic_store_explicit(&p->leading, true, memory_order_relaxed);
+	bool lead = pipe_queue(p, &q);
 	pthread_mutex_unlock(&p->mu);
 	if (!lead) {
 		/* Woken once: done, or made the next leader. */
@@ -354,6 +366,68 @@ int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
 	return q.rc;
 }
 
+/*
+ * A pipe's I/O thread: it leads the pipe whenever a started call is to
+ * lead (io_lead), since such a call has no thread of its own; blocking
+ * callers still lead their own batches. It sleeps otherwise, and ends
+ * once told to stop with nothing left to lead. Every signal is blocked in
+ * it (as in the library's other threads).
+ */
+static void *pipe_io(void *arg)
+{
+	rpipe *p = arg;
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		if (p->io_lead) {
+			p->io_lead = false;
+			pthread_mutex_unlock(&p->mu);
+			pipe_lead(p->store, p);
+			pthread_mutex_lock(&p->mu);
+		} else if (p->io_stop) {
+			break;
+		} else {
+			pthread_cond_wait(&p->io_cv, &p->mu);
+		}
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+/* Start p's I/O thread (p->mu held) unless it runs: 0, or -1. */
+static int pipe_io_start(rpipe *p)
+{
+	if (p->io_started)
+		return 0;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&p->io_thread, NULL, pipe_io, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		return -1;
+	p->io_started = true;
+	return 0;
+}
+
+int drl__redis_pipe_start(rstore *s, rreq *q, drl_error *err)
+{
+	rpipe *p = pipe_pick(s);
+	pthread_mutex_lock(&p->mu);
+	if (pipe_io_start(p) != 0) {
+		pthread_mutex_unlock(&p->mu);
+		return drl_error_set(err, DRL_ENOMEM,
+				     "redis %s: cannot start an I/O thread",
+				     s->where);
+	}
+	bool lead = pipe_queue(p, q);
+	if (lead)
+		p->io_lead = true;
+	pthread_mutex_unlock(&p->mu);
+	if (lead)
+		pthread_cond_signal(&p->io_cv);
+	return 0;
+}
+
 /* Make s's pipes (s->npipes of them); -1 when out of memory. */
 int drl__redis_pipes_init(rstore *s)
 {
@@ -363,25 +437,43 @@ int drl__redis_pipes_init(rstore *s)
 	if (s->pipes == NULL)
 		return -1;
 	for (size_t i = 0; i < s->npipes; i++) {
-		if (pthread_mutex_init(&s->pipes[i].mu, NULL) != 0) {
-			while (i-- > 0)
+		rpipe *p = &s->pipes[i];
+		bool mu_ok = pthread_mutex_init(&p->mu, NULL) == 0;
+		if (!mu_ok || pthread_cond_init(&p->io_cv, NULL) != 0) {
+			if (mu_ok)
+				pthread_mutex_destroy(&p->mu);
+			while (i-- > 0) {
+				pthread_cond_destroy(&s->pipes[i].io_cv);
 				pthread_mutex_destroy(&s->pipes[i].mu);
+			}
 			free(s->pipes);
 			s->pipes = NULL;
 			return -1;
 		}
-		atomic_init(&s->pipes[i].leading, false);
-		atomic_init(&s->pipes[i].queued, 0);
+		p->store = s;
+		atomic_init(&p->leading, false);
+		atomic_init(&p->queued, 0);
 	}
 	return 0;
 }
 
-/* Free s's pipes and their connections (no call may be running). */
+/* Free s's pipes and their connections (no call may be waited for; a
+ * started call still queued is led to its end first, by its deadline). */
 void drl__redis_pipes_free(rstore *s)
 {
 	for (size_t i = 0; s->pipes && i < s->npipes; i++) {
-		drl__redis_conn_free(s->pipes[i].c);
-		pthread_mutex_destroy(&s->pipes[i].mu);
+		rpipe *p = &s->pipes[i];
+		pthread_mutex_lock(&p->mu);
+		bool started = p->io_started;
+		p->io_stop = true;
+		pthread_mutex_unlock(&p->mu);
+		if (started) {
+			pthread_cond_signal(&p->io_cv);
+			pthread_join(p->io_thread, NULL);
+		}
+		drl__redis_conn_free(p->c);
+		pthread_cond_destroy(&p->io_cv);
+		pthread_mutex_destroy(&p->mu);
 	}
 	free(s->pipes);
 	s->pipes = NULL;

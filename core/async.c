@@ -14,6 +14,12 @@
  * start (drl_allow's own near cache step, no store call) and goes to the
  * done list at once: such denials never wait behind store calls.
  *
+ * A single request that one script call decides, on a store that starts
+ * such calls without waiting (Redis tx=lua with its shared connections),
+ * needs no worker: it is started on the caller's thread (core/started.c)
+ * and moved to the done list by whichever thread finishes the store call
+ * (`started` counts those in flight; drl_async_free() waits for them).
+ *
  * `pending` counts requests started whose callback has not begun; it is
  * the queue bound. Nodes are kept on a free list once made, so a steady
  * state allocates only for long keys and batches.
@@ -54,6 +60,10 @@ typedef struct node {
 	int rc;
 	drl_result result;
 	drl_error err;
+	/* a request decided by a started store call (core/started.c) */
+	struct drl_async *ctx;
+	drl__started started;
+	drl__near_req near;
 	/* last: node_take() zeroes everything before it */
 	unsigned char inline_key[INLINE_KEY];
 } node;
@@ -70,8 +80,10 @@ struct drl_async {
 	list done;           /* decided, callback not yet begun */
 	node *spare;         /* free nodes */
 	size_t nspare;
-	size_t pending; /* started, callback not yet begun */
-	size_t queue;   /* the bound on pending */
+	size_t pending;      /* started, callback not yet begun */
+	size_t started;      /* in a started store call (no worker) */
+	pthread_cond_t idle; /* started reached 0 while stopping */
+	size_t queue;        /* the bound on pending */
 	bool stopping;
 	int efd;
 	size_t nthreads;
@@ -259,6 +271,7 @@ int drl_async_new(drl_async **out, const drl_async_opts *opts, drl_error *err)
 	}
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->work, NULL);
+	pthread_cond_init(&a->idle, NULL);
 	rc = start_threads(a, nthreads, err);
 	if (rc) {
 		drl_async_free(a);
@@ -336,6 +349,11 @@ void drl_async_free(drl_async *a)
 	pthread_mutex_unlock(&a->mu);
 	for (size_t i = 0; i < a->nthreads; i++)
 		pthread_join(a->threads[i], NULL);
+	/* Requests in a started store call end by the store's timeout. */
+	pthread_mutex_lock(&a->mu);
+	while (a->started > 0)
+		pthread_cond_wait(&a->idle, &a->mu);
+	pthread_mutex_unlock(&a->mu);
 	/* A start that raced with the flag queued after the workers left. */
 	for (node *n; (n = pop(&a->todo)) != NULL;)
 		push(&canceled, n);
@@ -348,6 +366,7 @@ void drl_async_free(drl_async *a)
 	deliver_all(a, done);
 	deliver_all(a, canceled.head);
 	free_nodes(a->spare);
+	pthread_cond_destroy(&a->idle);
 	pthread_cond_destroy(&a->work);
 	pthread_mutex_destroy(&a->mu);
 	close(a->efd);
@@ -447,6 +466,48 @@ static void node_queue(drl_async *a, node *n)
 	pthread_cond_signal(&a->work);
 }
 
+/* A started store call of n is over: n goes to the done list. All of it
+ * under the lock, the fd too: once `started` is 0, drl_async_free() may
+ * free the context, so nothing of it is touched after the unlock. */
+static void store_call_finished(void *arg)
+{
+	node *n = arg;
+	drl_async *a = n->ctx;
+	pthread_mutex_lock(&a->mu);
+	bool was_empty = a->done.head == NULL;
+	push(&a->done, n);
+	if (was_empty)
+		signal_fd(a);
+	if (--a->started == 0 && a->stopping)
+		pthread_cond_broadcast(&a->idle);
+	pthread_mutex_unlock(&a->mu);
+}
+
+/* Decide n (single, past the near cache step) by a started store call at
+ * `now` (drl__started_usable); n is not touched after: it may be done,
+ * and even delivered, before this returns. */
+static void start_store_call(drl_async *a, node *n, int64_t now)
+{
+	n->ctx = a;
+	n->started = (drl__started){
+		.l = n->lim,
+		.key = n->key,
+		.keylen = n->keylen,
+		.cost = n->cost,
+		.now = now,
+		.near = n->lim->near && n->cost ? &n->near : NULL,
+		.rc = &n->rc,
+		.result = &n->result,
+		.err = &n->err,
+		.finished = store_call_finished,
+		.arg = n,
+	};
+	pthread_mutex_lock(&a->mu);
+	a->started++;
+	pthread_mutex_unlock(&a->mu);
+	drl__started_begin(&n->started);
+}
+
 static int start_one(drl_async *a, drl_limiter *l, const void *key,
 		     size_t keylen, int64_t cost, int64_t now_us,
 		     enum kind kind, drl_async_cb cb, void *arg, drl_error *err)
@@ -477,15 +538,20 @@ static int start_one(drl_async *a, drl_limiter *l, const void *key,
 	n->cost = cost;
 	/* A key the near cache blocks is denied here, as drl_allow() would
 	 * deny it (no store call): no worker needed, it finishes at once. */
-	drl__near_req q;
-	if (drl__near_denied(l, key, keylen, cost,
-			     kind == ONE ? DRL__NOW_READ : now_us, &q,
+	int64_t when = kind == ONE ? DRL__NOW_READ : now_us;
+	/* n->near may point at the key: the node's copy, which lives as
+	 * long as the request (a store call may record it). */
+	if (drl__near_denied(l, n->key, keylen, cost, when, &n->near,
 			     &n->result)) {
 		drl__shadow_answer(l, &n->result);
 		node_done(a, n);
 		return 0;
 	}
-	node_queue(a, n);
+	int64_t now;
+	if (drl__started_usable(l, when, &now))
+		start_store_call(a, n, now);
+	else
+		node_queue(a, n);
 	return 0;
 }
 

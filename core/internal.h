@@ -541,6 +541,40 @@ bool drl__near_denied(drl_limiter *l, const void *key, size_t keylen,
 		      int64_t cost, int64_t now_us, struct drl__near_req *q,
 		      drl_result *result);
 
+/* ---- a decision started by one script call (core/started.c) ----------- */
+
+/* One request decided as drl_allow()/drl_allow_at() decide it, around one
+ * call started by the store's eval_start(): the caller fills the first
+ * block and calls drl__started_begin(); `finished(arg)` runs exactly
+ * once, when *rc, *result and *err are final, possibly before begin
+ * returns, on the calling thread or on a thread of the store's. d and
+ * what it points at must stay valid until then; key is not copied. */
+typedef struct drl__started {
+	drl_limiter *l;
+	const void *key;
+	size_t keylen;
+	int64_t cost;
+	int64_t now; /* from drl__started_usable() */
+	/* the near cache step's prepared request (drl__near_denied said
+	 * no), or NULL when the limiter has no near cache or cost is 0 */
+	const struct drl__near_req *near;
+	int *rc;
+	drl_result *result;
+	drl_error *err;
+	void (*finished)(void *arg);
+	void *arg;
+	bool probe; /* the breaker's, between begin and finish */
+} drl__started;
+
+/* Whether l decides a checked request at now_us (explicit, or
+ * DRL__NOW_READ) with one started call: one limit, whose Lua twin a
+ * store that starts calls (DRL_CAP_EVAL_START) runs at a time known
+ * without a store call; *now is that time then (DRL__NOW_STORE: the twin
+ * reads the store's clock). */
+bool drl__started_usable(const drl_limiter *l, int64_t now_us, int64_t *now);
+/* Decide d (the request passed the near cache step already). */
+void drl__started_begin(drl__started *d);
+
 /* ---- near cache (core/near.c) ------------------------------------------ */
 
 typedef struct drl__near drl__near;

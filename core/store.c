@@ -40,6 +40,13 @@ int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 				     "backend \"%s\" claims DRL_CAP_BATCH "
 				     "without DRL_CAP_SCRIPT",
 				     b->name ? b->name : "?");
+	/* DRL_CAP_EVAL_START means something only from version 5 on. */
+	if (b->version >= 5 && (b->caps & DRL_CAP_EVAL_START) &&
+	    (!b->eval_start || !(b->caps & DRL_CAP_SCRIPT)))
+		return drl_error_set(err, DRL_EINVAL,
+				     "backend \"%s\" claims DRL_CAP_EVAL_START "
+				     "without eval_start or DRL_CAP_SCRIPT",
+				     b->name ? b->name : "?");
 	drl_store *s = calloc(1, sizeof *s);
 	if (!s)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");

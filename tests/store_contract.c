@@ -252,9 +252,13 @@ static void check_vtable(void **state)
 		assert_true((b->caps & DRL_CAP_SCRIPT) != 0);
 	if (b->version < 3)
 		assert_true((b->caps & DRL_CAP_DECLARED_KEYS) == 0);
+	if (b->version >= 5 && (b->caps & DRL_CAP_EVAL_START)) {
+		assert_non_null(b->eval_start);
+		assert_true((b->caps & DRL_CAP_SCRIPT) != 0);
+	}
 	unsigned known = DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE |
 			 DRL_CAP_SCRIPT | DRL_CAP_CLOCK | DRL_CAP_BATCH |
-			 DRL_CAP_DECLARED_KEYS;
+			 DRL_CAP_DECLARED_KEYS | DRL_CAP_EVAL_START;
 	assert_int_equal(b->caps & ~known, 0);
 
 	/* Refused copies: newer than the library, a required method gone. */
@@ -286,6 +290,15 @@ static void check_vtable(void **state)
 		}
 		expect_refused(names[i], copy);
 	}
+	/* A version 5 store claiming to start calls without eval_start. */
+	copy = *b;
+	copy.destroy = spy_destroy;
+	copy.version = 5;
+	copy.caps |= DRL_CAP_EVAL_START | DRL_CAP_SCRIPT;
+	copy.eval = copy.eval ? copy.eval : b->eval;
+	copy.eval_start = NULL;
+	if (copy.eval)
+		expect_refused("eval_start", copy);
 
 	/* The backend itself is accepted; the store owns it from then on. */
 	drl_store *s = NULL;
@@ -797,11 +810,78 @@ static void check_now(void **state)
 
 /* ---- eval ------------------------------------------------------------------ */
 
+/* A call started by eval_start(), awaited: what its done() handed back,
+ * and how many times done() ran. */
+typedef struct started {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int calls;
+	int rc;
+	int64_t out[128];
+	size_t nret;
+	drl_error err;
+	bool had_err;
+} started;
+
+static void started_done(void *arg, int rc, const int64_t *out, size_t nret,
+			 const drl_error *err)
+{
+	started *st = arg;
+	pthread_mutex_lock(&st->mu);
+	st->rc = rc;
+	st->nret = nret;
+	if (nret <= 128 && rc == 0)
+		memcpy(st->out, out, nret * sizeof *out);
+	st->had_err = err != NULL;
+	if (err)
+		st->err = *err;
+	st->calls++;
+	pthread_cond_broadcast(&st->cv);
+	pthread_mutex_unlock(&st->mu);
+}
+
+/* check_eval_start: every eval() of check_eval goes through eval_start()
+ * and waits for its done(), which must run exactly once. */
+static _Thread_local bool via_start;
+
 static int eval_rc(drl_backend *b, const drl_script *s, size_t nkeys,
 		   const drl_bytes *keys, size_t nargs, const int64_t *args,
 		   int64_t *out, size_t nout, size_t *nret, drl_error *e)
 {
-	return b->eval(b, s, nkeys, keys, nargs, args, out, nout, nret, e);
+	if (!via_start)
+		return b->eval(b, s, nkeys, keys, nargs, args, out, nout, nret,
+			       e);
+	started *st = calloc(1, sizeof *st);
+	assert_non_null(st);
+	pthread_mutex_init(&st->mu, NULL);
+	pthread_cond_init(&st->cv, NULL);
+	int rc = b->eval_start(b, s, nkeys, keys, nargs, args, nout,
+			       started_done, st, e);
+	if (rc == 0) {
+		pthread_mutex_lock(&st->mu);
+		while (st->calls == 0)
+			pthread_cond_wait(&st->cv, &st->mu);
+		pthread_mutex_unlock(&st->mu);
+		rc = st->rc;
+		assert_true(st->nret <= nout);
+		*nret = st->nret;
+		if (rc == 0)
+			memcpy(out, st->out, st->nret * sizeof *out);
+		assert_int_equal(st->had_err, rc != 0);
+		if (rc && e)
+			*e = st->err;
+		if (rc)
+			assert_int_equal(st->err.code, rc);
+	}
+	/* done() ran once: a second run would have to come now, and the
+	 * store's next call goes out after this one's reply. */
+	pthread_mutex_lock(&st->mu);
+	assert_true(rc != 0 || st->calls == 1);
+	pthread_mutex_unlock(&st->mu);
+	pthread_cond_destroy(&st->cv);
+	pthread_mutex_destroy(&st->mu);
+	free(st);
+	return rc;
 }
 
 /* DRL_CAP_SCRIPT: Redis's EVAL dialect. KEYS and ARGV (integers as
@@ -947,6 +1027,70 @@ static void check_eval(void **state)
 	assert_int_equal(n, NB);
 	for (int i = 0; i < NB; i++)
 		assert_int_equal(vals[i], i + 1 + 49000);
+}
+
+/* DRL_CAP_EVAL_START (version >= 5): eval_start() keeps every promise of
+ * eval() (check_eval, each call awaited), and many calls started at once
+ * from one thread each get their own reply, exactly once. */
+static void check_eval_start(void **state)
+{
+	drl_backend *b = ((ctx *)*state)->b;
+	if (b->version < 5 || !(b->caps & DRL_CAP_EVAL_START))
+		skip();
+	assert_non_null(b->eval_start);
+	assert_true((b->caps & DRL_CAP_SCRIPT) != 0);
+	via_start = true;
+	check_eval(state);
+	via_start = false;
+
+	enum { NS = 300 };
+	static const drl_script echo = {
+		"contract_echo",
+		"local v = redis.call('INCRBY', KEYS[1], ARGV[1])\n"
+		"redis.call('PEXPIRE', KEYS[1], 600000)\n"
+		"return {v, tonumber(ARGV[2])}"};
+	started *st = calloc(NS, sizeof *st);
+	assert_non_null(st);
+	char names[NS][16];
+	for (int i = 0; i < NS; i++) {
+		pthread_mutex_init(&st[i].mu, NULL);
+		pthread_cond_init(&st[i].cv, NULL);
+		snprintf(names[i], sizeof names[i], "many%d", i % 7);
+		drl_bytes k = K(names[i]);
+		const int64_t args[2] = {1, 1000 + i};
+		drl_error e = {0};
+		expect_rc("eval_start",
+			  b->eval_start(b, &echo, 1, &k, 2, args, 2,
+					started_done, &st[i], &e),
+			  0, &e);
+	}
+	int64_t seen[7] = {0};
+	for (int i = 0; i < NS; i++) {
+		pthread_mutex_lock(&st[i].mu);
+		while (st[i].calls == 0)
+			pthread_cond_wait(&st[i].cv, &st[i].mu);
+		pthread_mutex_unlock(&st[i].mu);
+		expect_rc("eval_start many", st[i].rc, 0, &st[i].err);
+		assert_int_equal(st[i].nret, 2);
+		if (st[i].out[1] != 1000 + i)
+			fail_msg("call %d got the reply of call %" PRId64, i,
+				 st[i].out[1] - 1000);
+		/* each of a key's calls saw a count of its own */
+		assert_true(st[i].out[0] >= 1 && st[i].out[0] <= NS / 7 + 1);
+		seen[i % 7] += st[i].out[0];
+	}
+	for (int j = 0; j < 7; j++) {
+		int64_t m = NS / 7 + (j < NS % 7); /* calls on key j */
+		assert_int_equal(seen[j], m * (m + 1) / 2);
+	}
+	for (int i = 0; i < NS; i++) {
+		pthread_mutex_lock(&st[i].mu);
+		assert_int_equal(st[i].calls, 1);
+		pthread_mutex_unlock(&st[i].mu);
+		pthread_cond_destroy(&st[i].cv);
+		pthread_mutex_destroy(&st[i].mu);
+	}
+	free(st);
 }
 
 /* ---- threads --------------------------------------------------------------- */
@@ -1204,14 +1348,15 @@ static void check_null_err(void **state)
 int store_contract_run(const store_contract_target *t)
 {
 	const struct CMUnitTest checks[] = {
-		CHECK(check_vtable),       CHECK(check_incr),
-		CHECK(check_get_many),     CHECK(check_load_cas),
-		CHECK(check_load_erange),  CHECK(check_blobs_binary),
-		CHECK(check_binary_keys),  CHECK(check_ttl),
-		CHECK(check_update),       CHECK(check_del),
-		CHECK(check_now),          CHECK(check_eval),
-		CHECK(check_threads_incr), CHECK(check_threads_cas),
-		CHECK(check_null_err),     CHECK(check_hot_key),
+		CHECK(check_vtable),      CHECK(check_incr),
+		CHECK(check_get_many),    CHECK(check_load_cas),
+		CHECK(check_load_erange), CHECK(check_blobs_binary),
+		CHECK(check_binary_keys), CHECK(check_ttl),
+		CHECK(check_update),      CHECK(check_del),
+		CHECK(check_now),         CHECK(check_eval),
+		CHECK(check_eval_start),  CHECK(check_threads_incr),
+		CHECK(check_threads_cas), CHECK(check_null_err),
+		CHECK(check_hot_key),
 	};
 	return _cmocka_run_group_tests(
 		t->name, checks, sizeof checks / sizeof checks[0], NULL, NULL);

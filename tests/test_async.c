@@ -262,11 +262,13 @@ typedef struct stuck {
 	tally t;
 } stuck;
 
-static void stuck_start(stuck *x, int64_t tms, int threads, int n)
+static void stuck_start(stuck *x, int64_t tms, int threads, int n,
+			const char *opts)
 {
-	char uri[160];
-	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=lua&timeout_ms=%lld",
-		 redis.port, (long long)tms);
+	char uri[200];
+	snprintf(uri, sizeof uri,
+		 "redis://127.0.0.1:%d?tx=lua&timeout_ms=%lld%s", redis.port,
+		 (long long)tms, opts);
 	x->s = tu_store(uri);
 	x->l = tu_limiter(x->s, "token_bucket:1000/1s", "stuck:");
 	x->a = async_new(threads, 0);
@@ -285,24 +287,46 @@ static void stuck_free(stuck *x)
 	drl_store_free(x->s);
 }
 
-/* drl_async_free while the one worker is stuck on a stopped server: the
- * worker's request gets its own outcome (a timeout), every other one
- * DRL_ECANCELED; all 50 callbacks run before it returns. */
+/* 50 requests started on a context of one worker while redis-server is
+ * stopped, then drl_async_free(): all 50 callbacks run before it returns,
+ * each with its own outcome; the tally is returned. */
+static tally free_while_stuck(const char *opts)
+{
+	stuck x;
+	stuck_start(&x, tu_bound_ms(100), 1, 50, opts);
+	drl_async_free(x.a);
+	x.a = NULL;
+	assert_int_equal(drl_fixture_resume(&redis), 0);
+	stuck_free(&x);
+	assert_int_equal(x.t.count, 50);
+	assert_int_equal(x.t.other, 0);
+	return x.t;
+}
+
+/* A store without shared connections (pipelines=0): every request needs
+ * the worker, which is stuck in its store call: that request gets its
+ * own outcome (a timeout), every other one DRL_ECANCELED. */
 static void test_free_while_stuck(void **state)
 {
 	(void)state;
 	if (!have_redis)
 		skip();
-	stuck x;
-	stuck_start(&x, tu_bound_ms(100), 1, 50);
-	drl_async_free(x.a);
-	x.a = NULL;
-	assert_int_equal(drl_fixture_resume(&redis), 0);
-	assert_int_equal(x.t.count, 50);
-	assert_int_equal(x.t.other, 0);
-	assert_true(x.t.canceled >= 49);
-	assert_int_equal(x.t.canceled + x.t.failed + x.t.ok, 50);
-	stuck_free(&x);
+	tally t = free_while_stuck("&pipelines=0");
+	assert_true(t.canceled >= 49);
+	assert_int_equal(t.canceled + t.failed + t.ok, 50);
+}
+
+/* On the shared connections every request is in a started store call
+ * (none waits for the one worker): each gets its own outcome, a timeout,
+ * none is canceled; drl_async_free() waited for them. */
+static void test_free_while_stuck_started(void **state)
+{
+	(void)state;
+	if (!have_redis)
+		skip();
+	tally t = free_while_stuck("");
+	assert_int_equal(t.canceled, 0);
+	assert_int_equal(t.failed, 50);
 }
 
 /* redis-server killed with 64 requests in flight on 8 workers (stopped
@@ -315,7 +339,7 @@ static void test_server_dies_in_flight(void **state)
 	if (!have_redis)
 		skip();
 	stuck x;
-	stuck_start(&x, tu_bound_ms(2000), 8, 64);
+	stuck_start(&x, tu_bound_ms(2000), 8, 64, "");
 	drl_fixture_kill(&redis);
 	async_process_until(x.a, &x.t.count, 64);
 	assert_int_equal(x.t.failed, 64);
@@ -787,6 +811,7 @@ int main(void)
 		cmocka_unit_test(test_hot_key_real_clock),
 		cmocka_unit_test(test_free_in_flight_memory),
 		cmocka_unit_test(test_free_while_stuck),
+		cmocka_unit_test(test_free_while_stuck_started),
 		cmocka_unit_test(test_server_dies_in_flight),
 		cmocka_unit_test(test_near_denial_without_worker),
 		cmocka_unit_test(test_callback_starts_requests),

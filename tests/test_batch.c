@@ -961,6 +961,7 @@ static drl_backend stub = {
 	/* eval */ stub_eval,
 	/* now */ NULL,
 	/* del */ NULL,
+	/* eval_start */ NULL,
 };
 
 /* A version 1 store gets no batch scripts, whatever its caps say: its

@@ -15,10 +15,16 @@
  *   every caller gets an error within timeout_ms plus a bound, never an
  *   allow it did not earn (on_error=deny), and the store recovers when
  *   the server is back;
- * - a caller alone uses one connection (the c=1 path is the old one).
+ * - a caller alone uses one connection (the c=1 path is the old one);
+ * - the async API's started calls (eval_start, no worker) on the pipes:
+ *   SCRIPT FLUSH with 64 of them in flight from one loop (each decides,
+ *   each script ran once), and 200 in flight on a stopped server (each
+ *   callback by timeout_ms plus a bound, a fail-closed denial, none
+ *   allowed; the store decides again once the server runs).
  *
  * Skips when redis-server is missing, except under CI=true (fails).
  */
+#include <drl/async.h>
 #include <drl/backend.h>
 #include <drl/drl.h>
 
@@ -36,6 +42,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -347,6 +354,18 @@ static void *flusher(void *arg)
 	return NULL;
 }
 
+/* The one counter key fixed_window wrote holds every decision once. */
+static void assert_one_counter(redisContext *raw, int64_t decisions)
+{
+	redisReply *r = redisCommand(raw, "KEYS *");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_int_equal(r->elements, 1);
+	int64_t counter = raw_int(raw, r->element[0]->str);
+	freeReplyObject(r);
+	assert_int_equal(counter, decisions);
+}
+
 /* Every decision decides (NOSCRIPT is answered by SCRIPT LOAD and one
  * more EVALSHA), none ran twice: fixed_window's counter in Redis equals
  * the decisions allowed, and with a limit above the traffic that is all
@@ -383,14 +402,7 @@ static void test_script_flush_in_flight(void **state)
 	pthread_join(fl, NULL);
 	assert_int_equal(errors, 0);
 	assert_int_equal(allowed, THREADS * ROUNDS);
-	/* The one counter key fixed_window wrote holds every decision once. */
-	redisReply *r = redisCommand(raw, "KEYS *");
-	assert_non_null(r);
-	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-	assert_int_equal(r->elements, 1);
-	int64_t counter = raw_int(raw, r->element[0]->str);
-	freeReplyObject(r);
-	assert_int_equal(counter, THREADS * ROUNDS);
+	assert_one_counter(raw, THREADS * ROUNDS);
 	tu_free(&t);
 	redisFree(raw);
 }
@@ -540,6 +552,175 @@ static void test_server_stalled_and_killed(void **state)
 	tu_free(&t);
 }
 
+/* ---- the async API's started calls ----------------------------------------- */
+
+/* One loop thread keeps up to `inflight` requests started until `total`
+ * were; each callback tallies its outcome and starts the next. */
+typedef struct loop loop;
+typedef struct slot {
+	loop *lp;
+	int64_t t0; /* when its request started */
+} slot;
+struct loop {
+	drl_async *a;
+	drl_limiter *lim;
+	int64_t at; /* the time decided at */
+	int total, started;
+	int done, allowed, errors, fail_closed, other;
+	int64_t worst_ms; /* the slowest start-to-callback */
+	char last[400];
+	slot slots[256];
+};
+
+static void loop_start(loop *lp, slot *sl);
+
+static void loop_cb(drl_async *a, int rc, const drl_result *r,
+		    const drl_error *err, void *arg)
+{
+	(void)a;
+	slot *sl = arg;
+	loop *lp = sl->lp;
+	int64_t took = tu_mono_ms() - sl->t0;
+	if (took > lp->worst_ms)
+		lp->worst_ms = took;
+	lp->done++;
+	if (rc) {
+		lp->errors++;
+		snprintf(lp->last, sizeof lp->last, "%s", err->message);
+	} else if (r->allowed) {
+		lp->allowed++;
+	} else if (r->path == DRL_PATH_FAIL_CLOSED) {
+		lp->fail_closed++;
+	} else {
+		lp->other++;
+	}
+	if (lp->started < lp->total)
+		loop_start(lp, sl);
+}
+
+static void loop_start(loop *lp, slot *sl)
+{
+	sl->lp = lp;
+	sl->t0 = tu_mono_ms();
+	drl_error e = {0};
+	int rc = drl_async_allow_at(lp->a, lp->lim, "hot", 3, 1, lp->at,
+				    loop_cb, sl, &e);
+	if (rc)
+		fail_msg("drl_async_allow_at: %s", e.message);
+	lp->started++;
+}
+
+/* Start `inflight` requests (more as callbacks run, up to lp->total),
+ * and run callbacks until all are done or `ms` passed. */
+static void loop_run(loop *lp, int inflight, int64_t ms)
+{
+	for (int i = 0; i < inflight && lp->started < lp->total; i++)
+		loop_start(lp, &lp->slots[i]);
+	int64_t end = tu_mono_ms() + ms;
+	while (lp->done < lp->total && tu_mono_ms() < end) {
+		struct pollfd pfd = {.fd = drl_async_fd(lp->a),
+				     .events = POLLIN};
+		if (poll(&pfd, 1, 100) > 0)
+			drl_async_process(lp->a);
+	}
+}
+
+static drl_async *async_one_worker(void)
+{
+	drl_async *a = NULL;
+	drl_error e = {0};
+	/* One worker: a request that needed one would wait behind it. */
+	drl_async_opts o = {.threads = 1};
+	if (drl_async_new(&a, &o, &e))
+		fail_msg("drl_async_new: %s", e.message);
+	return a;
+}
+
+/* SCRIPT FLUSH in a loop while one loop thread keeps 64 started calls in
+ * flight: every request decides (a NOSCRIPT is answered by EVAL with the
+ * source, on the pipe's thread), none ran twice (the counter in Redis
+ * equals the decisions). */
+static void test_started_script_flush(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	redisContext *raw = raw_open();
+	raw_ok(raw, "FLUSHALL");
+	char uri[256];
+	uri_of(uri, sizeof uri, "pipelines=1");
+	tu t = tu_open(uri, "fixed_window:1000000/1h");
+	static loop lp;
+	lp = (loop){.a = async_one_worker(),
+		    .lim = t.lim,
+		    .at = INT64_C(1795000000000000),
+		    .total = THREADS * ROUNDS};
+	atomic_store(&flushing_done, 0);
+	pthread_t fl;
+	assert_int_equal(pthread_create(&fl, NULL, flusher, NULL), 0);
+	loop_run(&lp, 64, tu_bound_ms(60000));
+	atomic_store(&flushing_done, 1);
+	pthread_join(fl, NULL);
+	drl_async_free(lp.a);
+	if (lp.errors)
+		fprintf(stderr, "%d errors, last: %s\n", lp.errors, lp.last);
+	assert_int_equal(lp.done, lp.total);
+	assert_int_equal(lp.errors, 0);
+	assert_int_equal(lp.allowed, lp.total);
+	assert_one_counter(raw, lp.total);
+	tu_free(&t);
+	redisFree(raw);
+}
+
+/* 200 started calls on a stopped server (on_error=deny, no breaker: each
+ * call goes to the store): each callback comes by timeout_ms plus a bound
+ * (connect + command: twice timeout_ms, as for blocking calls), as a
+ * fail-closed denial, none allowed; once the server runs again the store
+ * decides. Had the one worker decided them one by one, the last would
+ * have come after 200 timeouts (checked: it fails with pipelines=0). */
+static void test_started_stalled(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	redisContext *raw = raw_open();
+	raw_ok(raw, "FLUSHALL");
+	redisFree(raw);
+	int64_t timeout = tu_bound_ms(25); /* 100 ms in a plain build */
+	char uri[256];
+	snprintf(uri, sizeof uri,
+		 "redis://127.0.0.1:%d?pipelines=2&breaker_failures=0"
+		 "&timeout_ms=%" PRId64,
+		 srv.port, timeout);
+	tu t = tu_open(uri, "fixed_window:50/1h;on_error=deny");
+	static loop lp;
+	lp = (loop){.a = async_one_worker(),
+		    .lim = t.lim,
+		    .at = INT64_C(1795000000000000),
+		    .total = 200};
+	assert_int_equal(drl_fixture_pause(&srv), 0);
+	loop_run(&lp, 200, tu_bound_ms(60000));
+	assert_int_equal(drl_fixture_resume(&srv), 0);
+	assert_int_equal(lp.done, 200);
+	assert_int_equal(lp.allowed, 0);
+	assert_int_equal(lp.errors + lp.other, 0);
+	assert_int_equal(lp.fail_closed, 200);
+	if (lp.worst_ms > 2 * timeout + tu_bound_ms(500))
+		fail_msg("a callback came %" PRId64 " ms after its start with "
+			 "timeout_ms=%" PRId64,
+			 lp.worst_ms, timeout);
+	/* Back: the store decides again (the breaker may refuse a while). */
+	lp = (loop){.a = lp.a, .lim = t.lim, .at = INT64_C(1795000000000000)};
+	int64_t end = tu_mono_ms() + tu_bound_ms(15000);
+	while (lp.allowed == 0 && tu_mono_ms() < end) {
+		lp.total += 1;
+		loop_run(&lp, 1, tu_bound_ms(5000));
+		if (lp.allowed == 0)
+			tu_sleep_ms(10);
+	}
+	assert_int_equal(lp.allowed, 1);
+	drl_async_free(lp.a);
+	tu_free(&t);
+}
+
 /* ---- a caller alone -------------------------------------------------------- */
 
 /* One thread, many decisions: one connection serves them all. */
@@ -616,6 +797,8 @@ int main(void)
 		cmocka_unit_test(test_script_flush_in_flight),
 		cmocka_unit_test(test_one_caller_one_connection),
 		cmocka_unit_test(test_server_stalled_and_killed),
+		cmocka_unit_test(test_started_script_flush),
+		cmocka_unit_test(test_started_stalled),
 		cmocka_unit_test(test_bad_pipelines_option),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -327,23 +327,30 @@ static void test_connect_refused(void **state)
 	assert_null(strstr(e.message, "Pw-Refused"));
 }
 
-/* Capability bits follow tx= and clock=. */
+/* Capability bits follow tx=, clock= and pipelines= (a started script
+ * call travels on the shared connections: none without them). */
 static void test_caps(void **state)
 {
 	(void)state;
 	NEED_SERVER();
 	drl_backend *lua = open_opts(NULL);
+	drl_backend *alone = open_opts("pipelines=0");
 	drl_backend *watch = open_opts("tx=watch");
 	drl_backend *clk = open_opts("tx=watch&clock=server");
 	unsigned base = DRL_CAP_COUNTER | DRL_CAP_CAS;
 	assert_int_equal(lua->version, DRL_BACKEND_VERSION);
 	assert_string_equal(lua->name, "redis");
-	assert_int_equal(lua->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH);
+	assert_int_equal(lua->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH |
+					    DRL_CAP_EVAL_START);
 	assert_non_null(lua->eval);
+	assert_non_null(lua->eval_start);
 	assert_null(lua->update);
 	assert_null(lua->now);
+	assert_int_equal(alone->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH);
+	assert_null(alone->eval_start);
 	assert_int_equal(watch->caps, base);
 	assert_null(watch->eval);
+	assert_null(watch->eval_start);
 	assert_int_equal(clk->caps, base | DRL_CAP_CLOCK);
 	assert_non_null(clk->now);
 
@@ -353,6 +360,7 @@ static void test_caps(void **state)
 	int64_t here = (int64_t)time(NULL) * SEC;
 	assert_true(now > here - 10 * SEC && now < here + 10 * SEC);
 	lua->destroy(lua);
+	alone->destroy(alone);
 	watch->destroy(watch);
 	clk->destroy(clk);
 }

@@ -3,11 +3,15 @@
  * decision, get a callback on the loop's thread when it is decided. The
  * caller's thread never waits for a store.
  *
- * A drl_async context owns a pool of worker threads. Each started request
- * is decided on one of them by the blocking call it stands for
- * (drl_allow(), drl_allow_at(), drl_allow_batch(), drl_allow_batch_at()),
- * so decisions, errors, timeouts, on_error policies, the circuit breaker
- * and the near cache are exactly those of the blocking API. Finished
+ * A drl_async context owns a pool of worker threads. A started request is
+ * decided on one of them by the blocking call it stands for (drl_allow(),
+ * drl_allow_at(), drl_allow_batch(), drl_allow_batch_at()), or, when one
+ * server-side script decides it on a store that can send one without
+ * waiting (a single request, a policy of one limit, Redis tx=lua), by that
+ * call sent at start and finished by the store's I/O thread through the
+ * same steps; either way decisions, errors, timeouts, on_error policies,
+ * the circuit breaker and the near cache are exactly those of the
+ * blocking API (docs/threading.md says which store completes how). Finished
  * requests wait in the context until the application calls
  * drl_async_process(), which runs their callbacks on the calling thread.
  * drl_async_fd() is readable while finished requests wait: watch it from
@@ -54,8 +58,9 @@ DRL_EXPORT int drl_async_new(drl_async **out, const drl_async_opts *opts,
 
 /* Stop the context: requests no worker has begun get their callback with
  * DRL_ECANCELED (nothing of them reached the store); requests a worker is
- * deciding are waited for (each at most as long as its blocking call,
- * bounded by the store's timeout_ms) and get their decision; then every
+ * deciding, and those sent without a worker, are waited for (each at most
+ * as long as its blocking call, bounded by the store's timeout_ms) and get
+ * their decision; then every
  * callback not yet run runs, on the calling thread, before this returns.
  * A start from such a callback returns DRL_ECANCELED. Detach a loop
  * adapter before, and never call this from one of the context's own
@@ -92,7 +97,8 @@ typedef void (*drl_async_cb)(drl_async *a, int rc, const drl_result *result,
 			     const drl_error *err, void *arg);
 
 /* Start drl_allow(limiter, key, keylen, cost) (the real-time clock, read
- * when a worker decides it); cb(a, ..., arg) gets its outcome. key is
+ * when a worker decides it, or at start when no worker is needed);
+ * cb(a, ..., arg) gets its outcome. key is
  * copied: the caller's buffer need not outlive the call. Returns 0
  * (started: exactly one callback follows), or, with no callback and
  * nothing started: DRL_EINVAL for a NULL context, limiter or cb and for

@@ -76,8 +76,10 @@ extern "C" {
  * 3: DRL_CAP_DECLARED_KEYS (a demand about eval(), heeded from any
  * version: a store of version < 3 does not set the bit).
  * 4: del (optional; read only from stores of version >= 4: drl_reset()
- * on a store of an older version is DRL_ENOTSUP). */
-#define DRL_BACKEND_VERSION 4
+ * on a store of an older version is DRL_ENOTSUP).
+ * 5: eval_start (optional, DRL_CAP_EVAL_START; read only from stores of
+ * version >= 5: the async API decides on its workers otherwise). */
+#define DRL_BACKEND_VERSION 5
 
 typedef struct drl_bytes {
 	const void *data;
@@ -97,7 +99,10 @@ enum {
 	 * see keys a script derives. The core then knows the time before
 	 * a script runs (reading the store's clock first under a store
 	 * clock) and names each key. */
-	DRL_CAP_DECLARED_KEYS = 1u << 6
+	DRL_CAP_DECLARED_KEYS = 1u << 6,
+	/* eval_start (version >= 5, needs DRL_CAP_SCRIPT): a script call
+	 * started without waiting for its reply. */
+	DRL_CAP_EVAL_START = 1u << 7
 };
 
 /* What eval() of a store with DRL_CAP_DECLARED_KEYS may return when it
@@ -121,6 +126,12 @@ typedef struct drl_script {
 	const char *name;   /* for messages */
 	const char *source; /* Lua source */
 } drl_script;
+
+/* How eval_start() hands back a script call's outcome: rc, out[0..nret)
+ * and *err (NULL when rc is 0) exactly as eval() would have returned and
+ * written them; out and err are valid only during the call. */
+typedef void (*drl_eval_done_fn)(void *arg, int rc, const int64_t *out,
+				 size_t nret, const drl_error *err);
 
 typedef struct drl_backend drl_backend;
 struct drl_backend {
@@ -196,6 +207,21 @@ struct drl_backend {
 	 * documentation. On an error some keys may be gone. */
 	int (*del)(drl_backend *b, size_t n, const drl_bytes *keys,
 		   drl_error *err);
+
+	/* Optional (version >= 5, DRL_CAP_EVAL_START): eval() without
+	 * waiting, for callers that must not block (the async API). keys,
+	 * args and what they point at are copied before it returns. 0:
+	 * started, and done(arg, ...) is called exactly once with eval()'s
+	 * outcome (its timeout_ms counted from this start), on a thread of
+	 * the store's or of another caller of this store that happens to do
+	 * its I/O, possibly before eval_start() returns, never inside it on
+	 * the calling thread. done must not block: it may start calls, never
+	 * wait for one. Any other return: nothing started, done never runs.
+	 * destroy() may be called only once every done has returned. */
+	int (*eval_start)(drl_backend *b, const drl_script *script,
+			  size_t nkeys, const drl_bytes *keys, size_t nargs,
+			  const int64_t *args, size_t nout,
+			  drl_eval_done_fn done, void *arg, drl_error *err);
 };
 
 /* The start of every store's drl_backend: the version the store was

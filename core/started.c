@@ -1,0 +1,110 @@
+/*
+ * A decision started by one script call and finished when its reply comes
+ * (the async API's own path, core/async.c): the steps drl_allow() takes
+ * around the store's answer (core/limiter.c: breaker, the Lua twin, the
+ * on_error policy, the near cache, shadow mode), with the store call in
+ * the middle started by eval_start() instead of waited for.
+ *
+ * Only what one script call decides takes this path: a policy of one
+ * limit whose twin the store runs, at a time known without a store call
+ * (the caller's, the local clock, or the store's read by the twin
+ * itself). Everything else (policies of several limits, with their
+ * refunds; stores that cannot start a call) is decided by the blocking
+ * call on a worker, with the same decisions.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+bool drl__started_usable(const drl_limiter *l, int64_t now_us, int64_t *now)
+{
+	drl_backend *b = l->store->backend;
+	if (l->nlimits != 1 || b->version < 5 ||
+	    !(b->caps & DRL_CAP_EVAL_START) || !b->eval_start ||
+	    (b->caps & DRL_CAP_DECLARED_KEYS))
+		return false;
+	drl__call probe = {.backend = b, .now = now_us};
+	if (now_us == DRL__NOW_READ)
+		/* As drl__limiter_now: the twin reads the store's clock, or
+		 * the store has none and the local one decides. */
+		probe.now = (b->caps & DRL_CAP_CLOCK) ? DRL__NOW_STORE
+						      : drl_now_us();
+	if (!drl__script_usable(&l->limits[0], &probe))
+		return false;
+	*now = probe.now;
+	return true;
+}
+
+/* The outcome rc of d's store step (or of the breaker, when it refused
+ * the call: entered false) made final as drl__limiter_guarded() and
+ * decide_near() make it, then handed to d's owner. */
+static void finish(drl__started *d, int rc, bool entered)
+{
+	drl_limiter *l = d->l;
+	if (entered)
+		drl__breaker_leave(l->store, d->probe, rc);
+	if (rc == 0) {
+		d->result->limit_index = 0;
+	} else {
+		drl__result_deny(d->result);
+		if (drl__is_store_failure(rc) &&
+		    l->on_error != DRL__ON_ERROR_RETURN)
+			rc = drl__fallback(l, d->key, d->keylen, d->cost,
+					   d->now, d->result, d->err);
+	}
+	if (rc == 0 && d->near && d->result->path == DRL_PATH_STORE)
+		drl__near_record(l->near, d->near, d->cost, d->result);
+	if (rc == 0)
+		drl__shadow_answer(l, d->result);
+	*d->rc = rc;
+	d->finished(d->arg);
+}
+
+/* eval_start()'s outcome: the twin's answer, or the store's error. */
+static void script_done(void *arg, int rc, const int64_t *out, size_t nret,
+			const drl_error *err)
+{
+	drl__started *d = arg;
+	if (rc == 0) {
+		drl__undo undo; /* one limit: nothing to refund */
+		memset(d->result, 0, sizeof *d->result);
+		rc = drl__script_answer(&d->l->limits[0], out, nret, d->result,
+					&undo, d->err);
+	} else if (d->err && err) {
+		*d->err = *err;
+	}
+	finish(d, rc, true);
+}
+
+void drl__started_begin(drl__started *d)
+{
+	drl_limiter *l = d->l;
+	drl__limit *lim = &l->limits[0];
+	drl_backend *b = l->store->backend;
+	int rc = drl__breaker_enter(l->store, &d->probe, d->err);
+	if (rc) {
+		finish(d, rc, false);
+		return;
+	}
+	drl__call call = {
+		.backend = b,
+		.now = d->now,
+		.cost = d->cost,
+		.peek = d->cost == 0,
+		.err = d->err,
+		.stats = &l->store->stats,
+	};
+	drl__keybase kb;
+	drl__key k;
+	drl__keybase_make(&kb, l->prefix, l->prefixlen, lim, d->key, d->keylen);
+	call.key = &kb;
+	drl_bytes key = drl__key_plain(&k, &kb);
+	int64_t args[DRL__SCRIPT_NARGS];
+	drl__script_args(lim, &call, args);
+	DRL__COUNT(call.stats, decisions);
+	DRL__COUNT(call.stats, scripts);
+	rc = b->eval_start(b, lim->algo->lua, 1, &key, DRL__SCRIPT_NARGS, args,
+			   DRL__SCRIPT_NOUT, script_done, d, d->err);
+	if (rc)
+		finish(d, rc, true);
+}
