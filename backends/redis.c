@@ -1,6 +1,13 @@
 /*
  * The Redis store, over hiredis 0.14 blocking contexts.
  *
+ * Files. This one is the store: the pool, the holds, its commands, open
+ * and destroy, and the hooks of the Redis Cluster store. Beside it:
+ * backends/redis_conn.c, the connection layer (one connection: opening
+ * it, a call's round trip on it, what its replies and errors mean;
+ * declared in backends/redis_conn.h), backends/redis_uri.c (the URI into
+ * a store's settings) and backends/redis_pipe.c (the shared connections).
+ *
  * Connections. A redisContext is not thread-safe, so the store keeps a
  * small pool: a mutex, a LIFO free list, and at most `pool` connections
  * serving calls at once (callers wait up to timeout_ms for one). A
@@ -15,9 +22,9 @@
  * (scripts, counters, GETs, TIME, DEL) go through `pipelines=N` connections
  * that all threads share (backends/redis_pipe.c), unless this thread holds
  * a connection of the store (below) or the call sends ASKING; they still
- * format their commands with append() and read them with collect(), on a
- * proxy conn (acquire_shared()). The connection layer both files use is
- * declared in backends/redis_conn.h.
+ * format their commands with drl__redis_append() and read them with
+ * drl__redis_collect(), on a proxy conn (acquire_shared()). The connection
+ * layer both files use is declared in backends/redis_conn.h.
  *
  * load -> cas. WATCH belongs to a connection, so cas() must run on the
  * connection its load() watched. load() leaves that connection "held" by
@@ -63,16 +70,14 @@
  */
 #include "redis.h"
 #include "redis_conn.h"
+#include "redis_uri.h"
 
 #include <hiredis/hiredis.h>
 #include <openssl/evp.h>
 
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,21 +85,11 @@
 #include <strings.h>
 #include <time.h>
 
-#define DEFAULT_PORT 6379
-#define DEFAULT_TIMEOUT_MS 1000
-#define TIMEOUT_MS_MAX 3600000
-#define DEFAULT_POOL 16
-#define POOL_MAX 1024
-#define DEFAULT_PIPELINES 1
-#define PIPELINES_MAX 64
-#define PREFIX_MAX 128 /* as memcached.c: keys stay well below Redis's limits */
-#define DB_MAX INT32_MAX
 #define KEY_STACK 512    /* prefixed keys up to this size need no malloc */
 #define ARGV_STACK 32    /* EVALSHA argument vectors on the stack */
 #define MEM_STACK 1024   /* EVALSHA argument bytes on the stack */
 #define GET_STACK 16     /* get_many replies on the stack */
 #define ARGS_MAX 1000000 /* keys or args of one eval */
-#define MSG_ERR_MAX 200  /* bytes of a Redis error quoted in a message */
 
 /* ---- types -------------------------------------------------------------- */
 
@@ -212,135 +207,11 @@ static conn *take_own(rstore *s, hold *h)
 	return c;
 }
 
-/* ---- errors ------------------------------------------------------------- */
+/* ---- Redis Cluster: ASKING ---------------------------------------------- */
 
-/* 1 when a hiredis I/O error means a timeout (connect or command). */
-static bool is_timeout(const redisContext *ctx, int saved_errno)
-{
-	if (ctx->err != REDIS_ERR_IO)
-		return false;
-	if (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK ||
-	    saved_errno == ETIMEDOUT || saved_errno == EINPROGRESS)
-		return true;
-	/* hiredis formats errno into errstr: trust it over a clobbered
-	 * errno. */
-	return strstr(ctx->errstr, "temporarily unavailable") != NULL ||
-	       strstr(ctx->errstr, "timed out") != NULL;
-}
-
-/* Mark c broken and report its context error: DRL_ETIMEDOUT for a
- * timeout, DRL_ENOMEM for hiredis OOM, DRL_EUNAVAILABLE otherwise (refused,
- * reset, closed: the server cannot be talked to). */
-static int ctx_error(rstore *s, conn *c, const char *what, int saved_errno,
-		     drl_error *err)
-{
-	redisContext *ctx = c->ctx;
-	int code = DRL_EUNAVAILABLE;
-	c->broken = true;
-	if (is_timeout(ctx, saved_errno))
-		code = DRL_ETIMEDOUT;
-	else if (ctx->err == REDIS_ERR_OOM)
-		code = DRL_ENOMEM;
-	return drl_error_set(err, code, "redis %s: %s: %s%s", s->where, what,
-			     ctx->errstr[0] ? ctx->errstr : "connection error",
-			     code == DRL_ETIMEDOUT ? " (timeout_ms exceeded)"
-						   : "");
-}
-
-/* The call on c ran out of time: DRL_ETIMEDOUT, c broken (a late reply
- * would desync it). */
-int drl__redis_timeout_error(rstore *s, conn *c, const char *what,
-			     drl_error *err)
-{
-	c->broken = true;
-	return drl_error_set(
-		err, DRL_ETIMEDOUT,
-		"redis %s: %s: no reply within timeout_ms=%" PRId64, s->where,
-		what, s->timeout_ms);
-}
-
-/*
- * Arrays in replies. hiredis 0.14 allocates an array's element table as
- * soon as it reads the header, so "*536870911" from a hostile or broken
- * server costs 4 GiB and seconds (to allocate and to free), whatever the
- * timeout. No reply of ours is much longer than the nout of an eval()
- * (a batch chunk's answers: 1280 integers today): every connection's
- * reader gets hiredis's own functions with createArray refusing more than
- * ARRAY_MAX elements, which the reader reports as out of memory and
- * reader_error() as DRL_EUNAVAILABLE. (hiredis 1.x has maxelements for
- * this; Debian 12 ships 0.14.)
- */
-#define ARRAY_MAX 65536
-typedef void *(*create_array_fn)(const redisReadTask *, int);
-static _Atomic(create_array_fn) hiredis_create_array;
-static _Thread_local int array_refused; /* elements of the refused array */
-
-static void *limited_array(const redisReadTask *task, int elements)
-{
-	if (elements > ARRAY_MAX) {
-		array_refused = elements;
-		return NULL;
-	}
-	return atomic_load(&hiredis_create_array)(task, elements);
-}
-
-/* Give c's reader the limited functions (kept in c). */
-static void limit_reader(conn *c)
-{
-	redisReader *r = c->ctx->reader;
-	atomic_store(&hiredis_create_array, r->fn->createArray);
-	c->fn = *r->fn;
-	c->fn.createArray = limited_array;
-	r->fn = &c->fn;
-}
-
-/* The bytes the server sent are not RESP we can read (a server that is
- * not Redis, or garbage, or an absurd array): DRL_EUNAVAILABLE (DRL_ENOMEM
- * when hiredis ran out of memory), c broken. hiredis quotes a bad byte
- * escaped. */
-static int reader_error(rstore *s, conn *c, const char *what, drl_error *err)
-{
-	const redisReader *r = c->ctx->reader;
-	c->broken = true;
-	if (array_refused) {
-		int n = array_refused;
-		array_refused = 0;
-		return drl_error_set(err, DRL_EUNAVAILABLE,
-				     "redis %s: %s: unreadable reply: an array "
-				     "of %d elements (ours have at most %d)",
-				     s->where, what, n, ARRAY_MAX);
-	}
-	return drl_error_set(
-		err, r->err == REDIS_ERR_OOM ? DRL_ENOMEM : DRL_EUNAVAILABLE,
-		"redis %s: %s: unreadable reply: %s", s->where, what,
-		r->errstr[0] ? r->errstr : "protocol error");
-}
-
-static const char *reply_type_name(int type)
-{
-	switch (type) {
-	case REDIS_REPLY_STRING:
-		return "string";
-	case REDIS_REPLY_ARRAY:
-		return "array";
-	case REDIS_REPLY_INTEGER:
-		return "integer";
-	case REDIS_REPLY_NIL:
-		return "nil";
-	case REDIS_REPLY_STATUS:
-		return "status";
-	case REDIS_REPLY_ERROR:
-		return "error";
-	}
-	return "unknown";
-}
-
-/* ---- Redis Cluster: redirects and ASKING -------------------------------- */
-
-/* The calling thread's last redirect (set with DRL__EREDIRECT) and
- * whether its calls send ASKING; see redis.h. Thread-local because the
- * vtable has no room for either, and a call runs on one thread. */
-static _Thread_local drl__redis_redirect last_redirect;
+/* Whether the calling thread's calls send ASKING; see redis.h.
+ * Thread-local because the vtable has no room for it, and a call runs
+ * on one thread. (Its last redirect is backends/redis_conn.c's.) */
 static _Thread_local bool asking_calls;
 
 void drl__redis_asking(bool on)
@@ -348,155 +219,7 @@ void drl__redis_asking(bool on)
 	asking_calls = on;
 }
 
-const drl__redis_redirect *drl__redis_last_redirect(void)
-{
-	return &last_redirect;
-}
-
-/* "host:port" (an IPv6 host may be bare, the port is after the last ':')
- * of a MOVED or ASK into r; false when it does not parse. */
-static bool parse_target(drl__redis_redirect *r, const char *p, size_t n)
-{
-	const char *colon = NULL;
-	for (size_t i = 0; i < n; i++)
-		if (p[i] == ':')
-			colon = p + i;
-	if (colon == NULL)
-		return false;
-	size_t hlen = (size_t)(colon - p);
-	int64_t port;
-	if (hlen == 0 || hlen >= sizeof r->host ||
-	    drl_parse_int(colon + 1, n - hlen - 1, 1, 65535, &port) != 0)
-		return false;
-	memcpy(r->host, p, hlen);
-	r->host[hlen] = '\0';
-	r->port = (int)port;
-	return true;
-}
-
-/* When s is a cluster node and r is "MOVED slot host:port", "ASK slot
- * host:port", "TRYAGAIN ..." or "CLUSTERDOWN ...": the thread's redirect
- * says which, and DRL__EREDIRECT is returned (err gets Redis's text for
- * when the cluster store gives up); otherwise 0. */
-static int cluster_reply(rstore *s, const redisReply *r, drl_error *err)
-{
-	if (!s->cluster || r == NULL || r->type != REDIS_REPLY_ERROR ||
-	    r->str == NULL)
-		return 0;
-	drl__redis_redirect *d = &last_redirect;
-	const char *str = r->str;
-	size_t len = r->len;
-	memset(d, 0, sizeof *d);
-	if (len > 6 &&
-	    (strncmp(str, "MOVED ", 6) == 0 || strncmp(str, "ASK ", 4) == 0)) {
-		bool ask = str[1] == 'S';
-		const char *p = str + (ask ? 4 : 6), *end = str + len;
-		const char *sp = memchr(p, ' ', (size_t)(end - p));
-		int64_t slot;
-		if (sp == NULL ||
-		    drl_parse_int(p, (size_t)(sp - p), 0, 16383, &slot) != 0 ||
-		    !parse_target(d, sp + 1, (size_t)(end - sp - 1)))
-			return 0; /* not a redirect we can follow */
-		d->kind = ask ? DRL__REDIS_ASK : DRL__REDIS_MOVED;
-		d->slot = (int)slot;
-	} else if (strncmp(str, "TRYAGAIN", 8) == 0) {
-		d->kind = DRL__REDIS_TRYAGAIN;
-	} else if (strncmp(str, "CLUSTERDOWN", 11) == 0) {
-		d->kind = DRL__REDIS_CLUSTERDOWN;
-	} else {
-		return 0;
-	}
-	int n = (int)(len < MSG_ERR_MAX ? len : MSG_ERR_MAX);
-	drl_error_set(err, DRL_ESTORE, "redis %s: %.*s", s->where, n, str);
-	return DRL__EREDIRECT;
-}
-
-/*
- * Report reply r of command `what` as a failure: an error reply with
- * Redis's text (DRL_ESTORE; DRL_ERANGE for an overflow; DRL_ECORRUPT when
- * `value_err_corrupt` and Redis says the stored value is not an integer),
- * anything else as an unexpected reply (DRL_ESTORE).
- */
-static int reply_error(rstore *s, const char *what, const redisReply *r,
-		       bool value_err_corrupt, drl_error *err)
-{
-	if (r == NULL)
-		return drl_error_set(err, DRL_ESTORE, "redis %s: %s: no reply",
-				     s->where, what);
-	int redirect = cluster_reply(s, r, err);
-	if (redirect)
-		return redirect;
-	if (r->type != REDIS_REPLY_ERROR || r->str == NULL)
-		return drl_error_set(err, DRL_ESTORE,
-				     "redis %s: %s: unexpected %s reply",
-				     s->where, what, reply_type_name(r->type));
-	int code = DRL_ESTORE;
-	if (strstr(r->str, "overflow"))
-		code = DRL_ERANGE;
-	else if (value_err_corrupt &&
-		 strncmp(r->str, "ERR value is not an integer", 27) == 0)
-		code = DRL_ECORRUPT;
-	int n = (int)(r->len < MSG_ERR_MAX ? r->len : MSG_ERR_MAX);
-	return drl_error_set(err, code, "redis %s: %s: %.*s", s->where, what, n,
-			     r->str);
-}
-
-/* A failed AUTH. Only the reply's first word (WRONGPASS, NOAUTH, ERR...) is
- * quoted: a server that does not know AUTH (renamed, a proxy) answers
- * "unknown command ... with args beginning with: 'user' 'password'", and
- * the password must never reach a message. */
-static int auth_error(rstore *s, const redisReply *r, drl_error *err)
-{
-	if (r == NULL || r->type != REDIS_REPLY_ERROR || r->str == NULL)
-		return reply_error(s, "AUTH", r, false, err);
-	size_t n = strcspn(r->str, " ");
-	if (n > 32)
-		n = 32;
-	return drl_error_set(
-		err, DRL_ESTORE,
-		"redis %s: AUTH refused (%.*s; the server's text is "
-		"not shown, it may quote the password)",
-		s->where, (int)n, r->str);
-}
-
-/* 1 when r is the status reply `text` ("OK", "QUEUED"). */
-static bool is_status(const redisReply *r, const char *text)
-{
-	return r && r->type == REDIS_REPLY_STATUS && r->str &&
-	       strcmp(r->str, text) == 0;
-}
-
-/* ---- one round trip ----------------------------------------------------- */
-
-void drl__redis_sigpipe_block(pipe_guard *g)
-{
-	sigset_t set, pend;
-	sigemptyset(&set);
-	sigaddset(&set, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &set, &g->old);
-	/* Only a signal that was already blocked can already be pending. */
-	g->pending_before = sigismember(&g->old, SIGPIPE) &&
-			    sigpending(&pend) == 0 &&
-			    sigismember(&pend, SIGPIPE);
-}
-
-/* Restore the mask; after a failed write, discard the SIGPIPE it raised
- * (never one that was pending before). */
-void drl__redis_sigpipe_restore(pipe_guard *g, bool failed)
-{
-	if (failed && !g->pending_before) {
-		sigset_t set, pend;
-		sigemptyset(&set);
-		sigaddset(&set, SIGPIPE);
-		if (sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE)) {
-			struct timespec zero = {0, 0};
-			while (sigtimedwait(&set, NULL, &zero) < 0 &&
-			       errno == EINTR)
-				;
-		}
-	}
-	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-}
+/* ---- a call's start, a transaction's replies ---------------------------- */
 
 /* Start a call on c: a connection that may still watch something gets an
  * UNWATCH in front of the call's commands. `watching` is cleared now, not
@@ -521,227 +244,10 @@ static int begin(rstore *s, conn *c, drl_error *err)
 	if (!c->watching)
 		return 0;
 	if (redisAppendCommand(c->ctx, "UNWATCH") != REDIS_OK)
-		return ctx_error(s, c, "UNWATCH", errno, err);
+		return drl__redis_ctx_error(s, c, "UNWATCH", errno, err);
 	c->unwatch_queued = true;
 	c->watching = false;
 	return 0;
-}
-
-/* Queue one command of a call on the shared connections: formatted (RESP)
- * at the end of c->qbuf, which collect() hands to a pipe. */
-static int append_shared(rstore *s, conn *c, int argc, const char **argv,
-			 const size_t *lens, drl_error *err)
-{
-	char *cmd = NULL;
-	int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
-	if (len < 0 || cmd == NULL)
-		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
-				     s->where);
-	if (c->qlen == 0) {
-		/* The first command: its buffer becomes the call's. */
-		free(c->qbuf);
-		c->qbuf = cmd;
-		c->qlen = c->qcap = (size_t)len;
-		c->nqueued++;
-		return 0;
-	}
-	if (c->qcap - c->qlen < (size_t)len) {
-		size_t cap = c->qcap;
-		while (cap - c->qlen < (size_t)len)
-			cap *= 2;
-		char *q = realloc(c->qbuf, cap);
-		if (q == NULL) {
-			free(cmd);
-			return drl_error_set(err, DRL_ENOMEM,
-					     "redis %s: out of memory",
-					     s->where);
-		}
-		c->qbuf = q;
-		c->qcap = cap;
-	}
-	memcpy(c->qbuf + c->qlen, cmd, (size_t)len);
-	c->qlen += (size_t)len;
-	c->nqueued++;
-	free(cmd);
-	return 0;
-}
-
-/* 1 when argv[0] is `name`. */
-static bool is_command(const char *const *argv, const size_t *lens,
-		       const char *name)
-{
-	return lens[0] == strlen(name) && memcmp(argv[0], name, lens[0]) == 0;
-}
-
-/*
- * Queue one command (argv with explicit lengths; nothing is sent yet).
- *
- * In a call that asks (a cluster slot being imported: the node serves it
- * only to a client that says ASKING first), ASKING goes in front of every
- * command outside MULTI; inside, the flag ASKING set before the MULTI
- * lasts until EXEC. Bit i of ask_bits records that command i has an
- * ASKING reply in front of its own, for collect().
- */
-static int append(rstore *s, conn *c, int argc, const char **argv,
-		  const size_t *lens, drl_error *err)
-{
-	if (c->shared)
-		return append_shared(s, c, argc, argv, lens, err);
-	if (c->asking && !c->in_multi) {
-		if (c->nqueued >= 64) {
-			c->broken = true; /* what is queued must not be sent */
-			return drl_error_set(err, DRL_EINTERNAL,
-					     "redis %s: more than 64 commands "
-					     "in one call behind ASKING",
-					     s->where);
-		}
-		if (redisAppendCommand(c->ctx, "ASKING") != REDIS_OK)
-			return ctx_error(s, c, "ASKING", errno, err);
-		c->ask_bits |= UINT64_C(1) << c->nqueued;
-	}
-	if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK)
-		return ctx_error(s, c, argv[0], errno, err);
-	if (is_command(argv, lens, "MULTI"))
-		c->in_multi = true;
-	else if (is_command(argv, lens, "EXEC"))
-		c->in_multi = false;
-	c->nqueued++;
-	return 0;
-}
-
-/* Milliseconds until dl, rounded up; 0 once it has passed. */
-static int64_t ms_until(const struct timespec *dl)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	int64_t ns = (int64_t)(dl->tv_sec - now.tv_sec) * 1000000000 +
-		     (dl->tv_nsec - now.tv_nsec);
-	return ns <= 0 ? 0 : (ns + 999999) / 1000000;
-}
-
-/* Wait until c's socket is ready for `events` or c's deadline passes:
- * 1 ready (or in error: the read or write that follows reports it), 0
- * out of time, -1 poll() failed (errno). */
-int drl__redis_wait_ready(conn *c, short events)
-{
-	for (;;) {
-		int64_t left = ms_until(&c->deadline);
-		if (left == 0)
-			return 0;
-		struct pollfd p = {.fd = c->ctx->fd, .events = events};
-		int n = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
-		if (n > 0)
-			return 1;
-		if (n < 0 && errno != EINTR)
-			return -1;
-	}
-}
-
-/*
- * Send what is queued on c and read one reply, all by c's deadline.
- *
- * Written here rather than using redisGetReply(): its blocking loop bounds
- * each read() by the socket timeout, not the call, so a server that
- * trickles a byte at a time (or a huge bulk length) could hold the caller
- * for ever. Reads wait in poll() for the time left; the write is one
- * write() of a request of at most a few hundred KB, bounded by the
- * socket's send timeout, and further writes wait in poll() too.
- */
-int drl__redis_get_reply(rstore *s, conn *c, void **reply, const char *what,
-			 drl_error *err)
-{
-	redisContext *ctx = c->ctx;
-	int done = 0;
-	*reply = NULL;
-	if (redisReaderGetReply(ctx->reader, reply) != REDIS_OK)
-		return reader_error(s, c, what, err);
-	if (*reply)
-		return 0;
-	for (;;) {
-		if (redisBufferWrite(ctx, &done) != REDIS_OK)
-			return ctx_error(s, c, what, errno, err);
-		if (done)
-			break;
-		int w = drl__redis_wait_ready(c, POLLOUT);
-		if (w <= 0)
-			return w == 0 ? drl__redis_timeout_error(s, c, what,
-								 err)
-				      : ctx_error(s, c, what, errno, err);
-	}
-	for (;;) {
-		int w = drl__redis_wait_ready(c, POLLIN);
-		if (w <= 0)
-			return w == 0 ? drl__redis_timeout_error(s, c, what,
-								 err)
-				      : ctx_error(s, c, what, errno, err);
-		if (redisBufferRead(ctx) != REDIS_OK)
-			return ctx_error(s, c, what, errno, err);
-		if (redisReaderGetReply(ctx->reader, reply) != REDIS_OK)
-			return reader_error(s, c, what, err);
-		if (*reply)
-			return 0;
-	}
-}
-
-void drl__redis_free_replies(redisReply **r, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		freeReplyObject(r[i]);
-}
-
-/*
- * Send what was queued and read n replies into r[] (the caller frees them
- * with freeReplyObject). The reply to a queued UNWATCH is read and checked
- * first. On failure nothing is left in r[], c is broken, the error set.
- */
-static int collect(rstore *s, conn *c, size_t n, redisReply **r,
-		   const char *what, drl_error *err)
-{
-	pipe_guard g;
-	size_t got = 0;
-	int rc = 0;
-	if (c->shared) {
-		rc = drl__redis_pipe_call(s, c, n, r, what, err);
-		c->qlen = 0;
-		c->nqueued = 0;
-		return rc;
-	}
-	drl__redis_sigpipe_block(&g);
-	if (c->unwatch_queued) {
-		void *u = NULL;
-		c->unwatch_queued = false;
-		rc = drl__redis_get_reply(s, c, &u, what, err);
-		if (rc == 0) {
-			if (!is_status(u, "OK"))
-				c->broken = true; /* WATCH state unknown */
-			freeReplyObject(u);
-		}
-	}
-	for (; rc == 0 && got < n; got++) {
-		void *p = NULL;
-		if (c->nread < 64 && (c->ask_bits >> c->nread & 1)) {
-			rc = drl__redis_get_reply(s, c, &p, "ASKING", err);
-			if (rc)
-				break;
-			if (!is_status(p, "OK")) {
-				c->broken = true;
-				rc = reply_error(s, "ASKING", p, false, err);
-				freeReplyObject(p);
-				break;
-			}
-			freeReplyObject(p);
-			p = NULL;
-		}
-		rc = drl__redis_get_reply(s, c, &p, what, err);
-		if (rc)
-			break;
-		c->nread++;
-		r[got] = p;
-	}
-	drl__redis_sigpipe_restore(&g, rc != 0);
-	if (rc)
-		drl__redis_free_replies(r, got);
-	return rc;
 }
 
 /*
@@ -756,16 +262,16 @@ static int exec_result(rstore *s, conn *c, redisReply **r, size_t n,
 {
 	redisReply *e = r[n - 1];
 	*exec = NULL;
-	if (!is_status(r[0], "OK")) {
+	if (!drl__redis_is_status(r[0], "OK")) {
 		c->broken = true;
-		return reply_error(s, "MULTI", r[0], false, err);
+		return drl__redis_reply_error(s, "MULTI", r[0], false, err);
 	}
 	for (size_t i = 1; i + 1 < n; i++)
-		if (!is_status(r[i], "QUEUED")) {
+		if (!drl__redis_is_status(r[i], "QUEUED")) {
 			if (r[i]->type != REDIS_REPLY_ERROR)
 				c->broken = true;
-			return reply_error(s, what, r[i], value_err_corrupt,
-					   err);
+			return drl__redis_reply_error(s, what, r[i],
+						      value_err_corrupt, err);
 		}
 	if (e->type == REDIS_REPLY_NIL) {
 		c->watching = false; /* EXEC always ends the WATCH */
@@ -778,159 +284,10 @@ static int exec_result(rstore *s, conn *c, redisReply **r, size_t n,
 	}
 	if (e->type != REDIS_REPLY_ERROR)
 		c->broken = true;
-	return reply_error(s, "EXEC", e, false, err);
+	return drl__redis_reply_error(s, "EXEC", e, false, err);
 }
 
-/* ---- connections and the pool ------------------------------------------ */
-
-void drl__redis_conn_free(conn *c)
-{
-	if (c == NULL)
-		return;
-	if (c->ctx)
-		redisFree(c->ctx);
-	free(c->wkey);
-	free(c);
-}
-
-/* Connect, set the command timeout; AUTH, SELECT and PING pipelined in
- * one round trip (PING: a server that wants a password we lack, or is not
- * Redis, fails here rather than in the first call). All by the call's
- * deadline `dl`. */
-int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
-			 drl_error *err)
-{
-	int64_t left = ms_until(dl);
-	*out = NULL;
-	if (left == 0)
-		return drl_error_set(err, DRL_ETIMEDOUT,
-				     "redis %s: connect: no time left within "
-				     "timeout_ms=%" PRId64,
-				     s->where, s->timeout_ms);
-	struct timeval tv = {.tv_sec = (time_t)(left / 1000),
-			     .tv_usec = (suseconds_t)(left % 1000) * 1000};
-	redisContext *ctx =
-		s->is_unix ? redisConnectUnixWithTimeout(s->host, tv)
-			   : redisConnectWithTimeout(s->host, s->port, tv);
-	int saved = errno;
-	if (ctx == NULL)
-		return drl_error_set(err, DRL_ENOMEM,
-				     "redis %s: out of memory connecting",
-				     s->where);
-	conn *c = calloc(1, sizeof *c);
-	if (c == NULL) {
-		redisFree(ctx);
-		return drl_error_set(err, DRL_ENOMEM,
-				     "redis %s: out of memory connecting",
-				     s->where);
-	}
-	c->ctx = ctx;
-	c->deadline = *dl;
-	if (ctx->reader != NULL)
-		limit_reader(c);
-	if (ctx->err) {
-		int rc = ctx_error(s, c, "connect", saved, err);
-		drl__redis_conn_free(c);
-		return rc;
-	}
-	if (redisSetTimeout(ctx, s->timeout) != REDIS_OK) {
-		int rc = ctx_error(s, c, "setting the timeout", errno, err);
-		drl__redis_conn_free(c);
-		return rc;
-	}
-	if (!s->is_unix)
-		(void)redisEnableKeepAlive(ctx);
-
-	redisReply *r[3];
-	size_t n = 0;
-	int rc = 0;
-	if (s->password) {
-		/* AUTH [user] password (a user: Redis 6 ACL). */
-		const char *argv[3] = {"AUTH", s->user, s->password};
-		size_t lens[3] = {4, s->user ? strlen(s->user) : 0,
-				  strlen(s->password)};
-		if (s->user == NULL) {
-			argv[1] = s->password;
-			lens[1] = lens[2];
-		}
-		rc = append(s, c, s->user ? 3 : 2, argv, lens, err);
-		n++;
-	}
-	if (rc == 0 && s->db != 0) {
-		char db[24];
-		int dblen = snprintf(db, sizeof db, "%" PRId64, s->db);
-		const char *argv[2] = {"SELECT", db};
-		size_t lens[2] = {6, (size_t)dblen};
-		rc = append(s, c, 2, argv, lens, err);
-		n++;
-	}
-	if (rc == 0) {
-		const char *argv[1] = {"PING"};
-		size_t lens[1] = {4};
-		rc = append(s, c, 1, argv, lens, err);
-		n++;
-	}
-	if (rc == 0)
-		rc = collect(s, c, n, r, "connection setup", err);
-	if (rc) {
-		drl__redis_conn_free(c);
-		return rc;
-	}
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		bool ping = i == n - 1;
-		if (is_status(r[i], ping ? "PONG" : "OK"))
-			continue;
-		bool auth = s->password && i == 0;
-		rc = auth ? auth_error(s, r[i], err)
-			  : reply_error(s, ping ? "PING" : "SELECT", r[i],
-					false, err);
-	}
-	drl__redis_free_replies(r, n);
-	if (rc) {
-		drl__redis_conn_free(c);
-		return rc;
-	}
-	*out = c;
-	return 0;
-}
-
-/* Deadline `ms` from now on CLOCK_MONOTONIC. */
-struct timespec drl__redis_deadline_in(int64_t ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	return ts;
-}
-
-/* Milliseconds on CLOCK_MONOTONIC_COARSE (a few ns; ms resolution). */
-int64_t drl__redis_coarse_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Whether pooled connection c, idle for IDLE_CHECK_MS or more, was closed
- * by the server meanwhile (restart, timeout, CLIENT KILL): an idle
- * connection has nothing to read, so a readable socket means EOF (or
- * bytes nobody asked for) and c is of no use. Checked without sending
- * anything, so after a server restart the pool's stale connections are
- * replaced instead of failing one call each. Connections in steady use
- * are not checked: no system call on the hot path. */
-#define IDLE_CHECK_MS 10
-bool drl__redis_conn_stale(const conn *c)
-{
-	if (drl__redis_coarse_ms() - c->idle_since < IDLE_CHECK_MS)
-		return false;
-	struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN};
-	return poll(&p, 1, 0) != 0; /* readable, hung up, or poll failed */
-}
+/* ---- the pool ----------------------------------------------------------- */
 
 /* A connection from the pool for a call that must be over by `dl`,
  * opening one when below `cap`, else waiting for one (DRL_ETIMEDOUT when
@@ -1185,15 +542,15 @@ static int r_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 	redisReply *r[4];
 	rc = begin(s, c, err);
 	if (rc == 0)
-		rc = append(s, c, 1, multi, multil, err);
+		rc = drl__redis_append(s, c, 1, multi, multil, err);
 	if (rc == 0)
-		rc = append(s, c, 3, incr, incrl, err);
+		rc = drl__redis_append(s, c, 3, incr, incrl, err);
 	if (rc == 0)
-		rc = append(s, c, 3, pexp, pexpl, err);
+		rc = drl__redis_append(s, c, 3, pexp, pexpl, err);
 	if (rc == 0)
-		rc = append(s, c, 1, exec, execl, err);
+		rc = drl__redis_append(s, c, 1, exec, execl, err);
 	if (rc == 0)
-		rc = collect(s, c, 4, r, "INCRBY", err);
+		rc = drl__redis_collect(s, c, 4, r, "INCRBY", err);
 	key_done(&k);
 	if (rc) {
 		release(s, c);
@@ -1208,9 +565,10 @@ static int r_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 	if (rc == 0) {
 		redisReply *v = e->element[0], *x = e->element[1];
 		if (v->type != REDIS_REPLY_INTEGER)
-			rc = reply_error(s, "INCRBY", v, true, err);
+			rc = drl__redis_reply_error(s, "INCRBY", v, true, err);
 		else if (x->type != REDIS_REPLY_INTEGER)
-			rc = reply_error(s, "PEXPIRE", x, false, err);
+			rc = drl__redis_reply_error(s, "PEXPIRE", x, false,
+						    err);
 		else
 			*value = v->integer;
 	}
@@ -1239,7 +597,7 @@ static int counter_value(rstore *s, const redisReply *r, int64_t *v,
 				     "value that is not an integer",
 				     s->where, r->len);
 	}
-	return reply_error(s, "GET", r, false, err);
+	return drl__redis_reply_error(s, "GET", r, false, err);
 }
 
 /*
@@ -1280,7 +638,7 @@ static int r_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 		if (rc == 0) {
 			const char *argv[2] = {"GET", k.p};
 			size_t lens[2] = {3, k.len};
-			rc = append(s, c, 2, argv, lens, err);
+			rc = drl__redis_append(s, c, 2, argv, lens, err);
 		}
 	}
 	key_done(&k);
@@ -1288,7 +646,7 @@ static int r_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 		/* Queued but unsent commands would desync the next call. */
 		c->broken = true;
 	} else {
-		rc = collect(s, c, n, r, "GET", err);
+		rc = drl__redis_collect(s, c, n, r, "GET", err);
 		if (rc == 0) {
 			for (size_t i = 0; i < n && rc == 0; i++)
 				rc = counter_value(s, r[i], &values[i], err);
@@ -1337,13 +695,13 @@ static int r_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 	redisReply *r[2];
 	rc = begin(s, c, err);
 	if (rc == 0)
-		rc = append(s, c, 2, watch, watchl, err);
+		rc = drl__redis_append(s, c, 2, watch, watchl, err);
 	if (rc == 0) {
 		c->watching = true;
-		rc = append(s, c, 2, get, getl, err);
+		rc = drl__redis_append(s, c, 2, get, getl, err);
 	}
 	if (rc == 0)
-		rc = collect(s, c, 2, r, "WATCH/GET", err);
+		rc = drl__redis_collect(s, c, 2, r, "WATCH/GET", err);
 	key_done(&k);
 	if (rc) {
 		release(s, c);
@@ -1352,10 +710,10 @@ static int r_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 
 	uint64_t v = 0;
 	bool keep = false;
-	if (!is_status(r[0], "OK")) {
+	if (!drl__redis_is_status(r[0], "OK")) {
 		if (r[0]->type != REDIS_REPLY_ERROR)
 			c->broken = true;
-		rc = reply_error(s, "WATCH", r[0], false, err);
+		rc = drl__redis_reply_error(s, "WATCH", r[0], false, err);
 	} else if (r[1]->type == REDIS_REPLY_NIL) {
 		*len = 0;
 		keep = true;
@@ -1376,7 +734,7 @@ static int r_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 	} else {
 		if (r[1]->type != REDIS_REPLY_ERROR)
 			c->broken = true;
-		rc = reply_error(s, "GET", r[1], false, err);
+		rc = drl__redis_reply_error(s, "GET", r[1], false, err);
 	}
 	drl__redis_free_replies(r, 2);
 	if (!keep) {
@@ -1445,13 +803,13 @@ static int r_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 		const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
 		size_t multil[1] = {5}, execl[1] = {4};
 		call_start(c);
-		rc = append(s, c, 1, multi, multil, err);
+		rc = drl__redis_append(s, c, 1, multi, multil, err);
 		if (rc == 0)
-			rc = append(s, c, 5, set, setl, err);
+			rc = drl__redis_append(s, c, 5, set, setl, err);
 		if (rc == 0)
-			rc = append(s, c, 1, exec, execl, err);
+			rc = drl__redis_append(s, c, 1, exec, execl, err);
 		if (rc == 0)
-			rc = collect(s, c, 3, r, "SET", err);
+			rc = drl__redis_collect(s, c, 3, r, "SET", err);
 		key_done(&k);
 		if (rc) {
 			release(s, c);
@@ -1464,8 +822,9 @@ static int r_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 					   "redis %s: the state changed "
 					   "since it was loaded",
 					   s->where);
-		else if (rc == 0 && !is_status(e->element[0], "OK"))
-			rc = reply_error(s, "SET", e->element[0], false, err);
+		else if (rc == 0 && !drl__redis_is_status(e->element[0], "OK"))
+			rc = drl__redis_reply_error(s, "SET", e->element[0],
+						    false, err);
 		drl__redis_free_replies(r, 3);
 		release(s, c);
 		return rc;
@@ -1474,9 +833,9 @@ static int r_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 	/* No load to check against, version 0: only if absent. */
 	rc = begin(s, c, err);
 	if (rc == 0)
-		rc = append(s, c, 6, set, setl, err);
+		rc = drl__redis_append(s, c, 6, set, setl, err);
 	if (rc == 0)
-		rc = collect(s, c, 1, r, "SET NX", err);
+		rc = drl__redis_collect(s, c, 1, r, "SET NX", err);
 	key_done(&k);
 	if (rc) {
 		release(s, c);
@@ -1487,8 +846,8 @@ static int r_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 				   "redis %s: the state appeared since it was "
 				   "loaded",
 				   s->where);
-	else if (!is_status(r[0], "OK"))
-		rc = reply_error(s, "SET", r[0], false, err);
+	else if (!drl__redis_is_status(r[0], "OK"))
+		rc = drl__redis_reply_error(s, "SET", r[0], false, err);
 	drl__redis_free_replies(r, 1);
 	release(s, c);
 	return rc;
@@ -1564,13 +923,14 @@ static int script_result(rstore *s, const drl_script *sc, const redisReply *r,
 					"redis %s: script %s: result %zu is a "
 					"%s, not an integer",
 					s->where, name, i,
-					reply_type_name(r->element[i]->type));
+					drl__redis_reply_type_name(
+						r->element[i]->type));
 			out[i] = r->element[i]->integer;
 		}
 		*nret = r->elements;
 		return 0;
 	case REDIS_REPLY_ERROR: {
-		int redirect = cluster_reply(s, r, err);
+		int redirect = drl__redis_cluster_reply(s, r, err);
 		if (redirect)
 			return redirect;
 		/* A twin that finds malformed state answers "ECORRUPT ...". */
@@ -1584,7 +944,8 @@ static int script_result(rstore *s, const drl_script *sc, const redisReply *r,
 		return drl_error_set(err, DRL_EINTERNAL,
 				     "redis %s: script %s returned a %s, not "
 				     "integers",
-				     s->where, name, reply_type_name(r->type));
+				     s->where, name,
+				     drl__redis_reply_type_name(r->type));
 	}
 	return drl_error_set(err, DRL_ERANGE,
 			     "redis %s: script %s returned %zu values; room "
@@ -1678,7 +1039,7 @@ static int append_script_call(rstore *s, conn *c, const char hex[41],
 			(size_t)snprintf(p, 24, "%" PRId64, args[i]);
 		p += lens[3 + nkeys + i];
 	}
-	rc = append(s, c, (int)argc, argv, lens, err);
+	rc = drl__redis_append(s, c, (int)argc, argv, lens, err);
 out:
 	if (argv != sargv)
 		free((void *)argv);
@@ -1695,7 +1056,7 @@ static int append_script_load(rstore *s, conn *c, const drl_script *script,
 {
 	const char *argv[3] = {"SCRIPT", "LOAD", script->source};
 	size_t lens[3] = {6, 4, strlen(script->source)};
-	return append(s, c, 3, argv, lens, err);
+	return drl__redis_append(s, c, 3, argv, lens, err);
 }
 
 /* SCRIPT LOAD's reply r: the SHA1 we send with EVALSHA, or an error. */
@@ -1704,7 +1065,7 @@ static int script_loaded(rstore *s, const drl_script *script,
 			 drl_error *err)
 {
 	if (r->type != REDIS_REPLY_STRING)
-		return reply_error(s, "SCRIPT LOAD", r, false, err);
+		return drl__redis_reply_error(s, "SCRIPT LOAD", r, false, err);
 	if (r->len != 40 || strncasecmp(r->str, hex, 40) != 0)
 		return drl_error_set(err, DRL_EINTERNAL,
 				     "redis %s: SCRIPT LOAD of %s gave "
@@ -1736,7 +1097,7 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 		rc = append_script_call(s, c, hex, NULL, nkeys, keys, nargs,
 					args, err);
 	if (rc == 0)
-		rc = collect(s, c, 1, r, "EVALSHA", err);
+		rc = drl__redis_collect(s, c, 1, r, "EVALSHA", err);
 	if (rc == 0 && is_noscript(r[0])) {
 		freeReplyObject(r[0]);
 		r[0] = NULL;
@@ -1745,9 +1106,11 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 			rc = append_script_call(s, c, hex, NULL, nkeys, keys,
 						nargs, args, err);
 		if (rc == 0)
-			rc = collect(s, c, 2, r, "SCRIPT LOAD/EVALSHA", err);
+			rc = drl__redis_collect(s, c, 2, r,
+						"SCRIPT LOAD/EVALSHA", err);
 		if (rc != 0)
-			r[0] = r[1] = NULL; /* collect() freed what it read */
+			r[0] = r[1] =
+				NULL; /* drl__redis_collect() freed what it read */
 		if (rc == 0) {
 			rc = script_loaded(s, script, hex, r[0], err);
 			freeReplyObject(r[0]);
@@ -1762,7 +1125,8 @@ static int r_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 			rc = append_script_call(s, c, hex, script->source,
 						nkeys, keys, nargs, args, err);
 			if (rc == 0)
-				rc = collect(s, c, 1, r, "EVAL", err);
+				rc = drl__redis_collect(s, c, 1, r, "EVAL",
+							err);
 			if (rc != 0)
 				r[0] = NULL;
 		}
@@ -1941,9 +1305,9 @@ static int one_command(rstore *s, int argc, const char **argv,
 		return rc;
 	rc = begin(s, *c, err);
 	if (rc == 0)
-		rc = append(s, *c, argc, argv, lens, err);
+		rc = drl__redis_append(s, *c, argc, argv, lens, err);
 	if (rc == 0)
-		rc = collect(s, *c, 1, r, argv[0], err);
+		rc = drl__redis_collect(s, *c, 1, r, argv[0], err);
 	if (rc)
 		release(s, *c);
 	return rc;
@@ -1991,7 +1355,8 @@ static int r_del(drl_backend *b, size_t n, const drl_bytes *keys,
 				 err);
 		if (rc == 0) {
 			if (r->type != REDIS_REPLY_INTEGER)
-				rc = reply_error(s, "DEL", r, false, err);
+				rc = drl__redis_reply_error(s, "DEL", r, false,
+							    err);
 			freeReplyObject(r);
 			release(s, c);
 		}
@@ -2024,7 +1389,7 @@ static int r_now(drl_backend *b, int64_t *now_us, drl_error *err)
 			  &usec) == 0)
 		*now_us = sec * 1000000 + usec;
 	else if (t->type == REDIS_REPLY_ERROR)
-		rc = reply_error(s, "TIME", t, false, err);
+		rc = drl__redis_reply_error(s, "TIME", t, false, err);
 	else
 		rc = drl_error_set(err, DRL_ECORRUPT,
 				   "redis %s: TIME: malformed reply", s->where);
@@ -2085,188 +1450,14 @@ static void r_destroy(drl_backend *b)
 	free(s);
 }
 
-/* Copy of s[0..n) as a C string, or NULL. */
-static char *dup_n(const char *p, size_t n)
-{
-	char *d = malloc(n + 1);
-	if (d) {
-		memcpy(d, p, n);
-		d[n] = '\0';
-	}
-	return d;
-}
-
-/* Parse "host", "host:port", "[v6]" or "[v6]:port" into s->host, s->port. */
-static int parse_hosts(rstore *s, const char *hosts, drl_error *err)
-{
-	if (hosts == NULL || hosts[0] == '\0')
-		return drl_error_set(err, DRL_EINVAL,
-				     "redis URI has no host (expected "
-				     "redis://host[:port][/db])");
-	if (strchr(hosts, ','))
-		return drl_error_set(err, DRL_EINVAL,
-				     "redis URI names several hosts "
-				     "(\"%.64s\"); a redis store takes one",
-				     hosts);
-	drl_hostport hp;
-	int rc = drl_hostport_parse(hosts, strlen(hosts), DEFAULT_PORT,
-				    "redis URI", &hp, err);
-	if (rc)
-		return rc;
-	s->host = dup_n(hp.host, strlen(hp.host));
-	if (s->host == NULL)
-		return drl_error_set(err, DRL_ENOMEM, "out of memory");
-	s->port = hp.port;
-	snprintf(s->where, sizeof s->where, "%s%.96s%s:%d", hp.ipv6 ? "[" : "",
-		 s->host, hp.ipv6 ? "]" : "", s->port);
-	return 0;
-}
-
-/* Everything the URI says, checked before any connection is made. */
+/* What the URI says (drl__redis_parse_uri), and the methods that go with
+ * it: everything checked before any connection is made. */
 static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 {
-	int64_t v;
-	int rc;
-	s->is_unix = strcmp(drl_uri_scheme(u), "redis+unix") == 0;
-	s->cluster = strcmp(drl_uri_scheme(u), "redis-cluster") == 0;
-	if (!s->is_unix && !s->cluster &&
-	    strcmp(drl_uri_scheme(u), "redis") != 0)
-		return drl_error_set(err, DRL_EINVAL,
-				     "scheme \"%.32s\" is not redis, "
-				     "redis+unix or redis-cluster",
-				     drl_uri_scheme(u));
-
-	const char *tx = drl_uri_option(u, "tx");
-	if (tx == NULL || strcmp(tx, "lua") == 0)
-		s->watch_tx = false;
-	else if (strcmp(tx, "watch") == 0)
-		s->watch_tx = true;
-	else
-		return drl_error_set(err, DRL_EINVAL,
-				     "URI option tx=\"%.32s\": expected lua or "
-				     "watch",
-				     tx);
-
-	const char *clock = drl_uri_option(u, "clock");
-	bool server_clock = false;
-	if (clock == NULL || strcmp(clock, "client") == 0)
-		server_clock = false;
-	else if (strcmp(clock, "server") == 0)
-		server_clock = true;
-	else
-		return drl_error_set(err, DRL_EINVAL,
-				     "URI option clock=\"%.32s\": expected "
-				     "client or server",
-				     clock);
-
-	rc = drl_uri_option_int(u, "timeout_ms", 1, TIMEOUT_MS_MAX,
-				DEFAULT_TIMEOUT_MS, &s->timeout_ms, err);
+	bool server_clock;
+	int rc = drl__redis_parse_uri(s, u, &server_clock, err);
 	if (rc)
 		return rc;
-	s->timeout.tv_sec = (time_t)(s->timeout_ms / 1000);
-	s->timeout.tv_usec = (suseconds_t)(s->timeout_ms % 1000) * 1000;
-
-	rc = drl_uri_option_int(u, "pool", 1, POOL_MAX, DEFAULT_POOL, &v, err);
-	if (rc == 0)
-		rc = drl_uri_option_lazy(u, &s->lazy, err);
-	if (rc)
-		return rc;
-	s->cap = (size_t)v;
-	rc = drl_uri_option_int(u, "pipelines", 0, PIPELINES_MAX,
-				DEFAULT_PIPELINES, &v, err);
-	if (rc)
-		return rc;
-	s->npipes = (size_t)v;
-
-	const char *prefix = drl_uri_option(u, "prefix");
-	if (prefix) {
-		s->prefixlen = strlen(prefix);
-		if (s->prefixlen > PREFIX_MAX)
-			return drl_error_set(err, DRL_EINVAL,
-					     "URI option prefix is %zu bytes; "
-					     "at most %d",
-					     s->prefixlen, PREFIX_MAX);
-		s->prefix = dup_n(prefix, s->prefixlen);
-		if (s->prefix == NULL)
-			return drl_error_set(err, DRL_ENOMEM, "out of memory");
-		/* A cluster routes by the key's {hash tag}: a brace in
-		 * the prefix would make the prefix the tag. */
-		if (s->cluster && strpbrk(s->prefix, "{}"))
-			return drl_error_set(err, DRL_EINVAL,
-					     "URI option prefix holds '{' or "
-					     "'}' (a Redis Cluster routes by "
-					     "the key's hash tag)");
-	}
-
-	bool db_option = drl_uri_option(u, "db") != NULL;
-	rc = drl_uri_option_int(u, "db", 0, DB_MAX, 0, &s->db, err);
-	if (rc)
-		return rc;
-
-	rc = drl_uri_check_all_used(u, err);
-	if (rc)
-		return rc;
-
-	if (s->cluster) {
-		/* The hosts are the cluster store's (seed nodes). */
-		if (s->db != 0 ||
-		    (drl_uri_path(u) && drl_uri_path(u)[0] != '\0'))
-			return drl_error_set(err, DRL_EINVAL,
-					     "redis-cluster URI names a "
-					     "database; a Redis Cluster has "
-					     "only database 0");
-		snprintf(s->where, sizeof s->where, "cluster");
-	} else if (s->is_unix) {
-		if (drl_uri_hosts(u))
-			return drl_error_set(err, DRL_EINVAL,
-					     "redis+unix URI takes no host "
-					     "(expected redis+unix:///path/to/"
-					     "redis.sock)");
-		if (drl_uri_path(u) == NULL || drl_uri_path(u)[0] != '/' ||
-		    drl_uri_path(u)[1] == '\0')
-			return drl_error_set(err, DRL_EINVAL,
-					     "redis+unix URI needs an absolute "
-					     "socket path (redis+unix:///path/"
-					     "to/redis.sock)");
-		s->host = dup_n(drl_uri_path(u), strlen(drl_uri_path(u)));
-		if (s->host == NULL)
-			return drl_error_set(err, DRL_ENOMEM, "out of memory");
-		snprintf(s->where, sizeof s->where, "%.120s", s->host);
-	} else {
-		rc = parse_hosts(s, drl_uri_hosts(u), err);
-		if (rc)
-			return rc;
-		if (drl_uri_path(u) && drl_uri_path(u)[0] != '\0') {
-			if (db_option)
-				return drl_error_set(err, DRL_EINVAL,
-						     "redis URI names the "
-						     "database twice (path "
-						     "and db=)");
-			if (drl_parse_int(drl_uri_path(u),
-					  strlen(drl_uri_path(u)), 0, DB_MAX,
-					  &s->db) != 0)
-				return drl_error_set(
-					err, DRL_EINVAL,
-					"redis URI database \"%.32s\": "
-					"expected an integer in [0, %d]",
-					drl_uri_path(u), DB_MAX);
-		}
-	}
-
-	if (drl_uri_user(u) && drl_uri_password(u) == NULL)
-		return drl_error_set(err, DRL_EINVAL,
-				     "redis URI names a user but no password "
-				     "(redis://user:password@host)");
-	if (drl_uri_password(u)) {
-		s->password =
-			dup_n(drl_uri_password(u), strlen(drl_uri_password(u)));
-		if (drl_uri_user(u))
-			s->user =
-				dup_n(drl_uri_user(u), strlen(drl_uri_user(u)));
-		if (s->password == NULL || (drl_uri_user(u) && s->user == NULL))
-			return drl_error_set(err, DRL_ENOMEM, "out of memory");
-	}
-
 	s->parent.version = 5; /* the vtable version this file fills */
 	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
 	s->parent.name = s->cluster ? "redis-cluster" : "redis";
@@ -2443,12 +1634,14 @@ int drl__redis_cluster_node(drl_backend **out, const drl_backend *tmpl,
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
 	s->parent = t->parent;
 	s->cluster = true;
-	s->host = dup_n(host, strlen(host));
+	s->host = drl__redis_dup_n(host, strlen(host));
 	s->port = port;
-	s->user = t->user ? dup_n(t->user, strlen(t->user)) : NULL;
+	s->user = t->user ? drl__redis_dup_n(t->user, strlen(t->user)) : NULL;
 	s->password =
-		t->password ? dup_n(t->password, strlen(t->password)) : NULL;
-	s->prefix = t->prefix ? dup_n(t->prefix, t->prefixlen) : NULL;
+		t->password ? drl__redis_dup_n(t->password, strlen(t->password))
+			    : NULL;
+	s->prefix =
+		t->prefix ? drl__redis_dup_n(t->prefix, t->prefixlen) : NULL;
 	s->prefixlen = t->prefixlen;
 	s->timeout_ms = t->timeout_ms;
 	s->timeout = t->timeout;
@@ -2506,7 +1699,7 @@ int drl__redis_cluster_slots(drl_backend *node, drl__redis_slots_fn fn,
 		return rc;
 	const redisReply *t = r[0];
 	if (t->type != REDIS_REPLY_ARRAY)
-		rc = reply_error(s, "CLUSTER SLOTS", t, false, err);
+		rc = drl__redis_reply_error(s, "CLUSTER SLOTS", t, false, err);
 	for (size_t i = 0; rc == 0 && i < t->elements; i++) {
 		const redisReply *e = t->element[i];
 		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||

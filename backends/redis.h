@@ -1,4 +1,5 @@
-/* The Redis store (backends/redis.c), over hiredis. */
+/* The Redis store (backends/redis.c, with redis_conn.c and redis_uri.c),
+ * over hiredis. */
 #ifndef DRL_BACKENDS_REDIS_H
 #define DRL_BACKENDS_REDIS_H
 

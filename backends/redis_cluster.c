@@ -3,7 +3,8 @@
  *
  * Each node is a store of backends/redis.c (its own connection pool,
  * WATCH holds, script cache), opened lazily from the URI's options; this
- * file only decides which node a call goes to. hiredis stays in redis.c.
+ * file only decides which node a call goes to. hiredis stays in redis.c
+ * and its connection layer, redis_conn.c.
  *
  * Routing. A key's slot is CRC16 of its {hash tag} (the core puts every
  * key of one limit and user key in one tag, so a decision's keys share a
@@ -18,10 +19,10 @@
  * Redirects. MOVED: the slot now lives elsewhere; the map learns the new
  * owner at once (a refresh follows) and the call goes there. ASK: the
  * slot is being migrated and this key is on the importing node; the call
- * is sent there once, behind ASKING (redis.c puts an ASKING before each
- * of the call's commands). TRYAGAIN (a multi-key script met keys on both
- * sides of a migration): wait a little and try again. Each is bounded:
- * REDIRECTS_MAX per call, and the call's timeout_ms overall.
+ * is sent there once, behind ASKING (redis_conn.c puts an ASKING before
+ * each of the call's commands). TRYAGAIN (a multi-key script met keys on
+ * both sides of a migration): wait a little and try again. Each is
+ * bounded: REDIRECTS_MAX per call, and the call's timeout_ms overall.
  *
  * Exactness across a migration: every command a call sends is for one
  * key, or (a script) for keys of one slot, which Redis runs only where

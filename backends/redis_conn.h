@@ -1,7 +1,9 @@
 /*
- * The Redis store's connection layer, shared by backends/redis.c (the
- * store: pool, holds, commands) and backends/redis_pipe.c (the shared,
- * pipelined connections). Internal: nothing here is part of the API.
+ * The Redis store's connection layer (backends/redis_conn.c: one
+ * connection, a call's round trip on it, its replies and errors), shared
+ * by backends/redis.c (the store: pool, holds, commands) and
+ * backends/redis_pipe.c (the shared, pipelined connections). Internal:
+ * nothing here is part of the API.
  *
  * A conn is one hiredis blocking context with the state of the call on
  * it; an rstore is one Redis server (a plain store, or a node of a Redis
@@ -24,6 +26,7 @@
 #include <time.h>
 
 #define SCRIPT_CACHE 32 /* SHA1s remembered per store */
+#define MSG_ERR_MAX 200 /* bytes of a Redis error quoted in a message */
 
 typedef struct conn conn;
 struct conn {
@@ -39,7 +42,8 @@ struct conn {
 	struct timespec deadline;
 	/* The current call's commands (since begin): how many were queued
 	 * and read, which of them went behind an ASKING (bit i: command i;
-	 * Redis Cluster, see append()), and whether a MULTI is open. */
+	 * Redis Cluster, see drl__redis_append()), and whether a MULTI is
+	 * open. */
 	unsigned nqueued, nread;
 	uint64_t ask_bits;
 	bool asking; /* this call sends ASKING before its commands */
@@ -49,7 +53,8 @@ struct conn {
 	unsigned char *wkey;
 	size_t wkeylen, wkeycap;
 	/* A call on the shared connections (backends/redis_pipe.c): no
-	 * ctx; append() formats into qbuf, collect() hands qbuf to a pipe. */
+	 * ctx; drl__redis_append() formats into qbuf, drl__redis_collect()
+	 * hands qbuf to a pipe. */
 	bool shared;
 	char *qbuf;
 	size_t qlen, qcap;
@@ -140,7 +145,7 @@ typedef struct pipe_guard {
 	bool pending_before;
 } pipe_guard;
 
-/* ---- the connection layer (backends/redis.c) ----------------------------- */
+/* ---- the connection layer (backends/redis_conn.c) ------------------------ */
 
 /* Deadline `ms` from now on CLOCK_MONOTONIC. */
 struct timespec drl__redis_deadline_in(int64_t ms);
@@ -166,6 +171,37 @@ int drl__redis_timeout_error(rstore *s, conn *c, const char *what,
 /* SIGPIPE blocked in the calling thread around socket writes. */
 void drl__redis_sigpipe_block(pipe_guard *g);
 void drl__redis_sigpipe_restore(pipe_guard *g, bool failed);
+/* Mark c broken and report its context error (errno saved_errno):
+ * DRL_ETIMEDOUT for a timeout, DRL_ENOMEM for hiredis OOM,
+ * DRL_EUNAVAILABLE otherwise. */
+int drl__redis_ctx_error(rstore *s, conn *c, const char *what, int saved_errno,
+			 drl_error *err);
+/* Queue one command of c's call (argv with explicit lengths; nothing is
+ * sent yet): behind ASKING when c->asking (outside MULTI), formatted into
+ * c->qbuf when c->shared. On failure err is set. */
+int drl__redis_append(rstore *s, conn *c, int argc, const char **argv,
+		      const size_t *lens, drl_error *err);
+/* Send what was queued on c and read n replies into r[] by c's deadline
+ * (on the shared connections when c->shared), checking the replies to a
+ * queued UNWATCH and to ASKING on the way. On failure nothing is left in
+ * r[] and err is set. */
+int drl__redis_collect(rstore *s, conn *c, size_t n, redisReply **r,
+		       const char *what, drl_error *err);
+/* 1 when r is the status reply `text` ("OK", "QUEUED"). */
+bool drl__redis_is_status(const redisReply *r, const char *text);
+/* Reply r (NULL: none) of command `what` as a failure: DRL__EREDIRECT as
+ * drl__redis_cluster_reply() says, an error reply with Redis's text
+ * (DRL_ESTORE; DRL_ERANGE for an overflow; DRL_ECORRUPT when
+ * `value_err_corrupt` and the stored value is not an integer), anything
+ * else DRL_ESTORE. */
+int drl__redis_reply_error(rstore *s, const char *what, const redisReply *r,
+			   bool value_err_corrupt, drl_error *err);
+/* On a cluster node, an error reply r that is a MOVED, ASK, TRYAGAIN or
+ * CLUSTERDOWN: the thread's redirect set (drl__redis_last_redirect()),
+ * err set, DRL__EREDIRECT returned; otherwise 0. */
+int drl__redis_cluster_reply(rstore *s, const redisReply *r, drl_error *err);
+/* A reply type's name ("string", "array", ...) for messages. */
+const char *drl__redis_reply_type_name(int type);
 
 /* ---- shared, pipelined connections (backends/redis_pipe.c) ------------- */
 

@@ -1,0 +1,690 @@
+/*
+ * The Redis store's connection layer, declared in backends/redis_conn.h:
+ * one hiredis connection and a call's round trip on it.
+ *
+ * A connection is opened within what is left of the call's deadline,
+ * given the command timeout, and set up with AUTH, SELECT and PING in one
+ * round trip (drl__redis_conn_open); a pooled one idle for a while is
+ * checked for a server that closed it (drl__redis_conn_stale). A call
+ * queues its commands (drl__redis_append: on the context, behind ASKING
+ * when the call asks, or formatted for the shared connections of
+ * backends/redis_pipe.c) and reads their replies by its deadline
+ * (drl__redis_collect, drl__redis_get_reply). Context errors, unreadable
+ * replies and error replies become drl errors here, Redis Cluster
+ * redirects included (DRL__EREDIRECT, redis.h); every reader refuses
+ * absurd arrays; SIGPIPE is blocked around a round trip's writes.
+ *
+ * The pool, the holds and the store's commands are backends/redis.c's.
+ * Threading: a conn is used by one thread at a time; the thread-locals
+ * here (the last redirect, the size of a refused array) are the calling
+ * thread's.
+ */
+#include "redis.h"
+#include "redis_conn.h"
+
+#include <hiredis/hiredis.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- errors ------------------------------------------------------------- */
+
+/* 1 when a hiredis I/O error means a timeout (connect or command). */
+static bool is_timeout(const redisContext *ctx, int saved_errno)
+{
+	if (ctx->err != REDIS_ERR_IO)
+		return false;
+	if (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK ||
+	    saved_errno == ETIMEDOUT || saved_errno == EINPROGRESS)
+		return true;
+	/* hiredis formats errno into errstr: trust it over a clobbered
+	 * errno. */
+	return strstr(ctx->errstr, "temporarily unavailable") != NULL ||
+	       strstr(ctx->errstr, "timed out") != NULL;
+}
+
+/* Mark c broken and report its context error: DRL_ETIMEDOUT for a
+ * timeout, DRL_ENOMEM for hiredis OOM, DRL_EUNAVAILABLE otherwise (refused,
+ * reset, closed: the server cannot be talked to). */
+int drl__redis_ctx_error(rstore *s, conn *c, const char *what, int saved_errno,
+			 drl_error *err)
+{
+	redisContext *ctx = c->ctx;
+	int code = DRL_EUNAVAILABLE;
+	c->broken = true;
+	if (is_timeout(ctx, saved_errno))
+		code = DRL_ETIMEDOUT;
+	else if (ctx->err == REDIS_ERR_OOM)
+		code = DRL_ENOMEM;
+	return drl_error_set(err, code, "redis %s: %s: %s%s", s->where, what,
+			     ctx->errstr[0] ? ctx->errstr : "connection error",
+			     code == DRL_ETIMEDOUT ? " (timeout_ms exceeded)"
+						   : "");
+}
+
+/* The call on c ran out of time: DRL_ETIMEDOUT, c broken (a late reply
+ * would desync it). */
+int drl__redis_timeout_error(rstore *s, conn *c, const char *what,
+			     drl_error *err)
+{
+	c->broken = true;
+	return drl_error_set(
+		err, DRL_ETIMEDOUT,
+		"redis %s: %s: no reply within timeout_ms=%" PRId64, s->where,
+		what, s->timeout_ms);
+}
+
+/*
+ * Arrays in replies. hiredis 0.14 allocates an array's element table as
+ * soon as it reads the header, so "*536870911" from a hostile or broken
+ * server costs 4 GiB and seconds (to allocate and to free), whatever the
+ * timeout. No reply of ours is much longer than the nout of an eval()
+ * (a batch chunk's answers: 1280 integers today): every connection's
+ * reader gets hiredis's own functions with createArray refusing more than
+ * ARRAY_MAX elements, which the reader reports as out of memory and
+ * reader_error() as DRL_EUNAVAILABLE. (hiredis 1.x has maxelements for
+ * this; Debian 12 ships 0.14.)
+ */
+#define ARRAY_MAX 65536
+typedef void *(*create_array_fn)(const redisReadTask *, int);
+static _Atomic(create_array_fn) hiredis_create_array;
+static _Thread_local int array_refused; /* elements of the refused array */
+
+static void *limited_array(const redisReadTask *task, int elements)
+{
+	if (elements > ARRAY_MAX) {
+		array_refused = elements;
+		return NULL;
+	}
+	return atomic_load(&hiredis_create_array)(task, elements);
+}
+
+/* Give c's reader the limited functions (kept in c). */
+static void limit_reader(conn *c)
+{
+	redisReader *r = c->ctx->reader;
+	atomic_store(&hiredis_create_array, r->fn->createArray);
+	c->fn = *r->fn;
+	c->fn.createArray = limited_array;
+	r->fn = &c->fn;
+}
+
+/* The bytes the server sent are not RESP we can read (a server that is
+ * not Redis, or garbage, or an absurd array): DRL_EUNAVAILABLE (DRL_ENOMEM
+ * when hiredis ran out of memory), c broken. hiredis quotes a bad byte
+ * escaped. */
+static int reader_error(rstore *s, conn *c, const char *what, drl_error *err)
+{
+	const redisReader *r = c->ctx->reader;
+	c->broken = true;
+	if (array_refused) {
+		int n = array_refused;
+		array_refused = 0;
+		return drl_error_set(err, DRL_EUNAVAILABLE,
+				     "redis %s: %s: unreadable reply: an array "
+				     "of %d elements (ours have at most %d)",
+				     s->where, what, n, ARRAY_MAX);
+	}
+	return drl_error_set(
+		err, r->err == REDIS_ERR_OOM ? DRL_ENOMEM : DRL_EUNAVAILABLE,
+		"redis %s: %s: unreadable reply: %s", s->where, what,
+		r->errstr[0] ? r->errstr : "protocol error");
+}
+
+const char *drl__redis_reply_type_name(int type)
+{
+	switch (type) {
+	case REDIS_REPLY_STRING:
+		return "string";
+	case REDIS_REPLY_ARRAY:
+		return "array";
+	case REDIS_REPLY_INTEGER:
+		return "integer";
+	case REDIS_REPLY_NIL:
+		return "nil";
+	case REDIS_REPLY_STATUS:
+		return "status";
+	case REDIS_REPLY_ERROR:
+		return "error";
+	}
+	return "unknown";
+}
+
+/* ---- Redis Cluster: redirects ------------------------------------------- */
+
+/* The calling thread's last redirect (set with DRL__EREDIRECT); see
+ * redis.h. Thread-local because the vtable has no room for it, and a
+ * call runs on one thread. (Whether its calls send ASKING is
+ * backends/redis.c's.) */
+static _Thread_local drl__redis_redirect last_redirect;
+
+const drl__redis_redirect *drl__redis_last_redirect(void)
+{
+	return &last_redirect;
+}
+
+/* "host:port" (an IPv6 host may be bare, the port is after the last ':')
+ * of a MOVED or ASK into r; false when it does not parse. */
+static bool parse_target(drl__redis_redirect *r, const char *p, size_t n)
+{
+	const char *colon = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (p[i] == ':')
+			colon = p + i;
+	if (colon == NULL)
+		return false;
+	size_t hlen = (size_t)(colon - p);
+	int64_t port;
+	if (hlen == 0 || hlen >= sizeof r->host ||
+	    drl_parse_int(colon + 1, n - hlen - 1, 1, 65535, &port) != 0)
+		return false;
+	memcpy(r->host, p, hlen);
+	r->host[hlen] = '\0';
+	r->port = (int)port;
+	return true;
+}
+
+/* When s is a cluster node and r is "MOVED slot host:port", "ASK slot
+ * host:port", "TRYAGAIN ..." or "CLUSTERDOWN ...": the thread's redirect
+ * says which, and DRL__EREDIRECT is returned (err gets Redis's text for
+ * when the cluster store gives up); otherwise 0. */
+int drl__redis_cluster_reply(rstore *s, const redisReply *r, drl_error *err)
+{
+	if (!s->cluster || r == NULL || r->type != REDIS_REPLY_ERROR ||
+	    r->str == NULL)
+		return 0;
+	drl__redis_redirect *d = &last_redirect;
+	const char *str = r->str;
+	size_t len = r->len;
+	memset(d, 0, sizeof *d);
+	if (len > 6 &&
+	    (strncmp(str, "MOVED ", 6) == 0 || strncmp(str, "ASK ", 4) == 0)) {
+		bool ask = str[1] == 'S';
+		const char *p = str + (ask ? 4 : 6), *end = str + len;
+		const char *sp = memchr(p, ' ', (size_t)(end - p));
+		int64_t slot;
+		if (sp == NULL ||
+		    drl_parse_int(p, (size_t)(sp - p), 0, 16383, &slot) != 0 ||
+		    !parse_target(d, sp + 1, (size_t)(end - sp - 1)))
+			return 0; /* not a redirect we can follow */
+		d->kind = ask ? DRL__REDIS_ASK : DRL__REDIS_MOVED;
+		d->slot = (int)slot;
+	} else if (strncmp(str, "TRYAGAIN", 8) == 0) {
+		d->kind = DRL__REDIS_TRYAGAIN;
+	} else if (strncmp(str, "CLUSTERDOWN", 11) == 0) {
+		d->kind = DRL__REDIS_CLUSTERDOWN;
+	} else {
+		return 0;
+	}
+	int n = (int)(len < MSG_ERR_MAX ? len : MSG_ERR_MAX);
+	drl_error_set(err, DRL_ESTORE, "redis %s: %.*s", s->where, n, str);
+	return DRL__EREDIRECT;
+}
+
+/*
+ * Report reply r of command `what` as a failure: an error reply with
+ * Redis's text (DRL_ESTORE; DRL_ERANGE for an overflow; DRL_ECORRUPT when
+ * `value_err_corrupt` and Redis says the stored value is not an integer),
+ * anything else as an unexpected reply (DRL_ESTORE).
+ */
+int drl__redis_reply_error(rstore *s, const char *what, const redisReply *r,
+			   bool value_err_corrupt, drl_error *err)
+{
+	if (r == NULL)
+		return drl_error_set(err, DRL_ESTORE, "redis %s: %s: no reply",
+				     s->where, what);
+	int redirect = drl__redis_cluster_reply(s, r, err);
+	if (redirect)
+		return redirect;
+	if (r->type != REDIS_REPLY_ERROR || r->str == NULL)
+		return drl_error_set(
+			err, DRL_ESTORE, "redis %s: %s: unexpected %s reply",
+			s->where, what, drl__redis_reply_type_name(r->type));
+	int code = DRL_ESTORE;
+	if (strstr(r->str, "overflow"))
+		code = DRL_ERANGE;
+	else if (value_err_corrupt &&
+		 strncmp(r->str, "ERR value is not an integer", 27) == 0)
+		code = DRL_ECORRUPT;
+	int n = (int)(r->len < MSG_ERR_MAX ? r->len : MSG_ERR_MAX);
+	return drl_error_set(err, code, "redis %s: %s: %.*s", s->where, what, n,
+			     r->str);
+}
+
+/* A failed AUTH. Only the reply's first word (WRONGPASS, NOAUTH, ERR...) is
+ * quoted: a server that does not know AUTH (renamed, a proxy) answers
+ * "unknown command ... with args beginning with: 'user' 'password'", and
+ * the password must never reach a message. */
+static int auth_error(rstore *s, const redisReply *r, drl_error *err)
+{
+	if (r == NULL || r->type != REDIS_REPLY_ERROR || r->str == NULL)
+		return drl__redis_reply_error(s, "AUTH", r, false, err);
+	size_t n = strcspn(r->str, " ");
+	if (n > 32)
+		n = 32;
+	return drl_error_set(
+		err, DRL_ESTORE,
+		"redis %s: AUTH refused (%.*s; the server's text is "
+		"not shown, it may quote the password)",
+		s->where, (int)n, r->str);
+}
+
+/* 1 when r is the status reply `text` ("OK", "QUEUED"). */
+bool drl__redis_is_status(const redisReply *r, const char *text)
+{
+	return r && r->type == REDIS_REPLY_STATUS && r->str &&
+	       strcmp(r->str, text) == 0;
+}
+
+/* ---- one round trip ----------------------------------------------------- */
+
+void drl__redis_sigpipe_block(pipe_guard *g)
+{
+	sigset_t set, pend;
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &set, &g->old);
+	/* Only a signal that was already blocked can already be pending. */
+	g->pending_before = sigismember(&g->old, SIGPIPE) &&
+			    sigpending(&pend) == 0 &&
+			    sigismember(&pend, SIGPIPE);
+}
+
+/* Restore the mask; after a failed write, discard the SIGPIPE it raised
+ * (never one that was pending before). */
+void drl__redis_sigpipe_restore(pipe_guard *g, bool failed)
+{
+	if (failed && !g->pending_before) {
+		sigset_t set, pend;
+		sigemptyset(&set);
+		sigaddset(&set, SIGPIPE);
+		if (sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE)) {
+			struct timespec zero = {0, 0};
+			while (sigtimedwait(&set, NULL, &zero) < 0 &&
+			       errno == EINTR)
+				;
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+/* Queue one command of a call on the shared connections: formatted (RESP)
+ * at the end of c->qbuf, which drl__redis_collect() hands to a pipe. */
+static int append_shared(rstore *s, conn *c, int argc, const char **argv,
+			 const size_t *lens, drl_error *err)
+{
+	char *cmd = NULL;
+	int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+	if (len < 0 || cmd == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
+				     s->where);
+	if (c->qlen == 0) {
+		/* The first command: its buffer becomes the call's. */
+		free(c->qbuf);
+		c->qbuf = cmd;
+		c->qlen = c->qcap = (size_t)len;
+		c->nqueued++;
+		return 0;
+	}
+	if (c->qcap - c->qlen < (size_t)len) {
+		size_t cap = c->qcap;
+		while (cap - c->qlen < (size_t)len)
+			cap *= 2;
+		char *q = realloc(c->qbuf, cap);
+		if (q == NULL) {
+			free(cmd);
+			return drl_error_set(err, DRL_ENOMEM,
+					     "redis %s: out of memory",
+					     s->where);
+		}
+		c->qbuf = q;
+		c->qcap = cap;
+	}
+	memcpy(c->qbuf + c->qlen, cmd, (size_t)len);
+	c->qlen += (size_t)len;
+	c->nqueued++;
+	free(cmd);
+	return 0;
+}
+
+/* 1 when argv[0] is `name`. */
+static bool is_command(const char *const *argv, const size_t *lens,
+		       const char *name)
+{
+	return lens[0] == strlen(name) && memcmp(argv[0], name, lens[0]) == 0;
+}
+
+/*
+ * Queue one command (argv with explicit lengths; nothing is sent yet).
+ *
+ * In a call that asks (a cluster slot being imported: the node serves it
+ * only to a client that says ASKING first), ASKING goes in front of every
+ * command outside MULTI; inside, the flag ASKING set before the MULTI
+ * lasts until EXEC. Bit i of ask_bits records that command i has an
+ * ASKING reply in front of its own, for drl__redis_collect().
+ */
+int drl__redis_append(rstore *s, conn *c, int argc, const char **argv,
+		      const size_t *lens, drl_error *err)
+{
+	if (c->shared)
+		return append_shared(s, c, argc, argv, lens, err);
+	if (c->asking && !c->in_multi) {
+		if (c->nqueued >= 64) {
+			c->broken = true; /* what is queued must not be sent */
+			return drl_error_set(err, DRL_EINTERNAL,
+					     "redis %s: more than 64 commands "
+					     "in one call behind ASKING",
+					     s->where);
+		}
+		if (redisAppendCommand(c->ctx, "ASKING") != REDIS_OK)
+			return drl__redis_ctx_error(s, c, "ASKING", errno, err);
+		c->ask_bits |= UINT64_C(1) << c->nqueued;
+	}
+	if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK)
+		return drl__redis_ctx_error(s, c, argv[0], errno, err);
+	if (is_command(argv, lens, "MULTI"))
+		c->in_multi = true;
+	else if (is_command(argv, lens, "EXEC"))
+		c->in_multi = false;
+	c->nqueued++;
+	return 0;
+}
+
+/* Milliseconds until dl, rounded up; 0 once it has passed. */
+static int64_t ms_until(const struct timespec *dl)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	int64_t ns = (int64_t)(dl->tv_sec - now.tv_sec) * 1000000000 +
+		     (dl->tv_nsec - now.tv_nsec);
+	return ns <= 0 ? 0 : (ns + 999999) / 1000000;
+}
+
+/* Wait until c's socket is ready for `events` or c's deadline passes:
+ * 1 ready (or in error: the read or write that follows reports it), 0
+ * out of time, -1 poll() failed (errno). */
+int drl__redis_wait_ready(conn *c, short events)
+{
+	for (;;) {
+		int64_t left = ms_until(&c->deadline);
+		if (left == 0)
+			return 0;
+		struct pollfd p = {.fd = c->ctx->fd, .events = events};
+		int n = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+		if (n > 0)
+			return 1;
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/*
+ * Send what is queued on c and read one reply, all by c's deadline.
+ *
+ * Written here rather than using redisGetReply(): its blocking loop bounds
+ * each read() by the socket timeout, not the call, so a server that
+ * trickles a byte at a time (or a huge bulk length) could hold the caller
+ * for ever. Reads wait in poll() for the time left; the write is one
+ * write() of a request of at most a few hundred KB, bounded by the
+ * socket's send timeout, and further writes wait in poll() too.
+ */
+int drl__redis_get_reply(rstore *s, conn *c, void **reply, const char *what,
+			 drl_error *err)
+{
+	redisContext *ctx = c->ctx;
+	int done = 0;
+	*reply = NULL;
+	if (redisReaderGetReply(ctx->reader, reply) != REDIS_OK)
+		return reader_error(s, c, what, err);
+	if (*reply)
+		return 0;
+	for (;;) {
+		if (redisBufferWrite(ctx, &done) != REDIS_OK)
+			return drl__redis_ctx_error(s, c, what, errno, err);
+		if (done)
+			break;
+		int w = drl__redis_wait_ready(c, POLLOUT);
+		if (w <= 0)
+			return w == 0 ? drl__redis_timeout_error(s, c, what,
+								 err)
+				      : drl__redis_ctx_error(s, c, what, errno,
+							     err);
+	}
+	for (;;) {
+		int w = drl__redis_wait_ready(c, POLLIN);
+		if (w <= 0)
+			return w == 0 ? drl__redis_timeout_error(s, c, what,
+								 err)
+				      : drl__redis_ctx_error(s, c, what, errno,
+							     err);
+		if (redisBufferRead(ctx) != REDIS_OK)
+			return drl__redis_ctx_error(s, c, what, errno, err);
+		if (redisReaderGetReply(ctx->reader, reply) != REDIS_OK)
+			return reader_error(s, c, what, err);
+		if (*reply)
+			return 0;
+	}
+}
+
+void drl__redis_free_replies(redisReply **r, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		freeReplyObject(r[i]);
+}
+
+/*
+ * Send what was queued and read n replies into r[] (the caller frees them
+ * with freeReplyObject). The reply to a queued UNWATCH is read and checked
+ * first. On failure nothing is left in r[], c is broken, the error set.
+ */
+int drl__redis_collect(rstore *s, conn *c, size_t n, redisReply **r,
+		       const char *what, drl_error *err)
+{
+	pipe_guard g;
+	size_t got = 0;
+	int rc = 0;
+	if (c->shared) {
+		rc = drl__redis_pipe_call(s, c, n, r, what, err);
+		c->qlen = 0;
+		c->nqueued = 0;
+		return rc;
+	}
+	drl__redis_sigpipe_block(&g);
+	if (c->unwatch_queued) {
+		void *u = NULL;
+		c->unwatch_queued = false;
+		rc = drl__redis_get_reply(s, c, &u, what, err);
+		if (rc == 0) {
+			if (!drl__redis_is_status(u, "OK"))
+				c->broken = true; /* WATCH state unknown */
+			freeReplyObject(u);
+		}
+	}
+	for (; rc == 0 && got < n; got++) {
+		void *p = NULL;
+		if (c->nread < 64 && (c->ask_bits >> c->nread & 1)) {
+			rc = drl__redis_get_reply(s, c, &p, "ASKING", err);
+			if (rc)
+				break;
+			if (!drl__redis_is_status(p, "OK")) {
+				c->broken = true;
+				rc = drl__redis_reply_error(s, "ASKING", p,
+							    false, err);
+				freeReplyObject(p);
+				break;
+			}
+			freeReplyObject(p);
+			p = NULL;
+		}
+		rc = drl__redis_get_reply(s, c, &p, what, err);
+		if (rc)
+			break;
+		c->nread++;
+		r[got] = p;
+	}
+	drl__redis_sigpipe_restore(&g, rc != 0);
+	if (rc)
+		drl__redis_free_replies(r, got);
+	return rc;
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+void drl__redis_conn_free(conn *c)
+{
+	if (c == NULL)
+		return;
+	if (c->ctx)
+		redisFree(c->ctx);
+	free(c->wkey);
+	free(c);
+}
+
+/* Connect, set the command timeout; AUTH, SELECT and PING pipelined in
+ * one round trip (PING: a server that wants a password we lack, or is not
+ * Redis, fails here rather than in the first call). All by the call's
+ * deadline `dl`. */
+int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
+			 drl_error *err)
+{
+	int64_t left = ms_until(dl);
+	*out = NULL;
+	if (left == 0)
+		return drl_error_set(err, DRL_ETIMEDOUT,
+				     "redis %s: connect: no time left within "
+				     "timeout_ms=%" PRId64,
+				     s->where, s->timeout_ms);
+	struct timeval tv = {.tv_sec = (time_t)(left / 1000),
+			     .tv_usec = (suseconds_t)(left % 1000) * 1000};
+	redisContext *ctx =
+		s->is_unix ? redisConnectUnixWithTimeout(s->host, tv)
+			   : redisConnectWithTimeout(s->host, s->port, tv);
+	int saved = errno;
+	if (ctx == NULL)
+		return drl_error_set(err, DRL_ENOMEM,
+				     "redis %s: out of memory connecting",
+				     s->where);
+	conn *c = calloc(1, sizeof *c);
+	if (c == NULL) {
+		redisFree(ctx);
+		return drl_error_set(err, DRL_ENOMEM,
+				     "redis %s: out of memory connecting",
+				     s->where);
+	}
+	c->ctx = ctx;
+	c->deadline = *dl;
+	if (ctx->reader != NULL)
+		limit_reader(c);
+	if (ctx->err) {
+		int rc = drl__redis_ctx_error(s, c, "connect", saved, err);
+		drl__redis_conn_free(c);
+		return rc;
+	}
+	if (redisSetTimeout(ctx, s->timeout) != REDIS_OK) {
+		int rc = drl__redis_ctx_error(s, c, "setting the timeout",
+					      errno, err);
+		drl__redis_conn_free(c);
+		return rc;
+	}
+	if (!s->is_unix)
+		(void)redisEnableKeepAlive(ctx);
+
+	redisReply *r[3];
+	size_t n = 0;
+	int rc = 0;
+	if (s->password) {
+		/* AUTH [user] password (a user: Redis 6 ACL). */
+		const char *argv[3] = {"AUTH", s->user, s->password};
+		size_t lens[3] = {4, s->user ? strlen(s->user) : 0,
+				  strlen(s->password)};
+		if (s->user == NULL) {
+			argv[1] = s->password;
+			lens[1] = lens[2];
+		}
+		rc = drl__redis_append(s, c, s->user ? 3 : 2, argv, lens, err);
+		n++;
+	}
+	if (rc == 0 && s->db != 0) {
+		char db[24];
+		int dblen = snprintf(db, sizeof db, "%" PRId64, s->db);
+		const char *argv[2] = {"SELECT", db};
+		size_t lens[2] = {6, (size_t)dblen};
+		rc = drl__redis_append(s, c, 2, argv, lens, err);
+		n++;
+	}
+	if (rc == 0) {
+		const char *argv[1] = {"PING"};
+		size_t lens[1] = {4};
+		rc = drl__redis_append(s, c, 1, argv, lens, err);
+		n++;
+	}
+	if (rc == 0)
+		rc = drl__redis_collect(s, c, n, r, "connection setup", err);
+	if (rc) {
+		drl__redis_conn_free(c);
+		return rc;
+	}
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		bool ping = i == n - 1;
+		if (drl__redis_is_status(r[i], ping ? "PONG" : "OK"))
+			continue;
+		bool auth = s->password && i == 0;
+		rc = auth ? auth_error(s, r[i], err)
+			  : drl__redis_reply_error(s, ping ? "PING" : "SELECT",
+						   r[i], false, err);
+	}
+	drl__redis_free_replies(r, n);
+	if (rc) {
+		drl__redis_conn_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+/* Deadline `ms` from now on CLOCK_MONOTONIC. */
+struct timespec drl__redis_deadline_in(int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+/* Milliseconds on CLOCK_MONOTONIC_COARSE (a few ns; ms resolution). */
+int64_t drl__redis_coarse_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether pooled connection c, idle for IDLE_CHECK_MS or more, was closed
+ * by the server meanwhile (restart, timeout, CLIENT KILL): an idle
+ * connection has nothing to read, so a readable socket means EOF (or
+ * bytes nobody asked for) and c is of no use. Checked without sending
+ * anything, so after a server restart the pool's stale connections are
+ * replaced instead of failing one call each. Connections in steady use
+ * are not checked: no system call on the hot path. */
+#define IDLE_CHECK_MS 10
+bool drl__redis_conn_stale(const conn *c)
+{
+	if (drl__redis_coarse_ms() - c->idle_since < IDLE_CHECK_MS)
+		return false;
+	struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN};
+	return poll(&p, 1, 0) != 0; /* readable, hung up, or poll failed */
+}
