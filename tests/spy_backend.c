@@ -159,7 +159,8 @@ int spy_store(drl_store **out, spy **sp, drl_backend *inner, drl_error *err)
 	s->inner = inner;
 	s->parent = (drl_backend){
 		.version = inner->version,
-		.caps = inner->caps,
+		/* no started calls: each call is counted as it is made */
+		.caps = inner->caps & ~(unsigned)DRL_CAP_EVAL_START,
 		.name = inner->name,
 		.destroy = s_destroy,
 		.incr = s_incr,
