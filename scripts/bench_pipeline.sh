@@ -9,7 +9,8 @@
 #   scripts/bench_pipeline.sh [BUILDDIR] [SECONDS] [ROUNDS] [SPEC]
 #
 # BUILDDIR (default build) holds tools/drl. Each cell (pipelines 0, 1, 2,
-# 4 at concurrency 1 and 16; 10,000 keys; SPEC default fixed_window:
+# 4 at concurrency 1 and 16, and pipelines=1 with 64 requests in flight
+# on one loop thread of the async API; 10,000 keys; SPEC default fixed_window:
 # 1000000/1m, so every decision is an allowed write) runs SECONDS (default
 # 3) per round; the report is the median over ROUNDS (default 3). CPU per
 # decision is the client's user+sys time (drl bench's process, from
@@ -61,16 +62,21 @@ server_ticks() { awk '{print $14 + $15}' "/proc/$rpid/stat"; }
 
 echo "# $(uname -srm), $(nproc) cores, $(redis-server --version | cut -d' ' -f3)"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-# One cell: prints "CONFIG CONC rate p50 p99 client_us server_us".
+# One cell: prints "CONFIG CONC rate p50 p99 client_us server_us". A
+# third argument W runs the callers as requests in flight on one loop
+# thread through the async API (drl bench --async W; CONFIG gets
+# "+async").
 cell() {
-	local opts=$1 conc=$2 t0 t1
+	local opts=$1 conc=$2 t0 t1 async=()
+	[ $# -ge 3 ] && async=(--async "$3")
 	t0=$(server_ticks)
 	{ /usr/bin/time -f "TIME %U %S" "$drl" bench \
 		--store "redis://127.0.0.1:$port?pool=64&$opts" --limit "$spec" \
 		--keys 10000 --concurrency "$conc" --duration "$seconds" \
-		--exact-limit 0 --json; } >"$work/out" 2>&1
+		--exact-limit 0 --json "${async[@]}"; } >"$work/out" 2>&1
 	t1=$(server_ticks)
-	"$PYTHON3" - "$work/out" "$opts" "$conc" "$t0" "$t1" "$hz" <<'EOF'
+	"$PYTHON3" - "$work/out" "$opts${async:++async}" "$conc" "$t0" "$t1" \
+		"$hz" <<'EOF'
 import json, re, sys
 text = open(sys.argv[1]).read()
 opts, conc = sys.argv[2], sys.argv[3]
@@ -92,6 +98,9 @@ for ((r = 0; r < rounds; r++)); do
 			cell "$cfg" "$conc" >>"$work/cells"
 		done
 	done
+	# The async API: 64 in flight on one loop thread (issue 15's target:
+	# at least the 16 blocking threads above, p99 reported).
+	cell "pipelines=1" 64 16 >>"$work/cells"
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
