@@ -555,6 +555,13 @@ static int start_one(drl_async *a, drl_limiter *l, const void *key,
 	return 0;
 }
 
+int drl_async_direct(const drl_limiter *limiter)
+{
+	int64_t now;
+	return limiter != NULL &&
+	       drl__started_usable(limiter, DRL__NOW_READ, &now);
+}
+
 int drl_async_allow(drl_async *a, drl_limiter *limiter, const void *key,
 		    size_t keylen, int64_t cost, drl_async_cb cb, void *arg,
 		    drl_error *err)

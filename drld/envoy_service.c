@@ -3,7 +3,10 @@
 
 #include "drld.h"
 
+#include <drl/async.h>
+
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,16 +257,18 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Decide plan p (descriptor dq) into status st. */
-static enum drld_envoy_outcome decide_one(
-	struct drld *d, const struct drld_envoy_request *q,
-	const struct drld_envoy_descriptor *dq, struct plan *p,
-	struct drld_envoy_status *st, char *msg, size_t n)
+/* The part of deciding plan p (descriptor dq) into status st before the
+ * store: what needs no store call is decided here; otherwise *lim and
+ * *key (malloc'd, *keylen bytes) are the call to make, then end_one(). */
+static enum drld_envoy_outcome begin_one(const struct drld_envoy_request *q,
+					 const struct drld_envoy_descriptor *dq,
+					 struct plan *p,
+					 struct drld_envoy_status *st,
+					 drl_limiter **lim, char **key,
+					 size_t *keylen, char *msg, size_t n)
 {
-	drl_limiter *lim = p->ref ? drld_adhoc_limit(p->ref)->lim
-				  : (p->limit ? p->limit->lim : NULL);
-	drl_error err = {0};
-
+	*lim = NULL;
+	*key = NULL;
 	memset(st, 0, sizeof *st);
 	st->code = DRLD_ENVOY_CODE_OK;
 	if (p->unlimited) {
@@ -277,29 +282,44 @@ static enum drld_envoy_outcome decide_one(
 	st->unit = p->unit;
 	st->name = p->limit ? p->limit->name : NULL;
 	st->has_reset = true;
-	if (lim == NULL) { /* requests_per_unit 0: over, but for 0 hits */
+	drl_limiter *l = p->ref ? drld_adhoc_limit(p->ref)->lim
+				: (p->limit ? p->limit->lim : NULL);
+	if (l == NULL) { /* requests_per_unit 0: over, but for 0 hits */
 		int64_t unit = drld_envoy_unit_seconds(p->unit) * 1000000;
 		st->reset_us = unit - now_us() % unit;
 		p->over = p->hits > 0;
 		p->r.limit = 0;
-	} else {
-		size_t keylen;
-		char *key = store_key(q, dq, &p->m, &keylen);
-		if (key == NULL)
-			return refuse(DRLD_ENVOY_INTERNAL, msg, n,
-				      "out of memory");
-		int rc = drl_allow(lim, key, keylen, (int64_t)p->hits, &p->r,
-				   &err);
-		free(key);
-		if (rc != 0) {
-			drld_metrics_store_error(d->metrics);
-			return refuse(store_failure(rc) ? DRLD_ENVOY_UNAVAILABLE
-				      : rc == DRL_ENOMEM ? DRLD_ENVOY_INTERNAL
-							 : DRLD_ENVOY_INVALID,
-				      msg, n, "%s",
-				      err.message[0] ? err.message
+		return DRLD_ENVOY_OK;
+	}
+	if ((*key = store_key(q, dq, &p->m, keylen)) == NULL)
+		return refuse(DRLD_ENVOY_INTERNAL, msg, n, "out of memory");
+	*lim = l;
+	return DRLD_ENVOY_OK;
+}
+
+/* The rest of deciding p into st once the store answered (lim NULL: it
+ * was not asked; else rc and err are drl_allow()'s, p->r its result):
+ * the status, the metrics, or the call's error. */
+static enum drld_envoy_outcome end_one(
+	struct drld *d, const struct drld_envoy_request *q,
+	const struct drld_envoy_descriptor *dq, struct plan *p,
+	struct drld_envoy_status *st, const drl_limiter *lim, int rc,
+	const drl_error *err, char *msg, size_t n)
+{
+	if (!p->applies)
+		return DRLD_ENVOY_OK;
+	if (lim != NULL && rc != 0) {
+		drld_metrics_store_error(d->metrics);
+		return refuse(store_failure(rc)     ? DRLD_ENVOY_UNAVAILABLE
+			      : rc == DRL_ENOMEM    ? DRLD_ENVOY_INTERNAL
+			      : rc == DRL_EBUSY     ? DRLD_ENVOY_EXHAUSTED
+			      : rc == DRL_ECANCELED ? DRLD_ENVOY_UNAVAILABLE
+						    : DRLD_ENVOY_INVALID,
+			      msg, n, "%s",
+			      err && err->message[0] ? err->message
 						     : drl_strerror(rc));
-		}
+	}
+	if (lim != NULL) {
 		if (p->r.path == DRL_PATH_LOCAL ||
 		    p->r.path == DRL_PATH_FAIL_OPEN ||
 		    p->r.path == DRL_PATH_FAIL_CLOSED)
@@ -326,6 +346,28 @@ static enum drld_envoy_outcome decide_one(
 	return DRLD_ENVOY_OK;
 }
 
+/* Decide plan p (descriptor dq) into status st, blocking in the store. */
+static enum drld_envoy_outcome decide_one(
+	struct drld *d, const struct drld_envoy_request *q,
+	const struct drld_envoy_descriptor *dq, struct plan *p,
+	struct drld_envoy_status *st, char *msg, size_t n)
+{
+	drl_limiter *lim;
+	char *key;
+	size_t keylen = 0;
+	drl_error err = {0};
+	int rc = 0;
+	enum drld_envoy_outcome o =
+		begin_one(q, dq, p, st, &lim, &key, &keylen, msg, n);
+	if (o != DRLD_ENVOY_OK)
+		return o;
+	if (lim != NULL) {
+		rc = drl_allow(lim, key, keylen, (int64_t)p->hits, &p->r, &err);
+		free(key);
+	}
+	return end_one(d, q, dq, p, st, lim, rc, &err, msg, n);
+}
+
 /* The RateLimit-* headers, as envoyproxy/ratelimit picks them: the
  * status with the least remaining, an over-limit one before any. */
 static void headers(struct drld_envoy_answer *a, size_t n)
@@ -349,33 +391,47 @@ static void headers(struct drld_envoy_answer *a, size_t n)
 	a->header_reset_s = (min->reset_us + 999999) / 1000000;
 }
 
-enum drld_envoy_outcome drld_envoy_decide(struct drld *d,
-					  const struct drld_envoy_request *q,
-					  struct drld_envoy_answer *a,
-					  char *msg, size_t n)
+/* The start of every call: check q, then plan each descriptor (*plans
+ * calloc'd, the config held in *c). */
+static enum drld_envoy_outcome prepare(struct drld *d,
+				       const struct drld_envoy_request *q,
+				       struct drld_envoy_answer *a,
+				       struct plan **plans,
+				       struct drld_envoy_config **c, char *msg,
+				       size_t n)
 {
-	struct drld_envoy_config *c = NULL;
-	struct plan *plans = NULL;
 	enum drld_envoy_outcome o = check(q, msg, n);
 
+	*plans = NULL;
+	*c = NULL;
 	a->overall = DRLD_ENVOY_CODE_OK;
 	a->headers = false;
 	if (o == DRLD_ENVOY_OK &&
-	    (plans = calloc(q->ndescriptors, sizeof *plans)) == NULL)
+	    (*plans = calloc(q->ndescriptors, sizeof **plans)) == NULL)
 		o = refuse(DRLD_ENVOY_INTERNAL, msg, n, "out of memory");
 	if (o == DRLD_ENVOY_OK) {
-		c = drld_envoy_acquire(&d->envoy);
+		*c = drld_envoy_acquire(&d->envoy);
 		const struct drld_envoy_domain *dom =
-			c ? drld_envoy_config_domain(c, q->domain, q->domainlen)
-			  : NULL;
-		o = plan_all(d, q, dom, plans, msg, n);
+			*c ? drld_envoy_config_domain(*c, q->domain,
+						      q->domainlen)
+			   : NULL;
+		o = plan_all(d, q, dom, *plans, msg, n);
 	}
-	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++) {
-		o = decide_one(d, q, &q->descriptors[i], &plans[i],
-			       &a->statuses[i], msg, n);
+	return o;
+}
+
+/* The end of every call (o: how deciding went): the overall code,
+ * headers and --shadow, the plans let go, the outcome counted. */
+static enum drld_envoy_outcome finish(struct drld *d,
+				      const struct drld_envoy_request *q,
+				      struct drld_envoy_answer *a,
+				      struct plan *plans,
+				      struct drld_envoy_config *c,
+				      enum drld_envoy_outcome o)
+{
+	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++)
 		if (a->statuses[i].code == DRLD_ENVOY_CODE_OVER_LIMIT)
 			a->overall = DRLD_ENVOY_CODE_OVER_LIMIT;
-	}
 	if (o == DRLD_ENVOY_OK && d->envoy_headers)
 		headers(a, q->ndescriptors);
 	if (o == DRLD_ENVOY_OK && a->overall == DRLD_ENVOY_CODE_OVER_LIMIT) {
@@ -392,6 +448,173 @@ enum drld_envoy_outcome drld_envoy_decide(struct drld *d,
 	a->hold = c; /* the statuses' names live in c */
 	drld_envoy_stats_call(d->envoy_stats, o);
 	return o;
+}
+
+enum drld_envoy_outcome drld_envoy_decide(struct drld *d,
+					  const struct drld_envoy_request *q,
+					  struct drld_envoy_answer *a,
+					  char *msg, size_t n)
+{
+	struct drld_envoy_config *c;
+	struct plan *plans;
+	enum drld_envoy_outcome o = prepare(d, q, a, &plans, &c, msg, n);
+
+	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++)
+		o = decide_one(d, q, &q->descriptors[i], &plans[i],
+			       &a->statuses[i], msg, n);
+	return finish(d, q, a, plans, c, o);
+}
+
+/* ---- a call decided through the async API ------------------------------- */
+
+/* One descriptor of a started call, and its store call if it has one. */
+struct slot {
+	struct drld_envoy_call *call;
+	size_t i;
+	drl_limiter *lim; /* NULL: decided at start, no store call */
+	int rc;           /* the store call's (or its start's) */
+	drl_error err;
+};
+
+struct drld_envoy_call {
+	struct drld *d;
+	const struct drld_envoy_request *q;
+	struct drld_envoy_answer *a;
+	struct plan *plans;
+	struct drld_envoy_config *c;
+	drld_envoy_done_fn done;
+	void *arg;
+	/* How starting went: o_start, and the descriptors begun (the ones
+	 * after a failure are not, as the blocking path stops there). */
+	enum drld_envoy_outcome o_start;
+	size_t begun;
+	/* store calls in flight, plus 1 while the starter starts them:
+	 * whoever brings it to 0 ends the call */
+	atomic_size_t left;
+	char msg[512];
+	struct slot slots[]; /* q->ndescriptors */
+};
+
+/* Every store call of `call` is over: each status in descriptor order
+ * (the first failure ends it, as in drld_envoy_decide), the outcome,
+ * done(). */
+static void call_end(struct drld_envoy_call *call)
+{
+	const struct drld_envoy_request *q = call->q;
+	enum drld_envoy_outcome o = DRLD_ENVOY_OK;
+
+	for (size_t i = 0; o == DRLD_ENVOY_OK && i < call->begun; i++) {
+		struct slot *sl = &call->slots[i];
+		o = end_one(call->d, q, &q->descriptors[i], &call->plans[i],
+			    &call->a->statuses[i], sl->lim, sl->rc, &sl->err,
+			    call->msg, sizeof call->msg);
+	}
+	if (o == DRLD_ENVOY_OK)
+		o = call->o_start; /* its message is in call->msg */
+	o = finish(call->d, q, call->a, call->plans, call->c, o);
+	call->done(call->arg, o, call->msg);
+	free(call);
+}
+
+static void call_release(struct drld_envoy_call *call)
+{
+	if (atomic_fetch_sub(&call->left, 1) == 1)
+		call_end(call);
+}
+
+static void slot_decided(drl_async *as, int rc, const drl_result *r,
+			 const drl_error *err, void *arg)
+{
+	(void)as;
+	struct slot *sl = arg;
+	sl->rc = rc;
+	if (rc != 0)
+		sl->err = *err;
+	sl->call->plans[sl->i].r = *r;
+	call_release(sl->call);
+}
+
+int drld_envoy_direct(struct drld *d, const struct drld_envoy_request *q)
+{
+	struct drld_envoy_config *c = drld_envoy_acquire(&d->envoy);
+	const struct drld_envoy_domain *dom =
+		c ? drld_envoy_config_domain(c, q->domain, q->domainlen) : NULL;
+	bool all = true;
+
+	for (size_t i = 0; dom && all && i < q->ndescriptors; i++) {
+		const struct drld_envoy_descriptor *dq = &q->descriptors[i];
+		struct drld_envoy_match m;
+		if (dq->has_override) {
+			all = false; /* an adhoc limiter: made while planning */
+			break;
+		}
+		drld_envoy_match(dom, dq->entries, dq->nentries, &m);
+		if (m.limit != NULL && m.limit->lim != NULL)
+			all = drl_async_direct(m.limit->lim) != 0;
+	}
+	drld_envoy_config_release(c);
+	return dom != NULL && all;
+}
+
+int drld_envoy_store_direct(struct drld *d)
+{
+	drl_limiter *l = NULL;
+	if (drl_limiter_new(&l, d->store, "fixed_window:1/1s",
+			    "probe:", NULL) != 0)
+		return 0;
+	int direct = drl_async_direct(l);
+	drl_limiter_free(l);
+	return direct;
+}
+
+int drld_envoy_start(struct drld *d, drl_async *as,
+		     const struct drld_envoy_request *q,
+		     struct drld_envoy_answer *a, drld_envoy_done_fn done,
+		     void *arg)
+{
+	size_t nd = q->ndescriptors <= DRLD_ENVOY_DESCRIPTORS_MAX
+			    ? q->ndescriptors
+			    : 0; /* check() refuses it */
+	struct drld_envoy_call *call =
+		calloc(1, sizeof *call + nd * sizeof call->slots[0]);
+	if (call == NULL)
+		return -1;
+	call->d = d;
+	call->q = q;
+	call->a = a;
+	call->done = done;
+	call->arg = arg;
+	atomic_init(&call->left, 1);
+	enum drld_envoy_outcome o = prepare(d, q, a, &call->plans, &call->c,
+					    call->msg, sizeof call->msg);
+	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++) {
+		struct slot *sl = &call->slots[i];
+		struct plan *p = &call->plans[i];
+		char *key;
+		size_t keylen = 0;
+		sl->call = call;
+		sl->i = i;
+		o = begin_one(q, &q->descriptors[i], p, &a->statuses[i],
+			      &sl->lim, &key, &keylen, call->msg,
+			      sizeof call->msg);
+		if (o != DRLD_ENVOY_OK)
+			break;
+		call->begun = i + 1;
+		if (sl->lim == NULL)
+			continue;
+		atomic_fetch_add(&call->left, 1);
+		sl->rc = drl_async_allow(as, sl->lim, key, keylen,
+					 (int64_t)p->hits, slot_decided, sl,
+					 &sl->err);
+		free(key);         /* the context copied it */
+		if (sl->rc != 0) { /* not started: end_one reports it */
+			atomic_fetch_sub(&call->left, 1);
+			break;
+		}
+	}
+	call->o_start = o;
+	call_release(call);
+	return 0;
 }
 
 void drld_envoy_not_decided(struct drld *d, enum drld_envoy_outcome o)

@@ -117,6 +117,43 @@ enum drld_envoy_outcome drld_envoy_decide(struct drld *d,
 					  struct drld_envoy_answer *a,
 					  char *msg, size_t n);
 
+/* ---- deciding without blocking (the async API) ---------------------------
+ * For a store whose single decisions the async API sends without a worker
+ * (drl_async_direct(): Redis tx=lua with shared connections), a call is
+ * started on the thread that read it and ended by the async context's
+ * callbacks: no thread waits for the store. The decisions are those of
+ * drld_envoy_decide(), but for one thing: every descriptor's store call is
+ * started at once, so when one fails the others (started already) count,
+ * where the blocking path stops at the first failure. */
+
+/* How a started call ends: its outcome and, for an error outcome, the
+ * message (both as drld_envoy_decide() returns and writes them). Runs
+ * once, on the thread running drl_async_process() (or, when no store call
+ * was started, inside drld_envoy_start()); *a is filled by then, and q and
+ * a may be freed from here on. */
+typedef void (*drld_envoy_done_fn)(void *arg, enum drld_envoy_outcome o,
+				   const char *msg);
+struct drl_async;
+
+/* 1 when d's store decides a one-limit policy without a worker
+ * (drl_async_direct() of such a limiter): worth an async context. */
+int drld_envoy_store_direct(struct drld *d);
+
+/* 1 when every limit q's descriptors match in its domain is decided
+ * without a worker by drl_async_allow() (0 also for an unknown domain:
+ * nothing to gain). */
+int drld_envoy_direct(struct drld *d, const struct drld_envoy_request *q);
+
+/* Start deciding q into a through context `as`: 0, and done(arg, ...)
+ * follows exactly once (q and a must stay valid until it runs); -1 when
+ * out of memory (nothing started, no done). The call's outcome is counted
+ * as drld_envoy_decide() counts it; a full context (its queue) is
+ * DRLD_ENVOY_EXHAUSTED. */
+int drld_envoy_start(struct drld *d, struct drl_async *as,
+		     const struct drld_envoy_request *q,
+		     struct drld_envoy_answer *a, drld_envoy_done_fn done,
+		     void *arg);
+
 /* Count a call the server answered without deciding it
  * (DRLD_ENVOY_CANCELLED, DRLD_ENVOY_EXHAUSTED). */
 void drld_envoy_not_decided(struct drld *d, enum drld_envoy_outcome o);

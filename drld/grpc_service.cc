@@ -5,6 +5,8 @@
 
 #include "envoy_rls.grpc.pb.h"
 
+#include <drl/async.h>
+
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -22,9 +24,14 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 namespace
 {
@@ -109,6 +116,28 @@ void fill(const drld_envoy_answer &a, size_t n, rls::RateLimitResponse *resp)
 			hv->set_key(x.name);
 			hv->set_value(std::to_string(x.value));
 		}
+	}
+}
+
+// The gRPC status of a call that ended with outcome o (msg: its error),
+// and its response when it was decided.
+grpc::Status answer(drld_envoy_outcome o, const char *msg,
+		    const drld_envoy_answer &a, size_t n,
+		    rls::RateLimitResponse *resp)
+{
+	switch (o) {
+	case DRLD_ENVOY_OK:
+	case DRLD_ENVOY_OVER_LIMIT:
+		fill(a, n, resp);
+		return grpc::Status();
+	case DRLD_ENVOY_INVALID:
+		return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg);
+	case DRLD_ENVOY_UNAVAILABLE:
+		return grpc::Status(grpc::StatusCode::UNAVAILABLE, msg);
+	case DRLD_ENVOY_EXHAUSTED:
+		return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, msg);
+	default:
+		return grpc::Status(grpc::StatusCode::INTERNAL, msg);
 	}
 }
 
@@ -203,6 +232,13 @@ class Service final : public rls::RateLimitService::CallbackService
 		r->Finish(st);
 	}
 
+	// Start deciding the call through the async context when its
+	// store calls need no worker; false when they would (the caller
+	// uses the deciders then).
+	bool start_async(grpc::ServerUnaryReactor *r,
+			 const rls::RateLimitRequest &req,
+			 rls::RateLimitResponse *resp);
+
       private:
 	grpc::Status decide(const rls::RateLimitRequest &req,
 			    rls::RateLimitResponse *resp)
@@ -216,31 +252,74 @@ class Service final : public rls::RateLimitService::CallbackService
 		a.statuses = statuses.data();
 		drld_envoy_outcome o =
 			drld_envoy_decide(d_, &c.q, &a, msg, sizeof msg);
-		grpc::Status st;
-		switch (o) {
-		case DRLD_ENVOY_OK:
-		case DRLD_ENVOY_OVER_LIMIT:
-			fill(a, c.descriptors.size(), resp);
-			break;
-		case DRLD_ENVOY_INVALID:
-			st = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-					  msg);
-			break;
-		case DRLD_ENVOY_UNAVAILABLE:
-			st = grpc::Status(grpc::StatusCode::UNAVAILABLE, msg);
-			break;
-		default:
-			st = grpc::Status(grpc::StatusCode::INTERNAL, msg);
-			break;
-		}
+		grpc::Status st = answer(o, msg, a, c.descriptors.size(), resp);
 		drld_envoy_answer_release(&a);
 		return st;
 	}
 
+	static void async_done(void *arg, drld_envoy_outcome o,
+			       const char *msg);
+
 	struct drld *d_;
 	Deciders *deciders_ = nullptr; // null: decide inline
+	drl_async *async_ = nullptr;   // null: no call goes async
 	ArenaAllocator allocator_;
+
+      public:
+	void set_async(drl_async *a)
+	{
+		async_ = a;
+	}
 };
+
+// A call started through the async context: what drld_envoy_start()
+// reads and writes until its done callback, and where the answer goes.
+struct AsyncCall {
+	CRequest c;
+	std::vector<drld_envoy_status> statuses;
+	drld_envoy_answer a{};
+	grpc::ServerUnaryReactor *r;
+	rls::RateLimitResponse *resp;
+
+	AsyncCall(const rls::RateLimitRequest &req,
+		  grpc::ServerUnaryReactor *reactor,
+		  rls::RateLimitResponse *response)
+	    : c(req), statuses(c.descriptors.size() + 1), r(reactor),
+	      resp(response)
+	{
+		a.statuses = statuses.data();
+	}
+};
+
+bool Service::start_async(grpc::ServerUnaryReactor *r,
+			  const rls::RateLimitRequest &req,
+			  rls::RateLimitResponse *resp)
+{
+	std::unique_ptr<AsyncCall> call(new AsyncCall(req, r, resp));
+	if (!drld_envoy_direct(d_, &call->c.q))
+		return false;
+	if (drld_envoy_start(d_, async_, &call->c.q, &call->a, async_done,
+			     call.get()) != 0)
+		throw std::bad_alloc();
+	call.release(); // async_done deletes it
+	return true;
+}
+
+// The end of a started call (on the async loop's thread, or inside
+// drld_envoy_start): answer it and let it go. Never throws into C.
+void Service::async_done(void *arg, drld_envoy_outcome o, const char *msg)
+{
+	std::unique_ptr<AsyncCall> call(static_cast<AsyncCall *>(arg));
+	grpc::Status st;
+	try {
+		st = answer(o, msg, call->a, call->c.descriptors.size(),
+			    call->resp);
+	} catch (const std::bad_alloc &) {
+		st = grpc::Status(grpc::StatusCode::INTERNAL, "out of memory");
+	}
+	drld_envoy_answer_release(&call->a);
+	call->r->Finish(st);
+}
 
 // The deciders: a fixed set of threads and a bounded queue of calls
 // waiting for one. Hand-written rather than drl_async: a drl_async
@@ -334,7 +413,19 @@ grpc::ServerUnaryReactor *Service::ShouldRateLimit(
 	rls::RateLimitResponse *resp)
 {
 	grpc::ServerUnaryReactor *r = ctx->DefaultReactor();
-	if (deciders_ == nullptr)
+	bool started = false;
+	if (async_ != nullptr) {
+		try {
+			started = start_async(r, *req, resp);
+		} catch (const std::bad_alloc &) {
+			r->Finish(grpc::Status(grpc::StatusCode::INTERNAL,
+					       "out of memory"));
+			return r;
+		}
+	}
+	if (started)
+		;
+	else if (deciders_ == nullptr)
 		decide_and_finish(r, *req, resp);
 	else if (!deciders_->push(ctx, r, req, resp))
 		refuse(r, DRLD_ENVOY_EXHAUSTED,
@@ -342,6 +433,70 @@ grpc::ServerUnaryReactor *Service::ShouldRateLimit(
 		       "too many calls waiting for the store");
 	return r;
 }
+
+// The async context's loop: one thread that runs drl_async_process()
+// whenever the context's fd is readable, so started calls end (and are
+// finished with grpc) there. Stopped once no call is left in flight.
+class AsyncLoop
+{
+      public:
+	// Throws std::runtime_error when the context or thread cannot be
+	// made.
+	explicit AsyncLoop(size_t queue)
+	{
+		drl_async_opts o{};
+		o.threads = 1; // direct calls need none; the minimum
+		o.queue = queue;
+		drl_error e{};
+		if (drl_async_new(&a_, &o, &e) != 0)
+			throw std::runtime_error(e.message);
+		stop_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (stop_ < 0) {
+			drl_async_free(a_);
+			throw std::runtime_error("no eventfd");
+		}
+		t_ = std::thread([this] { run(); });
+	}
+
+	// Waits until no call is in flight, then stops the thread.
+	~AsyncLoop()
+	{
+		uint64_t one = 1;
+		ssize_t w = write(stop_, &one, sizeof one);
+		(void)w;
+		t_.join();
+		drl_async_free(a_);
+		close(stop_);
+	}
+
+	drl_async *context()
+	{
+		return a_;
+	}
+
+      private:
+	void run()
+	{
+		bool stopping = false;
+		for (;;) {
+			struct pollfd p[2] = {
+				{drl_async_fd(a_), POLLIN, 0},
+				{stop_, POLLIN, 0},
+			};
+			int n = poll(p, 2, stopping ? 10 : -1);
+			if (n > 0 && (p[0].revents & POLLIN))
+				drl_async_process(a_);
+			if (n > 0 && (p[1].revents & POLLIN))
+				stopping = true;
+			if (stopping && drl_async_pending(a_) == 0)
+				return;
+		}
+	}
+
+	drl_async *a_ = nullptr;
+	int stop_ = -1;
+	std::thread t_;
+};
 
 // A client certificate must name `san` in its subjectAltName (after the
 // chain's own verification against the client CA): envoyproxy/ratelimit's
@@ -395,6 +550,7 @@ class SanVerifier final : public grpc::experimental::ExternalCertificateVerifier
 struct drld_grpc {
 	std::unique_ptr<Service> service;
 	std::unique_ptr<Deciders> deciders; // null: decisions inline
+	std::unique_ptr<AsyncLoop> async;   // null: no call goes async
 	std::unique_ptr<grpc::Server> server;
 	int port = 0;
 };
@@ -469,6 +625,13 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 			g->deciders.reset(new Deciders(g->service.get(),
 						       o->deciders, o->queue));
 			g->service->set_deciders(g->deciders.get());
+			// a store that decides without blocking (Redis
+			// tx=lua on shared connections): its calls are
+			// started here and end on the async loop's thread
+			if (drld_envoy_store_direct(d)) {
+				g->async.reset(new AsyncLoop(o->queue));
+				g->service->set_async(g->async->context());
+			}
 		}
 		b.AddListeningPort(addr, credentials(o), &g->port);
 		b.RegisterService(g->service.get());
@@ -517,6 +680,9 @@ extern "C" void drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s)
 	g->server->Shutdown(std::chrono::system_clock::now() +
 			    std::chrono::seconds(timeout_s));
 	g->server->Wait();
+	// Shutdown waited for the started calls too (each ends by the
+	// store's timeout), so the async loop has none left.
+	g->async.reset();
 	// Every call has finished (Shutdown waits for the reactors), so the
 	// deciders' queue is empty: join them before the server goes, which
 	// their last Finish() touched (the join is also the order TSan can

@@ -647,6 +647,45 @@ static void never_batch_cb(drl_async *a, int rc, const drl_batch_item *items,
 				 (text));                                      \
 	} while (0)
 
+/* drl_async_direct() says which limiters the async API sends without a
+ * worker: one limit on Redis tx=lua with shared connections; not a policy
+ * of two, nor pipelines=0, tx=watch, memory:// or NULL. */
+static void test_direct(void **state)
+{
+	(void)state;
+	assert_int_equal(drl_async_direct(NULL), 0);
+	drl_store *mem = tu_store("memory://");
+	drl_limiter *ml = tu_limiter(mem, "fixed_window:5/1s", "d:");
+	assert_int_equal(drl_async_direct(ml), 0);
+	drl_limiter_free(ml);
+	drl_store_free(mem);
+	if (!have_redis)
+		skip();
+	static const struct {
+		const char *opts, *spec;
+		int direct;
+	} cases[] = {
+		{"tx=lua", "fixed_window:5/1s", 1},
+		{"tx=lua", "token_bucket:3/1s,burst=7;block_on_exceed=1s", 1},
+		{"tx=lua&clock=server", "gcra:3/700ms,burst=4", 1},
+		{"tx=lua", "fixed_window:5/1s;sliding_window:50/1m", 0},
+		{"tx=lua&pipelines=0", "fixed_window:5/1s", 0},
+		{"tx=watch", "fixed_window:5/1s", 0},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char uri[200];
+		snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?%s", redis.port,
+			 cases[i].opts);
+		drl_store *s = tu_store(uri);
+		drl_limiter *l = tu_limiter(s, cases[i].spec, "d:");
+		if (drl_async_direct(l) != cases[i].direct)
+			fail_msg("%s on %s: direct %d", cases[i].spec, uri,
+				 !cases[i].direct);
+		drl_limiter_free(l);
+		drl_store_free(s);
+	}
+}
+
 /* Bad input: DRL_EINVAL naming the bad part, nothing started, no
  * callback; the messages of drl_allow's checks. */
 static void test_bad_input(void **state)
@@ -818,6 +857,7 @@ int main(void)
 		cmocka_unit_test(test_starts_from_threads),
 		cmocka_unit_test(test_failure_policies),
 		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_direct),
 		cmocka_unit_test(test_queue_full),
 		cmocka_unit_test(test_start_during_free),
 	};

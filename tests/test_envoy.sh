@@ -679,7 +679,10 @@ fi
 
 # A redis-server stopped (SIGSTOP) under drld with two deciders
 # (--grpc-threads 2), timeout_ms=300 and no breaker, so every decision
-# waits its full timeout: 24 calls at once queue behind the two.
+# waits its full timeout: 24 calls at once queue behind the two. The
+# store has no shared connections (pipelines=0), so its calls need the
+# deciders; on the default store they go out at once through the async
+# API (the next section).
 # - With a deadline of 1 s the callers give up while most of their calls
 #   still wait; drld must not spend a store round trip on those
 #   (drld_grpc_calls_total{outcome="cancelled"}), and must answer or
@@ -713,7 +716,7 @@ if [ -n "$rport" ]; then
 	mkdir -p "$tmp/stall"
 	printf 'domain: stall\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n' \
 		>"$tmp/stall/stall.yaml"
-	if start stall --store "redis://127.0.0.1:$sport?timeout_ms=300&breaker_failures=0" \
+	if start stall --store "redis://127.0.0.1:$sport?timeout_ms=300&breaker_failures=0&pipelines=0" \
 		--envoy-config "$tmp/stall" --grpc-threads 2 --timeout-s 1; then
 		expect_call "OK OK 999" stall k=a
 		kill -STOP "$spid"
@@ -739,7 +742,7 @@ if [ -n "$rport" ]; then
 		# wait: the rest, but for the few it takes meanwhile, are
 		# refused at once
 		kill -CONT "$spid" # drld checks its store at start
-		if start stall-full --store "redis://127.0.0.1:$sport?timeout_ms=300&breaker_failures=0" \
+		if start stall-full --store "redis://127.0.0.1:$sport?timeout_ms=300&breaker_failures=0&pipelines=0" \
 			--envoy-config "$tmp/stall" --grpc-threads 1 --grpc-queue 8; then
 			kill -STOP "$spid"
 			got=$("${client[@]}" flood "$gport" stall k=a 40 5 | tail -n 1)
@@ -755,7 +758,7 @@ if [ -n "$rport" ]; then
 		fi
 		kill -CONT "$spid"
 
-		start stall-back --store "redis://127.0.0.1:$sport?timeout_ms=300&breaker_failures=0" \
+		start stall-back --store "redis://127.0.0.1:$sport?timeout_ms=300&breaker_failures=0&pipelines=0" \
 			--envoy-config "$tmp/stall" --grpc-threads 2
 		# k=a: a call that timed out may still have been counted
 		# when the server woke (docs/failure.md); k=b is untouched
@@ -763,6 +766,60 @@ if [ -n "$rport" ]; then
 		stop stall-back "$pid"
 	else
 		check 1 "drld starts on the redis-server to stall"
+	fi
+	kill -CONT "$spid" 2>/dev/null
+fi
+
+# ---- a stalled store, the calls started through the async API -----------
+
+# The same stalled redis-server, drld on its default store (tx=lua,
+# shared connections): a call's store calls are started at once, no
+# decider holds them, so none waits behind another.
+# - 24 calls with a 1 s deadline: each ends UNAVAILABLE by the store's
+#   timeout_ms=300 (none queued past its deadline), counted unavailable.
+# - 40 calls with --grpc-queue 8: the async context holds 8, the others
+#   are RESOURCE_EXHAUSTED at once; none allowed.
+# - SIGTERM with 24 calls in flight (callers patient): every caller gets
+#   a status, drld exits 0.
+if [ -n "$rport" ] && [ -n "${spid:-}" ]; then
+	suri="redis://127.0.0.1:$sport?timeout_ms=300&breaker_failures=0"
+	if start stall-async --store "$suri" --envoy-config "$tmp/stall" \
+		--grpc-threads 1 --timeout-s 1; then
+		expect_call "OK OK 999" stall k=c
+		kill -STOP "$spid"
+		got=$("${client[@]}" flood "$gport" stall k=c 24 1 | tail -n 1)
+		[ "$got" = "UNAVAILABLE=24" ]
+		check $? "stalled store, async: 24 calls with a 1 s deadline each end UNAVAILABLE, none past its deadline (got $got)"
+		v=$(metric 'drld_grpc_calls_total{outcome="unavailable"}')
+		[ "$v" = 24 ]
+		check $? "drld counted 24 unavailable (got $v)"
+		"${client[@]}" flood "$gport" stall k=c 24 60 >"$tmp/flood.out" 2>&1 &
+		fl=$!
+		wait_line "$tmp/flood.out" sent
+		check $? "24 patient calls sent to the stalled store (async)"
+		stop stall-async "$pid"
+		wait "$fl"
+		got=$(tail -n 1 "$tmp/flood.out")
+		[[ "$got" =~ ^(CANCELLED=[0-9]+)?\ ?(UNAVAILABLE=[0-9]+)?$ ]] && [ -n "$got" ]
+		check $? "SIGTERM with started calls in flight: every caller gets a status (got $got)"
+	else
+		check 1 "drld starts on the redis-server to stall (async)"
+	fi
+	kill -CONT "$spid"
+	if start stall-async-full --store "$suri" --envoy-config "$tmp/stall" \
+		--grpc-threads 1 --grpc-queue 8; then
+		kill -STOP "$spid"
+		got=$("${client[@]}" flood "$gport" stall k=c 40 5 | tail -n 1)
+		[[ "$got" == *RESOURCE_EXHAUSTED=* ]] &&
+			! [[ "$got" =~ (^|\ )OK= ]]
+		check $? "40 started calls, --grpc-queue 8: some refused RESOURCE_EXHAUSTED at once, none allowed (got $got)"
+		x=$(metric 'drld_grpc_calls_total{outcome="resource_exhausted"}')
+		[ "$x" -ge 1 ] && [ "$x" -le 32 ]
+		check $? "drld counted $x resource_exhausted (at most 40 - 8 in flight)"
+		kill -CONT "$spid"
+		stop stall-async-full "$pid"
+	else
+		check 1 "drld starts on the redis-server to stall (async, full)"
 	fi
 	kill -CONT "$spid" 2>/dev/null
 fi

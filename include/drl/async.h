@@ -86,6 +86,14 @@ DRL_EXPORT int drl_async_process(drl_async *a);
  * flight (then the limiters used may be freed). */
 DRL_EXPORT size_t drl_async_pending(const drl_async *a);
 
+/* 1 when a single request on `limiter` (drl_async_allow(),
+ * drl_async_allow_at() at a time the script can take) is sent to the store
+ * at start and finished without a worker thread (Redis tx=lua with shared
+ * connections, a policy of one limit: docs/threading.md), 0 when a worker
+ * decides it (or for NULL). For a service that chooses between its own
+ * threads and the async API. */
+DRL_EXPORT int drl_async_direct(const drl_limiter *limiter);
+
 /* A single decision's callback, on the thread running
  * drl_async_process() (or drl_async_free()). rc, *result and *err are what
  * the blocking call returned and wrote (DRL_ECANCELED: a denial, path
