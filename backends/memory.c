@@ -782,7 +782,7 @@ static void mem_destroy(drl_backend *b)
 }
 
 static const drl_backend memory_vtable = {
-	/* version */ 4, /* the vtable version this file fills */
+	/* version */ 5, /* the vtable version this file fills */
 	/* caps */ DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE,
 	/* name */ "memory",
 	/* destroy */ mem_destroy,

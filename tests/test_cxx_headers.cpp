@@ -55,5 +55,6 @@ int main()
 	std::printf("%s (%s), drl %s, key %zu byte, never=%lld, error \"%s\"\n",
 		    text, name, version, bytes.len,
 		    static_cast<long long>(res.retry_after_us), err.message);
-	return b.parent.version == DRL_BACKEND_VERSION ? 0 : 1;
+	/* a store written for version 4 is one this header still knows */
+	return b.parent.version <= DRL_BACKEND_VERSION ? 0 : 1;
 }
