@@ -1,5 +1,5 @@
-/* The Redis store (backends/redis.c, with redis_conn.c and redis_uri.c),
- * over hiredis. */
+/* The Redis store (backends/redis.c, with redis_conn.c, redis_script.c
+ * and redis_uri.c), over hiredis. */
 #ifndef DRL_BACKENDS_REDIS_H
 #define DRL_BACKENDS_REDIS_H
 

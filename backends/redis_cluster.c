@@ -4,7 +4,8 @@
  * Each node is a store of backends/redis.c (its own connection pool,
  * WATCH holds, script cache), opened lazily from the URI's options; this
  * file only decides which node a call goes to. hiredis stays in redis.c
- * and its connection layer, redis_conn.c.
+ * and its connection layer, redis_conn.c (and its scripts,
+ * redis_script.c).
  *
  * Routing. A key's slot is CRC16 of its {hash tag} (the core puts every
  * key of one limit and user key in one tag, so a decision's keys share a

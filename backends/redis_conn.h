@@ -1,8 +1,11 @@
 /*
  * The Redis store's connection layer (backends/redis_conn.c: one
  * connection, a call's round trip on it, its replies and errors), shared
- * by backends/redis.c (the store: pool, holds, commands) and
- * backends/redis_pipe.c (the shared, pipelined connections). Internal:
+ * by backends/redis.c (the store: pool, holds, commands),
+ * backends/redis_script.c (server-side scripts) and backends/redis_pipe.c
+ * (the shared, pipelined connections), and what those files take from one
+ * another: a call's start and its connection (redis.c), the script calls
+ * (redis_script.c), the shared connections (redis_pipe.c). Internal:
  * nothing here is part of the API.
  *
  * A conn is one hiredis blocking context with the state of the call on
@@ -25,8 +28,9 @@
 #include <stdint.h>
 #include <time.h>
 
-#define SCRIPT_CACHE 32 /* SHA1s remembered per store */
-#define MSG_ERR_MAX 200 /* bytes of a Redis error quoted in a message */
+#define SCRIPT_CACHE 32  /* SHA1s remembered per store */
+#define MSG_ERR_MAX 200  /* bytes of a Redis error quoted in a message */
+#define ARGS_MAX 1000000 /* keys or args of one eval */
 
 typedef struct conn conn;
 struct conn {
@@ -40,10 +44,10 @@ struct conn {
 	/* When the current call must be over (CLOCK_MONOTONIC): timeout_ms
 	 * after the call asked for a connection. */
 	struct timespec deadline;
-	/* The current call's commands (since begin): how many were queued
-	 * and read, which of them went behind an ASKING (bit i: command i;
-	 * Redis Cluster, see drl__redis_append()), and whether a MULTI is
-	 * open. */
+	/* The current call's commands (since drl__redis_begin()): how many
+	 * were queued and read, which of them went behind an ASKING (bit i:
+	 * command i; Redis Cluster, see drl__redis_append()), and whether a
+	 * MULTI is open. */
 	unsigned nqueued, nread;
 	uint64_t ask_bits;
 	bool asking; /* this call sends ASKING before its commands */
@@ -202,6 +206,54 @@ int drl__redis_reply_error(rstore *s, const char *what, const redisReply *r,
 int drl__redis_cluster_reply(rstore *s, const redisReply *r, drl_error *err);
 /* A reply type's name ("string", "array", ...) for messages. */
 const char *drl__redis_reply_type_name(int type);
+
+/* ---- a call's start and its connection (backends/redis.c) -------------- */
+
+/* A connection for a call that needs no connection state of its own: on
+ * success *out is `proxy`, set up for s's shared connections, when s has
+ * them, this thread holds no connection of s and its calls send no
+ * ASKING; else one of s's own (the one this thread holds for s, or one
+ * from the pool, waited for until s's timeout). A connection this thread
+ * holds for another store is given back first. The caller starts its
+ * call with drl__redis_begin() and ends it with drl__redis_release(). */
+int drl__redis_acquire_shared(rstore *s, conn *proxy, conn **out,
+			      drl_error *err);
+/* Start a call on c, before its first drl__redis_append(): its counts
+ * start over, it sends ASKING when the thread says so
+ * (drl__redis_asking), a shared call's buffer is emptied, and an UNWATCH
+ * is queued ahead of its commands when c may still watch a key. On
+ * failure c is broken and err set. */
+int drl__redis_begin(rstore *s, conn *c, drl_error *err);
+/* End a call on c: c goes back to s's pool, or is freed when broken or
+ * surplus; a call on the shared connections (c->shared) frees only its
+ * buffer. */
+void drl__redis_release(rstore *s, conn *c);
+
+/* ---- server-side scripts (backends/redis_script.c) --------------------- */
+
+/* s's eval() (tx=lua; drl/sys/backend.h): EVALSHA of script with nkeys
+ * keys (the store's prefix added) and nargs integer arguments, one round
+ * trip; its reply (nil, an integer or an array of integers) into
+ * out[0..nout), *nret of them. A NOSCRIPT is answered inside the call:
+ * SCRIPT LOAD and EVALSHA again, pipelined, then EVAL with the source
+ * should a flush land between those two (the script runs at most once).
+ * A script and its source must stay unchanged while s is open (their
+ * SHA1 is cached by pointer). */
+int drl__redis_eval(drl_backend *b, const drl_script *script, size_t nkeys,
+		    const drl_bytes *keys, size_t nargs, const int64_t *args,
+		    int64_t *out, size_t nout, size_t *nret, drl_error *err);
+/* s's eval_start() (tx=lua, s has shared connections and is no Redis
+ * Cluster node; drl/sys/backend.h): drl__redis_eval() without waiting.
+ * The EVALSHA is formatted now (keys and args copied) and queued on one
+ * of s's pipes (drl__redis_pipe_start); done(arg, ...) gets what
+ * drl__redis_eval() would have returned, exactly once, on the thread that
+ * leads the pipe, possibly before this returns. A NOSCRIPT is answered
+ * there by EVAL with the source. Any other return than 0: nothing
+ * started, done never runs. */
+int drl__redis_eval_start(drl_backend *b, const drl_script *script,
+			  size_t nkeys, const drl_bytes *keys, size_t nargs,
+			  const int64_t *args, size_t nout,
+			  drl_eval_done_fn done, void *arg, drl_error *err);
 
 /* ---- shared, pipelined connections (backends/redis_pipe.c) ------------- */
 

@@ -1,7 +1,7 @@
 /*
  * The Redis store's shared, pipelined connections (auto-pipelining), see
  * backends/redis_conn.h. Which calls come here is the store's choice
- * (acquire_shared() in backends/redis.c).
+ * (drl__redis_acquire_shared() in backends/redis.c).
  *
  * Calls that need no connection state of their own (scripts, counters,
  * GETs, TIME, DEL: everything but tx=watch's load/cas, and calls behind
