@@ -389,7 +389,7 @@ static const typed redis_typed[] = {
 			"0000000000000000000000000000000000000000\r\n" EVAL_OK,
 			0, 0, SHAPE, sizeof "-NOSCRIPT gone\r\n" - 1)},
 	/* The script loaded, then EOF before EVALSHA's answer (once a double
-	 * free in r_eval). */
+	 * free in drl__redis_eval). */
 	{&redis_lua, HC("SCRIPT LOAD, then EOF",
 			"-NOSCRIPT gone\r\n$40\r\n"
 			"0000000000000000000000000000000000000000\r\n",
