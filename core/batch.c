@@ -163,6 +163,41 @@ static int item_answer(const drl__limit *lim, const int64_t *out,
 			     lim->algo->lua->name, kinds[-out[0]].what);
 }
 
+/* The chunk's items answered from the batch script's out[] (rc 0), or
+ * each failed with rc (detail ce). */
+static void chunk_answer(const drl__limit *lim, const chunk *c,
+			 const int64_t *out, drl_batch_item *items, int rc,
+			 const drl_error *ce, drl_error *err, size_t *first)
+{
+	for (size_t j = 0; j < c->n; j++) {
+		size_t i = c->item[j];
+		drl_error e = {0};
+		int irc = rc;
+		if (irc == 0) {
+			memset(&items[i].result, 0, sizeof items[i].result);
+			irc = item_answer(lim, &out[j * DRL__SCRIPT_NOUT],
+					  &items[i].result, &e);
+		}
+		if (irc)
+			item_fail(items, i, irc, rc ? ce : &e, err, first);
+		else
+			items[i].rc = 0;
+	}
+}
+
+/* The answer of a chunk's script call: rc, or DRL_ECORRUPT when it did
+ * not answer DRL__SCRIPT_NOUT values per item. */
+static int chunk_checked(const drl__limit *lim, const chunk *c, int rc,
+			 size_t nret, drl_error *ce)
+{
+	if (rc == 0 && nret != c->n * DRL__SCRIPT_NOUT)
+		rc = drl_error_set(ce, DRL_ECORRUPT,
+				   "%s script answered %zu values for %zu "
+				   "items",
+				   lim->algo->lua_batch->name, nret, c->n);
+	return rc;
+}
+
 /* Decide the chunk's items with one eval() of the batch script; each item
  * gets its answer or its failure. After a chunk timed out (*gone holds
  * that), the later ones are not sent: they fail the same way at once, so a
@@ -179,30 +214,39 @@ static void run_chunk(const drl__limit *lim, drl_backend *b, chunk *c,
 		rc = b->eval(b, lim->algo->lua_batch, c->n, c->keys,
 			     DRL__SCRIPT_NARGS + c->n, c->args, c->out,
 			     c->n * DRL__SCRIPT_NOUT, &nret, &ce);
-		if (rc == 0 && nret != c->n * DRL__SCRIPT_NOUT)
-			rc = drl_error_set(&ce, DRL_ECORRUPT,
-					   "%s script answered %zu values for "
-					   "%zu items",
-					   lim->algo->lua_batch->name, nret,
-					   c->n);
+		rc = chunk_checked(lim, c, rc, nret, &ce);
 		if (rc == DRL_ETIMEDOUT)
 			*gone = ce;
 	}
-	for (size_t j = 0; j < c->n; j++) {
-		size_t i = c->item[j];
-		drl_error e = {0};
-		int irc = rc;
-		if (irc == 0) {
-			memset(&items[i].result, 0, sizeof items[i].result);
-			irc = item_answer(lim, &c->out[j * DRL__SCRIPT_NOUT],
-					  &items[i].result, &e);
-		}
-		if (irc)
-			item_fail(items, i, irc, rc ? &ce : &e, err, first);
-		else
-			items[i].rc = 0;
-	}
+	chunk_answer(lim, c, c->out, items, rc, &ce, err, first);
 	c->n = 0;
+}
+
+/* Item i into chunk c (true), unless the near cache decided it or it is
+ * bad input (that item's DRL_EINVAL). */
+static bool chunk_add(drl_limiter *l, chunk *c, drl_batch_item *items,
+		      size_t i, drl_error *err, size_t *first, const bool *skip)
+{
+	const drl__limit *lim = &l->limits[0];
+	drl__stats *stats = &l->store->stats;
+	drl_error e = {0};
+	drl_batch_item *it = &items[i];
+	if (skipped(skip, i))
+		return false;
+	int rc = drl__request_check(it->key, it->keylen, it->cost, &e);
+	if (rc) {
+		item_fail(items, i, rc, &e, err, first);
+		return false;
+	}
+	drl__keybase kb;
+	drl__keybase_make(&kb, l->prefix, l->prefixlen, lim, it->key,
+			  it->keylen);
+	c->keys[c->n] = drl__key_plain(&c->keybuf[c->n], &kb);
+	c->args[DRL__SCRIPT_NARGS + c->n] = it->cost;
+	c->item[c->n++] = i;
+	DRL__COUNT(stats, decisions);
+	DRL__COUNT(stats, scripts);
+	return true;
 }
 
 /* The batched path (see the top). DRL_ENOMEM, with no item touched, when
@@ -213,7 +257,6 @@ static int decide_batched(drl_limiter *l, drl_batch_item *items, size_t n,
 {
 	const drl__limit *lim = &l->limits[0];
 	drl_backend *b = l->store->backend;
-	drl__stats *stats = &l->store->stats;
 	size_t cap = drl__batch_chunk(lim);
 	chunk c;
 	void *mem = chunk_new(&c, cap < n ? cap : n);
@@ -226,24 +269,8 @@ static int decide_batched(drl_limiter *l, drl_batch_item *items, size_t n,
 	drl__script_args(lim, &shared, c.args);
 	drl_error gone = {0};
 	for (size_t i = 0; i < n; i++) {
-		drl_error e = {0};
-		drl_batch_item *it = &items[i];
-		if (skipped(skip, i))
-			continue;
-		int rc = drl__request_check(it->key, it->keylen, it->cost, &e);
-		if (rc) {
-			item_fail(items, i, rc, &e, err, first);
-			continue;
-		}
-		drl__keybase kb;
-		drl__keybase_make(&kb, l->prefix, l->prefixlen, lim, it->key,
-				  it->keylen);
-		c.keys[c.n] = drl__key_plain(&c.keybuf[c.n], &kb);
-		c.args[DRL__SCRIPT_NARGS + c.n] = it->cost;
-		c.item[c.n++] = i;
-		DRL__COUNT(stats, decisions);
-		DRL__COUNT(stats, scripts);
-		if (c.n == c.cap)
+		if (chunk_add(l, &c, items, i, err, first, skip) &&
+		    c.n == c.cap)
 			run_chunk(lim, b, &c, items, &gone, err, first);
 	}
 	if (c.n)
@@ -360,6 +387,28 @@ static void near_learn(drl_limiter *l, drl_batch_item *items, size_t n,
 	}
 }
 
+/* After the store step (rc: no store decision at all, detail e): the
+ * failed items fail, the store's denials block their keys, and each item
+ * the store failed for is decided by the on_error policy. */
+static void settle(drl_limiter *l, drl_batch_item *items, size_t n,
+		   int64_t now, int rc, const drl_error *e, drl_error *err,
+		   size_t *first, const bool *skip, int base, int64_t t)
+{
+	if (rc)
+		fail_all(items, n, rc, e, err, first, skip);
+	else if (skip != NULL)
+		near_learn(l, items, n, base, t, skip);
+	if (l->on_error == DRL__ON_ERROR_RETURN)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		drl_batch_item *it = &items[i];
+		if (drl__is_store_failure(it->rc) &&
+		    drl__fallback(l, it->key, it->keylen, it->cost, now,
+				  &it->result, NULL) == 0)
+			it->rc = 0;
+	}
+}
+
 /* Decide every item at `now` (checked, DRL__NOW_STORE, or DRL__NOW_READ)
  * as drl_allow() would: the near cache first, then behind the breaker (one
  * call for the batch), and each item the store failed for decided by the
@@ -387,30 +436,23 @@ static void decide(drl_limiter *l, drl_batch_item *items, size_t n, int64_t now,
 		drl__breaker_leave(l->store, probe,
 				   rc ? rc : store_outcome(items, n));
 	}
-	if (rc)
-		fail_all(items, n, rc, &e, err, &first, skip);
-	else if (skip != NULL)
-		near_learn(l, items, n, base, t, skip);
-	if (l->on_error == DRL__ON_ERROR_RETURN)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		drl_batch_item *it = &items[i];
-		if (drl__is_store_failure(it->rc) &&
-		    drl__fallback(l, it->key, it->keylen, it->cost, now,
-				  &it->result, NULL) == 0)
-			it->rc = 0;
-	}
+	settle(l, items, n, now, rc, &e, err, &first, skip, base, t);
 }
 
-/* decide(), then each decided item answered as drl_allow() answers it
- * (would_allow; shadow=1). */
+/* Each decided item answered as drl_allow() answers it (would_allow;
+ * shadow=1). */
+static void answer_items(drl_limiter *l, drl_batch_item *items, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (items[i].rc == 0)
+			drl__shadow_answer(l, &items[i].result);
+}
+
 static void decide_answer(drl_limiter *l, drl_batch_item *items, size_t n,
 			  int64_t now, drl_error *err)
 {
 	decide(l, items, n, now, err);
-	for (size_t i = 0; i < n; i++)
-		if (items[i].rc == 0)
-			drl__shadow_answer(l, &items[i].result);
+	answer_items(l, items, n);
 }
 
 int drl_allow_batch_at(drl_limiter *l, drl_batch_item *items, size_t n,
