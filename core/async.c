@@ -16,7 +16,7 @@
  *
  * A single request that one script call decides, on a store that starts
  * such calls without waiting (Redis tx=lua with its shared connections),
- * needs no worker: it is started on the caller's thread (core/started.c)
+ * and a batch that one call of the batch script decides, need no worker: it is started on the caller's thread (core/started.c)
  * and moved to the done list by whichever thread finishes the store call
  * (`started` counts those in flight; drl_async_free() waits for them).
  *
@@ -64,6 +64,7 @@ typedef struct node {
 	struct drl_async *ctx;
 	drl__started started;
 	drl__near_req near;
+	drl__batch_started batch_started;
 	/* last: node_take() zeroes everything before it */
 	unsigned char inline_key[INLINE_KEY];
 } node;
@@ -615,6 +616,36 @@ static int copy_items(node *n, const drl_batch_item *items, size_t count,
 	return 0;
 }
 
+/* Decide batch n by one started call of the batch script (at `now`,
+ * drl__batch_started_usable; `when` as started). 0, and n is not touched
+ * after (it may be done, even delivered); DRL_ENOMEM: nothing was done,
+ * n is the caller's again. */
+static int start_batch_call(drl_async *a, node *n, int64_t when, int64_t now)
+{
+	n->ctx = a;
+	n->batch_started = (drl__batch_started){
+		.l = n->lim,
+		.items = n->items,
+		.n = n->n,
+		.now = now,
+		.near_now = when,
+		.err = &n->err,
+		.finished = store_call_finished,
+		.arg = n,
+	};
+	pthread_mutex_lock(&a->mu);
+	a->started++;
+	pthread_mutex_unlock(&a->mu);
+	int rc = drl__batch_started_begin(&n->batch_started);
+	if (rc != 0) {
+		pthread_mutex_lock(&a->mu);
+		if (--a->started == 0 && a->stopping)
+			pthread_cond_broadcast(&a->idle);
+		pthread_mutex_unlock(&a->mu);
+	}
+	return rc;
+}
+
 static int start_batch(drl_async *a, drl_limiter *l,
 		       const drl_batch_item *items, size_t count,
 		       int64_t now_us, enum kind kind, drl_async_batch_cb cb,
@@ -645,7 +676,10 @@ static int start_batch(drl_async *a, drl_limiter *l,
 		node_drop(a, n);
 		return rc;
 	}
-	node_queue(a, n);
+	int64_t when = kind == BATCH ? DRL__NOW_READ : now_us, now;
+	if (!drl__batch_started_usable(l, n->n, when, &now) ||
+	    start_batch_call(a, n, when, now) != 0)
+		node_queue(a, n);
 	return 0;
 }
 

@@ -71,17 +71,19 @@ typedef struct chunk {
 	size_t *item;  /* which item entry j decides */
 } chunk;
 
-/* Carve a chunk of cap items out of one malloc, which it returns for the
- * caller to free (NULL when out of memory). Largest alignment first. */
-static void *chunk_new(chunk *c, size_t cap)
+/* The bytes a chunk of cap items needs. */
+static size_t chunk_size(size_t cap)
 {
-	size_t size =
-		cap * (sizeof *c->keybuf + sizeof *c->keys + sizeof *c->args +
-		       DRL__SCRIPT_NOUT * sizeof *c->out + sizeof *c->item) +
-		DRL__SCRIPT_NARGS * sizeof *c->args;
-	char *p = malloc(size);
-	if (p == NULL)
-		return NULL;
+	chunk *c = NULL;
+	return cap * (sizeof *c->keybuf + sizeof *c->keys + sizeof *c->args +
+		      DRL__SCRIPT_NOUT * sizeof *c->out + sizeof *c->item) +
+	       DRL__SCRIPT_NARGS * sizeof *c->args;
+}
+
+/* Carve a chunk of cap items out of p (chunk_size(cap) bytes, aligned as
+ * malloc aligns). Largest alignment first. */
+static void chunk_carve(chunk *c, char *p, size_t cap)
+{
 	c->cap = cap;
 	c->n = 0;
 	c->keybuf = (drl__key *)(void *)p;
@@ -89,6 +91,15 @@ static void *chunk_new(chunk *c, size_t cap)
 	c->args = (int64_t *)(void *)(c->keys + cap);
 	c->out = c->args + DRL__SCRIPT_NARGS + cap;
 	c->item = (size_t *)(void *)(c->out + cap * DRL__SCRIPT_NOUT);
+}
+
+/* A chunk of cap items in one malloc, which it returns for the caller to
+ * free (NULL when out of memory). */
+static void *chunk_new(chunk *c, size_t cap)
+{
+	char *p = malloc(chunk_size(cap));
+	if (p != NULL)
+		chunk_carve(c, p, cap);
 	return p;
 }
 
@@ -224,8 +235,8 @@ static void run_chunk(const drl__limit *lim, drl_backend *b, chunk *c,
 
 /* Item i into chunk c (true), unless the near cache decided it or it is
  * bad input (that item's DRL_EINVAL). */
-static bool chunk_add(drl_limiter *l, chunk *c, drl_batch_item *items,
-		      size_t i, drl_error *err, size_t *first, const bool *skip)
+static bool chunk_add(drl_limiter *l, chunk *c, drl_batch_item *items, size_t i,
+		      drl_error *err, size_t *first, const bool *skip)
 {
 	const drl__limit *lim = &l->limits[0];
 	drl__stats *stats = &l->store->stats;
@@ -390,9 +401,9 @@ static void near_learn(drl_limiter *l, drl_batch_item *items, size_t n,
 /* After the store step (rc: no store decision at all, detail e): the
  * failed items fail, the store's denials block their keys, and each item
  * the store failed for is decided by the on_error policy. */
-static void settle(drl_limiter *l, drl_batch_item *items, size_t n,
-		   int64_t now, int rc, const drl_error *e, drl_error *err,
-		   size_t *first, const bool *skip, int base, int64_t t)
+static void settle(drl_limiter *l, drl_batch_item *items, size_t n, int64_t now,
+		   int rc, const drl_error *e, drl_error *err, size_t *first,
+		   const bool *skip, int base, int64_t t)
 {
 	if (rc)
 		fail_all(items, n, rc, e, err, first, skip);
@@ -474,5 +485,114 @@ int drl_allow_batch(drl_limiter *l, drl_batch_item *items, size_t n,
 	if (rc)
 		return rc;
 	decide_answer(l, items, n, DRL__NOW_READ, err);
+	return 0;
+}
+
+/* ---- a batch decided around one started call (the async API) ----------- */
+
+/* Whether l decides a checked batch of n items at now_us (explicit, or
+ * DRL__NOW_READ) with one started call of the batch script: what
+ * decide_on_store() would send as one chunk, on a store that starts calls
+ * (DRL_CAP_EVAL_START); *now is the time it decides at then. */
+bool drl__batch_started_usable(const drl_limiter *l, size_t n, int64_t now_us,
+			       int64_t *now)
+{
+	drl_backend *b = l->store->backend;
+	return l->nlimits == 1 && drl__has_batch(b) &&
+	       l->limits[0].algo->lua_batch &&
+	       n <= drl__batch_chunk(&l->limits[0]) &&
+	       drl__started_usable(l, now_us, now);
+}
+
+/* What a started batch keeps between begin and its store call's end. */
+struct drl__batch_run {
+	drl__batch_started *d;
+	chunk c;
+	size_t first;
+	bool probe;
+	bool *skip; /* NULL without a near cache */
+	int base;
+	int64_t t;
+};
+
+/* The store step is over (rc: no store decision at all, detail e): the
+ * rest of decide() and decide_answer(), then the owner is told. */
+static void started_end(struct drl__batch_run *r, bool entered, int rc,
+			const drl_error *e, void *mem)
+{
+	drl__batch_started *d = r->d;
+	drl_limiter *l = d->l;
+	if (entered)
+		drl__breaker_leave(l->store, r->probe,
+				   rc ? rc : store_outcome(d->items, d->n));
+	settle(l, d->items, d->n, d->now, rc, e, d->err, &r->first, r->skip,
+	       r->base, r->t);
+	answer_items(l, d->items, d->n);
+	free(mem); /* r and the chunk */
+	d->finished(d->arg);
+}
+
+static void started_done(void *arg, int rc, const int64_t *out, size_t nret,
+			 const drl_error *err)
+{
+	struct drl__batch_run *r = arg;
+	drl__batch_started *d = r->d;
+	drl_error ce = {0};
+	if (rc && err)
+		ce = *err;
+	rc = chunk_checked(&d->l->limits[0], &r->c, rc, nret, &ce);
+	chunk_answer(&d->l->limits[0], &r->c, out, d->items, rc, &ce, d->err,
+		     &r->first);
+	started_end(r, true, 0, NULL, r);
+}
+
+int drl__batch_started_begin(drl__batch_started *d)
+{
+	drl_limiter *l = d->l;
+	const drl__limit *lim = &l->limits[0];
+	drl_backend *b = l->store->backend;
+	size_t n = d->n;
+	/* r, the chunk (n items at most) and skip[] in one allocation; the
+	 * chunk at a multiple of 16 bytes, as malloc aligns */
+	size_t rsize = (sizeof(struct drl__batch_run) + 15) & ~(size_t)15;
+	size_t csize = chunk_size(n);
+	char *mem = malloc(rsize + csize + n * sizeof(bool));
+	if (mem == NULL)
+		return DRL_ENOMEM;
+	struct drl__batch_run *r = (struct drl__batch_run *)(void *)mem;
+	memset(r, 0, sizeof *r);
+	r->d = d;
+	r->first = SIZE_MAX;
+	chunk_carve(&r->c, mem + rsize, n);
+	if (l->near != NULL) {
+		r->skip = (bool *)(void *)(mem + rsize + csize);
+		drl__near_now(d->near_now, &r->base, &r->t);
+		if (near_deny(l, d->items, n, r->base, r->t, r->skip) == 0) {
+			started_end(r, false, 0, NULL, mem);
+			return 0; /* every item denied here: no store call */
+		}
+	}
+	drl_error e = {0};
+	int rc = drl__breaker_enter(l->store, &r->probe, &e);
+	if (rc) {
+		started_end(r, false, rc, &e, mem);
+		return 0;
+	}
+	drl__call shared = {.backend = b, .now = d->now};
+	drl__script_args(lim, &shared, r->c.args);
+	for (size_t i = 0; i < n; i++)
+		chunk_add(l, &r->c, d->items, i, d->err, &r->first, r->skip);
+	if (r->c.n == 0) { /* bad items only */
+		started_end(r, true, 0, NULL, mem);
+		return 0;
+	}
+	rc = b->eval_start(b, lim->algo->lua_batch, r->c.n, r->c.keys,
+			   DRL__SCRIPT_NARGS + r->c.n, r->c.args,
+			   r->c.n * DRL__SCRIPT_NOUT, started_done, r, &e);
+	if (rc) { /* nothing started: the chunk fails as a call would */
+		chunk_answer(lim, &r->c, r->c.out, d->items, rc, &e, d->err,
+			     &r->first);
+		started_end(r, true, 0, NULL, mem);
+	}
 	return 0;
 }

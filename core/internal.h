@@ -575,6 +575,27 @@ bool drl__started_usable(const drl_limiter *l, int64_t now_us, int64_t *now);
 /* Decide d (the request passed the near cache step already). */
 void drl__started_begin(drl__started *d);
 
+/* A batch decided as drl_allow_batch()/_at() decide it (the request is
+ * checked: limiter, items, n, time), around one started call of the batch
+ * script (core/batch.c): the caller fills it and calls
+ * drl__batch_started_begin(); 0: `finished(arg)` runs exactly once, when
+ * every item's rc and result and *err are final, possibly before begin
+ * returns; DRL_ENOMEM: nothing was done (decide it another way). */
+typedef struct drl__batch_started {
+	drl_limiter *l;
+	drl_batch_item *items;
+	size_t n;
+	int64_t now;      /* from drl__batch_started_usable() */
+	int64_t near_now; /* as given: explicit, or DRL__NOW_READ */
+	drl_error *err;
+	void (*finished)(void *arg);
+	void *arg;
+} drl__batch_started;
+
+bool drl__batch_started_usable(const drl_limiter *l, size_t n, int64_t now_us,
+			       int64_t *now);
+int drl__batch_started_begin(drl__batch_started *d);
+
 /* ---- near cache (core/near.c) ------------------------------------------ */
 
 typedef struct drl__near drl__near;

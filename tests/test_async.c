@@ -329,6 +329,48 @@ static void test_free_while_stuck_started(void **state)
 	assert_int_equal(t.failed, 50);
 }
 
+/* Batches too: 20 batches of 10 (one call of the batch script each) on a
+ * context of one worker while the server is stopped: every item of every
+ * batch gets its own outcome, a timeout, none canceled; one batch on a
+ * policy of two limits (decided item by item: a worker) is canceled. */
+static void test_free_while_stuck_started_batches(void **state)
+{
+	(void)state;
+	if (!have_redis)
+		skip();
+	stuck x;
+	stuck_start(&x, tu_bound_ms(100), 1, 0, "");
+	drl_limiter *two = tu_limiter(x.s,
+				      "fixed_window:5/1s;sliding_window:"
+				      "50/1m",
+				      "stuck2:");
+	drl_batch_item items[10];
+	for (int i = 0; i < 10; i++)
+		items[i] = (drl_batch_item){.key = "k", .keylen = 1, .cost = 1};
+	tally two_t = {0};
+	/* the policy's batch first: the one worker takes it and is stuck */
+	assert_int_equal(drl_async_batch(x.a, two, items, 10, tally_batch_cb,
+					 &two_t, NULL),
+			 0);
+	assert_int_equal(drl_async_batch(x.a, two, items, 10, tally_batch_cb,
+					 &two_t, NULL),
+			 0);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(drl_async_batch(x.a, x.l, items, 10,
+						 tally_batch_cb, &x.t, NULL),
+				 0);
+	drl_async_free(x.a);
+	x.a = NULL;
+	assert_int_equal(drl_fixture_resume(&redis), 0);
+	assert_int_equal(x.t.count, 200);
+	assert_int_equal(x.t.canceled, 0);
+	assert_int_equal(x.t.failed, 200);
+	assert_int_equal(two_t.count, 20);
+	assert_true(two_t.canceled >= 10); /* the second waited: canceled */
+	drl_limiter_free(two);
+	stuck_free(&x);
+}
+
 /* redis-server killed with 64 requests in flight on 8 workers (stopped
  * first, so the workers are inside store calls): each gets exactly one
  * callback, a store failure; the context then decides again once the
@@ -851,6 +893,7 @@ int main(void)
 		cmocka_unit_test(test_free_in_flight_memory),
 		cmocka_unit_test(test_free_while_stuck),
 		cmocka_unit_test(test_free_while_stuck_started),
+		cmocka_unit_test(test_free_while_stuck_started_batches),
 		cmocka_unit_test(test_server_dies_in_flight),
 		cmocka_unit_test(test_near_denial_without_worker),
 		cmocka_unit_test(test_callback_starts_requests),

@@ -7,7 +7,8 @@
  * decided on one of them by the blocking call it stands for (drl_allow(),
  * drl_allow_at(), drl_allow_batch(), drl_allow_batch_at()), or, when one
  * server-side script decides it on a store that can send one without
- * waiting (a single request, a policy of one limit, Redis tx=lua), by that
+ * waiting (a single request or a batch of one script call, a policy of
+ * one limit, Redis tx=lua), by that
  * call sent at start and finished by the store's I/O thread through the
  * same steps; either way decisions, errors, timeouts, on_error policies,
  * the circuit breaker and the near cache are exactly those of the
