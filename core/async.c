@@ -484,12 +484,21 @@ static void store_call_finished(void *arg)
 	pthread_mutex_unlock(&a->mu);
 }
 
+/* n is about to go to a started store call: counted in `started` (until
+ * store_call_finished), so that drl_async_free() waits for it. */
+static void started_add(drl_async *a, node *n)
+{
+	n->ctx = a;
+	pthread_mutex_lock(&a->mu);
+	a->started++;
+	pthread_mutex_unlock(&a->mu);
+}
+
 /* Decide n (single, past the near cache step) by a started store call at
  * `now` (drl__started_usable); n is not touched after: it may be done,
  * and even delivered, before this returns. */
 static void start_store_call(drl_async *a, node *n, int64_t now)
 {
-	n->ctx = a;
 	n->started = (drl__started){
 		.l = n->lim,
 		.key = n->key,
@@ -503,9 +512,7 @@ static void start_store_call(drl_async *a, node *n, int64_t now)
 		.finished = store_call_finished,
 		.arg = n,
 	};
-	pthread_mutex_lock(&a->mu);
-	a->started++;
-	pthread_mutex_unlock(&a->mu);
+	started_add(a, n);
 	drl__started_begin(&n->started);
 }
 
@@ -622,7 +629,6 @@ static int copy_items(node *n, const drl_batch_item *items, size_t count,
  * n is the caller's again. */
 static int start_batch_call(drl_async *a, node *n, int64_t when, int64_t now)
 {
-	n->ctx = a;
 	n->batch_started = (drl__batch_started){
 		.l = n->lim,
 		.items = n->items,
@@ -633,9 +639,7 @@ static int start_batch_call(drl_async *a, node *n, int64_t when, int64_t now)
 		.finished = store_call_finished,
 		.arg = n,
 	};
-	pthread_mutex_lock(&a->mu);
-	a->started++;
-	pthread_mutex_unlock(&a->mu);
+	started_add(a, n);
 	int rc = drl__batch_started_begin(&n->batch_started);
 	if (rc != 0) {
 		pthread_mutex_lock(&a->mu);
