@@ -11,9 +11,19 @@
  * on a pipe. Whoever finds the pipe without a leader leads: it takes every
  * queued call, writes them all with one writev(), reads the replies in
  * order and hands each call its own; then it runs what was queued
- * meanwhile, or passes the lead to the first call queued (pipe_lead). A thread alone finds its pipe idle and makes the same round trip
- * as with a connection of its own; under concurrency, calls that are ready
- * together share one write and one read, on both sides.
+ * meanwhile, or passes the lead to the first call queued (pipe_lead). A
+ * thread alone finds its pipe idle and makes the same round trip as with a
+ * connection of its own; under concurrency, calls that are ready together
+ * share one write and one read, on both sides.
+ *
+ * A started call (drl__redis_pipe_start: the async API's, through the
+ * store's eval_start) has no thread waiting in it: it carries a
+ * `complete` function instead, which the leader runs once the call's
+ * replies are in (outside the lock). When such a call is to lead, the
+ * pipe's I/O thread does (started with the first started call, one per
+ * pipe, every signal blocked); blocking callers still lead their own
+ * batches, and whoever leads finishes every call of the batch, waited-for
+ * or started.
  *
  * Every call keeps its own deadline (timeout_ms from its start): a call
  * whose deadline passed before it was sent is refused unsent (DRL_ETIMEDOUT,
@@ -25,8 +35,8 @@
  * call's reply: replies are matched by position, and a connection whose
  * position is lost is never read again.
  *
- * Lock order: a pipe's mu, then nothing (the leader does its I/O without
- * it). Waiting calls sleep on a semaphore of their own, posted once, after
+ * Lock order: a pipe's mu, then nothing (the leader does its I/O, and
+ * runs completions, without it). Waiting calls sleep on a semaphore of their own, posted once, after
  * the lock is released (a woken caller does not queue on the leader's
  * mutex); only the leader, bounded by deadlines, does I/O, so a waiting
  * call needs no timed wait.
