@@ -26,6 +26,9 @@
 struct drld {
 	drl_store *store;
 	bool store_in_process; /* memory://: no call waits for the network */
+	/* single decisions go to the store without a thread waiting
+	 * (drl_async_direct(): Redis tx=lua on shared connections) */
+	bool store_direct;
 	struct drld_metrics *metrics;
 	struct drld_rule_stats *adhoc_stats; /* rule="adhoc" */
 	struct drld_adhoc *adhoc;

@@ -558,13 +558,7 @@ int drld_envoy_direct(struct drld *d, const struct drld_envoy_request *q)
 
 int drld_envoy_store_direct(struct drld *d)
 {
-	drl_limiter *l = NULL;
-	if (drl_limiter_new(&l, d->store, "fixed_window:1/1s",
-			    "probe:", NULL) != 0)
-		return 0;
-	int direct = drl_async_direct(l);
-	drl_limiter_free(l);
-	return direct;
+	return d->store_direct;
 }
 
 int drld_envoy_start(struct drld *d, drl_async *as,

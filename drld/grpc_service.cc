@@ -1,6 +1,7 @@
 // drld's gRPC server: see grpc_service.h.
 #include "grpc_service.h"
 
+#include "async_loop.h"
 #include "envoy_service.h"
 
 #include "envoy_rls.grpc.pb.h"
@@ -28,10 +29,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 namespace
 {
@@ -434,70 +431,6 @@ grpc::ServerUnaryReactor *Service::ShouldRateLimit(
 	return r;
 }
 
-// The async context's loop: one thread that runs drl_async_process()
-// whenever the context's fd is readable, so started calls end (and are
-// finished with grpc) there. Stopped once no call is left in flight.
-class AsyncLoop
-{
-      public:
-	// Throws std::runtime_error when the context or thread cannot be
-	// made.
-	explicit AsyncLoop(size_t queue)
-	{
-		drl_async_opts o{};
-		o.threads = 1; // direct calls need none; the minimum
-		o.queue = queue;
-		drl_error e{};
-		if (drl_async_new(&a_, &o, &e) != 0)
-			throw std::runtime_error(e.message);
-		stop_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (stop_ < 0) {
-			drl_async_free(a_);
-			throw std::runtime_error("no eventfd");
-		}
-		t_ = std::thread([this] { run(); });
-	}
-
-	// Waits until no call is in flight, then stops the thread.
-	~AsyncLoop()
-	{
-		uint64_t one = 1;
-		ssize_t w = write(stop_, &one, sizeof one);
-		(void)w;
-		t_.join();
-		drl_async_free(a_);
-		close(stop_);
-	}
-
-	drl_async *context()
-	{
-		return a_;
-	}
-
-      private:
-	void run()
-	{
-		bool stopping = false;
-		for (;;) {
-			struct pollfd p[2] = {
-				{drl_async_fd(a_), POLLIN, 0},
-				{stop_, POLLIN, 0},
-			};
-			int n = poll(p, 2, stopping ? 10 : -1);
-			if (n > 0 && (p[0].revents & POLLIN))
-				drl_async_process(a_);
-			if (n > 0 && (p[1].revents & POLLIN))
-				stopping = true;
-			if (stopping && drl_async_pending(a_) == 0)
-				return;
-		}
-	}
-
-	drl_async *a_ = nullptr;
-	int stop_ = -1;
-	std::thread t_;
-};
-
 // A client certificate must name `san` in its subjectAltName (after the
 // chain's own verification against the client CA): envoyproxy/ratelimit's
 // GRPC_CLIENT_TLS_SAN, so that of all the certificates a shared CA signs
@@ -550,9 +483,15 @@ class SanVerifier final : public grpc::experimental::ExternalCertificateVerifier
 struct drld_grpc {
 	std::unique_ptr<Service> service;
 	std::unique_ptr<Deciders> deciders; // null: decisions inline
-	std::unique_ptr<AsyncLoop> async;   // null: no call goes async
+	drld_async_loop *async = nullptr;   // null: no call goes async
 	std::unique_ptr<grpc::Server> server;
 	int port = 0;
+
+	// A server that did not start has no call in flight.
+	~drld_grpc()
+	{
+		drld_async_loop_stop(async);
+	}
 };
 
 // Plaintext, or TLS from o's PEM files, which grpc's file watcher reads
@@ -629,8 +568,12 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 			// tx=lua on shared connections): its calls are
 			// started here and end on the async loop's thread
 			if (drld_envoy_store_direct(d)) {
-				g->async.reset(new AsyncLoop(o->queue));
-				g->service->set_async(g->async->context());
+				char why[160];
+				if (drld_async_loop_start(&g->async, o->queue,
+							  why, sizeof why))
+					throw std::runtime_error(why);
+				g->service->set_async(
+					drld_async_loop_context(g->async));
 			}
 		}
 		b.AddListeningPort(addr, credentials(o), &g->port);
@@ -682,7 +625,8 @@ extern "C" void drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s)
 	g->server->Wait();
 	// Shutdown waited for the started calls too (each ends by the
 	// store's timeout), so the async loop has none left.
-	g->async.reset();
+	drld_async_loop_stop(g->async);
+	g->async = nullptr;
 	// Every call has finished (Shutdown waits for the reactors), so the
 	// deciders' queue is empty: join them before the server goes, which
 	// their last Finish() touched (the join is also the order TSan can

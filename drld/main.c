@@ -23,6 +23,7 @@
 #include "common/args.h"
 #include "common/json.h"
 #include "common/result.h"
+#include "async_loop.h"
 #include "drld.h"
 #include "grpc_service.h" /* plain C; defined only with DRLD_HAVE_ENVOY */
 #include "http.h"
@@ -467,6 +468,10 @@ static int open_store(struct drld *d, const struct opts *o, char **config_store)
 			drl_err_name(rc));
 		return rc == DRL_EINVAL ? EXIT_USAGE : EXIT_STORE;
 	}
+	/* a store that decides without a thread waiting (Redis tx=lua on
+	 * shared connections): the servers start decisions through the
+	 * async API (async_loop.h) */
+	d->store_direct = !d->store_in_process && drld_async_worth(d->store);
 	return -1;
 }
 

@@ -1,0 +1,39 @@
+/*
+ * A drl_async context and the one thread that runs its callbacks: how
+ * drld's servers decide without a thread waiting for the store, on a store
+ * that sends single decisions without a worker (drl_async_direct(): Redis
+ * tx=lua with shared connections; docs/threading.md). A server starts a
+ * decision on the thread that read the request and finishes the request
+ * from the callback, on this loop's thread.
+ */
+#ifndef DRLD_ASYNC_LOOP_H
+#define DRLD_ASYNC_LOOP_H
+
+#include <drl/async.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct drld_async_loop;
+
+/* Whether `store` decides a one-limit policy without a worker: worth a
+ * loop. */
+bool drld_async_worth(drl_store *store);
+
+/* A context that holds at most `queue` decisions in flight (one more
+ * start is DRL_EBUSY), and its thread. 0, or -1 with msg (n bytes). */
+int drld_async_loop_start(struct drld_async_loop **out, size_t queue, char *msg,
+			  size_t n);
+drl_async *drld_async_loop_context(struct drld_async_loop *l);
+/* Wait until no decision is in flight (each ends by its store's
+ * timeout_ms), then stop the thread and free the context. NULL: no-op. */
+void drld_async_loop_stop(struct drld_async_loop *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DRLD_ASYNC_LOOP_H */
