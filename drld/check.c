@@ -70,13 +70,10 @@ static bool store_failure(int rc)
 	       rc == DRL_ECORRUPT || rc == DRL_ERANGE;
 }
 
-/* Decide `cost` for the key on l, timing and counting it. */
-static int decide(struct drld *d, const struct drld_limit *l, const char *key,
-		  size_t keylen, int64_t cost, drl_result *r, drl_error *err)
+/* Count a decision on l (rc, *r) that began at t0 (mono_us). */
+static void count(struct drld *d, const struct drld_limit *l, int rc,
+		  const drl_result *r, int64_t t0)
 {
-	int64_t t0 = mono_us();
-	int rc = drl_allow(l->lim, key, keylen, cost, r, err);
-
 	drld_metrics_duration(d->metrics, mono_us() - t0);
 	if (rc == 0)
 		drld_metrics_decision(l->stats, r->allowed);
@@ -86,6 +83,16 @@ static int decide(struct drld *d, const struct drld_limit *l, const char *key,
 					      r->path == DRL_PATH_FAIL_OPEN ||
 					      r->path == DRL_PATH_FAIL_CLOSED)))
 		drld_metrics_store_error(d->metrics);
+}
+
+/* Decide `cost` for the key on l, timing and counting it. */
+static int decide(struct drld *d, const struct drld_limit *l, const char *key,
+		  size_t keylen, int64_t cost, drl_result *r, drl_error *err)
+{
+	int64_t t0 = mono_us();
+	int rc = drl_allow(l->lim, key, keylen, cost, r, err);
+
+	count(d, l, rc, r, t0);
 	return rc;
 }
 
@@ -359,6 +366,74 @@ void drld_check(struct drld *d, const struct drld_config *c, const char *body,
 		struct drld_reply *out)
 {
 	handle(d, c, body, len, parts, check_target, out);
+}
+
+/* A /v1/check decision in flight through the async context. */
+struct started_check {
+	struct drld *d;
+	struct target t; /* its limit (and an ad-hoc one's ref) */
+	int64_t t0;
+	struct drld_reply *out;
+	void (*done)(void *arg);
+	void *arg;
+};
+
+static void check_decided(drl_async *as, int rc, const drl_result *r,
+			  const drl_error *err, void *arg)
+{
+	(void)as;
+	struct started_check *s = arg;
+	void (*done)(void *) = s->done;
+	void *darg = s->arg;
+
+	count(s->d, s->t.l, rc, r, s->t0);
+	reply_decision(s->out, s->t.l, rc, r, err);
+	target_done(&s->t);
+	free(s);
+	done(darg);
+}
+
+int drld_check_start(struct drld *d, drl_async *as, const struct drld_config *c,
+		     const char *body, size_t len,
+		     const struct drld_request_parts *parts,
+		     struct drld_reply *out, void (*suspend)(void *arg),
+		     void (*done)(void *arg), void *arg)
+{
+	struct check_req q;
+	struct target t;
+	json_t *root;
+	struct started_check *s = NULL;
+
+	if (!read_body(body, len, &q, &root, out))
+		return 0;
+	if (!resolve(d, c, &q, parts, &t, out)) {
+		json_decref(root);
+		return 0;
+	}
+	if (!drl_async_direct(t.l->lim) || (s = malloc(sizeof *s)) == NULL) {
+		check_target(d, &q, &t, out); /* blocking, as drld_check */
+		target_done(&t);
+		json_decref(root);
+		return 0;
+	}
+	*s = (struct started_check){.d = d,
+				    .t = t,
+				    .t0 = mono_us(),
+				    .out = out,
+				    .done = done,
+				    .arg = arg};
+	drl_error err = {0};
+	suspend(arg);
+	/* the key is copied at start: root may go */
+	int rc = drl_async_allow(as, t.l->lim, t.key, t.keylen, q.cost,
+				 check_decided, s, &err);
+	json_decref(root);
+	if (rc != 0) { /* not started: answered as a failed decision */
+		drl_result r;
+		memset(&r, 0, sizeof r);
+		check_decided(as, rc, &r, &err, s);
+	}
+	return 1;
 }
 
 /* ---- POST /v1/reset --------------------------------------------------- */

@@ -11,6 +11,7 @@
 #ifndef DRLD_DRLD_H
 #define DRLD_DRLD_H
 
+#include <drl/async.h>
 #include <drl/drl.h>
 
 #include "adhoc.h"
@@ -60,6 +61,19 @@ struct drld_reply {
 void drld_check(struct drld *d, const struct drld_config *c, const char *body,
 		size_t len, const struct drld_request_parts *parts,
 		struct drld_reply *out);
+
+/* drld_check() without blocking, through the async context `as`: when
+ * the request's limit decides without a worker (drl_async_direct()),
+ * suspend(arg) is called, the decision started, and done(arg) is called
+ * once *out holds the answer (on the context's loop thread, or before
+ * this returns when the start failed); returns 1. Otherwise *out is
+ * answered here, as drld_check() answers it, neither hook is called, and
+ * it returns 0. */
+int drld_check_start(struct drld *d, drl_async *as, const struct drld_config *c,
+		     const char *body, size_t len,
+		     const struct drld_request_parts *parts,
+		     struct drld_reply *out, void (*suspend)(void *arg),
+		     void (*done)(void *arg), void *arg);
 
 /* Answer POST /v1/reset with the body[0..len) under config c (the body
  * of /v1/check; its cost is read and ignored): the key forgotten on the

@@ -1,6 +1,7 @@
 /* drld's libmicrohttpd glue: see http.h. */
 #include "http.h"
 
+#include "async_loop.h"
 #include "common/args.h"
 #include "common/json.h"
 #include "common/result.h"
@@ -29,6 +30,9 @@
 struct drld_http {
 	struct MHD_Daemon *daemon;
 	struct drld *d;
+	/* /v1/check decided without a thread waiting (async_loop.h), when
+	 * the store allows it; NULL: on the MHD thread, blocking */
+	struct drld_async_loop *loop;
 	size_t max_body;
 	atomic_long active; /* requests begun and not yet completed */
 	unsigned port;
@@ -54,6 +58,12 @@ struct req {
 	bool reset;               /* REQ_CHECK: POST /v1/reset */
 	size_t len, cap;
 	size_t discarded; /* bytes dropped (over max_body, or unused) */
+	/* a /v1/check decided through the async loop: the connection is
+	 * suspended until `decided`, then the access handler is called
+	 * again and sends `answer` */
+	struct MHD_Connection *conn;
+	struct drld_reply *answer;
+	atomic_bool decided;
 };
 
 /* ---- responses -------------------------------------------------------- */
@@ -271,6 +281,41 @@ static bool absorb(struct drld_http *h, struct req *rq, const char *data,
 	return true;
 }
 
+static void suspend_request(void *arg)
+{
+	struct req *rq = arg;
+	MHD_suspend_connection(rq->conn);
+}
+
+/* On the async loop's thread: the answer is in, let MHD call the access
+ * handler again (which sends it). */
+static void resume_request(void *arg)
+{
+	struct req *rq = arg;
+	atomic_store(&rq->decided, true);
+	MHD_resume_connection(rq->conn);
+}
+
+/* POST /v1/check through the async loop: the first time, start the
+ * decision (the connection suspended while it is in flight), or answer
+ * at once what needs no store call; once resumed, send the answer. */
+static enum MHD_Result check_async(struct drld_http *h,
+				   struct MHD_Connection *conn, struct req *rq,
+				   const struct drld_request_parts *parts)
+{
+	if (atomic_load(&rq->decided))
+		return send_reply(h, conn, rq->answer);
+	rq->answer = malloc(sizeof *rq->answer);
+	if (rq->answer == NULL)
+		return send_error(h, conn, 500, NULL, "out of memory");
+	rq->conn = conn;
+	if (drld_check_start(h->d, drld_async_loop_context(h->loop), rq->cfg,
+			     rq->body, rq->len, parts, rq->answer,
+			     suspend_request, resume_request, rq))
+		return MHD_YES; /* resumed when decided */
+	return send_reply(h, conn, rq->answer);
+}
+
 /* The request is complete: answer it. */
 static enum MHD_Result answer(struct drld_http *h, struct MHD_Connection *conn,
 			      const char *url, const char *method,
@@ -292,6 +337,8 @@ static enum MHD_Result answer(struct drld_http *h, struct MHD_Connection *conn,
 				  "the body is larger than --max-body");
 	if (rq->reset)
 		drld_reset(h->d, rq->cfg, rq->body, rq->len, &parts, &reply);
+	else if (h->loop != NULL)
+		return check_async(h, conn, rq, &parts);
 	else
 		drld_check(h->d, rq->cfg, rq->body, rq->len, &parts, &reply);
 	return send_reply(h, conn, &reply);
@@ -337,6 +384,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
 	drld_config_release(rq->cfg);
 	free(rq->path);
 	free(rq->reply);
+	free(rq->answer);
 	free(rq->body);
 	free(rq);
 	*state = NULL;
@@ -373,6 +421,19 @@ int drld_http_start(struct drld_http **out, struct drld *d,
 	h->d = d;
 	h->max_body = o->max_body;
 	atomic_init(&h->active, 0);
+	if (d->store_direct) {
+		/* a connection has one request at a time: the loop never
+		 * holds more decisions than there are connections */
+		size_t queue = o->max_connections < DRL_ASYNC_QUEUE_MAX
+				       ? o->max_connections
+				       : DRL_ASYNC_QUEUE_MAX;
+		if (drld_async_loop_start(&h->loop, queue ? queue : 1, msg,
+					  n) != 0) {
+			free(h);
+			return -1;
+		}
+		flags |= MHD_ALLOW_SUSPEND_RESUME;
+	}
 	h->daemon = MHD_start_daemon(
 		flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
 		on_log, NULL, MHD_OPTION_SOCK_ADDR,
@@ -385,6 +446,7 @@ int drld_http_start(struct drld_http **out, struct drld *d,
 		snprintf(msg, n,
 			 "cannot listen (address in use or not local? see "
 			 "the line above)");
+		drld_async_loop_stop(h->loop);
 		free(h);
 		return -1;
 	}
@@ -398,6 +460,14 @@ int drld_http_start(struct drld_http **out, struct drld *d,
 unsigned drld_http_port(const struct drld_http *h)
 {
 	return h->port;
+}
+
+/* Wait up to grace_s seconds for the requests begun to be over. */
+static void wait_idle(struct drld_http *h, unsigned grace_s)
+{
+	for (unsigned i = 0; i < grace_s * 100 && atomic_load(&h->active) > 0;
+	     i++)
+		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
 }
 
 void drld_http_stop(struct drld_http *h, unsigned grace_s)
@@ -416,9 +486,13 @@ void drld_http_stop(struct drld_http *h, unsigned grace_s)
 		shutdown(ls, SHUT_RDWR);
 	/* in-flight requests end within their store's timeout_ms; idle
 	 * keep-alive connections are closed by MHD_stop_daemon() */
-	for (unsigned i = 0; i < grace_s * 100 && atomic_load(&h->active) > 0;
-	     i++)
-		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+	wait_idle(h, grace_s);
+	if (h->loop != NULL) {
+		/* decisions still in flight end by their store's timeout_ms
+		 * and resume their connections; those are then answered */
+		drld_async_loop_stop(h->loop);
+		wait_idle(h, grace_s);
+	}
 	MHD_stop_daemon(h->daemon);
 	if (ls != MHD_INVALID_SOCKET)
 		close(ls);

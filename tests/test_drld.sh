@@ -1096,6 +1096,66 @@ EOF
 		check 1 "drld starts on the config's store"
 	fi
 fi
+
+# ---- a stalled store: /v1/check through the async loop -----------------
+
+# On Redis tx=lua (shared connections) drld starts /v1/check decisions
+# through libdrl's async API and no thread waits for the store
+# (docs/drld.md, "Threads"). With one HTTP thread, timeout_ms=1000 and no
+# breaker, 12 requests at once on a stopped redis-server each end 503 by
+# about one timeout: had the thread decided them one after another, the
+# last would have taken 12 s (the bound below is 8 s). SIGTERM with
+# requests in flight answers them and exits 0.
+if [ -n "$rport" ]; then
+	sport=$(free_port)
+	start_redis "$sport" "$tmp"
+	spid=$!
+	pids+=("$spid")
+	wait_port "$sport"
+	check $? "a redis-server to stall listens on $sport"
+	suri="redis://127.0.0.1:$sport?timeout_ms=1000&breaker_failures=0"
+	# stalled_checks N: N /v1/check at once; "CODE SECONDS" lines in
+	# $tmp/stalled
+	stalled_checks() {
+		local i cpids=()
+		rm -f "$tmp"/stalled.*
+		for ((i = 0; i < $1; i++)); do
+			curl -s -o /dev/null -w '%{http_code} %{time_total}\n' \
+				-X POST -H 'Content-Type: application/json' \
+				--data-binary "{\"key\":\"s$i\",\"limit\":\"fixed_window:5/1h\"}" \
+				"http://127.0.0.1:$port/v1/check" >"$tmp/stalled.$i" &
+			cpids+=($!)
+		done
+		wait "${cpids[@]}"
+		cat "$tmp"/stalled.* >"$tmp/stalled"
+	}
+	if start stall --store "$suri" --threads 1; then
+		check_post '{"key":"warm","limit":"fixed_window:5/1h"}'
+		expect_code 200 "stall: the store answers before it is stopped"
+		kill -STOP "$spid"
+		stalled_checks 12
+		[ "$(grep -c '^503 ' "$tmp/stalled")" -eq 12 ]
+		check $? "stalled store, one HTTP thread: 12 requests at once each end 503 ($(sort "$tmp/stalled" | uniq -c | head -3 | tr '\n' ' '))"
+		slow=$(awk '{ if ($2 > m) m = $2 } END { print m }' "$tmp/stalled")
+		awk -v m="$slow" 'BEGIN { exit !(m < 8) }'
+		check $? "none waited behind another: the slowest took ${slow}s (one by one: 12 s)"
+		kill -CONT "$spid"
+		check_post '{"key":"back","limit":"fixed_window:5/1h"}'
+		expect_code 200 "stall: the store decides again once continued"
+		kill -STOP "$spid"
+		stalled_checks 4 &
+		sp=$!
+		sleep 0.3 # not a wait for a thread: the requests are sent or not, both end answered
+		stop stall "$pid"
+		wait "$sp"
+		[ "$(grep -c '^503 ' "$tmp/stalled")" -eq 4 ] ||
+			[ "$(grep -c '^000 ' "$tmp/stalled")" -ge 1 ]
+		check $? "SIGTERM with requests in flight: each is answered or refused a connection ($(tr '\n' ' ' <"$tmp/stalled"))"
+		kill -CONT "$spid"
+	else
+		check 1 "drld starts on the redis-server to stall"
+	fi
+fi
 fi # in_part service
 
 # ---- two drld over one store share one limit exactly ------------------

@@ -116,9 +116,9 @@ call "OK OK 98" messaging to_number=m
 
 stop_drld
 
-# The same drld on Redis tx=lua (shared connections): its calls are
-# started through libdrl's async API and end on the async loop's thread
-# (docs/envoy.md, "Threads"); a call in flight at SIGTERM is answered.
+# The same drld on Redis tx=lua (shared connections): its gRPC calls and
+# its /v1/check are started through libdrl's async API and end on an
+# async loop's thread (docs/envoy.md, "Threads").
 if command -v redis-server >/dev/null; then
 	# shellcheck source=../scripts/ports.sh
 	. "$here/../scripts/ports.sh"
@@ -134,6 +134,12 @@ if command -v redis-server >/dev/null; then
 	call "OVER_LIMIT OVER_LIMIT 0" edge_proxy_per_ip remote_address=50.0.0.5
 	call "OK OK 4294967295" internal ldap=x
 	call "INVALID_ARGUMENT" "" k=v
+	# and HTTP's /v1/check, also started through the async API there
+	got=$(curl -s -X POST -H 'Content-Type: application/json' \
+		--data-binary '{"key":"m","limit":"fixed_window:5/1h"}' \
+		"http://127.0.0.1:$port/v1/check")
+	[[ "$got" == '{"allowed":true,"limit":5,"remaining":4,'* ]]
+	check $? "POST /v1/check on Redis: allowed, 4 left (got $got)"
 	stop_drld
 	kill "$rpid"
 	wait "$rpid" 2>/dev/null
