@@ -35,7 +35,7 @@ rounds=${3:-3}
 shift $(($# < 3 ? $# : 3))
 threads=("$@")
 [ ${#threads[@]} -gt 0 ] || threads=(2 8)
-drld=$build/drld/drld
+drld=${DRLD:-$build/drld/drld} # DRLD: another drld to measure (A/B)
 drl=$build/tools/drl
 spec='token_bucket:100/1s'
 keys=10000
