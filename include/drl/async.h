@@ -61,11 +61,12 @@ DRL_EXPORT int drl_async_new(drl_async **out, const drl_async_opts *opts,
  * DRL_ECANCELED (nothing of them reached the store); requests a worker is
  * deciding, and those sent without a worker, are waited for (each at most
  * as long as its blocking call, bounded by the store's timeout_ms) and get
- * their decision; then every
- * callback not yet run runs, on the calling thread, before this returns.
- * A start from such a callback returns DRL_ECANCELED. Detach a loop
- * adapter before, and never call this from one of the context's own
- * callbacks. NULL is a no-op. */
+ * their decision; then every callback not yet run runs, on the calling
+ * thread, before this returns. A start from such a callback returns
+ * DRL_ECANCELED. Detach a loop adapter before, never call this from one of
+ * the context's own callbacks, and let every other thread's starts on the
+ * context have returned first (it is gone when this returns). NULL is a
+ * no-op. */
 DRL_EXPORT void drl_async_free(drl_async *a);
 
 /* A descriptor that is readable (POLLIN) while finished requests wait for
