@@ -16,9 +16,11 @@
  *
  * A single request that one script call decides, on a store that starts
  * such calls without waiting (Redis tx=lua with its shared connections),
- * and a batch that one call of the batch script decides, need no worker: it is started on the caller's thread (core/started.c)
- * and moved to the done list by whichever thread finishes the store call
- * (`started` counts those in flight; drl_async_free() waits for them).
+ * and a batch that one call of the batch script decides, need no worker:
+ * it is started on the caller's thread (core/started.c, the end of
+ * core/batch.c) and moved to the done list by whichever thread finishes
+ * the store call (`started` counts those in flight; drl_async_free()
+ * waits for them).
  *
  * `pending` counts requests started whose callback has not begun; it is
  * the queue bound. Nodes are kept on a free list once made, so a steady
