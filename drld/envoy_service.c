@@ -597,11 +597,17 @@ int drld_envoy_start(struct drld *d, drl_async *as,
 		if (sl->lim == NULL)
 			continue;
 		atomic_fetch_add(&call->left, 1);
-		sl->rc = drl_async_allow(as, sl->lim, key, keylen,
-					 (int64_t)p->hits, slot_decided, sl,
-					 &sl->err);
-		free(key);         /* the context copied it */
-		if (sl->rc != 0) { /* not started: end_one reports it */
+		/* Once started, the slot is the callback's, which may run
+		 * before the start returns: only a failed start (no
+		 * callback) is written here. */
+		drl_error serr = {0};
+		int src = drl_async_allow(as, sl->lim, key, keylen,
+					  (int64_t)p->hits, slot_decided, sl,
+					  &serr);
+		free(key);      /* the context copied it */
+		if (src != 0) { /* not started: end_one reports it */
+			sl->rc = src;
+			sl->err = serr;
 			atomic_fetch_sub(&call->left, 1);
 			break;
 		}
