@@ -257,6 +257,15 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* The limiter plan p is decided by, or NULL (none, or no store call). */
+static drl_limiter *plan_limiter(const struct plan *p)
+{
+	if (p->unlimited || !p->applies)
+		return NULL;
+	return p->ref ? drld_adhoc_limit(p->ref)->lim
+		      : (p->limit ? p->limit->lim : NULL);
+}
+
 /* The part of deciding plan p (descriptor dq) into status st before the
  * store: what needs no store call is decided here; otherwise *lim and
  * *key (malloc'd, *keylen bytes) are the call to make, then end_one(). */
@@ -282,8 +291,7 @@ static enum drld_envoy_outcome begin_one(const struct drld_envoy_request *q,
 	st->unit = p->unit;
 	st->name = p->limit ? p->limit->name : NULL;
 	st->has_reset = true;
-	drl_limiter *l = p->ref ? drld_adhoc_limit(p->ref)->lim
-				: (p->limit ? p->limit->lim : NULL);
+	drl_limiter *l = plan_limiter(p);
 	if (l == NULL) { /* requests_per_unit 0: over, but for 0 hits */
 		int64_t unit = drld_envoy_unit_seconds(p->unit) * 1000000;
 		st->reset_us = unit - now_us() % unit;
@@ -420,6 +428,16 @@ static enum drld_envoy_outcome prepare(struct drld *d,
 	return o;
 }
 
+/* Let go of q's plans (the ad-hoc limiters they hold); NULL: none. */
+static void plans_release(const struct drld_envoy_request *q,
+			  struct plan *plans)
+{
+	for (size_t i = 0; plans != NULL && i < q->ndescriptors; i++)
+		if (plans[i].ref != NULL)
+			drld_adhoc_put(plans[i].ref);
+	free(plans);
+}
+
 /* The end of every call (o: how deciding went): the overall code,
  * headers and --shadow, the plans let go, the outcome counted. */
 static enum drld_envoy_outcome finish(struct drld *d,
@@ -441,10 +459,7 @@ static enum drld_envoy_outcome finish(struct drld *d,
 			drld_envoy_stats_global_shadow(d->envoy_stats);
 		}
 	}
-	for (size_t i = 0; plans != NULL && i < q->ndescriptors; i++)
-		if (plans[i].ref != NULL)
-			drld_adhoc_put(plans[i].ref);
-	free(plans);
+	plans_release(q, plans);
 	a->hold = c; /* the statuses' names live in c */
 	drld_envoy_stats_call(d->envoy_stats, o);
 	return o;
@@ -534,28 +549,6 @@ static void slot_decided(drl_async *as, int rc, const drl_result *r,
 	call_release(sl->call);
 }
 
-int drld_envoy_direct(struct drld *d, const struct drld_envoy_request *q)
-{
-	struct drld_envoy_config *c = drld_envoy_acquire(&d->envoy);
-	const struct drld_envoy_domain *dom =
-		c ? drld_envoy_config_domain(c, q->domain, q->domainlen) : NULL;
-	bool all = true;
-
-	for (size_t i = 0; dom && all && i < q->ndescriptors; i++) {
-		const struct drld_envoy_descriptor *dq = &q->descriptors[i];
-		struct drld_envoy_match m;
-		if (dq->has_override) {
-			all = false; /* an adhoc limiter: made while planning */
-			break;
-		}
-		drld_envoy_match(dom, dq->entries, dq->nentries, &m);
-		if (m.limit != NULL && m.limit->lim != NULL)
-			all = drl_async_direct(m.limit->lim) != 0;
-	}
-	drld_envoy_config_release(c);
-	return dom != NULL && all;
-}
-
 int drld_envoy_store_direct(struct drld *d)
 {
 	return d->store_direct;
@@ -581,6 +574,17 @@ int drld_envoy_start(struct drld *d, drl_async *as,
 	atomic_init(&call->left, 1);
 	enum drld_envoy_outcome o = prepare(d, q, a, &call->plans, &call->c,
 					    call->msg, sizeof call->msg);
+	/* a limit the async API would hand to a worker: the caller's
+	 * deciders take the whole call instead (nothing counted yet) */
+	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++) {
+		drl_limiter *l = plan_limiter(&call->plans[i]);
+		if (l != NULL && !drl_async_direct(l)) {
+			plans_release(q, call->plans);
+			drld_envoy_config_release(call->c);
+			free(call);
+			return 1;
+		}
+	}
 	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++) {
 		struct slot *sl = &call->slots[i];
 		struct plan *p = &call->plans[i];

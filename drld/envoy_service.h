@@ -139,16 +139,13 @@ struct drl_async;
  * (drl_async_direct() of such a limiter): worth an async context. */
 int drld_envoy_store_direct(struct drld *d);
 
-/* 1 when every limit q's descriptors match in its domain is decided
- * without a worker by drl_async_allow() (0 also for an unknown domain:
- * nothing to gain). */
-int drld_envoy_direct(struct drld *d, const struct drld_envoy_request *q);
-
 /* Start deciding q into a through context `as`: 0, and done(arg, ...)
- * follows exactly once (q and a must stay valid until it runs); -1 when
- * out of memory (nothing started, no done). The call's outcome is counted
- * as drld_envoy_decide() counts it; a full context (its queue) is
- * DRLD_ENVOY_EXHAUSTED. */
+ * follows exactly once (q and a must stay valid until it runs); 1 when a
+ * limit q matches would need a worker of the context (not
+ * drl_async_direct()): nothing started or counted, decide q with
+ * drld_envoy_decide() instead; -1 when out of memory (nothing started, no
+ * done). The call's outcome is counted as drld_envoy_decide() counts it;
+ * a full context (its queue) is DRLD_ENVOY_EXHAUSTED. */
 int drld_envoy_start(struct drld *d, struct drl_async *as,
 		     const struct drld_envoy_request *q,
 		     struct drld_envoy_answer *a, drld_envoy_done_fn done,

@@ -293,10 +293,11 @@ bool Service::start_async(grpc::ServerUnaryReactor *r,
 			  rls::RateLimitResponse *resp)
 {
 	std::unique_ptr<AsyncCall> call(new AsyncCall(req, r, resp));
-	if (!drld_envoy_direct(d_, &call->c.q))
-		return false;
-	if (drld_envoy_start(d_, async_, &call->c.q, &call->a, async_done,
-			     call.get()) != 0)
+	int rc = drld_envoy_start(d_, async_, &call->c.q, &call->a, async_done,
+				  call.get());
+	if (rc > 0)
+		return false; // a limit needs a worker: the deciders
+	if (rc < 0)
 		throw std::bad_alloc();
 	call.release(); // async_done deletes it
 	return true;
