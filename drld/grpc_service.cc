@@ -3,6 +3,8 @@
 
 #include "async_loop.h"
 #include "envoy_service.h"
+#include "grpc_health.h"
+#include "grpc_tag.h"
 
 #include "envoy_rls.grpc.pb.h"
 
@@ -10,16 +12,17 @@
 
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -139,28 +142,55 @@ grpc::Status answer(drld_envoy_outcome o, const char *msg,
 }
 
 class Deciders;
+class Service;
 
-// A call's request and response on one protobuf Arena whose first block is
-// part of this holder: one allocation per call, instead of one per
-// message, string and repeated field of both.
-class ArenaMessages final
-    : public grpc::MessageHolder<rls::RateLimitRequest, rls::RateLimitResponse>
+// One ShouldRateLimit call on grpc++'s completion-queue API, from the
+// request drld posts for it until grpc has delivered every tag of it.
+// Its request and response live on a protobuf Arena whose first block is
+// part of the call: one allocation per call, instead of one per message,
+// string and repeated field of both.
+//
+// Life: Call::expect() posts it (grpc matches the next incoming call to
+// it: arrived); Service::handle() decides it inline, starts it through
+// the async context, or queues it for a decider; whoever decides calls
+// finish() exactly once, from any thread; the finished tag (and, for a
+// call a decider may skip, the done tag) end it.
+class Call final : public GrpcShared<Call>
 {
       public:
-	ArenaMessages() : arena_(options(block_, sizeof block_))
+	// Post one call for grpc to match on cq. Throws std::bad_alloc.
+	static void expect(Service *s, grpc::ServerCompletionQueue *cq);
+
+	// Answer the call with st (and the response when st is OK).
+	// Exactly once, from any thread.
+	void finish(const grpc::Status &st)
 	{
-		set_request(google::protobuf::Arena::CreateMessage<
-			    rls::RateLimitRequest>(&arena_));
-		set_response(google::protobuf::Arena::CreateMessage<
-			     rls::RateLimitResponse>(&arena_));
+		hold(); // the finished tag may be run before Finish returns
+		responder_.Finish(*resp_, st, &finished_);
+		release();
 	}
 
-	void Release() override
+	// Whether the caller has given up on the call: its deadline has
+	// passed (Envoy's timeout, sent as grpc-timeout), or, for a call
+	// watched for it, grpc has cancelled it (a reset stream).
+	bool gone() const
 	{
-		delete this;
+		return cancelled_.load(std::memory_order_acquire) ||
+		       ctx_.deadline() < std::chrono::system_clock::now();
+	}
+
+	const rls::RateLimitRequest &request() const
+	{
+		return *req_;
+	}
+	rls::RateLimitResponse *response()
+	{
+		return resp_;
 	}
 
       private:
+	Call(Service *s, grpc::ServerCompletionQueue *cq);
+
 	static google::protobuf::ArenaOptions options(char *block, size_t n)
 	{
 		google::protobuf::ArenaOptions o;
@@ -169,31 +199,62 @@ class ArenaMessages final
 		return o;
 	}
 
+	void arrived(bool ok);
+	void finished(bool)
+	{
+		release();
+	}
+	// the done tag: IsCancelled() may be asked from here on
+	void done(bool)
+	{
+		cancelled_.store(ctx_.IsCancelled(), std::memory_order_release);
+		release();
+	}
+
+	Service *s_;
+	grpc::ServerCompletionQueue *cq_;
 	alignas(std::max_align_t) char block_[2048]; // before arena_
 	google::protobuf::Arena arena_;
+	grpc::ServerContext ctx_;
+	grpc::ServerAsyncResponseWriter<rls::RateLimitResponse> responder_;
+	rls::RateLimitRequest *req_;
+	rls::RateLimitResponse *resp_;
+	GrpcTag arrived_ = grpc_tag<Call, &Call::arrived>(this);
+	GrpcTag finished_ = grpc_tag<Call, &Call::finished>(this);
+	GrpcTag done_ = grpc_tag<Call, &Call::done>(this);
+	std::atomic<bool> cancelled_{false};
 };
 
-class ArenaAllocator final
-    : public grpc::MessageAllocator<rls::RateLimitRequest,
-				    rls::RateLimitResponse>
+// Calls posted per completion queue before any arrives: incoming calls
+// beyond them wait in grpc until a poller posts the next (at once, as
+// each arrives).
+constexpr unsigned kPostedPerQueue = 32;
+
+// Pollers: threads that each poll a completion queue of their own. Each
+// reads, decodes, answers and writes calls (and decides those decided
+// inline); grpc's epoll set is shared, so any of them serves any
+// connection. One per CPU, at most 8.
+unsigned pollers_for()
 {
-	grpc::MessageHolder<rls::RateLimitRequest, rls::RateLimitResponse>
-		*AllocateMessages() override
-	{
-		return new ArenaMessages;
-	}
-};
+	return std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+}
 
-// The service: grpc++'s callback API. A call is decided on the gRPC thread
-// that read it when decisions never wait for the network (memory://), so
-// no thread is woken per call; otherwise it is handed to the deciders,
-// which block in the store and finish the call themselves.
-class Service final : public rls::RateLimitService::CallbackService
+// The service: what to do with each call grpc matches. A call is decided
+// on the poller that read it when decisions never wait for the network
+// (memory://), so no thread is woken per call; on a store whose calls
+// can be started (Redis tx=lua on shared connections) it is started
+// there and finished by the async loop; otherwise it is handed to the
+// deciders, which block in the store and finish the call themselves.
+class Service
 {
       public:
 	explicit Service(struct drld *d) : d_(d)
 	{
-		SetMessageAllocatorFor_ShouldRateLimit(&allocator_);
+	}
+
+	rls::RateLimitService::AsyncService &rpc()
+	{
+		return rpc_;
 	}
 
 	void set_deciders(Deciders *p)
@@ -201,40 +262,45 @@ class Service final : public rls::RateLimitService::CallbackService
 		deciders_ = p;
 	}
 
-	grpc::ServerUnaryReactor *ShouldRateLimit(
-		grpc::CallbackServerContext *ctx,
-		const rls::RateLimitRequest *req,
-		rls::RateLimitResponse *resp) override;
-
-	// Finish a call that was never decided, counting outcome o.
-	void refuse(grpc::ServerUnaryReactor *r, drld_envoy_outcome o,
-		    grpc::StatusCode code, const char *why)
+	void set_async(drl_async *a)
 	{
-		drld_envoy_not_decided(d_, o);
-		r->Finish(grpc::Status(code, why));
+		async_ = a;
 	}
 
-	// Decide req into resp and finish the call with r (exactly once).
-	void decide_and_finish(grpc::ServerUnaryReactor *r,
-			       const rls::RateLimitRequest &req,
-			       rls::RateLimitResponse *resp)
+	// Whether calls are watched for cancellation (AsyncNotifyWhenDone:
+	// one more event per call): only where a call may wait for a
+	// decider, the one place a cancelled call is skipped, and only
+	// where every call may (a store none of whose calls start
+	// through the async context). A call handed back to the
+	// deciders on such a store is skipped by its deadline alone.
+	bool watch_cancel() const
+	{
+		return deciders_ != nullptr && async_ == nullptr;
+	}
+
+	// A call grpc has matched: decide it, start it, or queue it.
+	void handle(Call *c);
+
+	// Finish a call that was never decided, counting outcome o.
+	void refuse(Call *c, drld_envoy_outcome o, grpc::StatusCode code,
+		    const char *why)
+	{
+		drld_envoy_not_decided(d_, o);
+		c->finish(grpc::Status(code, why));
+	}
+
+	// Decide the call and finish it (exactly once).
+	void decide_and_finish(Call *c)
 	{
 		grpc::Status st;
 		try {
-			st = decide(req, resp);
+			st = decide(c->request(), c->response());
 		} catch (const std::bad_alloc &) {
 			st = grpc::Status(grpc::StatusCode::INTERNAL,
 					  "out of memory");
 		}
-		r->Finish(st);
+		c->finish(st);
 	}
-
-	// Start deciding the call through the async context when its
-	// store calls need no worker; false when they would (the caller
-	// uses the deciders then).
-	bool start_async(grpc::ServerUnaryReactor *r,
-			 const rls::RateLimitRequest &req,
-			 rls::RateLimitResponse *resp);
 
       private:
 	grpc::Status decide(const rls::RateLimitRequest &req,
@@ -254,45 +320,75 @@ class Service final : public rls::RateLimitService::CallbackService
 		return st;
 	}
 
+	// Start deciding the call through the async context when its
+	// store calls need no worker; false when they would (the caller
+	// uses the deciders then).
+	bool start_async(Call *c);
+
 	static void async_done(void *arg, drld_envoy_outcome o,
 			       const char *msg);
 
 	struct drld *d_;
+	rls::RateLimitService::AsyncService rpc_;
 	Deciders *deciders_ = nullptr; // null: decide inline
 	drl_async *async_ = nullptr;   // null: no call goes async
-	ArenaAllocator allocator_;
-
-      public:
-	void set_async(drl_async *a)
-	{
-		async_ = a;
-	}
 };
 
+Call::Call(Service *s, grpc::ServerCompletionQueue *cq)
+    : GrpcShared(1), // the finished tag
+      s_(s), cq_(cq), arena_(options(block_, sizeof block_)), responder_(&ctx_)
+{
+	req_ = google::protobuf::Arena::CreateMessage<rls::RateLimitRequest>(
+		&arena_);
+	resp_ = google::protobuf::Arena::CreateMessage<rls::RateLimitResponse>(
+		&arena_);
+	if (s->watch_cancel()) {
+		set(2); // the finished and the done tag
+		ctx_.AsyncNotifyWhenDone(&done_);
+	}
+	s->rpc().RequestShouldRateLimit(&ctx_, req_, &responder_, cq, cq,
+					&arrived_);
+}
+
+void Call::expect(Service *s, grpc::ServerCompletionQueue *cq)
+{
+	new Call(s, cq);
+}
+
+void Call::arrived(bool ok)
+{
+	if (!ok) {
+		// the server is shutting down and this call never began:
+		// grpc delivers no done tag for it (grpc issue 10136)
+		delete this;
+		return;
+	}
+	try {
+		expect(s_, cq_); // the next call on this queue
+	} catch (const std::bad_alloc &) {
+		// this queue has one posted call less; the others carry on
+	}
+	s_->handle(this);
+}
+
 // A call started through the async context: what drld_envoy_start()
-// reads and writes until its done callback, and where the answer goes.
+// reads and writes until its done callback, and the call to finish.
 struct AsyncCall {
 	CRequest c;
 	std::vector<drld_envoy_status> statuses;
 	drld_envoy_answer a{};
-	grpc::ServerUnaryReactor *r;
-	rls::RateLimitResponse *resp;
+	Call *call;
 
-	AsyncCall(const rls::RateLimitRequest &req,
-		  grpc::ServerUnaryReactor *reactor,
-		  rls::RateLimitResponse *response)
-	    : c(req), statuses(c.descriptors.size() + 1), r(reactor),
-	      resp(response)
+	explicit AsyncCall(Call *cl)
+	    : c(cl->request()), statuses(c.descriptors.size() + 1), call(cl)
 	{
 		a.statuses = statuses.data();
 	}
 };
 
-bool Service::start_async(grpc::ServerUnaryReactor *r,
-			  const rls::RateLimitRequest &req,
-			  rls::RateLimitResponse *resp)
+bool Service::start_async(Call *cl)
 {
-	std::unique_ptr<AsyncCall> call(new AsyncCall(req, r, resp));
+	std::unique_ptr<AsyncCall> call(new AsyncCall(cl));
 	int rc = drld_envoy_start(d_, async_, &call->c.q, &call->a, async_done,
 				  call.get());
 	if (rc > 0)
@@ -311,19 +407,18 @@ void Service::async_done(void *arg, drld_envoy_outcome o, const char *msg)
 	grpc::Status st;
 	try {
 		st = answer(o, msg, call->a, call->c.descriptors.size(),
-			    call->resp);
+			    call->call->response());
 	} catch (const std::bad_alloc &) {
 		st = grpc::Status(grpc::StatusCode::INTERNAL, "out of memory");
 	}
 	drld_envoy_answer_release(&call->a);
-	call->r->Finish(st);
+	call->call->finish(st);
 }
 
 // The deciders: a fixed set of threads and a bounded queue of calls
 // waiting for one. Hand-written rather than drl_async: a drl_async
 // callback runs on the thread that calls drl_async_process(), one more
-// wake-up per call, where a decider can finish the call itself
-// (ServerUnaryReactor::Finish may be called from any thread).
+// wake-up per call, where a decider can finish the call itself.
 class Deciders
 {
       public:
@@ -346,32 +441,24 @@ class Deciders
 	}
 
 	// Queue a call; false when the queue is full (--grpc-queue).
-	bool push(grpc::CallbackServerContext *ctx, grpc::ServerUnaryReactor *r,
-		  const rls::RateLimitRequest *req,
-		  rls::RateLimitResponse *resp)
+	bool push(Call *c)
 	{
-		{
-			std::lock_guard<std::mutex> l(m_);
-			if (q_.size() >= max_)
-				return false;
-			q_.push_back({ctx, r, req, resp});
-		}
+		std::lock_guard<std::mutex> l(m_);
+		if (q_.size() >= max_)
+			return false;
+		q_.push_back(c);
+		// under the lock: once a decider has finished the call, the
+		// server may stop and these deciders go (drld_grpc_stop)
+		// while a notify after the unlock would still touch cv_
 		cv_.notify_one();
 		return true;
 	}
 
       private:
-	struct Job {
-		grpc::CallbackServerContext *ctx;
-		grpc::ServerUnaryReactor *r;
-		const rls::RateLimitRequest *req;
-		rls::RateLimitResponse *resp;
-	};
-
 	void run()
 	{
 		for (;;) {
-			Job j;
+			Call *c;
 			{
 				std::unique_lock<std::mutex> l(m_);
 				cv_.wait(l, [this] {
@@ -379,7 +466,7 @@ class Deciders
 				});
 				if (q_.empty())
 					return;
-				j = q_.front();
+				c = q_.front();
 				q_.pop_front();
 			}
 			// A call whose caller has given up (Envoy's
@@ -387,13 +474,13 @@ class Deciders
 			// waited) costs no store round trip: under a
 			// backlog the deciders catch up instead of
 			// deciding for nobody.
-			if (j.ctx->IsCancelled())
-				s_->refuse(j.r, DRLD_ENVOY_CANCELLED,
+			if (c->gone())
+				s_->refuse(c, DRLD_ENVOY_CANCELLED,
 					   grpc::StatusCode::CANCELLED,
 					   "the caller gave up before a "
 					   "decider was free");
 			else
-				s_->decide_and_finish(j.r, *j.req, j.resp);
+				s_->decide_and_finish(c);
 		}
 	}
 
@@ -401,35 +488,27 @@ class Deciders
 	const size_t max_; // most calls waiting
 	std::mutex m_;
 	std::condition_variable cv_;
-	std::deque<Job> q_;
+	std::deque<Call *> q_;
 	bool stop_ = false;
 	std::vector<std::thread> threads_;
 };
 
-grpc::ServerUnaryReactor *Service::ShouldRateLimit(
-	grpc::CallbackServerContext *ctx, const rls::RateLimitRequest *req,
-	rls::RateLimitResponse *resp)
+void Service::handle(Call *c)
 {
-	grpc::ServerUnaryReactor *r = ctx->DefaultReactor();
-	bool started = false;
-	if (async_ != nullptr) {
-		try {
-			started = start_async(r, *req, resp);
-		} catch (const std::bad_alloc &) {
-			r->Finish(grpc::Status(grpc::StatusCode::INTERNAL,
-					       "out of memory"));
-			return r;
-		}
+	try {
+		if (async_ != nullptr && start_async(c))
+			return;
+		if (deciders_ == nullptr)
+			decide_and_finish(c);
+		else if (!deciders_->push(c))
+			refuse(c, DRLD_ENVOY_EXHAUSTED,
+			       grpc::StatusCode::RESOURCE_EXHAUSTED,
+			       "too many calls waiting for the store");
+	} catch (const std::bad_alloc &) {
+		// thrown before the call was started, decided or queued
+		c->finish(grpc::Status(grpc::StatusCode::INTERNAL,
+				       "out of memory"));
 	}
-	if (started)
-		;
-	else if (deciders_ == nullptr)
-		decide_and_finish(r, *req, resp);
-	else if (!deciders_->push(ctx, r, req, resp))
-		refuse(r, DRLD_ENVOY_EXHAUSTED,
-		       grpc::StatusCode::RESOURCE_EXHAUSTED,
-		       "too many calls waiting for the store");
-	return r;
 }
 
 // A client certificate must name `san` in its subjectAltName (after the
@@ -483,15 +562,44 @@ class SanVerifier final : public grpc::experimental::ExternalCertificateVerifier
 
 struct drld_grpc {
 	std::unique_ptr<Service> service;
+	std::unique_ptr<GrpcHealth> health;
 	std::unique_ptr<Deciders> deciders; // null: decisions inline
 	drld_async_loop *async = nullptr;   // null: no call goes async
+	std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
 	std::unique_ptr<grpc::Server> server;
+	std::vector<std::thread> pollers; // one per queue
 	int port = 0;
 
-	// A server that did not start has no call in flight.
+	// Stops what started, in the order grpc asks: the server (it waits
+	// for the calls in flight: the pollers, the deciders and the async
+	// loop finish them), then whoever may still finish a call, then the
+	// queues, drained by their pollers (or here, when none started).
 	~drld_grpc()
 	{
+		if (server != nullptr) {
+			server->Shutdown(std::chrono::system_clock::now());
+			server->Wait();
+		}
 		drld_async_loop_stop(async);
+		deciders.reset();
+		for (auto &q : queues)
+			q->Shutdown();
+		for (std::thread &t : pollers)
+			t.join();
+		if (pollers.empty())
+			for (auto &q : queues)
+				drain(q.get());
+		server.reset();
+		queues.clear();
+	}
+
+	// Run every event of q until it is shut down and empty.
+	static void drain(grpc::ServerCompletionQueue *q)
+	{
+		void *tag;
+		bool ok;
+		while (q->Next(&tag, &ok))
+			GrpcTag::run(tag, ok);
 	}
 };
 
@@ -555,11 +663,6 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 			b.AddChannelArgument(
 				GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
 				(int)o->max_connection_age_grace_s * 1000);
-		// grpc.health.v1.Health, grpc++'s own implementation: what
-		// Envoy's grpc_health_check and Kubernetes' grpc probes ask
-		// (envoyproxy/ratelimit serves it too). Process-wide and not
-		// thread-safe: drld starts one server, from one thread.
-		grpc::EnableDefaultHealthCheckService(true);
 		g->service.reset(new Service(d));
 		if (o->deciders > 0) {
 			g->deciders.reset(new Deciders(g->service.get(),
@@ -578,7 +681,20 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 			}
 		}
 		b.AddListeningPort(addr, credentials(o), &g->port);
-		b.RegisterService(g->service.get());
+		b.RegisterService(&g->service->rpc());
+		// grpc.health.v1.Health: what Envoy's grpc_health_check
+		// and Kubernetes' grpc probes ask (envoyproxy/ratelimit
+		// serves it too). "" (the server as a whole), the service
+		// by its full name, and by the name envoyproxy/ratelimit
+		// registers ("ratelimit"), so an existing health check
+		// config keeps working.
+		g->health.reset(new GrpcHealth(
+			{"", rls::RateLimitService::service_full_name(),
+			 "ratelimit"}));
+		b.RegisterService(g->health->service());
+		unsigned pollers = pollers_for();
+		for (unsigned i = 0; i < pollers; i++)
+			g->queues.push_back(b.AddCompletionQueue());
 		g->server = b.BuildAndStart();
 		if (g->server == nullptr || g->port == 0) {
 			std::snprintf(msg, n,
@@ -586,18 +702,13 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 				      "or not one of this host)");
 			return -1;
 		}
-		// "" (the server as a whole) is SERVING from the start; the
-		// service by its full name, and by the name envoyproxy/
-		// ratelimit registers ("ratelimit"), so an existing health
-		// check config keeps working
-		grpc::HealthCheckServiceInterface *h =
-			g->server->GetHealthCheckService();
-		if (h != nullptr) {
-			h->SetServingStatus(
-				rls::RateLimitService::service_full_name(),
-				true);
-			h->SetServingStatus("ratelimit", true);
+		for (auto &q : g->queues) {
+			for (unsigned i = 0; i < kPostedPerQueue; i++)
+				Call::expect(g->service.get(), q.get());
+			g->health->expect(q.get());
 		}
+		for (auto &q : g->queues)
+			g->pollers.emplace_back(drld_grpc::drain, q.get());
 		*out = g.release();
 		return 0;
 	} catch (const std::exception &e) {
@@ -618,20 +729,11 @@ extern "C" void drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s)
 	// NOT_SERVING for every name, first: a health watcher (Envoy's,
 	// a load balancer's) learns drld is draining while the calls in
 	// flight finish
-	if (grpc::HealthCheckServiceInterface *h =
-		    g->server->GetHealthCheckService())
-		h->Shutdown();
+	g->health->shutdown();
+	// the calls in flight get timeout_s to finish, then grpc cancels
+	// them; the destructor stops the rest (a call a decider has begun
+	// still finishes, within the store's timeout_ms)
 	g->server->Shutdown(std::chrono::system_clock::now() +
 			    std::chrono::seconds(timeout_s));
-	g->server->Wait();
-	// Shutdown waited for the started calls too (each ends by the
-	// store's timeout), so the async loop has none left.
-	drld_async_loop_stop(g->async);
-	g->async = nullptr;
-	// Every call has finished (Shutdown waits for the reactors), so the
-	// deciders' queue is empty: join them before the server goes, which
-	// their last Finish() touched (the join is also the order TSan can
-	// see: grpc's own synchronisation is not instrumented).
-	g->deciders.reset();
 	delete g;
 }

@@ -1,16 +1,21 @@
 /*
  * drld's gRPC server: Envoy's rate limit service,
  * envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
- * (docs/envoy.md), on grpc++'s callback API. The server only carries the
- * call: grpc_service.cc turns the protobuf request into the C request of
- * envoy_service.h and the answer back; drld_envoy_decide() decides.
+ * (docs/envoy.md), and gRPC's health checking (grpc_health.h), on grpc++'s
+ * completion-queue ("async") API. The server only carries the call:
+ * grpc_service.cc turns the protobuf request into the C request of
+ * envoy_service.h and the answer back; envoy_service.c decides.
  *
- * Threads: gRPC's own threads read and write the calls. Where a decision
- * runs is drld_grpc_opts's `deciders`: 0 decides on the gRPC thread
- * that read the call (for a store whose calls never wait for the
- * network: memory://); N > 0 hands every call to N threads of its own,
- * which block in the store (bounded by its timeout_ms) and finish the
- * call, so gRPC's few threads never wait for Redis or memcached.
+ * Threads: drld's pollers, one per CPU (at most 8), each polling a
+ * completion queue of its own, read and write the calls; grpc runs no
+ * thread of its own for them (its callback API would: a hand-over per
+ * call, docs/performance.md "drld over gRPC"). Where a decision runs:
+ * on memory:// on the poller that read the call; on a store whose calls
+ * can be started (Redis tx=lua on shared connections) it is started
+ * there and the async loop's thread (async_loop.h) finishes it; otherwise
+ * (and for a limit that store cannot start) drld_grpc_opts's `deciders`,
+ * N threads of its own, block in the store (bounded by its timeout_ms)
+ * and finish the call, so the pollers never wait for Redis or memcached.
  *
  * C interface to C++ code: every function here is extern "C" and catches
  * what the C++ side could throw.
@@ -48,7 +53,7 @@ struct drld_grpc;
 /* How the server runs (drld's --grpc-* options). */
 struct drld_grpc_opts {
 	/* threads deciding calls (0..DRLD_GRPC_DECIDERS_MAX; 0: on
-	 * gRPC's own) */
+	 * the pollers) */
 	unsigned deciders;
 	/* calls that may wait for them (1..DRLD_GRPC_QUEUE_MAX; unused
 	 * when deciders is 0) */

@@ -9,7 +9,7 @@ PORT is 127.0.0.1's port, or for call and health "unix:/PATH" (a unix
 domain socket). With ENVOY_CLIENT_TLS=CA_FILE[,CERT_FILE,KEY_FILE] in the environment it
 connects over TLS, trusting CA_FILE, expecting the server's certificate to
 name drld.test, and presenting CERT_FILE/KEY_FILE when given.
-The health commands use tests/proto/grpc_health.proto (gRPC's health
+The health commands use drld/proto/grpc_health.proto (gRPC's health
 checking protocol), compiled the same way.
 
   envoy_client.py PROTO_DIR suite PORT DOMAIN HTTP_PORT
@@ -71,13 +71,11 @@ def compile_protos(proto_dir, out):
 
 
 def load_stubs(proto_dir):
-    """Generate the Python stubs of proto_dir's .proto files and of
-    tests/proto/ into a temp directory and import them."""
+    """Generate the Python stubs of proto_dir's .proto files (Envoy's
+    and gRPC's health checking) into a temp directory and import them."""
     global health, health_grpc
     out = tempfile.mkdtemp(prefix="envoy_stubs_")
     compile_protos(proto_dir, out)
-    compile_protos(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "proto"), out)
     sys.path.insert(0, out)
     import envoy_rls_pb2
     import envoy_rls_pb2_grpc
