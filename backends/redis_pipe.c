@@ -385,6 +385,7 @@ int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
  */
 static void *pipe_io(void *arg)
 {
+	(void)pthread_setname_np(pthread_self(), "drl-redis-io");
 	rpipe *p = arg;
 	pthread_mutex_lock(&p->mu);
 	for (;;) {

@@ -161,6 +161,7 @@ static void node_done(drl_async *a, node *n)
  * context stops (drl_async_free cancels what is left in todo). */
 static void *worker(void *p)
 {
+	drl__thread_name("drl-async");
 	drl_async *a = p;
 	pthread_mutex_lock(&a->mu);
 	for (;;) {

@@ -8,6 +8,7 @@
 #include "drl/sys/backend.h"
 #include "drl/drl.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -409,6 +410,14 @@ static inline bool drl__is_store_failure(int rc)
 static inline bool drl__is_unreachable(int rc)
 {
 	return rc == DRL_ETIMEDOUT || rc == DRL_EUNAVAILABLE;
+}
+
+/* Name the calling thread, what `top -H`, perf and gdb show (at most 15
+ * characters; glibc's pthread_setname_np, the build defines _GNU_SOURCE).
+ * Best effort: a failure changes nothing else. */
+static inline void drl__thread_name(const char *name)
+{
+	(void)pthread_setname_np(pthread_self(), name);
 }
 
 /* CLOCK_MONOTONIC in µs (core/breaker.c). */

@@ -602,6 +602,7 @@ static struct timespec mono_ts(int64_t us)
  * next peek). */
 static void *sync_main(void *arg)
 {
+	drl__thread_name("drl-near-sync");
 	drl__near *n = arg;
 	int64_t next = drl__mono_us() + n->sync_us;
 	pthread_mutex_lock(&n->mu);

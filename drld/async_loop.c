@@ -33,6 +33,7 @@ static void *run(void *arg)
 {
 	struct drld_async_loop *l = arg;
 	bool stopping = false;
+	(void)pthread_setname_np(pthread_self(), "drld-async");
 	for (;;) {
 		struct pollfd p[2] = {
 			{.fd = drl_async_fd(l->a), .events = POLLIN},

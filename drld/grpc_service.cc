@@ -14,6 +14,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_certificate_verifier.h>
+#include <pthread.h>
 #include <grpcpp/security/tls_credentials_options.h>
 
 #include <algorithm>
@@ -457,6 +458,7 @@ class Deciders
       private:
 	void run()
 	{
+		(void)pthread_setname_np(pthread_self(), "drld-decider");
 		for (;;) {
 			Call *c;
 			{
@@ -596,6 +598,7 @@ struct drld_grpc {
 	// Run every event of q until it is shut down and empty.
 	static void drain(grpc::ServerCompletionQueue *q)
 	{
+		(void)pthread_setname_np(pthread_self(), "drld-grpc");
 		void *tag;
 		bool ok;
 		while (q->Next(&tag, &ok))
