@@ -89,6 +89,8 @@ struct drl_async {
 	size_t queue;        /* the bound on pending */
 	bool stopping;
 	int efd;
+	void (*notify)(void *); /* instead of the fd (drl_async_notify) */
+	void *notify_arg;
 	size_t nthreads;
 	pthread_t *threads;
 };
@@ -115,9 +117,13 @@ static node *pop(list *l)
 }
 
 /* Make the fd readable (a failed write can only mean the counter is
- * full, which is readable too). */
+ * full, which is readable too), or call the notify hook instead. */
 static void signal_fd(drl_async *a)
 {
+	if (a->notify) {
+		a->notify(a->notify_arg);
+		return;
+	}
 	uint64_t one = 1;
 	ssize_t w = write(a->efd, &one, sizeof one);
 	(void)w;
@@ -376,6 +382,15 @@ void drl_async_free(drl_async *a)
 	close(a->efd);
 	free(a->threads);
 	free(a);
+}
+
+int drl_async_notify(drl_async *a, void (*notify)(void *arg), void *arg)
+{
+	if (a == NULL)
+		return DRL_EINVAL;
+	a->notify = notify;
+	a->notify_arg = arg;
+	return 0;
 }
 
 int drl_async_fd(const drl_async *a)

@@ -1,10 +1,11 @@
 /*
  * A drl_async context and the one thread that runs its callbacks: how
- * drld's servers decide without a thread waiting for the store, on a store
- * that sends single decisions without a worker (drl_async_direct(): Redis
- * tx=lua with shared connections; docs/threading.md). A server starts a
+ * drld's HTTP server decides without a thread waiting for the store, on a
+ * store that sends single decisions without a worker (drl_async_direct():
+ * Redis tx=lua with shared connections; docs/threading.md). It starts a
  * decision on the thread that read the request and finishes the request
- * from the callback, on this loop's thread.
+ * from the callback, on this loop's thread. (The gRPC server runs its
+ * callbacks on its own pollers instead: grpc_async.h.)
  */
 #ifndef DRLD_ASYNC_LOOP_H
 #define DRLD_ASYNC_LOOP_H

@@ -1,8 +1,8 @@
 // drld's gRPC server: see grpc_service.h.
 #include "grpc_service.h"
 
-#include "async_loop.h"
 #include "envoy_service.h"
+#include "grpc_async.h"
 #include "grpc_health.h"
 #include "grpc_tag.h"
 
@@ -14,8 +14,8 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_certificate_verifier.h>
-#include <pthread.h>
 #include <grpcpp/security/tls_credentials_options.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -566,7 +566,7 @@ struct drld_grpc {
 	std::unique_ptr<Service> service;
 	std::unique_ptr<GrpcHealth> health;
 	std::unique_ptr<Deciders> deciders; // null: decisions inline
-	drld_async_loop *async = nullptr;   // null: no call goes async
+	std::unique_ptr<GrpcAsync> async;   // null: no call goes async
 	std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
 	std::unique_ptr<grpc::Server> server;
 	std::vector<std::thread> pollers; // one per queue
@@ -574,15 +574,17 @@ struct drld_grpc {
 
 	// Stops what started, in the order grpc asks: the server (it waits
 	// for the calls in flight: the pollers, the deciders and the async
-	// loop finish them), then whoever may still finish a call, then the
-	// queues, drained by their pollers (or here, when none started).
+	// context finish them), then whoever may still finish a call, then
+	// the queues, drained by their pollers (or here, when none started),
+	// then what their last tags touch.
 	~drld_grpc()
 	{
 		if (server != nullptr) {
 			server->Shutdown(std::chrono::system_clock::now());
 			server->Wait();
 		}
-		drld_async_loop_stop(async);
+		if (async != nullptr)
+			async->stop();
 		deciders.reset();
 		for (auto &q : queues)
 			q->Shutdown();
@@ -591,6 +593,7 @@ struct drld_grpc {
 		if (pollers.empty())
 			for (auto &q : queues)
 				drain(q.get());
+		async.reset();
 		server.reset();
 		queues.clear();
 	}
@@ -675,12 +678,8 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 			// tx=lua on shared connections): its calls are
 			// started here and end on the async loop's thread
 			if (drld_envoy_store_direct(d)) {
-				char why[160];
-				if (drld_async_loop_start(&g->async, o->queue,
-							  why, sizeof why))
-					throw std::runtime_error(why);
-				g->service->set_async(
-					drld_async_loop_context(g->async));
+				g->async.reset(new GrpcAsync(o->queue));
+				g->service->set_async(g->async->context());
 			}
 		}
 		b.AddListeningPort(addr, credentials(o), &g->port);
@@ -704,6 +703,12 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 				      "cannot listen (the address is in use, "
 				      "or not one of this host)");
 			return -1;
+		}
+		if (g->async != nullptr) {
+			std::vector<grpc::ServerCompletionQueue *> qs;
+			for (auto &q : g->queues)
+				qs.push_back(q.get());
+			g->async->attach(std::move(qs));
 		}
 		for (auto &q : g->queues) {
 			for (unsigned i = 0; i < kPostedPerQueue; i++)

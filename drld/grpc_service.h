@@ -12,7 +12,8 @@
  * call, docs/performance.md "drld over gRPC"). Where a decision runs:
  * on memory:// on the poller that read the call; on a store whose calls
  * can be started (Redis tx=lua on shared connections) it is started
- * there and the async loop's thread (async_loop.h) finishes it; otherwise
+ * there and a poller finishes it when the store has answered
+ * (grpc_async.h); otherwise
  * (and for a limit that store cannot start) drld_grpc_opts's `deciders`,
  * N threads of its own, block in the store (bounded by its timeout_ms)
  * and finish the call, so the pollers never wait for Redis or memcached.

@@ -30,6 +30,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -728,6 +729,96 @@ static void test_direct(void **state)
 	}
 }
 
+/* ---- drl_async_notify ----------------------------------------------------- */
+
+/* The notify hook's calls, counted. */
+static atomic_int notified;
+
+static void count_notify(void *arg)
+{
+	assert_ptr_equal(arg, &notified);
+	atomic_fetch_add(&notified, 1);
+}
+
+/* Whether a's fd is readable now. */
+static bool fd_readable(drl_async *a)
+{
+	struct pollfd p = {.fd = drl_async_fd(a), .events = POLLIN};
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+/* With a notify hook, on every store: each request finished while none
+ * waited calls the hook instead of making the fd readable (the fd stays
+ * quiet), and drl_async_process() then runs its callback; a burst of
+ * requests calls it at most once per request, and every callback runs
+ * by processing each time it is called. Started-without-a-worker calls
+ * (Redis tx=lua) notify from the store's I/O thread, the others from a
+ * worker. */
+static void test_notify(void **state)
+{
+	(void)state;
+	assert_int_equal(drl_async_notify(NULL, count_notify, &notified),
+			 DRL_EINVAL);
+	for (int u = 0; u < URI_COUNT; u++) {
+		char buf[192];
+		const char *uri = uri_of(u, buf, sizeof buf);
+		if (uri == NULL)
+			continue;
+		drl_store *s = tu_store(uri);
+		drl_limiter *l = tu_limiter(s, "fixed_window:1000/1h", "n:");
+		drl_async *a = async_new(4, 0);
+		atomic_store(&notified, 0);
+		assert_int_equal(drl_async_notify(a, count_notify, &notified),
+				 0);
+		for (int i = 0; i < 5; i++) {
+			async_one o = {0};
+			assert_int_equal(drl_async_allow(a, l, "k", 1, 1,
+							 async_one_cb, &o,
+							 NULL),
+					 0);
+			if (!TU_WAIT_FOR(atomic_load(&notified) == i + 1,
+					 tu_bound_ms(5000)))
+				fail_msg("%s: request %d: notify called %d "
+					 "times",
+					 uri_names[u], i,
+					 atomic_load(&notified));
+			assert_false(fd_readable(a));
+			assert_int_equal(drl_async_process(a), 1);
+			assert_int_equal(o.count, 1);
+			assert_int_equal(o.rc, 0);
+			assert_true(o.result.allowed);
+		}
+		/* a burst: process whenever notified, until all are in */
+		enum { BURST = 40 };
+		async_one burst[BURST] = {{0}};
+		atomic_store(&notified, 0);
+		for (int i = 0; i < BURST; i++)
+			assert_int_equal(drl_async_allow(a, l, "k", 1, 1,
+							 async_one_cb,
+							 &burst[i], NULL),
+					 0);
+		int seen = 0, ran = 0;
+		int64_t end = tu_mono_ms() + tu_bound_ms(10000);
+		while (ran < BURST && tu_mono_ms() < end) {
+			if (atomic_load(&notified) == seen) {
+				tu_sleep_ms(1);
+				continue;
+			}
+			seen = atomic_load(&notified);
+			ran += drl_async_process(a);
+		}
+		assert_int_equal(ran, BURST);
+		assert_true(seen >= 1 && seen <= BURST);
+		for (int i = 0; i < BURST; i++)
+			assert_int_equal(burst[i].count, 1);
+		assert_false(fd_readable(a));
+		assert_int_equal(drl_async_pending(a), 0);
+		drl_async_free(a);
+		drl_limiter_free(l);
+		drl_store_free(s);
+	}
+}
+
 /* Bad input: DRL_EINVAL naming the bad part, nothing started, no
  * callback; the messages of drl_allow's checks. */
 static void test_bad_input(void **state)
@@ -901,6 +992,7 @@ int main(void)
 		cmocka_unit_test(test_failure_policies),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_direct),
+		cmocka_unit_test(test_notify),
 		cmocka_unit_test(test_queue_full),
 		cmocka_unit_test(test_start_during_free),
 	};

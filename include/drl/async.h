@@ -75,6 +75,21 @@ DRL_EXPORT void drl_async_free(drl_async *a);
  * NULL context. */
 DRL_EXPORT int drl_async_fd(const drl_async *a);
 
+/* Call notify(arg) where the context would make drl_async_fd() readable:
+ * once each time finished requests begin to wait for drl_async_process()
+ * (none waited before). For a loop that cannot watch a descriptor but can
+ * be woken another way (grpc's completion queues: drld posts a
+ * grpc::Alarm; a loop with its own wake-up call): notify asks it to call
+ * drl_async_process() soon, on its thread. notify runs on the thread that
+ * finished the request (a worker, a store's I/O thread, or the starting
+ * thread for a request decided at start), possibly with the context's
+ * lock held: it must return quickly and call no drl_async function. With
+ * notify set the fd is never made readable. Set it before the first
+ * start (NULL: back to the fd); not thread-safe against starts. 0, or
+ * DRL_EINVAL for a NULL context. */
+DRL_EXPORT int drl_async_notify(drl_async *a, void (*notify)(void *arg),
+				void *arg);
+
 /* Run the callbacks of the requests finished so far, in the order they
  * finished, on the calling thread, and return how many ran (0 when none
  * waited; DRL_EINVAL for a NULL context). Requests that finish while it
