@@ -824,6 +824,34 @@ if [ -n "$rport" ] && [ -n "${spid:-}" ]; then
 	kill -CONT "$spid" 2>/dev/null
 fi
 
+# ---- a limit the async path cannot take, on a store it serves -----------
+
+# On Redis tx=lua (the async path) a limit whose numbers its Lua twin
+# cannot take exactly (requests_per_unit times the unit in microseconds
+# above 2^52: a million a day) is not started through the async API: drld
+# plans the call, finds that limit not direct, and hands the call to the
+# deciders, which decide it with the blocking call; a direct limit of the
+# same config still takes the async path. Both count exactly.
+if [ -n "$rport" ]; then
+	mkdir -p "$tmp/wide"
+	printf '%s\n' 'domain: wide' 'descriptors:' '  - key: k' \
+		'    rate_limit: {unit: day, requests_per_unit: 1000000}' \
+		'  - key: s' '    rate_limit: {unit: day, requests_per_unit: 3}' \
+		>"$tmp/wide/wide.yaml"
+	if start wide --store "redis://127.0.0.1:$rport" \
+		--envoy-config "$tmp/wide"; then
+		w="k=wide$RANDOM"
+		expect_call "OK OK 999999" wide "$w"
+		expect_call "OK OK 999998" wide "$w"
+		w="s=wide$RANDOM"
+		expect_call "OK OK 2" wide "$w"
+		expect_call "OK OK 1" wide "$w"
+		stop wide "$pid"
+	else
+		check 1 "drld starts on Redis with a limit the async path cannot take"
+	fi
+fi
+
 # ---- two drld over one store share one limit exactly -------------------
 
 # share NAME URI: two drld on URI, 8 gRPC clients, one descriptor of
