@@ -18,6 +18,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -40,39 +41,69 @@ namespace
 namespace rls = envoy::service::ratelimit::v3;
 namespace common = envoy::extensions::common::ratelimit::v3;
 
+// n elements of T, value-initialised: in place up to N, on the heap
+// beyond, so a call of a few descriptors (as Envoy's are) allocates none.
+template <class T, size_t N> class Slots
+{
+      public:
+	explicit Slots(size_t n)
+	    : heap_(n > N ? n : 0), p_(n > N ? heap_.data() : in_.data())
+	{
+	}
+	Slots(const Slots &) = delete;
+	Slots &operator=(const Slots &) = delete;
+
+	T *data()
+	{
+		return p_;
+	}
+
+      private:
+	std::array<T, N> in_{};
+	std::vector<T> heap_;
+	T *p_;
+};
+
 // The C request of one protobuf request: its entries and descriptors
 // point into the protobuf message, valid while it is.
 struct CRequest {
-	std::vector<drld_envoy_entry> entries;
-	std::vector<drld_envoy_descriptor> descriptors;
+	Slots<drld_envoy_entry, 8> entries;
+	Slots<drld_envoy_descriptor, 4> descriptors;
 	drld_envoy_request q{};
 
 	explicit CRequest(const rls::RateLimitRequest &req)
+	    : entries(count_entries(req)),
+	      descriptors((size_t)req.descriptors_size())
 	{
-		size_t total = 0;
-		for (const common::RateLimitDescriptor &d : req.descriptors())
-			total += (size_t)d.entries_size();
-		entries.reserve(total); // no reallocation: pointers stay
+		drld_envoy_entry *e = entries.data();
+		drld_envoy_descriptor *cd = descriptors.data();
 		for (const common::RateLimitDescriptor &d : req.descriptors()) {
-			drld_envoy_descriptor cd{};
-			cd.entries = entries.data() + entries.size();
-			cd.nentries = (size_t)d.entries_size();
-			for (const auto &e : d.entries())
-				entries.push_back(
-					{e.key().data(), e.key().size(),
-					 e.value().data(), e.value().size()});
-			cd.has_override = d.has_limit();
-			cd.override_rpu = d.limit().requests_per_unit();
-			cd.override_unit = (int)d.limit().unit();
-			cd.has_hits = d.has_hits_addend();
-			cd.hits = d.hits_addend().value();
-			descriptors.push_back(cd);
+			cd->entries = e;
+			cd->nentries = (size_t)d.entries_size();
+			for (const auto &x : d.entries())
+				*e++ = {x.key().data(), x.key().size(),
+					x.value().data(), x.value().size()};
+			cd->has_override = d.has_limit();
+			cd->override_rpu = d.limit().requests_per_unit();
+			cd->override_unit = (int)d.limit().unit();
+			cd->has_hits = d.has_hits_addend();
+			cd->hits = d.hits_addend().value();
+			cd++;
 		}
 		q.domain = req.domain().data();
 		q.domainlen = req.domain().size();
 		q.descriptors = descriptors.data();
-		q.ndescriptors = descriptors.size();
+		q.ndescriptors = (size_t)req.descriptors_size();
 		q.hits_addend = req.hits_addend();
+	}
+
+      private:
+	static size_t count_entries(const rls::RateLimitRequest &req)
+	{
+		size_t total = 0;
+		for (const common::RateLimitDescriptor &d : req.descriptors())
+			total += (size_t)d.entries_size();
+		return total;
 	}
 };
 
@@ -188,6 +219,14 @@ class Call final : public GrpcShared<Call>
 	{
 		return resp_;
 	}
+
+	// A call is ~4 KiB, beyond glibc's per-thread cache of small
+	// blocks (tcache, up to 1 KiB), and one is made and freed per
+	// request: each thread keeps up to kCallCache freed ones for the
+	// calls it makes next (the pollers make them; pollers, deciders or
+	// the async context's callbacks free them).
+	static void *operator new(size_t n);
+	static void operator delete(void *p);
 
       private:
 	Call(Service *s, grpc::ServerCompletionQueue *cq);
@@ -308,15 +347,14 @@ class Service
 			    rls::RateLimitResponse *resp)
 	{
 		CRequest c(req);
-		std::vector<drld_envoy_status> statuses(c.descriptors.size() +
-							1);
+		Slots<drld_envoy_status, 5> statuses(c.q.ndescriptors + 1);
 		drld_envoy_answer a{};
 		char msg[512] = "";
 
 		a.statuses = statuses.data();
 		drld_envoy_outcome o =
 			drld_envoy_decide(d_, &c.q, &a, msg, sizeof msg);
-		grpc::Status st = answer(o, msg, a, c.descriptors.size(), resp);
+		grpc::Status st = answer(o, msg, a, c.q.ndescriptors, resp);
 		drld_envoy_answer_release(&a);
 		return st;
 	}
@@ -334,6 +372,41 @@ class Service
 	Deciders *deciders_ = nullptr; // null: decide inline
 	drl_async *async_ = nullptr;   // null: no call goes async
 };
+
+// Freed calls' memory kept by one thread (Call::operator new). None under
+// ASan, whose use-after-free checks need every call freed for real.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kCallCache = 0;
+#else
+constexpr size_t kCallCache = 64;
+#endif
+struct CallCache {
+	void *free[kCallCache + 1];
+	size_t n = 0;
+
+	~CallCache()
+	{
+		while (n > 0)
+			::operator delete(free[--n]);
+	}
+};
+thread_local CallCache call_cache;
+
+void *Call::operator new(size_t n)
+{
+	// only Calls come here, all of one size
+	if (call_cache.n > 0)
+		return call_cache.free[--call_cache.n];
+	return ::operator new(n);
+}
+
+void Call::operator delete(void *p)
+{
+	if (call_cache.n < kCallCache)
+		call_cache.free[call_cache.n++] = p;
+	else
+		::operator delete(p);
+}
 
 Call::Call(Service *s, grpc::ServerCompletionQueue *cq)
     : GrpcShared(1), // the finished tag
@@ -376,12 +449,12 @@ void Call::arrived(bool ok)
 // reads and writes until its done callback, and the call to finish.
 struct AsyncCall {
 	CRequest c;
-	std::vector<drld_envoy_status> statuses;
+	Slots<drld_envoy_status, 5> statuses;
 	drld_envoy_answer a{};
 	Call *call;
 
 	explicit AsyncCall(Call *cl)
-	    : c(cl->request()), statuses(c.descriptors.size() + 1), call(cl)
+	    : c(cl->request()), statuses(c.q.ndescriptors + 1), call(cl)
 	{
 		a.statuses = statuses.data();
 	}
@@ -407,7 +480,7 @@ void Service::async_done(void *arg, drld_envoy_outcome o, const char *msg)
 	std::unique_ptr<AsyncCall> call(static_cast<AsyncCall *>(arg));
 	grpc::Status st;
 	try {
-		st = answer(o, msg, call->a, call->c.descriptors.size(),
+		st = answer(o, msg, call->a, call->c.q.ndescriptors,
 			    call->call->response());
 	} catch (const std::bad_alloc &) {
 		st = grpc::Status(grpc::StatusCode::INTERNAL, "out of memory");
