@@ -33,9 +33,8 @@ void GrpcAsync::notify(void *arg)
 		return;
 	// only the thread that armed it gets here: the alarm's last tag
 	// has come back (fired() disarms first), so it may be set again
-	size_t i = g->next_.fetch_add(1, std::memory_order_relaxed);
-	grpc::ServerCompletionQueue *q = g->queues_[i % g->queues_.size()];
-	g->alarm_.Set(q, std::chrono::system_clock::time_point(), &g->fired_);
+	g->alarm_.Set(g->queue_, std::chrono::system_clock::time_point(),
+		      g->fired_.post());
 }
 
 // On a poller: disarm first, so a decision finished from here on wakes a

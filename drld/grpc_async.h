@@ -1,8 +1,8 @@
 // The async context of drld's gRPC server (C++ only): decisions started
 // through libdrl's async API on a poller, whose callbacks run on the
 // pollers too. Finished decisions wake a poller through its completion
-// queue (drl_async_notify() sets a grpc::Alarm that is already due; one at
-// a time, each waking the next queue), and the alarm's tag runs
+// queue (drl_async_notify() sets a grpc::Alarm that is already due, one at
+// a time), and the alarm's tag runs
 // drl_async_process() there: the answer is written by
 // a poller like every other, with no thread between the store's I/O thread
 // and grpc, and grpc sees no foreign thread on its transports (which made
@@ -20,7 +20,6 @@
 #include <atomic>
 #include <cstddef>
 #include <shared_mutex>
-#include <vector>
 
 class GrpcAsync
 {
@@ -28,7 +27,7 @@ class GrpcAsync
 	// A context that holds at most `queue` decisions in flight (one
 	// more start is DRL_EBUSY). Throws std::runtime_error.
 	explicit GrpcAsync(size_t queue);
-	// After stop() and after the queues were drained (the alarm's
+	// After stop() and after the queue was drained (the alarm's
 	// tag must have come back).
 	~GrpcAsync();
 
@@ -37,17 +36,17 @@ class GrpcAsync
 		return a_;
 	}
 
-	// The queues whose pollers run the callbacks, before the first
+	// The queue whose pollers run the callbacks, before the first
 	// start (the server has started).
-	void attach(std::vector<grpc::ServerCompletionQueue *> queues)
+	void attach(grpc::ServerCompletionQueue *queue)
 	{
-		queues_ = std::move(queues);
+		queue_ = queue;
 	}
 
 	// Wait until no decision is in flight (each ends by its store's
 	// timeout_ms) and run the callbacks left on the calling thread;
 	// then the context is gone, and an alarm still due finds it so.
-	// The queues must still be polled.
+	// The queue must still be polled.
 	void stop();
 
       private:
@@ -55,8 +54,7 @@ class GrpcAsync
 	void fired(bool ok);
 
 	drl_async *a_ = nullptr;
-	std::vector<grpc::ServerCompletionQueue *> queues_;
-	std::atomic<size_t> next_{0}; // the queue the next wake-up goes to
+	grpc::ServerCompletionQueue *queue_ = nullptr;
 	// set while the alarm is due or its tag not yet begun: a finished
 	// decision then needs no wake-up of its own (that tag's
 	// drl_async_process() takes it)

@@ -36,8 +36,9 @@ class HealthWatch final
 	HealthWatch(GrpcHealth *h, grpc::ServerCompletionQueue *q)
 	    : h_(h), q_(q), writer_(&ctx_)
 	{
-		ctx_.AsyncNotifyWhenDone(&done_);
-		h->rpc().RequestWatch(&ctx_, &req_, &writer_, q, q, &arrived_);
+		ctx_.AsyncNotifyWhenDone(done_.post());
+		h->rpc().RequestWatch(&ctx_, &req_, &writer_, q, q,
+				      arrived_.post());
 	}
 
 	void arrived(bool ok)
@@ -71,7 +72,7 @@ class HealthWatch final
 		out_.set_status(want_);
 		sent_ = want_;
 		writing_ = true;
-		writer_.Write(out_, &wrote_);
+		writer_.Write(out_, wrote_.post());
 	}
 
 	void wrote(bool ok)
@@ -132,7 +133,8 @@ class HealthCheck final : public GrpcShared<HealthCheck>
 	HealthCheck(GrpcHealth *h, grpc::ServerCompletionQueue *q)
 	    : GrpcShared(1), h_(h), q_(q), writer_(&ctx_)
 	{
-		h->rpc().RequestCheck(&ctx_, &req_, &writer_, q, q, &arrived_);
+		h->rpc().RequestCheck(&ctx_, &req_, &writer_, q, q,
+				      arrived_.post());
 	}
 
 	void arrived(bool ok)
@@ -152,10 +154,11 @@ class HealthCheck final : public GrpcShared<HealthCheck>
 			writer_.FinishWithError(
 				grpc::Status(grpc::StatusCode::NOT_FOUND,
 					     "unknown service"),
-				&finished_);
+				finished_.post());
 		} else {
 			resp_.set_status(s);
-			writer_.Finish(resp_, grpc::Status::OK, &finished_);
+			writer_.Finish(resp_, grpc::Status::OK,
+				       finished_.post());
 		}
 		release();
 	}

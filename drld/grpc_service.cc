@@ -198,7 +198,7 @@ class Call final : public GrpcShared<Call>
 	void finish(const grpc::Status &st)
 	{
 		hold(); // the finished tag may be run before Finish returns
-		responder_.Finish(*resp_, st, &finished_);
+		responder_.Finish(*resp_, st, finished_.post());
 		release();
 	}
 
@@ -265,19 +265,9 @@ class Call final : public GrpcShared<Call>
 	std::atomic<bool> cancelled_{false};
 };
 
-// Calls posted per completion queue before any arrives: incoming calls
-// beyond them wait in grpc until a poller posts the next (at once, as
-// each arrives).
-constexpr unsigned kPostedPerQueue = 32;
-
-// Pollers: threads that each poll a completion queue of their own. Each
-// reads, decodes, answers and writes calls (and decides those decided
-// inline); grpc's epoll set is shared, so any of them serves any
-// connection. One per CPU, at most 8.
-unsigned pollers_for()
-{
-	return std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-}
+// Calls posted per poller before any arrives: incoming calls beyond them
+// wait in grpc until a poller posts the next (at once, as each arrives).
+constexpr unsigned kPostedPerPoller = 32;
 
 // The service: what to do with each call grpc matches. A call is decided
 // on the poller that read it when decisions never wait for the network
@@ -418,10 +408,10 @@ Call::Call(Service *s, grpc::ServerCompletionQueue *cq)
 		&arena_);
 	if (s->watch_cancel()) {
 		set(2); // the finished and the done tag
-		ctx_.AsyncNotifyWhenDone(&done_);
+		ctx_.AsyncNotifyWhenDone(done_.post());
 	}
 	s->rpc().RequestShouldRateLimit(&ctx_, req_, &responder_, cq, cq,
-					&arrived_);
+					arrived_.post());
 }
 
 void Call::expect(Service *s, grpc::ServerCompletionQueue *cq)
@@ -640,16 +630,20 @@ struct drld_grpc {
 	std::unique_ptr<GrpcHealth> health;
 	std::unique_ptr<Deciders> deciders; // null: decisions inline
 	std::unique_ptr<GrpcAsync> async;   // null: no call goes async
-	std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
+	// One queue for every poller: with one each, grpc 1.51 delivered
+	// a call read by one poller to another's queue, and ~1.5% of the
+	// calls of 32 connections waited ~4 ms for that poller to wake
+	// (docs/performance.md, "drld over gRPC").
+	std::unique_ptr<grpc::ServerCompletionQueue> queue;
 	std::unique_ptr<grpc::Server> server;
-	std::vector<std::thread> pollers; // one per queue
+	std::vector<std::thread> pollers;
 	int port = 0;
 
 	// Stops what started, in the order grpc asks: the server (it waits
 	// for the calls in flight: the pollers, the deciders and the async
 	// context finish them), then whoever may still finish a call, then
-	// the queues, drained by their pollers (or here, when none started),
-	// then what their last tags touch.
+	// the queue, drained by the pollers (or here, when none started),
+	// then what its last tags touch.
 	~drld_grpc()
 	{
 		if (server != nullptr) {
@@ -659,16 +653,16 @@ struct drld_grpc {
 		if (async != nullptr)
 			async->stop();
 		deciders.reset();
-		for (auto &q : queues)
-			q->Shutdown();
-		for (std::thread &t : pollers)
-			t.join();
-		if (pollers.empty())
-			for (auto &q : queues)
-				drain(q.get());
+		if (queue != nullptr) {
+			queue->Shutdown();
+			for (std::thread &t : pollers)
+				t.join();
+			if (pollers.empty())
+				drain(queue.get());
+		}
 		async.reset();
 		server.reset();
-		queues.clear();
+		queue.reset();
 	}
 
 	// Run every event of q until it is shut down and empty.
@@ -767,9 +761,7 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 			{"", rls::RateLimitService::service_full_name(),
 			 "ratelimit"}));
 		b.RegisterService(g->health->service());
-		unsigned pollers = pollers_for();
-		for (unsigned i = 0; i < pollers; i++)
-			g->queues.push_back(b.AddCompletionQueue());
+		g->queue = b.AddCompletionQueue();
 		g->server = b.BuildAndStart();
 		if (g->server == nullptr || g->port == 0) {
 			std::snprintf(msg, n,
@@ -777,25 +769,28 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 				      "or not one of this host)");
 			return -1;
 		}
-		if (g->async != nullptr) {
-			std::vector<grpc::ServerCompletionQueue *> qs;
-			for (auto &q : g->queues)
-				qs.push_back(q.get());
-			g->async->attach(std::move(qs));
-		}
-		for (auto &q : g->queues) {
-			for (unsigned i = 0; i < kPostedPerQueue; i++)
-				Call::expect(g->service.get(), q.get());
-			g->health->expect(q.get());
-		}
-		for (auto &q : g->queues)
-			g->pollers.emplace_back(drld_grpc::drain, q.get());
+		unsigned pollers = o->pollers > 0 ? o->pollers
+						  : drld_grpc_pollers_default();
+		if (g->async != nullptr)
+			g->async->attach(g->queue.get());
+		for (unsigned i = 0; i < kPostedPerPoller * pollers; i++)
+			Call::expect(g->service.get(), g->queue.get());
+		g->health->expect(g->queue.get());
+		for (unsigned i = 0; i < pollers; i++)
+			g->pollers.emplace_back(drld_grpc::drain,
+						g->queue.get());
 		*out = g.release();
 		return 0;
 	} catch (const std::exception &e) {
 		std::snprintf(msg, n, "%s", e.what());
 		return -1;
 	}
+}
+
+extern "C" unsigned drld_grpc_pollers_default(void)
+{
+	return std::max(1u,
+			std::min(8u, std::thread::hardware_concurrency() / 2));
 }
 
 extern "C" unsigned drld_grpc_port(const struct drld_grpc *g)

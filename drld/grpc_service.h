@@ -6,8 +6,8 @@
  * grpc_service.cc turns the protobuf request into the C request of
  * envoy_service.h and the answer back; envoy_service.c decides.
  *
- * Threads: drld's pollers, one per CPU (at most 8), each polling a
- * completion queue of its own, read and write the calls; grpc runs no
+ * Threads: drld's pollers (--grpc-pollers) poll the server's one
+ * completion queue; they read and write the calls, and grpc runs no
  * thread of its own for them (its callback API would: a hand-over per
  * call, docs/performance.md "drld over gRPC"). Where a decision runs:
  * on memory:// on the poller that read the call; on a store whose calls
@@ -33,6 +33,9 @@ extern "C" {
 /* Deciders (--grpc-threads): the default and the most. */
 #define DRLD_GRPC_DECIDERS_DEFAULT 16
 #define DRLD_GRPC_DECIDERS_MAX 256
+/* Pollers (--grpc-pollers): the most. The default is
+ * drld_grpc_pollers_default(). */
+#define DRLD_GRPC_POLLERS_MAX 64
 /* Calls that may wait for a decider (--grpc-queue): the default and the
  * most. One more is answered RESOURCE_EXHAUSTED at once (Envoy's
  * failure_mode_deny decides), so a flood of calls costs neither a thread
@@ -56,6 +59,10 @@ struct drld_grpc_opts {
 	/* threads deciding calls (0..DRLD_GRPC_DECIDERS_MAX; 0: on
 	 * the pollers) */
 	unsigned deciders;
+	/* threads polling the server's completion queue: they read,
+	 * answer and write the calls (1..DRLD_GRPC_POLLERS_MAX; 0:
+	 * drld_grpc_pollers_default()) */
+	unsigned pollers;
 	/* calls that may wait for them (1..DRLD_GRPC_QUEUE_MAX; unused
 	 * when deciders is 0) */
 	unsigned queue;
@@ -85,6 +92,15 @@ struct drld_grpc_opts {
  * with a message in msg (n bytes). */
 int drld_grpc_start(struct drld_grpc **out, struct drld *d, const char *addr,
 		    const struct drld_grpc_opts *o, char *msg, size_t n);
+
+/* The pollers when --grpc-pollers is not given: one per two CPUs, at
+ * least 1 and at most 8. Measured on 2 vCPUs (docs/performance.md, "drld
+ * over gRPC"): one poller answers the Envoy shape (2 connections x 16
+ * calls) at 15 us of CPU a call against 17-19 for two, and 32 connections
+ * x 1 call at ~50k/s against ~40k; the CPUs left run the store's I/O
+ * threads, the kernel's network work and, on a shared host, the clients.
+ */
+unsigned drld_grpc_pollers_default(void);
 
 /* The port it listens on. */
 unsigned drld_grpc_port(const struct drld_grpc *g);

@@ -6,7 +6,8 @@
  *        [--max-connections N] [--timeout-s N] [--max-body BYTES]
  *        [--conn-memory BYTES] [--max-specs N]
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
- *        [--grpc-headers] [--grpc-threads N] [--grpc-queue N]
+ *        [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]
+ *        [--grpc-queue N]
  *        [--grpc-max-connection-age S] [--grpc-max-connection-age-grace S]
  *        [--grpc-tls-cert FILE --grpc-tls-key FILE [--grpc-tls-client-ca FILE]
  *         [--grpc-tls-client-san NAME] [--grpc-tls-refresh S]]
@@ -53,7 +54,8 @@ static const char synopsis[] =
 	"            [--max-body BYTES] [--conn-memory BYTES] [--max-specs N]\n"
 	"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
 	"[--shadow]\n"
-	"            [--grpc-headers] [--grpc-threads N] [--grpc-queue N]\n"
+	"            [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]\n"
+	"            [--grpc-queue N]\n"
 	"            [--grpc-max-connection-age S]\n"
 	"            [--grpc-max-connection-age-grace S]\n"
 	"            [--grpc-tls-cert FILE --grpc-tls-key FILE\n"
@@ -102,7 +104,10 @@ static const char details[] =
 	"                          gRPC answers (response_headers_to_add)\n"
 	"      --grpc-threads N    threads that decide gRPC calls on a store\n"
 	"                          over the network (default 16, 1..256;\n"
-	"                          memory:// decides on gRPC's threads)\n"
+	"                          memory:// decides on the pollers)\n"
+	"      --grpc-pollers N    threads that read, answer and write gRPC\n"
+	"                          calls (default: one per two CPUs, 1..8;\n"
+	"                          at most 64)\n"
 	"      --grpc-queue N      gRPC calls that may wait for them; one\n"
 	"                          more is RESOURCE_EXHAUSTED at once\n"
 	"                          (default 4096, 1..65536)\n"
@@ -251,6 +256,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_SHADOW,
 		O_HEADERS,
 		O_GRPC_THREADS,
+		O_GRPC_POLLERS,
 		O_GRPC_QUEUE,
 		O_GRPC_AGE,
 		O_GRPC_AGE_GRACE,
@@ -275,6 +281,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"shadow", no_argument, NULL, O_SHADOW},
 		{"grpc-headers", no_argument, NULL, O_HEADERS},
 		{"grpc-threads", required_argument, NULL, O_GRPC_THREADS},
+		{"grpc-pollers", required_argument, NULL, O_GRPC_POLLERS},
 		{"grpc-queue", required_argument, NULL, O_GRPC_QUEUE},
 		{"grpc-max-connection-age", required_argument, NULL,
 		 O_GRPC_AGE},
@@ -291,6 +298,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	};
 	int64_t threads = 2, maxconn = 1024, timeout = 10, maxbody = 8192;
 	int64_t deciders = DRLD_GRPC_DECIDERS_DEFAULT;
+	int64_t pollers = 0; /* drld_grpc_pollers_default() */
 	int64_t queue = DRLD_GRPC_QUEUE_DEFAULT, age = DRLD_GRPC_AGE_DEFAULT;
 	int64_t age_grace = DRLD_GRPC_AGE_GRACE_DEFAULT;
 	int64_t tls_refresh = DRLD_GRPC_TLS_REFRESH_DEFAULT;
@@ -348,6 +356,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_GRPC_THREADS:
 			st = number("--grpc-threads", optarg, 1,
 				    DRLD_GRPC_DECIDERS_MAX, &deciders);
+			break;
+		case O_GRPC_POLLERS:
+			st = number("--grpc-pollers", optarg, 1,
+				    DRLD_GRPC_POLLERS_MAX, &pollers);
 			break;
 		case O_GRPC_QUEUE:
 			st = number("--grpc-queue", optarg, 1,
@@ -426,6 +438,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			"or unix:/ABSOLUTE/PATH of at most %zu bytes",
 			o->grpc_listen, UNIX_PATH_MAX_LEN);
 	o->grpc.deciders = (unsigned)deciders;
+	o->grpc.pollers = (unsigned)pollers;
 	o->grpc.queue = (unsigned)queue;
 	o->grpc.max_connection_age_s = (unsigned)age;
 	o->grpc.max_connection_age_grace_s = (unsigned)age_grace;

@@ -174,6 +174,8 @@ refused "bad --grpc-listen 'unix:relative.sock'" --grpc-listen unix:relative.soc
 refused "bad --envoy-config: $tmp/none:" --envoy-config "$tmp/none"
 refused "bad --grpc-threads '0'" --grpc-threads 0
 refused "bad --grpc-threads '257'" --grpc-threads 257
+refused "bad --grpc-pollers '0'" --grpc-pollers 0
+refused "bad --grpc-pollers '65'" --grpc-pollers 65
 refused "bad --grpc-queue '0'" --grpc-queue 0
 refused "bad --grpc-queue '65537'" --grpc-queue 65537
 refused "bad --grpc-max-connection-age '604801'" --grpc-max-connection-age 604801
@@ -381,7 +383,8 @@ fi
 # unknown name is NOT_FOUND. On SIGTERM a Watch stream hears NOT_SERVING
 # at once, and ends by --timeout-s (it counts as a call in flight).
 
-if start health --envoy-config "$tmp/cfg-flags" --timeout-s 1; then
+if start health --envoy-config "$tmp/cfg-flags" --timeout-s 1 \
+	--grpc-pollers 3; then
 	for svc in "" ratelimit envoy.service.ratelimit.v3.RateLimitService; do
 		got=$("${client[@]}" health "$gport" "$svc")
 		[ "$got" = SERVING ]
@@ -861,7 +864,10 @@ share() {
 	mkdir -p "$tmp/share-$s"
 	printf 'domain: share\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 200}\n' \
 		>"$tmp/share-$s/share.yaml"
-	start "share-$s-A" --store "$uri" --envoy-config "$tmp/share-$s"
+	# A with 4 pollers on one queue (more than this host's default),
+	# B with the default
+	start "share-$s-A" --store "$uri" --envoy-config "$tmp/share-$s" \
+		--grpc-pollers 4
 	pa=$pid porta=$gport
 	start "share-$s-B" --store "$uri" --envoy-config "$tmp/share-$s"
 	pb=$pid portb=$gport
