@@ -24,7 +24,8 @@
 # OK or the script stops: it checks h2load's 2xx count and drld's
 # drld_grpc_calls_total{outcome="ok"} against the calls sent. The report
 # is the median over ROUNDS (default 3). drld runs with --threads 8 (HTTP)
-# and its default --grpc-threads. Starts its own redis-server and drld on
+# and its default --grpc-threads and --grpc-pollers (DRLD_ARGS adds
+# options). Starts its own redis-server and drld on
 # free loopback ports; stops them by PID.
 set -uo pipefail
 
@@ -39,6 +40,8 @@ seconds=${2:-5}
 rounds=${3:-3}
 conc=${4:-32}
 drld=${DRLD:-$build/drld/drld} # DRLD: another drld to measure (A/B)
+# DRLD_ARGS: more drld options, e.g. DRLD_ARGS='--grpc-pollers 2'
+read -r -a drld_args <<<"${DRLD_ARGS:-}"
 drl=$build/tools/drl
 spec='token_bucket:1000000000/1s'
 method=/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
@@ -110,7 +113,7 @@ stores=("memory://" "redis://127.0.0.1:$redis_port?tx=lua&pool=64")
 start_drld() {
 	local log=$work/drld-$RANDOM.log
 	"$drld" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 --store "$1" \
-		--threads 8 --max-connections 256 \
+		--threads 8 --max-connections 256 "${drld_args[@]}" \
 		--envoy-config "$work/envoy" >"$log" 2>&1 &
 	dpid=$!
 	pids+=($!)
