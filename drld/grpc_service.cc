@@ -273,8 +273,9 @@ constexpr unsigned kPostedPerPoller = 32;
 // on the poller that read it when decisions never wait for the network
 // (memory://), so no thread is woken per call; on a store whose calls
 // can be started (Redis tx=lua on shared connections) it is started
-// there and finished by the async loop; otherwise it is handed to the
-// deciders, which block in the store and finish the call themselves.
+// there and a poller finishes it once the store has answered
+// (grpc_async.h); otherwise it is handed to the deciders, which block in
+// the store and finish the call themselves.
 class Service
 {
       public:
@@ -743,7 +744,7 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 			g->service->set_deciders(g->deciders.get());
 			// a store that decides without blocking (Redis
 			// tx=lua on shared connections): its calls are
-			// started here and end on the async loop's thread
+			// started on a poller and end on one (grpc_async.h)
 			if (drld_envoy_store_direct(d)) {
 				g->async.reset(new GrpcAsync(o->queue));
 				g->service->set_async(g->async->context());
