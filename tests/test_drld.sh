@@ -82,7 +82,10 @@ start() {
 	local name=$1 i
 	shift
 	port=
-	"$drld" --listen 127.0.0.1:0 "$@" 2>"$tmp/$name.err" &
+	# emptied here, not by the child's redirection, which runs after
+	# the fork: the loop below could read an earlier drld's port first
+	: >"$tmp/$name.err"
+	"$drld" --listen 127.0.0.1:0 "$@" 2>>"$tmp/$name.err" &
 	pid=$!
 	pids+=("$pid")
 	for ((i = 0; i < 400; i++)); do

@@ -43,8 +43,12 @@ cp "$here"/envoy_readme/*.yaml "$tmp/cfg/"
 # start_drld ARGS...: drld (under valgrind when asked) with the README
 # config and ARGS; sets pid, port and gport, or ends the test.
 start_drld() {
+	# emptied here, not by the child's redirection: that runs after the
+	# fork, and the loop below could read the previous drld's ports
+	# first (a clean-clone run on a busy core did)
+	: >"$tmp/err"
 	"${wrap[@]}" "$drld" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 \
-		--envoy-config "$tmp/cfg" --grpc-headers "$@" 2>"$tmp/err" &
+		--envoy-config "$tmp/cfg" --grpc-headers "$@" 2>>"$tmp/err" &
 	pid=$!
 	port= gport=
 	for ((i = 0; i < 1200; i++)); do # valgrind starts slowly: up to 60 s
