@@ -32,7 +32,12 @@ void GrpcAsync::notify(void *arg)
 	if (g->armed_.exchange(true, std::memory_order_acq_rel))
 		return;
 	// only the thread that armed it gets here: the alarm's last tag
-	// has come back (fired() disarms first), so it may be set again
+	// has come back (fired() disarms first), so it may be set again.
+	// The thread that set it last may still be returning from Set(),
+	// which is harmless: grpc++'s AlarmImpl::Set queues the due tag as
+	// the last thing its timer closure does (keeping the queue in a
+	// local, "so that the alarm can be reset when the alarm tag is
+	// delivered"), and holds a reference until the tag is taken.
 	g->alarm_.Set(g->queue_, std::chrono::system_clock::time_point(),
 		      g->fired_.post());
 }
