@@ -54,13 +54,25 @@ class HealthWatch final
 		} catch (const std::bad_alloc &) {
 			// this queue takes no more Watch calls
 		}
-		std::lock_guard<std::mutex> l(h_->m_);
-		try {
-			h_->watches_.insert(this);
-		} catch (const std::bad_alloc &) {
-			// streams its status now, but hears no change
+		bool end;
+		{
+			std::lock_guard<std::mutex> l(h_->m_);
+			began_ = true;
+			// the done tag may have come first, on another poller
+			// (a client that left at once): then it is over
+			if (!over_) {
+				try {
+					h_->watches_.insert(this);
+				} catch (const std::bad_alloc &) {
+					// streams its status now, but
+					// hears no change
+				}
+				tell(h_->status_locked(name()));
+			}
+			end = over_ && !writing_;
 		}
-		tell(h_->status_locked(name()));
+		if (end)
+			delete this;
 	}
 
 	// Write the wanted status unless a write is under way (its end
@@ -96,7 +108,8 @@ class HealthWatch final
 			std::lock_guard<std::mutex> l(h_->m_);
 			over_ = true;
 			h_->watches_.erase(this);
-			end = !writing_;
+			// before arrived() has run, it still holds the watch
+			end = began_ && !writing_;
 		}
 		if (end)
 			delete this;
@@ -110,7 +123,8 @@ class HealthWatch final
 	Response out_;
 	Response::ServingStatus want_ = Response::UNKNOWN;
 	int sent_ = -1; // none yet
-	bool writing_ = false, over_ = false;
+	// began_: arrived() has run; over_: the done tag has come
+	bool writing_ = false, over_ = false, began_ = false;
 	GrpcTag arrived_ = grpc_tag<HealthWatch, &HealthWatch::arrived>(this);
 	GrpcTag wrote_ = grpc_tag<HealthWatch, &HealthWatch::wrote>(this);
 	GrpcTag done_ = grpc_tag<HealthWatch, &HealthWatch::done>(this);
