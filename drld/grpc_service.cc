@@ -10,6 +10,7 @@
 
 #include <drl/async.h>
 
+#include <absl/container/inlined_vector.h>
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/tls_certificate_provider.h>
@@ -18,13 +19,11 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdio>
-#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -41,34 +40,13 @@ namespace
 namespace rls = envoy::service::ratelimit::v3;
 namespace common = envoy::extensions::common::ratelimit::v3;
 
-// n elements of T, value-initialised: in place up to N, on the heap
-// beyond, so a call of a few descriptors (as Envoy's are) allocates none.
-template <class T, size_t N> class Slots
-{
-      public:
-	explicit Slots(size_t n)
-	    : heap_(n > N ? n : 0), p_(n > N ? heap_.data() : in_.data())
-	{
-	}
-	Slots(const Slots &) = delete;
-	Slots &operator=(const Slots &) = delete;
-
-	T *data()
-	{
-		return p_;
-	}
-
-      private:
-	std::array<T, N> in_{};
-	std::vector<T> heap_;
-	T *p_;
-};
-
 // The C request of one protobuf request: its entries and descriptors
 // point into the protobuf message, valid while it is.
 struct CRequest {
-	Slots<drld_envoy_entry, 8> entries;
-	Slots<drld_envoy_descriptor, 4> descriptors;
+	// in place for a few descriptors, as Envoy's calls have: no
+	// allocation (sized once: the pointers into them stay valid)
+	absl::InlinedVector<drld_envoy_entry, 8> entries;
+	absl::InlinedVector<drld_envoy_descriptor, 4> descriptors;
 	drld_envoy_request q{};
 
 	explicit CRequest(const rls::RateLimitRequest &req)
@@ -338,7 +316,8 @@ class Service
 			    rls::RateLimitResponse *resp)
 	{
 		CRequest c(req);
-		Slots<drld_envoy_status, 5> statuses(c.q.ndescriptors + 1);
+		absl::InlinedVector<drld_envoy_status, 5> statuses(
+			c.q.ndescriptors + 1);
 		drld_envoy_answer a{};
 		char msg[512] = "";
 
@@ -440,7 +419,7 @@ void Call::arrived(bool ok)
 // reads and writes until its done callback, and the call to finish.
 struct AsyncCall {
 	CRequest c;
-	Slots<drld_envoy_status, 5> statuses;
+	absl::InlinedVector<drld_envoy_status, 5> statuses;
 	drld_envoy_answer a{};
 	Call *call;
 
