@@ -636,6 +636,16 @@ void drld_envoy_not_decided(struct drld *d, enum drld_envoy_outcome o)
 	drld_envoy_stats_call(d->envoy_stats, o);
 }
 
+void drld_envoy_shards(struct drld *d, unsigned n)
+{
+	drld_envoy_stats_shards(d->envoy_stats, n);
+}
+
+void drld_envoy_connection_dealt(struct drld *d, unsigned i)
+{
+	drld_envoy_stats_connection(d->envoy_stats, i);
+}
+
 void drld_envoy_answer_release(struct drld_envoy_answer *a)
 {
 	drld_envoy_config_release(a->hold);

@@ -155,6 +155,14 @@ int drld_envoy_start(struct drld *d, struct drl_async *as,
  * (DRLD_ENVOY_CANCELLED, DRLD_ENVOY_EXHAUSTED). */
 void drld_envoy_not_decided(struct drld *d, enum drld_envoy_outcome o);
 
+/* The server's shards (at most DRLD_GRPC_POLLERS_MAX), for
+ * drld_grpc_connections_total; 0 (the default): drld's own listener deals
+ * none (TLS: the kernel deals them). */
+void drld_envoy_shards(struct drld *d, unsigned n);
+
+/* Count a connection dealt to shard i (< the shards set). */
+void drld_envoy_connection_dealt(struct drld *d, unsigned i);
+
 /* Let go of what a's statuses point to (every outcome; once). */
 void drld_envoy_answer_release(struct drld_envoy_answer *a);
 

@@ -1,6 +1,8 @@
 /* Counters of the Envoy rate limit service: see envoy_stats.h. */
 #include "envoy_stats.h"
 
+#include "grpc_service.h" /* DRLD_GRPC_POLLERS_MAX */
+
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -23,6 +25,8 @@ struct drld_envoy_stats {
 	struct entry overflow;
 	atomic_uint_fast64_t global_shadow;
 	atomic_uint_fast64_t calls[DRLD_ENVOY_OUTCOMES];
+	atomic_uint shards; /* connections[0 .. shards) are rendered */
+	atomic_uint_fast64_t connections[DRLD_GRPC_POLLERS_MAX];
 };
 
 int drld_envoy_stats_new(struct drld_envoy_stats **out)
@@ -218,4 +222,27 @@ void drld_envoy_stats_render(struct drld_envoy_stats *s, FILE *f)
 		fprintf(f,
 			"drld_grpc_calls_total{outcome=\"%s\"} %" PRIu64 "\n",
 			outcomes[o], get(&s->calls[o]));
+	unsigned shards = atomic_load(&s->shards);
+	if (shards == 0)
+		return;
+	fputs("# HELP drld_grpc_connections_total gRPC connections drld's "
+	      "listener dealt to each shard.\n"
+	      "# TYPE drld_grpc_connections_total counter\n",
+	      f);
+	for (unsigned i = 0; i < shards; i++)
+		fprintf(f,
+			"drld_grpc_connections_total{shard=\"%u\"} %" PRIu64
+			"\n",
+			i, get(&s->connections[i]));
+}
+
+void drld_envoy_stats_shards(struct drld_envoy_stats *s, unsigned n)
+{
+	atomic_store(&s->shards, n);
+}
+
+void drld_envoy_stats_connection(struct drld_envoy_stats *s, unsigned i)
+{
+	atomic_fetch_add_explicit(&s->connections[i], 1,
+				  memory_order_relaxed);
 }

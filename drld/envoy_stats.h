@@ -68,6 +68,12 @@ void drld_envoy_stats_global_shadow(struct drld_envoy_stats *s);
 void drld_envoy_stats_call(struct drld_envoy_stats *s,
 			   enum drld_envoy_outcome o);
 
+/* Render the connections dealt to n shards (n <= DRLD_GRPC_POLLERS_MAX;
+ * 0: none are dealt, none rendered). */
+void drld_envoy_stats_shards(struct drld_envoy_stats *s, unsigned n);
+/* Count one connection dealt to shard i (< n). */
+void drld_envoy_stats_connection(struct drld_envoy_stats *s, unsigned i);
+
 /* Write every counter in the Prometheus text format to f. */
 void drld_envoy_stats_render(struct drld_envoy_stats *s, FILE *f);
 

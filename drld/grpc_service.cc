@@ -1,10 +1,12 @@
 // drld's gRPC server: see grpc_service.h.
 #include "grpc_service.h"
 
+#include "acceptor.h"
 #include "envoy_service.h"
 #include "grpc_async.h"
 #include "grpc_health.h"
 #include "grpc_tag.h"
+#include "listen_addr.h"
 
 #include "envoy_rls.grpc.pb.h"
 
@@ -13,6 +15,7 @@
 #include <absl/container/inlined_vector.h>
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/server_posix.h>
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
@@ -180,6 +183,12 @@ class Call final : public GrpcShared<Call>
 		release();
 	}
 
+	// The service (of one shard) that matched the call.
+	Service *service() const
+	{
+		return s_;
+	}
+
 	// Whether the caller has given up on the call: its deadline has
 	// passed (Envoy's timeout, sent as grpc-timeout), or, for a call
 	// watched for it, grpc has cancelled it (a reset stream).
@@ -243,9 +252,9 @@ class Call final : public GrpcShared<Call>
 	std::atomic<bool> cancelled_{false};
 };
 
-// Calls posted per poller before any arrives: incoming calls beyond them
-// wait in grpc until a poller posts the next (at once, as each arrives).
-constexpr unsigned kPostedPerPoller = 32;
+// Calls posted per shard before any arrives: incoming calls beyond them
+// wait in grpc until its poller posts the next (at once, as each arrives).
+constexpr unsigned kPostedPerShard = 32;
 
 // The service: what to do with each call grpc matches. A call is decided
 // on the poller that read it when decisions never wait for the network
@@ -466,7 +475,7 @@ void Service::async_done(void *arg, drld_envoy_outcome o, const char *msg)
 class Deciders
 {
       public:
-	Deciders(Service *s, unsigned n, size_t queue) : s_(s), max_(queue)
+	Deciders(unsigned n, size_t queue) : max_(queue)
 	{
 		for (unsigned i = 0; i < n; i++)
 			threads_.emplace_back([this] { run(); });
@@ -520,16 +529,15 @@ class Deciders
 			// backlog the deciders catch up instead of
 			// deciding for nobody.
 			if (c->gone())
-				s_->refuse(c, DRLD_ENVOY_CANCELLED,
+				c->service()->refuse(c, DRLD_ENVOY_CANCELLED,
 					   grpc::StatusCode::CANCELLED,
 					   "the caller gave up before a "
 					   "decider was free");
 			else
-				s_->decide_and_finish(c);
+				c->service()->decide_and_finish(c);
 		}
 	}
 
-	Service *s_;
 	const size_t max_; // most calls waiting
 	std::mutex m_;
 	std::condition_variable cv_;
@@ -605,44 +613,66 @@ class SanVerifier final : public grpc::experimental::ExternalCertificateVerifier
 
 } // namespace
 
-struct drld_grpc {
+// One shard of the server: a grpc::Server with its own completion queue,
+// polled by one poller, which reads, decides or starts, answers and
+// writes every call of the connections dealt to the shard. Shards share
+// nothing but the deciders; a connection belongs to one shard for its
+// life, so no two threads contend for it (docs/envoy.md, "Threads").
+struct Shard {
 	std::unique_ptr<Service> service;
 	std::unique_ptr<GrpcHealth> health;
-	std::unique_ptr<Deciders> deciders; // null: decisions inline
-	std::unique_ptr<GrpcAsync> async;   // null: no call goes async
-	// One queue for every poller: with one each, grpc 1.51 delivered
-	// a call read by one poller to another's queue, and ~1.5% of the
-	// calls of 32 connections waited ~4 ms for that poller to wake
-	// (docs/performance.md, "drld over gRPC").
+	std::unique_ptr<GrpcAsync> async; // null: no call goes async
 	std::unique_ptr<grpc::ServerCompletionQueue> queue;
 	std::unique_ptr<grpc::Server> server;
-	std::vector<std::thread> pollers;
+	std::thread poller; // not joinable: none started
+};
+
+struct drld_grpc {
+	std::unique_ptr<Deciders> deciders; // null: decisions inline
+	std::vector<std::unique_ptr<Shard>> shards;
+	// plaintext: drld's own listener, which deals connections to the
+	// shards in turn (acceptor.h); null with TLS, where every shard's
+	// server listens on the port itself (SO_REUSEPORT: the kernel
+	// deals), since grpc 1.51 takes descriptors for plaintext only
+	drld_acceptor *acceptor = nullptr;
+	size_t next = 0; // the shard the acceptor deals to next
+	struct drld *d;
 	int port = 0;
 
-	// Stops what started, in the order grpc asks: the server (it waits
-	// for the calls in flight: the pollers, the deciders and the async
-	// context finish them), then whoever may still finish a call, then
-	// the queue, drained by the pollers (or here, when none started),
-	// then what its last tags touch.
+	explicit drld_grpc(struct drld *drld) : d(drld)
+	{
+	}
+
+	// Stops what started, in the order grpc asks: new connections,
+	// the servers (each waits for its calls in flight: its poller,
+	// the deciders and its async context finish them), whoever may
+	// still finish a call, then the queues, drained by the pollers (or
+	// here, for a shard whose poller never started), then what their
+	// last tags touch.
 	~drld_grpc()
 	{
-		if (server != nullptr) {
-			server->Shutdown(std::chrono::system_clock::now());
-			server->Wait();
-		}
-		if (async != nullptr)
-			async->stop();
+		drld_acceptor_stop(acceptor);
+		auto now = std::chrono::system_clock::now();
+		for (auto &s : shards)
+			if (s->server != nullptr)
+				s->server->Shutdown(now);
+		for (auto &s : shards)
+			if (s->server != nullptr)
+				s->server->Wait();
+		for (auto &s : shards)
+			if (s->async != nullptr)
+				s->async->stop();
 		deciders.reset();
-		if (queue != nullptr) {
-			queue->Shutdown();
-			for (std::thread &t : pollers)
-				t.join();
-			if (pollers.empty())
-				drain(queue.get());
+		for (auto &s : shards) {
+			if (s->queue == nullptr)
+				continue;
+			s->queue->Shutdown();
+			if (s->poller.joinable())
+				s->poller.join();
+			else
+				drain(s->queue.get());
 		}
-		async.reset();
-		server.reset();
-		queue.reset();
+		shards.clear(); // each: async, server, queue, in this order
 	}
 
 	// Run every event of q until it is shut down and empty.
@@ -653,6 +683,15 @@ struct drld_grpc {
 		bool ok;
 		while (q->Next(&tag, &ok))
 			GrpcTag::run(tag, ok);
+	}
+
+	// The acceptor's callback: the next shard takes the connection.
+	static void deal(void *arg, int fd)
+	{
+		drld_grpc *g = static_cast<drld_grpc *>(arg);
+		size_t i = g->next++ % g->shards.size();
+		drld_envoy_connection_dealt(g->d, (unsigned)i);
+		grpc::AddInsecureChannelFromFd(g->shards[i]->server.get(), fd);
 	}
 };
 
@@ -691,13 +730,79 @@ static std::shared_ptr<grpc::ServerCredentials> credentials(
 	return gx::TlsServerCredentials(t);
 }
 
+// addr with its port replaced by port: "127.0.0.1:0" -> "127.0.0.1:PORT",
+// so further TLS shards listen where the first did.
+static std::string with_port(const char *addr, int port)
+{
+	std::string a(addr);
+	return a.substr(0, a.rfind(':') + 1) + std::to_string(port);
+}
+
+// Build and start shard i: its service, health service and queue on a
+// server that listens on `listen` (TLS: the port SO_REUSEPORT lets every
+// shard share) or on no port (plaintext: the acceptor deals it its
+// connections); *port: the port bound. Throws; the shard is in g either
+// way, so g's destructor stops what started.
+static void start_shard(drld_grpc *g, struct drld *d,
+			const struct drld_grpc_opts *o, const std::string *listen,
+			int *port)
+{
+	g->shards.emplace_back(new Shard);
+	Shard &s = *g->shards.back();
+	grpc::ServerBuilder b;
+	// nobody can ask drld for channelz: do not keep its books
+	b.AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);
+	if (o->max_connection_age_s > 0)
+		b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+				     (int)o->max_connection_age_s * 1000);
+	if (o->max_connection_age_grace_s > 0)
+		b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+				     (int)o->max_connection_age_grace_s * 1000);
+	s.service.reset(new Service(d));
+	if (g->deciders != nullptr) {
+		s.service->set_deciders(g->deciders.get());
+		// a store that decides without blocking (Redis tx=lua on
+		// shared connections): its calls are started on the poller
+		// and end on it (grpc_async.h)
+		if (drld_envoy_store_direct(d)) {
+			s.async.reset(new GrpcAsync(o->queue));
+			s.service->set_async(s.async->context());
+		}
+	}
+	if (listen != nullptr) {
+		b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 1);
+		b.AddListeningPort(*listen, credentials(o), port);
+	}
+	b.RegisterService(&s.service->rpc());
+	// grpc.health.v1.Health: what Envoy's grpc_health_check and
+	// Kubernetes' grpc probes ask (envoyproxy/ratelimit serves it too).
+	// "" (the server as a whole), the service by its full name, and by
+	// the name envoyproxy/ratelimit registers ("ratelimit"), so an
+	// existing health check config keeps working.
+	s.health.reset(new GrpcHealth({"",
+				       rls::RateLimitService::service_full_name(),
+				       "ratelimit"}));
+	b.RegisterService(s.health->service());
+	s.queue = b.AddCompletionQueue();
+	s.server = b.BuildAndStart();
+	if (s.server == nullptr || (listen != nullptr && *port == 0))
+		throw std::runtime_error("cannot listen (the address is in "
+					 "use, or not one of this host)");
+	if (s.async != nullptr)
+		s.async->attach(s.queue.get());
+	for (unsigned i = 0; i < kPostedPerShard; i++)
+		Call::expect(s.service.get(), s.queue.get());
+	s.health->expect(s.queue.get());
+	s.poller = std::thread(drld_grpc::drain, s.queue.get());
+}
+
 extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 			       const char *addr, const struct drld_grpc_opts *o,
 			       char *msg, size_t n)
 {
 	*out = nullptr;
 	try {
-		std::unique_ptr<drld_grpc> g(new drld_grpc);
+		std::unique_ptr<drld_grpc> g(new drld_grpc(d));
 		// Debian's abseil is built without NDEBUG, so every
 		// absl::Mutex grpc takes also updated a lock graph for
 		// deadlock detection (~7% of drld's CPU per call,
@@ -705,60 +810,29 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 		// aid, off in release builds of abseil
 		absl::SetMutexDeadlockDetectionMode(
 			absl::OnDeadlockCycle::kIgnore);
-		grpc::ServerBuilder b;
-		// nobody can ask drld for channelz: do not keep its books
-		b.AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);
-		if (o->max_connection_age_s > 0)
-			b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
-					     (int)o->max_connection_age_s *
-						     1000);
-		if (o->max_connection_age_grace_s > 0)
-			b.AddChannelArgument(
-				GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
-				(int)o->max_connection_age_grace_s * 1000);
-		g->service.reset(new Service(d));
-		if (o->deciders > 0) {
-			g->deciders.reset(new Deciders(g->service.get(),
-						       o->deciders, o->queue));
-			g->service->set_deciders(g->deciders.get());
-			// a store that decides without blocking (Redis
-			// tx=lua on shared connections): its calls are
-			// started on a poller and end on one (grpc_async.h)
-			if (drld_envoy_store_direct(d)) {
-				g->async.reset(new GrpcAsync(o->queue));
-				g->service->set_async(g->async->context());
+		if (o->deciders > 0)
+			g->deciders.reset(new Deciders(o->deciders, o->queue));
+		unsigned shards = o->pollers > 0 ? o->pollers
+						 : drld_grpc_pollers_default();
+		if (o->tls_cert == nullptr) {
+			for (unsigned i = 0; i < shards; i++)
+				start_shard(g.get(), d, o, nullptr, nullptr);
+			drld_envoy_shards(d, shards);
+			if (drld_acceptor_start(&g->acceptor, addr,
+						drld_grpc::deal, g.get(), msg,
+						n) != 0)
+				return -1; // g's destructor stops the shards
+			g->port = (int)drld_acceptor_port(g->acceptor);
+		} else {
+			// a unix socket's path cannot be bound twice
+			if (drld_is_unix_listen(addr))
+				shards = 1;
+			std::string listen(addr);
+			for (unsigned i = 0; i < shards; i++) {
+				start_shard(g.get(), d, o, &listen, &g->port);
+				listen = with_port(addr, g->port);
 			}
 		}
-		b.AddListeningPort(addr, credentials(o), &g->port);
-		b.RegisterService(&g->service->rpc());
-		// grpc.health.v1.Health: what Envoy's grpc_health_check
-		// and Kubernetes' grpc probes ask (envoyproxy/ratelimit
-		// serves it too). "" (the server as a whole), the service
-		// by its full name, and by the name envoyproxy/ratelimit
-		// registers ("ratelimit"), so an existing health check
-		// config keeps working.
-		g->health.reset(new GrpcHealth(
-			{"", rls::RateLimitService::service_full_name(),
-			 "ratelimit"}));
-		b.RegisterService(g->health->service());
-		g->queue = b.AddCompletionQueue();
-		g->server = b.BuildAndStart();
-		if (g->server == nullptr || g->port == 0) {
-			std::snprintf(msg, n,
-				      "cannot listen (the address is in use, "
-				      "or not one of this host)");
-			return -1;
-		}
-		unsigned pollers = o->pollers > 0 ? o->pollers
-						  : drld_grpc_pollers_default();
-		if (g->async != nullptr)
-			g->async->attach(g->queue.get());
-		for (unsigned i = 0; i < kPostedPerPoller * pollers; i++)
-			Call::expect(g->service.get(), g->queue.get());
-		g->health->expect(g->queue.get());
-		for (unsigned i = 0; i < pollers; i++)
-			g->pollers.emplace_back(drld_grpc::drain,
-						g->queue.get());
 		*out = g.release();
 		return 0;
 	} catch (const std::exception &e) {
@@ -769,8 +843,7 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 
 extern "C" unsigned drld_grpc_pollers_default(void)
 {
-	return std::max(1u,
-			std::min(8u, std::thread::hardware_concurrency() / 2));
+	return std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
 }
 
 extern "C" unsigned drld_grpc_port(const struct drld_grpc *g)
@@ -782,14 +855,20 @@ extern "C" void drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s)
 {
 	if (g == nullptr)
 		return;
-	// NOT_SERVING for every name, first: a health watcher (Envoy's,
-	// a load balancer's) learns drld is draining while the calls in
-	// flight finish
-	g->health->shutdown();
-	// the calls in flight get timeout_s to finish, then grpc cancels
-	// them; the destructor stops the rest (a call a decider has begun
-	// still finishes, within the store's timeout_ms)
-	g->server->Shutdown(std::chrono::system_clock::now() +
-			    std::chrono::seconds(timeout_s));
+	// no new connections; then NOT_SERVING for every name: a health
+	// watcher (Envoy's, a load balancer's) learns drld is draining
+	// while the calls in flight finish
+	drld_acceptor_stop(g->acceptor);
+	g->acceptor = nullptr;
+	for (auto &s : g->shards)
+		s->health->shutdown();
+	// the calls in flight get timeout_s to finish (one deadline for
+	// every shard), then grpc cancels them; the destructor stops the
+	// rest (a call a decider has begun still finishes, within the
+	// store's timeout_ms)
+	auto deadline = std::chrono::system_clock::now() +
+			std::chrono::seconds(timeout_s);
+	for (auto &s : g->shards)
+		s->server->Shutdown(deadline);
 	delete g;
 }

@@ -6,17 +6,23 @@
  * grpc_service.cc turns the protobuf request into the C request of
  * envoy_service.h and the answer back; envoy_service.c decides.
  *
- * Threads: drld's pollers (--grpc-pollers) poll the server's one
- * completion queue; they read and write the calls, and grpc runs no
- * thread of its own for them (its callback API would: a hand-over per
- * call, docs/performance.md "drld over gRPC"). Where a decision runs:
- * on memory:// on the poller that read the call; on a store whose calls
- * can be started (Redis tx=lua on shared connections) it is started
- * there and a poller finishes it when the store has answered
- * (grpc_async.h); otherwise
- * (and for a limit that store cannot start) drld_grpc_opts's `deciders`,
- * N threads of its own, block in the store (bounded by its timeout_ms)
- * and finish the call, so the pollers never wait for Redis or memcached.
+ * Threads: the server is --grpc-pollers shards, each a grpc::Server with
+ * its own completion queue and one poller, which answers and writes every
+ * call of the connections dealt to the shard (and reads them: under
+ * GRPC_POLL_STRATEGY=poll always; under grpc's default, epoll1, whichever
+ * poller is in epoll may read a connection's bytes, since that engine
+ * polls one epoll set for the whole process); grpc runs no thread of its
+ * own for them (its callback API would: a hand-over per call,
+ * docs/performance.md "drld over gRPC"). Plaintext connections are
+ * accepted by drld (acceptor.h) and dealt to the shards in turn; with TLS
+ * every shard listens on the port (SO_REUSEPORT) and the kernel deals
+ * them. Where a decision runs: on memory:// on the poller that read the
+ * call; on a store whose calls can be started (Redis tx=lua on shared
+ * connections) it is started there and that shard's poller finishes it
+ * when the store has answered (grpc_async.h); otherwise (and for a limit
+ * that store cannot start) drld_grpc_opts's `deciders`, N threads shared
+ * by the shards, block in the store (bounded by its timeout_ms) and
+ * finish the call, so the pollers never wait for Redis or memcached.
  *
  * C interface to C++ code: every function here is extern "C" and catches
  * what the C++ side could throw.
@@ -59,9 +65,9 @@ struct drld_grpc_opts {
 	/* threads deciding calls (0..DRLD_GRPC_DECIDERS_MAX; 0: on
 	 * the pollers) */
 	unsigned deciders;
-	/* threads polling the server's completion queue: they read,
-	 * answer and write the calls (1..DRLD_GRPC_POLLERS_MAX; 0:
-	 * drld_grpc_pollers_default()) */
+	/* shards, each with one thread polling its completion queue: it
+	 * reads, answers and writes the calls of the connections dealt
+	 * to it (1..DRLD_GRPC_POLLERS_MAX; 0: drld_grpc_pollers_default()) */
 	unsigned pollers;
 	/* calls that may wait for them (1..DRLD_GRPC_QUEUE_MAX; unused
 	 * when deciders is 0) */
@@ -93,13 +99,10 @@ struct drld_grpc_opts {
 int drld_grpc_start(struct drld_grpc **out, struct drld *d, const char *addr,
 		    const struct drld_grpc_opts *o, char *msg, size_t n);
 
-/* The pollers when --grpc-pollers is not given: one per two CPUs, at
- * least 1 and at most 8. Measured on 2 vCPUs (docs/performance.md, "drld
- * over gRPC"): one poller answers the Envoy shape (2 connections x 16
- * calls) at 15 us of CPU a call against 17-19 for two, and 32 connections
- * x 1 call at ~50k/s against ~40k; the CPUs left run the store's I/O
- * threads, the kernel's network work and, on a shared host, the clients.
- */
+/* The shards when --grpc-pollers is not given: one per CPU, at least 1
+ * and at most 8. Measured on 2 vCPUs (docs/performance.md, "Shards"): two
+ * shards answer the Envoy shape (2 connections x 16 calls) at ~100k calls/s
+ * against ~88k for one poller. */
 unsigned drld_grpc_pollers_default(void);
 
 /* The port it listens on. */

@@ -28,6 +28,7 @@
 #include "drld.h"
 #include "grpc_service.h" /* plain C; defined only with DRLD_HAVE_ENVOY */
 #include "http.h"
+#include "listen_addr.h"
 #include "tls.h"
 
 #include <arpa/inet.h>
@@ -105,9 +106,10 @@ static const char details[] =
 	"      --grpc-threads N    threads that decide gRPC calls on a store\n"
 	"                          over the network (default 16, 1..256;\n"
 	"                          memory:// decides on the pollers)\n"
-	"      --grpc-pollers N    threads that read, answer and write gRPC\n"
-	"                          calls (default: one per two CPUs, 1..8;\n"
-	"                          at most 64)\n"
+	"      --grpc-pollers N    gRPC shards: threads that each read,\n"
+	"                          answer and write the calls of the\n"
+	"                          connections dealt to it (default: one\n"
+	"                          per CPU, 1..8; at most 64)\n"
 	"      --grpc-queue N      gRPC calls that may wait for them; one\n"
 	"                          more is RESOURCE_EXHAUSTED at once\n"
 	"                          (default 4096, 1..65536)\n"
@@ -172,63 +174,6 @@ usage_error(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\n%sTry 'drld --help' for more.\n", synopsis);
 	return EXIT_USAGE;
-}
-
-/* Parse HOST:PORT ("127.0.0.1:8080", "[::1]:0") into *ss. Numeric
- * addresses only: no name is looked up. */
-/* The longest path of a unix domain socket (sun_path holds its NUL). */
-#define UNIX_PATH_MAX_LEN (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
-
-/* Whether s is "unix:" and an absolute path a unix domain socket can
- * have (--grpc-listen: gRPC's own syntax for it, as envoyproxy/ratelimit's
- * GRPC_UDS). */
-static bool is_unix_listen(const char *s)
-{
-	if (strncmp(s, "unix:", 5) != 0)
-		return false;
-	size_t n = strlen(s + 5);
-	return s[5] == '/' && n <= UNIX_PATH_MAX_LEN;
-}
-
-static bool parse_listen(const char *s, struct sockaddr_storage *ss)
-{
-	char host[INET6_ADDRSTRLEN + 1];
-	const char *colon, *h = s;
-	size_t hlen;
-	int64_t port;
-
-	memset(ss, 0, sizeof *ss);
-	if (s[0] == '[') {
-		const char *close = strchr(s, ']');
-		if (close == NULL || close[1] != ':')
-			return false;
-		h = s + 1;
-		hlen = (size_t)(close - h);
-		colon = close + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (colon == NULL)
-			return false;
-		hlen = (size_t)(colon - s);
-	}
-	if (hlen == 0 || hlen >= sizeof host ||
-	    !tl_parse_uint(colon + 1, 0, 65535, &port))
-		return false;
-	memcpy(host, h, hlen);
-	host[hlen] = '\0';
-	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
-	if (s[0] != '[' && inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
-		v4->sin_family = AF_INET;
-		v4->sin_port = htons((uint16_t)port);
-		return true;
-	}
-	if (s[0] == '[' && inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
-		v6->sin6_family = AF_INET6;
-		v6->sin6_port = htons((uint16_t)port);
-		return true;
-	}
-	return false;
 }
 
 /* A numeric option in [min, max] into *out, or a usage error (2). */
@@ -424,19 +369,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				   "--grpc-tls-client-ca");
 	if (g->tls_cert != NULL && o->grpc_listen == NULL)
 		return usage_error("--grpc-tls-cert without --grpc-listen");
-	if (!parse_listen(o->listen, &o->http.addr))
+	if (!drld_parse_listen(o->listen, &o->http.addr))
 		return usage_error("bad --listen '%s': expected a numeric "
 				   "address and a port, e.g. 127.0.0.1:8080 "
 				   "or [::1]:8080",
 				   o->listen);
 	struct sockaddr_storage grpc_addr;
-	if (o->grpc_listen != NULL && !is_unix_listen(o->grpc_listen) &&
-	    !parse_listen(o->grpc_listen, &grpc_addr))
+	if (o->grpc_listen != NULL && !drld_is_unix_listen(o->grpc_listen) &&
+	    !drld_parse_listen(o->grpc_listen, &grpc_addr))
 		return usage_error(
 			"bad --grpc-listen '%s': expected a numeric "
 			"address and a port, e.g. 127.0.0.1:8081, "
 			"or unix:/ABSOLUTE/PATH of at most %zu bytes",
-			o->grpc_listen, UNIX_PATH_MAX_LEN);
+			o->grpc_listen, DRLD_UNIX_PATH_MAX);
 	o->grpc.deciders = (unsigned)deciders;
 	o->grpc.pollers = (unsigned)pollers;
 	o->grpc.queue = (unsigned)queue;
@@ -661,7 +606,7 @@ static void say_listening(const struct opts *o, unsigned port)
  * the host as given, the port as bound. */
 static void say_grpc(const char *listen, unsigned port)
 {
-	if (is_unix_listen(listen)) {
+	if (drld_is_unix_listen(listen)) {
 		fprintf(stderr, "drld: grpc listening on %s\n", listen);
 		return;
 	}

@@ -36,6 +36,10 @@ checking protocol), compiled the same way.
       channel has left READY and come back to it with a call answered
       after that (the server closed the connection: GOAWAY), or DEADLINE_S
       passed; prints "reconnected" or "never", then "calls=N errors=N".
+  envoy_client.py PROTO_DIR conns PORT DOMAIN KEY=VALUE N
+      N channels, each on a connection of its own, all open at once, one
+      call of one descriptor on each; prints each call's overall code (or
+      status code's name) in channel order ("OK OK OVER_LIMIT").
   envoy_client.py PROTO_DIR health PORT SERVICE
       grpc.health.v1.Health/Check of SERVICE ("" the server): prints the
       status (SERVING, NOT_SERVING) or the gRPC status code's name.
@@ -118,13 +122,16 @@ def port_arg(s):
     return s if s.startswith("unix:") else int(s)
 
 
-def channel(port):
+def channel(port, own=False):
     """A channel to 127.0.0.1:port, or to the unix socket "unix:/PATH":
-    plaintext, or TLS as ENVOY_CLIENT_TLS says (see the usage)."""
+    plaintext, or TLS as ENVOY_CLIENT_TLS says (see the usage). own: on a
+    connection of its own (grpc shares one between the channels of a
+    process to the same target otherwise)."""
     target = port if isinstance(port, str) else "127.0.0.1:%d" % port
+    opts = [("grpc.use_local_subchannel_pool", 1)] if own else []
     tls = os.environ.get("ENVOY_CLIENT_TLS")
     if not tls:
-        return grpc.insecure_channel(target)
+        return grpc.insecure_channel(target, options=opts)
     files = []
     for path in tls.split(","):
         with open(path, "rb") as f:
@@ -135,12 +142,12 @@ def channel(port):
         certificate_chain=files[1] if len(files) > 1 else None)
     return grpc.secure_channel(
         target, creds,
-        options=[("grpc.ssl_target_name_override", "drld.test")])
+        options=[("grpc.ssl_target_name_override", "drld.test")] + opts)
 
 
 class Client:
-    def __init__(self, port):
-        self.channel = channel(port)
+    def __init__(self, port, own=False):
+        self.channel = channel(port, own)
         self.stub = rls_grpc.RateLimitServiceStub(self.channel)
 
     def call(self, domain, descriptors, hits=0):
@@ -493,6 +500,19 @@ def call(port, domain, entries):
                     for h in r.response_headers_to_add]))
 
 
+def conns(port, domain, entries, n):
+    """One call on each of n connections, all open at once."""
+    clients = [Client(port, own=True) for _ in range(n)]
+    names = rls.RateLimitResponse.Code.Name
+    out = []
+    for c in clients:
+        r, err = c.call(domain, [descriptor(entries)])
+        out.append(err.name if err is not None else names(r.overall_code))
+    print(" ".join(out))
+    for c in clients:
+        c.channel.close()
+
+
 def flood(port, domain, entries, n, deadline):
     """n calls of one descriptor at once on one channel, each with a
     deadline of `deadline` seconds; prints "sent" when all are started
@@ -594,6 +614,8 @@ def main(argv):
         # "\\0" in the domain stands for a NUL byte (a shell argument
         # cannot hold one)
         call(port_arg(args[0]), args[1].replace("\\0", "\0"), args[2])
+    elif cmd == "conns":
+        conns(port_arg(args[0]), args[1], args[2], int(args[3]))
     elif cmd == "flood":
         flood(int(args[0]), args[1], args[2], int(args[3]), float(args[4]))
     elif cmd == "reconnect":

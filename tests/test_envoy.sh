@@ -410,6 +410,24 @@ else
 	check 1 "drld starts for the health checks"
 fi
 
+# ---- shards: each connection read and written by one poller -----------
+# --grpc-pollers N is N shards (a grpc server, its queue and its poller
+# each); drld's listener deals the connections to them in turn, so 4
+# connections to 2 shards are 2 each, and every shard decides against the
+# same store: 3/hour over 4 connections is 3 OK, then over limit.
+
+if start shards --envoy-config "$tmp/cfg-flags" --grpc-pollers 2; then
+	got=$("${client[@]}" conns "$gport" flags user=shards 4)
+	[ "$got" = "OK OK OK OVER_LIMIT" ]
+	check $? "2 shards, 4 connections, 3/hour: each connection's call decided against one limit (got $got)"
+	got="$(metric 'drld_grpc_connections_total{shard="0"}') $(metric 'drld_grpc_connections_total{shard="1"}') $(metric 'drld_grpc_connections_total{shard="2"}')"
+	[ "$got" = "2 2 <absent>" ]
+	check $? "the listener dealt the 4 connections 2 and 2 to the 2 shards (got $got)"
+	stop shards "$pid"
+else
+	check 1 "drld starts with --grpc-pollers 2"
+fi
+
 # ---- a unix domain socket (envoyproxy/ratelimit's GRPC_UDS) -------------
 # An Envoy sidecar on the same host can reach drld without TCP. gRPC
 # removes the socket file when drld stops, and a stale one (left by a
@@ -519,7 +537,7 @@ else
 	refused "--grpc-tls-cert without --grpc-listen" \
 		--grpc-tls-cert "$t/server.crt" --grpc-tls-key "$t/server.key"
 
-	if start tls --envoy-config "$tmp/cfg-flags" \
+	if start tls --envoy-config "$tmp/cfg-flags" --grpc-pollers 3 \
 		--grpc-tls-cert "$t/server.crt" --grpc-tls-key "$t/server.key"; then
 		tls_expect UNAVAILABLE "" tls \
 			"TLS port: a plaintext call fails"
@@ -530,6 +548,15 @@ else
 		got=$(ENVOY_CLIENT_TLS=$t/ca.crt "${client[@]}" health "$gport" ratelimit)
 		[ "$got" = SERVING ]
 		check $? "TLS port: Health/Check over TLS (got $got)"
+		# 3 shards listen on the port (SO_REUSEPORT): whichever the
+		# kernel gives a connection, it is served and counts against
+		# the one limit (3/hour; "tls" has used 1)
+		got=$(ENVOY_CLIENT_TLS=$t/ca.crt "${client[@]}" conns "$gport" flags user=tls 6)
+		[ "$got" = "OK OK OVER_LIMIT OVER_LIMIT OVER_LIMIT OVER_LIMIT" ]
+		check $? "TLS port, 3 shards: 6 connections each decided against one limit (got $got)"
+		got=$(metric 'drld_grpc_connections_total{shard="0"}')
+		[ "$got" = "<absent>" ]
+		check $? "TLS: no connections dealt by drld's listener (got $got)"
 		stop tls "$pid"
 	else
 		check 1 "drld starts with --grpc-tls-cert"

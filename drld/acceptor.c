@@ -1,0 +1,193 @@
+/* drld's own listening socket for its gRPC shards: see acceptor.h. */
+#include "acceptor.h"
+
+#include "listen_addr.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* How long the thread waits before accepting again when the process is
+ * out of descriptors (EMFILE): the listening socket stays readable, so
+ * retrying at once would spin. */
+#define OUT_OF_FDS_WAIT_MS 100
+
+struct drld_acceptor {
+	int fd;      /* the listening socket */
+	int stop_fd; /* eventfd: readable once drld_acceptor_stop() began */
+	bool tcp;
+	unsigned port;
+	char path[DRLD_UNIX_PATH_MAX + 1]; /* a unix socket's file, or "" */
+	drld_accept_fn *deal;
+	void *arg;
+	pthread_t thread;
+};
+
+/* Accept what is waiting; false when out of descriptors (wait, then try
+ * again). */
+static bool accept_all(struct drld_acceptor *a)
+{
+	for (;;) {
+		int fd = accept4(a->fd, NULL, NULL,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				return false;
+			if (errno == EINTR || errno == ECONNABORTED ||
+			    errno == EPROTO)
+				continue;
+			return true; /* EAGAIN: none left */
+		}
+		if (a->tcp) {
+			/* what grpc's own listener sets on a connection:
+			 * an answer leaves at once, not after the peer's
+			 * delayed ACK */
+			int one = 1;
+			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+					 sizeof one);
+		}
+		a->deal(a->arg, fd);
+	}
+}
+
+static void *run(void *arg)
+{
+	struct drld_acceptor *a = arg;
+	bool backoff = false;
+
+	(void)pthread_setname_np(pthread_self(), "drld-accept");
+	for (;;) {
+		struct pollfd p[2] = {{a->stop_fd, POLLIN, 0},
+				      {a->fd, POLLIN, 0}};
+		int got = poll(p, backoff ? 1 : 2,
+			       backoff ? OUT_OF_FDS_WAIT_MS : -1);
+		if (got < 0 && errno != EINTR)
+			break;
+		if (p[0].revents != 0)
+			break;
+		backoff = false;
+		if (got > 0 && p[1].revents != 0)
+			backoff = !accept_all(a);
+		else if (got == 0)
+			continue; /* the wait is over: accept again */
+	}
+	return NULL;
+}
+
+/* Bind a->fd to addr; -1 with errno on failure. */
+static int bind_addr(struct drld_acceptor *a, const char *addr)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	if (drld_is_unix_listen(addr)) {
+		struct sockaddr_un *un = (struct sockaddr_un *)&ss;
+		struct stat st;
+		memset(un, 0, sizeof *un);
+		un->sun_family = AF_UNIX;
+		strcpy(un->sun_path, addr + 5); /* length checked */
+		/* a stale socket (a killed drld's) goes, as grpc's own
+		 * listener does it; any other file stays and the bind
+		 * fails */
+		if (lstat(un->sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
+			(void)unlink(un->sun_path);
+		len = sizeof *un;
+		a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+						SOCK_CLOEXEC,
+			       0);
+		if (a->fd < 0 || bind(a->fd, (struct sockaddr *)un, len) != 0)
+			return -1;
+		strcpy(a->path, un->sun_path);
+		return 0;
+	}
+	if (!drld_parse_listen(addr, &ss)) {
+		errno = EINVAL;
+		return -1;
+	}
+	a->tcp = true;
+	len = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+				       : sizeof(struct sockaddr_in);
+	a->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		       0);
+	int one = 1;
+	if (a->fd < 0 ||
+	    setsockopt(a->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+	    bind(a->fd, (struct sockaddr *)&ss, len) != 0 ||
+	    getsockname(a->fd, (struct sockaddr *)&ss, &len) != 0)
+		return -1;
+	a->port = ntohs(ss.ss_family == AF_INET6
+				? ((struct sockaddr_in6 *)&ss)->sin6_port
+				: ((struct sockaddr_in *)&ss)->sin_port);
+	return 0;
+}
+
+int drld_acceptor_start(struct drld_acceptor **out, const char *addr,
+			drld_accept_fn *deal, void *arg, char *msg, size_t n)
+{
+	struct drld_acceptor *a = calloc(1, sizeof *a);
+
+	*out = NULL;
+	if (a == NULL) {
+		snprintf(msg, n, "out of memory");
+		return -1;
+	}
+	a->fd = a->stop_fd = -1;
+	a->deal = deal;
+	a->arg = arg;
+	if (bind_addr(a, addr) != 0 || listen(a->fd, SOMAXCONN) != 0) {
+		snprintf(msg, n, "cannot listen (%s)", strerror(errno));
+		goto fail;
+	}
+	a->stop_fd = eventfd(0, EFD_CLOEXEC);
+	int rc;
+	if (a->stop_fd < 0 ||
+	    (rc = pthread_create(&a->thread, NULL, run, a)) != 0) {
+		snprintf(msg, n, "cannot start the acceptor: %s",
+			 strerror(a->stop_fd < 0 ? errno : rc));
+		goto fail;
+	}
+	*out = a;
+	return 0;
+fail:
+	if (a->fd >= 0)
+		close(a->fd);
+	if (a->stop_fd >= 0)
+		close(a->stop_fd);
+	if (a->path[0] != '\0')
+		(void)unlink(a->path);
+	free(a);
+	return -1;
+}
+
+unsigned drld_acceptor_port(const struct drld_acceptor *a)
+{
+	return a->port;
+}
+
+void drld_acceptor_stop(struct drld_acceptor *a)
+{
+	if (a == NULL)
+		return;
+	uint64_t one = 1;
+	while (write(a->stop_fd, &one, sizeof one) < 0 && errno == EINTR)
+		;
+	pthread_join(a->thread, NULL);
+	close(a->fd);
+	close(a->stop_fd);
+	if (a->path[0] != '\0')
+		(void)unlink(a->path);
+	free(a);
+}
