@@ -891,7 +891,7 @@ share() {
 	mkdir -p "$tmp/share-$s"
 	printf 'domain: share\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 200}\n' \
 		>"$tmp/share-$s/share.yaml"
-	# A with 4 pollers on one queue (more than this host's default),
+	# A with 4 shards (more than this host's default),
 	# B with the default
 	start "share-$s-A" --store "$uri" --envoy-config "$tmp/share-$s" \
 		--grpc-pollers 4
