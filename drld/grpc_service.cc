@@ -618,12 +618,16 @@ class SanVerifier final : public grpc::experimental::ExternalCertificateVerifier
 // writes every call of the connections dealt to the shard. Shards share
 // nothing but the deciders; a connection belongs to one shard for its
 // life, so no two threads contend for it (docs/envoy.md, "Threads").
+//
+// Destroyed in the reverse order of its members, as grpc asks: the async
+// context (its alarm) before the server, the server before its queue, and
+// both before the services they were given.
 struct Shard {
 	std::unique_ptr<Service> service;
 	std::unique_ptr<GrpcHealth> health;
-	std::unique_ptr<GrpcAsync> async; // null: no call goes async
 	std::unique_ptr<grpc::ServerCompletionQueue> queue;
 	std::unique_ptr<grpc::Server> server;
+	std::unique_ptr<GrpcAsync> async; // null: no call goes async
 	std::thread poller; // not joinable: none started
 };
 
@@ -672,7 +676,7 @@ struct drld_grpc {
 			else
 				drain(s->queue.get());
 		}
-		shards.clear(); // each: async, server, queue, in this order
+		shards.clear();
 	}
 
 	// Run every event of q until it is shut down and empty.

@@ -40,6 +40,11 @@ checking protocol), compiled the same way.
       N channels, each on a connection of its own, all open at once, one
       call of one descriptor on each; prints each call's overall code (or
       status code's name) in channel order ("OK OK OVER_LIMIT").
+  envoy_client.py PROTO_DIR fdflood PORT DOMAIN KEY=VALUE N
+      N plain TCP connections that send nothing, held open while one call
+      (3 s deadline) tries a connection of its own; then they close and
+      one more call (30 s) tries; prints the two calls' overall codes or
+      status codes' names ("DEADLINE_EXCEEDED OK").
   envoy_client.py PROTO_DIR health PORT SERVICE
       grpc.health.v1.Health/Check of SERVICE ("" the server): prints the
       status (SERVING, NOT_SERVING) or the gRPC status code's name.
@@ -49,6 +54,7 @@ checking protocol), compiled the same way.
 """
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -513,6 +519,28 @@ def conns(port, domain, entries, n):
         c.channel.close()
 
 
+def fdflood(port, domain, entries, n):
+    """A call while n idle connections are open, then one after."""
+    names = rls.RateLimitResponse.Code.Name
+    socks = [socket.create_connection(("127.0.0.1", port))
+             for _ in range(n)]
+    out = []
+    for timeout in (3, 30):
+        if timeout == 30:
+            for s in socks:
+                s.close()
+        c = Client(port, own=True)
+        req = rls.RateLimitRequest(domain=domain,
+                                   descriptors=[descriptor(entries)])
+        try:
+            r = c.stub.ShouldRateLimit(req, timeout=timeout)
+            out.append(names(r.overall_code))
+        except grpc.RpcError as e:
+            out.append(e.code().name)
+        c.channel.close()
+    print(" ".join(out))
+
+
 def flood(port, domain, entries, n, deadline):
     """n calls of one descriptor at once on one channel, each with a
     deadline of `deadline` seconds; prints "sent" when all are started
@@ -616,6 +644,8 @@ def main(argv):
         call(port_arg(args[0]), args[1].replace("\\0", "\0"), args[2])
     elif cmd == "conns":
         conns(port_arg(args[0]), args[1], args[2], int(args[3]))
+    elif cmd == "fdflood":
+        fdflood(int(args[0]), args[1], args[2], int(args[3]))
     elif cmd == "flood":
         flood(int(args[0]), args[1], args[2], int(args[3]), float(args[4]))
     elif cmd == "reconnect":

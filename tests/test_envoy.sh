@@ -77,6 +77,8 @@ start_test_servers "$tmp" # scripts/ports.sh
 
 # ---- drld processes ----------------------------------------------------
 
+# start_wrap: a command drld runs under (none but in one test)
+start_wrap=()
 # start NAME ARGS...: drld with --listen and --grpc-listen on 127.0.0.1:0
 # and ARGS, its stderr in $tmp/NAME.err; waits (20 s at most) for both
 # "listening" lines and sets $port (HTTP), $gport (gRPC) and $pid.
@@ -85,7 +87,7 @@ start() {
 	shift
 	port= gport=
 	: >"$tmp/$name.err"
-	"$drld" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 "$@" \
+	"${start_wrap[@]}" "$drld" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 "$@" \
 		2>>"$tmp/$name.err" &
 	pid=$!
 	pids+=("$pid")
@@ -426,6 +428,26 @@ if start shards --envoy-config "$tmp/cfg-flags" --grpc-pollers 2; then
 	stop shards "$pid"
 else
 	check 1 "drld starts with --grpc-pollers 2"
+fi
+
+# ---- out of descriptors: the listener waits, then carries on ------------
+# drld allowed 64 descriptors and sent 200 connections that say nothing:
+# accept fails (EMFILE) once its descriptors are used up, so a call
+# meanwhile finds no room (the listener neither spins on its readable
+# socket nor gives up); once they close, grpc drops them as they are
+# accepted and the next call is served.
+
+printf '#!/bin/sh\nulimit -n 64 || exit 1\nexec "$@"\n' >"$tmp/fd-limit.sh"
+start_wrap=(sh "$tmp/fd-limit.sh")
+if start fds --envoy-config "$tmp/cfg-flags"; then
+	start_wrap=()
+	got=$("${client[@]}" fdflood "$gport" flags user=fds 200)
+	[[ "$got" =~ ^(DEADLINE_EXCEEDED|UNAVAILABLE)\ OK$ ]]
+	check $? "64 descriptors, 200 idle connections: no room for a call while they stay, a call after they close is served (got $got)"
+	stop fds "$pid"
+else
+	start_wrap=()
+	check 1 "drld starts with 64 descriptors"
 fi
 
 # ---- a unix domain socket (envoyproxy/ratelimit's GRPC_UDS) -------------
