@@ -614,10 +614,12 @@ class SanVerifier final : public grpc::experimental::ExternalCertificateVerifier
 } // namespace
 
 // One shard of the server: a grpc::Server with its own completion queue,
-// polled by one poller, which reads, decides or starts, answers and
-// writes every call of the connections dealt to the shard. Shards share
-// nothing but the deciders; a connection belongs to one shard for its
-// life, so no two threads contend for it (docs/envoy.md, "Threads").
+// polled by one poller, which decides or starts, answers and writes every
+// call of the connections dealt to the shard (who reads their bytes:
+// grpc_service.h). A connection's calls complete on its shard's queue:
+// no other shard's poller answers them. Shards share the deciders and drld's store,
+// config and metrics; each has its own async context (at most
+// --grpc-queue decisions in flight on each).
 //
 // Destroyed in the reverse order of its members, as grpc asks: the async
 // context (its alarm) before the server, the server before its queue, and
@@ -742,7 +744,7 @@ static std::string with_port(const char *addr, int port)
 	return a.substr(0, a.rfind(':') + 1) + std::to_string(port);
 }
 
-// Build and start shard i: its service, health service and queue on a
+// Build and start one more shard: its service, health service and queue on a
 // server that listens on `listen` (TLS: the port SO_REUSEPORT lets every
 // shard share) or on no port (plaintext: the acceptor deals it its
 // connections); *port: the port bound. Throws; the shard is in g either

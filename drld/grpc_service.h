@@ -69,8 +69,9 @@ struct drld_grpc_opts {
 	 * reads, answers and writes the calls of the connections dealt
 	 * to it (1..DRLD_GRPC_POLLERS_MAX; 0: drld_grpc_pollers_default()) */
 	unsigned pollers;
-	/* calls that may wait for them (1..DRLD_GRPC_QUEUE_MAX; unused
-	 * when deciders is 0) */
+	/* calls that may wait for the deciders, and decisions each
+	 * shard's async context may have in flight (1..DRLD_GRPC_QUEUE_MAX;
+	 * unused when deciders is 0) */
 	unsigned queue;
 	/* seconds a connection may live before the server asks the
 	 * client to move to a new one (HTTP/2 GOAWAY), so the calls of
