@@ -107,7 +107,7 @@ stop() {
 	st=$?
 	[ "$st" -eq 0 ]
 	check $? "$name: drld exits 0 on SIGTERM (got $st)"
-	! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' \
+	! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
 		"$tmp/$name.err"
 	check $? "$name: no sanitizer report on stderr"
 	grep -qF 'drld: SIGTERM: stopping' "$tmp/$name.err"
@@ -965,7 +965,7 @@ EOF2
 	st=$?
 	[ "$st" -eq 0 ]
 	check $? "graceful: drld exits 0 (got $st)"
-	! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' \
+	! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
 		"$tmp/graceful.err"
 	check $? "graceful: no sanitizer report on stderr"
 else

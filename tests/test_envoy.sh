@@ -105,7 +105,9 @@ start() {
 	return 1
 }
 
-# stop NAME PID: SIGTERM; drld must exit 0 with no sanitizer report.
+# stop NAME PID [FILTER]: SIGTERM; drld must exit 0 with no sanitizer
+# report (in its stderr after FILTER FILE, when given, has dropped what it
+# knows not to be one).
 stop() {
 	local name=$1 p=$2 st
 	kill -TERM "$p"
@@ -113,7 +115,8 @@ stop() {
 	st=$?
 	[ "$st" -eq 0 ]
 	check $? "$name: drld exits 0 on SIGTERM (got $st)"
-	! grep -qE 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' \
+	[ -z "${3:-}" ] || "$3" "$tmp/$name.err"
+	! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
 		"$tmp/$name.err"
 	check $? "$name: no sanitizer report on stderr"
 }
@@ -438,13 +441,27 @@ fi
 # accepted and the next call is served.
 
 printf '#!/bin/sh\nulimit -n 64 || exit 1\nexec "$@"\n' >"$tmp/fd-limit.sh"
+# UBSan's vptr check (the ASan+UBSan build) reads an object's memory
+# through a pipe(2) it opens for the purpose; out of descriptors, it calls
+# a valid object's vptr invalid, with "<memory cannot be printed>" (no
+# pipe, no probe). Those three-line reports are dropped; any other still
+# fails the test.
+drop_vptr_probe_reports() {
+	awk '/runtime error: member call on address .* which does not point to an object of type/ { held = $0; next }
+		held != "" && /note: object has invalid vptr/ { note = $0; next }
+		held != "" && note != "" && /<memory cannot be printed>/ { held = note = ""; next }
+		held != "" { print held; if (note != "") print note; held = note = "" }
+		{ print }
+		END { if (held != "") print held; if (note != "") print note }' "$1" >"$1.kept" &&
+		mv "$1.kept" "$1"
+}
 start_wrap=(sh "$tmp/fd-limit.sh")
 if start fds --envoy-config "$tmp/cfg-flags"; then
 	start_wrap=()
 	got=$("${client[@]}" fdflood "$gport" flags user=fds 200)
 	[[ "$got" =~ ^(DEADLINE_EXCEEDED|UNAVAILABLE)\ OK$ ]]
 	check $? "64 descriptors, 200 idle connections: no room for a call while they stay, a call after they close is served (got $got)"
-	stop fds "$pid"
+	stop fds "$pid" drop_vptr_probe_reports
 else
 	start_wrap=()
 	check 1 "drld starts with 64 descriptors"
