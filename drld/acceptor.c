@@ -17,12 +17,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
-/* How long the thread waits before accepting again when the process is
- * out of descriptors (EMFILE): the listening socket stays readable, so
- * retrying at once would spin. */
-#define OUT_OF_FDS_WAIT_MS 100
+/* How long the thread waits before accepting again after an error that
+ * lasts (out of descriptors: EMFILE): the listening socket stays
+ * readable, so retrying at once would spin. */
+#define ACCEPT_RETRY_MS 100
 
 struct drld_acceptor {
 	int fd;      /* the listening socket */
@@ -33,6 +34,7 @@ struct drld_acceptor {
 	drld_accept_fn *deal;
 	void *arg;
 	pthread_t thread;
+	bool failing; /* said so on stderr; until a connection is accepted */
 };
 
 /* One connection of listening socket lfd, or -1 (errno). Its own function
@@ -44,21 +46,50 @@ static int acceptor_accept4(int lfd)
 	return accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
 
-/* Accept what is waiting; false when out of descriptors (wait, then try
- * again). */
+/* Whether accept(2)'s errno is one to try again at once: a signal, or an
+ * error of the connection that was waiting (Linux passes pending network
+ * errors of the new socket to accept, which should be retried). */
+static bool retry_at_once(int e)
+{
+	switch (e) {
+	case EINTR:
+	case ECONNABORTED:
+	case EPROTO:
+	case ENETDOWN:
+	case ENOPROTOOPT:
+	case EHOSTDOWN:
+	case ENONET:
+	case EHOSTUNREACH:
+	case EOPNOTSUPP:
+	case ENETUNREACH:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Accept what is waiting; false after an error that lasts (out of
+ * descriptors, and anything unexpected): wait, then try again. The first
+ * of a run of such errors is said on stderr. */
 static bool accept_all(struct drld_acceptor *a)
 {
 	for (;;) {
 		int fd = acceptor_accept4(a->fd);
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE ||
-			    errno == ENOBUFS || errno == ENOMEM)
-				return false;
-			if (errno == EINTR || errno == ECONNABORTED ||
-			    errno == EPROTO)
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return true; /* none left */
+			if (retry_at_once(errno))
 				continue;
-			return true; /* EAGAIN: none left */
+			if (!a->failing)
+				fprintf(stderr,
+					"drld: grpc: cannot accept a "
+					"connection: %s (trying again every "
+					"%d ms)\n",
+					strerror(errno), ACCEPT_RETRY_MS);
+			a->failing = true;
+			return false;
 		}
+		a->failing = false;
 		if (a->tcp) {
 			/* what grpc's own listener sets on a connection:
 			 * an answer leaves at once, not after the peer's
@@ -71,6 +102,8 @@ static bool accept_all(struct drld_acceptor *a)
 	}
 }
 
+/* Until the stop descriptor is readable: accept whatever the listening
+ * socket has, or (backing off) wait ACCEPT_RETRY_MS for the stop alone. */
 static void *run(void *arg)
 {
 	struct drld_acceptor *a = arg;
@@ -81,16 +114,23 @@ static void *run(void *arg)
 		struct pollfd p[2] = {{a->stop_fd, POLLIN, 0},
 				      {a->fd, POLLIN, 0}};
 		int got = poll(p, backoff ? 1 : 2,
-			       backoff ? OUT_OF_FDS_WAIT_MS : -1);
-		if (got < 0 && errno != EINTR)
-			break;
+			       backoff ? ACCEPT_RETRY_MS : -1);
+		if (got < 0) {
+			if (errno != EINTR) {
+				/* ENOMEM, the only one that can be: wait
+				 * without poll, then try again */
+				struct timespec ts = {0, ACCEPT_RETRY_MS *
+								 1000000L};
+				nanosleep(&ts, NULL);
+			}
+			continue;
+		}
 		if (p[0].revents != 0)
 			break;
-		backoff = false;
-		if (got > 0 && p[1].revents != 0)
+		if (backoff)
+			backoff = false; /* waited: accept again */
+		else
 			backoff = !accept_all(a);
-		else if (got == 0)
-			continue; /* the wait is over: accept again */
 	}
 	return NULL;
 }
@@ -160,11 +200,11 @@ int drld_acceptor_start(struct drld_acceptor **out, const char *addr,
 		goto fail;
 	}
 	a->stop_fd = eventfd(0, EFD_CLOEXEC);
-	int rc;
-	if (a->stop_fd < 0 ||
-	    (rc = pthread_create(&a->thread, NULL, run, a)) != 0) {
+	int rc = a->stop_fd < 0 ? errno
+				: pthread_create(&a->thread, NULL, run, a);
+	if (rc != 0) {
 		snprintf(msg, n, "cannot start the acceptor: %s",
-			 strerror(a->stop_fd < 0 ? errno : rc));
+			 strerror(rc));
 		goto fail;
 	}
 	*out = a;

@@ -461,6 +461,8 @@ if start fds --envoy-config "$tmp/cfg-flags"; then
 	got=$("${client[@]}" fdflood "$gport" flags user=fds 200)
 	[[ "$got" =~ ^(DEADLINE_EXCEEDED|UNAVAILABLE)\ OK$ ]]
 	check $? "64 descriptors, 200 idle connections: no room for a call while they stay, a call after they close is served (got $got)"
+	grep -q '^drld: grpc: cannot accept a connection: Too many open files (trying again every 100 ms)$' "$tmp/fds.err"
+	check $? "out of descriptors: drld says so on stderr"
 	stop fds "$pid" drop_vptr_probe_reports
 else
 	start_wrap=()
