@@ -170,7 +170,13 @@ static int bind_addr(struct drld_acceptor *a, const char *addr)
 				       : sizeof(struct sockaddr_in);
 	a->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		       0);
-	int one = 1;
+	int one = 1, zero = 0;
+	/* [::]:PORT takes IPv4 too, as with grpc's own listener (which
+	 * makes every IPv6 socket dual-stack), whatever the host's
+	 * net.ipv6.bindv6only */
+	if (a->fd >= 0 && ss.ss_family == AF_INET6)
+		(void)setsockopt(a->fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero,
+				 sizeof zero);
 	if (a->fd < 0 ||
 	    setsockopt(a->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
 	    bind(a->fd, (struct sockaddr *)&ss, len) != 0 ||

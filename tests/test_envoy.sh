@@ -95,6 +95,7 @@ start() {
 		port=$(sed -n 's/^drld: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
 			"$tmp/$name.err")
 		gport=$(sed -n -e 's/^drld: grpc listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
+			-e 's/^drld: grpc listening on \[::\]:\([0-9]*\)$/\1/p' \
 			-e 's/^drld: grpc listening on \(unix:.*\)$/\1/p' "$tmp/$name.err")
 		[ -n "$port" ] && [ -n "$gport" ] && return 0
 		kill -0 "$pid" 2>/dev/null || break
@@ -431,6 +432,17 @@ if start shards --envoy-config "$tmp/cfg-flags" --grpc-pollers 2; then
 	stop shards "$pid"
 else
 	check 1 "drld starts with --grpc-pollers 2"
+fi
+
+# [::]:PORT: drld's listener takes IPv4 too (dual-stack, as grpc's own
+# listener did), whatever the host's net.ipv6.bindv6only
+if start dual --envoy-config "$tmp/cfg-flags" --grpc-listen '[::]:0'; then
+	got=$("${client[@]}" call "$gport" flags user=dual)
+	[ "$got" = "OK OK 2" ]
+	check $? "--grpc-listen [::]:0: a call over IPv4 (127.0.0.1) is decided (got $got)"
+	stop dual "$pid"
+else
+	check 1 "drld starts with --grpc-listen [::]:0"
 fi
 
 # ---- out of descriptors: the listener waits, then carries on ------------
