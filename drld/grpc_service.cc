@@ -20,6 +20,7 @@
 #include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -849,7 +850,13 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 
 extern "C" unsigned drld_grpc_pollers_default(void)
 {
-	return std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+	// the CPUs drld may run on (taskset, a container's cpuset), not
+	// all the host has
+	cpu_set_t set;
+	unsigned cpus = sched_getaffinity(0, sizeof set, &set) == 0
+				? (unsigned)CPU_COUNT(&set)
+				: std::thread::hardware_concurrency();
+	return std::max(1u, std::min(8u, cpus));
 }
 
 extern "C" unsigned drld_grpc_port(const struct drld_grpc *g)

@@ -100,8 +100,9 @@ struct drld_grpc_opts {
 int drld_grpc_start(struct drld_grpc **out, struct drld *d, const char *addr,
 		    const struct drld_grpc_opts *o, char *msg, size_t n);
 
-/* The shards when --grpc-pollers is not given: one per CPU, at least 1
- * and at most 8. Measured on 2 vCPUs (docs/performance.md, "Shards"): two
+/* The shards when --grpc-pollers is not given: one per CPU drld may run
+ * on (its affinity: taskset, a container's cpuset), at least 1 and at
+ * most 8. Measured on 2 vCPUs (docs/performance.md, "Shards"): two
  * shards answer the Envoy shape (2 connections x 16 calls) at ~100k calls/s
  * against ~88k for one poller. */
 unsigned drld_grpc_pollers_default(void);

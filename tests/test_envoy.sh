@@ -434,6 +434,23 @@ else
 	check 1 "drld starts with --grpc-pollers 2"
 fi
 
+# The default shards: one per CPU drld may run on; under taskset -c 0,
+# one, which takes every connection
+start_wrap=(taskset -c 0)
+if start one-cpu --envoy-config "$tmp/cfg-flags"; then
+	start_wrap=()
+	got=$("${client[@]}" conns "$gport" flags user=onecpu 2)
+	[ "$got" = "OK OK" ]
+	check $? "one CPU: 2 connections decided (got $got)"
+	got="$(metric 'drld_grpc_connections_total{shard="0"}') $(metric 'drld_grpc_connections_total{shard="1"}')"
+	[ "$got" = "2 <absent>" ]
+	check $? "one CPU (taskset -c 0): one shard by default, dealt both connections (got $got)"
+	stop one-cpu "$pid"
+else
+	start_wrap=()
+	check 1 "drld starts under taskset -c 0"
+fi
+
 # [::]:PORT: drld's listener takes IPv4 too (dual-stack, as grpc's own
 # listener did), whatever the host's net.ipv6.bindv6only
 if start dual --envoy-config "$tmp/cfg-flags" --grpc-listen '[::]:0'; then
