@@ -238,11 +238,14 @@ void drld_envoy_stats_render(struct drld_envoy_stats *s, FILE *f)
 
 void drld_envoy_stats_shards(struct drld_envoy_stats *s, unsigned n)
 {
-	atomic_store(&s->shards, n);
+	atomic_store(&s->shards, n < DRLD_GRPC_POLLERS_MAX
+					 ? n
+					 : DRLD_GRPC_POLLERS_MAX);
 }
 
 void drld_envoy_stats_connection(struct drld_envoy_stats *s, unsigned i)
 {
-	atomic_fetch_add_explicit(&s->connections[i], 1,
-				  memory_order_relaxed);
+	if (i < DRLD_GRPC_POLLERS_MAX)
+		atomic_fetch_add_explicit(&s->connections[i], 1,
+					  memory_order_relaxed);
 }
