@@ -746,13 +746,14 @@ static std::string with_port(const char *addr, int port)
 }
 
 // Build and start one more shard: its service, health service and queue on a
-// server that listens on `listen` (TLS: the port SO_REUSEPORT lets every
-// shard share) or on no port (plaintext: the acceptor deals it its
-// connections); *port: the port bound. Throws; the shard is in g either
+// server that listens on `listen` with creds (TLS: the port SO_REUSEPORT
+// lets every shard share) or on no port (plaintext: the acceptor deals it
+// its connections); *port: the port bound. Throws; the shard is in g either
 // way, so g's destructor stops what started.
-static void start_shard(drld_grpc *g, struct drld *d,
-			const struct drld_grpc_opts *o, const std::string *listen,
-			int *port)
+static void start_shard(
+	drld_grpc *g, struct drld *d, const struct drld_grpc_opts *o,
+	const std::string *listen,
+	const std::shared_ptr<grpc::ServerCredentials> &creds, int *port)
 {
 	g->shards.emplace_back(new Shard);
 	Shard &s = *g->shards.back();
@@ -778,7 +779,7 @@ static void start_shard(drld_grpc *g, struct drld *d,
 	}
 	if (listen != nullptr) {
 		b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 1);
-		b.AddListeningPort(*listen, credentials(o), port);
+		b.AddListeningPort(*listen, creds, port);
 	}
 	b.RegisterService(&s.service->rpc());
 	// grpc.health.v1.Health: what Envoy's grpc_health_check and
@@ -823,7 +824,8 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 						 : drld_grpc_pollers_default();
 		if (o->tls_cert == nullptr) {
 			for (unsigned i = 0; i < shards; i++)
-				start_shard(g.get(), d, o, nullptr, nullptr);
+				start_shard(g.get(), d, o, nullptr, nullptr,
+					    nullptr);
 			drld_envoy_shards(d, shards);
 			if (drld_acceptor_start(&g->acceptor, addr,
 						drld_grpc::deal, g.get(), msg,
@@ -835,8 +837,11 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 			if (drld_is_unix_listen(addr))
 				shards = 1;
 			std::string listen(addr);
+			// one set of credentials (one file watcher) for all
+			auto creds = credentials(o);
 			for (unsigned i = 0; i < shards; i++) {
-				start_shard(g.get(), d, o, &listen, &g->port);
+				start_shard(g.get(), d, o, &listen, creds,
+					    &g->port);
 				listen = with_port(addr, g->port);
 			}
 		}
