@@ -416,7 +416,7 @@ else
 	check 1 "drld starts for the health checks"
 fi
 
-# ---- shards: each connection read and written by one poller -----------
+# ---- shards: each connection dealt to one shard ------------------------
 # --grpc-pollers N is N shards (a grpc server, its queue and its poller
 # each); drld's listener deals the connections to them in turn, so 4
 # connections to 2 shards are 2 each, and every shard decides against the
@@ -498,9 +498,10 @@ else
 fi
 
 # ---- a unix domain socket (envoyproxy/ratelimit's GRPC_UDS) -------------
-# An Envoy sidecar on the same host can reach drld without TCP. gRPC
-# removes the socket file when drld stops, and a stale one (left by a
-# killed drld) when it starts; it never replaces a file of another kind.
+# An Envoy sidecar on the same host can reach drld without TCP. drld's
+# listener removes the socket file when drld stops, and a stale one (left
+# by a killed drld) when it starts; it never replaces a file of another
+# kind (as grpc's own listener did before drld dealt its connections).
 
 if start uds --envoy-config "$tmp/cfg-flags" --grpc-listen "unix:$tmp/drld.sock"; then
 	[ "$gport" = "unix:$tmp/drld.sock" ] && [ -S "$tmp/drld.sock" ]
