@@ -153,9 +153,8 @@ static int bind_addr(struct drld_acceptor *a, const char *addr)
 		if (lstat(un->sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
 			(void)unlink(un->sun_path);
 		len = sizeof *un;
-		a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
-						SOCK_CLOEXEC,
-			       0);
+		a->fd = socket(AF_UNIX,
+			       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (a->fd < 0 || bind(a->fd, (struct sockaddr *)un, len) != 0)
 			return -1;
 		strcpy(a->path, un->sun_path);
@@ -178,7 +177,8 @@ static int bind_addr(struct drld_acceptor *a, const char *addr)
 		(void)setsockopt(a->fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero,
 				 sizeof zero);
 	if (a->fd < 0 ||
-	    setsockopt(a->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+	    setsockopt(a->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) !=
+		    0 ||
 	    bind(a->fd, (struct sockaddr *)&ss, len) != 0 ||
 	    getsockname(a->fd, (struct sockaddr *)&ss, &len) != 0)
 		return -1;
@@ -209,8 +209,7 @@ int drld_acceptor_start(struct drld_acceptor **out, const char *addr,
 	int rc = a->stop_fd < 0 ? errno
 				: pthread_create(&a->thread, NULL, run, a);
 	if (rc != 0) {
-		snprintf(msg, n, "cannot start the acceptor: %s",
-			 strerror(rc));
+		snprintf(msg, n, "cannot start the acceptor: %s", strerror(rc));
 		goto fail;
 	}
 	*out = a;

@@ -238,9 +238,8 @@ void drld_envoy_stats_render(struct drld_envoy_stats *s, FILE *f)
 
 void drld_envoy_stats_shards(struct drld_envoy_stats *s, unsigned n)
 {
-	atomic_store(&s->shards, n < DRLD_GRPC_POLLERS_MAX
-					 ? n
-					 : DRLD_GRPC_POLLERS_MAX);
+	atomic_store(&s->shards,
+		     n < DRLD_GRPC_POLLERS_MAX ? n : DRLD_GRPC_POLLERS_MAX);
 }
 
 void drld_envoy_stats_connection(struct drld_envoy_stats *s, unsigned i)
