@@ -44,7 +44,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/signalfd.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 enum { EXIT_OK = 0, EXIT_SERVE = 1, EXIT_USAGE = 2, EXIT_STORE = 3 };

@@ -156,12 +156,12 @@ class Client:
         self.channel = channel(port, own)
         self.stub = rls_grpc.RateLimitServiceStub(self.channel)
 
-    def call(self, domain, descriptors, hits=0):
+    def call(self, domain, descriptors, hits=0, timeout=30):
         """(response, None) or (None, grpc.StatusCode)."""
         req = rls.RateLimitRequest(domain=domain, hits_addend=hits,
                                    descriptors=descriptors)
         try:
-            return self.stub.ShouldRateLimit(req, timeout=30), None
+            return self.stub.ShouldRateLimit(req, timeout=timeout), None
         except grpc.RpcError as e:
             return None, e.code()
 
@@ -506,22 +506,24 @@ def call(port, domain, entries):
                     for h in r.response_headers_to_add]))
 
 
+def overall(r, err):
+    """A call's overall code, or its status code's name."""
+    if err is not None:
+        return err.name
+    return rls.RateLimitResponse.Code.Name(r.overall_code)
+
+
 def conns(port, domain, entries, n):
     """One call on each of n connections, all open at once."""
     clients = [Client(port, own=True) for _ in range(n)]
-    names = rls.RateLimitResponse.Code.Name
-    out = []
-    for c in clients:
-        r, err = c.call(domain, [descriptor(entries)])
-        out.append(err.name if err is not None else names(r.overall_code))
-    print(" ".join(out))
+    print(" ".join(overall(*c.call(domain, [descriptor(entries)]))
+                   for c in clients))
     for c in clients:
         c.channel.close()
 
 
 def fdflood(port, domain, entries, n):
     """A call while n idle connections are open, then one after."""
-    names = rls.RateLimitResponse.Code.Name
     socks = [socket.create_connection(("127.0.0.1", port))
              for _ in range(n)]
     out = []
@@ -530,13 +532,8 @@ def fdflood(port, domain, entries, n):
             for s in socks:
                 s.close()
         c = Client(port, own=True)
-        req = rls.RateLimitRequest(domain=domain,
-                                   descriptors=[descriptor(entries)])
-        try:
-            r = c.stub.ShouldRateLimit(req, timeout=timeout)
-            out.append(names(r.overall_code))
-        except grpc.RpcError as e:
-            out.append(e.code().name)
+        out.append(overall(*c.call(domain, [descriptor(entries)],
+                                   timeout=timeout)))
         c.channel.close()
     print(" ".join(out))
 
