@@ -27,4 +27,6 @@ const drl__algorithm drl__sliding_window = {
 	.lua = &drl__lua_counter,
 	.lua_batch = &drl__lua_batch_counter,
 	.keys = drl__counter_keys,
+	.startable = drl__counter_startable,
+	.start = drl__counter_start,
 };

@@ -16,6 +16,7 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The counts the estimate at `now` is made of: c[0] is the current
@@ -103,78 +104,271 @@ static int check_counts(counts *k, size_t n, drl_error *err)
 	return 0;
 }
 
+/* Where one decision's counters are and what it does with them: the
+ * sub-window index i, the offset e into it, the sub-window length s, the
+ * TTL of what it writes and the keys it reads (keys[0] the current
+ * sub-window). Shared by the blocking and the started decision. */
+typedef struct plan {
+	int64_t s, i, e, ttl;
+	size_t nkeys;
+	bool consume; /* increment (and maybe give back) vs only read */
+	drl__key kbuf[DRL_SUBWINDOWS_MAX + 1];
+	drl_bytes keys[DRL_SUBWINDOWS_MAX + 1];
+} plan;
+
+static void plan_make(const drl__limit *lim, const drl__call *call, plan *p)
+{
+	int64_t n = lim->subwindows;
+	p->s = lim->period_us / n;
+	p->i = call->now / p->s;
+	p->e = call->now % p->s;
+	p->ttl = (n + 1) * p->s - p->e + DRL__TTL_GRACE_US;
+	p->nkeys = (size_t)n + (lim->trailing ? 1 : 0);
+	p->consume = !call->peek && call->cost <= lim->limit;
+	for (size_t j = 0; j < p->nkeys; j++)
+		p->keys[j] = drl__key_indexed(&p->kbuf[j], call->key,
+					      p->i - (int64_t)j);
+}
+
+/* The counts after our increment (k->c[0] is the current sub-window's
+ * new value) as the estimate sees them. 0, or an error after which the
+ * increment must be given back. */
+static int added_counts(const plan *p, int64_t cost, counts *k, drl_error *err)
+{
+	/* what was there before us counts at least 0 */
+	if (k->c[0] - cost < 0)
+		k->c[0] = cost;
+	return check_counts(k, p->nkeys, err);
+}
+
+/* The decision once the counts are known: *refund (consuming calls only)
+ * when the increment went over the limit and must be given back, after
+ * which refunded() finishes the denial. */
+static void judge(const drl__limit *lim, const drl__call *call, const plan *p,
+		  counts *k, drl_result *res, drl__undo *undo, bool *refund)
+{
+	int64_t cost = call->cost, limit = lim->limit;
+	int64_t est = estimate(lim, k, p->e, p->s);
+	*refund = false;
+	if (p->consume && est <= limit) {
+		undo->a = p->i;
+		drl__result_fill(res, true, limit, limit - est,
+				 reset_after(lim, k, p->e, p->s), 0);
+		return;
+	}
+	if (p->consume) {
+		*refund = true;
+		return;
+	}
+	bool allowed = cost == 0 || (cost <= limit && est + cost <= limit);
+	int64_t retry = cost > limit ? DRL_NEVER
+				     : retry_after(lim, k, p->e, p->s, cost);
+	drl__result_fill(res, allowed, limit, limit - est,
+			 reset_after(lim, k, p->e, p->s), retry);
+}
+
+/* The denial of a consuming call whose increment went over the limit,
+ * once it was given back: `v` is the counter after the refund (when
+ * rc is 0). Should the refund fail, the quota stays taken: the safe
+ * direction. */
+static void refunded(const drl__limit *lim, const drl__call *call,
+		     const plan *p, counts *k, int rc, int64_t v,
+		     drl_result *res)
+{
+	if (rc == 0)
+		k->c[0] = v < 0 ? 0 : v;
+	else
+		k->c[0] -= call->cost;
+	int64_t est = estimate(lim, k, p->e, p->s);
+	drl__result_fill(res, false, lim->limit, lim->limit - est,
+			 reset_after(lim, k, p->e, p->s),
+			 retry_after(lim, k, p->e, p->s, call->cost));
+}
+
+/* Add delta to one counter: add_read() of that key alone where the store
+ * has it (no transaction), incr() otherwise. */
+static int add_one(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl,
+		   int64_t *v, drl_error *err)
+{
+	if (drl__has_add_read(b))
+		return b->add_read(b, 1, &key, delta, ttl, v, err);
+	return b->incr(b, key, delta, ttl, v, err);
+}
+
+/* The counts of a consuming call: our increment, then the reads of the
+ * other sub-windows (one round trip with add_read, two otherwise). On an
+ * error, *made says whether the increment is known to have been made
+ * (then it must be given back). add_read's failure leaves that unknown:
+ * it is not given back, since giving back an increment that was never
+ * made would admit beyond the limit; one that stays costs at most this
+ * sub-window's `cost` of quota, the safe direction. */
+static int add_and_read(drl_backend *b, const plan *p, int64_t cost, counts *k,
+			bool *made, drl_error *err)
+{
+	*made = false;
+	if (drl__has_add_read(b))
+		return b->add_read(b, p->nkeys, p->keys, cost, p->ttl, k->c,
+				   err);
+	int rc = b->incr(b, p->keys[0], cost, p->ttl, &k->c[0], err);
+	if (rc)
+		return rc;
+	*made = true;
+	if (p->nkeys > 1)
+		rc = b->get_many(b, p->nkeys - 1, p->keys + 1, k->c + 1, err);
+	return rc;
+}
+
+/* Whether a decision of call goes by add_read (the store prefers it to
+ * the twin, and the time is known before the call). */
+static bool add_read_usable(const drl__call *call)
+{
+	return drl__has_add_read(call->backend) && call->now != DRL__NOW_STORE;
+}
+
 int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 			drl_result *res, drl__undo *undo)
 {
 	drl_backend *b = call->backend;
-	int64_t n = lim->subwindows, s = lim->period_us / n;
-	int64_t i = call->now / s, e = call->now % s;
-	int64_t ttl = (n + 1) * s - e + DRL__TTL_GRACE_US;
-	int64_t cost = call->cost, limit = lim->limit;
-	size_t nkeys = (size_t)n + (lim->trailing ? 1 : 0);
-	drl__key kbuf[DRL_SUBWINDOWS_MAX + 1];
-	drl_bytes keys[DRL_SUBWINDOWS_MAX + 1];
 	counts k; /* only c[0..nkeys) is used: filled below */
+	plan p;
+	bool refund;
 	int rc;
 
-	for (size_t j = 0; j < nkeys; j++)
-		keys[j] = drl__key_indexed(&kbuf[j], call->key, i - (int64_t)j);
-	if (drl__script_usable(lim, call)) {
-		rc = drl__script_decide(lim, call, nkeys, keys, res, undo);
+	plan_make(lim, call, &p);
+	if (!add_read_usable(call) && drl__script_usable(lim, call)) {
+		rc = drl__script_decide(lim, call, p.nkeys, p.keys, res, undo);
 		if (rc != DRL_BACKEND_ESPLIT)
 			return rc;
 	}
-
-	bool consume = !call->peek && cost <= limit;
-	if (consume) {
-		rc = b->incr(b, keys[0], cost, ttl, &k.c[0], call->err);
+	if (!p.consume) {
+		rc = b->get_many(b, p.nkeys, p.keys, k.c, call->err);
+		if (rc == 0)
+			rc = check_counts(&k, p.nkeys, call->err);
 		if (rc)
 			return rc;
-		/* what was there before us counts at least 0 */
-		if (k.c[0] - cost < 0)
-			k.c[0] = cost;
-		if (nkeys > 1)
-			rc = b->get_many(b, nkeys - 1, keys + 1, k.c + 1,
-					 call->err);
-		if (rc == 0)
-			rc = check_counts(&k, nkeys, call->err);
-		if (rc) {
-			int64_t v;
-			(void)b->incr(b, keys[0], -cost, ttl, &v, NULL);
-			return rc;
-		}
-	} else {
-		rc = b->get_many(b, nkeys, keys, k.c, call->err);
-		if (rc == 0)
-			rc = check_counts(&k, nkeys, call->err);
-		if (rc)
-			return rc;
-	}
-
-	int64_t est = estimate(lim, &k, e, s);
-	if (consume && est <= limit) {
-		undo->a = i;
-		drl__result_fill(res, true, limit, limit - est,
-				 reset_after(lim, &k, e, s), 0);
+		judge(lim, call, &p, &k, res, undo, &refund);
 		return 0;
 	}
-	if (consume) {
-		/* over the limit: give the increment back. Should the refund
-		 * fail, the quota stays taken: the safe direction. */
-		int64_t v;
-		if (b->incr(b, keys[0], -cost, ttl, &v, NULL) == 0)
-			k.c[0] = v < 0 ? 0 : v;
-		else
-			k.c[0] -= cost;
-		est = estimate(lim, &k, e, s);
-	}
-	bool allowed =
-		cost == 0 || (!consume && cost <= limit && est + cost <= limit);
-	int64_t retry =
-		cost > limit ? DRL_NEVER : retry_after(lim, &k, e, s, cost);
-	drl__result_fill(res, allowed, limit, limit - est,
-			 reset_after(lim, &k, e, s), retry);
+	bool made;
+	rc = add_and_read(b, &p, call->cost, &k, &made, call->err);
+	if (rc && !made)
+		return rc;
+	if (rc == 0)
+		rc = added_counts(&p, call->cost, &k, call->err);
+	if (rc == 0)
+		judge(lim, call, &p, &k, res, undo, &refund);
+	if (rc == 0 && !refund)
+		return 0;
+	int64_t v;
+	int rrc = add_one(b, p.keys[0], -call->cost, p.ttl, &v, NULL);
+	if (rc)
+		return rc;
+	refunded(lim, call, &p, &k, rrc, v, res);
 	return 0;
+}
+
+/* ---- a decision started, not waited for (the async API) --------------- */
+
+/* One started decision: a copy of its call and key, its plan and counts,
+ * and the error that a give-back carries to the end. */
+typedef struct started {
+	const drl__limit *lim;
+	drl__call call;
+	drl__keybase kb;
+	plan p;
+	counts k;
+	int rc; /* of the counts, when an increment is given back for it */
+	drl_error err;
+	drl__decided_fn done;
+	void *arg;
+} started;
+
+static void started_end(started *st, int rc, const drl_result *res,
+			const drl_error *err)
+{
+	st->done(st->arg, rc, res, err);
+	free(st);
+}
+
+/* The give-back is done (or failed: the quota stays taken). */
+static void give_back_done(void *arg, int rc, const int64_t *out, size_t nret,
+			   const drl_error *err)
+{
+	started *st = arg;
+	drl_result res;
+	(void)err;
+	if (st->rc) {
+		started_end(st, st->rc, NULL, &st->err);
+		return;
+	}
+	rc = rc == 0 && nret < 1 ? DRL_ESTORE : rc;
+	refunded(st->lim, &st->call, &st->p, &st->k, rc, rc ? 0 : out[0], &res);
+	started_end(st, 0, &res, NULL);
+}
+
+/* The increment and the reads are in: decide, or give back first. */
+static void added_done(void *arg, int rc, const int64_t *out, size_t nret,
+		       const drl_error *err)
+{
+	started *st = arg;
+	drl_backend *b = st->call.backend;
+	drl_result res;
+	drl__undo undo;
+	bool refund = false;
+	if (rc == 0 && nret != st->p.nkeys)
+		rc = drl_error_set(&st->err, DRL_EINTERNAL,
+				   "add_read answered %zu values", nret);
+	if (rc) { /* whether the increment was made is unknown: kept */
+		started_end(st, rc, NULL, err ? err : &st->err);
+		return;
+	}
+	memcpy(st->k.c, out, nret * sizeof *out);
+	st->rc = added_counts(&st->p, st->call.cost, &st->k, &st->err);
+	if (st->rc == 0)
+		judge(st->lim, &st->call, &st->p, &st->k, &res, &undo, &refund);
+	if (st->rc == 0 && !refund) {
+		started_end(st, 0, &res, NULL);
+		return;
+	}
+	if (b->add_read_start(b, 1, &st->p.keys[0], -st->call.cost, st->p.ttl,
+			      give_back_done, st, NULL) != 0)
+		give_back_done(st, DRL_ESTORE, NULL, 0, NULL);
+}
+
+bool drl__counter_startable(const drl__limit *lim, const drl__call *call)
+{
+	/* A decision that consumes nothing (a cost of 0, or beyond the
+	 * limit) only reads: the twin, started, does that (start() says
+	 * DRL_ENOTSUP), so it must be able to run. */
+	drl_backend *b = call->backend;
+	return add_read_usable(call) && b->add_read_start != NULL &&
+	       b->version >= 5 && (b->caps & DRL_CAP_EVAL_START) &&
+	       b->eval_start != NULL && drl__script_usable(lim, call);
+}
+
+int drl__counter_start(const drl__limit *lim, const drl__call *call,
+		       drl__decided_fn done, void *arg)
+{
+	drl_backend *b = call->backend;
+	if (!add_read_usable(call) || b->add_read_start == NULL || call->peek ||
+	    call->cost > lim->limit)
+		return DRL_ENOTSUP;
+	started *st = calloc(1, sizeof *st);
+	if (st == NULL)
+		return DRL_ENOMEM;
+	st->lim = lim;
+	st->kb = *call->key;
+	st->call = *call;
+	st->call.key = &st->kb;
+	st->call.err = NULL;
+	st->done = done;
+	st->arg = arg;
+	plan_make(lim, &st->call, &st->p);
+	int rc = b->add_read_start(b, st->p.nkeys, st->p.keys, call->cost,
+				   st->p.ttl, added_done, st, NULL);
+	if (rc)
+		free(st);
+	return rc;
 }
 
 int drl__counter_refund(const drl__limit *lim, const drl__call *call,
@@ -187,7 +381,7 @@ int drl__counter_refund(const drl__limit *lim, const drl__call *call,
 	int64_t ttl = (n + 1) * s - e + DRL__TTL_GRACE_US;
 	drl__key kbuf;
 	int64_t v;
-	return b->incr(b, drl__key_indexed(&kbuf, call->key, undo->a),
+	return add_one(b, drl__key_indexed(&kbuf, call->key, undo->a),
 		       -call->cost, ttl, &v, call->err);
 }
 
@@ -262,4 +456,6 @@ const drl__algorithm drl__subwindow = {
 	.lua = &drl__lua_counter,
 	.lua_batch = &drl__lua_batch_counter,
 	.keys = drl__counter_keys,
+	.startable = drl__counter_startable,
+	.start = drl__counter_start,
 };

@@ -795,6 +795,8 @@ static const drl_backend memory_vtable = {
 	/* now */ NULL,
 	/* del */ mem_del,
 	/* eval_start */ NULL,
+	/* add_read */ NULL,
+	/* add_read_start */ NULL,
 };
 
 /* ---- opening ----------------------------------------------------------- */

@@ -494,8 +494,8 @@ static int key_make(rstore *s, keybuf *k, drl_bytes key, drl_error *err)
 }
 
 /* PX argument: ttl_us rounded up to whole milliseconds (>= 1). */
-static int ttl_arg(rstore *s, int64_t ttl_us, char ms[24], size_t *len,
-		   drl_error *err)
+int drl__redis_ttl_arg(rstore *s, int64_t ttl_us, char ms[24], size_t *len,
+		       drl_error *err)
 {
 	if (ttl_us <= 0)
 		return drl_error_set(err, DRL_EINVAL,
@@ -518,7 +518,7 @@ static int r_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 	size_t mslen = 0, dlen;
 	keybuf k;
 	conn proxy, *c;
-	int rc = ttl_arg(s, ttl_us, ms, &mslen, err);
+	int rc = drl__redis_ttl_arg(s, ttl_us, ms, &mslen, err);
 	if (rc)
 		return rc;
 	dlen = (size_t)snprintf(d, sizeof d, "%" PRId64, delta);
@@ -576,8 +576,8 @@ static int r_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 }
 
 /* Parse a counter reply into *v: nil 0, a decimal string, an integer. */
-static int counter_value(rstore *s, const redisReply *r, int64_t *v,
-			 drl_error *err)
+int drl__redis_counter_value(rstore *s, const redisReply *r, int64_t *v,
+			     drl_error *err)
 {
 	switch (r->type) {
 	case REDIS_REPLY_NIL:
@@ -647,7 +647,7 @@ static int r_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 		rc = drl__redis_collect(s, c, n, r, "GET", err);
 		if (rc == 0) {
 			for (size_t i = 0; i < n && rc == 0; i++)
-				rc = counter_value(s, r[i], &values[i], err);
+				rc = drl__redis_counter_value(s, r[i], &values[i], err);
 			drl__redis_free_replies(r, n);
 		}
 	}
@@ -757,7 +757,7 @@ static int r_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 	size_t mslen = 0;
 	conn *c = NULL;
 	keybuf k;
-	int rc = ttl_arg(s, ttl_us, ms, &mslen, err);
+	int rc = drl__redis_ttl_arg(s, ttl_us, ms, &mslen, err);
 	if (rc)
 		return rc;
 	hold *h = pthread_getspecific(hold_key);
@@ -1020,7 +1020,7 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 	int rc = drl__redis_parse_uri(s, u, &server_clock, err);
 	if (rc)
 		return rc;
-	s->parent.version = 5; /* the vtable version this file fills */
+	s->parent.version = 6; /* the vtable version this file fills */
 	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
 	s->parent.name = s->cluster ? "redis-cluster" : "redis";
 	s->parent.destroy = r_destroy;
@@ -1039,6 +1039,14 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 	if (!s->watch_tx && !s->cluster && s->npipes > 0) {
 		s->parent.caps |= DRL_CAP_EVAL_START;
 		s->parent.eval_start = drl__redis_eval_start;
+	}
+	/* tx=auto: the counters by plain commands (a Redis Cluster store
+	 * routes every command itself and offers none of this). */
+	if (s->plain_counters && !s->cluster) {
+		s->parent.caps |= DRL_CAP_ADD_READ;
+		s->parent.add_read = drl__redis_add_read;
+		if (s->npipes > 0)
+			s->parent.add_read_start = drl__redis_add_read_start;
 	}
 	if (server_clock) {
 		s->parent.caps |= DRL_CAP_CLOCK;
@@ -1208,6 +1216,7 @@ int drl__redis_cluster_node(drl_backend **out, const drl_backend *tmpl,
 	s->timeout_ms = t->timeout_ms;
 	s->timeout = t->timeout;
 	s->watch_tx = t->watch_tx;
+	s->plain_counters = t->plain_counters;
 	s->lazy = true;
 	s->cap = t->cap;
 	s->npipes = t->npipes;

@@ -113,6 +113,8 @@ struct rstore {
 	int64_t timeout_ms;
 	struct timeval timeout;
 	bool watch_tx;
+	/* tx=auto: the counters by add_read (backends/redis_counter.c) */
+	bool plain_counters;
 	bool lazy; /* connect=lazy: no connection at open */
 	/* A node of a Redis Cluster store (backends/redis_cluster.c):
 	 * MOVED, ASK, TRYAGAIN and CLUSTERDOWN replies become
@@ -254,6 +256,27 @@ int drl__redis_eval_start(drl_backend *b, const drl_script *script,
 			  size_t nkeys, const drl_bytes *keys, size_t nargs,
 			  const int64_t *args, size_t nout,
 			  drl_eval_done_fn done, void *arg, drl_error *err);
+
+/* ---- counters (backends/redis.c, backends/redis_counter.c) ------------ */
+
+/* PX argument: ttl_us rounded up to whole milliseconds (>= 1), into ms
+ * (*len bytes, no NUL needed); DRL_EINVAL when ttl_us is not positive. */
+int drl__redis_ttl_arg(rstore *s, int64_t ttl_us, char ms[24], size_t *len,
+		       drl_error *err);
+/* A counter's reply r into *v: nil 0, a decimal string, an integer;
+ * DRL_ECORRUPT for a string that is not one, the reply's error else. */
+int drl__redis_counter_value(rstore *s, const redisReply *r, int64_t *v,
+			     drl_error *err);
+/* s's add_read() and add_read_start() (tx=auto; drl/sys/backend.h):
+ * INCRBY, PEXPIRE and n - 1 GETs, pipelined; the started one on s's
+ * pipes, as drl__redis_eval_start(). */
+int drl__redis_add_read(drl_backend *b, size_t n, const drl_bytes *keys,
+			int64_t delta, int64_t ttl_us, int64_t *values,
+			drl_error *err);
+int drl__redis_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
+			      int64_t delta, int64_t ttl_us,
+			      drl_eval_done_fn done, void *arg,
+			      drl_error *err);
 
 /* ---- shared, pipelined connections (backends/redis_pipe.c) ------------- */
 

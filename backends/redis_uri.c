@@ -75,15 +75,21 @@ int drl__redis_parse_uri(rstore *s, drl_uri *u, bool *server_clock_out,
 				     "redis+unix or redis-cluster",
 				     drl_uri_scheme(u));
 
+	/* auto (the default): each algorithm the cheapest exact way, the
+	 * counters by plain commands (backends/redis_counter.c), the rest
+	 * by their scripts; lua: every algorithm by its script; watch:
+	 * WATCH/MULTI/EXEC, no script. */
 	const char *tx = drl_uri_option(u, "tx");
-	if (tx == NULL || strcmp(tx, "lua") == 0)
-		s->watch_tx = false;
+	s->watch_tx = false;
+	s->plain_counters = false;
+	if (tx == NULL || strcmp(tx, "auto") == 0)
+		s->plain_counters = true;
 	else if (strcmp(tx, "watch") == 0)
 		s->watch_tx = true;
-	else
+	else if (strcmp(tx, "lua") != 0)
 		return drl_error_set(err, DRL_EINVAL,
-				     "URI option tx=\"%.32s\": expected lua or "
-				     "watch",
+				     "URI option tx=\"%.32s\": expected auto, "
+				     "lua or watch",
 				     tx);
 
 	const char *clock = drl_uri_option(u, "clock");

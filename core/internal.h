@@ -181,6 +181,12 @@ typedef int (*drl__step_fn)(const drl__limit *lim, const drl__call *call,
 			    size_t cap, size_t *outlen, int64_t *ttl_us,
 			    drl_result *res, drl__undo *undo);
 
+/* How a started decision of one limit (drl__algorithm.start) ends: rc,
+ * and when it is 0 the decision *res; else *err (may be NULL). res and
+ * err are valid only during the call. */
+typedef void (*drl__decided_fn)(void *arg, int rc, const drl_result *res,
+				const drl_error *err);
+
 typedef struct drl__algorithm {
 	const char *name; /* as written in specs */
 	const char *tag;  /* short name used in keys */
@@ -215,6 +221,18 @@ typedef struct drl__algorithm {
 	 * drl__key_plain (every optimistic-state algorithm). */
 	size_t (*keys)(const drl__limit *lim, const drl__keybase *kb,
 		       int64_t now, drl__key *kbuf, drl_bytes *keys);
+	/* Optional: decide() without waiting, with the store's started
+	 * calls and no script. startable() says whether start() can take
+	 * decisions of lim at call->now on call->backend (the cost not yet
+	 * known). start() copies what it needs of call (call->err unused):
+	 * 0, and done(arg, ...) runs exactly once, on a thread doing the
+	 * store's I/O, never inside start(); DRL_ENOTSUP, nothing done,
+	 * for a call it does not start (the caller runs the twin by
+	 * eval_start instead, which startable() checked is possible);
+	 * another error: nothing started. */
+	bool (*startable)(const drl__limit *lim, const drl__call *call);
+	int (*start)(const drl__limit *lim, const drl__call *call,
+		     drl__decided_fn done, void *arg);
 } drl__algorithm;
 
 /* Most store keys one limit has for one user key (drl__algorithm.keys):
@@ -263,6 +281,9 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 			drl_result *res, drl__undo *undo);
 int drl__counter_refund(const drl__limit *lim, const drl__call *call,
 			const drl__undo *undo);
+bool drl__counter_startable(const drl__limit *lim, const drl__call *call);
+int drl__counter_start(const drl__limit *lim, const drl__call *call,
+		       drl__decided_fn done, void *arg);
 
 /* burst=N for token_bucket and gcra (algorithms/burst.c); default LIMIT. */
 int drl__burst_option(drl__limit *lim, const char *key, const char *value,
@@ -381,6 +402,15 @@ static inline bool drl__has_batch(const drl_backend *b)
 {
 	return b->version >= 2 && (b->caps & DRL_CAP_BATCH) &&
 	       (b->caps & DRL_CAP_SCRIPT) && b->eval != NULL;
+}
+
+/* Whether b sends a counter's increment and its neighbours' reads
+ * together (DRL_CAP_ADD_READ, version >= 6): the counter algorithms then
+ * prefer it to their twin whenever the time is known before the call. */
+static inline bool drl__has_add_read(const drl_backend *b)
+{
+	return b->version >= 6 && (b->caps & DRL_CAP_ADD_READ) &&
+	       b->add_read != NULL;
 }
 
 /* Batches (core/batch.c): at most DRL__BATCH_CHUNK items per script call,

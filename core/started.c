@@ -5,8 +5,10 @@
  * on_error policy, the near cache, shadow mode), with the store call in
  * the middle started by eval_start() instead of waited for.
  *
- * Only what one script call decides takes this path: a policy of one
- * limit whose twin the store runs, at a time known without a store call
+ * Only what the store's started calls decide takes this path: a policy
+ * of one limit whose algorithm starts its own calls (the counters with
+ * add_read_start: no script) or whose twin the store runs, at a time
+ * known without a store call
  * (the caller's, the local clock, or the store's read by the twin
  * itself). Everything else (policies of several limits, with their
  * refunds; stores that cannot start a call) is decided by the blocking
@@ -23,13 +25,15 @@ bool drl__started_usable(const drl_limiter *l, int64_t now_us, int64_t *now)
 	    !(b->caps & DRL_CAP_EVAL_START) || !b->eval_start ||
 	    (b->caps & DRL_CAP_DECLARED_KEYS))
 		return false;
+	const drl__limit *lim = &l->limits[0];
 	drl__call probe = {.backend = b, .now = now_us};
 	if (now_us == DRL__NOW_READ)
 		/* As drl__limiter_now: the twin reads the store's clock, or
 		 * the store has none and the local one decides. */
 		probe.now = (b->caps & DRL_CAP_CLOCK) ? DRL__NOW_STORE
 						      : drl_now_us();
-	if (!drl__script_usable(&l->limits[0], &probe))
+	if (!drl__script_usable(lim, &probe) &&
+	    !(lim->algo->startable && lim->algo->startable(lim, &probe)))
 		return false;
 	*now = probe.now;
 	return true;
@@ -58,6 +62,18 @@ static void finish(drl__started *d, int rc, bool entered)
 		drl__shadow_answer(l, d->result);
 	*d->rc = rc;
 	d->finished(d->arg);
+}
+
+/* The algorithm's own started decision is over. */
+static void decided(void *arg, int rc, const drl_result *res,
+		    const drl_error *err)
+{
+	drl__started *d = arg;
+	if (rc == 0)
+		*d->result = *res;
+	else if (d->err && err)
+		*d->err = *err;
+	finish(d, rc, true);
 }
 
 /* eval_start()'s outcome: the twin's answer, or the store's error. */
@@ -98,10 +114,23 @@ void drl__started_begin(drl__started *d)
 	drl__key k;
 	drl__keybase_make(&kb, l->prefix, l->prefixlen, lim, d->key, d->keylen);
 	call.key = &kb;
+	DRL__COUNT(call.stats, decisions);
+	/* The algorithm's own started calls first (counters: no script),
+	 * the twin for what they do not take. */
+	rc = DRL_ENOTSUP;
+	if (lim->algo->start && lim->algo->startable(lim, &call))
+		rc = lim->algo->start(lim, &call, decided, d);
+	if (rc != DRL_ENOTSUP) {
+		if (rc)
+			finish(d,
+			       drl_error_set(d->err, rc,
+					     "could not start a decision"),
+			       true);
+		return;
+	}
 	drl_bytes key = drl__key_plain(&k, &kb);
 	int64_t args[DRL__SCRIPT_NARGS];
 	drl__script_args(lim, &call, args);
-	DRL__COUNT(call.stats, decisions);
 	DRL__COUNT(call.stats, scripts);
 	rc = b->eval_start(b, lim->algo->lua, 1, &key, DRL__SCRIPT_NARGS, args,
 			   DRL__SCRIPT_NOUT, script_done, d, d->err);

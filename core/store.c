@@ -47,6 +47,13 @@ int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 				     "backend \"%s\" claims DRL_CAP_EVAL_START "
 				     "without eval_start or DRL_CAP_SCRIPT",
 				     b->name ? b->name : "?");
+	/* DRL_CAP_ADD_READ means something only from version 6 on;
+	 * add_read_start is optional within it. */
+	if (b->version >= 6 && (b->caps & DRL_CAP_ADD_READ) && !b->add_read)
+		return drl_error_set(err, DRL_EINVAL,
+				     "backend \"%s\" claims DRL_CAP_ADD_READ "
+				     "without add_read",
+				     b->name ? b->name : "?");
 	drl_store *s = calloc(1, sizeof *s);
 	if (!s)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");

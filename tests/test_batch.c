@@ -962,6 +962,8 @@ static drl_backend stub = {
 	/* now */ NULL,
 	/* del */ NULL,
 	/* eval_start */ NULL,
+	/* add_read */ NULL,
+	/* add_read_start */ NULL,
 };
 
 /* A version 1 store gets no batch scripts, whatever its caps say: its

@@ -19,7 +19,7 @@
 static drl_server redis_srv, mc_srv;
 static int have_servers;
 
-enum { STORES = 5, BATCHED = 4, STEPS = 400 };
+enum { STORES = 6, BATCHED = 4, AUTO = 5, STEPS = 400 };
 
 static const char *const specs[] = {
 	"fixed_window:5/1s",
@@ -207,6 +207,9 @@ static void open_all(drl_store *stores[STORES], const char *names[STORES])
 	snprintf(uris[3], sizeof uris[3], "memcached://127.0.0.1:%d",
 		 mc_srv.port);
 	snprintf(uris[BATCHED], sizeof uris[BATCHED], "%s", uris[1]);
+	/* tx=auto, the default: the counters by plain commands */
+	snprintf(uris[AUTO], sizeof uris[AUTO], "redis://127.0.0.1:%d",
+		 redis_srv.port);
 	for (int s = 0; s < STORES; s++) {
 		drl_error err = {0};
 		names[s] = uris[s];
@@ -235,7 +238,9 @@ static void test_identical_decisions(void **state)
 	assert_true(check_ttls() > 0);
 }
 
-/* tx=lua runs the twins (one EVALSHA per decision); tx=watch none. */
+/* tx=lua runs the twins (one EVALSHA per decision); tx=watch none;
+ * tx=auto (the default) the twins of all but the counters, which send
+ * plain commands. */
 static void test_strategy_really_differs(void **state)
 {
 	(void)state;
@@ -248,9 +253,11 @@ static void test_strategy_really_differs(void **state)
 	static const char *const twins[] = {"fixed_window:5/1s",
 					    "token_bucket:5/1s", "gcra:5/1s",
 					    "sliding_log:5/1s"};
-	for (int watch = 0; watch < 2; watch++) {
+	static const char *const tx[] = {"lua", "watch", "auto"};
+	for (int m = 0; m < 3; m++) {
+		int watch = m == 1, autos = m == 2;
 		snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=%s",
-			 redis_srv.port, watch ? "watch" : "lua");
+			 redis_srv.port, tx[m]);
 		assert_int_equal(drl_store_open(&s, uri, NULL), 0);
 		for (size_t i = 0; i < 4; i++) {
 			assert_int_equal(drl_limiter_new(&l, s, twins[i],
@@ -264,14 +271,15 @@ static void test_strategy_really_differs(void **state)
 				assert_int_equal(
 					drl_allow(l, "x", 1, 1, &r, NULL), 0);
 			long long calls = redis_evalsha_calls() - before;
-			assert_int_equal(calls, watch ? 0 : 10);
+			assert_int_equal(calls,
+					 watch || (autos && i == 0) ? 0 : 10);
 			drl_limiter_free(l);
 		}
 		/* the store's counters tell the same story */
 		drl_store_stats st;
 		assert_int_equal(drl_store_stats_get(s, &st), 0);
 		assert_int_equal(st.decisions, 44);
-		assert_int_equal(st.scripts, watch ? 0 : 44);
+		assert_int_equal(st.scripts, watch ? 0 : autos ? 33 : 44);
 		/* token_bucket, gcra, sliding_log go through load/cas */
 		assert_int_equal(st.cas_attempts, watch ? 33 : 0);
 		assert_int_equal(st.cas_exhausted, 0);

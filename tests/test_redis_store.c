@@ -327,13 +327,16 @@ static void test_connect_refused(void **state)
 	assert_null(strstr(e.message, "Pw-Refused"));
 }
 
-/* Capability bits follow tx=, clock= and pipelines= (a started script
- * call travels on the shared connections: none without them). */
+/* Capability bits follow tx=, clock= and pipelines= (a started call
+ * travels on the shared connections: none without them). tx=auto, the
+ * default, adds add_read (the counters without a script) to tx=lua's. */
 static void test_caps(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	drl_backend *lua = open_opts(NULL);
+	drl_backend *dflt = open_opts(NULL);
+	drl_backend *autos = open_opts("tx=auto&pipelines=0");
+	drl_backend *lua = open_opts("tx=lua");
 	drl_backend *alone = open_opts("pipelines=0");
 	drl_backend *watch = open_opts("tx=watch");
 	drl_backend *clk = open_opts("tx=watch&clock=server");
@@ -346,9 +349,22 @@ static void test_caps(void **state)
 	assert_non_null(lua->eval_start);
 	assert_null(lua->update);
 	assert_null(lua->now);
-	assert_int_equal(alone->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH);
+	assert_null(lua->add_read);
+	assert_null(lua->add_read_start);
+	assert_int_equal(dflt->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH |
+					     DRL_CAP_EVAL_START |
+					     DRL_CAP_ADD_READ);
+	assert_non_null(dflt->add_read);
+	assert_non_null(dflt->add_read_start);
+	assert_int_equal(autos->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH |
+					      DRL_CAP_ADD_READ);
+	assert_non_null(autos->add_read);
+	assert_null(autos->add_read_start);
+	assert_int_equal(alone->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH |
+					      DRL_CAP_ADD_READ);
 	assert_null(alone->eval_start);
 	assert_int_equal(watch->caps, base);
+	assert_null(watch->add_read);
 	assert_null(watch->eval);
 	assert_null(watch->eval_start);
 	assert_int_equal(clk->caps, base | DRL_CAP_CLOCK);
@@ -359,6 +375,8 @@ static void test_caps(void **state)
 	expect_rc(clk->now(clk, &now, &e), 0, &e);
 	int64_t here = (int64_t)time(NULL) * SEC;
 	assert_true(now > here - 10 * SEC && now < here + 10 * SEC);
+	dflt->destroy(dflt);
+	autos->destroy(autos);
 	lua->destroy(lua);
 	alone->destroy(alone);
 	watch->destroy(watch);
@@ -418,6 +436,109 @@ static void test_counters(void **state)
 
 	/* The store still works after all those errors. */
 	assert_int_equal(incr(b, B("c1"), 1), -1);
+	b->destroy(b);
+	redisFree(raw);
+}
+
+/* What a started add_read hands back (add_read_done). */
+typedef struct add_out {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int calls, rc;
+	size_t n;
+	int64_t v[4];
+	char msg[256];
+} add_out;
+
+static void add_read_done(void *arg, int rc, const int64_t *out, size_t nret,
+			  const drl_error *err)
+{
+	add_out *o = arg;
+	pthread_mutex_lock(&o->mu);
+	o->rc = rc;
+	o->n = nret;
+	for (size_t i = 0; rc == 0 && i < nret && i < 4; i++)
+		o->v[i] = out[i];
+	if (err)
+		snprintf(o->msg, sizeof o->msg, "%s", err->message);
+	o->calls++;
+	pthread_cond_broadcast(&o->cv);
+	pthread_mutex_unlock(&o->mu);
+}
+
+/* add_read_start, waited for here (a generous deadline: the callback is
+ * an event, not a timing). */
+static int add_read_wait(drl_backend *b, size_t n, const drl_bytes *keys,
+			 int64_t delta, int64_t ttl, add_out *o)
+{
+	*o = (add_out){.mu = PTHREAD_MUTEX_INITIALIZER,
+		       .cv = PTHREAD_COND_INITIALIZER};
+	drl_error e = {0};
+	int rc = b->add_read_start(b, n, keys, delta, ttl, add_read_done, o,
+				   &e);
+	if (rc)
+		return rc;
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 60;
+	pthread_mutex_lock(&o->mu);
+	while (o->calls == 0 &&
+	       pthread_cond_timedwait(&o->cv, &o->mu, &dl) == 0)
+		;
+	pthread_mutex_unlock(&o->mu);
+	assert_int_equal(o->calls, 1);
+	return o->rc;
+}
+
+/* tx=auto's add_read (the counters without a script or a transaction):
+ * INCRBY and PEXPIRE of the first key, the others read, absent ones 0
+ * and not created; blocking and started alike; errors as incr/get_many. */
+static void test_add_read(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	redisContext *raw = flushed();
+	drl_backend *b = open_opts("tx=auto&prefix=ar:");
+	drl_error e = {0};
+	int64_t v[3];
+	add_out o;
+
+	raw_set(raw, B("ar:prev"), "7");
+	drl_bytes k3[3] = {B("cur"), B("prev"), B("none")};
+	expect_rc(b->add_read(b, 3, k3, 2, 1500500, v, &e), 0, &e);
+	assert_int_equal(v[0], 2);
+	assert_int_equal(v[1], 7);
+	assert_int_equal(v[2], 0);
+	long long t = raw_pttl(raw, B("ar:cur"));
+	assert_true(t > 1000 && t <= 1501); /* rounded up to whole ms */
+	assert_int_equal(raw_pttl(raw, B("ar:none")), -2); /* not created */
+	assert_int_equal(raw_pttl(raw, B("ar:prev")), -1); /* not written */
+
+	expect_rc(add_read_wait(b, 3, k3, -1, TTL, &o), 0, NULL);
+	assert_int_equal(o.n, 3);
+	assert_int_equal(o.v[0], 1);
+	assert_int_equal(o.v[1], 7);
+	assert_int_equal(o.v[2], 0);
+	assert_true(raw_pttl(raw, B("ar:cur")) > 50000);
+
+	/* A neighbour of another type, or holding no integer: an error,
+	 * never read as an unused counter (GET, not MGET). */
+	raw_ok(raw, "RPUSH ar:lst x");
+	drl_bytes bad[2] = {B("cur"), B("lst")};
+	expect_rc(b->add_read(b, 2, bad, 1, TTL, v, &e), DRL_ESTORE, &e);
+	assert_non_null(strstr(e.message, "WRONGTYPE"));
+	expect_rc(add_read_wait(b, 2, bad, 1, TTL, &o), DRL_ESTORE, NULL);
+	assert_non_null(strstr(o.msg, "WRONGTYPE"));
+	raw_set(raw, B("ar:junk"), "s3cr3t-notanumber");
+	expect_rc(b->add_read(b, 1, (drl_bytes[]){B("junk")}, 1, TTL, v, &e),
+		  DRL_ECORRUPT, &e);
+	assert_null(strstr(e.message, "s3cr3t"));
+	/* Bad arguments change nothing. */
+	expect_rc(b->add_read(b, 0, k3, 1, TTL, v, &e), DRL_EINVAL, &e);
+	expect_rc(b->add_read(b, 1, k3, 1, 0, v, &e), DRL_EINVAL, &e);
+	expect_rc(b->add_read(b, 1, (drl_bytes[]){B("prev")}, 0, TTL, v, &e),
+		  0, &e);
+	assert_int_equal(v[0], 7);
 	b->destroy(b);
 	redisFree(raw);
 }
@@ -1384,6 +1505,7 @@ int main(void)
 		cmocka_unit_test(test_public_open),
 		cmocka_unit_test(test_caps),
 		BOTH(test_counters),
+		cmocka_unit_test(test_add_read),
 		BOTH(test_wrong_type),
 		BOTH(test_state),
 		BOTH(test_no_leaked_watch),

@@ -78,8 +78,11 @@ extern "C" {
  * 4: del (optional; read only from stores of version >= 4: drl_reset()
  * on a store of an older version is DRL_ENOTSUP).
  * 5: eval_start (optional, DRL_CAP_EVAL_START; read only from stores of
- * version >= 5: the async API decides on its workers otherwise). */
-#define DRL_BACKEND_VERSION 5
+ * version >= 5: the async API decides on its workers otherwise).
+ * 6: add_read and add_read_start (optional, DRL_CAP_ADD_READ; read only
+ * from stores of version >= 6: the counter algorithms use incr and
+ * get_many, or a script, otherwise). */
+#define DRL_BACKEND_VERSION 6
 
 typedef struct drl_bytes {
 	const void *data;
@@ -102,7 +105,13 @@ enum {
 	DRL_CAP_DECLARED_KEYS = 1u << 6,
 	/* eval_start (version >= 5, needs DRL_CAP_SCRIPT): a script call
 	 * started without waiting for its reply. */
-	DRL_CAP_EVAL_START = 1u << 7
+	DRL_CAP_EVAL_START = 1u << 7,
+	/* add_read, add_read_start (version >= 6): a counter's increment
+	 * and the reads of its neighbours sent together, without a script.
+	 * A store that sets it says that this is the cheapest exact way to
+	 * decide the counter algorithms on it: the core then prefers it to
+	 * eval() for them. */
+	DRL_CAP_ADD_READ = 1u << 8
 };
 
 /* What eval() of a store with DRL_CAP_DECLARED_KEYS may return when it
@@ -129,7 +138,8 @@ typedef struct drl_script {
 
 /* How eval_start() hands back a script call's outcome: rc, out[0..nret)
  * and *err (NULL when rc is 0) exactly as eval() would have returned and
- * written them; out and err are valid only during the call. */
+ * written them; out and err are valid only during the call. add_read_start()
+ * hands back add_read()'s outcome the same way (out: its values, nret: n). */
 typedef void (*drl_eval_done_fn)(void *arg, int rc, const int64_t *out,
 				 size_t nret, const drl_error *err);
 
@@ -222,6 +232,33 @@ struct drl_backend {
 			  size_t nkeys, const drl_bytes *keys, size_t nargs,
 			  const int64_t *args, size_t nout,
 			  drl_eval_done_fn done, void *arg, drl_error *err);
+
+	/* Optional (version >= 6, DRL_CAP_ADD_READ): incr() of keys[0] by
+	 * `delta` with ttl_us, and get_many() of keys[1..n), sent together
+	 * (one round trip, no script): values[0] gets keys[0]'s new value,
+	 * values[j] keys[j]'s value (absent: 0). Each counter is changed or
+	 * read atomically, the whole is not one atomic step: another caller
+	 * may change keys[1..n) meanwhile (the counter algorithms increment
+	 * first and give back an increment that went over the limit, so a
+	 * concurrent change can only deny, never admit beyond the limit).
+	 * n >= 1; on an error keys[0] may or may not have been changed.
+	 * Errors as incr() and get_many(). */
+	int (*add_read)(drl_backend *b, size_t n, const drl_bytes *keys,
+			int64_t delta, int64_t ttl_us, int64_t *values,
+			drl_error *err);
+
+	/* Optional (version >= 6, DRL_CAP_ADD_READ): add_read() without
+	 * waiting, as eval_start() is eval() without waiting (the same
+	 * rules: keys copied before it returns; 0: done(arg, rc, values, n,
+	 * err) runs exactly once, on a thread of the store's or of another
+	 * caller doing its I/O, never inside this call on the calling
+	 * thread; done may start calls, never wait for one). A store that
+	 * cannot start calls leaves it NULL: the async API then decides on
+	 * its workers. */
+	int (*add_read_start)(drl_backend *b, size_t n, const drl_bytes *keys,
+			      int64_t delta, int64_t ttl_us,
+			      drl_eval_done_fn done, void *arg,
+			      drl_error *err);
 };
 
 /* The start of every store's drl_backend: the version the store was
