@@ -782,8 +782,9 @@ static void mem_destroy(drl_backend *b)
 }
 
 static const drl_backend memory_vtable = {
-	/* version */ 5, /* the vtable version this file fills */
-	/* caps */ DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE,
+	/* version */ 6, /* the vtable version this file fills */
+	/* caps */ DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE |
+		DRL_CAP_INPROC,
 	/* name */ "memory",
 	/* destroy */ mem_destroy,
 	/* incr */ mem_incr,

@@ -1,6 +1,7 @@
 /*
- * drl_async: decisions started from an event loop's thread, decided on
- * worker threads the context owns, delivered back on the loop's thread.
+ * drl_async: decisions started from an event loop's thread, decided at
+ * start, by a store call sent without waiting, or on worker threads the
+ * context owns; delivered back on the loop's thread.
  *
  * A request is copied into a node at start and queued (todo). A worker
  * takes it, runs the blocking call it stands for (drl_allow and friends:
@@ -21,6 +22,15 @@
  * core/batch.c) and moved to the done list by whichever thread finishes
  * the store call (`started` counts those in flight; drl_async_free()
  * waits for them).
+ *
+ * A request on a store inside the process (DRL_CAP_INPROC: memory://)
+ * is decided at start, on the starting thread, by the blocking call it
+ * stands for (which never waits there), and goes to the done list: no
+ * worker, no hand-over.
+ *
+ * Workers start lazily: node_queue() starts one when a request finds
+ * none idle, up to the context's most; a context whose requests never
+ * need one never has one.
  *
  * `pending` counts requests started whose callback has not begun; it is
  * the queue bound. Nodes are kept on a free list once made, so a steady
@@ -91,8 +101,10 @@ struct drl_async {
 	int efd;
 	void (*notify)(void *); /* instead of the fd (drl_async_notify) */
 	void *notify_arg;
-	size_t nthreads;
-	pthread_t *threads;
+	size_t nthreads;    /* started so far */
+	size_t maxthreads;  /* the most (0: DRL_ASYNC_THREADS_NONE) */
+	size_t waiting;     /* workers waiting for work */
+	pthread_t *threads; /* maxthreads slots */
 };
 
 static void push(list *l, node *n)
@@ -175,7 +187,9 @@ static void *worker(void *p)
 		if (n == NULL) {
 			if (a->stopping)
 				break;
+			a->waiting++;
 			pthread_cond_wait(&a->work, &a->mu);
+			a->waiting--;
 			continue;
 		}
 		pthread_mutex_unlock(&a->mu);
@@ -218,41 +232,40 @@ static int opts_check(const drl_async_opts *o, size_t *threads, size_t *queue,
 	*queue = DRL_ASYNC_QUEUE_DEFAULT;
 	if (o == NULL)
 		return 0;
-	if (o->threads < 0 || o->threads > DRL_ASYNC_THREADS_MAX)
+	if ((o->threads < 0 && o->threads != DRL_ASYNC_THREADS_NONE) ||
+	    o->threads > DRL_ASYNC_THREADS_MAX)
 		return drl_error_set(err, DRL_EINVAL,
 				     "drl_async_new: threads %d is outside "
-				     "1..%d (0: the default)",
+				     "1..%d (0: the default; "
+				     "DRL_ASYNC_THREADS_NONE: none)",
 				     o->threads, DRL_ASYNC_THREADS_MAX);
 	if (o->queue > DRL_ASYNC_QUEUE_MAX)
 		return drl_error_set(err, DRL_EINVAL,
 				     "drl_async_new: queue %zu is outside "
 				     "1..%d (0: the default)",
 				     o->queue, DRL_ASYNC_QUEUE_MAX);
-	if (o->threads)
+	if (o->threads == DRL_ASYNC_THREADS_NONE)
+		*threads = 0;
+	else if (o->threads)
 		*threads = (size_t)o->threads;
 	if (o->queue)
 		*queue = o->queue;
 	return 0;
 }
 
-/* Start the worker threads with every signal blocked (the caller's mask
- * is restored). */
-static int start_threads(drl_async *a, size_t nthreads, drl_error *err)
+/* Start one more worker, with every signal blocked (the caller's mask
+ * is restored); a->mu held. false when it could not be started. */
+static bool start_worker(drl_async *a)
 {
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = 0;
-	for (; a->nthreads < nthreads; a->nthreads++)
-		if (pthread_create(&a->threads[a->nthreads], NULL, worker, a)) {
-			rc = drl_error_set(err, DRL_ENOMEM,
-					   "drl_async_new: cannot start "
-					   "worker thread %zu",
-					   a->nthreads + 1);
-			break;
-		}
+	bool ok =
+		pthread_create(&a->threads[a->nthreads], NULL, worker, a) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return rc;
+	if (ok)
+		a->nthreads++;
+	return ok;
 }
 
 int drl_async_new(drl_async **out, const drl_async_opts *opts, drl_error *err)
@@ -269,8 +282,9 @@ int drl_async_new(drl_async **out, const drl_async_opts *opts, drl_error *err)
 	if (a == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "drl_async_new");
 	a->queue = queue;
+	a->maxthreads = nthreads;
 	a->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	a->threads = calloc(nthreads, sizeof *a->threads);
+	a->threads = calloc(nthreads ? nthreads : 1, sizeof *a->threads);
 	if (a->efd < 0 || a->threads == NULL) {
 		if (a->efd >= 0)
 			close(a->efd);
@@ -282,11 +296,6 @@ int drl_async_new(drl_async **out, const drl_async_opts *opts, drl_error *err)
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->work, NULL);
 	pthread_cond_init(&a->idle, NULL);
-	rc = start_threads(a, nthreads, err);
-	if (rc) {
-		drl_async_free(a);
-		return rc;
-	}
 	*out = a;
 	return 0;
 }
@@ -356,8 +365,9 @@ void drl_async_free(drl_async *a)
 	list canceled = a->todo;
 	a->todo = (list){0};
 	pthread_cond_broadcast(&a->work);
+	size_t nthreads = a->nthreads; /* no more start once stopping */
 	pthread_mutex_unlock(&a->mu);
-	for (size_t i = 0; i < a->nthreads; i++)
+	for (size_t i = 0; i < nthreads; i++)
 		pthread_join(a->threads[i], NULL);
 	/* Requests in a started store call end by the store's timeout. */
 	pthread_mutex_lock(&a->mu);
@@ -476,13 +486,39 @@ static void node_drop(drl_async *a, node *n)
 	pthread_mutex_unlock(&a->mu);
 }
 
-/* Queue a filled node for the workers. */
-static void node_queue(drl_async *a, node *n)
+/* Queue a filled node for the workers, starting one when none is idle
+ * and the context may have more. 0, or (nothing queued, the node the
+ * caller's) DRL_ENOTSUP for a context without workers, DRL_ENOMEM when
+ * the first worker cannot be started. */
+static int node_queue(drl_async *a, node *n, drl_error *err)
 {
 	pthread_mutex_lock(&a->mu);
+	if (a->maxthreads == 0) {
+		pthread_mutex_unlock(&a->mu);
+		return drl_error_set(err, DRL_ENOTSUP,
+				     "this request needs a worker thread and "
+				     "the context has none "
+				     "(DRL_ASYNC_THREADS_NONE; see "
+				     "drl_async_direct())");
+	}
+	if (a->waiting == 0 && a->nthreads < a->maxthreads && !a->stopping &&
+	    !start_worker(a) && a->nthreads == 0) {
+		pthread_mutex_unlock(&a->mu);
+		return drl_error_set(err, DRL_ENOMEM,
+				     "cannot start a worker thread");
+	}
 	push(&a->todo, n);
 	pthread_mutex_unlock(&a->mu);
 	pthread_cond_signal(&a->work);
+	return 0;
+}
+
+/* Decide n at start, on this thread (a store inside the process: the
+ * blocking call never waits), and hand it to the done list. */
+static void decide_now(drl_async *a, node *n)
+{
+	run(n);
+	node_done(a, n);
 }
 
 /* A started store call of n is over: n goes to the done list. All of it
@@ -574,18 +610,21 @@ static int start_one(drl_async *a, drl_limiter *l, const void *key,
 		return 0;
 	}
 	int64_t now;
-	if (drl__started_usable(l, when, &now))
+	if (drl__is_inproc(l->store->backend))
+		decide_now(a, n);
+	else if (drl__started_usable(l, when, &now))
 		start_store_call(a, n, now);
-	else
-		node_queue(a, n);
-	return 0;
+	else if ((rc = node_queue(a, n, err)) != 0)
+		node_drop(a, n);
+	return rc;
 }
 
 int drl_async_direct(const drl_limiter *limiter)
 {
 	int64_t now;
 	return limiter != NULL &&
-	       drl__started_usable(limiter, DRL__NOW_READ, &now);
+	       (drl__is_inproc(limiter->store->backend) ||
+		drl__started_usable(limiter, DRL__NOW_READ, &now));
 }
 
 int drl_async_allow(drl_async *a, drl_limiter *limiter, const void *key,
@@ -699,10 +738,13 @@ static int start_batch(drl_async *a, drl_limiter *l,
 		return rc;
 	}
 	int64_t when = kind == BATCH ? DRL__NOW_READ : now_us, now;
-	if (!drl__batch_started_usable(l, n->n, when, &now) ||
-	    start_batch_call(a, n, when, now) != 0)
-		node_queue(a, n);
-	return 0;
+	if (drl__is_inproc(l->store->backend))
+		decide_now(a, n);
+	else if ((!drl__batch_started_usable(l, n->n, when, &now) ||
+		  start_batch_call(a, n, when, now) != 0) &&
+		 (rc = node_queue(a, n, err)) != 0)
+		node_drop(a, n);
+	return rc;
 }
 
 int drl_async_batch(drl_async *a, drl_limiter *limiter,

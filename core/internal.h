@@ -413,6 +413,13 @@ static inline bool drl__has_add_read(const drl_backend *b)
 	       b->add_read != NULL;
 }
 
+/* Whether b answers without waiting for I/O (DRL_CAP_INPROC, version
+ * >= 6): the async API then decides at start. */
+static inline bool drl__is_inproc(const drl_backend *b)
+{
+	return b->version >= 6 && (b->caps & DRL_CAP_INPROC);
+}
+
 /* Batches (core/batch.c): at most DRL__BATCH_CHUNK items per script call,
  * and about DRL__BATCH_WORK µs of server time (estimated per item, see
  * item_work there): a script blocks the whole server while it runs. */

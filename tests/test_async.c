@@ -27,7 +27,10 @@
 
 #include <drl/async.h>
 
+#include <dirent.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <string.h>
 #include <pthread.h>
 #include <poll.h>
 #include <stdatomic.h>
@@ -690,16 +693,18 @@ static void never_batch_cb(drl_async *a, int rc, const drl_batch_item *items,
 				 (text));                                      \
 	} while (0)
 
-/* drl_async_direct() says which limiters the async API sends without a
- * worker: one limit on Redis tx=lua with shared connections; not a policy
- * of two, nor pipelines=0, tx=watch, memory:// or NULL. */
+/* drl_async_direct() says which limiters the async API decides without a
+ * worker: memory:// (at start, any policy), one limit on Redis tx=auto or
+ * tx=lua with shared connections; not a policy of two, nor pipelines=0,
+ * tx=watch or NULL. */
 static void test_direct(void **state)
 {
 	(void)state;
 	assert_int_equal(drl_async_direct(NULL), 0);
 	drl_store *mem = tu_store("memory://");
-	drl_limiter *ml = tu_limiter(mem, "fixed_window:5/1s", "d:");
-	assert_int_equal(drl_async_direct(ml), 0);
+	drl_limiter *ml =
+		tu_limiter(mem, "fixed_window:5/1s;sliding_window:50/1m", "d:");
+	assert_int_equal(drl_async_direct(ml), 1);
 	drl_limiter_free(ml);
 	drl_store_free(mem);
 	if (!have_redis)
@@ -709,6 +714,12 @@ static void test_direct(void **state)
 		int direct;
 	} cases[] = {
 		{"tx=lua", "fixed_window:5/1s", 1},
+		{"tx=auto", "fixed_window:5/1s", 1},
+		{"pipelines=1", "subwindow:100/1m,subwindows=6", 1},
+		{"tx=auto", "gcra:3/700ms,burst=4", 1},
+		/* no exact twin for a cost of 0: a worker */
+		{"tx=auto", "fixed_window:100000000/1h", 0},
+		{"tx=auto&pipelines=0", "fixed_window:5/1s", 0},
 		{"tx=lua", "token_bucket:3/1s,burst=7;block_on_exceed=1s", 1},
 		{"tx=lua&clock=server", "gcra:3/700ms,burst=4", 1},
 		{"tx=lua", "fixed_window:5/1s;sliding_window:50/1m", 0},
@@ -754,6 +765,80 @@ static bool fd_readable(drl_async *a)
  * by processing each time it is called. Started-without-a-worker calls
  * (Redis tx=lua) notify from the store's I/O thread, the others from a
  * worker. */
+/* The threads of this process, from /proc/self/task. */
+static int thread_count(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	int n = 0;
+	if (d == NULL)
+		fail_msg("/proc/self/task: %s", strerror(errno));
+	for (struct dirent *e; (e = readdir(d)) != NULL;)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* memory:// is decided at start on the starting thread: the callback
+ * waits for drl_async_process() at once, and the context starts no
+ * worker for it (workers start when a request first needs one). With
+ * DRL_ASYNC_THREADS_NONE a request that needs a worker is refused and
+ * changes nothing; one that needs none is decided. */
+static void test_decided_at_start(void **state)
+{
+	(void)state;
+	drl_store *s = tu_store("memory://");
+	drl_limiter *l = tu_limiter(s, "fixed_window:2/1h;gcra:5/1h", "m:");
+	int before = thread_count();
+	drl_async *a = async_new(0, 0);
+	for (int i = 0; i < 3; i++) {
+		async_one o = {0};
+		assert_int_equal(drl_async_allow(a, l, "k", 1, 1, async_one_cb,
+						 &o, NULL),
+				 0);
+		assert_true(fd_readable(a));
+		assert_int_equal(drl_async_process(a), 1);
+		assert_int_equal(o.count, 1);
+		assert_int_equal(o.rc, 0);
+		assert_int_equal(o.result.allowed, i < 2);
+	}
+	assert_int_equal(thread_count(), before);
+	drl_async_free(a);
+	drl_limiter_free(l);
+	drl_store_free(s);
+
+	drl_async_opts none = {.threads = DRL_ASYNC_THREADS_NONE};
+	drl_error err = {0};
+	assert_int_equal(drl_async_new(&a, &none, &err), 0);
+	s = tu_store("memory://");
+	l = tu_limiter(s, "fixed_window:2/1h", "m:");
+	async_one o = {0};
+	assert_int_equal(
+		drl_async_allow(a, l, "k", 1, 1, async_one_cb, &o, NULL), 0);
+	assert_int_equal(drl_async_process(a), 1);
+	assert_true(o.result.allowed);
+	drl_limiter_free(l);
+	drl_store_free(s);
+	if (have_redis) {
+		char uri[160];
+		snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=watch",
+			 redis.port);
+		s = tu_store(uri);
+		l = tu_limiter(s, "fixed_window:2/1h", "none:");
+		assert_int_equal(drl_async_allow(a, l, "k", 1, 1, async_one_cb,
+						 &o, &err),
+				 DRL_ENOTSUP);
+		assert_non_null(strstr(err.message, "worker"));
+		assert_int_equal(drl_async_pending(a), 0);
+		drl_result r;
+		assert_int_equal(drl_allow(l, "k", 1, 0, &r, NULL), 0);
+		assert_int_equal(r.remaining, 2); /* nothing was consumed */
+		drl_limiter_free(l);
+		drl_store_free(s);
+	}
+	assert_int_equal(thread_count(), before);
+	drl_async_free(a);
+}
+
 static void test_notify(void **state)
 {
 	(void)state;
@@ -866,8 +951,8 @@ static void test_bad_input(void **state)
 	assert_int_equal(drl_async_process(a), 0);
 
 	drl_async *none = (drl_async *)&it;
-	drl_async_opts o = {.threads = -1};
-	EXPECT_EINVAL(drl_async_new(&none, &o, err), "threads -1");
+	drl_async_opts o = {.threads = -2};
+	EXPECT_EINVAL(drl_async_new(&none, &o, err), "threads -2");
 	assert_null(none);
 	o = (drl_async_opts){.threads = DRL_ASYNC_THREADS_MAX + 1};
 	EXPECT_EINVAL(drl_async_new(&none, &o, err), "threads 257");
@@ -992,6 +1077,7 @@ int main(void)
 		cmocka_unit_test(test_failure_policies),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_direct),
+		cmocka_unit_test(test_decided_at_start),
 		cmocka_unit_test(test_notify),
 		cmocka_unit_test(test_queue_full),
 		cmocka_unit_test(test_start_during_free),

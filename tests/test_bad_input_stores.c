@@ -211,7 +211,7 @@ static void redis_done(bi_target *t, redis_ctx *r)
 
 static const bi_uri_row redis_uris[] = {
 	{"redis://{addr}?tx=bogus", DRL_EINVAL,
-	 "tx=\"bogus\": expected lua or watch"},
+	 "tx=\"bogus\": expected auto, lua or watch"},
 	{"redis://{addr}?clock=sundial", DRL_EINVAL,
 	 "clock=\"sundial\": expected client or server"},
 	{"redis://{addr}?bogus=1", DRL_EINVAL,

@@ -468,7 +468,7 @@ bad "option '--limit' needs a value" "${C[@]}" k --limit
 bad "option '--store' needs a value" check --limit fixed_window:10/1s k --store
 bad "unknown option '--bogus'" "${C[@]}" --limit fixed_window:10/1s --bogus k
 if [ "$S" != memory:// ]; then
-	bad 'tx="bogus": expected lua or watch' \
+	bad 'tx="bogus": expected auto, lua or watch' \
 		check --store "$S?tx=bogus" --limit fixed_window:10/1s k
 	bad 'unknown URI option "bogus" for a redis:// store' \
 		check --store "$S?bogus=1" --limit fixed_window:10/1s k

@@ -474,8 +474,8 @@ static int add_read_wait(drl_backend *b, size_t n, const drl_bytes *keys,
 	*o = (add_out){.mu = PTHREAD_MUTEX_INITIALIZER,
 		       .cv = PTHREAD_COND_INITIALIZER};
 	drl_error e = {0};
-	int rc = b->add_read_start(b, n, keys, delta, ttl, add_read_done, o,
-				   &e);
+	int rc =
+		b->add_read_start(b, n, keys, delta, ttl, add_read_done, o, &e);
 	if (rc)
 		return rc;
 	struct timespec dl;
@@ -536,8 +536,8 @@ static void test_add_read(void **state)
 	/* Bad arguments change nothing. */
 	expect_rc(b->add_read(b, 0, k3, 1, TTL, v, &e), DRL_EINVAL, &e);
 	expect_rc(b->add_read(b, 1, k3, 1, 0, v, &e), DRL_EINVAL, &e);
-	expect_rc(b->add_read(b, 1, (drl_bytes[]){B("prev")}, 0, TTL, v, &e),
-		  0, &e);
+	expect_rc(b->add_read(b, 1, (drl_bytes[]){B("prev")}, 0, TTL, v, &e), 0,
+		  &e);
 	assert_int_equal(v[0], 7);
 	b->destroy(b);
 	redisFree(raw);

@@ -38,21 +38,28 @@ typedef struct drl_async drl_async;
 /* Defaults and bounds of drl_async_opts. */
 #define DRL_ASYNC_THREADS_DEFAULT 16
 #define DRL_ASYNC_THREADS_MAX 256
+/* drl_async_opts.threads: no worker thread at all (see drl_async_new) */
+#define DRL_ASYNC_THREADS_NONE (-1)
 #define DRL_ASYNC_QUEUE_DEFAULT 4096
 #define DRL_ASYNC_QUEUE_MAX (1024 * 1024)
 
 /* How a context is made; zeroed fields take the defaults. */
 typedef struct drl_async_opts {
-	/* worker threads, 1..DRL_ASYNC_THREADS_MAX (0: 16): the most
-	 * requests in a store call at once */
+	/* the most worker threads, 1..DRL_ASYNC_THREADS_MAX (0: 16): the
+	 * most requests in a blocking store call at once. Workers start
+	 * when a request first needs one (never, when every request is
+	 * decided at start or sent without a worker: drl_async_direct());
+	 * DRL_ASYNC_THREADS_NONE: never, and a request that would need
+	 * one is refused at start (DRL_ENOTSUP) */
 	int threads;
 	/* most requests started whose callback has not begun,
 	 * 1..DRL_ASYNC_QUEUE_MAX (0: 4096); one more start is DRL_EBUSY */
 	size_t queue;
 } drl_async_opts;
 
-/* Make a context with opts (NULL: the defaults) and start its worker
- * threads (every signal blocked in them). Owned by the caller; free it
+/* Make a context with opts (NULL: the defaults). Its worker threads
+ * (every signal blocked in them) start one at a time, when a request
+ * finds none idle, up to opts->threads. Owned by the caller; free it
  * with drl_async_free(). */
 DRL_EXPORT int drl_async_new(drl_async **out, const drl_async_opts *opts,
 			     drl_error *err);
@@ -104,11 +111,14 @@ DRL_EXPORT int drl_async_process(drl_async *a);
 DRL_EXPORT size_t drl_async_pending(const drl_async *a);
 
 /* 1 when a single request on `limiter` (drl_async_allow(),
- * drl_async_allow_at() at a time the script can take) is sent to the store
- * at start and finished without a worker thread (Redis tx=lua with shared
- * connections, a policy of one limit: docs/threading.md), 0 when a worker
- * decides it (or for NULL). For a service that chooses between its own
- * threads and the async API. */
+ * drl_async_allow_at() at a time the store can take) needs no worker
+ * thread: decided at start on a store inside the process (memory://), or
+ * sent to the store at start and finished by the store's I/O thread
+ * (Redis tx=auto and tx=lua with shared connections, a policy of one
+ * limit whose numbers the server-side step computes exactly:
+ * docs/threading.md has the full list); 0 when a worker decides it (or
+ * for NULL). For a service that chooses between its own threads and the
+ * async API. */
 DRL_EXPORT int drl_async_direct(const drl_limiter *limiter);
 
 /* A single decision's callback, on the thread running

@@ -111,7 +111,12 @@ enum {
 	 * A store that sets it says that this is the cheapest exact way to
 	 * decide the counter algorithms on it: the core then prefers it to
 	 * eval() for them. */
-	DRL_CAP_ADD_READ = 1u << 8
+	DRL_CAP_ADD_READ = 1u << 8,
+	/* version >= 6: every method returns without waiting for I/O or
+	 * for another process (a store inside this process, memory://):
+	 * the async API decides its requests at start, on the starting
+	 * thread, instead of on a worker. */
+	DRL_CAP_INPROC = 1u << 9
 };
 
 /* What eval() of a store with DRL_CAP_DECLARED_KEYS may return when it
