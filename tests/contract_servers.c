@@ -1,6 +1,7 @@
 /*
  * The store conformance suite (tests/store_contract.h) on real servers,
  * one store per run, named by the only argument:
+ *   redis_auto     redis:// with tx=auto (the default: add_read too)
  *   redis_lua      redis:// with tx=lua (scripts, batches)
  *   redis_watch    redis:// with tx=watch&clock=server (WATCH/MULTI, now)
  *   redis_cluster  redis-cluster:// on three masters (tx=lua)
@@ -98,6 +99,7 @@ static int on_server(int (*start)(drl_server *, const char *const *),
 	return failed ? 1 : 0;
 }
 
+static const variant redis_auto[] = {{"redis auto", "tx=auto", 0, false, 2}};
 static const variant redis_lua[] = {{"redis lua", "tx=lua", 0, false, 2}};
 static const variant redis_watch[] = {
 	{"redis watch", "tx=watch&clock=server", 0, false, 2}};
@@ -134,6 +136,9 @@ static int cluster(void)
 int main(int argc, char **argv)
 {
 	const char *which = argc == 2 ? argv[1] : "";
+	if (strcmp(which, "redis_auto") == 0)
+		return on_server(drl_fixture_redis_start, "redis-server",
+				 "redis", redis_auto, 1);
 	if (strcmp(which, "redis_lua") == 0)
 		return on_server(drl_fixture_redis_start, "redis-server",
 				 "redis", redis_lua, 1);
@@ -148,7 +153,8 @@ int main(int argc, char **argv)
 		return cluster();
 #endif
 	fprintf(stderr,
-		"usage: %s redis_lua|redis_watch|redis_cluster|memcached\n",
+		"usage: %s "
+		"redis_auto|redis_lua|redis_watch|redis_cluster|memcached\n",
 		argv[0]);
 	return 2;
 }

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define LONG_TTL (INT64_C(600) * SEC) /* outlives every check */
 #define HOUR (INT64_C(3600) * SEC)
@@ -256,9 +257,12 @@ static void check_vtable(void **state)
 		assert_non_null(b->eval_start);
 		assert_true((b->caps & DRL_CAP_SCRIPT) != 0);
 	}
+	if (b->version >= 6 && (b->caps & DRL_CAP_ADD_READ))
+		assert_non_null(b->add_read);
 	unsigned known = DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE |
 			 DRL_CAP_SCRIPT | DRL_CAP_CLOCK | DRL_CAP_BATCH |
-			 DRL_CAP_DECLARED_KEYS | DRL_CAP_EVAL_START;
+			 DRL_CAP_DECLARED_KEYS | DRL_CAP_EVAL_START |
+			 DRL_CAP_ADD_READ | DRL_CAP_INPROC;
 	assert_int_equal(b->caps & ~known, 0);
 
 	/* Refused copies: newer than the library, a required method gone. */
@@ -299,6 +303,14 @@ static void check_vtable(void **state)
 	copy.eval_start = NULL;
 	if (copy.eval)
 		expect_refused("eval_start", copy);
+
+	/* A version 6 store claiming add_read without it. */
+	copy = *b;
+	copy.destroy = spy_destroy;
+	copy.version = 6;
+	copy.caps |= DRL_CAP_ADD_READ;
+	copy.add_read = NULL;
+	expect_refused("add_read", copy);
 
 	/* The backend itself is accepted; the store owns it from then on. */
 	drl_store *s = NULL;
@@ -398,6 +410,91 @@ static void check_get_many(void **state)
 	assert_int_equal(vals[4], -18);
 	/* reading created nothing: an absent key still counts from 0 */
 	assert_int_equal(incr_ok(b, K("nope"), 2), 2);
+}
+
+/* ---- add_read (version 6) ------------------------------------------------ */
+
+/* What add_read_start hands back, waited for with a generous deadline. */
+typedef struct added {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int calls, rc;
+	size_t n;
+	int64_t v[8];
+} added;
+
+static void added_cb(void *arg, int rc, const int64_t *out, size_t nret,
+		     const drl_error *err)
+{
+	added *a = arg;
+	(void)err;
+	pthread_mutex_lock(&a->mu);
+	a->rc = rc;
+	a->n = nret;
+	for (size_t i = 0; rc == 0 && i < nret && i < 8; i++)
+		a->v[i] = out[i];
+	a->calls++;
+	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+}
+
+/* add_read, or add_read_start waited for when `started`: 0 and values. */
+static int add_read_call(drl_backend *b, bool started, size_t n,
+			 const drl_bytes *keys, int64_t delta, int64_t *v)
+{
+	drl_error e = {0};
+	if (!started)
+		return b->add_read(b, n, keys, delta, LONG_TTL, v, &e);
+	added a = {.mu = PTHREAD_MUTEX_INITIALIZER,
+		   .cv = PTHREAD_COND_INITIALIZER};
+	int rc = b->add_read_start(b, n, keys, delta, LONG_TTL, added_cb, &a,
+				   &e);
+	if (rc)
+		return rc;
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 60;
+	pthread_mutex_lock(&a.mu);
+	while (a.calls == 0 && pthread_cond_timedwait(&a.cv, &a.mu, &dl) == 0)
+		;
+	pthread_mutex_unlock(&a.mu);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.rc == 0 ? a.n : n, n);
+	memcpy(v, a.v, n * sizeof *v);
+	return a.rc;
+}
+
+/* add_read (DRL_CAP_ADD_READ): incr of the first key and get_many of the
+ * others in one call, the same numbers incr and get_many give; absent
+ * keys read 0 and are not created; negative deltas; add_read_start, when
+ * the store has it, the same. */
+static void check_add_read(void **state)
+{
+	drl_backend *b = ((ctx *)*state)->b;
+	if (b->version < 6 || !(b->caps & DRL_CAP_ADD_READ))
+		skip();
+	assert_non_null(b->add_read);
+	for (int started = 0; started < 2; started++) {
+		if (started && b->add_read_start == NULL)
+			break;
+		char cur[16], prev[16], none[16];
+		snprintf(cur, sizeof cur, "ar%d", started);
+		snprintf(prev, sizeof prev, "ap%d", started);
+		snprintf(none, sizeof none, "an%d", started);
+		drl_bytes k[3] = {K(cur), K(prev), K(none)};
+		int64_t v[3];
+		assert_int_equal(incr_ok(b, K(prev), 9), 9);
+		assert_int_equal(add_read_call(b, started, 3, k, 4, v), 0);
+		assert_int_equal(v[0], 4);
+		assert_int_equal(v[1], 9);
+		assert_int_equal(v[2], 0);
+		assert_int_equal(add_read_call(b, started, 1, k, -6, v), 0);
+		assert_int_equal(v[0], -2);
+		assert_int_equal(get_ok(b, K(cur)), -2);
+		assert_int_equal(get_ok(b, K(prev)), 9);
+		/* reading created nothing */
+		assert_int_equal(incr_ok(b, K(none), 3), 3);
+	}
 }
 
 /* ---- load / cas ------------------------------------------------------------ */
@@ -1348,15 +1445,15 @@ static void check_null_err(void **state)
 int store_contract_run(const store_contract_target *t)
 {
 	const struct CMUnitTest checks[] = {
-		CHECK(check_vtable),      CHECK(check_incr),
-		CHECK(check_get_many),    CHECK(check_load_cas),
-		CHECK(check_load_erange), CHECK(check_blobs_binary),
-		CHECK(check_binary_keys), CHECK(check_ttl),
-		CHECK(check_update),      CHECK(check_del),
-		CHECK(check_now),         CHECK(check_eval),
-		CHECK(check_eval_start),  CHECK(check_threads_incr),
-		CHECK(check_threads_cas), CHECK(check_null_err),
-		CHECK(check_hot_key),
+		CHECK(check_vtable),       CHECK(check_incr),
+		CHECK(check_get_many),     CHECK(check_load_cas),
+		CHECK(check_load_erange),  CHECK(check_blobs_binary),
+		CHECK(check_binary_keys),  CHECK(check_ttl),
+		CHECK(check_update),       CHECK(check_del),
+		CHECK(check_now),          CHECK(check_eval),
+		CHECK(check_eval_start),   CHECK(check_add_read),
+		CHECK(check_threads_incr), CHECK(check_threads_cas),
+		CHECK(check_null_err),     CHECK(check_hot_key),
 	};
 	return _cmocka_run_group_tests(
 		t->name, checks, sizeof checks / sizeof checks[0], NULL, NULL);

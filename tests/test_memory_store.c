@@ -83,8 +83,8 @@ static void test_vtable(void **state)
 	(void)state;
 	drl_backend *b = open_store("memory://");
 	assert_int_equal(b->version, DRL_BACKEND_VERSION);
-	assert_int_equal(b->caps,
-			 DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE);
+	assert_int_equal(b->caps, DRL_CAP_COUNTER | DRL_CAP_CAS |
+					  DRL_CAP_UPDATE | DRL_CAP_INPROC);
 	assert_string_equal(b->name, "memory");
 	assert_non_null(b->update);
 	assert_null(b->eval);
