@@ -4,20 +4,29 @@
  * in backends/redis_conn.h.
  *
  * One decision of a counter algorithm is INCRBY of the current counter,
- * PEXPIRE of it, and a GET of each other counter it reads, pipelined in
- * one round trip: what Envoy's rate limit service sends, no EVALSHA, no
- * MULTI/EXEC. Redis runs each command atomically, which is all the
+ * PEXPIRE of it, and one MGET of the other counters it reads, pipelined
+ * in one round trip: what Envoy's rate limit service sends, no EVALSHA,
+ * no MULTI/EXEC. Redis runs each command atomically, which is all the
  * counter algorithms need (they increment first and give back an
  * increment that went over the limit: docs/algorithms.md). On the
  * server that is about a fifth of what a script doing the same costs
  * (docs/performance.md, "What a decision costs the server").
  *
- * GET, not MGET, for the others: MGET reads a key of another type (a
- * list) as nil, i.e. as an unused counter; GET reports it (WRONGTYPE).
+ * MGET, not a GET each, for the others: on the server one MGET of nine
+ * keys costs about what two GETs cost (docs/performance.md). The price:
+ * MGET reads a key of another type (a list someone wrote over an older
+ * sub-window) as nil, an unused counter, where GET says WRONGTYPE. The
+ * current sub-window is still checked (INCRBY says WRONGTYPE), and an
+ * older one was ours when it was current: only a key overwritten by
+ * someone else after we wrote it reads so, and one overwritten with a
+ * "0" could not be told from ours either way. A value that is no integer
+ * is still DRL_ECORRUPT.
  * PEXPIRE every time, not PEXPIRE NX (Redis 7 only): the TTL a decision
  * asks for ends at the same moment for every caller of one sub-window
  * (its end plus the window, plus the grace), so rewriting it changes
- * nothing, and servers before 7 need no other command.
+ * nothing, it costs the same on the server (measured), and servers
+ * before 7 need no other command. (NX would spare replicas one
+ * PEXPIREAT per decision: not done.)
  *
  * A started call travels on the store's shared connections
  * (backends/redis_pipe.c) as a started script call does.
@@ -33,60 +42,75 @@
 
 #define KEY_STACK 512     /* prefixed keys up to this size need no malloc */
 #define ADD_READ_MAX 4096 /* keys one call may name */
+#define ARGV_STACK 32     /* MGET argument vectors on the stack */
+
+/* The replies of an add_read of n keys: INCRBY, PEXPIRE, and an MGET
+ * when there are others to read. */
+static size_t add_read_replies(size_t n)
+{
+	return n > 1 ? 3 : 2;
+}
 
 /*
- * Queue INCRBY keys[0] delta, PEXPIRE keys[0] ms, GET keys[1..n) on c,
- * each key behind the store's prefix: n + 1 replies. On failure c is
- * broken (what was queued must never reach the server out of step).
+ * Queue INCRBY keys[0] delta, PEXPIRE keys[0] ms and (n > 1) MGET
+ * keys[1..n) on c, every key behind the store's prefix (formatted into
+ * one buffer the argument vector points into). On failure c is broken
+ * (what was queued must never reach the server out of step).
  */
 static int append_add_read(rstore *s, conn *c, size_t n, const drl_bytes *keys,
 			   int64_t delta, int64_t ttl_us, drl_error *err)
 {
-	char ms[24], d[24], stack[KEY_STACK];
-	size_t mslen = 0;
-	char *kb = stack, *heap = NULL;
-	size_t cap = sizeof stack;
+	char ms[24], d[24], kstack[KEY_STACK];
+	const char *vstack[ARGV_STACK];
+	size_t lstack[ARGV_STACK], mslen = 0, need = 0;
 	int rc = drl__redis_ttl_arg(s, ttl_us, ms, &mslen, err);
 	size_t dlen = (size_t)snprintf(d, sizeof d, "%" PRId64, delta);
-
+	for (size_t j = 0; j < n; j++)
+		need += s->prefixlen + keys[j].len;
+	char *kb = need <= sizeof kstack ? kstack : malloc(need);
+	const char **argv = n <= ARGV_STACK ? vstack : malloc(n * sizeof *argv);
+	size_t *lens = n <= ARGV_STACK ? lstack : malloc(n * sizeof *lens);
+	if (rc == 0 && (kb == NULL || argv == NULL || lens == NULL))
+		rc = drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
+				   s->where);
+	/* argv[j]: keys[j] behind the prefix; argv[0] becomes "MGET" once
+	 * INCRBY and PEXPIRE are queued. */
+	char *p = kb;
 	for (size_t j = 0; rc == 0 && j < n; j++) {
-		size_t klen = s->prefixlen + keys[j].len;
-		if (klen > cap) {
-			char *m = realloc(heap, klen);
-			if (m == NULL) {
-				rc = drl_error_set(err, DRL_ENOMEM,
-						   "redis %s: out of memory",
-						   s->where);
-				break;
-			}
-			kb = heap = m;
-			cap = klen;
-		}
 		if (s->prefixlen)
-			memcpy(kb, s->prefix, s->prefixlen);
+			memcpy(p, s->prefix, s->prefixlen);
 		if (keys[j].len)
-			memcpy(kb + s->prefixlen, keys[j].data, keys[j].len);
-		if (j > 0) {
-			const char *get[2] = {"GET", kb};
-			size_t getl[2] = {3, klen};
-			rc = drl__redis_append(s, c, 2, get, getl, err);
-			continue;
-		}
-		const char *incr[3] = {"INCRBY", kb, d};
-		size_t incrl[3] = {6, klen, dlen};
-		const char *pexp[3] = {"PEXPIRE", kb, ms};
-		size_t pexpl[3] = {7, klen, mslen};
+			memcpy(p + s->prefixlen, keys[j].data, keys[j].len);
+		argv[j] = p;
+		lens[j] = s->prefixlen + keys[j].len;
+		p += lens[j];
+	}
+	if (rc == 0) {
+		const char *incr[3] = {"INCRBY", argv[0], d};
+		size_t incrl[3] = {6, lens[0], dlen};
+		const char *pexp[3] = {"PEXPIRE", argv[0], ms};
+		size_t pexpl[3] = {7, lens[0], mslen};
 		rc = drl__redis_append(s, c, 3, incr, incrl, err);
 		if (rc == 0)
 			rc = drl__redis_append(s, c, 3, pexp, pexpl, err);
 	}
-	free(heap);
+	if (rc == 0 && n > 1) {
+		argv[0] = "MGET";
+		lens[0] = 4;
+		rc = drl__redis_append(s, c, (int)n, argv, lens, err);
+	}
+	if (kb != kstack)
+		free(kb);
+	if (argv != vstack)
+		free((void *)argv);
+	if (lens != lstack)
+		free(lens);
 	if (rc)
 		c->broken = true;
 	return rc;
 }
 
-/* The n + 1 replies of append_add_read() into values[0..n). */
+/* The replies of append_add_read() into values[0..n). */
 static int add_read_result(rstore *s, redisReply **r, size_t n, int64_t *values,
 			   drl_error *err)
 {
@@ -95,8 +119,19 @@ static int add_read_result(rstore *s, redisReply **r, size_t n, int64_t *values,
 	if (r[1]->type != REDIS_REPLY_INTEGER)
 		return drl__redis_reply_error(s, "PEXPIRE", r[1], false, err);
 	values[0] = r[0]->integer;
+	if (n == 1)
+		return 0;
+	const redisReply *m = r[2];
+	if (m->type != REDIS_REPLY_ARRAY)
+		return drl__redis_reply_error(s, "MGET", m, false, err);
+	if (m->elements != n - 1)
+		return drl_error_set(err, DRL_ESTORE,
+				     "redis %s: MGET of %zu keys answered %zu "
+				     "values",
+				     s->where, n - 1, (size_t)m->elements);
 	for (size_t j = 1; j < n; j++) {
-		int rc = drl__redis_counter_value(s, r[j + 1], &values[j], err);
+		int rc = drl__redis_counter_value(s, m->element[j - 1],
+						  &values[j], err);
 		if (rc)
 			return rc;
 	}
@@ -118,33 +153,25 @@ int drl__redis_add_read(drl_backend *b, size_t n, const drl_bytes *keys,
 			drl_error *err)
 {
 	rstore *s = (rstore *)b;
-	redisReply *stack[16], **r = stack;
+	redisReply *r[3];
+	size_t nr = add_read_replies(n);
 	conn proxy, *c;
 	int rc = check_args(s, n, keys, err);
 	if (rc)
 		return rc;
-	if (n + 1 > sizeof stack / sizeof stack[0]) {
-		r = malloc((n + 1) * sizeof *r);
-		if (r == NULL)
-			return drl_error_set(err, DRL_ENOMEM,
-					     "redis %s: out of memory",
-					     s->where);
-	}
 	rc = drl__redis_acquire_shared(s, &proxy, &c, err);
 	if (rc == 0) {
 		rc = drl__redis_begin(s, c, err);
 		if (rc == 0)
 			rc = append_add_read(s, c, n, keys, delta, ttl_us, err);
 		if (rc == 0)
-			rc = drl__redis_collect(s, c, n + 1, r, "INCRBY", err);
+			rc = drl__redis_collect(s, c, nr, r, "INCRBY", err);
 		if (rc == 0) {
 			rc = add_read_result(s, r, n, values, err);
-			drl__redis_free_replies(r, n + 1);
+			drl__redis_free_replies(r, nr);
 		}
 		drl__redis_release(s, c);
 	}
-	if (r != stack)
-		free(r);
 	return rc;
 }
 
@@ -155,14 +182,14 @@ typedef struct add_call {
 	size_t n;
 	drl_eval_done_fn done;
 	void *arg;
-	int64_t *values; /* n, in the allocation */
-	redisReply *r[]; /* n + 1 */
+	int64_t *values;  /* n, in the allocation */
+	redisReply *r[3]; /* add_read_replies(n) */
 } add_call;
 
 static void add_call_free(add_call *a, bool replies)
 {
 	if (replies)
-		drl__redis_free_replies(a->r, a->n + 1);
+		drl__redis_free_replies(a->r, add_read_replies(a->n));
 	free(a->cmd);
 	free(a);
 }
@@ -191,12 +218,11 @@ int drl__redis_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
 	if (done == NULL)
 		return drl_error_set(err, DRL_EINVAL,
 				     "redis: add_read_start: no callback");
-	add_call *a = calloc(1, sizeof *a + (n + 1) * sizeof(redisReply *) +
-					n * sizeof(int64_t));
+	add_call *a = calloc(1, sizeof *a + n * sizeof(int64_t));
 	if (a == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
 				     s->where);
-	a->values = (int64_t *)(a->r + n + 1);
+	a->values = (int64_t *)(a + 1);
 	a->n = n;
 	a->done = done;
 	a->arg = arg;
@@ -213,7 +239,7 @@ int drl__redis_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
 	a->cmd = pc.qbuf;
 	a->q.buf = a->cmd;
 	a->q.len = pc.qlen;
-	a->q.n = n + 1;
+	a->q.n = add_read_replies(n);
 	a->q.r = a->r;
 	a->q.what = "INCRBY";
 	a->q.complete = add_complete;

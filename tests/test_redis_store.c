@@ -491,8 +491,8 @@ static int add_read_wait(drl_backend *b, size_t n, const drl_bytes *keys,
 }
 
 /* tx=auto's add_read (the counters without a script or a transaction):
- * INCRBY and PEXPIRE of the first key, the others read, absent ones 0
- * and not created; blocking and started alike; errors as incr/get_many. */
+ * INCRBY and PEXPIRE of the first key, the others read by one MGET,
+ * absent ones 0 and not created; blocking and started alike. */
 static void test_add_read(void **state)
 {
 	(void)state;
@@ -521,15 +521,27 @@ static void test_add_read(void **state)
 	assert_int_equal(o.v[2], 0);
 	assert_true(raw_pttl(raw, B("ar:cur")) > 50000);
 
-	/* A neighbour of another type, or holding no integer: an error,
-	 * never read as an unused counter (GET, not MGET). */
+	/* The current counter of another type: WRONGTYPE, blocking and
+	 * started. A neighbour of another type reads as an unused counter
+	 * (one MGET reads them all: backends/redis_counter.c says why); one
+	 * that holds no integer is DRL_ECORRUPT, quoting nothing of it. */
 	raw_ok(raw, "RPUSH ar:lst x");
-	drl_bytes bad[2] = {B("cur"), B("lst")};
+	drl_bytes bad[2] = {B("lst"), B("cur")};
 	expect_rc(b->add_read(b, 2, bad, 1, TTL, v, &e), DRL_ESTORE, &e);
 	assert_non_null(strstr(e.message, "WRONGTYPE"));
 	expect_rc(add_read_wait(b, 2, bad, 1, TTL, &o), DRL_ESTORE, NULL);
 	assert_non_null(strstr(o.msg, "WRONGTYPE"));
+	drl_bytes lst_old[2] = {B("cur"), B("lst")};
+	expect_rc(b->add_read(b, 2, lst_old, 1, TTL, v, &e), 0, &e);
+	assert_int_equal(v[0], 2);
+	assert_int_equal(v[1], 0);
 	raw_set(raw, B("ar:junk"), "s3cr3t-notanumber");
+	drl_bytes junk_old[2] = {B("cur"), B("junk")};
+	expect_rc(b->add_read(b, 2, junk_old, 1, TTL, v, &e), DRL_ECORRUPT,
+		  &e);
+	assert_null(strstr(e.message, "s3cr3t"));
+	expect_rc(add_read_wait(b, 2, junk_old, 1, TTL, &o), DRL_ECORRUPT,
+		  NULL);
 	expect_rc(b->add_read(b, 1, (drl_bytes[]){B("junk")}, 1, TTL, v, &e),
 		  DRL_ECORRUPT, &e);
 	assert_null(strstr(e.message, "s3cr3t"));
