@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # drl bench: a short run on every store (memory, Redis tx=lua and tx=watch,
-# memcached) returns every field with sane values, and bad input exits 2
-# with a message naming it.
+# memcached) returns every field with sane values, what a decision costs a
+# Redis server is measured (and n/a, not a failure, where the server will
+# not say), and bad input exits 2 with a message naming it.
 #
 # usage: test_bench.sh PATH/TO/drl
 # Starts its own redis-server and memcached on free loopback ports and
@@ -66,6 +67,7 @@ missing() {
 
 stores=("memory://")
 ceiling_stores=()
+redis_store=
 
 if command -v redis-server >/dev/null; then
 	rport=$(free_port)
@@ -78,6 +80,7 @@ if command -v redis-server >/dev/null; then
 	stores+=("redis://127.0.0.1:$rport?tx=lua&pool=8"
 		"redis://127.0.0.1:$rport?tx=watch&pool=8")
 	ceiling_stores+=("redis")
+	redis_store="redis://127.0.0.1:$rport"
 else
 	missing redis-server
 fi
@@ -140,7 +143,8 @@ fields = ["store", "spec", "keys", "concurrency", "procs", "async_workers",
           "first_error", "rounds", "decisions_per_s_rounds", "latency_us",
           "round_trips_per_decision", "store_decisions",
           "scripts_per_decision", "cas_attempts_per_decision",
-          "cas_retries_per_decision", "cas_exhausted", "exact", "ceiling"]
+          "cas_retries_per_decision", "cas_exhausted", "server_exec_us",
+          "server_cpu_us", "server_note", "exact", "ceiling"]
 for c in cells:
     name = "%s %s keys=%s C=%s" % (c.get("store"), c.get("spec"),
                                    c.get("keys"), c.get("concurrency"))
@@ -191,11 +195,34 @@ for c in cells:
            json.dumps(x))
     else:
         ok(c["exact"] is None, name + ": no exactness phase on many keys")
+    # what the server spent: measured on Redis only (never a speed)
+    srv = {f: c[f] for f in ["server_exec_us", "server_cpu_us",
+                             "server_note"]}
+    if store.startswith("redis"):
+        ok((srv["server_exec_us"] or 0) > 0 and
+           srv["server_cpu_us"] is not None and
+           srv["server_cpu_us"] >= 0 and srv["server_note"] is None,
+           name + ": the server's exec > 0 and CPU >= 0 " + json.dumps(srv))
+    else:
+        ok(list(srv.values()) == [None, None, None],
+           name + ": no server figures " + json.dumps(srv))
     if not store.startswith("memory"):
         cl = c["ceiling"]
         ok(cl is not None and (cl.get("per_s") or 0) > 0 and
            (cl.get("ratio") or 0) > 0,
            name + ": a ceiling and a ratio " + json.dumps(cl))
+        cl = cl or {}
+        srv = {f: cl.get(f, 0) for f in ["server_exec_us", "server_cpu_us"]}
+        if store.startswith("redis"):
+            ok((srv["server_exec_us"] or 0) > 0 and
+               srv["server_cpu_us"] is not None and
+               srv["server_cpu_us"] >= 0,
+               name + ": the ceiling's server exec > 0 and CPU >= 0 " +
+               json.dumps(srv))
+        else:
+            ok(list(srv.values()) == [None, None],
+               name + ": no server figures for the ceiling " +
+               json.dumps(srv))
     cp = c["ceiling_pipelined"]
     if store.startswith("redis"):
         ok(cp is not None and (cp.get("per_s") or 0) > 0 and
@@ -218,6 +245,77 @@ if [ "${#stores[@]}" -gt 1 ]; then
 	expect_rc 0
 	expect_in out "| store | spec | keys | C | decisions/s |"
 	expect_in out "| 100/100 |"
+	# the parent asks the server around both processes' throughput phase
+	expect_in out "| exact (admitted/cap) | srv exec µs | srv CPU µs |"
+	grep -qE '\| 100/100 \| [0-9.]+ \| [0-9.]+ \|$' "$tmp/out"
+	check $? "--procs 2: numbers in srv exec µs and srv CPU µs"
+fi
+
+# ---- what a decision costs the server: Redis only, n/a if it won't say ----
+# A memory cell (no figures), a Redis cell on the default tx (plain
+# commands: exec is their sum) and, when redis-cli can make one, a Redis
+# user who may not run CONFIG: exec n/a with a note, CPU still read, and
+# the cell runs all the same. No speed is asserted.
+if [ -n "$redis_store" ]; then
+	srv_stores="memory://,$redis_store?pool=4"
+	nocfg=0
+	if command -v redis-cli >/dev/null &&
+		redis-cli -p "$rport" ACL SETUSER drlnocfg on '>nocfgpw' '~*' \
+			'&*' '+@all' '-config' 2>/dev/null | grep -q OK; then
+		nocfg=1
+		srv_stores+=",redis://drlnocfg:nocfgpw@127.0.0.1:$rport?pool=4"
+	else
+		echo "# skip: no redis-cli (or no ACL): the CONFIG-refused case"
+	fi
+	run bench --store "$srv_stores" --limit fixed_window:1000000/1m \
+		--concurrency 2 --duration 0.2 --exact-limit 0 --json
+	expect_rc 0
+	"$PYTHON3" - "$tmp/out" "$nocfg" <<'EOF' >"$tmp/checks"
+import json, sys
+
+cells = json.load(open(sys.argv[1]))
+nocfg = sys.argv[2] == "1"
+out = []
+
+def ok(cond, what):
+    out.append(("ok" if cond else "not ok") + "\t" + what)
+
+def fig(c):
+    return json.dumps({f: c.get(f) for f in
+                       ["server_exec_us", "server_cpu_us", "server_note"]})
+
+ok(len(cells) == 2 + nocfg, "server cost: a cell per store")
+for c in cells:
+    name = "server cost: " + c.get("store", "?")
+    exec_us, cpu_us = c.get("server_exec_us"), c.get("server_cpu_us")
+    note = c.get("server_note")
+    ok(c.get("decisions", 0) > 0 and c.get("errors") == 0,
+       name + ": decisions, no errors (%s)" % c.get("first_error"))
+    if c["store"].startswith("memory"):
+        ok(exec_us is None and cpu_us is None and note is None,
+           name + ": null figures " + fig(c))
+    elif "drlnocfg" in c["store"]:
+        ok(exec_us is None and cpu_us is not None and cpu_us >= 0 and
+           "CONFIG" in (note or ""),
+           name + ": exec null with a note, CPU >= 0 " + fig(c))
+    else:
+        ok(exec_us is not None and exec_us > 0 and cpu_us is not None and
+           cpu_us >= 0 and note is None,
+           name + ": exec > 0, CPU >= 0 " + fig(c))
+print("\n".join(out))
+EOF
+	check $? "the server-cost JSON parses"
+	report_checks
+	if [ "$nocfg" = 1 ]; then
+		run bench --store "redis://drlnocfg:nocfgpw@127.0.0.1:$rport" \
+			--limit fixed_window:1000000/1m --duration 0.1 \
+			--exact-limit 0
+		expect_rc 0
+		expect_in out "| n/a |"
+		expect_in out "server cost: CONFIG RESETSTAT"
+		! grep -q nocfgpw "$tmp/out" "$tmp/err"
+		check $? "the password is not shown"
+	fi
 fi
 
 # ---- --async: requests in flight on one loop, on every store ----

@@ -3,10 +3,11 @@
  * -P 16) sending EVALSHA of the Lua twin the library runs for the spec,
  * with the key and arguments the library itself sends for one decision
  * (drl__twin_call_make, core/twin_call.h), now = -1 (the server's clock).
- * Sized after a short calibration run to last about the cell's duration.
+ * Sized after a short calibration run to last about the cell's duration;
+ * the measured run's cost to the server too (bench/server_cost.c).
  */
 #include "shared.h"
-#include "common/args.h"
+#include "redis_target.h"
 #include "common/clock.h"
 #include "drl_config.h"
 #include "twin_call.h"
@@ -27,106 +28,16 @@
 #if DRL_HAVE_REDIS
 #include <hiredis/hiredis.h>
 
-typedef struct redis_target {
-	char host[256];
-	int port;
-	char sock[512];
-	char user[128];
-	char pass[256];
-	int db;
-} redis_target;
-
-/* Copy src (may be NULL: "") into dst; false when it does not fit. */
-static bool copy_part(char *dst, size_t cap, const char *src)
-{
-	return (size_t)snprintf(dst, cap, "%s", src ? src : "") < cap;
-}
-
-/* The server of a redis:// or redis+unix:// URI, read with the library's
- * own URI parser and host grammar (drl_uri_parse, drl_hostport_parse):
- * the bench drives the server the library would. */
-static bool redis_target_parse(const char *uri, redis_target *t, char *why,
-			       size_t whycap)
-{
-	memset(t, 0, sizeof *t);
-	drl_uri *u = NULL;
-	drl_error err = {0};
-	if (drl_uri_parse(&u, uri, &err) != 0) {
-		bench_copy_msg(why, whycap, err.message);
-		return false;
-	}
-	bool ok = false;
-	const char *scheme = drl_uri_scheme(u), *path = drl_uri_path(u);
-	const char *db = drl_uri_option(u, "db");
-	int64_t dbn = 0;
-	if (db && drl_parse_int(db, strlen(db), 0, INT32_MAX, &dbn) != 0) {
-		snprintf(why, whycap, "bad db=");
-		goto out;
-	}
-	if (!copy_part(t->user, sizeof t->user, drl_uri_user(u)) ||
-	    !copy_part(t->pass, sizeof t->pass, drl_uri_password(u))) {
-		snprintf(why, whycap, "user or password too long");
-		goto out;
-	}
-	if (strcmp(scheme, "redis+unix") == 0) {
-		if (!copy_part(t->sock, sizeof t->sock, path)) {
-			snprintf(why, whycap, "socket path too long");
-			goto out;
-		}
-	} else if (strcmp(scheme, "redis") == 0) {
-		const char *hosts = drl_uri_hosts(u);
-		drl_hostport hp;
-		if (hosts == NULL ||
-		    drl_hostport_parse(hosts, strlen(hosts), 6379, "redis URI",
-				       &hp, &err) != 0) {
-			bench_copy_msg(why, whycap,
-				       hosts ? err.message : "no host");
-			goto out;
-		}
-		copy_part(t->host, sizeof t->host, hp.host);
-		t->port = hp.port;
-		if (path && path[0] != '\0' &&
-		    drl_parse_int(path, strlen(path), 0, INT32_MAX, &dbn) !=
-			    0) {
-			snprintf(why, whycap, "bad database \"%.32s\"", path);
-			goto out;
-		}
-	} else {
-		snprintf(why, whycap, "not a redis:// URI");
-		goto out;
-	}
-	t->db = (int)dbn;
-	ok = true;
-out:
-	drl_uri_free(u);
-	return ok;
-}
-
 /* SCRIPT LOAD the source on the target; the SHA1 into sha (41 bytes). */
 static bool redis_script_load(const redis_target *t, const char *source,
 			      char sha[41], char *why, size_t whycap)
 {
-	struct timeval tv = {5, 0};
-	redisContext *c =
-		t->sock[0] ? redisConnectUnixWithTimeout(t->sock, tv)
-			   : redisConnectWithTimeout(t->host, t->port, tv);
+	redisContext *c = bench_redis_connect(t, 5000, why, whycap);
 	redisReply *r = NULL;
 	bool ok = false;
 
-	if (c == NULL || c->err) {
-		snprintf(why, whycap, "cannot connect: %s",
-			 c ? c->errstr : "out of memory");
-		goto out;
-	}
-	if (t->pass[0]) {
-		r = t->user[0] ? redisCommand(c, "AUTH %s %s", t->user, t->pass)
-			       : redisCommand(c, "AUTH %s", t->pass);
-		if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-			snprintf(why, whycap, "AUTH failed");
-			goto out;
-		}
-		freeReplyObject(r);
-	}
+	if (c == NULL)
+		return false;
 	r = redisCommand(c, "SCRIPT LOAD %b", source, strlen(source));
 	if (r == NULL || r->type != REDIS_REPLY_STRING || r->len != 40) {
 		snprintf(why, whycap, "SCRIPT LOAD failed: %s",
@@ -141,8 +52,7 @@ static bool redis_script_load(const redis_target *t, const char *source,
 out:
 	if (r)
 		freeReplyObject(r);
-	if (c)
-		redisFree(c);
+	redisFree(c);
 	return ok;
 }
 
@@ -315,7 +225,7 @@ bool bench_ceiling_redis(ceiling *cl, const char *uri, const char *spec,
 	char sha[41];
 	static char out[65536];
 
-	if (!redis_target_parse(uri, &t, cl->note, sizeof cl->note))
+	if (!bench_redis_target_parse(uri, &t, cl->note, sizeof cl->note))
 		return false;
 	/* What the library sends to decide one request for the key "hot" or,
 	 * on many keys, "__rand_int__" (which redis-benchmark -r rewrites to
@@ -384,8 +294,14 @@ bool bench_ceiling_redis(ceiling *cl, const char *uri, const char *spec,
 		ba_add(&b, tc.key);
 		for (size_t i = 0; i < tc.nargs; i++)
 			ba_num(&b, tc.args[i]);
+		/* the measured run: what its requests cost the server too */
+		srv_probe srv;
+		if (run == 1)
+			bench_srv_begin(&srv, uri);
 		int st = run_capture(b.argv, out, sizeof out,
 				     3 * duration_ns + INT64_C(10000000000));
+		if (run == 1)
+			bench_srv_end(&srv);
 		double rps, p50, p99;
 		if (st != 0 || !parse_benchmark_csv(out, &rps, &p50, &p99)) {
 			char *nl = strchr(out, '\n');
@@ -401,6 +317,8 @@ bool bench_ceiling_redis(ceiling *cl, const char *uri, const char *spec,
 			*p50_out = p50 * 1000;
 			*p99_out = p99 * 1000;
 			ba_show(&b, cl->command, sizeof cl->command);
+			bench_srv_count(&srv.out, (uint64_t)n);
+			bench_srv_merge(&cl->srv, &srv.out);
 			return true;
 		}
 		n = (int64_t)(rps * (double)duration_ns / 1e9);

@@ -27,6 +27,13 @@
  * core's drl__twin_call_make (core/twin_call.h, for the tools), built by
  * the code the library decides with; everything else goes through the
  * public API.
+ *
+ * Server cost: on a single Redis, this process asks the server (INFO
+ * commandstats after CONFIG RESETSTAT, INFO cpu) around each round's
+ * throughput phase, whatever the number of processes, and around each
+ * ceiling run: command time and CPU per decision or request
+ * (bench/server_cost.c). Whole-server figures: the cell must be the only
+ * load on that server.
  */
 #include "bench.h"
 #include "shared.h"

@@ -7,6 +7,7 @@
  */
 #include "shared.h"
 #include "common/clock.h"
+#include "redis_target.h"
 
 #include <drl/drl.h>
 
@@ -65,6 +66,7 @@ void bench_result_merge(cell_result *into, const cell_result *r)
 	into->d.cas_exhausted += r->d.cas_exhausted;
 	into->d.scripts += r->d.scripts;
 	into->elapsed_s += r->elapsed_s;
+	bench_srv_merge(&into->srv, &r->srv);
 }
 
 /* Fold one process's results into a cell's (as a round of no duration). */
@@ -85,9 +87,13 @@ static void merge_proc(cell_result *cr, const proc_result *r, int64_t *start)
 }
 
 /* Fork cfg->nprocs children, each running run_proc with its share of the
- * callers; start each phase in all of them at once; collect. */
+ * callers; start each phase in all of them at once; collect. srv (unless
+ * NULL): measure the server from when every child is ready for the
+ * throughput phase to when every child has finished it: ready for the
+ * exactness phase (after one peek each, a few calls among thousands), or
+ * done. */
 static int run_forked(const cell_cfg *cfg, _Atomic uint64_t *x_total,
-		      cell_result *cr, int64_t *start)
+		      srv_probe *srv, cell_result *cr, int64_t *start)
 {
 	int n = cfg->nprocs;
 	pid_t pid[PROCS_MAX];
@@ -151,6 +157,10 @@ static int run_forked(const cell_cfg *cfg, _Atomic uint64_t *x_total,
 			if (!read_all(from_child[i], &c, 1))
 				status = -1;
 		}
+		if (srv && ph == 0 && status == 0)
+			bench_srv_begin(srv, cfg->store);
+		else if (srv && ph == 1)
+			bench_srv_end(srv);
 		int64_t t0 = tl_mono_ns();
 		for (int i = 0; i < forked; i++)
 			if (!write_all(to_child[i], &t0, sizeof t0))
@@ -172,6 +182,8 @@ static int run_forked(const cell_cfg *cfg, _Atomic uint64_t *x_total,
 			status = -1;
 		close(from_child[i]);
 	}
+	if (srv)
+		bench_srv_end(srv); /* no exactness phase (or cut short) */
 	for (int i = 0; i < forked; i++) {
 		int ws;
 		while (waitpid(pid[i], &ws, 0) < 0 && errno == EINTR)
@@ -198,20 +210,36 @@ void bench_run_cell(const cell_cfg *cfg, cell_result *cr)
 		return;
 	}
 	atomic_store(x_total, 0);
+	/* A single Redis: what the throughput phase cost the server, asked
+	 * by this process whatever the number of processes. */
+	srv_probe probe = {0};
+	srv_probe *srv = bench_is_single_redis_uri(cfg->store) ? &probe : NULL;
+	int forked_rc = 0;
 	if (cfg->nprocs <= 1) {
 		proc_result res;
 		proc_ctx p = {.cfg = cfg,
 			      .nthreads = cfg->conc,
 			      .x_total = x_total,
 			      .to_parent = -1,
-			      .from_parent = -1};
+			      .from_parent = -1,
+			      .srv = srv};
 		bench_run_proc(&p, &res);
 		merge_proc(cr, &res, &start);
-	} else if (run_forked(cfg, x_total, cr, &start) != 0 &&
-		   cr->open_rc == 0) {
-		cr->open_rc = DRL_EINTERNAL;
-		bench_copy_msg(cr->open_msg, MSG_MAX,
-			       "a benchmark process failed or died");
+	} else {
+		forked_rc = run_forked(cfg, x_total, srv, cr, &start);
+		if (forked_rc != 0 && cr->open_rc == 0) {
+			cr->open_rc = DRL_EINTERNAL;
+			bench_copy_msg(cr->open_msg, MSG_MAX,
+				       "a benchmark process failed or died");
+		}
+	}
+	if (srv) {
+		cr->srv = probe.out;
+		cr->srv.applies = true;
+		/* a lost process's calls are not in t.calls: no figures */
+		if (forked_rc != 0)
+			cr->srv.exec_ok = cr->srv.cpu_ok = false;
+		bench_srv_count(&cr->srv, cr->t.calls);
 	}
 	if (cfg->progress)
 		fputs("\r\033[K", stderr);

@@ -1,6 +1,7 @@
 /*
  * `drl bench --json`: one JSON array of cells on stdout, one cell per
- * line, every field always present (null when it does not apply); strings
+ * line, every field always present (null when it does not apply; the
+ * server_* fields only measured on a single Redis); strings
  * through the tools' one JSON escaper (common/json.h).
  */
 #include "shared.h"
@@ -10,8 +11,29 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+/* What the server spent, per decision (or request): the fields
+ * server_exec_us, server_cpu_us (null when not measured or not a single
+ * Redis) and server_note (why not, or null). */
+static void print_json_srv(FILE *out, const srv_cost *s)
+{
+	static const char *const names[] = {"server_exec_us", "server_cpu_us"};
+	for (int k = 0; k < 2; k++) {
+		double per;
+		if (s->applies && bench_srv_per(s, k == 0, &per))
+			fprintf(out, ",\"%s\":%.3f", names[k], per);
+		else
+			fprintf(out, ",\"%s\":null", names[k]);
+	}
+	fputs(",\"server_note\":", out);
+	if (s->applies && s->note[0])
+		tl_json_str(out, s->note);
+	else
+		fputs("null", out);
+}
+
 /* A ceiling as JSON: null (none applies), its note (not measured), or
- * its rate, latency, rounds and command; `lib` is the cell's rate. */
+ * its rate, latency, rounds, command and cost to the server; `lib` is the
+ * cell's rate. */
 static void print_json_ceiling(FILE *out, const ceiling *cl, double lib)
 {
 	if (cl == NULL) {
@@ -21,6 +43,7 @@ static void print_json_ceiling(FILE *out, const ceiling *cl, double lib)
 	if (!cl->ok) {
 		fputs("{\"per_s\":null,\"ratio\":null,\"note\":", out);
 		tl_json_str(out, cl->note);
+		print_json_srv(out, &(srv_cost){0});
 		putc('}', out);
 		return;
 	}
@@ -34,6 +57,7 @@ static void print_json_ceiling(FILE *out, const ceiling *cl, double lib)
 		fprintf(out, "%s%.1f", k ? "," : "", cl->rate[k]);
 	fputs("],\"command\":", out);
 	tl_json_str(out, cl->command);
+	print_json_srv(out, &cl->srv);
 	putc('}', out);
 }
 
@@ -92,6 +116,7 @@ void bench_print_json(FILE *out, const cell *cells, size_t n)
 			bench_per(d->cas_attempts, d->decisions),
 			bench_per(d->cas_conflicts, d->decisions),
 			d->cas_exhausted);
+		print_json_srv(out, &c->r.srv);
 		fputs(",\"exact\":", out);
 		if (c->cfg.xspec == NULL) {
 			fputs("null", out);

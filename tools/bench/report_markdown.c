@@ -1,7 +1,7 @@
 /*
- * `drl bench` without --json: a Markdown table of the cells, then errors
- * and missing ceilings said once below it, then the commands behind the
- * ceilings.
+ * `drl bench` without --json: a Markdown table of the cells, then errors,
+ * missing ceilings and missing server figures said once below it, then the
+ * commands behind the ceilings (with what a request cost the server).
  */
 #include "shared.h"
 #include "common/hist.h"
@@ -32,24 +32,54 @@ static void fmt_us(char *buf, size_t cap, double us)
 		snprintf(buf, cap, "%.0f", us);
 }
 
+/* The server's two figures per decision (or request) as Markdown cells:
+ * "—" where they do not apply (not a single Redis), "n/a" where the
+ * server could not be asked. */
+static void print_md_srv(FILE *out, const srv_cost *s)
+{
+	for (int k = 0; k < 2; k++) {
+		double per;
+		char buf[16];
+		if (!s->applies) {
+			fputs(" — |", out);
+		} else if (bench_srv_per(s, k == 0, &per)) {
+			fmt_us(buf, sizeof buf, per);
+			fprintf(out, " %s |", buf);
+		} else {
+			fputs(" n/a |", out);
+		}
+	}
+}
+
 void bench_print_markdown(FILE *out, const cell *cells, size_t n)
 {
 	bool any_ceiling = false, any_pipelined = false;
+	bool any_srv = false, any_ceil_srv = false;
 	for (size_t i = 0; i < n; i++) {
 		any_ceiling |= cells[i].ceil != NULL;
 		any_pipelined |= cells[i].ceil_p != NULL;
+		any_srv |= cells[i].r.srv.applies;
+		any_ceil_srv |= cells[i].ceil && cells[i].ceil->srv.applies;
 	}
 	fputs("| store | spec | keys | C | decisions/s | p50 µs | p99 µs | "
 	      "p99.9 µs | RT/dec | CAS retries/dec | exhausted | errors | "
 	      "allowed | exact (admitted/cap) |",
 	      out);
+	if (any_srv)
+		fputs(" srv exec µs | srv CPU µs |", out);
 	if (any_ceiling)
 		fputs(" ceiling/s | lib/ceiling |", out);
+	if (any_ceil_srv)
+		fputs(" ceiling srv exec µs | ceiling srv CPU µs |", out);
 	if (any_pipelined)
 		fputs(" ceiling -P16/s | lib/ceiling -P16 |", out);
 	fputs("\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
 	      out);
+	if (any_srv)
+		fputs("--:|--:|", out);
 	if (any_ceiling)
+		fputs("--:|--:|", out);
+	if (any_ceil_srv)
 		fputs("--:|--:|", out);
 	if (any_pipelined)
 		fputs("--:|--:|", out);
@@ -102,8 +132,13 @@ void bench_print_markdown(FILE *out, const cell *cells, size_t n)
 			cas, c->r.d.cas_exhausted,
 			t->errors + (c->r.open_rc != 0),
 			100 * bench_per(t->allowed, t->calls), exact);
+		if (any_srv)
+			print_md_srv(out, &c->r.srv);
 		if (any_ceiling)
 			print_md_ceiling(out, c->ceil, bench_rate(c));
+		if (any_ceil_srv)
+			print_md_srv(out,
+				     c->ceil ? &c->ceil->srv : &(srv_cost){0});
 		if (any_pipelined)
 			print_md_ceiling(out, c->ceil_p, bench_rate(c));
 		putc('\n', out);
@@ -127,6 +162,9 @@ void bench_print_markdown(FILE *out, const cell *cells, size_t n)
 		    (i == 0 || cells[i - 1].ceil != c->ceil))
 			fprintf(out, "\n- %s %s: no ceiling: %s", store,
 				c->cfg.spec, c->ceil->note);
+		if (c->r.srv.applies && c->r.srv.note[0])
+			fprintf(out, "\n- %s %s C=%d: server cost: %s", store,
+				c->cfg.spec, c->cfg.conc, c->r.srv.note);
 	}
 	/* The commands behind the ceilings. */
 	bool header = false;
@@ -140,6 +178,24 @@ void bench_print_markdown(FILE *out, const cell *cells, size_t n)
 		header = true;
 		fprintf(out, "\n- `%s`: %.0f/s", ceilings[i].command,
 			ceilings[i].per_s);
+		const srv_cost *s = &ceilings[i].srv;
+		double exec, cpu;
+		bool e = bench_srv_per(s, true, &exec);
+		bool u = bench_srv_per(s, false, &cpu);
+		if (!s->applies)
+			continue;
+		if (e || u) {
+			char be[16] = "n/a", bu[16] = "n/a";
+			if (e)
+				fmt_us(be, sizeof be, exec);
+			if (u)
+				fmt_us(bu, sizeof bu, cpu);
+			fprintf(out,
+				"; server per request: exec %s%s, CPU %s%s", be,
+				e ? " µs" : "", bu, u ? " µs" : "");
+		}
+		if (s->note[0])
+			fprintf(out, " (server cost: %s)", s->note);
 	}
 	putc('\n', out);
 }

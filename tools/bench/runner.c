@@ -214,6 +214,11 @@ static void run_phase(proc_ctx *p, int phase, int64_t length_ns)
 		}
 		pthread_barrier_wait(&p->ready);
 	}
+	/* Every caller is ready (connected, warmed up): the server's figures
+	 * start here, before the start time is fixed. */
+	bool measure = active && phase == PHASE_RUN && p->srv != NULL;
+	if (measure)
+		bench_srv_begin(p->srv, p->cfg->store);
 	int64_t start = sync_start(p);
 	p->start_ns = start;
 	p->deadline_ns = start + length_ns;
@@ -235,6 +240,8 @@ static void run_phase(proc_ctx *p, int phase, int64_t length_ns)
 	}
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
+	if (measure)
+		bench_srv_end(p->srv);
 	pthread_barrier_destroy(&p->ready);
 	pthread_barrier_destroy(&p->go);
 	free(th);

@@ -12,6 +12,9 @@
  *   ceiling.c          --ceiling: which ceiling a cell has, results kept
  *   ceiling_redis.c    redis-benchmark EVALSHA of the library's twin call
  *   ceiling_memcached.c raw libmemcached increments
+ *   redis_target.c     the server of a redis:// URI, a connection to it
+ *                      (redis_target.h)
+ *   server_cost.c      what the decisions cost a Redis server (INFO)
  *   report.c           numbers both reports print
  *   report_json.c      --json
  *   report_markdown.c  the Markdown table
@@ -91,6 +94,28 @@ typedef struct tally {
 	char x_first_msg[MSG_MAX];
 } tally;
 
+/* What a single Redis server spent on a stretch of decisions (or ceiling
+ * requests), from its INFO (bench/server_cost.c): totals, and how many
+ * decisions each figure covers (0: not measured). */
+typedef struct srv_cost {
+	bool applies;         /* a single Redis: the figures are wanted */
+	bool exec_ok, cpu_ok; /* each figure read */
+	double exec_us;       /* command time (commandstats usec) */
+	double cpu_us;        /* used_cpu_sys + used_cpu_user, µs */
+	uint64_t exec_n, cpu_n;
+	char note[MSG_MAX]; /* why a figure is missing, or "" */
+} srv_cost;
+
+/* A measurement of a server in progress: its connection and the readings
+ * at the start; the figures in out once ended. */
+typedef struct srv_probe {
+	void *c;    /* redisContext, or NULL */
+	bool reset; /* CONFIG RESETSTAT done */
+	bool cpu;   /* cpu0 read */
+	double cpu0;
+	srv_cost out;
+} srv_probe;
+
 /* What a cell runs: fixed before any process starts. */
 typedef struct cell_cfg {
 	const char *store;
@@ -145,6 +170,7 @@ struct proc_ctx {
 	_Atomic uint64_t *x_total; /* shared by every process of the cell */
 	_Atomic int done;
 	int to_parent, from_parent; /* -1: no parent (single process) */
+	srv_probe *srv; /* measure the server around the throughput phase */
 	worker *w;
 };
 
@@ -158,6 +184,7 @@ typedef struct cell_result {
 	int64_t x_capacity; /* -1: no exactness result */
 	int x_rc;
 	char x_msg[MSG_MAX];
+	srv_cost srv; /* over the throughput phase(s): bench/server_cost.c */
 } cell_result;
 
 typedef struct ceiling {
@@ -171,6 +198,7 @@ typedef struct ceiling {
 	double per_s, p50_us, p99_us; /* medians over the rounds */
 	int64_t n;                    /* redis-benchmark requests per round */
 	char command[1200]; /* reproduces one round (password masked) */
+	srv_cost srv;       /* the server's cost over the measured rounds */
 } ceiling;
 
 typedef struct cell {
@@ -258,6 +286,20 @@ bool bench_ceiling_redis(ceiling *cl, const char *uri, const char *spec,
 bool bench_ceiling_memcached(ceiling *cl, const char *uri, int64_t keys,
 			     int conc, int64_t duration_ns, const char *prefix,
 			     double *rps, double *p50, double *p99);
+
+/* ---- server_cost.c --------------------------------------------------- */
+
+/* Start measuring the Redis server of uri: connect, CONFIG RESETSTAT,
+ * read INFO cpu. Never fails: what could not be done is p->out.note. */
+void bench_srv_begin(srv_probe *p, const char *uri);
+/* Read INFO cpu and INFO commandstats into p->out; close. */
+void bench_srv_end(srv_probe *p);
+/* The figures of s cover n decisions (or requests). */
+void bench_srv_count(srv_cost *s, uint64_t n);
+/* Fold one stretch's figures into a total (rounds, ceiling runs). */
+void bench_srv_merge(srv_cost *into, const srv_cost *s);
+/* µs per decision of command time (exec) or CPU; false: not measured. */
+bool bench_srv_per(const srv_cost *s, bool exec, double *per);
 
 /* ---- report.c, report_json.c, report_markdown.c ---------------------- */
 
