@@ -103,7 +103,7 @@ if est + cost > limit then
 end
 if peek == 0 then
   redis.call('INCRBY', keys[0], cost)
-  redis.call('PEXPIRE', keys[0], ttl)
+  redis.call('PEXPIRE', keys[0], cdiv(ttl, 1000)) -- µs to whole ms
   c[0] = c[0] + cost -- a negative count read as 0, as in C
   est = est + cost
 end

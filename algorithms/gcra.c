@@ -101,6 +101,40 @@ static int corrupt(const drl__call *call)
 			     "gcra state in the store is malformed");
 }
 
+/* The decision at call->now on meter m: 1 when allowed and consumed (m
+ * advanced, undo set), 0 otherwise. Shared by the C step and the twin's
+ * answer, which hands over the same meter relative to its own now. */
+static int judge(const drl__limit *lim, const drl__call *call, meter *m,
+		 drl_result *res, drl__undo *undo)
+{
+	drl__i128 tau = (drl__i128)lim->burst * lim->period_us;
+	drl__i128 now_t = (drl__i128)call->now * lim->limit;
+	drl__i128 debt = m->tat - (drl__i128)m->newest * lim->limit;
+	drl__i128 need = (drl__i128)call->cost * lim->period_us;
+	int64_t remaining = drl__i128_floor_div(tau - debt, lim->period_us);
+	if (call->cost > lim->burst || debt + need > tau) {
+		/* allowed at the first µs t with TAT + need - t <= tau */
+		int64_t retry = call->cost > lim->burst
+					? DRL_NEVER
+					: drl__i128_ceil_div(
+						  m->tat + need - tau - now_t,
+						  lim->limit);
+		drl__result_fill(res, false, lim->burst, remaining,
+				 until_full(lim, m, call->now), retry);
+		return 0;
+	}
+	int write = !call->peek && call->cost > 0;
+	if (write) {
+		m->tat += need;
+		undo->a = call->cost;
+		remaining =
+			drl__i128_floor_div(tau - debt - need, lim->period_us);
+	}
+	drl__result_fill(res, true, lim->burst, remaining,
+			 until_full(lim, m, call->now), 0);
+	return write;
+}
+
 static int step(const drl__limit *lim, const drl__call *call, const void *old,
 		size_t oldlen, void *out, size_t cap, size_t *outlen,
 		int64_t *ttl_us, drl_result *res, drl__undo *undo)
@@ -109,34 +143,36 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 	meter m;
 	if (load_meter(lim, old, oldlen, call->now, &m))
 		return corrupt(call);
-	drl__i128 tau = (drl__i128)lim->burst * lim->period_us;
-	drl__i128 now_t = (drl__i128)call->now * lim->limit;
-	drl__i128 debt = m.tat - (drl__i128)m.newest * lim->limit;
-	drl__i128 need = (drl__i128)call->cost * lim->period_us;
-	int64_t remaining = drl__i128_floor_div(tau - debt, lim->period_us);
-	if (call->cost > lim->burst || debt + need > tau) {
-		/* allowed at the first µs t with TAT + need - t <= tau */
-		int64_t retry =
-			call->cost > lim->burst
-				? DRL_NEVER
-				: drl__i128_ceil_div(m.tat + need - tau - now_t,
-						     lim->limit);
-		drl__result_fill(res, false, lim->burst, remaining,
-				 until_full(lim, &m, call->now), retry);
-		return 0;
-	}
-	int write = !call->peek && call->cost > 0;
+	int write = judge(lim, call, &m, res, undo);
 	if (write) {
-		m.tat += need;
 		store_meter(lim, &m, out, outlen);
 		*ttl_us = settled_after(lim, &m, call->now) + DRL__TTL_GRACE_US;
-		undo->a = call->cost;
-		remaining =
-			drl__i128_floor_div(tau - debt - need, lim->period_us);
 	}
-	drl__result_fill(res, true, lim->burst, remaining,
-			 until_full(lim, &m, call->now), 0);
 	return write;
+}
+
+/* The twin's answer (gcra.lua): the debt TAT - max(now, NEWEST) in ticks
+ * before the call, and (when a second value comes) how far NEWEST is
+ * ahead of the call's now, in µs. Every field of the decision depends on
+ * those two alone, so the meter is rebuilt relative to a now of 0 and
+ * judged as the C step judges it. */
+static int lua_answer(const drl__limit *lim, const drl__call *call,
+		      const int64_t *out, size_t nret, drl_result *res,
+		      drl__undo *undo, drl_error *err)
+{
+	drl__i128 tau = (drl__i128)lim->burst * lim->period_us;
+	int64_t debt = nret >= 1 ? out[0] : -1, ahead = nret >= 2 ? out[1] : 0;
+	if (nret < 1 || nret > 2 || debt < 0 || debt > tau || ahead < 0 ||
+	    ahead > DRL_TIME_MAX_US)
+		return drl_error_set(err, DRL_ECORRUPT,
+				     "gcra script answered something that is "
+				     "not a decision");
+	drl__call rel = *call;
+	rel.now = 0;
+	meter m = {.tat = (drl__i128)ahead * lim->limit + debt,
+		   .newest = ahead};
+	(void)judge(lim, &rel, &m, res, undo);
+	return 0;
 }
 
 /* Take call->cost emission intervals back off the TAT (never below
@@ -171,4 +207,5 @@ const drl__algorithm drl__gcra = {
 	.state_len = STATE_LEN,
 	.lua = &drl__lua_gcra,
 	.lua_batch = &drl__lua_batch_gcra,
+	.lua_answer = lua_answer,
 };

@@ -2,32 +2,43 @@
 -- 1/limit µs, NEWEST in µs; the old 17-byte one is still read), the same
 -- decisions: `now` is taken as max(now, NEWEST), ahead of now by `ahead`
 -- µs. Works on the debt TAT - max(now, NEWEST) in ticks, at most
--- burst * period < 2^53.
+-- burst * period < 2^53 (the core sends no limit whose numbers do not fit).
+-- Writes when the C step would, and answers the debt before the call, or
+-- {debt, ahead} when NEWEST is ahead of now: gcra.c's lua_answer judges
+-- those exactly as its step does (every field of the decision follows).
+local limit, period, burst = A[4] + 0, A[5] + 0, A[6] + 0
 local tau = burst * period
 local ahead, debt = 0, 0
 local blob = redis.call('GET', KEYS[1])
 if blob then
-  if (#blob ~= 25 and #blob ~= 17) or string.sub(blob, 1, 1) ~= 'G' then
-    return corrupt('gcra')
+  local n = #blob
+  if (n ~= 25 and n ~= 17) or string.byte(blob, 1) ~= 71 then -- 'G'
+    return redis.error_reply('ECORRUPT gcra state in the store is malformed')
   end
-  local _, us, rem = struct.unpack('<c1i8i8', blob)
+  local _, us, rem, newest = struct.unpack('<c1i8i8', blob)
   if us < 0 or rem < 0 or rem >= limit then
-    return corrupt('gcra')
+    return redis.error_reply('ECORRUPT gcra state in the store is malformed')
   end
-  local newest
-  if #blob == 25 then
+  if n == 25 then
     newest = struct.unpack('<i8', blob, 18)
     -- NEWEST <= TAT <= NEWEST + tau
     local d = us - newest
-    if newest < 0 or newest > TIME_MAX or d < 0 or d > fdiv(tau, limit)
-        or d * limit + rem > tau then
-      return corrupt('gcra')
+    if newest < 0 or newest > 4611686018427387904 or d < 0 or d * limit + rem > tau then
+      return redis.error_reply('ECORRUPT gcra state in the store is malformed')
     end
   else
-    -- no NEWEST: the earliest the TAT allows, ceil(TAT - tau)
-    newest = us - fdiv(tau - rem, limit)
-    if newest > TIME_MAX then
-      return corrupt('gcra')
+    -- no NEWEST: the earliest the TAT allows, ceil(TAT - tau), i.e.
+    -- us - floor((tau - rem) / limit) (floor corrected: exact below 2^53)
+    local x = tau - rem
+    local q = math.floor(x / limit)
+    if q * limit > x then
+      q = q - 1
+    elseif (q + 1) * limit <= x then
+      q = q + 1
+    end
+    newest = us - q
+    if newest > 4611686018427387904 then
+      return redis.error_reply('ECORRUPT gcra state in the store is malformed')
     end
   end
   if newest > now then
@@ -39,23 +50,24 @@ if blob then
   end
 end
 
-local reset = 0
-if debt > 0 then
-  reset = ahead + cdiv(debt, limit)
-end
-if cost > burst then
-  return {0, fdiv(tau - debt, period), reset, -1, 0}
-end
 local new_debt = debt + cost * period
-if new_debt > tau then
-  return {0, fdiv(tau - debt, period), reset, ahead + cdiv(new_debt - tau, limit), 0}
+if peek == 0 and cost > 0 and cost <= burst and new_debt <= tau then
+  -- TAT = now + ahead + new_debt ticks: whole µs (floor) and remainder
+  local us = math.floor(new_debt / limit)
+  if us * limit > new_debt then
+    us = us - 1
+  elseif (us + 1) * limit <= new_debt then
+    us = us + 1
+  end
+  local rem = new_debt - us * limit
+  -- the TTL: until the meter is empty (ahead + ceil(new_debt / limit)
+  -- µs), plus the grace, in whole ms rounded up
+  local ttl = ahead + us + (rem > 0 and 1 or 0) + A[9]
+  redis.call('SET', KEYS[1],
+    struct.pack('<c1i8i8i8', 'G', now + ahead + us, rem, now + ahead),
+    'PX', math.floor((ttl + 999) / 1000))
 end
-if peek ~= 0 or cost == 0 then
-  return {1, fdiv(tau - debt, period), reset, 0, 0}
+if ahead == 0 then
+  return debt
 end
-reset = ahead + cdiv(new_debt, limit)
-local us = fdiv(new_debt, limit)
-redis.call('SET', KEYS[1],
-  struct.pack('<c1i8i8i8', 'G', now + ahead + us, new_debt - us * limit, now + ahead),
-  'PX', reset + grace)
-return {1, fdiv(tau - new_debt, period), reset, 0, cost}
+return {debt, ahead}

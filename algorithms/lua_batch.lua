@@ -7,7 +7,9 @@
 -- ARGV[9 + i]: item i's cost; its peek flag is cost == 0, as
 --   drl_allow_batch sets it.
 -- Returns 5 integers per item, in item order: the twin's own answer
--- {allowed, remaining, reset_after_us, retry_after_us, undo}, or, when the
+-- {allowed, remaining, reset_after_us, retry_after_us, undo} (a twin that
+-- answers one integer x or {x, y} gives {x, 0, 0, 0, 0} or {x, y, 0, 0,
+-- 0}: its algorithm's C side reads the first two), or, when the
 -- twin failed for that item (an error reply, or an error raised by
 -- redis.call, e.g. WRONGTYPE), {kind, 0, 0, 0, 0} with a negative kind:
 -- -1 another error, -2 ECORRUPT (malformed state), -3 WRONGTYPE, -4 OOM,
@@ -41,9 +43,12 @@ for i = 1, #KEYS do
   local kind = 0
   if not ok or (type(r) == 'table' and r.err) then
     kind = failure(r)
-  elseif type(r) ~= 'table' or #r ~= 5 then
+  elseif type(r) == 'number' then
+    r = {r, 0, 0, 0, 0}
+  elseif type(r) ~= 'table' or (#r ~= 5 and #r ~= 2) then
     kind = -5
   else
+    r[3], r[4], r[5] = r[3] or 0, r[4] or 0, r[5] or 0
     for j = 1, 5 do
       if type(r[j]) ~= 'number' then
         kind = -5

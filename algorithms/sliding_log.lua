@@ -78,5 +78,5 @@ if not merged then
 end
 parts[1] = struct.pack('<c1i8', 'L', m)
 reset = stamp + period - now
-redis.call('SET', KEYS[1], table.concat(parts), 'PX', reset + grace)
+redis.call('SET', KEYS[1], table.concat(parts), 'PX', cdiv(reset + grace, 1000)) -- whole ms
 return {1, limit - used - cost, reset, 0, stamp}

@@ -90,6 +90,36 @@ static int corrupt(const drl__call *call)
 			     "token_bucket state in the store is malformed");
 }
 
+/* The decision at call->now on bucket bk (refilled to max(now, last)):
+ * 1 when allowed and consumed (bk drained, undo set), 0 otherwise.
+ * Shared by the C step and the twin's answer. */
+static int judge(const drl__limit *lim, const drl__call *call, bucket *bk,
+		 drl_result *res, drl__undo *undo)
+{
+	int64_t cost = call->cost, ahead = bk->last - call->now;
+	drl__i128 need = (drl__i128)cost * lim->period_us;
+	if (cost > lim->burst || bk->level < need) {
+		int64_t retry =
+			cost > lim->burst
+				? DRL_NEVER
+				: ahead + drl__i128_ceil_div(need - bk->level,
+							     lim->limit);
+		drl__result_fill(res, false, lim->burst,
+				 drl__i128_floor_div(bk->level, lim->period_us),
+				 until_full(lim, bk, call->now), retry);
+		return 0;
+	}
+	int write = !call->peek && cost > 0;
+	if (write) {
+		bk->level -= need;
+		undo->a = cost;
+	}
+	drl__result_fill(res, true, lim->burst,
+			 drl__i128_floor_div(bk->level, lim->period_us),
+			 until_full(lim, bk, call->now), 0);
+	return write;
+}
+
 static int step(const drl__limit *lim, const drl__call *call, const void *old,
 		size_t oldlen, void *out, size_t cap, size_t *outlen,
 		int64_t *ttl_us, drl_result *res, drl__undo *undo)
@@ -98,30 +128,34 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 	bucket bk;
 	if (load_bucket(lim, old, oldlen, call->now, &bk))
 		return corrupt(call);
-	int64_t cost = call->cost, ahead = bk.last - call->now;
-	drl__i128 need = (drl__i128)cost * lim->period_us;
-	if (cost > lim->burst || bk.level < need) {
-		int64_t retry =
-			cost > lim->burst
-				? DRL_NEVER
-				: ahead + drl__i128_ceil_div(need - bk.level,
-							     lim->limit);
-		drl__result_fill(res, false, lim->burst,
-				 drl__i128_floor_div(bk.level, lim->period_us),
-				 until_full(lim, &bk, call->now), retry);
-		return 0;
-	}
-	int write = !call->peek && cost > 0;
-	if (write) {
-		bk.level -= need;
+	int write = judge(lim, call, &bk, res, undo);
+	if (write)
 		store_bucket(lim, &bk, out, outlen);
-		undo->a = cost;
-	}
 	*ttl_us = settled_after(lim, &bk, call->now) + DRL__TTL_GRACE_US;
-	drl__result_fill(res, true, lim->burst,
-			 drl__i128_floor_div(bk.level, lim->period_us),
-			 until_full(lim, &bk, call->now), 0);
 	return write;
+}
+
+/* The twin's answer (token_bucket.lua): the level before the call (units
+ * of 1/PERIOD token, refilled to max(now, last)) and (when a second value
+ * comes) how far `last` is ahead of the call's now, in µs. Every field of
+ * the decision depends on those two alone: the bucket is rebuilt relative
+ * to a now of 0 and judged as the C step judges it. */
+static int lua_answer(const drl__limit *lim, const drl__call *call,
+		      const int64_t *out, size_t nret, drl_result *res,
+		      drl__undo *undo, drl_error *err)
+{
+	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
+	int64_t level = nret >= 1 ? out[0] : -1, ahead = nret >= 2 ? out[1] : 0;
+	if (nret < 1 || nret > 2 || level < 0 || level > full || ahead < 0 ||
+	    ahead > DRL_TIME_MAX_US)
+		return drl_error_set(err, DRL_ECORRUPT,
+				     "token_bucket script answered something "
+				     "that is not a decision");
+	drl__call rel = *call;
+	rel.now = 0;
+	bucket bk = {.level = level, .last = ahead};
+	(void)judge(lim, &rel, &bk, res, undo);
+	return 0;
 }
 
 /* Put call->cost tokens back (never above burst). */
@@ -155,4 +189,5 @@ const drl__algorithm drl__token_bucket = {
 	.state_len = STATE_LEN,
 	.lua = &drl__lua_token_bucket,
 	.lua_batch = &drl__lua_batch_token_bucket,
+	.lua_answer = lua_answer,
 };

@@ -1,24 +1,34 @@
--- Twin of token_bucket.c: the same 25-byte state, the same decisions: a
--- request is decided at max(now, last refill), `ahead` µs after now.
--- The level is kept relative (units of 1/period token, at most
--- burst * period < 2^53), so no product leaves the exact range.
+-- Twin of token_bucket.c: the same 25-byte state ('T', whole tokens, the
+-- fraction in units of 1/period token, the last refill in µs), the same
+-- decisions: a request is decided at max(now, last refill), `ahead` µs
+-- after now. The level is kept relative (units of 1/period token, at most
+-- burst * period < 2^53: the core sends no limit whose numbers do not
+-- fit), so no product leaves the exact range. Writes when the C step
+-- would, and answers the level before the call (refilled), or {level,
+-- ahead} when the last refill is ahead of now: token_bucket.c's
+-- lua_answer judges those exactly as its step does.
+local limit, period, burst = A[4] + 0, A[5] + 0, A[6] + 0
 local full = burst * period
 local level, last = full, now
 local blob = redis.call('GET', KEYS[1])
 if blob then
-  if #blob ~= 25 or string.sub(blob, 1, 1) ~= 'T' then
-    return corrupt('token_bucket')
+  if #blob ~= 25 or string.byte(blob, 1) ~= 84 then -- 'T'
+    return redis.error_reply('ECORRUPT token_bucket state in the store is malformed')
   end
   local _, whole, frac, l = struct.unpack('<c1i8i8i8', blob)
-  if whole < 0 or whole > burst or frac < 0 or frac >= period or l < 0 or l > TIME_MAX then
-    return corrupt('token_bucket')
+  if whole < 0 or whole > burst or frac < 0 or frac >= period or l < 0 or l > 4611686018427387904 then
+    return redis.error_reply('ECORRUPT token_bucket state in the store is malformed')
   end
   level, last = whole * period + frac, l
   if level > full then
-    return corrupt('token_bucket')
+    return redis.error_reply('ECORRUPT token_bucket state in the store is malformed')
   end
   if now > last then
-    if now - last >= cdiv(full - level, limit) then
+    -- refill: level + (now - last) * limit, capped at full; the product
+    -- is only formed below the elapsed time that fills the bucket
+    -- (ceil((full - level) / limit) µs), where it stays below 2^53
+    local gap = full - level
+    if (now - last) * limit >= gap or now - last >= gap then
       level = full
     else
       level = level + (now - last) * limit
@@ -28,30 +38,34 @@ if blob then
 end
 
 local ahead = last - now
--- until the state no longer matters (the key's TTL, less the grace)
-local function settled_after()
-  return ahead + cdiv(full - level, limit)
-end
--- reset_after: 0 when full (a refill time ahead of now holds no debt)
-local function until_full()
-  if level >= full then
-    return 0
-  end
-  return settled_after()
-end
-
-if cost > burst then
-  return {0, fdiv(level, period), until_full(), -1, 0}
-end
 local need = cost * period
-if level < need then
-  return {0, fdiv(level, period), until_full(), ahead + cdiv(need - level, limit), 0}
-end
-if peek == 0 and cost > 0 then
-  level = level - need
-  local whole = fdiv(level, period)
+if peek == 0 and cost > 0 and cost <= burst and level >= need then
+  local left = level - need
+  -- whole tokens and the fraction: floor(left / period), exactly
+  local whole = math.floor(left / period)
+  if whole * period > left then
+    whole = whole - 1
+  elseif (whole + 1) * period <= left then
+    whole = whole + 1
+  end
+  -- the TTL: until the bucket is full again (ahead + ceil((full - left) /
+  -- limit) µs), plus the grace, in whole ms rounded up
+  local gap = full - left
+  local q = math.floor(gap / limit)
+  if q * limit > gap then
+    q = q - 1
+  elseif (q + 1) * limit <= gap then
+    q = q + 1
+  end
+  if q * limit < gap then
+    q = q + 1
+  end
+  local ttl = ahead + q + A[9]
   redis.call('SET', KEYS[1],
-    struct.pack('<c1i8i8i8', 'T', whole, level - whole * period, last),
-    'PX', settled_after() + grace)
+    struct.pack('<c1i8i8i8', 'T', whole, left - whole * period, last),
+    'PX', math.floor((ttl + 999) / 1000))
 end
-return {1, fdiv(level, period), until_full(), 0, cost}
+if ahead == 0 then
+  return level
+end
+return {level, ahead}

@@ -146,7 +146,7 @@ static void decide_each(drl_limiter *l, drl_batch_item *items, size_t n,
 
 /* The batch script's answer for one item, out[0..DRL__SCRIPT_NOUT), into
  * the item: the twin's decision, or the failure kind it reports. */
-static int item_answer(const drl__limit *lim, const int64_t *out,
+static int item_answer(const drl__limit *lim, const int64_t *out, int64_t cost,
 		       drl_result *res, drl_error *e)
 {
 	static const struct {
@@ -167,9 +167,14 @@ static int item_answer(const drl__limit *lim, const int64_t *out,
 					"decision"},
 	};
 	drl__undo undo; /* one limit: nothing to give back */
+	/* the item's call as the twin saw it (its time does not matter to
+	 * an answer: every field is relative to it) */
+	drl__call call = {.cost = cost, .peek = cost == 0};
 	if (out[0] >= 0 || out[0] < DRL__BATCH_ANSWER)
-		return drl__script_answer(lim, out, DRL__SCRIPT_NOUT, res,
-					  &undo, e);
+		return drl__twin_answer(
+			lim, &call, out,
+			lim->algo->lua_answer ? 2 : DRL__SCRIPT_NOUT, res,
+			&undo, e);
 	return drl_error_set(e, kinds[-out[0]].code, "%s script %s",
 			     lim->algo->lua->name, kinds[-out[0]].what);
 }
@@ -187,7 +192,7 @@ static void chunk_answer(const drl__limit *lim, const chunk *c,
 		if (irc == 0) {
 			memset(&items[i].result, 0, sizeof items[i].result);
 			irc = item_answer(lim, &out[j * DRL__SCRIPT_NOUT],
-					  &items[i].result, &e);
+					  items[i].cost, &items[i].result, &e);
 		}
 		if (irc)
 			item_fail(items, i, irc, rc ? ce : &e, err, first);

@@ -214,6 +214,14 @@ typedef struct drl__algorithm {
 	 * batch variant (many items in one call, see core/batch.c). */
 	const drl_script *lua;
 	const drl_script *lua_batch;
+	/* The twin's answer, out[0..nret) (one integer, or an array: one item
+	 * of a batch comes as 2 values), as a decision *res, *undo for call;
+	 * DRL_ECORRUPT (in err) when it is none. NULL: the twin answers in
+	 * the common form {allowed, remaining, reset_after, retry_after,
+	 * undo} (drl__script_answer). Use drl__twin_answer. */
+	int (*lua_answer)(const drl__limit *lim, const drl__call *call,
+			  const int64_t *out, size_t nret, drl_result *res,
+			  drl__undo *undo, drl_error *err);
 	/* For drl_reset: every store key a decision of a client whose clock
 	 * reads within DRL__RESET_SKEW of `now` may read or write for the
 	 * user key of kb, into keys[] (backed by kbuf[]), at most
@@ -364,7 +372,7 @@ enum {
 	DRL__BATCH_CORRUPT = -2,   /* ECORRUPT: malformed state */
 	DRL__BATCH_WRONGTYPE = -3, /* WRONGTYPE: a key of another type */
 	DRL__BATCH_OOM = -4,       /* OOM: the server is out of memory */
-	DRL__BATCH_ANSWER = -5     /* the twin's answer was not 5 numbers */
+	DRL__BATCH_ANSWER = -5     /* the twin answered no decision */
 };
 
 /* Largest magnitude a Lua twin may compute with: products stay below 2^53
@@ -396,6 +404,11 @@ void drl__script_args(const drl__limit *lim, const drl__call *call,
  * DRL_ECORRUPT (in err) when it is not one. */
 int drl__script_answer(const drl__limit *lim, const int64_t *out, size_t nret,
 		       drl_result *res, drl__undo *undo, drl_error *err);
+/* The twin's answer for call as a decision: the algorithm's lua_answer,
+ * or drl__script_answer for the common form. */
+int drl__twin_answer(const drl__limit *lim, const drl__call *call,
+		     const int64_t *out, size_t nret, drl_result *res,
+		     drl__undo *undo, drl_error *err);
 /* Whether b's eval() takes many keys of any slot at once: written for
  * version >= 2 (which knows DRL_CAP_BATCH), DRL_CAP_BATCH, scripts. */
 static inline bool drl__has_batch(const drl_backend *b)

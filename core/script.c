@@ -63,6 +63,16 @@ int drl__script_answer(const drl__limit *lim, const int64_t *out, size_t nret,
 	return 0;
 }
 
+int drl__twin_answer(const drl__limit *lim, const drl__call *call,
+		     const int64_t *out, size_t nret, drl_result *res,
+		     drl__undo *undo, drl_error *err)
+{
+	if (lim->algo->lua_answer)
+		return lim->algo->lua_answer(lim, call, out, nret, res, undo,
+					     err);
+	return drl__script_answer(lim, out, nret, res, undo, err);
+}
+
 int drl__script_decide(const drl__limit *lim, const drl__call *call,
 		       size_t nderived, const drl_bytes *derived,
 		       drl_result *res, drl__undo *undo)
@@ -88,5 +98,5 @@ int drl__script_decide(const drl__limit *lim, const drl__call *call,
 			 args, out, DRL__SCRIPT_NOUT, &nret, call->err);
 	if (rc)
 		return rc;
-	return drl__script_answer(lim, out, nret, res, undo, call->err);
+	return drl__twin_answer(lim, call, out, nret, res, undo, call->err);
 }

@@ -83,9 +83,11 @@ static void script_done(void *arg, int rc, const int64_t *out, size_t nret,
 	drl__started *d = arg;
 	if (rc == 0) {
 		drl__undo undo; /* one limit: nothing to refund */
+		drl__call call = {
+			.now = d->now, .cost = d->cost, .peek = d->cost == 0};
 		memset(d->result, 0, sizeof *d->result);
-		rc = drl__script_answer(&d->l->limits[0], out, nret, d->result,
-					&undo, d->err);
+		rc = drl__twin_answer(&d->l->limits[0], &call, out, nret,
+				      d->result, &undo, d->err);
 	} else if (d->err && err) {
 		*d->err = *err;
 	}

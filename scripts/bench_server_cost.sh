@@ -13,7 +13,7 @@
 # the commands it calls), else the sum over the commands sent; "cpu us"
 # is redis-server's user+sys CPU per decision (parsing, networking and
 # replies included). libdrl cells run `drl bench` (one process, 16
-# threads); the peers' scripts go through `redis-benchmark -c 16 -P 16 -r
+# threads), which reports both figures itself; the peers' scripts go through `redis-benchmark -c 16 -P 16 -r
 # 10000`, as their clients pipeline them:
 #   rlf        rate-limiter-flexible's RateLimiterRedis script (Node.js),
 #              read at run time from the npm package installed into a
@@ -98,16 +98,16 @@ specs=(
 txs=(auto lua watch)
 
 declare -A ex cp
-# One libdrl cell: spec $1, tx $2.
+# One libdrl cell: spec $1, tx $2 (drl bench measures the server itself:
+# server_exec_us and server_cpu_us, by the same rule as per_decision).
 libdrl_cell() {
-	local spec=$1 tx=$2 out n c0 r
-	cli CONFIG RESETSTAT >/dev/null
-	c0=$(cpu_now)
-	out=$("$drl" bench --json --store "redis://127.0.0.1:$port?tx=$tx&pool=16" \
+	local spec=$1 tx=$2 r
+	r=$("$drl" bench --json --store "redis://127.0.0.1:$port?tx=$tx&pool=16" \
 		--limit "$spec" --keys 10000 --concurrency 16 \
-		--duration "$secs" 2>/dev/null)
-	n=$("$PYTHON3" -c 'import json,sys; print(json.load(sys.stdin)[0]["decisions"])' <<<"$out")
-	r=$(per_decision "$(stats)" "$c0" "$n")
+		--duration "$secs" 2>/dev/null |
+		"$PYTHON3" -c 'import json, sys
+c = json.load(sys.stdin)[0]
+print("%.2f %.2f" % (c["server_exec_us"], c["server_cpu_us"]))')
 	ex["$spec|$tx"]+="${r% *} "
 	cp["$spec|$tx"]+="${r#* } "
 }

@@ -655,7 +655,9 @@ static void test_driver_kinds(void **state)
 		"if cost == 3 then return redis.error_reply('OOM no room') "
 		"end\n"
 		"if cost == 4 then error('boom') end\n"
-		"if cost == 5 then return {1, 2} end\n"
+		"if cost == 5 then return {1, 2, 3} end\n"
+		"if cost == 11 then return 7 end\n"
+		"if cost == 12 then return {8, 9} end\n"
 		"if cost == 6 then return redis.error_reply('ERR other') end\n"
 		"if cost == 7 then local x = nil; return x.y end\n"
 		"if cost == 8 then return end\n"
@@ -675,10 +677,12 @@ static void test_driver_kinds(void **state)
 	raw_ok(raw, "LPUSH list x", NULL);
 	drl_store *s = tu_store(uri_of(URI_LUA, NULL));
 	drl_backend *b = s->backend;
-	enum { N = 12 };
-	static const int64_t costs[N] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0};
-	static const int64_t kind[N] = {0,  -2, -3, -4, -1, -5,
-					-1, -1, -5, -5, 0,  0};
+	enum { N = 14 };
+	static const int64_t costs[N] = {0, 1, 2, 3,  4, 5,  6,
+					 7, 8, 9, 10, 0, 11, 12};
+	/* 1: a compact answer (one integer, or two), padded with zeros */
+	static const int64_t kind[N] = {0,  -2, -3, -4, -1, -5, -1,
+					-1, -5, -5, 0,  0,  1,  1};
 	drl_bytes keys[N];
 	int64_t args[DRL__SCRIPT_NARGS + N] = {1, 99, 99, 4, 5, 6, 7, 8, 9};
 	for (size_t i = 0; i < N; i++) {
@@ -696,7 +700,12 @@ static void test_driver_kinds(void **state)
 	assert_int_equal(nret, N * DRL__SCRIPT_NOUT);
 	for (size_t i = 0; i < N; i++) {
 		const int64_t *o = out + i * DRL__SCRIPT_NOUT;
-		if (kind[i] == 0) {
+		if (kind[i] == 1) {
+			assert_int_equal(o[0], costs[i] == 11 ? 7 : 8);
+			assert_int_equal(o[1], costs[i] == 11 ? 0 : 9);
+			for (size_t j = 2; j < DRL__SCRIPT_NOUT; j++)
+				assert_int_equal(o[j], 0);
+		} else if (kind[i] == 0) {
 			assert_int_equal(o[0], 1);
 			assert_int_equal(o[1], costs[i] == 0); /* peek */
 			assert_int_equal(o[2], costs[i]);

@@ -83,6 +83,64 @@ static int check_ttls(void)
 	return n;
 }
 
+/* Every key a decision of a 1 s limit writes expires within its windows
+ * and the grace, ~3 s at most: on every strategy (a twin that set PX in
+ * µs, not ms, kept keys 1000 times as long). */
+static void test_ttl_bounds(void **state)
+{
+	(void)state;
+	if (!have_servers)
+		skip();
+	static const char *const ttl_specs[] = {
+		"fixed_window:5/1s",
+		"sliding_window:5/1s",
+		"subwindow:5/1s,subwindows=4,trailing=1",
+		"token_bucket:5/1s",
+		"gcra:5/1s",
+		"sliding_log:5/1s",
+	};
+	static const char *const tx[] = {"auto", "lua", "watch"};
+	redisContext *c = redisConnect("127.0.0.1", redis_srv.port);
+	assert_non_null(c);
+	for (size_t t = 0; t < 3; t++) {
+		char uri[128];
+		snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=%s",
+			 redis_srv.port, tx[t]);
+		drl_store *s;
+		assert_int_equal(drl_store_open(&s, uri, NULL), 0);
+		for (size_t i = 0; i < sizeof ttl_specs / sizeof ttl_specs[0];
+		     i++) {
+			freeReplyObject(redisCommand(c, "FLUSHALL"));
+			drl_limiter *l;
+			drl_result r;
+			assert_int_equal(drl_limiter_new(&l, s, ttl_specs[i],
+							 "ttl:", NULL),
+					 0);
+			assert_int_equal(drl_allow(l, "k", 1, 2, &r, NULL), 0);
+			assert_true(r.allowed);
+			redisReply *k = redisCommand(c, "KEYS ttl:*");
+			assert_int_equal(k->type, REDIS_REPLY_ARRAY);
+			assert_true(k->elements >= 1);
+			for (size_t j = 0; j < k->elements; j++) {
+				redisReply *p = redisCommand(
+					c, "PTTL %b", k->element[j]->str,
+					k->element[j]->len);
+				if (p->integer <= 0 || p->integer > 3100)
+					fail_msg("%s on tx=%s: key %s has a "
+						 "TTL of %lld ms",
+						 ttl_specs[i], tx[t],
+						 k->element[j]->str,
+						 (long long)p->integer);
+				freeReplyObject(p);
+			}
+			freeReplyObject(k);
+			drl_limiter_free(l);
+		}
+		drl_store_free(s);
+	}
+	redisFree(c);
+}
+
 static uint64_t rng = 0x853c49e6748fea9bu;
 static uint64_t next(void)
 {
@@ -526,6 +584,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_identical_decisions),
+		cmocka_unit_test(test_ttl_bounds),
 		cmocka_unit_test(test_strategy_really_differs),
 		cmocka_unit_test(test_server_clock),
 		cmocka_unit_test(test_hostile_state),
