@@ -208,4 +208,5 @@ const drl__algorithm drl__gcra = {
 	.lua = &drl__lua_gcra,
 	.lua_batch = &drl__lua_batch_gcra,
 	.lua_answer = lua_answer,
+	.lua_nout = 2,
 };

@@ -8,8 +8,9 @@
 --   drl_allow_batch sets it.
 -- Returns 5 integers per item, in item order: the twin's own answer
 -- {allowed, remaining, reset_after_us, retry_after_us, undo} (a twin that
--- answers one integer x or {x, y} gives {x, 0, 0, 0, 0} or {x, y, 0, 0,
--- 0}: its algorithm's C side reads the first two), or, when the
+-- answers in a compact form of its own, one integer x or 2 to 4 of them,
+-- gives them padded with zeros to 5: its algorithm's C side reads as
+-- many as it answers), or, when the
 -- twin failed for that item (an error reply, or an error raised by
 -- redis.call, e.g. WRONGTYPE), {kind, 0, 0, 0, 0} with a negative kind:
 -- -1 another error, -2 ECORRUPT (malformed state), -3 WRONGTYPE, -4 OOM,
@@ -45,7 +46,7 @@ for i = 1, #KEYS do
     kind = failure(r)
   elseif type(r) == 'number' then
     r = {r, 0, 0, 0, 0}
-  elseif type(r) ~= 'table' or (#r ~= 5 and #r ~= 2) then
+  elseif type(r) ~= 'table' or #r < 2 or #r > 5 then
     kind = -5
   else
     r[3], r[4], r[5] = r[3] or 0, r[4] or 0, r[5] or 0

@@ -111,6 +111,29 @@ static int corrupt(const drl__call *call)
 			     "sliding_log state in the store is malformed");
 }
 
+/* The decision of call once the log is known as `used` (the live
+ * entries' count), `reset` (µs until the newest of them leaves; 0: none)
+ * and, for a denial within the limit, `retry`: 1 when allowed and to be
+ * written (then the entry goes at max(now, newest), `reset` later by at
+ * least PERIOD). Shared by the C step and the twin's answer. */
+static int judge(const drl__limit *lim, const drl__call *call, int64_t used,
+		 int64_t reset, int64_t retry, drl_result *res)
+{
+	int64_t cost = call->cost, limit = lim->limit;
+	if (cost > limit || used + cost > limit) {
+		drl__result_fill(res, false, limit, limit - used, reset,
+				 cost > limit ? DRL_NEVER : retry);
+		return 0;
+	}
+	int write = !call->peek && cost > 0;
+	if (write) {
+		used += cost;
+		reset = drl__max64(reset, lim->period_us);
+	}
+	drl__result_fill(res, true, limit, limit - used, reset, 0);
+	return write;
+}
+
 static int step(const drl__limit *lim, const drl__call *call, const void *old,
 		size_t oldlen, void *out, size_t cap, size_t *outlen,
 		int64_t *ttl_us, drl_result *res, drl__undo *undo)
@@ -125,36 +148,44 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 		used += count_at(&v, i);
 	int64_t newest = v.n > first ? ts_at(&v, v.n - 1) : -1;
 	int64_t reset = newest < 0 ? 0 : newest + lim->period_us - now;
-
-	if (cost > limit || used + cost > limit) {
-		int64_t retry = DRL_NEVER;
-		if (cost <= limit) {
-			/* wait until enough of the oldest entries leave */
-			int64_t excess = used + cost - limit, k = first;
-			for (int64_t freed = 0;; k++) {
-				freed += count_at(&v, k);
-				if (freed >= excess)
-					break;
-			}
-			retry = ts_at(&v, k) + lim->period_us - now;
+	int64_t retry = 0;
+	if (cost <= limit && used + cost > limit) {
+		/* wait until enough of the oldest entries leave */
+		int64_t excess = used + cost - limit, k = first;
+		for (int64_t freed = 0;; k++) {
+			freed += count_at(&v, k);
+			if (freed >= excess)
+				break;
 		}
-		drl__result_fill(res, false, limit, limit - used, reset, retry);
-		return 0;
+		retry = ts_at(&v, k) + lim->period_us - now;
 	}
-	int write = !call->peek && cost > 0;
+	int write = judge(lim, call, used, reset, retry, res);
 	if (write) {
 		int64_t stamp = drl__max64(now, newest);
 		write_log(&v, first, stamp, cost, out, outlen);
 		undo->a = stamp;
-		used += cost;
-		reset = stamp + lim->period_us - now;
-		*ttl_us = reset + DRL__TTL_GRACE_US;
+		*ttl_us = stamp + lim->period_us - now + DRL__TTL_GRACE_US;
 	}
-	drl__result_fill(res, true, limit, limit - used, reset, 0);
 	return write;
 }
 
-/* Take call->cost back from the entry stamped undo->a. */
+/* The twin's answer (sliding_log.lua): {used, reset, x}, x the time it
+ * wrote (an allowed write: what a policy's give-back looks for) or the
+ * retry of a denial within the limit. */
+static int lua_answer(const drl__limit *lim, const drl__call *call,
+		      const int64_t *out, size_t nret, drl_result *res,
+		      drl__undo *undo, drl_error *err)
+{
+	if (nret != 3 || out[0] < 0 || out[0] > lim->limit || out[1] < 0 ||
+	    out[1] > DRL_TIME_MAX_US || out[2] < 0 || out[2] > DRL_TIME_MAX_US)
+		return drl_error_set(err, DRL_ECORRUPT,
+				     "sliding_log script answered something "
+				     "that is not a decision");
+	if (judge(lim, call, out[0], out[1], out[2], res))
+		undo->a = out[2];
+	return 0;
+}
+
 static int unstep(const drl__limit *lim, const drl__call *call, const void *old,
 		  size_t oldlen, void *out, size_t cap, size_t *outlen,
 		  int64_t *ttl_us, drl_result *res, drl__undo *undo)
@@ -200,4 +231,6 @@ const drl__algorithm drl__sliding_log = {
 	.state_size = state_size,
 	.lua = &drl__lua_sliding_log,
 	.lua_batch = &drl__lua_batch_sliding_log,
+	.lua_answer = lua_answer,
+	.lua_nout = 3,
 };

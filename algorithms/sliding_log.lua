@@ -1,82 +1,107 @@
--- Twin of sliding_log.c: the same state ('L', n, n x (time, count)), the
--- same decisions. Times are µs below 2^53.
-local ts, cnt, n = {}, {}, 0
+-- Twin of sliding_log.c: the same state ('L', n, n x (time, count), times
+-- strictly increasing, counts summing to at most LIMIT), the same
+-- decisions. Times are µs below 2^53. The entries are read by one
+-- struct.unpack per 500 of them and the ones kept are copied as bytes
+-- (string.sub), never unpacked and packed again one by one. Answers {used,
+-- reset, x}: the count of the live entries before the call, µs until the
+-- newest of them leaves the window (0: none), and x: the time written (an
+-- allowed write), µs until enough entries leave for the cost (a denial
+-- within the limit), else 0. sliding_log.c's lua_answer makes the
+-- decision of them exactly as its step does.
+local limit, period = A[4] + 0, A[5] + 0
 local blob = redis.call('GET', KEYS[1])
+local n, first, used, newest = 0, 1, 0, -1
+local v
 if blob then
-  if #blob < 9 or string.sub(blob, 1, 1) ~= 'L' then
-    return corrupt('sliding_log')
+  local len = #blob
+  if len < 9 or string.byte(blob, 1) ~= 76 then -- 'L'
+    return redis.error_reply('ECORRUPT sliding_log state in the store is malformed')
   end
-  local _, m = struct.unpack('<c1i8', blob)
-  if m < 0 or m > limit or #blob ~= 9 + 16 * m then
-    return corrupt('sliding_log')
+  n = struct.unpack('<i8', blob, 2)
+  if n < 0 or n > limit or len ~= 9 + 16 * n then
+    return redis.error_reply('ECORRUPT sliding_log state in the store is malformed')
   end
-  local sum = 0
-  for k = 1, m do
-    local t, c = struct.unpack('<i8i8', blob, 10 + (k - 1) * 16)
-    if c < 1 or t < 0 or t > TIME_MAX or (k > 1 and t <= ts[k - 1]) then
-      return corrupt('sliding_log')
+  -- v[2k - 1], v[2k]: entry k's time and count
+  v = {}
+  local k, pos = 0, 10
+  while k < n do
+    local c = n - k
+    if c > 500 then
+      c = 500
+    end
+    local part = {struct.unpack('<' .. string.rep('i8i8', c), blob, pos)}
+    for j = 1, 2 * c do
+      v[2 * k + j] = part[j]
+    end
+    k, pos = k + c, pos + 16 * c
+  end
+  local sum, prev, horizon = 0, -1, now - period
+  for j = 1, n do
+    local t, c = v[2 * j - 1], v[2 * j]
+    if c < 1 or t < 0 or t > 4611686018427387904 or t <= prev then
+      return redis.error_reply('ECORRUPT sliding_log state in the store is malformed')
     end
     sum = sum + c
     if sum > limit then
-      return corrupt('sliding_log')
+      return redis.error_reply('ECORRUPT sliding_log state in the store is malformed')
     end
-    ts[k], cnt[k] = t, c
+    if t <= horizon then
+      first = j + 1
+    else
+      used = used + c
+    end
+    prev = t
   end
-  n = m
-end
-
-local first = 1
-while first <= n and ts[first] <= now - period do
-  first = first + 1
-end
-local used = 0
-for k = first, n do
-  used = used + cnt[k]
-end
-local newest = -1
-if n >= first then
-  newest = ts[n]
+  if n >= first then
+    newest = v[2 * n - 1]
+  end
 end
 local reset = 0
 if newest >= 0 then
   reset = newest + period - now
 end
 
-if cost > limit or used + cost > limit then
-  local retry = -1
-  if cost <= limit then
-    local excess, freed, k = used + cost - limit, 0, first
-    while true do
-      freed = freed + cnt[k]
-      if freed >= excess then
-        break
-      end
-      k = k + 1
+if cost > limit then
+  return {used, reset, 0}
+end
+if used + cost > limit then
+  -- until enough of the oldest live entries leave
+  local excess, freed, k = used + cost - limit, 0, first
+  while true do
+    freed = freed + v[2 * k]
+    if freed >= excess then
+      break
     end
-    retry = ts[k] + period - now
+    k = k + 1
   end
-  return {0, limit - used, reset, retry, 0}
+  return {used, reset, v[2 * k - 1] + period - now}
 end
 if peek ~= 0 or cost == 0 then
-  return {1, limit - used, reset, 0, 0}
+  return {used, reset, 0}
 end
 
-local stamp = math.max(now, newest)
-local parts, m, merged = {}, 0, false
-for k = first, n do
-  local c = cnt[k]
-  if ts[k] == stamp then
-    c = c + cost
-    merged = true
+-- the live entries as they are, then ours: merged into the newest when it
+-- has our time (only it can: times increase), appended otherwise
+local stamp = now
+if newest > now then
+  stamp = newest
+end
+local m, body = 0, ''
+if n >= first then
+  m = n - first + 1
+  if newest == stamp then
+    body = string.sub(blob, 10 + 16 * (first - 1), 9 + 16 * (n - 1)) ..
+      struct.pack('<i8i8', stamp, v[2 * n] + cost)
+  else
+    body = string.sub(blob, 10 + 16 * (first - 1), 9 + 16 * n) ..
+      struct.pack('<i8i8', stamp, cost)
+    m = m + 1
   end
-  m = m + 1
-  parts[m + 1] = struct.pack('<i8i8', ts[k], c)
+else
+  body = struct.pack('<i8i8', stamp, cost)
+  m = 1
 end
-if not merged then
-  m = m + 1
-  parts[m + 1] = struct.pack('<i8i8', stamp, cost)
-end
-parts[1] = struct.pack('<c1i8', 'L', m)
-reset = stamp + period - now
-redis.call('SET', KEYS[1], table.concat(parts), 'PX', cdiv(reset + grace, 1000)) -- whole ms
-return {1, limit - used - cost, reset, 0, stamp}
+local ttl = stamp + period - now + A[9]
+redis.call('SET', KEYS[1], struct.pack('<c1i8', 'L', m) .. body,
+  'PX', math.floor((ttl + 999) / 1000))
+return {used, reset, stamp}

@@ -190,4 +190,5 @@ const drl__algorithm drl__token_bucket = {
 	.lua = &drl__lua_token_bucket,
 	.lua_batch = &drl__lua_batch_token_bucket,
 	.lua_answer = lua_answer,
+	.lua_nout = 2,
 };

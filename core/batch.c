@@ -171,10 +171,11 @@ static int item_answer(const drl__limit *lim, const int64_t *out, int64_t cost,
 	 * an answer: every field is relative to it) */
 	drl__call call = {.cost = cost, .peek = cost == 0};
 	if (out[0] >= 0 || out[0] < DRL__BATCH_ANSWER)
-		return drl__twin_answer(
-			lim, &call, out,
-			lim->algo->lua_answer ? 2 : DRL__SCRIPT_NOUT, res,
-			&undo, e);
+		return drl__twin_answer(lim, &call, out,
+					lim->algo->lua_answer
+						? lim->algo->lua_nout
+						: DRL__SCRIPT_NOUT,
+					res, &undo, e);
 	return drl_error_set(e, kinds[-out[0]].code, "%s script %s",
 			     lim->algo->lua->name, kinds[-out[0]].what);
 }

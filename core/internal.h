@@ -215,13 +215,15 @@ typedef struct drl__algorithm {
 	const drl_script *lua;
 	const drl_script *lua_batch;
 	/* The twin's answer, out[0..nret) (one integer, or an array: one item
-	 * of a batch comes as 2 values), as a decision *res, *undo for call;
+	 * of a batch comes as lua_nout values), as a decision *res, *undo for call;
 	 * DRL_ECORRUPT (in err) when it is none. NULL: the twin answers in
 	 * the common form {allowed, remaining, reset_after, retry_after,
-	 * undo} (drl__script_answer). Use drl__twin_answer. */
+	 * undo} (drl__script_answer). Use drl__twin_answer. lua_nout: the
+	 * most values such an answer has (a batch item passes that many). */
 	int (*lua_answer)(const drl__limit *lim, const drl__call *call,
 			  const int64_t *out, size_t nret, drl_result *res,
 			  drl__undo *undo, drl_error *err);
+	size_t lua_nout;
 	/* For drl_reset: every store key a decision of a client whose clock
 	 * reads within DRL__RESET_SKEW of `now` may read or write for the
 	 * user key of kb, into keys[] (backed by kbuf[]), at most

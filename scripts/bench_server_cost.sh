@@ -13,14 +13,22 @@
 # the commands it calls), else the sum over the commands sent; "cpu us"
 # is redis-server's user+sys CPU per decision (parsing, networking and
 # replies included). libdrl cells run `drl bench` (one process, 16
-# threads), which reports both figures itself; the peers' scripts go through `redis-benchmark -c 16 -P 16 -r
-# 10000`, as their clients pipeline them:
+# threads), which reports both figures itself ("library" columns). The
+# ratios compare like with like: what libdrl sends for one decision sent
+# by `redis-benchmark -c 16 -P 16 -r 10000` (its script: drl bench
+# --ceiling, with the library's own key and arguments; tx=auto's counter
+# commands: each alone, summed), as the peers' are sent:
 #   rlf        rate-limiter-flexible's RateLimiterRedis script (Node.js),
 #              read at run time from the npm package installed into a
 #              temporary folder (skipped when npm cannot fetch it);
 #   redis_rate go-redis/redis_rate's GCRA script (bench/peers/);
 #   envoy      Envoy's rate limit service: INCRBY + EXPIRE, pipelined,
 #              no script (each command measured alone, summed).
+# The peers' keys are as long as the keys libdrl writes in this run (its
+# prefix, the limit's tag and the user key: ~70 bytes here, measured after
+# the first cell): a key's length costs the server too (hashing, copies),
+# about 1 µs per decision between 6 and 70 bytes in a script, so the
+# peers are measured with keys of the same length as ours.
 # Each figure is the median of ROUNDS rounds (default 3), the cells of a
 # round in turn. Prints a Markdown table; the ratios compare medians of
 # the same run.
@@ -97,34 +105,84 @@ specs=(
 )
 txs=(auto lua watch)
 
-declare -A ex cp
-# One libdrl cell: spec $1, tx $2 (drl bench measures the server itself:
-# server_exec_us and server_cpu_us, by the same rule as per_decision).
+declare -A ex cp rb
+# the other counters a tx=auto decision reads (MGET), per counter spec
+declare -A neighbours=(
+	["fixed_window:1000000/1m"]=0
+	["sliding_window:1000000/1m"]=1
+	["subwindow:1000000/1m,subwindows=10"]=9
+)
+# One libdrl cell: spec $1, tx $2. `drl bench` measures the server itself
+# (server_exec_us, server_cpu_us: the library as the client); with
+# --ceiling also the bare script the library sends, by redis-benchmark -c
+# 16 -P 16 with the library's own key and arguments (ceiling_pipelined),
+# the way the peers' scripts are sent: that figure, `rb`, is the one the
+# ratios compare. The counters of tx=auto send no script: their `rb` is
+# the sum of their commands, each sent alone by redis-benchmark.
 libdrl_cell() {
-	local spec=$1 tx=$2 r
-	r=$("$drl" bench --json --store "redis://127.0.0.1:$port?tx=$tx&pool=16" \
+	local spec=$1 tx=$2 r ceil=--ceiling
+	[ "$tx" = watch ] && ceil=
+	r=$("$drl" bench --json $ceil --store "redis://127.0.0.1:$port?tx=$tx&pool=16" \
 		--limit "$spec" --keys 10000 --concurrency 16 \
 		--duration "$secs" 2>/dev/null |
 		"$PYTHON3" -c 'import json, sys
 c = json.load(sys.stdin)[0]
-print("%.2f %.2f" % (c["server_exec_us"], c["server_cpu_us"]))')
-	ex["$spec|$tx"]+="${r% *} "
-	cp["$spec|$tx"]+="${r#* } "
+p = c.get("ceiling_pipelined") or {}
+rb = p.get("server_exec_us")
+print("%.2f %.2f %s" % (c["server_exec_us"], c["server_cpu_us"],
+                        "%.2f" % rb if rb is not None else "-"))')
+	read -r e c b <<<"$r"
+	ex["$spec|$tx"]+="$e "
+	cp["$spec|$tx"]+="$c "
+	if [ "$tx" = auto ] && [ -n "${neighbours[$spec]:-}" ]; then
+		b=$(plain_cost "${neighbours[$spec]}")
+	fi
+	[ "$b" != - ] && rb["$spec|$tx"]+="$b "
+	return 0
+}
+
+# What tx=auto's commands for one counter decision cost, each sent by
+# redis-benchmark -c 16 -P 16 (keys as long as the library's): INCRBY,
+# PEXPIRE, and an MGET of $1 other keys when $1 > 0.
+plain_cost() {
+	local n=$1 total=0 r args=()
+	r=$(peer_once incrby "$(pk cnt:)" 1) && total=$(awk -v a="$total" -v b="${r% *}" 'BEGIN{print a+b}')
+	r=$(peer_once pexpire "$(pk cnt:)" 61000) && total=$(awk -v a="$total" -v b="${r% *}" 'BEGIN{print a+b}')
+	if [ "$n" -gt 0 ]; then
+		for ((j = 0; j < n; j++)); do args+=("$(pk "m$j:")"); done
+		r=$(peer_once mget "${args[@]}") && total=$(awk -v a="$total" -v b="${r% *}" 'BEGIN{print a+b}')
+	fi
+	printf '%.2f' "$total"
+}
+
+# redis-benchmark's command once: "exec cpu" per request.
+peer_once() {
+	local c0
+	cli CONFIG RESETSTAT >/dev/null
+	c0=$(cpu_now)
+	redis-benchmark -p "$port" -c 16 -P 16 -r 10000 -n 200000 "$@" >/dev/null 2>&1
+	per_decision "$(stats)" "$c0" 200000
 }
 
 # One peer cell: name $1, then redis-benchmark's command.
 peer_cell() {
-	local name=$1 c0 r
+	local name=$1 r
 	shift
-	cli CONFIG RESETSTAT >/dev/null
-	c0=$(cpu_now)
-	redis-benchmark -p "$port" -c 16 -P 16 -r 10000 -n 200000 "$@" >/dev/null 2>&1
-	r=$(per_decision "$(stats)" "$c0" 200000)
+	r=$(peer_once "$@")
 	ex["$name"]+="${r% *} "
 	cp["$name"]+="${r#* } "
 }
 
-rr_sha=$(cli SCRIPT LOAD "$(cat bench/peers/redis_rate_allown.lua)")
+# The length of the keys libdrl writes: one short cell, then the median.
+libdrl_cell "gcra:1000000/1m" auto
+keylen=$(cli --scan 2>/dev/null | awk 'NR <= 201 {print length($0)}' |
+	sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')
+[ -n "$keylen" ] && [ "$keylen" -gt 14 ] || keylen=14
+unset 'ex[gcra:1000000/1m|auto]' 'cp[gcra:1000000/1m|auto]' 'rb[gcra:1000000/1m|auto]'
+# redis-benchmark writes __rand_int__ as 12 digits: pad before "{...}".
+pad=$(printf '%*s' $((keylen - 14)) '' | tr ' ' 'p')
+pk() { echo "$1${pad:${#1}}{__rand_int__}"; }
+
 for ((k = 0; k < rounds; k++)); do
 	for spec in "${specs[@]}"; do
 		for tx in "${txs[@]}"; do
@@ -133,12 +191,12 @@ for ((k = 0; k < rounds; k++)); do
 	done
 	if [ -n "$rlf" ]; then
 		sha=$(cli SCRIPT LOAD "$rlf")
-		peer_cell rlf evalsha "$sha" 1 "rlf:__rand_int__" 1 60
+		peer_cell rlf evalsha "$sha" 1 "$(pk rlf:)" 1 60
 	fi
 	rr_sha=$(cli SCRIPT LOAD "$(cat bench/peers/redis_rate_allown.lua)")
-	peer_cell redis_rate evalsha "$rr_sha" 1 "rr:__rand_int__" 1000000 1000000 60 1
-	peer_cell envoy_incrby incrby "env:__rand_int__" 1
-	peer_cell envoy_expire expire "env:__rand_int__" 60
+	peer_cell redis_rate evalsha "$rr_sha" 1 "$(pk rr:)" 1000000 1000000 60 1
+	peer_cell envoy_incrby incrby "$(pk env:)" 1
+	peer_cell envoy_expire expire "$(pk env:)" 60
 done
 
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
@@ -147,19 +205,21 @@ rlf_m=$([ -n "$rlf" ] && median "${ex[rlf]}" || echo "")
 rr_m=$(median "${ex[redis_rate]}")
 env_m=$(awk -v a="$(median "${ex[envoy_incrby]}")" -v b="$(median "${ex[envoy_expire]}")" 'BEGIN{printf "%.2f", a+b}')
 env_c=$(awk -v a="$(median "${cp[envoy_incrby]}")" -v b="$(median "${cp[envoy_expire]}")" 'BEGIN{printf "%.2f", a+b}')
-ratio() { [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}' || echo "n/a"; }
+ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}' || echo "—"; }
 
-echo "redis-server $(redis-server --version | awk '{print $3}'), $(nproc) CPUs, ${secs}s x $rounds rounds, medians"
+echo "redis-server $(redis-server --version | awk '{print $3}'), $(nproc) CPUs, ${secs}s x $rounds rounds, medians; keys of $keylen bytes"
 echo
-echo "| what runs on the server for one decision | exec µs | CPU µs | ÷ rlf | ÷ redis_rate |"
-echo "|---|--:|--:|--:|--:|"
+echo "| what runs on the server for one decision | exec µs, library | CPU µs, library | exec µs, redis-benchmark | ÷ rlf | ÷ redis_rate |"
+echo "|---|--:|--:|--:|--:|--:|"
 for spec in "${specs[@]}"; do
 	for tx in "${txs[@]}"; do
 		e=$(median "${ex[$spec|$tx]}")
 		c=$(median "${cp[$spec|$tx]}")
-		echo "| libdrl \`$spec\` tx=$tx | $e | $c | $(ratio "$e" "$rlf_m") | $(ratio "$e" "$rr_m") |"
+		b=""
+		[ -n "${rb[$spec|$tx]:-}" ] && b=$(median "${rb[$spec|$tx]}")
+		echo "| libdrl \`$spec\` tx=$tx | $e | $c | ${b:-—} | $(ratio "$b" "$rlf_m") | $(ratio "$b" "$rr_m") |"
 	done
 done
-[ -n "$rlf" ] && echo "| rate-limiter-flexible's script (EVALSHA) | $rlf_m | $(median "${cp[rlf]}") | 1.00 | $(ratio "$rlf_m" "$rr_m") |"
-echo "| go-redis/redis_rate's GCRA script (EVALSHA) | $rr_m | $(median "${cp[redis_rate]}") | $(ratio "$rr_m" "$rlf_m") | 1.00 |"
-echo "| Envoy's INCRBY + EXPIRE (pipelined) | $env_m | $env_c | $(ratio "$env_m" "$rlf_m") | $(ratio "$env_m" "$rr_m") |"
+[ -n "$rlf" ] && echo "| rate-limiter-flexible's script (EVALSHA) | — | — | $rlf_m | 1.00 | $(ratio "$rlf_m" "$rr_m") |"
+echo "| go-redis/redis_rate's GCRA script (EVALSHA) | — | — | $rr_m | $(ratio "$rr_m" "$rlf_m") | 1.00 |"
+echo "| Envoy's INCRBY + EXPIRE (pipelined) | — | — | $env_m | $(ratio "$env_m" "$rlf_m") | $(ratio "$env_m" "$rr_m") |"

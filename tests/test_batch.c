@@ -655,7 +655,7 @@ static void test_driver_kinds(void **state)
 		"if cost == 3 then return redis.error_reply('OOM no room') "
 		"end\n"
 		"if cost == 4 then error('boom') end\n"
-		"if cost == 5 then return {1, 2, 3} end\n"
+		"if cost == 5 then return {1, 2, 3, 4, 5, 6} end\n"
 		"if cost == 11 then return 7 end\n"
 		"if cost == 12 then return {8, 9} end\n"
 		"if cost == 6 then return redis.error_reply('ERR other') end\n"
