@@ -171,18 +171,28 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 
 /* The twin's answer (sliding_log.lua): {used, reset, x}, x the time it
  * wrote (an allowed write: what a policy's give-back looks for) or the
- * retry of a denial within the limit. */
+ * retry of a denial within the limit; or `used` alone (as a batch item:
+ * {used, 0, 0}) for a write at call->now, the caller's own time: reset is
+ * then PERIOD and the time written is known. {used, 0, 0} means nothing
+ * else for a call that is allowed (a write answers x > 0). */
 static int lua_answer(const drl__limit *lim, const drl__call *call,
 		      const int64_t *out, size_t nret, drl_result *res,
 		      drl__undo *undo, drl_error *err)
 {
-	if (nret != 3 || out[0] < 0 || out[0] > lim->limit || out[1] < 0 ||
-	    out[1] > DRL_TIME_MAX_US || out[2] < 0 || out[2] > DRL_TIME_MAX_US)
+	bool writes = call->cost > 0 && !call->peek && nret >= 1 &&
+		      out[0] >= 0 && out[0] + call->cost <= lim->limit;
+	bool alone = nret == 1 ||
+		     (nret == 3 && writes && out[1] == 0 && out[2] == 0);
+	if ((nret != 1 && nret != 3) || out[0] < 0 || out[0] > lim->limit ||
+	    (nret == 3 && (out[1] < 0 || out[1] > DRL_TIME_MAX_US ||
+			   out[2] < 0 || out[2] > DRL_TIME_MAX_US)) ||
+	    (alone && (!writes || call->now == DRL__NOW_STORE)))
 		return drl_error_set(err, DRL_ECORRUPT,
 				     "sliding_log script answered something "
 				     "that is not a decision");
-	if (judge(lim, call, out[0], out[1], out[2], res))
-		undo->a = out[2];
+	int64_t stamp = alone ? call->now : out[2];
+	if (judge(lim, call, out[0], alone ? 0 : out[1], stamp, res))
+		undo->a = stamp;
 	return 0;
 }
 
