@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The client side of one decision on Redis, beside rate-limiter-flexible
+# (Node.js), in one run against one redis-server started here on a free
+# loopback port (docs/performance.md, "What a decision costs the server":
+# the client side).
+#
+#   bash scripts/bench_client.sh [BUILDDIR] [SECONDS] [ROUNDS]
+#
+# The shape of rate-limiter-flexible's own benchmarks: fixed window, one
+# process, 10,000 keys, limits never reached. Cells, in turn, ROUNDS times
+# (default 3), each SECONDS long (default 3):
+#   rlf 16       RateLimiterRedis on ioredis, 16 consume() in flight
+#                (bench/peers/rlf_client.js; rate-limiter-flexible and
+#                ioredis installed from npm into a temporary folder: a
+#                benchmark's tool, never a dependency of the library)
+#   async 16/64  drl bench --async 1: 16 (64) requests in flight on one
+#                event loop (drl_async_allow, Redis tx=auto: no worker)
+#   threads 16   drl bench: 16 threads calling drl_allow
+# Per cell: decisions/s (median), the client's CPU per decision (user+sys
+# of the client process, from wait4's rusage, setup included) and
+# redis-server's CPU per decision (INFO cpu), and the rate over rlf's.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. scripts/ports.sh
+
+build=${1:-build}
+secs=${2:-3}
+rounds=${3:-3}
+drl="$build/tools/drl"
+[ -x "$drl" ] || { echo "no $drl: build first" >&2; exit 2; }
+command -v node >/dev/null || { echo "node is needed for the peer" >&2; exit 2; }
+
+tmp=$(mktemp -d)
+port=$(free_port)
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+	--dir "$tmp" >"$tmp/redis.log" 2>&1 &
+rpid=$!
+trap 'stop_pids $rpid; rm -rf "$tmp"' EXIT
+wait_port "$port" || { echo "redis-server did not start" >&2; exit 3; }
+cli() { redis-cli -p "$port" "$@"; }
+
+(cd "$tmp" && npm install --silent --no-audit --no-fund \
+	rate-limiter-flexible ioredis >/dev/null 2>&1) ||
+	{ echo "npm could not install rate-limiter-flexible" >&2; exit 3; }
+cp bench/peers/rlf_client.js "$tmp/"
+
+cpu_now() {
+	cli INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/{s+=$2} END{printf "%f", s}'
+}
+
+# Run a command; print "decisions client_cpu_s" (the command prints
+# "decisions seconds" or drl bench's JSON).
+run_measured() {
+	"$PYTHON3" - "$@" <<'PY'
+import json, os, subprocess, sys
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+out = p.stdout.read().decode()
+_, status, ru = os.wait4(p.pid, 0)
+if status != 0:
+    sys.exit("failed: " + " ".join(sys.argv[1:]))
+cpu = ru.ru_utime + ru.ru_stime
+try:
+    cells = json.loads(out)
+    n, took = cells[0]["decisions"], cells[0]["duration_s"]
+except ValueError:
+    n, took = out.split()
+print(int(n), float(took), cpu)
+PY
+}
+
+declare -A rate ccpu scpu
+cell() {
+	local name=$1 c0 c1 n took cpu
+	shift
+	cli FLUSHALL >/dev/null
+	c0=$(cpu_now)
+	read -r n took cpu < <(run_measured "$@")
+	c1=$(cpu_now)
+	rate[$name]+="$(awk -v n="$n" -v t="$took" 'BEGIN{printf "%.0f", n/t}') "
+	ccpu[$name]+="$(awk -v c="$cpu" -v n="$n" 'BEGIN{printf "%.2f", c*1e6/n}') "
+	scpu[$name]+="$(awk -v a="$c0" -v b="$c1" -v n="$n" 'BEGIN{printf "%.2f", (b-a)*1e6/n}') "
+}
+
+uri="redis://127.0.0.1:$port?pool=16"
+spec="fixed_window:1000000/1m"
+for ((k = 0; k < rounds; k++)); do
+	cell "rlf 16" node "$tmp/rlf_client.js" "$port" "$secs" 16
+	cell "async 16" "$drl" bench --json --store "$uri" --limit "$spec" \
+		--keys 10000 --concurrency 16 --async 1 --duration "$secs"
+	cell "async 64" "$drl" bench --json --store "$uri" --limit "$spec" \
+		--keys 10000 --concurrency 64 --async 1 --duration "$secs"
+	cell "threads 16" "$drl" bench --json --store "$uri" --limit "$spec" \
+		--keys 10000 --concurrency 16 --duration "$secs"
+done
+
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
+base=$(median "${rate[rlf 16]}")
+echo "redis-server $(redis-server --version | awk '{print $3}'), node $(node --version), $(nproc) CPUs, ${secs}s x $rounds rounds, medians"
+echo
+echo "| client (fixed_window, 10k keys) | decisions/s | × rlf | client CPU µs/decision | redis-server CPU µs/decision |"
+echo "|---|--:|--:|--:|--:|"
+for name in "rlf 16" "async 16" "async 64" "threads 16"; do
+	r=$(median "${rate[$name]}")
+	echo "| $name | $r | $(awk -v a="$r" -v b="$base" 'BEGIN{printf "%.2f", a/b}') | $(median "${ccpu[$name]}") | $(median "${scpu[$name]}") |"
+done
