@@ -35,6 +35,15 @@
  * `pending` counts requests started whose callback has not begun; it is
  * the queue bound. Nodes are kept on a free list once made, so a steady
  * state allocates only for long keys and batches.
+ *
+ * `busy` is what a loop adapter keeps its loop alive for: requests
+ * pending, or a drain whose done callback has not run. busy_update()
+ * follows it under the lock and tells the adapter of each change, so the
+ * adapter hears the changes in the order they happened.
+ *
+ * A drain (drl_async_drain) refuses new starts; drl_async_process() runs
+ * its done callback once nothing is pending and no callback is running
+ * (`running`: callbacks begun, not yet returned).
  */
 #include "internal.h"
 
@@ -105,7 +114,28 @@ struct drl_async {
 	size_t maxthreads;  /* the most (0: DRL_ASYNC_THREADS_NONE) */
 	size_t waiting;     /* workers waiting for work */
 	pthread_t *threads; /* maxthreads slots */
+	size_t running;     /* callbacks begun, not yet returned */
+	bool busy;          /* pending, or a drain's done callback due */
+	bool has_adapter;
+	drl_async_adapter adapter; /* drl_async_set_adapter */
+	bool draining;             /* drl_async_drain() was called */
+	bool drain_taken;          /* its done callback has begun */
+	bool drained;              /* ... and returned */
+	drl_async_drained_cb drain_cb;
+	void *drain_arg;
 };
+
+/* Follow `busy` after pending or the drain changed (a->mu held), and
+ * tell the adapter when it changed. */
+static void busy_update(drl_async *a)
+{
+	bool busy = a->pending > 0 || (a->draining && !a->drained);
+	if (busy == a->busy)
+		return;
+	a->busy = busy;
+	if (a->adapter.busy)
+		a->adapter.busy(a->adapter.arg, busy);
+}
 
 static void push(list *l, node *n)
 {
@@ -317,9 +347,9 @@ static void deliver(drl_async *a, node *n)
 }
 
 /* Deliver the nodes from n on (taken off the context), in order: each
- * leaves `pending` as its callback begins and is released after it (one
- * lock per node: the previous node's release with the next one's
- * leaving). */
+ * leaves `pending` (and counts in `running`) as its callback begins and
+ * is released after it (one lock per node: the previous node's release
+ * with the next one's leaving). */
 static int deliver_all(drl_async *a, node *n)
 {
 	int count = 0;
@@ -327,9 +357,13 @@ static int deliver_all(drl_async *a, node *n)
 	for (; n; count++) {
 		node *next = n->next;
 		pthread_mutex_lock(&a->mu);
-		if (prev)
+		if (prev) {
 			recycle(a, prev);
+			a->running--;
+		}
 		a->pending--;
+		a->running++;
+		busy_update(a);
 		pthread_mutex_unlock(&a->mu);
 		deliver(a, n);
 		prev = n;
@@ -338,9 +372,33 @@ static int deliver_all(drl_async *a, node *n)
 	if (prev) {
 		pthread_mutex_lock(&a->mu);
 		recycle(a, prev);
+		a->running--;
 		pthread_mutex_unlock(&a->mu);
 	}
 	return count;
+}
+
+/* Run the drain's done callback when it is due: a drain began, nothing
+ * is pending, no callback runs, and it has not begun (or, `force`, from
+ * drl_async_free(): whatever is left). Once: the first caller takes it. */
+static void drain_finish(drl_async *a, bool force)
+{
+	pthread_mutex_lock(&a->mu);
+	bool due = a->draining && !a->drain_taken &&
+		   (force || (a->pending == 0 && a->running == 0));
+	if (due)
+		a->drain_taken = true;
+	pthread_mutex_unlock(&a->mu);
+	if (!due)
+		return;
+	drl_async *outer = delivering;
+	delivering = a;
+	a->drain_cb(a, a->drain_arg);
+	delivering = outer;
+	pthread_mutex_lock(&a->mu);
+	a->drained = true;
+	busy_update(a);
+	pthread_mutex_unlock(&a->mu);
 }
 
 /* n canceled before a worker began it: its outcome is DRL_ECANCELED. */
@@ -385,6 +443,17 @@ void drl_async_free(drl_async *a)
 	a->done = (list){0};
 	deliver_all(a, done);
 	deliver_all(a, canceled.head);
+	drain_finish(a, true);
+	/* The adapter is unhooked first: its cleanup may free what its busy
+	 * hook touches. */
+	pthread_mutex_lock(&a->mu);
+	drl_async_adapter ad = a->adapter;
+	bool had = a->has_adapter;
+	a->adapter = (drl_async_adapter){0};
+	a->has_adapter = false;
+	pthread_mutex_unlock(&a->mu);
+	if (had && ad.cleanup)
+		ad.cleanup(ad.arg);
 	free_nodes(a->spare);
 	pthread_cond_destroy(&a->idle);
 	pthread_cond_destroy(&a->work);
@@ -423,14 +492,70 @@ int drl_async_process(drl_async *a)
 {
 	if (a == NULL || delivering == a)
 		return DRL_EINVAL; /* none, or from its own callback */
-	uint64_t count;
-	ssize_t r = read(a->efd, &count, sizeof count);
+	uint64_t signals;
+	ssize_t r = read(a->efd, &signals, sizeof signals);
 	(void)r; /* EAGAIN: nothing signalled; the list says what waits */
 	pthread_mutex_lock(&a->mu);
 	node *done = a->done.head;
 	a->done = (list){0};
 	pthread_mutex_unlock(&a->mu);
-	return deliver_all(a, done);
+	int ran = deliver_all(a, done);
+	drain_finish(a, false);
+	return ran;
+}
+
+int drl_async_set_adapter(drl_async *a, const drl_async_adapter *adapter,
+			  drl_error *err)
+{
+	if (a == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_async_set_adapter: NULL context");
+	pthread_mutex_lock(&a->mu);
+	if (adapter && a->has_adapter) {
+		pthread_mutex_unlock(&a->mu);
+		return drl_error_set(err, DRL_EBUSY,
+				     "drl_async_set_adapter: a loop adapter is "
+				     "attached to this context already");
+	}
+	a->has_adapter = adapter != NULL;
+	a->adapter = adapter ? *adapter : (drl_async_adapter){0};
+	if (a->adapter.busy)
+		a->adapter.busy(a->adapter.arg, a->busy);
+	pthread_mutex_unlock(&a->mu);
+	return 0;
+}
+
+int drl_async_drain(drl_async *a, drl_async_drained_cb done, void *arg,
+		    drl_error *err)
+{
+	if (a == NULL || done == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_async_drain: NULL %s",
+				     a == NULL ? "context" : "callback");
+	pthread_mutex_lock(&a->mu);
+	int rc = 0;
+	if (a->stopping)
+		rc = drl_error_set(err, DRL_ECANCELED,
+				   "drl_async_drain: drl_async_free() has "
+				   "begun");
+	else if (a->draining)
+		rc = drl_error_set(err, DRL_EINVAL,
+				   "drl_async_drain: a drain has begun "
+				   "already");
+	if (rc) {
+		pthread_mutex_unlock(&a->mu);
+		return rc;
+	}
+	a->draining = true;
+	a->drain_cb = done;
+	a->drain_arg = arg;
+	busy_update(a);
+	/* Nothing pending: no request will make the fd readable, so this
+	 * does, for drl_async_process() to run done. */
+	if (a->pending == 0)
+		signal_fd(a);
+	pthread_mutex_unlock(&a->mu);
+	return 0;
 }
 
 /* ---- starting requests ---------------------------------------------------- */
@@ -457,6 +582,10 @@ static node *node_take(drl_async *a, int *rc, drl_error *err)
 		*rc = drl_error_set(err, DRL_ECANCELED,
 				    "drl_async_free() has begun: no new "
 				    "requests");
+	} else if (a->draining) {
+		*rc = drl_error_set(err, DRL_ECANCELED,
+				    "drl_async_drain() has begun: no new "
+				    "requests");
 	} else if (a->pending >= a->queue) {
 		*rc = drl_error_set(err, DRL_EBUSY,
 				    "%zu requests in flight: the context's "
@@ -469,8 +598,10 @@ static node *node_take(drl_async *a, int *rc, drl_error *err)
 	} else if ((n = malloc(sizeof *n)) == NULL) {
 		*rc = drl_error_set(err, DRL_ENOMEM, "no memory for a request");
 	}
-	if (n)
+	if (n) {
 		a->pending++;
+		busy_update(a);
+	}
 	pthread_mutex_unlock(&a->mu);
 	if (n)
 		memset(n, 0, offsetof(node, inline_key));
@@ -482,6 +613,7 @@ static void node_drop(drl_async *a, node *n)
 {
 	pthread_mutex_lock(&a->mu);
 	a->pending--;
+	busy_update(a);
 	recycle(a, n);
 	pthread_mutex_unlock(&a->mu);
 }

@@ -1047,6 +1047,219 @@ static void test_start_during_free(void **state)
 	drl_store_free(s);
 }
 
+/* ---- drl_async_drain ------------------------------------------------------ */
+
+/* A drain's done callback: counted, with the callbacks run before it. */
+typedef struct drained {
+	int count;
+	int after; /* tally count when it ran */
+	tally *t;
+} drained;
+
+static void drained_cb(drl_async *a, void *arg)
+{
+	drained *d = arg;
+	d->count++;
+	d->after = d->t->count;
+	/* a callback's rules: no process from it, starts refused */
+	assert_int_equal(drl_async_process(a), DRL_EINVAL);
+}
+
+/* memory://: a drain with three requests waiting refuses every start
+ * (singles and batches, DRL_ECANCELED naming the drain) and a second
+ * drain; the three are decided as usual and done runs once, from
+ * drl_async_process(), after the last of them, never again. A drain with
+ * nothing pending runs done from the next drl_async_process() (the fd is
+ * made readable for it), not inside drl_async_drain(). */
+static void test_drain(void **state)
+{
+	(void)state;
+	drl_store *s = tu_store("memory://");
+	drl_limiter *l = tu_limiter(s, "fixed_window:100/1h", NULL);
+	drl_async *a = async_new(2, 0);
+	tally t = {0};
+	drained d = {.t = &t};
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0,
+						    tally_cb, &t, NULL),
+				 0);
+	drl_error err = {0};
+	assert_int_equal(drl_async_drain(NULL, drained_cb, &d, &err),
+			 DRL_EINVAL);
+	assert_int_equal(drl_async_drain(a, NULL, &d, &err), DRL_EINVAL);
+	assert_int_equal(drl_async_drain(a, drained_cb, &d, &err), 0);
+	assert_int_equal(drl_async_drain(a, drained_cb, &d, &err), DRL_EINVAL);
+	assert_non_null(strstr(err.message, "already"));
+	assert_int_equal(
+		drl_async_allow_at(a, l, "k", 1, 1, T0, never_cb, NULL, &err),
+		DRL_ECANCELED);
+	assert_non_null(strstr(err.message, "drl_async_drain() has begun"));
+	drl_batch_item it = {.key = "k", .keylen = 1, .cost = 1};
+	assert_int_equal(drl_async_batch_at(a, l, &it, 1, T0, never_batch_cb,
+					    NULL, NULL),
+			 DRL_ECANCELED);
+	assert_int_equal(d.count, 0);
+	async_process_until(a, &d.count, 1);
+	assert_int_equal(t.count, 3);
+	assert_int_equal(t.allowed, 3);
+	assert_int_equal(d.after, 3);
+	assert_int_equal(drl_async_pending(a), 0);
+	assert_int_equal(drl_async_process(a), 0);
+	assert_false(fd_readable(a));
+	drl_async_free(a);
+	assert_int_equal(d.count, 1);
+
+	a = async_new(2, 0);
+	d = (drained){.t = &t};
+	assert_int_equal(drl_async_drain(a, drained_cb, &d, NULL), 0);
+	assert_int_equal(d.count, 0);
+	assert_true(fd_readable(a));
+	assert_int_equal(drl_async_process(a), 0);
+	assert_int_equal(d.count, 1);
+	assert_false(fd_readable(a));
+	drl_async_free(a);
+	assert_int_equal(d.count, 1);
+	drl_result r = tu_at(l, "k", 0, T0);
+	assert_int_equal(r.remaining, 97);
+	drl_limiter_free(l);
+	drl_store_free(s);
+}
+
+/* A drain with requests that wait for the context's one worker behind a
+ * stopped redis-server (pipelines=0: each needs the worker): unlike
+ * drl_async_free(), the drain cancels none; once the server runs again
+ * every one is decided, and done runs once, after the last callback. */
+static void test_drain_stuck(void **state)
+{
+	(void)state;
+	if (!have_redis)
+		skip();
+	stuck x;
+	stuck_start(&x, tu_bound_ms(5000), 1, 20, "&pipelines=0");
+	drained d = {.t = &x.t};
+	assert_int_equal(drl_async_drain(x.a, drained_cb, &d, NULL), 0);
+	assert_int_equal(
+		drl_async_allow(x.a, x.l, "k", 1, 1, never_cb, NULL, NULL),
+		DRL_ECANCELED);
+	assert_int_equal(drl_fixture_resume(&redis), 0);
+	async_process_until(x.a, &d.count, 1);
+	assert_int_equal(x.t.count, 20);
+	assert_int_equal(x.t.ok, 20);
+	assert_int_equal(x.t.allowed, 20);
+	assert_int_equal(d.after, 20);
+	stuck_free(&x);
+	assert_int_equal(d.count, 1);
+}
+
+/* drl_async_free() during a drain whose requests are not all decided:
+ * free's usual rules (a request no worker began is DRL_ECANCELED), every
+ * callback runs, then done, once, last of all, on the freeing thread. */
+static void test_free_during_drain(void **state)
+{
+	(void)state;
+	if (!have_redis)
+		skip();
+	stuck x;
+	stuck_start(&x, tu_bound_ms(100), 1, 10, "&pipelines=0");
+	drained d = {.t = &x.t};
+	assert_int_equal(drl_async_drain(x.a, drained_cb, &d, NULL), 0);
+	drl_async_free(x.a);
+	x.a = NULL;
+	assert_int_equal(drl_fixture_resume(&redis), 0);
+	assert_int_equal(x.t.count, 10);
+	assert_true(x.t.canceled >= 9);
+	assert_int_equal(d.count, 1);
+	assert_int_equal(d.after, 10);
+	stuck_free(&x);
+}
+
+/* ---- drl_async_set_adapter ------------------------------------------------ */
+
+/* What a fake adapter heard: every busy change in order, the cleanup. */
+typedef struct hooks {
+	char seq[64]; /* '1' busy, '0' idle, 'c' cleanup */
+	int n;
+	int cleanup_after; /* callbacks run when cleanup came */
+	tally *t;
+} hooks;
+
+static void hooks_busy(void *arg, int busy)
+{
+	hooks *h = arg;
+	if (h->n < (int)sizeof h->seq - 1)
+		h->seq[h->n++] = busy ? '1' : '0';
+}
+
+static void hooks_cleanup(void *arg)
+{
+	hooks *h = arg;
+	h->seq[h->n++] = 'c';
+	h->cleanup_after = h->t->count;
+}
+
+/* The busy hook follows "requests pending or a drain's done due", from
+ * the state at attach on, each change once and in order; a second
+ * adapter is DRL_EBUSY; a detached one hears nothing more; the cleanup
+ * hook runs once, from drl_async_free(), after every callback. */
+static void test_adapter_hooks(void **state)
+{
+	(void)state;
+	drl_store *s = tu_store("memory://");
+	drl_limiter *l = tu_limiter(s, "fixed_window:100/1h", NULL);
+	drl_async *a = async_new(2, 0);
+	tally t = {0};
+	hooks h = {.t = &t}, other = {.t = &t};
+	drl_async_adapter ad = {hooks_busy, hooks_cleanup, &h};
+	drl_async_adapter ad2 = {hooks_busy, hooks_cleanup, &other};
+	drl_error err = {0};
+	assert_int_equal(drl_async_set_adapter(NULL, &ad, &err), DRL_EINVAL);
+	assert_int_equal(drl_async_set_adapter(a, &ad, &err), 0);
+	assert_int_equal(drl_async_set_adapter(a, &ad2, &err), DRL_EBUSY);
+	assert_non_null(strstr(err.message, "attached"));
+	assert_int_equal(other.n, 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0,
+						    tally_cb, &t, NULL),
+				 0);
+	async_process_until(a, &t.count, 2);
+	assert_int_equal(
+		drl_async_allow_at(a, l, "k", 1, 1, T0, tally_cb, &t, NULL), 0);
+	async_process_until(a, &t.count, 3);
+	assert_string_equal(h.seq, "01010");
+	/* detached: nothing more; another may attach */
+	assert_int_equal(drl_async_set_adapter(a, NULL, &err), 0);
+	assert_int_equal(
+		drl_async_allow_at(a, l, "k", 1, 1, T0, tally_cb, &t, NULL), 0);
+	assert_string_equal(h.seq, "01010");
+	assert_int_equal(drl_async_set_adapter(a, &ad2, &err), 0);
+	assert_string_equal(other.seq, "1"); /* the state at attach */
+	async_process_until(a, &t.count, 4);
+	drained d = {.t = &t};
+	assert_int_equal(drl_async_drain(a, drained_cb, &d, NULL), 0);
+	assert_int_equal(drl_async_process(a), 0);
+	assert_int_equal(d.count, 1);
+	assert_string_equal(other.seq, "1010");
+	drl_async_free(a);
+	assert_string_equal(other.seq, "1010c");
+	assert_string_equal(h.seq, "01010");
+
+	/* free with requests waiting: their callbacks, then the cleanup */
+	a = async_new(2, 0);
+	hooks f = {.t = &t};
+	drl_async_adapter adf = {hooks_busy, hooks_cleanup, &f};
+	assert_int_equal(drl_async_set_adapter(a, &adf, NULL), 0);
+	t = (tally){0};
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0,
+						    tally_cb, &t, NULL),
+				 0);
+	drl_async_free(a);
+	assert_string_equal(f.seq, "010c");
+	assert_int_equal(f.cleanup_after, 5);
+	drl_limiter_free(l);
+	drl_store_free(s);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -1081,6 +1294,10 @@ int main(void)
 		cmocka_unit_test(test_notify),
 		cmocka_unit_test(test_queue_full),
 		cmocka_unit_test(test_start_during_free),
+		cmocka_unit_test(test_drain),
+		cmocka_unit_test(test_drain_stuck),
+		cmocka_unit_test(test_free_during_drain),
+		cmocka_unit_test(test_adapter_hooks),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -46,6 +46,26 @@ static void detach(void *h)
 	drl_libevent_detach(h);
 }
 
+static void on_error_cb(drl_libevent *h, const drl_error *err, void *arg)
+{
+	(void)h;
+	loop_error *e = arg;
+	e->count++;
+	e->err = *err;
+}
+
+static void on_error(void *h, loop_error *e)
+{
+	drl_libevent_on_error(h, e ? on_error_cb : NULL, e);
+}
+
+static int alive(void *loop)
+{
+	return event_base_get_num_events(loop,
+					 EVENT_BASE_COUNT_ADDED |
+						 EVENT_BASE_COUNT_ACTIVE) > 0;
+}
+
 static void loop_free(void *loop)
 {
 	event_base_free(loop);
@@ -53,9 +73,11 @@ static void loop_free(void *loop)
 
 int main(void)
 {
+	/* no hold/release: a start on another thread needs a base made
+	 * thread-safe by evthread_use_pthreads() (libevent_pthreads) */
 	static const async_loop L = {
-		"libevent", make, attach, attach_null,
-		run,        stop, detach, loop_free,
+		"libevent", make,      attach,   attach_null, run,  stop,
+		detach,     loop_free, on_error, alive,       NULL, NULL,
 	};
 	return async_loop_main(&L);
 }

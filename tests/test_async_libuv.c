@@ -47,6 +47,48 @@ static void detach(void *h)
 	drl_libuv_detach(h);
 }
 
+static void on_error_cb(drl_libuv *h, const drl_error *err, void *arg)
+{
+	(void)h;
+	loop_error *e = arg;
+	e->count++;
+	e->err = *err;
+}
+
+static void on_error(void *h, loop_error *e)
+{
+	drl_libuv_on_error(h, e ? on_error_cb : NULL, e);
+}
+
+static int alive(void *loop)
+{
+	return uv_loop_alive(loop);
+}
+
+static void hold_close(uv_handle_t *handle)
+{
+	free(handle);
+}
+
+static void hold_released(uv_async_t *hold)
+{
+	uv_close((uv_handle_t *)hold, hold_close);
+}
+
+/* A referenced uv_async_t, closed when released (uv_async_send). */
+static void *hold(void *loop)
+{
+	uv_async_t *h = malloc(sizeof *h);
+	if (h == NULL || uv_async_init(loop, h, hold_released) != 0)
+		abort();
+	return h;
+}
+
+static void release(void *token)
+{
+	uv_async_send(token);
+}
+
 /* Close what detach closed (its close callback frees the attachment). */
 static void loop_free(void *loop)
 {
@@ -59,8 +101,8 @@ static void loop_free(void *loop)
 int main(void)
 {
 	static const async_loop L = {
-		"libuv", make, attach, attach_null,
-		run,     stop, detach, loop_free,
+		"libuv", make,      attach,   attach_null, run,  stop,
+		detach,  loop_free, on_error, alive,       hold, release,
 	};
 	return async_loop_main(&L);
 }

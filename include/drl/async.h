@@ -23,6 +23,10 @@
  * Every request whose start returned 0 gets exactly one callback: with its
  * decision, its error, or DRL_ECANCELED when drl_async_free() dropped it
  * before a worker began it. A start that returns an error gets none.
+ *
+ * To stop without blocking the loop, drl_async_drain() refuses new starts
+ * and calls back once the requests in flight are decided and their
+ * callbacks ran; drl_async_free() then returns at once.
  */
 #ifndef DRL_ASYNC_H
 #define DRL_ASYNC_H
@@ -70,21 +74,26 @@ DRL_EXPORT int drl_async_new(drl_async **out, const drl_async_opts *opts,
  * as long as its blocking call, bounded by the store's timeout_ms) and get
  * their decision; then every callback not yet run runs, on the calling
  * thread, before this returns. A start from such a callback returns
- * DRL_ECANCELED. Detach a loop adapter before, never call this from one of
- * the context's own callbacks, and let every other thread's starts on the
- * context have returned first (it is gone when this returns). NULL is a
- * no-op. */
+ * DRL_ECANCELED. During a drain (drl_async_drain()) whose done callback
+ * has not run, it runs last of all, here. Then a loop adapter still
+ * attached is detached (its cleanup: drl_async_adapter), so there is no
+ * need to detach first; with one attached, call this on the loop's
+ * thread (or with the loop not running). Never call this from one of the
+ * context's own callbacks (or the drain's), and let every other thread's
+ * starts on the context have returned first (it is gone when this
+ * returns). NULL is a no-op. */
 DRL_EXPORT void drl_async_free(drl_async *a);
 
-/* A descriptor that is readable (POLLIN) while finished requests wait for
- * drl_async_process(); the context's only event. Owned by the context:
+/* A descriptor that is readable (POLLIN) while finished requests (or a
+ * drain's done callback) wait for drl_async_process(); the context's
+ * only event. Owned by the context:
  * valid and unchanged until drl_async_free(); only watch it. -1 for a
  * NULL context. */
 DRL_EXPORT int drl_async_fd(const drl_async *a);
 
 /* Call notify(arg) where the context would make drl_async_fd() readable:
  * once each time finished requests begin to wait for drl_async_process()
- * (none waited before). For a loop that cannot watch a descriptor but can
+ * (none waited before), and at a drain with nothing pending. For a loop that cannot watch a descriptor but can
  * be woken another way (grpc's completion queues: drld posts a
  * grpc::Alarm; a loop with its own wake-up call): notify asks it to call
  * drl_async_process() soon, on its thread. notify runs on the thread that
@@ -109,6 +118,27 @@ DRL_EXPORT int drl_async_process(drl_async *a);
 /* Requests started whose callback has not begun: 0 when nothing is in
  * flight (then the limiters used may be freed). */
 DRL_EXPORT size_t drl_async_pending(const drl_async *a);
+
+/* A drain's done callback, on the thread running drl_async_process() (or
+ * drl_async_free()); the same rules as a request's callback. */
+typedef void (*drl_async_drained_cb)(drl_async *a, void *arg);
+
+/* Begin a graceful stop: from now on every start returns DRL_ECANCELED
+ * (nothing started, no callback), callbacks' starts included; the
+ * requests already started go on as usual (none is canceled: queued,
+ * deciding or sent, each is decided and its callback runs through
+ * drl_async_process()); once nothing is pending and no callback runs,
+ * drl_async_process() calls done(a, arg), once, after the last callback
+ * (the fd is made readable for it when nothing was pending). A server
+ * stops this way without blocking its loop for a store's timeout_ms, and
+ * frees the context after done. The context stays draining: starts are
+ * refused until drl_async_free(), which runs done itself if it has not
+ * run yet (after every callback), so done runs exactly once. A loop
+ * adapter keeps its loop alive until done has run. Any thread. 0, or
+ * DRL_EINVAL (NULL context or done; a drain has begun already),
+ * DRL_ECANCELED (drl_async_free() has begun). */
+DRL_EXPORT int drl_async_drain(drl_async *a, drl_async_drained_cb done,
+			       void *arg, drl_error *err);
 
 /* 1 when a single request on `limiter` (drl_async_allow(),
  * drl_async_allow_at() at a time the store can take) needs no worker
@@ -176,6 +206,39 @@ DRL_EXPORT int drl_async_batch_at(drl_async *a, drl_limiter *limiter,
 				  const drl_batch_item *items, size_t n,
 				  int64_t now_us, drl_async_batch_cb cb,
 				  void *arg, drl_error *err);
+
+/* ---- for loop adapters ----------------------------------------------------
+ *
+ * What the adapter attached to a context (<drl/adapters/libuv.h>,
+ * <drl/adapters/libevent.h>, or an application's own) learns from it, so
+ * that its loop runs exactly while the context has work for it and is
+ * cleaned up with the context. */
+typedef struct drl_async_adapter {
+	/* The context became busy (1: a request started while none was
+	 * pending, or a drain began) or idle (0: the last pending request's
+	 * callback began and no drain's done callback waits). An adapter
+	 * keeps its loop alive while busy (libuv: uv_ref) and lets it end
+	 * while idle (uv_unref), so uv_run(UV_RUN_DEFAULT) returns once
+	 * every callback ran. Called once by drl_async_set_adapter() with
+	 * the state then, and at each change, in order, on the thread that
+	 * made it (a starting thread; the one in drl_async_process() or
+	 * drl_async_free()), with the context's lock held: it must return
+	 * quickly and call no drl_async function. May be NULL. */
+	void (*busy)(void *arg, int busy);
+	/* drl_async_free() is done with every callback and is about to free
+	 * the context: stop watching drl_async_fd() and free what the
+	 * adapter owns (on the thread calling drl_async_free()). The
+	 * adapter is unhooked already. May be NULL. */
+	void (*cleanup)(void *arg);
+	void *arg;
+} drl_async_adapter;
+
+/* Hook *adapter (copied) to a, for loop adapters: 0, DRL_EINVAL (NULL
+ * context), DRL_EBUSY (an adapter is hooked already: one per context).
+ * NULL unhooks (detach): neither hook is called after this returns. */
+DRL_EXPORT int drl_async_set_adapter(drl_async *a,
+				     const drl_async_adapter *adapter,
+				     drl_error *err);
 
 #ifdef __cplusplus
 }
