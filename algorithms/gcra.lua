@@ -15,12 +15,16 @@ if blob then
   if (n ~= 25 and n ~= 17) or string.byte(blob, 1) ~= 71 then -- 'G'
     return redis.error_reply('ECORRUPT gcra state in the store is malformed')
   end
-  local _, us, rem, newest = struct.unpack('<c1i8i8', blob)
+  local _, us, rem, newest
+  if n == 25 then
+    _, us, rem, newest = struct.unpack('<c1i8i8i8', blob)
+  else
+    _, us, rem = struct.unpack('<c1i8i8', blob)
+  end
   if us < 0 or rem < 0 or rem >= limit then
     return redis.error_reply('ECORRUPT gcra state in the store is malformed')
   end
   if n == 25 then
-    newest = struct.unpack('<i8', blob, 18)
     -- NEWEST <= TAT <= NEWEST + tau
     local d = us - newest
     if newest < 0 or newest > 4611686018427387904 or d < 0 or d * limit + rem > tau then

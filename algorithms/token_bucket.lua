@@ -49,18 +49,9 @@ if peek == 0 and cost > 0 and cost <= burst and level >= need then
     whole = whole + 1
   end
   -- the TTL: until the bucket is full again (ahead + ceil((full - left) /
-  -- limit) µs), plus the grace, in whole ms rounded up
-  local gap = full - left
-  local q = math.floor(gap / limit)
-  if q * limit > gap then
-    q = q - 1
-  elseif (q + 1) * limit <= gap then
-    q = q + 1
-  end
-  if q * limit < gap then
-    q = q + 1
-  end
-  local ttl = ahead + q + A[9]
+  -- limit) µs, here taken as floor + 1: a TTL only cleans up, and one µs
+  -- more changes nothing), plus the grace, in whole ms rounded up
+  local ttl = ahead + math.floor((full - left) / limit) + 1 + A[9]
   redis.call('SET', KEYS[1],
     struct.pack('<c1i8i8i8', 'T', whole, left - whole * period, last),
     'PX', math.floor((ttl + 999) / 1000))

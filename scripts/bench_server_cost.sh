@@ -15,9 +15,10 @@
 # replies included). libdrl cells run `drl bench` (one process, 16
 # threads), which reports both figures itself ("library" columns). The
 # ratios compare like with like: what libdrl sends for one decision sent
-# by `redis-benchmark -c 16 -P 16 -r 10000` (its script: drl bench
-# --ceiling, with the library's own key and arguments; tx=auto's counter
-# commands: each alone, summed), as the peers' are sent:
+# by `redis-benchmark -c 16 -P 16 -r 10000` (its script with the library's
+# own key and arguments, as drl bench --ceiling sends it, but with the
+# explicit time the library sends by default; tx=auto's counter commands:
+# each alone, summed), as the peers' are sent:
 #   rlf        rate-limiter-flexible's RateLimiterRedis script (Node.js),
 #              read at run time from the npm package installed into a
 #              temporary folder (skipped when npm cannot fetch it);
@@ -105,6 +106,7 @@ specs=(
 )
 txs=(auto lua watch)
 
+now_us=$(($(date +%s) * 1000000))
 declare -A ex cp rb
 # the other counters a tx=auto decision reads (MGET), per counter spec
 declare -A neighbours=(
@@ -128,17 +130,36 @@ libdrl_cell() {
 		"$PYTHON3" -c 'import json, sys
 c = json.load(sys.stdin)[0]
 p = c.get("ceiling_pipelined") or {}
-rb = p.get("server_exec_us")
+cmd = p.get("command", "").split()
+args = cmd[cmd.index("EVALSHA") + 1:] if "EVALSHA" in cmd else []
 print("%.2f %.2f %s" % (c["server_exec_us"], c["server_cpu_us"],
-                        "%.2f" % rb if rb is not None else "-"))')
-	read -r e c b <<<"$r"
+                        " ".join(args) or "-"))')
+	read -r e c args <<<"$r"
 	ex["$spec|$tx"]+="$e "
 	cp["$spec|$tx"]+="$c "
+	b=-
 	if [ "$tx" = auto ] && [ -n "${neighbours[$spec]:-}" ]; then
 		b=$(plain_cost "${neighbours[$spec]}")
+	elif [ "$args" != - ] && [ -n "$args" ]; then
+		b=$(script_cost "$spec" $args)
 	fi
 	[ "$b" != - ] && rb["$spec|$tx"]+="$b "
 	return 0
+}
+
+# What the library's script for one decision costs, sent by
+# redis-benchmark: the EVALSHA drl bench --ceiling sent (the library's
+# script, key and arguments), with the time the library sends by default
+# (clock=client: an explicit time, fixed for the run) instead of the
+# ceiling's -1 (the script reads TIME, ~0.9 µs more). sliding_log keeps
+# -1: at one fixed time its log would never grow past one entry.
+script_cost() {
+	local spec=$1 r
+	shift
+	local sha=$1 nk=$2 key=$3
+	shift 3
+	[ "${spec%%:*}" != sliding_log ] && set -- "$now_us" "${@:2}"
+	r=$(peer_once evalsha "$sha" "$nk" "$key" "$@") && echo "${r% *}"
 }
 
 # What tx=auto's commands for one counter decision cost, each sent by
