@@ -646,6 +646,11 @@ void drld_envoy_connection_dealt(struct drld *d, unsigned i)
 	drld_envoy_stats_connection(d->envoy_stats, i);
 }
 
+void drld_envoy_connection_closed(struct drld *d, unsigned why)
+{
+	drld_envoy_stats_closed(d->envoy_stats, why);
+}
+
 void drld_envoy_answer_release(struct drld_envoy_answer *a)
 {
 	drld_envoy_config_release(a->hold);

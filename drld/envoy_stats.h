@@ -74,6 +74,10 @@ void drld_envoy_stats_shards(struct drld_envoy_stats *s, unsigned n);
 /* Count one connection dealt to shard i (< n). */
 void drld_envoy_stats_connection(struct drld_envoy_stats *s, unsigned i);
 
+/* Count one connection closed undealt, for reason why (acceptor.h's
+ * enum drld_closed_reason). */
+void drld_envoy_stats_closed(struct drld_envoy_stats *s, unsigned why);
+
 /* Write every counter in the Prometheus text format to f. */
 void drld_envoy_stats_render(struct drld_envoy_stats *s, FILE *f);
 

@@ -91,6 +91,9 @@ struct drld_grpc_opts {
 	/* with tls_client_ca: a name the client certificate's
 	 * subjectAltName must hold (DNS, URI, IP or email), or NULL */
 	const char *tls_client_san;
+	/* seconds a new connection has to send the HTTP/2 preface (or,
+	 * with TLS, to finish its handshake) before it is closed */
+	unsigned preface_timeout_s;
 };
 
 /* Serve ShouldRateLimit on `addr` ("127.0.0.1:8081", "[::1]:0"; port 0

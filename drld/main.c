@@ -631,6 +631,7 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	struct drld_grpc_opts go = o->grpc;
 	if (d->store_in_process)
 		go.deciders = 0;
+	go.preface_timeout_s = o->http.timeout_s;
 	if (o->grpc_listen != NULL &&
 	    drld_grpc_start(&g, d, o->grpc_listen, &go, msg, sizeof msg) != 0) {
 		fprintf(stderr, "drld: --grpc-listen %s: %s\n", o->grpc_listen,

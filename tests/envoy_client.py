@@ -45,6 +45,11 @@ checking protocol), compiled the same way.
       (3 s deadline) tries a connection of its own; then they close and
       one more call (30 s) tries; prints the two calls' overall codes or
       status codes' names ("DEADLINE_EXCEEDED OK").
+  envoy_client.py PROTO_DIR silent PORT HTTP_PORT DOMAIN KEY=VALUE N
+      N plain TCP connections that never send the HTTP/2 preface, held
+      open while one call (30 s deadline) and one GET /healthz try; then
+      waits (60 s at most) for drld to close them; prints the call's
+      code, the health check's HTTP status and "closed=N".
   envoy_client.py PROTO_DIR health PORT SERVICE
       grpc.health.v1.Health/Check of SERVICE ("" the server): prints the
       status (SERVING, NOT_SERVING) or the gRPC status code's name.
@@ -538,6 +543,53 @@ def fdflood(port, domain, entries, n):
     print(" ".join(out))
 
 
+def silent(port, http_port, domain, entries, n):
+    """n TCP connections that never send the HTTP/2 preface, held open
+    while one call (30 s deadline) and one GET /healthz (30 s) try; then
+    how many of them drld has closed within 60 s. Prints the call's
+    overall code (or status code's name), the health check's HTTP status
+    (or the error) and the closed count: "OK 200 closed=400"."""
+    import select
+    socks = []
+    for _ in range(n):
+        try:
+            socks.append(socket.create_connection(("127.0.0.1", port),
+                                                  timeout=30))
+        except OSError:
+            break  # counted as closed below: the count asked for stays
+    c = Client(port, own=True)
+    out = [overall(*c.call(domain, [descriptor(entries)], timeout=30))]
+    c.channel.close()
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/healthz" %
+                                    http_port, timeout=30) as f:
+            out.append(str(f.status))
+    except OSError as e:
+        out.append(type(e).__name__)
+    closed = n - len(socks)
+    left = {s.fileno(): s for s in socks}
+    p = select.poll()
+    for fd in left:
+        p.register(fd, select.POLLIN)
+    end = time.monotonic() + 60
+    while left and time.monotonic() < end:
+        for fd, _ in p.poll(1000):
+            s = left[fd]
+            try:
+                gone = s.recv(1) == b""
+            except OSError:
+                gone = True
+            if gone:
+                p.unregister(fd)
+                del left[fd]
+                s.close()
+                closed += 1
+    for s in left.values():
+        s.close()
+    out.append("closed=%d" % closed)
+    print(" ".join(out))
+
+
 def flood(port, domain, entries, n, deadline):
     """n calls of one descriptor at once on one channel, each with a
     deadline of `deadline` seconds; prints "sent" when all are started
@@ -641,6 +693,8 @@ def main(argv):
         call(port_arg(args[0]), args[1].replace("\\0", "\0"), args[2])
     elif cmd == "conns":
         conns(port_arg(args[0]), args[1], args[2], int(args[3]))
+    elif cmd == "silent":
+        silent(int(args[0]), int(args[1]), args[2], args[3], int(args[4]))
     elif cmd == "fdflood":
         fdflood(int(args[0]), args[1], args[2], int(args[3]))
     elif cmd == "flood":
