@@ -3,7 +3,8 @@
  * language share the same limits (docs/drld.md).
  *
  *   drld [--listen HOST:PORT] [--store URI] [--config FILE] [--threads N]
- *        [--max-connections N] [--timeout-s N] [--max-body BYTES]
+ *        [--max-connections N] [--max-connections-per-ip N]
+ *        [--timeout-s N] [--max-body BYTES]
  *        [--conn-memory BYTES] [--max-specs N]
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
  *        [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]
@@ -50,7 +51,8 @@ enum { EXIT_OK = 0, EXIT_SERVE = 1, EXIT_USAGE = 2, EXIT_STORE = 3 };
 
 static const char synopsis[] =
 	"usage: drld [--listen HOST:PORT] [--store URI] [--config FILE]\n"
-	"            [--threads N] [--max-connections N] [--timeout-s N]\n"
+	"            [--threads N] [--max-connections N]\n"
+	"            [--max-connections-per-ip N] [--timeout-s N]\n"
 	"            [--max-body BYTES] [--conn-memory BYTES] [--max-specs N]\n"
 	"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
 	"[--shadow]\n"
@@ -81,8 +83,12 @@ static const char details[] =
 	"                          (default 2, 1..64)\n"
 	"      --max-connections N open connections at once (default 1024,\n"
 	"                          1..100000)\n"
-	"      --timeout-s N       close a connection idle this long\n"
-	"                          (default 10, 1..3600)\n"
+	"      --max-connections-per-ip N\n"
+	"                          open connections from one client address\n"
+	"                          (default 0: no bound; 0..100000)\n"
+	"      --timeout-s N       close a connection idle this long, or\n"
+	"                          whose request has not arrived whole in\n"
+	"                          this long (default 10, 1..3600)\n"
 	"      --max-body BYTES    largest /v1/check body; larger is 413\n"
 	"                          (default 8192, 64..67108864)\n"
 	"      --conn-memory BYTES memory per connection for the request "
@@ -91,7 +97,11 @@ static const char details[] =
 	"                          fit are 431 (default 32768, 4096..1048576)\n"
 	"      --max-specs N       limits given in requests (\"limit\") kept\n"
 	"                          at once, least recently used evicted\n"
-	"                          (default 256, 0..65536; 0 refuses them)\n"
+	"                          (default 256, 0..65536; 0 refuses them)\n";
+
+/* The gRPC options' part of --help (one string would be longer than C99
+ * compilers must support). */
+static const char details_grpc[] =
 	"      --grpc-listen HOST:PORT  also serve Envoy's rate limit service\n"
 	"                          (gRPC ShouldRateLimit) there, or on the\n"
 	"                          unix socket unix:/PATH; off by default\n"
@@ -190,6 +200,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 {
 	enum {
 		O_MAXCONN = 256,
+		O_PERIP,
 		O_TIMEOUT,
 		O_MAXBODY,
 		O_CONNMEM,
@@ -215,6 +226,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"config", required_argument, NULL, 'c'},
 		{"threads", required_argument, NULL, 't'},
 		{"max-connections", required_argument, NULL, O_MAXCONN},
+		{"max-connections-per-ip", required_argument, NULL, O_PERIP},
 		{"timeout-s", required_argument, NULL, O_TIMEOUT},
 		{"max-body", required_argument, NULL, O_MAXBODY},
 		{"conn-memory", required_argument, NULL, O_CONNMEM},
@@ -240,6 +252,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{NULL, 0, NULL, 0},
 	};
 	int64_t threads = 2, maxconn = 1024, timeout = 10, maxbody = 8192;
+	int64_t perip = 0;
 	int64_t deciders = DRLD_GRPC_DECIDERS_DEFAULT;
 	int64_t pollers = 0; /* drld_grpc_pollers_default() */
 	int64_t queue = DRLD_GRPC_QUEUE_DEFAULT, age = DRLD_GRPC_AGE_DEFAULT;
@@ -268,6 +281,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_MAXCONN:
 			st = number("--max-connections", optarg, 1, 100000,
 				    &maxconn);
+			break;
+		case O_PERIP:
+			st = number("--max-connections-per-ip", optarg, 0,
+				    100000, &perip);
 			break;
 		case O_TIMEOUT:
 			st = number("--timeout-s", optarg, 1, 3600, &timeout);
@@ -335,6 +352,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'h':
 			fputs(synopsis, stdout);
 			fputs(details, stdout);
+			fputs(details_grpc, stdout);
 			return EXIT_OK;
 		case 'V':
 			printf("drld %s\n", drl_version());
@@ -388,6 +406,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->grpc.tls_refresh_s = (unsigned)tls_refresh;
 	o->http.threads = (unsigned)threads;
 	o->http.max_connections = (unsigned)maxconn;
+	o->http.max_per_ip = (unsigned)perip;
 	o->http.timeout_s = (unsigned)timeout;
 	o->http.max_body = (size_t)maxbody;
 	o->http.conn_memory = (size_t)connmem;

@@ -752,6 +752,27 @@ if start bad --config "$tmp/rules.json"; then
 	req POST /v1/check -H 'Transfer-Encoding: chunked' \
 		--data-binary "@$tmp/big"
 	expect_code 413 "a 9000-byte chunked body"
+	# attack (issue 33, 12): a chunked body far over the bound was
+	# closed without an answer past 1 MiB; it is read to its end and
+	# answered 413 (the whole-request deadline bounds how long)
+	head -c 3000000 /dev/zero | tr '\0' a >"$tmp/big3m"
+	req POST /v1/check -H 'Transfer-Encoding: chunked' \
+		--data-binary "@$tmp/big3m"
+	expect_code 413 "attack: a 3 MB chunked body"
+	rm -f "$tmp/big3m"
+	# attack (issue 33, 11): two different Content-Length headers (the
+	# first won), or one beside Transfer-Encoding, would let a proxy in
+	# front that reads the other see another request boundary
+	req POST /v1/check -H 'Content-Length: 5' -H 'Content-Length: 40' \
+		--data-binary 'abcde'
+	expect_code 400 "attack: two different Content-Length headers"
+	expect_error 'conflicting Content-Length' "two Content-Length headers"
+	req POST /v1/check -H 'Content-Length: 40' -H 'Transfer-Encoding: chunked' \
+		--data-binary '{"key":"a","limit":"fixed_window:5/1s"}'
+	expect_code 400 "attack: Content-Length beside Transfer-Encoding"
+	req POST /v1/check -H 'Content-Length: 39' -H 'Content-Length: 39' \
+		--data-binary '{"key":"a","limit":"fixed_window:5/1s"}'
+	expect_code 200 "two equal Content-Length headers are one length"
 	# a body of exactly --max-body bytes is read: padded JSON
 	"$PYTHON3" -c 'import sys; s = "{\"key\":\"a\",\"limit\":\"fixed_window:5/1s\"}"; sys.stdout.write(s + " " * (8192 - len(s)))' >"$tmp/max"
 	req POST /v1/check --data-binary "@$tmp/max"
@@ -811,8 +832,8 @@ EOF
 	expect_field allowed true "a good request after the malformed ones"
 	kill -0 "$pid"
 	check $? "drld is still running"
-	expect_metric 'drld_http_requests_total{code="400"}' 30 "malformed"
-	expect_metric 'drld_http_requests_total{code="413"}' 2 "malformed"
+	expect_metric 'drld_http_requests_total{code="400"}' 32 "malformed"
+	expect_metric 'drld_http_requests_total{code="413"}' 3 "malformed"
 	stop bad "$pid"
 else
 	check 1 "drld starts for the malformed-input table"
@@ -906,6 +927,49 @@ EOF2
 	stop bounds "$pid"
 else
 	check 1 "drld starts with --timeout-s 1 --max-connections 2"
+fi
+
+# attack (issue 33, 2): slowloris. Connections that send their headers
+# one byte every 0.5 s are never idle, so --timeout-s alone never closed
+# them, and --max-connections of them locked every client out, /healthz
+# included. A request must now arrive whole within --timeout-s: drld
+# closes all of them and /healthz, waiting meanwhile, is answered.
+if start slowloris --timeout-s 2 --max-connections 16 --threads 1; then
+	got=$("$PYTHON3" "$client" trickle "$port" 16 2>&1)
+	[ "$got" = "closed=16 healthz=200" ]
+	check $? "attack: slowloris, 16 connections of --max-connections 16: all closed, /healthz answered (got $got)"
+	stop slowloris "$pid"
+else
+	check 1 "drld starts with --timeout-s 2 --max-connections 16"
+fi
+
+# --max-connections-per-ip: one client address cannot hold more; another
+# (127.0.0.2, loopback too) is served meanwhile.
+if start perip --max-connections-per-ip 2 --threads 1; then
+	"$PYTHON3" - "$port" >"$tmp/perip" 2>&1 <<'EOF2'
+import http.client, socket, sys
+port = int(sys.argv[1])
+held = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+third = socket.create_connection(("127.0.0.1", port))
+third.settimeout(30)
+try:
+    print("third closed:", third.recv(100) == b"")
+except ConnectionResetError:
+    print("third closed:", True)
+except socket.timeout:
+    print("third closed:", False)
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=30,
+                               source_address=("127.0.0.2", 0))
+c.request("GET", "/healthz")
+print("other address:", c.getresponse().status)
+EOF2
+	grep -qx 'third closed: True' "$tmp/perip"
+	check $? "--max-connections-per-ip 2: a third connection from one address is closed ($(tr '\n' ' ' <"$tmp/perip"))"
+	grep -qx 'other address: 200' "$tmp/perip"
+	check $? "--max-connections-per-ip 2: another address is served meanwhile"
+	stop perip "$pid"
+else
+	check 1 "drld starts with --max-connections-per-ip 2"
 fi
 
 # SIGTERM with a request in flight (its body half sent): drld stops
