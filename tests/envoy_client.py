@@ -50,6 +50,15 @@ checking protocol), compiled the same way.
       open while one call (30 s deadline) and one GET /healthz try; then
       waits (60 s at most) for drld to close them; prints the call's
       code, the health check's HTTP status and "closed=N".
+  envoy_client.py PROTO_DIR swap PID PORT HTTP_PORT DIR NDOMAINS RELOADS
+      A Kubernetes ConfigMap volume in DIR (empty, drld's --envoy-config):
+      NDOMAINS files d00.yaml.. linked through "..data" to "..v1" or
+      "..v2" (limit 1 or 2 in every file), "..data" swapped between them
+      as fast as a thread can while the main thread sends PID a SIGHUP
+      and waits (60 s at most) for drld to count the reload, RELOADS
+      times; after each, every domain's limit is asked (hits 0). Prints
+      "reloads=N mixed=N errors=N": mixed, the reloads whose domains
+      disagree (old and new files in one config).
   envoy_client.py PROTO_DIR health PORT SERVICE
       grpc.health.v1.Health/Check of SERVICE ("" the server): prints the
       status (SERVING, NOT_SERVING) or the gRPC status code's name.
@@ -342,6 +351,8 @@ def suite(port, dom, http_port):
     expect_error(c, "a limit override of unit UNKNOWN", dom,
                  [good, descriptor("user=g", limit=(5, 0))],
                  grpc.StatusCode.INVALID_ARGUMENT)
+    expect_error(c, "attack: a request hits_addend above 1e9", dom, [good],
+                 grpc.StatusCode.INVALID_ARGUMENT, hits=1000000001)
     expect(c, "after the malformed requests user=frank is untouched", dom,
            [descriptor("user=frank")], OK, [(OK, 3, H, 2)])
 
@@ -435,6 +446,24 @@ def readme(port, http_port):
                   "\"example8\",descriptor=\"key1_value1\"}", 1)
     expect_metric(http_port, "drld_envoy_shadow_mode_total{domain="
                   "\"example6\",descriptor=\"service.user_user-a\"}", 11)
+    # attack (issue 33, 3): detailed_metric names a counter by the
+    # request's values, so 20 values of 64 KiB made /metrics 6.5 MB; a
+    # name is now cut at 256 bytes, a hash of the whole one appended
+    for i in range(20):
+        c.call("example8", [descriptor([("key1", "%02d" % i * 32768)])])
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % http_port,
+                                timeout=30) as f:
+        text = f.read().decode()
+    long_names = [ln for ln in text.splitlines()
+                  if ln.startswith("drld_envoy_total_hits_total{domain="
+                                   "\"example8\",descriptor=\"key1_0000")]
+    report(len(text) < 300000 and len(long_names) == 1 and
+           all(len(ln) < 400 and "~" in ln for ln in long_names),
+           "attack: 20 descriptor values of 64 KiB under detailed_metric: "
+           "/metrics stays small (got %d bytes, %d names of key1_00.., "
+           "%s)" % (len(text), len(long_names),
+                    long_names[0][:60] + "..." + long_names[0][-40:]
+                    if long_names else "none"))
     expect(c, "example 9: key1=value1 matches value* (20/minute)",
            "example9", [descriptor("key1=value1")], OK,
            [(OK, 20, "MINUTE", 19)])
@@ -590,6 +619,68 @@ def silent(port, http_port, domain, entries, n):
     print(" ".join(out))
 
 
+def swap(pid, port, http_port, cdir, ndomains, reloads):
+    """ConfigMap-style swaps racing with SIGHUP reloads; see the usage."""
+    import signal
+    for v in (1, 2):
+        vdir = os.path.join(cdir, "..v%d" % v)
+        os.makedirs(vdir, exist_ok=True)
+        for i in range(ndomains):
+            with open(os.path.join(vdir, "d%02d.yaml" % i), "w") as f:
+                f.write("domain: d%02d\ndescriptors:\n  - key: k\n"
+                        "    rate_limit: {unit: hour, requests_per_unit: "
+                        "%d}\n" % (i, v))
+    link = os.path.join(cdir, "..data")
+    os.symlink("..v1", link)
+    for i in range(ndomains):
+        os.symlink(os.path.join("..data", "d%02d.yaml" % i),
+                   os.path.join(cdir, "d%02d.yaml" % i))
+    stop = threading.Event()
+
+    def flipper():
+        v = 1
+        while not stop.is_set():
+            v = 3 - v
+            tmp = os.path.join(cdir, "..data_tmp")
+            os.symlink("..v%d" % v, tmp)
+            os.rename(tmp, link)  # atomic, as kubelet swaps it
+
+    def done_reloads():
+        m = metrics(http_port)
+        return sum(int(float(m.get(
+            'drld_config_reloads_total{result="%s"}' % r, "0")))
+            for r in ("ok", "error"))
+
+    t = threading.Thread(target=flipper)
+    t.start()
+    c = Client(port)
+    mixed = errors = done = 0
+    try:
+        for _ in range(reloads):
+            before = done_reloads()
+            os.kill(pid, signal.SIGHUP)
+            end = time.monotonic() + 60
+            while done_reloads() <= before and time.monotonic() < end:
+                time.sleep(0.02)
+            if done_reloads() <= before:
+                break
+            done += 1
+            seen = set()
+            for i in range(ndomains):
+                r, err = c.call("d%02d" % i, [descriptor("k=x")], hits=0)
+                if err is not None or not r.statuses[0].HasField(
+                        "current_limit"):
+                    errors += 1
+                else:
+                    seen.add(r.statuses[0].current_limit.requests_per_unit)
+            if len(seen) > 1:
+                mixed += 1
+    finally:
+        stop.set()
+        t.join()
+    print("reloads=%d mixed=%d errors=%d" % (done, mixed, errors))
+
+
 def flood(port, domain, entries, n, deadline):
     """n calls of one descriptor at once on one channel, each with a
     deadline of `deadline` seconds; prints "sent" when all are started
@@ -695,6 +786,9 @@ def main(argv):
         conns(port_arg(args[0]), args[1], args[2], int(args[3]))
     elif cmd == "silent":
         silent(int(args[0]), int(args[1]), args[2], args[3], int(args[4]))
+    elif cmd == "swap":
+        swap(int(args[0]), int(args[1]), int(args[2]), args[3],
+             int(args[4]), int(args[5]))
     elif cmd == "fdflood":
         fdflood(int(args[0]), args[1], args[2], int(args[3]))
     elif cmd == "flood":

@@ -289,6 +289,15 @@ bad_usage 'unknown store scheme "bogus"' --listen 127.0.0.1:0 \
 	--store bogus://x
 bad_usage 'no-such-file.json' --listen 127.0.0.1:0 \
 	--config "$tmp/no-such-file.json"
+# attack (issue 33, 6): --config naming a FIFO blocked the start forever
+# (open(2) waits for a writer); `timeout` bounds that old behaviour
+mkfifo "$tmp/fifo.json"
+timeout -s KILL 60 "$drld" --listen 127.0.0.1:0 --config "$tmp/fifo.json" \
+	>"$tmp/run.out" 2>"$tmp/run.err" </dev/null
+rc=$?
+[ "$rc" -eq 2 ] && grep -qF "$tmp/fifo.json: not a regular file" "$tmp/run.err"
+check $? "attack: --config naming a FIFO: exit 2, not a regular file (got $rc: $(head -c 200 "$tmp/run.err"))"
+rm -f "$tmp/fifo.json"
 
 # bad_config TEXT JSON: a config file holding JSON makes drld exit 2 with
 # a message naming the file and TEXT.

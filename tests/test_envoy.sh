@@ -178,6 +178,50 @@ refused() {
 refused "bad --grpc-listen 'nowhere'" --grpc-listen nowhere
 refused "bad --grpc-listen 'unix:relative.sock'" --grpc-listen unix:relative.sock
 refused "bad --envoy-config: $tmp/none:" --envoy-config "$tmp/none"
+# attack (issue 33, 6 and 9): a FIFO named like a config file blocked
+# the start forever (waiting for a writer), and an empty directory was
+# accepted ("0 domains": every domain answered OK, limits off). Both are
+# refused at once now; `timeout` bounds the old behaviour's hang.
+refused_soon() {
+	local text=$1
+	shift
+	timeout -s KILL 60 "$drld" --listen 127.0.0.1:0 "$@" \
+		>"$tmp/run.out" 2>"$tmp/run.err" </dev/null
+	rc=$?
+	[ "$rc" -eq 2 ] && grep -qF -- "$text" "$tmp/run.err"
+	check $? "attack: refused with exit 2 and '$text' (got $rc: $(head -c 300 "$tmp/run.err"))"
+}
+mkdir -p "$tmp/fifo-dir" "$tmp/empty-dir"
+mkfifo "$tmp/fifo-dir/x.yaml"
+refused_soon "bad --envoy-config: $tmp/fifo-dir/x.yaml: not a regular file" \
+	--envoy-config "$tmp/fifo-dir"
+refused_soon "bad --envoy-config: $tmp/empty-dir: no *.yaml or *.yml file" \
+	--envoy-config "$tmp/empty-dir"
+# attack (issue 33, 7): 50,000 nested lists (100 KB) took libyaml 7 s
+# before the 32-level check could see them; refused as the depth arrives
+mkdir -p "$tmp/deep-dir"
+/usr/bin/python3 -c 'print("[" * 50000 + "]" * 50000)' >"$tmp/deep-dir/deep.yaml"
+refused_soon "bad --envoy-config: $tmp/deep-dir/deep.yaml:1: YAML nested more than 72 levels deep" \
+	--envoy-config "$tmp/deep-dir"
+# attack (issue 33, 15): a 16 MiB file of 8 M one-letter scalars took
+# 1.3 GB (libyaml's document) before it was refused; the node count is
+# bounded as the events arrive. The largest RSS of drld (a child of
+# python, run through `timeout`) must stay well under it.
+mkdir -p "$tmp/big-dir"
+/usr/bin/python3 -c 'import sys
+sys.stdout.write("domain: x\ndescriptors: [" + "a," * (8 * 1024 * 1024 - 20) + "a]\n")' \
+	>"$tmp/big-dir/big.yaml"
+got=$(/usr/bin/python3 -c 'import resource, subprocess, sys
+r = subprocess.run(["timeout", "-s", "KILL", "120"] + sys.argv[1:],
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.PIPE)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+print(r.returncode, peak, r.stderr.decode(errors="replace").strip()[:200])' \
+	"$drld" --listen 127.0.0.1:0 --envoy-config "$tmp/big-dir")
+[[ "$got" =~ ^2\ ([0-9]+)\ .*more\ than\ 1048576\ YAML\ nodes ]] &&
+	[ "${BASH_REMATCH[1]}" -lt 400 ]
+check $? "attack: 16 MiB of 8 M YAML scalars: refused at 1,048,576 nodes, peak RSS under 400 MB (got exit, MB, message: $got)"
+rm -rf "$tmp/big-dir" "$tmp/deep-dir"
 refused "bad --grpc-threads '0'" --grpc-threads 0
 refused "bad --grpc-threads '257'" --grpc-threads 257
 refused "bad --grpc-pollers '0'" --grpc-pollers 0
@@ -707,6 +751,31 @@ else
 	fi
 fi
 
+# ---- attack: a config of 65,536 descriptors (issue 33, 10) --------------
+# The duplicate check compared each descriptor with every sibling before
+# it: 65,536 (the cap) took more than 20 s to load. It is a hash table
+# now: drld starts within start()'s 20 s, and a duplicate is still found.
+
+mkdir -p "$tmp/wide" "$tmp/wide-dup"
+awk 'BEGIN { print "domain: wide"; print "descriptors:";
+	for (i = 0; i < 65535; i++) printf "  - key: k%d\n", i;
+	print "  - key: last"; print "    rate_limit: {unit: hour, requests_per_unit: 2}" }' \
+	>"$tmp/wide/wide.yaml"
+if start wide --envoy-config "$tmp/wide"; then
+	check 0 "attack: 65,536 sibling descriptors load within 20 s"
+	expect_call "OK OK 1" wide last=x
+	stop wide "$pid"
+else
+	check 1 "attack: 65,536 sibling descriptors load within 20 s"
+	kill -KILL "$pid" 2>/dev/null
+fi
+awk 'BEGIN { print "domain: wide"; print "descriptors:";
+	for (i = 0; i < 65535; i++) printf "  - key: k%d\n", i;
+	print "  - key: k40000" }' >"$tmp/wide-dup/wide.yaml"
+refused_soon "$tmp/wide-dup/wide.yaml:65538: key: duplicate descriptor composite key \"wide.k40000\"" \
+	--envoy-config "$tmp/wide-dup"
+rm -rf "$tmp/wide" "$tmp/wide-dup"
+
 # ---- reload on SIGHUP --------------------------------------------------
 
 # reload_to RESULT: SIGHUP, and wait for
@@ -754,6 +823,33 @@ if start reload --envoy-config "$tmp/live"; then
 	# a domain with a NUL inside is another domain: unknown, answered OK
 	# (the lookup once read past the end of "live" for "live\0...")
 	expect_call "OK OK 0" 'live\0zzzzzzzzzzzzzzzz' k=a
+	# attack (issue 33, 9): the directory emptied (a volume not yet
+	# mounted): refused, the old config kept, not "0 domains"
+	rm -f "$tmp/live/live.yaml" "$tmp/live/twice.yaml"
+	reload_to error
+	check $? "attack: SIGHUP with an empty directory: reloads{error} grows"
+	grep -qF "drld: reload failed, keeping the old envoy config: $tmp/live: no *.yaml or *.yml file" \
+		"$tmp/reload.err"
+	check $? "the empty directory is reported"
+	expect_call "OK OK 1" live k=a
+	# attack (issue 33, 6): a FIFO among the files blocked the signal
+	# thread for good (SIGHUP and SIGTERM unheard after it)
+	printf 'domain: live\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n' \
+		>"$tmp/live/live.yaml"
+	mkfifo "$tmp/live/pipe.yaml"
+	reload_to error
+	check $? "attack: SIGHUP with a FIFO named pipe.yaml: reloads{error} grows"
+	grep -qF "drld: reload failed, keeping the old envoy config: $tmp/live/pipe.yaml: not a regular file" \
+		"$tmp/reload.err"
+	check $? "the FIFO is reported"
+	# a drld blocked in open(2) on it (before issue 33) is let go, so
+	# the test ends either way
+	/usr/bin/python3 -c 'import os, sys
+try:
+    os.close(os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK))
+except OSError:
+    pass' "$tmp/live/pipe.yaml"
+	rm -f "$tmp/live/pipe.yaml"
 	stop reload "$pid"
 else
 	check 1 "drld starts for the reload tests"
