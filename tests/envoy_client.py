@@ -50,11 +50,14 @@ checking protocol), compiled the same way.
       open while one call (30 s deadline) and one GET /healthz try; then
       waits (60 s at most) for drld to close them; prints the call's
       code, the health check's HTTP status and "closed=N".
+  envoy_client.py PROTO_DIR swapdir DIR NDOMAINS
+      Make a Kubernetes ConfigMap volume in DIR (an empty directory):
+      NDOMAINS files d00.yaml.. linked through "..data" to "..v1" (limit
+      1 in every file; "..v2" holds the same with limit 2).
   envoy_client.py PROTO_DIR swap PID PORT HTTP_PORT DIR NDOMAINS RELOADS
-      A Kubernetes ConfigMap volume in DIR (empty, drld's --envoy-config):
-      NDOMAINS files d00.yaml.. linked through "..data" to "..v1" or
-      "..v2" (limit 1 or 2 in every file), "..data" swapped between them
-      as fast as a thread can while the main thread sends PID a SIGHUP
+      With drld (PID) serving swapdir's DIR: "..data" is swapped between
+      "..v1" and "..v2" as fast as a thread can while the main thread
+      sends PID a SIGHUP
       and waits (60 s at most) for drld to count the reload, RELOADS
       times; after each, every domain's limit is asked (hits 0). Prints
       "reloads=N mixed=N errors=N": mixed, the reloads whose domains
@@ -619,9 +622,8 @@ def silent(port, http_port, domain, entries, n):
     print(" ".join(out))
 
 
-def swap(pid, port, http_port, cdir, ndomains, reloads):
-    """ConfigMap-style swaps racing with SIGHUP reloads; see the usage."""
-    import signal
+def swap_setup(cdir, ndomains):
+    """A ConfigMap-style volume in cdir; see the usage of swap."""
     for v in (1, 2):
         vdir = os.path.join(cdir, "..v%d" % v)
         os.makedirs(vdir, exist_ok=True)
@@ -635,6 +637,12 @@ def swap(pid, port, http_port, cdir, ndomains, reloads):
     for i in range(ndomains):
         os.symlink(os.path.join("..data", "d%02d.yaml" % i),
                    os.path.join(cdir, "d%02d.yaml" % i))
+
+
+def swap(pid, port, http_port, cdir, ndomains, reloads):
+    """ConfigMap-style swaps racing with SIGHUP reloads; see the usage."""
+    import signal
+    link = os.path.join(cdir, "..data")
     stop = threading.Event()
 
     def flipper():
@@ -786,6 +794,8 @@ def main(argv):
         conns(port_arg(args[0]), args[1], args[2], int(args[3]))
     elif cmd == "silent":
         silent(int(args[0]), int(args[1]), args[2], args[3], int(args[4]))
+    elif cmd == "swapdir":
+        swap_setup(args[0], int(args[1]))
     elif cmd == "swap":
         swap(int(args[0]), int(args[1]), int(args[2]), args[3],
              int(args[4]), int(args[5]))

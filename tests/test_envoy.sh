@@ -776,6 +776,23 @@ refused_soon "$tmp/wide-dup/wide.yaml:65538: key: duplicate descriptor composite
 	--envoy-config "$tmp/wide-dup"
 rm -rf "$tmp/wide" "$tmp/wide-dup"
 
+# ---- attack: a reload during a ConfigMap swap (issue 33, 8) -------------
+# Kubernetes swaps a ConfigMap volume's files at once (a "..data" link);
+# drld listed the directory, then read each file, so a reload during a
+# swap mixed old and new files (26 of 30 here before issue 33). A load is
+# now checked unchanged after its files are read, and read again if not.
+
+mkdir -p "$tmp/cm"
+"${client[@]}" swapdir "$tmp/cm" 20
+if start cm --envoy-config "$tmp/cm"; then
+	got=$("${client[@]}" swap "$pid" "$gport" "$port" "$tmp/cm" 20 30)
+	[ "$got" = "reloads=30 mixed=0 errors=0" ]
+	check $? "attack: 30 reloads while ..data swaps between two versions of 20 files: each config is one version (got $got)"
+	stop cm "$pid"
+else
+	check 1 "drld starts on a ConfigMap-style directory"
+fi
+
 # ---- reload on SIGHUP --------------------------------------------------
 
 # reload_to RESULT: SIGHUP, and wait for
