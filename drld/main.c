@@ -5,7 +5,7 @@
  *   drld [--listen HOST:PORT] [--store URI] [--config FILE] [--threads N]
  *        [--max-connections N] [--max-connections-per-ip N]
  *        [--timeout-s N] [--max-body BYTES]
- *        [--conn-memory BYTES] [--max-specs N]
+ *        [--conn-memory BYTES] [--max-specs N] [--memory-max-keys N]
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
  *        [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]
  *        [--grpc-queue N]
@@ -54,6 +54,7 @@ static const char synopsis[] =
 	"            [--threads N] [--max-connections N]\n"
 	"            [--max-connections-per-ip N] [--timeout-s N]\n"
 	"            [--max-body BYTES] [--conn-memory BYTES] [--max-specs N]\n"
+	"            [--memory-max-keys N]\n"
 	"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
 	"[--shadow]\n"
 	"            [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]\n"
@@ -97,7 +98,11 @@ static const char details[] =
 	"                          fit are 431 (default 32768, 4096..1048576)\n"
 	"      --max-specs N       limits given in requests (\"limit\") kept\n"
 	"                          at once, least recently used evicted\n"
-	"                          (default 256, 0..65536; 0 refuses them)\n";
+	"                          (default 256, 0..65536; 0 refuses them)\n"
+	"      --memory-max-keys N without --store (memory://): keys kept for\n"
+	"                          the configured limits, and as many again\n"
+	"                          for those requests choose (default\n"
+	"                          1000000, 1..1000000000)\n";
 
 /* The gRPC options' part of --help (one string would be longer than C99
  * compilers must support). */
@@ -158,6 +163,7 @@ struct opts {
 	const char *store; /* NULL: the config's, else memory:// */
 	const char *config;
 	int64_t max_specs;
+	int64_t memory_max_keys;  /* drld's default memory:// store */
 	const char *grpc_listen;  /* NULL: no gRPC service */
 	const char *envoy_config; /* NULL: no Envoy domains */
 	/* --grpc-*; deciders is --grpc-threads (serve() makes it 0 on
@@ -205,6 +211,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_MAXBODY,
 		O_CONNMEM,
 		O_MAXSPECS,
+		O_MEMKEYS,
 		O_GRPC,
 		O_ENVOY,
 		O_SHADOW,
@@ -231,6 +238,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"max-body", required_argument, NULL, O_MAXBODY},
 		{"conn-memory", required_argument, NULL, O_CONNMEM},
 		{"max-specs", required_argument, NULL, O_MAXSPECS},
+		{"memory-max-keys", required_argument, NULL, O_MEMKEYS},
 		{"grpc-listen", required_argument, NULL, O_GRPC},
 		{"envoy-config", required_argument, NULL, O_ENVOY},
 		{"shadow", no_argument, NULL, O_SHADOW},
@@ -263,6 +271,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 	o->listen = "127.0.0.1:8080";
 	o->max_specs = 256;
+	o->memory_max_keys = 1000000;
 	while (st < 0 && (c = getopt_long(argc, argv, ":l:s:c:t:hV", longopts,
 					  NULL)) != -1) {
 		switch (c) {
@@ -300,6 +309,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_MAXSPECS:
 			st = number("--max-specs", optarg, 0, 65536,
 				    &o->max_specs);
+			break;
+		case O_MEMKEYS:
+			st = number("--memory-max-keys", optarg, 1, 1000000000,
+				    &o->memory_max_keys);
 			break;
 		case O_GRPC:
 			o->grpc_listen = optarg;
@@ -429,13 +442,23 @@ static int open_store(struct drld *d, const struct opts *o, char **config_store)
 		fprintf(stderr, "drld: bad config: %s\n", msg);
 		return EXIT_USAGE;
 	}
+	/* drld's default: memory:// bounded (the library's has no bound,
+	 * and clients choose the keys), and a second one as large for the
+	 * limits clients choose (ad-hoc specs, gRPC overrides with periods
+	 * up to a year), so filling it cannot lock the configured limits
+	 * out. Both refuse a new key once full ("memory store full"). */
+	char memory[64];
+	snprintf(memory, sizeof memory, "memory://?max_keys=%lld",
+		 (long long)o->memory_max_keys);
 	const char *uri = o->store        ? o->store
 			  : *config_store ? *config_store
-					  : "memory://";
+					  : memory;
 	/* memory:// never waits for the network: gRPC calls on it are
 	 * decided where they are read (grpc_service.h) */
 	d->store_in_process = strncasecmp(uri, "memory:", 7) == 0;
 	int rc = drl_store_open(&d->store, uri, &err);
+	if (rc == 0 && uri == memory)
+		rc = drl_store_open(&d->adhoc_store, memory, &err);
 	if (rc != 0) {
 		/* the library's messages never quote a password */
 		fprintf(stderr, "drld: %s: %s (%s)\n",
@@ -499,8 +522,9 @@ static int setup(struct drld *d, const struct opts *o, char **config_store)
 	int st = open_store(d, o, config_store);
 	if (st >= 0)
 		return st;
-	if (drld_adhoc_new(&d->adhoc, d->store, (size_t)o->max_specs,
-			   d->adhoc_stats) != 0) {
+	if (drld_adhoc_new(&d->adhoc,
+			   d->adhoc_store ? d->adhoc_store : d->store,
+			   (size_t)o->max_specs, d->adhoc_stats) != 0) {
 		fputs("drld: out of memory\n", stderr);
 		return EXIT_SERVE;
 	}
@@ -524,6 +548,7 @@ static void teardown(struct drld *d)
 	if (d->config.cur != NULL)
 		drld_config_slot_fini(&d->config);
 	drld_adhoc_free(d->adhoc);
+	drl_store_free(d->adhoc_store);
 	drl_store_free(d->store);
 	drld_metrics_free(d->metrics);
 }

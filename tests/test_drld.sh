@@ -952,6 +952,34 @@ else
 	check 1 "drld starts with --timeout-s 2 --max-connections 16"
 fi
 
+# attack (issue 33, 4 and 5): drld's default memory:// had no bound, and
+# a client chooses the keys and (ad-hoc) periods up to 366 days; with a
+# bound, one client filling it locked every new key out. The default is
+# now bounded (--memory-max-keys, here 4), and the limits clients choose
+# live in a store of their own: filling it locks out only new ad-hoc
+# keys, never the configured rules.
+printf '{"rules": {"r": {"limit": "fixed_window:5/1h"}}}\n' >"$tmp/memkeys.json"
+if start memkeys --memory-max-keys 4 --config "$tmp/memkeys.json"; then
+	for k in 1 2 3 4; do
+		check_post "{\"key\":\"fill$k\",\"limit\":\"fixed_window:5/366d\"}"
+		[ "$code" = 200 ] || break
+	done
+	expect_code 200 "attack: 4 ad-hoc keys of 366 days fill --memory-max-keys 4"
+	check_post '{"key":"fill5","limit":"fixed_window:5/366d"}'
+	expect_code 503 "attack: a 5th ad-hoc key: the store is full"
+	expect_error 'memory store full' "a 5th ad-hoc key"
+	for k in 1 2 3 4; do
+		check_post "{\"key\":\"rule$k\",\"rule\":\"r\"}"
+		[ "$code" = 200 ] || break
+	done
+	expect_code 200 "attack: meanwhile 4 new keys of a configured rule are decided"
+	check_post '{"key":"rule5","rule":"r"}'
+	expect_code 503 "the rules' own store is bounded too"
+	stop memkeys "$pid"
+else
+	check 1 "drld starts with --memory-max-keys 4"
+fi
+
 # --max-connections-per-ip: one client address cannot hold more; another
 # (127.0.0.2, loopback too) is served meanwhile.
 if start perip --max-connections-per-ip 2 --threads 1; then
