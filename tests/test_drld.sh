@@ -10,8 +10,9 @@
 # store that fails (503, on_error, no password in any answer); two drld
 # over one store (Redis lua and watch, memcached) sharing one limit
 # exactly, and `drl check` seeing the limit drld consumed (the library's
-# default key prefix). Every drld must stop with exit 0 on SIGTERM and
-# print no sanitizer report.
+# default key prefix); the HTTP attacks of issue 33 (docs/security.md,
+# "drld under attack"), each assertion named "attack: ...". Every drld
+# must stop with exit 0 on SIGTERM and print no sanitizer report.
 #
 # usage: test_drld.sh PATH/TO/drld PATH/TO/drl [PART]
 # PART: input (the command line, config errors, malformed requests),

@@ -13,7 +13,8 @@
 # certificates; SIGHUP reloads (a bad one keeps the old config); a store
 # that fails (UNAVAILABLE, or on_error) or stalls (deciders, cancellations,
 # --grpc-queue); two drld over one Redis and over one memcached sharing
-# one limit exactly.
+# one limit exactly; and the attacks of issue 33 (docs/security.md, "drld
+# under attack"), each assertion named "attack: ...".
 # Every drld must stop with exit 0 on SIGTERM and print no sanitizer
 # report.
 #
