@@ -65,6 +65,7 @@ struct req {
 	char *body;               /* REQ_CHECK: the body so far */
 	bool reset;               /* REQ_CHECK: POST /v1/reset */
 	size_t len, cap;
+	size_t expect;    /* REQ_CHECK: Content-Length, 0 when unknown */
 	size_t discarded; /* bytes dropped (over max_body, or unused) */
 	/* a /v1/check decided through the async loop: the connection is
 	 * suspended until `decided`, then the access handler is called
@@ -181,15 +182,22 @@ static struct drld_request_parts parts_of(struct MHD_Connection *conn,
 
 /* ---- routing ---------------------------------------------------------- */
 
-/* Whether Content-Length announces more than max bytes. */
-static bool announced_too_big(struct MHD_Connection *conn, size_t max)
+/* The length Content-Length announces, or -1 (none, or not a number). */
+static int64_t announced(struct MHD_Connection *conn)
 {
 	const char *cl = MHD_lookup_connection_value(
 		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	int64_t v;
 
-	return cl != NULL && tl_parse_uint(cl, 0, INT64_MAX, &v) &&
-	       (uint64_t)v > max;
+	return cl != NULL && tl_parse_uint(cl, 0, INT64_MAX, &v) ? v : -1;
+}
+
+/* Whether Content-Length announces more than max bytes. */
+static bool announced_too_big(struct MHD_Connection *conn, size_t max)
+{
+	int64_t v = announced(conn);
+
+	return v >= 0 && (uint64_t)v > max;
 }
 
 /* What the framing headers of a request say (MHD_KeyValueIterator). */
@@ -286,6 +294,10 @@ static enum MHD_Result first_call(struct drld_http *h,
 					  "the body is larger than --max-body");
 		rq->kind = REQ_CHECK;
 		rq->reset = reset;
+		/* the buffer is made that size at once: doubling up to it
+		 * left a large body's buffer up to twice its size */
+		int64_t v = announced(conn);
+		rq->expect = v > 0 ? (size_t)v : 0;
 		rq->cfg = drld_config_acquire(&h->d->config);
 		return MHD_YES;
 	}
@@ -316,7 +328,8 @@ static bool absorb(struct drld_http *h, struct req *rq, const char *data,
 		return rq->kind == REQ_CHECK || rq->discarded <= DISCARD_MAX;
 	}
 	if (rq->len + n > rq->cap) {
-		size_t cap = rq->cap ? rq->cap * 2 : 1024;
+		size_t cap = rq->cap ? rq->cap * 2
+				     : (rq->expect ? rq->expect : 1024);
 		if (cap < rq->len + n)
 			cap = rq->len + n;
 		if (cap > h->max_body)

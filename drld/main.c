@@ -35,6 +35,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -742,6 +743,11 @@ int main(int argc, char **argv)
 		perror("drld: signalfd");
 		return EXIT_SERVE;
 	}
+	/* a block of 1 MiB or more (a large request body, its JSON string)
+	 * goes back to the system when freed: glibc's threshold otherwise
+	 * rises to the largest block freed, and a few 50 MB bodies kept
+	 * ~1 GB resident after they were answered (issue 33) */
+	(void)mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	st = setup(&d, &o, &config_store);
 	if (st < 0)
 		st = serve(&d, &o, sfd, config_store);
