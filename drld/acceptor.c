@@ -3,6 +3,7 @@
 
 #include "listen_addr.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -64,6 +65,9 @@ struct drld_acceptor {
 	bool failing; /* said so on stderr; until a connection is accepted */
 	unsigned preface_ms; /* a connection's time to send its preface */
 	int fd_line;         /* a descriptor from here on is over the reserve */
+	/* most connections waiting: the descriptors free below fd_line at
+	 * start (at most PENDING_MAX) */
+	size_t budget;
 	/* accept order, so deadlines are in order too */
 	struct pending pend[PENDING_MAX];
 	size_t npend;
@@ -166,7 +170,7 @@ static bool retry_at_once(int e)
  * connections grpc serves. */
 static void take(struct drld_acceptor *a, int fd, int64_t now)
 {
-	if (fd >= a->fd_line || a->npend == PENDING_MAX) {
+	if (fd >= a->fd_line || a->npend >= a->budget) {
 		if (a->npend == 0) {
 			close(fd);
 			a->closed(a->arg, DRLD_CLOSED_NO_DESCRIPTOR);
@@ -353,6 +357,20 @@ static int bind_addr(struct drld_acceptor *a, const char *addr)
 	return 0;
 }
 
+/* How many descriptors the process has open (-1: unknown). */
+static int open_descriptors(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = -1; /* the directory's own */
+
+	if (d == NULL)
+		return -1;
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n - 2; /* . and .. */
+}
+
 /* The first descriptor over the reserve (see RESERVE_MIN). */
 static int fd_line(void)
 {
@@ -386,6 +404,15 @@ int drld_acceptor_start(struct drld_acceptor **out, const char *addr,
 	a->arg = arg;
 	a->preface_ms = preface_s * 1000;
 	a->fd_line = fd_line();
+	/* Waiting connections may take the descriptors free below the
+	 * line now, no more: a number under the line says nothing of how
+	 * many are open (closing the oldest frees a low one), and counting
+	 * only numbers let them creep up to the limit. */
+	int open = open_descriptors();
+	int room = open < 0 ? a->fd_line / 2 : a->fd_line - open;
+	a->budget = room < 1             ? 1
+		    : room > PENDING_MAX ? PENDING_MAX
+					 : (size_t)room;
 	if (bind_addr(a, addr) != 0 || listen(a->fd, SOMAXCONN) != 0) {
 		snprintf(msg, n, "cannot listen (%s)", strerror(errno));
 		goto fail;

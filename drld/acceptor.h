@@ -41,9 +41,10 @@ typedef void drld_closed_fn(void *arg, enum drld_closed_reason why);
  * listen_addr.h) and deal every connection to deal(arg, fd) once it has
  * sent the HTTP/2 client preface, until drld_acceptor_stop(). A connection
  * whose preface has not arrived within preface_s seconds is closed
- * unread, and so is the one that has waited longest when more than 1,024
- * wait or a new one would take a descriptor of the reserve kept below
- * RLIMIT_NOFILE (an eighth of it, at least 16): a client that never speaks
+ * unread, and so is the one that has waited longest when a new one would
+ * make more wait than there were descriptors free below the reserve at
+ * start (at most 1,024), or would take a descriptor of the reserve kept
+ * below RLIMIT_NOFILE (an eighth of it, at least 16): a client that never speaks
  * holds a descriptor for preface_s at most, and those it holds cannot
  * starve the HTTP port, the store or a client that speaks at once. With
  * none waiting, a connection over the reserve is closed at once.
