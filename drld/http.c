@@ -285,8 +285,8 @@ static enum MHD_Result first_call(struct drld_http *h,
 	bool reset = strcmp(url, "/v1/reset") == 0;
 	if (ambiguous_length(conn))
 		return send_error(h, conn, 400, NULL,
-				  "conflicting Content-Length and "
-				  "Transfer-Encoding headers");
+				  "conflicting Content-Length headers, or "
+				  "Content-Length with Transfer-Encoding");
 	if ((reset || strcmp(url, "/v1/check") == 0) &&
 	    strcmp(method, "POST") == 0) {
 		if (announced_too_big(conn, h->max_body))
