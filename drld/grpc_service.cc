@@ -773,6 +773,9 @@ static void start_shard(
 	if (o->max_connection_age_grace_s > 0)
 		b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
 				     (int)o->max_connection_age_grace_s * 1000);
+	if (o->max_connection_idle_s > 0)
+		b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+				     (int)o->max_connection_idle_s * 1000);
 	s.service.reset(new Service(d));
 	if (g->deciders != nullptr) {
 		s.service->set_deciders(g->deciders.get());

@@ -10,6 +10,7 @@
  *        [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]
  *        [--grpc-queue N]
  *        [--grpc-max-connection-age S] [--grpc-max-connection-age-grace S]
+ *        [--grpc-max-connection-idle S]
  *        [--grpc-tls-cert FILE --grpc-tls-key FILE [--grpc-tls-client-ca FILE]
  *         [--grpc-tls-client-san NAME] [--grpc-tls-refresh S]]
  *
@@ -62,6 +63,7 @@ static const char synopsis[] =
 	"            [--grpc-queue N]\n"
 	"            [--grpc-max-connection-age S]\n"
 	"            [--grpc-max-connection-age-grace S]\n"
+	"            [--grpc-max-connection-idle S]\n"
 	"            [--grpc-tls-cert FILE --grpc-tls-key FILE\n"
 	"             [--grpc-tls-client-ca FILE [--grpc-tls-client-san "
 	"NAME]]\n"
@@ -135,6 +137,10 @@ static const char details_grpc[] =
 	"      --grpc-max-connection-age-grace S\n"
 	"                          then close it after S more seconds\n"
 	"                          (default 3600; 0: once its calls end)\n"
+	"      --grpc-max-connection-idle S\n"
+	"                          close a connection without a call for S\n"
+	"                          seconds (GOAWAY; default 0: never,\n"
+	"                          0..604800)\n"
 	"      --grpc-tls-cert FILE, --grpc-tls-key FILE\n"
 	"                          serve gRPC over TLS with this PEM\n"
 	"                          certificate chain and unencrypted key\n"
@@ -222,6 +228,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_GRPC_QUEUE,
 		O_GRPC_AGE,
 		O_GRPC_AGE_GRACE,
+		O_GRPC_IDLE,
 		O_TLS_CERT,
 		O_TLS_KEY,
 		O_TLS_CA,
@@ -251,6 +258,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		 O_GRPC_AGE},
 		{"grpc-max-connection-age-grace", required_argument, NULL,
 		 O_GRPC_AGE_GRACE},
+		{"grpc-max-connection-idle", required_argument, NULL,
+		 O_GRPC_IDLE},
 		{"grpc-tls-cert", required_argument, NULL, O_TLS_CERT},
 		{"grpc-tls-key", required_argument, NULL, O_TLS_KEY},
 		{"grpc-tls-client-ca", required_argument, NULL, O_TLS_CA},
@@ -265,7 +274,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	int64_t deciders = DRLD_GRPC_DECIDERS_DEFAULT;
 	int64_t pollers = 0; /* drld_grpc_pollers_default() */
 	int64_t queue = DRLD_GRPC_QUEUE_DEFAULT, age = DRLD_GRPC_AGE_DEFAULT;
-	int64_t age_grace = DRLD_GRPC_AGE_GRACE_DEFAULT;
+	int64_t age_grace = DRLD_GRPC_AGE_GRACE_DEFAULT, idle = 0;
 	int64_t tls_refresh = DRLD_GRPC_TLS_REFRESH_DEFAULT;
 	int64_t connmem = 32768;
 	int c, st = -1;
@@ -343,6 +352,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			st = number("--grpc-max-connection-age", optarg, 0,
 				    DRLD_GRPC_AGE_MAX, &age);
 			break;
+		case O_GRPC_IDLE:
+			st = number("--grpc-max-connection-idle", optarg, 0,
+				    DRLD_GRPC_AGE_MAX, &idle);
+			break;
 		case O_GRPC_AGE_GRACE:
 			st = number("--grpc-max-connection-age-grace", optarg,
 				    0, DRLD_GRPC_AGE_MAX, &age_grace);
@@ -417,6 +430,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->grpc.queue = (unsigned)queue;
 	o->grpc.max_connection_age_s = (unsigned)age;
 	o->grpc.max_connection_age_grace_s = (unsigned)age_grace;
+	o->grpc.max_connection_idle_s = (unsigned)idle;
 	o->grpc.tls_refresh_s = (unsigned)tls_refresh;
 	o->http.threads = (unsigned)threads;
 	o->http.max_connections = (unsigned)maxconn;

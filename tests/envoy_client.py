@@ -62,6 +62,10 @@ checking protocol), compiled the same way.
       times; after each, every domain's limit is asked (hits 0). Prints
       "reloads=N mixed=N errors=N": mixed, the reloads whose domains
       disagree (old and new files in one config).
+  envoy_client.py PROTO_DIR handshaken PORT N
+      N TCP connections that send the HTTP/2 preface and an empty
+      SETTINGS frame, then nothing (read, never answered); waits (60 s
+      at most) for drld to close them; prints "closed=N".
   envoy_client.py PROTO_DIR health PORT SERVICE
       grpc.health.v1.Health/Check of SERVICE ("" the server): prints the
       status (SERVING, NOT_SERVING) or the gRPC status code's name.
@@ -689,6 +693,38 @@ def swap(pid, port, http_port, cdir, ndomains, reloads):
     print("reloads=%d mixed=%d errors=%d" % (done, mixed, errors))
 
 
+def handshaken(port, n):
+    """n TCP connections that send the HTTP/2 preface and an empty
+    SETTINGS frame, then nothing: how many drld closes within 60 s."""
+    import select
+    hello = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" +
+             b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+    left = {}
+    p = select.poll()
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s.sendall(hello)
+        left[s.fileno()] = s
+        p.register(s.fileno(), select.POLLIN)
+    closed = 0
+    end = time.monotonic() + 60
+    while left and time.monotonic() < end:
+        for fd, _ in p.poll(1000):
+            s = left[fd]
+            try:
+                gone = s.recv(65536) == b""
+            except OSError:
+                gone = True
+            if gone:
+                p.unregister(fd)
+                del left[fd]
+                s.close()
+                closed += 1
+    for s in left.values():
+        s.close()
+    print("closed=%d" % closed)
+
+
 def flood(port, domain, entries, n, deadline):
     """n calls of one descriptor at once on one channel, each with a
     deadline of `deadline` seconds; prints "sent" when all are started
@@ -794,6 +830,8 @@ def main(argv):
         conns(port_arg(args[0]), args[1], args[2], int(args[3]))
     elif cmd == "silent":
         silent(int(args[0]), int(args[1]), args[2], args[3], int(args[4]))
+    elif cmd == "handshaken":
+        handshaken(int(args[0]), int(args[1]))
     elif cmd == "swapdir":
         swap_setup(args[0], int(args[1]))
     elif cmd == "swap":

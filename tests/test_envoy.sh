@@ -231,6 +231,7 @@ refused "bad --grpc-queue '0'" --grpc-queue 0
 refused "bad --grpc-queue '65537'" --grpc-queue 65537
 refused "bad --grpc-max-connection-age '604801'" --grpc-max-connection-age 604801
 refused "bad --grpc-max-connection-age-grace '-1'" --grpc-max-connection-age-grace -1
+refused "bad --grpc-max-connection-idle '604801'" --grpc-max-connection-idle 604801
 if [ -n "$rport" ]; then # redis-server holds that port
 	run --listen 127.0.0.1:0 --grpc-listen "127.0.0.1:$rport"
 	[ "$rc" -eq 1 ] &&
@@ -564,6 +565,19 @@ if start silent --envoy-config "$tmp/cfg-flags" --timeout-s 2; then
 else
 	start_wrap=()
 	check 1 "drld starts with 128 descriptors"
+fi
+
+# ...and connections that do complete the HTTP/2 handshake, then hold it
+# without a call: --grpc-max-connection-idle closes them (GOAWAY); off by
+# default, as envoyproxy/ratelimit has no such bound.
+if start handshaken --envoy-config "$tmp/cfg-flags" --grpc-max-connection-idle 1; then
+	got=$("${client[@]}" handshaken "$gport" 20)
+	[ "$got" = "closed=20" ]
+	check $? "attack: 20 connections idle after the HTTP/2 handshake, --grpc-max-connection-idle 1: all closed (got $got)"
+	expect_call "OK OK 2" flags user=idle
+	stop handshaken "$pid"
+else
+	check 1 "drld starts with --grpc-max-connection-idle 1"
 fi
 
 # ---- a unix domain socket (envoyproxy/ratelimit's GRPC_UDS) -------------
