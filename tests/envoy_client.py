@@ -579,13 +579,39 @@ def fdflood(port, domain, entries, n):
     print(" ".join(out))
 
 
+def wait_closed(socks, seconds):
+    """How many of socks the server closes within `seconds` (what they
+    receive is read and dropped); then every one is closed."""
+    import select
+    left = {s.fileno(): s for s in socks}
+    p = select.poll()
+    for fd in left:
+        p.register(fd, select.POLLIN)
+    closed = 0
+    end = time.monotonic() + seconds
+    while left and time.monotonic() < end:
+        for fd, _ in p.poll(1000):
+            s = left[fd]
+            try:
+                gone = s.recv(65536) == b""
+            except OSError:
+                gone = True
+            if gone:
+                p.unregister(fd)
+                del left[fd]
+                s.close()
+                closed += 1
+    for s in left.values():
+        s.close()
+    return closed
+
+
 def silent(port, http_port, domain, entries, n):
     """n TCP connections that never send the HTTP/2 preface, held open
     while one call (30 s deadline) and one GET /healthz (30 s) try; then
     how many of them drld has closed within 60 s. Prints the call's
     overall code (or status code's name), the health check's HTTP status
     (or the error) and the closed count: "OK 200 closed=400"."""
-    import select
     socks = []
     for _ in range(n):
         try:
@@ -602,27 +628,7 @@ def silent(port, http_port, domain, entries, n):
             out.append(str(f.status))
     except OSError as e:
         out.append(type(e).__name__)
-    closed = n - len(socks)
-    left = {s.fileno(): s for s in socks}
-    p = select.poll()
-    for fd in left:
-        p.register(fd, select.POLLIN)
-    end = time.monotonic() + 60
-    while left and time.monotonic() < end:
-        for fd, _ in p.poll(1000):
-            s = left[fd]
-            try:
-                gone = s.recv(1) == b""
-            except OSError:
-                gone = True
-            if gone:
-                p.unregister(fd)
-                del left[fd]
-                s.close()
-                closed += 1
-    for s in left.values():
-        s.close()
-    out.append("closed=%d" % closed)
+    out.append("closed=%d" % (n - len(socks) + wait_closed(socks, 60)))
     print(" ".join(out))
 
 
@@ -696,33 +702,14 @@ def swap(pid, port, http_port, cdir, ndomains, reloads):
 def handshaken(port, n):
     """n TCP connections that send the HTTP/2 preface and an empty
     SETTINGS frame, then nothing: how many drld closes within 60 s."""
-    import select
     hello = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" +
              b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
-    left = {}
-    p = select.poll()
+    socks = []
     for _ in range(n):
-        s = socket.create_connection(("127.0.0.1", port), timeout=30)
-        s.sendall(hello)
-        left[s.fileno()] = s
-        p.register(s.fileno(), select.POLLIN)
-    closed = 0
-    end = time.monotonic() + 60
-    while left and time.monotonic() < end:
-        for fd, _ in p.poll(1000):
-            s = left[fd]
-            try:
-                gone = s.recv(65536) == b""
-            except OSError:
-                gone = True
-            if gone:
-                p.unregister(fd)
-                del left[fd]
-                s.close()
-                closed += 1
-    for s in left.values():
-        s.close()
-    print("closed=%d" % closed)
+        socks.append(socket.create_connection(("127.0.0.1", port),
+                                              timeout=30))
+        socks[-1].sendall(hello)
+    print("closed=%d" % wait_closed(socks, 60))
 
 
 def flood(port, domain, entries, n, deadline):
