@@ -305,6 +305,54 @@ static void target_done(struct target *t)
 		drld_adhoc_put(t->ref);
 }
 
+/* Most JSON tokens, and longest string (a key of DRL_KEY_MAX bytes, each
+ * written as a 6-byte escape, and its quotes) and other token, of a body
+ * read_body() hands to jansson. */
+#define BODY_TOKENS_MAX 256
+#define BODY_STRING_MAX (6 * (size_t)DRL_KEY_MAX + 2)
+#define BODY_WORD_MAX 64
+
+/* Whether body[0..len) is small enough in JSON terms for jansson to
+ * build: at most BODY_TOKENS_MAX tokens, no string over BODY_STRING_MAX
+ * bytes and no other token over BODY_WORD_MAX. A body has a few scalar
+ * fields; built whole, a large one cost jansson some 2 to 8 times its size
+ * (an array of 10 million small values, a string of 50 MB), on top of
+ * the body (issue 33). What this passes, or cuts short, jansson still
+ * checks. */
+static bool json_small(const char *body, size_t len)
+{
+	size_t tokens = 0;
+
+	for (size_t i = 0; i < len; tokens++) {
+		size_t j = i + 1;
+		if (tokens == BODY_TOKENS_MAX)
+			return false;
+		if (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' ||
+		    body[i] == '\r') {
+			i++;
+			tokens--; /* not a token */
+			continue;
+		}
+		if (body[i] == '"') {
+			while (j < len && body[j] != '"')
+				j += body[j] == '\\' ? 2 : 1;
+			if (j - i > BODY_STRING_MAX)
+				return false;
+			i = j + 1;
+			continue;
+		}
+		if (strchr("{}[]:,", body[i]) == NULL || body[i] == '\0') {
+			while (j < len &&
+			       strchr(" \t\n\r{}[]:,\"", body[j]) == NULL)
+				j++;
+			if (j - i > BODY_WORD_MAX)
+				return false;
+		}
+		i = j;
+	}
+	return true;
+}
+
 /* Parse a /v1/check or /v1/reset body into q (its strings live in
  * *root, which the caller decrefs when this returns true). Returns false
  * with a 400 in out. */
@@ -313,6 +361,16 @@ static bool read_body(const char *body, size_t len, struct check_req *q,
 {
 	json_error_t je;
 
+	*root = NULL;
+	if (!json_small(body, len)) {
+		drld_reply_error(out, 400,
+				 "bad JSON: more than %d tokens, a string of "
+				 "more than %zu bytes or another token of more "
+				 "than %d (a body is a few fields)",
+				 BODY_TOKENS_MAX, BODY_STRING_MAX,
+				 BODY_WORD_MAX);
+		return false;
+	}
 	*root = json_loadb(len ? body : "", len,
 			   JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
 	if (*root == NULL) {

@@ -1,7 +1,10 @@
 /* drld's config file and its snapshots: see config.h. */
 #include "config.h"
 
+#include "regular.h"
+
 #include <jansson.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdbool.h>
@@ -37,13 +40,25 @@ fail(const struct loader *ld, const char *fmt, ...)
 	return -1;
 }
 
+/* Largest config file read. */
+#define FILE_MAX (16 << 20)
+
 /* Parse the file as JSON (duplicate keys are an error). NULL with the
- * message filled when it cannot be read or parsed. */
+ * message filled when it cannot be read (or is not a regular file:
+ * regular.h) or parsed. */
 static json_t *read_json(const struct loader *ld)
 {
 	json_error_t je;
-	json_t *root = json_load_file(ld->path, JSON_REJECT_DUPLICATES, &je);
+	char why[128];
+	FILE *f = drld_open_regular(AT_FDCWD, ld->path, FILE_MAX, NULL, why,
+				    sizeof why);
 
+	if (f == NULL) {
+		fail(ld, "%s", why);
+		return NULL;
+	}
+	json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+	fclose(f);
 	if (root == NULL) {
 		if (je.line < 0)
 			fail(ld, "%s", je.text);

@@ -26,6 +26,10 @@
 
 struct drld {
 	drl_store *store;
+	/* drld's default memory:// store only: a store of its own for the
+	 * limits clients choose (ad-hoc specs, gRPC overrides), so keys they
+	 * fill it with cannot lock the configured limits out; else NULL */
+	drl_store *adhoc_store;
 	bool store_in_process; /* memory://: no call waits for the network */
 	/* single decisions go to the store without a thread waiting
 	 * (drl_async_direct(): Redis tx=lua on shared connections) */

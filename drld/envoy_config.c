@@ -1,8 +1,11 @@
 /* envoyproxy/ratelimit's YAML configuration: see envoy_config.h. */
 #include "envoy_config.h"
 
+#include "regular.h"
+
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -14,6 +17,17 @@
 /* Largest config file read. */
 #define FILE_MAX (16 << 20)
 
+/* Deepest YAML nesting a config may have: a descriptor DRLD_ENVOY_DEPTH_MAX
+ * levels down is a mapping 2 x 32 + 1 deep (the top level, then a list
+ * and a mapping per level), its rate_limit and replaces a few more. */
+#define YAML_DEPTH_MAX (2 * DRLD_ENVOY_DEPTH_MAX + 8)
+
+/* Most YAML nodes (scalars, aliases, mappings, lists) a config file may
+ * have: 16 per descriptor of the most a config may hold. libyaml's
+ * document costs some 150 bytes a node: 16 MiB of "[a,a,...]" (8 M nodes)
+ * took 1.3 GB before it was refused. */
+#define YAML_NODES_MAX (16 * DRLD_ENVOY_NODES_MAX)
+
 /* What the loader is working on: messages name the file, and through the
  * node and key, the line and the key. */
 struct loader {
@@ -24,6 +38,7 @@ struct loader {
 	size_t nodes; /* descriptors loaded so far, all files */
 	yaml_document_t *doc;
 	const char *domain;
+	struct stat *seen; /* the file being read, as opened */
 };
 
 /* Write "FILE:LINE: KEY: " and the message to ld->msg (LINE from node
@@ -420,6 +435,57 @@ static bool same(const struct drld_envoy_node *a,
 			: b->value != NULL && strcmp(a->value, b->value) == 0);
 }
 
+/* FNV-1a of a sibling's key and value (a NUL between; none without a
+ * value), for the duplicate check. */
+static size_t sibling_hash(const struct drld_envoy_node *d)
+{
+	uint64_t h = 1469598103934665603u;
+
+	for (const char *p = d->key; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211u;
+	if (d->value != NULL) {
+		h *= 1099511628211u; /* the NUL */
+		for (const char *p = d->value; *p; p++)
+			h = (h ^ (unsigned char)*p) * 1099511628211u;
+	}
+	return (size_t)h;
+}
+
+/* The siblings seen so far of one descriptors list, by their key and
+ * value: an open-addressing table of child indices (+1; 0 is empty), at
+ * most half full. Linear in the list's length where comparing each with
+ * every earlier one took 1.6 s for 20,000 and more than 20 s for 65,536
+ * (issue 33). */
+struct siblings {
+	size_t *slot;
+	size_t mask;
+};
+
+static int siblings_init(struct siblings *s, size_t n)
+{
+	size_t cap = 16;
+
+	while (cap < 2 * n)
+		cap *= 2;
+	s->mask = cap - 1;
+	s->slot = calloc(cap, sizeof *s->slot);
+	return s->slot == NULL ? -1 : 0;
+}
+
+/* Add child i of parent; the index of an earlier sibling with the same
+ * key and value, or -1 when there is none. */
+static long siblings_add(struct siblings *s,
+			 const struct drld_envoy_node *children, size_t i)
+{
+	size_t at = sibling_hash(&children[i]) & s->mask;
+
+	for (; s->slot[at] != 0; at = (at + 1) & s->mask)
+		if (same(&children[s->slot[at] - 1], &children[i]))
+			return (long)(s->slot[at] - 1);
+	s->slot[at] = i + 1;
+	return -1;
+}
+
 /* Descriptor d from mapping v; its path is prefix + key[_value]. */
 static int load_descriptor(struct loader *ld, struct drld_envoy_node *d,
 			   const yaml_node_t *v, const char *prefix, int depth)
@@ -512,51 +578,119 @@ static int load_descriptors(struct loader *ld, struct drld_envoy_node *parent,
 			    "more than %d descriptors in all",
 			    DRLD_ENVOY_NODES_MAX);
 	ld->nodes += n;
+	struct siblings seen;
 	parent->children = calloc(n + 1, sizeof *parent->children);
-	if (parent->children == NULL)
+	if (parent->children == NULL || siblings_init(&seen, n) != 0) {
+		free(parent->children);
+		parent->children = NULL;
 		return fail(ld, seq, "descriptors", "out of memory");
-	for (size_t i = 0; i < n; i++) {
+	}
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
 		yaml_node_t *v = node(ld, seq->data.sequence.items.start[i]);
 		struct drld_envoy_node *d = &parent->children[i];
 		parent->nchildren = i + 1; /* freed from now on */
 		if (load_descriptor(ld, d, v, prefix, depth) != 0)
-			return -1;
-		for (size_t j = 0; j < i; j++)
-			if (same(&parent->children[j], d))
-				return fail(ld, v, "key",
-					    "duplicate descriptor composite "
-					    "key \"%s.%s%s%s%s\"",
-					    ld->domain, prefix, d->key,
-					    d->value ? "_" : "",
-					    d->value ? d->value : "");
+			rc = -1;
+		else if (siblings_add(&seen, parent->children, i) >= 0)
+			rc = fail(ld, v, "key",
+				  "duplicate descriptor composite "
+				  "key \"%s.%s%s%s%s\"",
+				  ld->domain, prefix, d->key,
+				  d->value ? "_" : "",
+				  d->value ? d->value : "");
 	}
-	return 0;
+	free(seen.slot);
+	return rc;
 }
 
 /* ---- files -------------------------------------------------------------- */
+
+/* Report p's parse error. Returns -1. */
+static int bad_yaml(const struct loader *ld, const yaml_parser_t *p)
+{
+	snprintf(ld->msg, ld->n, "%s:%zu: bad YAML: %s%s%s", ld->file,
+		 p->problem_mark.line + 1,
+		 p->problem ? p->problem : "unknown error",
+		 p->context ? " " : "", p->context ? p->context : "");
+	return -1;
+}
+
+/* Walk f's YAML events before it is loaded, refusing nesting deeper than
+ * YAML_DEPTH_MAX as soon as it arrives, and more than YAML_NODES_MAX
+ * nodes. libyaml's scanner does work proportional to the depth for each
+ * token: 50,000 levels (100 KB) took 7 s to load before any check could
+ * see them; stopped at the bound, the walk is linear in the file. */
+static int prescan(const struct loader *ld, FILE *f)
+{
+	yaml_parser_t p;
+	yaml_event_t e;
+	size_t depth = 0, nodes = 0;
+	int rc = 0;
+
+	yaml_parser_initialize(&p);
+	yaml_parser_set_input_file(&p, f);
+	for (;;) {
+		if (!yaml_parser_parse(&p, &e)) {
+			rc = bad_yaml(ld, &p);
+			break;
+		}
+		yaml_event_type_t t = e.type;
+		size_t line = e.start_mark.line + 1;
+		yaml_event_delete(&e);
+		if (t == YAML_STREAM_END_EVENT)
+			break;
+		if (t == YAML_MAPPING_START_EVENT ||
+		    t == YAML_SEQUENCE_START_EVENT)
+			depth++;
+		else if ((t == YAML_MAPPING_END_EVENT ||
+			  t == YAML_SEQUENCE_END_EVENT) &&
+			 depth > 0)
+			depth--;
+		if (t == YAML_MAPPING_START_EVENT ||
+		    t == YAML_SEQUENCE_START_EVENT || t == YAML_SCALAR_EVENT ||
+		    t == YAML_ALIAS_EVENT)
+			nodes++;
+		if (depth > YAML_DEPTH_MAX) {
+			snprintf(ld->msg, ld->n,
+				 "%s:%zu: YAML nested more than %d levels "
+				 "deep",
+				 ld->file, line, YAML_DEPTH_MAX);
+			rc = -1;
+			break;
+		}
+		if (nodes > YAML_NODES_MAX) {
+			snprintf(ld->msg, ld->n,
+				 "%s:%zu: more than %d YAML nodes", ld->file,
+				 line, YAML_NODES_MAX);
+			rc = -1;
+			break;
+		}
+	}
+	yaml_parser_delete(&p);
+	rewind(f);
+	return rc;
+}
 
 /* The YAML document of one file into doc. */
 static int parse_file(const struct loader *ld, yaml_document_t *doc)
 {
 	yaml_parser_t p;
-	FILE *f = fopen(ld->file, "rb");
-	struct stat st;
+	char why[128];
+	FILE *f = drld_open_regular(AT_FDCWD, ld->file, FILE_MAX, ld->seen, why,
+				    sizeof why);
 	int rc = 0;
 
 	if (f == NULL)
-		return fail(ld, NULL, NULL, "%s", strerror(errno));
-	if (fstat(fileno(f), &st) != 0 || st.st_size > FILE_MAX) {
+		return fail(ld, NULL, NULL, "%s", why);
+	if (prescan(ld, f) != 0) {
 		fclose(f);
-		return fail(ld, NULL, NULL, "larger than %d bytes", FILE_MAX);
+		return -1;
 	}
 	yaml_parser_initialize(&p);
 	yaml_parser_set_input_file(&p, f);
 	if (!yaml_parser_load(&p, doc)) {
-		snprintf(ld->msg, ld->n, "%s:%zu: bad YAML: %s%s%s", ld->file,
-			 p.problem_mark.line + 1,
-			 p.problem ? p.problem : "unknown error",
-			 p.context ? " " : "", p.context ? p.context : "");
-		rc = -1;
+		rc = bad_yaml(ld, &p);
 	} else {
 		yaml_document_t extra;
 		if (!yaml_parser_load(&p, &extra)) {
@@ -657,6 +791,13 @@ static int list_files(const struct loader *ld, const char *dir, char ***names,
 	*count = n;
 	if (*names == NULL || e != NULL)
 		return fail(ld, NULL, NULL, "out of memory");
+	/* envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED:
+	 * an emptied directory (a volume not mounted yet, a bad deploy)
+	 * would answer OK for every domain, rate limiting silently off */
+	if (n == 0)
+		return fail(ld, NULL, NULL,
+			    "no *.yaml or *.yml file (an empty config would "
+			    "turn every limit off)");
 	qsort(*names, n, sizeof **names, by_string);
 	return 0;
 }
@@ -693,13 +834,15 @@ static int attach(struct drld_envoy_node *d, const char *domain,
 
 /* Load the files, then check domains are distinct and attach counters. */
 static int load_all(struct loader *ld, struct drld_envoy_config *c,
-		    char **files, size_t nfiles, struct drld_envoy_stats *stats)
+		    char **files, size_t nfiles, struct stat *seen,
+		    struct drld_envoy_stats *stats)
 {
 	c->domains = calloc(nfiles + 1, sizeof *c->domains);
 	if (c->domains == NULL)
 		return fail(ld, NULL, NULL, "out of memory");
 	for (size_t i = 0; i < nfiles; i++) {
 		ld->file = files[i];
+		ld->seen = &seen[i];
 		c->ndomains = i + 1;
 		if (load_file(ld, &c->domains[i]) != 0)
 			return -1;
@@ -720,34 +863,100 @@ static int load_all(struct loader *ld, struct drld_envoy_config *c,
 	return 0;
 }
 
+static void free_names(char **names, size_t n)
+{
+	for (size_t i = 0; names != NULL && i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+/* Whether dir still holds exactly files[0 .. n), each still the file
+ * seen[i] says was read (device, inode, size and modification time,
+ * through any symbolic link): nothing was swapped while they were read. */
+static bool unchanged(struct loader *ld, const char *dir, char **files,
+		      size_t n, const struct stat *seen)
+{
+	char **now = NULL;
+	size_t nnow = 0;
+	bool same = list_files(ld, dir, &now, &nnow) == 0 && nnow == n;
+
+	for (size_t i = 0; same && i < n; i++) {
+		struct stat st;
+		same = strcmp(now[i], files[i]) == 0 &&
+		       stat(files[i], &st) == 0 &&
+		       st.st_dev == seen[i].st_dev &&
+		       st.st_ino == seen[i].st_ino &&
+		       st.st_size == seen[i].st_size &&
+		       st.st_mtim.tv_sec == seen[i].st_mtim.tv_sec &&
+		       st.st_mtim.tv_nsec == seen[i].st_mtim.tv_nsec;
+	}
+	free_names(now, nnow);
+	return same;
+}
+
+/* One attempt at loading dir into *out: 0, -1 (the message in ld), or 1
+ * when the directory changed while it was read (nothing kept). */
+static int load_once(struct loader *ld, const char *dir,
+		     struct drld_envoy_config **out,
+		     struct drld_envoy_stats *stats)
+{
+	struct drld_envoy_config *c = calloc(1, sizeof *c);
+	char **files = NULL;
+	size_t nfiles = 0;
+	struct stat *seen = NULL;
+	int rc = -1;
+
+	if (c == NULL) {
+		snprintf(ld->msg, ld->n, "out of memory");
+		return -1;
+	}
+	atomic_init(&c->refs, 1);
+	ld->nodes = 0;
+	if (list_files(ld, dir, &files, &nfiles) == 0) {
+		seen = calloc(nfiles, sizeof *seen);
+		if (seen == NULL)
+			fail(ld, NULL, NULL, "out of memory");
+		else if (load_all(ld, c, files, nfiles, seen, stats) == 0)
+			rc = unchanged(ld, dir, files, nfiles, seen) ? 0 : 1;
+	}
+	free(seen);
+	free_names(files, nfiles);
+	if (rc == 0) {
+		c->nfiles = nfiles;
+		*out = c;
+	} else {
+		config_free(c);
+	}
+	return rc;
+}
+
+/* Loads in a row that may find the directory changed before one is
+ * given up. */
+#define LOAD_TRIES 10
+
 int drld_envoy_config_load(struct drld_envoy_config **out, const char *dir,
 			   drl_store *store, struct drld_envoy_stats *stats,
 			   char *msg, size_t n)
 {
-	struct loader ld = {dir, store, msg, n, 0, NULL, NULL};
-	struct drld_envoy_config *c = calloc(1, sizeof *c);
-	char **files = NULL;
-	size_t nfiles = 0;
-	int rc = -1;
+	struct loader ld = {dir, store, msg, n, 0, NULL, NULL, NULL};
 
 	*out = NULL;
-	if (c == NULL) {
-		snprintf(msg, n, "out of memory");
-		return -1;
+	/* A reload must be one snapshot of the directory: a Kubernetes
+	 * ConfigMap volume swaps every file at once (a "..data" symbolic
+	 * link), and reading some files before and some after a swap made
+	 * a config that was never deployed (22 of 30 reloads, issue 33).
+	 * So the files are read, then checked unchanged; a change means
+	 * reading them all again. */
+	for (int i = 0; i < LOAD_TRIES; i++) {
+		int rc = load_once(&ld, dir, out, stats);
+		if (rc <= 0)
+			return rc;
 	}
-	atomic_init(&c->refs, 1);
-	if (list_files(&ld, dir, &files, &nfiles) == 0 &&
-	    load_all(&ld, c, files, nfiles, stats) == 0) {
-		c->nfiles = nfiles;
-		*out = c;
-		rc = 0;
-	}
-	for (size_t i = 0; files != NULL && i < nfiles; i++)
-		free(files[i]);
-	free(files);
-	if (rc != 0)
-		config_free(c);
-	return rc;
+	snprintf(msg, n,
+		 "%s: its files changed while they were read, %d times in a "
+		 "row",
+		 dir, LOAD_TRIES);
+	return -1;
 }
 
 void drld_envoy_config_release(struct drld_envoy_config *c)

@@ -67,6 +67,11 @@ static enum drld_envoy_outcome check(const struct drld_envoy_request *q,
 		return refuse(DRLD_ENVOY_INVALID, msg, n,
 			      "more than %d descriptors",
 			      DRLD_ENVOY_DESCRIPTORS_MAX);
+	/* as a descriptor's own (below): a cost no limit can take */
+	if ((uint64_t)q->hits_addend > (uint64_t)DRL_LIMIT_MAX)
+		return refuse(DRLD_ENVOY_INVALID, msg, n,
+			      "hits_addend over %lld",
+			      (long long)DRL_LIMIT_MAX);
 	for (size_t i = 0; i < q->ndescriptors; i++) {
 		const struct drld_envoy_descriptor *dq = &q->descriptors[i];
 		if (dq->nentries == 0 || dq->nentries > DRLD_ENVOY_DEPTH_MAX)
@@ -146,9 +151,33 @@ static char *store_key(const struct drld_envoy_request *q,
 	return b;
 }
 
+/* Cut a descriptor's metric name of len bytes (a request chose it) to at
+ * most DRLD_ENVOY_METRIC_NAME_MAX: its first bytes, cut at a UTF-8
+ * character's start, '~' and the FNV-1a hash of the whole name in 16 hex
+ * digits, so names that differ after the cut stay apart. Returns the new
+ * length. */
+static size_t bound_name(char *name, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint64_t h = 1469598103934665603u;
+	size_t cut = DRLD_ENVOY_METRIC_NAME_MAX - 17;
+
+	if (len <= DRLD_ENVOY_METRIC_NAME_MAX)
+		return len;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)name[i]) * 1099511628211u;
+	while (cut > 0 && ((unsigned char)name[cut] & 0xC0) == 0x80)
+		cut--;
+	name[cut++] = '~';
+	for (int i = 60; i >= 0; i -= 4)
+		name[cut++] = hex[(h >> i) & 15];
+	return cut;
+}
+
 /* The counters a decision of p goes to: its limit's, or by the request's
  * values (an override, value_to_metric, detailed_metric), as
- * envoyproxy/ratelimit names them: "key_value.key2". */
+ * envoyproxy/ratelimit names them: "key_value.key2", bounded in length
+ * (bound_name()). */
 static struct drld_envoy_stat *stats_for(struct drld *d,
 					 const struct drld_envoy_request *q,
 					 const struct drld_envoy_descriptor *dq,
@@ -180,6 +209,7 @@ static struct drld_envoy_stat *stats_for(struct drld *d,
 			at += vlen;
 		}
 	}
+	at = bound_name(name, at);
 	struct drld_envoy_stat *st =
 		drld_envoy_stats_get(d->envoy_stats, domain, name, at);
 	free(name);
@@ -644,6 +674,11 @@ void drld_envoy_shards(struct drld *d, unsigned n)
 void drld_envoy_connection_dealt(struct drld *d, unsigned i)
 {
 	drld_envoy_stats_connection(d->envoy_stats, i);
+}
+
+void drld_envoy_connection_closed(struct drld *d, unsigned why)
+{
+	drld_envoy_stats_closed(d->envoy_stats, why);
 }
 
 void drld_envoy_answer_release(struct drld_envoy_answer *a)

@@ -163,6 +163,11 @@ void drld_envoy_shards(struct drld *d, unsigned n);
 /* Count a connection dealt to shard i (< the shards set). */
 void drld_envoy_connection_dealt(struct drld *d, unsigned i);
 
+/* Count a connection drld's listener closed without dealing it, for
+ * drld_grpc_connections_closed_total: why is an enum drld_closed_reason
+ * (acceptor.h). */
+void drld_envoy_connection_closed(struct drld *d, unsigned why);
+
 /* Let go of what a's statuses point to (every outcome; once). */
 void drld_envoy_answer_release(struct drld_envoy_answer *a);
 

@@ -1,6 +1,7 @@
 /* Counters of the Envoy rate limit service: see envoy_stats.h. */
 #include "envoy_stats.h"
 
+#include "acceptor.h"     /* DRLD_CLOSED_* */
 #include "grpc_service.h" /* DRLD_GRPC_POLLERS_MAX */
 
 #include <inttypes.h>
@@ -27,6 +28,7 @@ struct drld_envoy_stats {
 	atomic_uint_fast64_t calls[DRLD_ENVOY_OUTCOMES];
 	atomic_uint shards; /* connections[0 .. shards) are rendered */
 	atomic_uint_fast64_t connections[DRLD_GRPC_POLLERS_MAX];
+	atomic_uint_fast64_t closed[DRLD_CLOSED_REASONS];
 };
 
 int drld_envoy_stats_new(struct drld_envoy_stats **out)
@@ -234,6 +236,25 @@ void drld_envoy_stats_render(struct drld_envoy_stats *s, FILE *f)
 			"drld_grpc_connections_total{shard=\"%u\"} %" PRIu64
 			"\n",
 			i, get(&s->connections[i]));
+	static const char *const why[] = {"no_preface", "no_descriptor"};
+	_Static_assert(sizeof why / sizeof why[0] == DRLD_CLOSED_REASONS,
+		       "a name for every reason");
+	fputs("# HELP drld_grpc_connections_closed_total gRPC connections "
+	      "drld's listener closed without dealing them.\n"
+	      "# TYPE drld_grpc_connections_closed_total counter\n",
+	      f);
+	for (unsigned i = 0; i < DRLD_CLOSED_REASONS; i++)
+		fprintf(f,
+			"drld_grpc_connections_closed_total{reason=\"%s\"} "
+			"%" PRIu64 "\n",
+			why[i], get(&s->closed[i]));
+}
+
+void drld_envoy_stats_closed(struct drld_envoy_stats *s, unsigned why)
+{
+	if (why < DRLD_CLOSED_REASONS)
+		atomic_fetch_add_explicit(&s->closed[why], 1,
+					  memory_order_relaxed);
 }
 
 void drld_envoy_stats_shards(struct drld_envoy_stats *s, unsigned n)

@@ -8,8 +8,10 @@
  * config's descriptors ("message_type_marketing.to_number"), or with
  * detailed_metric / value_to_metric the request's own values, which a
  * client chooses: so the table is bounded (DRLD_ENVOY_STATS_MAX names
- * since start), and beyond it the hits of a new name count under
- * domain="_overflow", descriptor="_overflow".
+ * since start, each of at most DRLD_ENVOY_METRIC_NAME_MAX bytes: a longer
+ * one is cut and a hash of it appended, envoy_service.c), and beyond it
+ * the hits of a new name count under domain="_overflow",
+ * descriptor="_overflow".
  *
  * Thread-safe: counters are relaxed atomics; one mutex guards the insertion
  * of a name (rules' names are looked up once per config load, detailed
@@ -28,6 +30,10 @@
 
 /* Most distinct (domain, descriptor) names counted since start. */
 #define DRLD_ENVOY_STATS_MAX 4096
+
+/* Longest descriptor name a request's values make (the domain's is cut
+ * at 255 bytes): at most 4,096 x 256 bytes of names in all. */
+#define DRLD_ENVOY_METRIC_NAME_MAX 256
 
 struct drld_envoy_stat {
 	char *domain;
@@ -73,6 +79,10 @@ void drld_envoy_stats_call(struct drld_envoy_stats *s,
 void drld_envoy_stats_shards(struct drld_envoy_stats *s, unsigned n);
 /* Count one connection dealt to shard i (< n). */
 void drld_envoy_stats_connection(struct drld_envoy_stats *s, unsigned i);
+
+/* Count one connection closed undealt, for reason why (acceptor.h's
+ * enum drld_closed_reason). */
+void drld_envoy_stats_closed(struct drld_envoy_stats *s, unsigned why);
 
 /* Write every counter in the Prometheus text format to f. */
 void drld_envoy_stats_render(struct drld_envoy_stats *s, FILE *f);

@@ -700,6 +700,13 @@ struct drld_grpc {
 		drld_envoy_connection_dealt(g->d, (unsigned)i);
 		grpc::AddInsecureChannelFromFd(g->shards[i]->server.get(), fd);
 	}
+
+	// The acceptor's other callback: a connection closed undealt.
+	static void closed(void *arg, enum drld_closed_reason why)
+	{
+		drld_grpc *g = static_cast<drld_grpc *>(arg);
+		drld_envoy_connection_closed(g->d, why);
+	}
 };
 
 // Plaintext, or TLS from o's PEM files, which grpc's file watcher reads
@@ -766,6 +773,9 @@ static void start_shard(
 	if (o->max_connection_age_grace_s > 0)
 		b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
 				     (int)o->max_connection_age_grace_s * 1000);
+	if (o->max_connection_idle_s > 0)
+		b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+				     (int)o->max_connection_idle_s * 1000);
 	s.service.reset(new Service(d));
 	if (g->deciders != nullptr) {
 		s.service->set_deciders(g->deciders.get());
@@ -779,6 +789,11 @@ static void start_shard(
 	}
 	if (listen != nullptr) {
 		b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 1);
+		// grpc's own listener (TLS): a connection that does not
+		// finish its handshake in time is closed, as drld's
+		// acceptor closes one without its preface (default 120 s)
+		b.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+				     (int)o->preface_timeout_s * 1000);
 		b.AddListeningPort(*listen, creds, port);
 	}
 	b.RegisterService(&s.service->rpc());
@@ -828,7 +843,9 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 					    nullptr);
 			drld_envoy_shards(d, shards);
 			if (drld_acceptor_start(&g->acceptor, addr,
-						drld_grpc::deal, g.get(), msg,
+						o->preface_timeout_s,
+						drld_grpc::deal,
+						drld_grpc::closed, g.get(), msg,
 						n) != 0)
 				return -1; // g's destructor stops the shards
 			g->port = (int)drld_acceptor_port(g->acceptor);

@@ -81,6 +81,11 @@ struct drld_grpc_opts {
 	/* seconds the calls in flight on such a connection get to finish
 	 * before it is closed; 0: as long as they take. */
 	unsigned max_connection_age_grace_s;
+	/* seconds a connection may go without a call before the server
+	 * sends GOAWAY and closes it (a client that completed the HTTP/2
+	 * handshake and holds the connection idle); 0: forever. At most
+	 * DRLD_GRPC_AGE_MAX. */
+	unsigned max_connection_idle_s;
 	/* TLS: PEM files (checked by tls.h) of the certificate chain and
 	 * its key, or NULL for plaintext HTTP/2; with tls_client_ca,
 	 * clients must present a certificate one of its CAs signed. gRPC
@@ -91,6 +96,9 @@ struct drld_grpc_opts {
 	/* with tls_client_ca: a name the client certificate's
 	 * subjectAltName must hold (DNS, URI, IP or email), or NULL */
 	const char *tls_client_san;
+	/* seconds a new connection has to send the HTTP/2 preface (or,
+	 * with TLS, to finish its handshake) before it is closed */
+	unsigned preface_timeout_s;
 };
 
 /* Serve ShouldRateLimit on `addr` ("127.0.0.1:8081", "[::1]:0"; port 0

@@ -2,6 +2,7 @@
 #include "http.h"
 
 #include "async_loop.h"
+#include "deadline.h"
 #include "common/args.h"
 #include "common/json.h"
 #include "common/result.h"
@@ -13,18 +14,23 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
-/* A body drld does not keep (a /v1/check body past --max-body sent
- * without Content-Length, or any body sent to another path) is read and
- * dropped up to this many bytes, then the connection is closed without an
- * answer: libmicrohttpd cannot answer in the middle of an upload. A body
- * whose Content-Length says it is too large is answered at once, unread
- * (413 for /v1/check), and the connection closed. */
+/* A body drld does not use (sent to another path than /v1/check or
+ * /v1/reset) is read and dropped up to this many bytes, then the
+ * connection is closed without an answer. A /v1/check body whose
+ * Content-Length says it is over --max-body is answered 413 at once,
+ * unread, and the connection closed; a chunked one that passes the bound
+ * is read to its end and dropped, however long (libmicrohttpd 0.9.75
+ * cannot answer in the middle of an upload), then answered 413: the
+ * whole-request deadline (--timeout-s, deadline.h) bounds how long that
+ * takes. */
 #define DISCARD_MAX (1024 * 1024)
 
 struct drld_http {
@@ -34,6 +40,8 @@ struct drld_http {
 	 * the store allows it; NULL: on the MHD thread, blocking */
 	struct drld_async_loop *loop;
 	size_t max_body;
+	/* every connection's whole-request deadline (--timeout-s) */
+	struct drld_deadlines *deadlines;
 	atomic_long active; /* requests begun and not yet completed */
 	unsigned port;
 };
@@ -57,6 +65,7 @@ struct req {
 	char *body;               /* REQ_CHECK: the body so far */
 	bool reset;               /* REQ_CHECK: POST /v1/reset */
 	size_t len, cap;
+	size_t expect;    /* REQ_CHECK: Content-Length, 0 when unknown */
 	size_t discarded; /* bytes dropped (over max_body, or unused) */
 	/* a /v1/check decided through the async loop: the connection is
 	 * suspended until `decided`, then the access handler is called
@@ -173,15 +182,59 @@ static struct drld_request_parts parts_of(struct MHD_Connection *conn,
 
 /* ---- routing ---------------------------------------------------------- */
 
-/* Whether Content-Length announces more than max bytes. */
-static bool announced_too_big(struct MHD_Connection *conn, size_t max)
+/* The length Content-Length announces, or -1 (none, or not a number). */
+static int64_t announced(struct MHD_Connection *conn)
 {
 	const char *cl = MHD_lookup_connection_value(
 		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	int64_t v;
 
-	return cl != NULL && tl_parse_uint(cl, 0, INT64_MAX, &v) &&
-	       (uint64_t)v > max;
+	return cl != NULL && tl_parse_uint(cl, 0, INT64_MAX, &v) ? v : -1;
+}
+
+/* Whether Content-Length announces more than max bytes. */
+static bool announced_too_big(struct MHD_Connection *conn, size_t max)
+{
+	int64_t v = announced(conn);
+
+	return v >= 0 && (uint64_t)v > max;
+}
+
+/* What the framing headers of a request say (MHD_KeyValueIterator). */
+struct framing {
+	const char *length; /* the first Content-Length */
+	bool conflict;      /* another Content-Length differs from it */
+	bool chunked;       /* a Transfer-Encoding too */
+};
+
+static enum MHD_Result each_header(void *cls, enum MHD_ValueKind kind,
+				   const char *key, const char *value)
+{
+	struct framing *f = cls;
+
+	(void)kind;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+		if (f->length != NULL && strcmp(f->length, value) != 0)
+			f->conflict = true;
+		if (f->length == NULL)
+			f->length = value;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+		f->chunked = true;
+	}
+	return MHD_YES;
+}
+
+/* Whether the request's length is ambiguous: two different
+ * Content-Length headers (libmicrohttpd reads the first), or one beside
+ * Transfer-Encoding. A proxy in front that reads the other would see
+ * another request boundary than drld (request smuggling); RFC 9110 8.6
+ * and RFC 9112 6.3 say to refuse it. */
+static bool ambiguous_length(struct MHD_Connection *conn)
+{
+	struct framing f = {NULL, false, false};
+
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, each_header, &f);
+	return f.conflict || (f.length != NULL && f.chunked);
 }
 
 /* Decide a request that is not a /v1/check POST nor a GET /metrics at
@@ -230,6 +283,10 @@ static enum MHD_Result first_call(struct drld_http *h,
 				  const char *method, struct req *rq)
 {
 	bool reset = strcmp(url, "/v1/reset") == 0;
+	if (ambiguous_length(conn))
+		return send_error(h, conn, 400, NULL,
+				  "conflicting Content-Length headers, or "
+				  "Content-Length with Transfer-Encoding");
 	if ((reset || strcmp(url, "/v1/check") == 0) &&
 	    strcmp(method, "POST") == 0) {
 		if (announced_too_big(conn, h->max_body))
@@ -237,6 +294,10 @@ static enum MHD_Result first_call(struct drld_http *h,
 					  "the body is larger than --max-body");
 		rq->kind = REQ_CHECK;
 		rq->reset = reset;
+		/* the buffer is made that size at once: doubling up to it
+		 * left a large body's buffer up to twice its size */
+		int64_t v = announced(conn);
+		rq->expect = v > 0 ? (size_t)v : 0;
 		rq->cfg = drld_config_acquire(&h->d->config);
 		return MHD_YES;
 	}
@@ -255,17 +316,20 @@ static enum MHD_Result first_call(struct drld_http *h,
 }
 
 /* Take n bytes of a request body. Returns false when the connection
- * should be closed (a body far over the limit). */
+ * should be closed (an unused body far over DISCARD_MAX). */
 static bool absorb(struct drld_http *h, struct req *rq, const char *data,
 		   size_t n)
 {
 	if (rq->kind != REQ_CHECK || rq->discarded != 0 ||
 	    n > h->max_body - rq->len) {
-		rq->discarded += n;
-		return rq->discarded <= DISCARD_MAX;
+		rq->discarded = rq->discarded + n < rq->discarded
+					? SIZE_MAX
+					: rq->discarded + n;
+		return rq->kind == REQ_CHECK || rq->discarded <= DISCARD_MAX;
 	}
 	if (rq->len + n > rq->cap) {
-		size_t cap = rq->cap ? rq->cap * 2 : 1024;
+		size_t cap = rq->cap ? rq->cap * 2
+				     : (rq->expect ? rq->expect : 1024);
 		if (cap < rq->len + n)
 			cap = rq->len + n;
 		if (cap > h->max_body)
@@ -316,6 +380,14 @@ static enum MHD_Result check_async(struct drld_http *h,
 	return send_reply(h, conn, rq->answer);
 }
 
+/* The deadline of connection conn (NULL: not tracked). */
+static struct drld_deadline *deadline_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci != NULL ? ci->socket_context : NULL;
+}
+
 /* The request is complete: answer it. */
 static enum MHD_Result answer(struct drld_http *h, struct MHD_Connection *conn,
 			      const char *url, const char *method,
@@ -324,6 +396,8 @@ static enum MHD_Result answer(struct drld_http *h, struct MHD_Connection *conn,
 	struct drld_request_parts parts = parts_of(conn, url, method);
 	struct drld_reply reply;
 
+	/* in whole: what remains is drld's to answer */
+	drld_deadline_disarm(deadline_of(conn));
 	switch (rq->kind) {
 	case REQ_METRICS:
 		return send_metrics(h, conn);
@@ -379,6 +453,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
 	struct drld_http *h = cls;
 	struct req *rq = *state;
 
+	/* the next request on this connection must arrive whole in time */
+	drld_deadline_arm(h->deadlines, deadline_of(conn));
 	if (rq == NULL)
 		return;
 	drld_config_release(rq->cfg);
@@ -389,6 +465,26 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
 	free(rq);
 	*state = NULL;
 	atomic_fetch_sub(&h->active, 1);
+}
+
+/* A connection opens or closes: track its whole-request deadline (the
+ * tracking ends before libmicrohttpd closes the socket). */
+static void on_connection(void *cls, struct MHD_Connection *conn,
+			  void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct drld_http *h = cls;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+			conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		*socket_context = ci != NULL ? drld_deadline_add(h->deadlines,
+								 ci->connect_fd)
+					     : NULL;
+		return;
+	}
+	drld_deadline_remove(h->deadlines, *socket_context);
+	*socket_context = NULL;
 }
 
 /* libmicrohttpd's own messages, on stderr with drld's prefix. */
@@ -421,6 +517,11 @@ int drld_http_start(struct drld_http **out, struct drld *d,
 	h->d = d;
 	h->max_body = o->max_body;
 	atomic_init(&h->active, 0);
+	if (drld_deadlines_start(&h->deadlines, o->timeout_s) != 0) {
+		snprintf(msg, n, "out of memory");
+		free(h);
+		return -1;
+	}
 	if (d->store_direct) {
 		/* a connection has one request at a time: the loop never
 		 * holds more decisions than there are connections */
@@ -429,6 +530,7 @@ int drld_http_start(struct drld_http **out, struct drld *d,
 				       : DRL_ASYNC_QUEUE_MAX;
 		if (drld_async_loop_start(&h->loop, queue ? queue : 1, msg,
 					  n) != 0) {
+			drld_deadlines_stop(h->deadlines);
 			free(h);
 			return -1;
 		}
@@ -441,12 +543,15 @@ int drld_http_start(struct drld_http **out, struct drld *d,
 		o->threads, MHD_OPTION_CONNECTION_LIMIT, o->max_connections,
 		MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->conn_memory,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_per_ip,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
 	if (h->daemon == NULL) {
 		snprintf(msg, n,
 			 "cannot listen (address in use or not local? see "
 			 "the line above)");
 		drld_async_loop_stop(h->loop);
+		drld_deadlines_stop(h->deadlines);
 		free(h);
 		return -1;
 	}
@@ -494,6 +599,7 @@ void drld_http_stop(struct drld_http *h, unsigned grace_s)
 		wait_idle(h, grace_s);
 	}
 	MHD_stop_daemon(h->daemon);
+	drld_deadlines_stop(h->deadlines);
 	if (ls != MHD_INVALID_SOCKET)
 		close(ls);
 	free(h);

@@ -16,7 +16,11 @@ struct drld_http_opts {
 	struct sockaddr_storage addr; /* numeric IPv4 or IPv6, port */
 	unsigned threads;             /* HTTP threads (epoll each) */
 	unsigned max_connections;     /* open connections at once */
-	unsigned timeout_s;           /* idle connection timeout */
+	unsigned timeout_s;           /* idle connection timeout, and
+					 the time a request has to arrive
+					 whole (deadline.h) */
+	unsigned max_per_ip;          /* open connections from one client
+					 address (0: no bound) */
 	size_t max_body;              /* request body bytes (413 above) */
 	size_t conn_memory;           /* per connection: request line,
 					 headers, buffers (431 above) */

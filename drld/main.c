@@ -3,12 +3,14 @@
  * language share the same limits (docs/drld.md).
  *
  *   drld [--listen HOST:PORT] [--store URI] [--config FILE] [--threads N]
- *        [--max-connections N] [--timeout-s N] [--max-body BYTES]
- *        [--conn-memory BYTES] [--max-specs N]
+ *        [--max-connections N] [--max-connections-per-ip N]
+ *        [--timeout-s N] [--max-body BYTES]
+ *        [--conn-memory BYTES] [--max-specs N] [--memory-max-keys N]
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
  *        [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]
  *        [--grpc-queue N]
  *        [--grpc-max-connection-age S] [--grpc-max-connection-age-grace S]
+ *        [--grpc-max-connection-idle S]
  *        [--grpc-tls-cert FILE --grpc-tls-key FILE [--grpc-tls-client-ca FILE]
  *         [--grpc-tls-client-san NAME] [--grpc-tls-refresh S]]
  *
@@ -34,6 +36,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -50,14 +53,17 @@ enum { EXIT_OK = 0, EXIT_SERVE = 1, EXIT_USAGE = 2, EXIT_STORE = 3 };
 
 static const char synopsis[] =
 	"usage: drld [--listen HOST:PORT] [--store URI] [--config FILE]\n"
-	"            [--threads N] [--max-connections N] [--timeout-s N]\n"
+	"            [--threads N] [--max-connections N]\n"
+	"            [--max-connections-per-ip N] [--timeout-s N]\n"
 	"            [--max-body BYTES] [--conn-memory BYTES] [--max-specs N]\n"
+	"            [--memory-max-keys N]\n"
 	"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
 	"[--shadow]\n"
 	"            [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]\n"
 	"            [--grpc-queue N]\n"
 	"            [--grpc-max-connection-age S]\n"
 	"            [--grpc-max-connection-age-grace S]\n"
+	"            [--grpc-max-connection-idle S]\n"
 	"            [--grpc-tls-cert FILE --grpc-tls-key FILE\n"
 	"             [--grpc-tls-client-ca FILE [--grpc-tls-client-san "
 	"NAME]]\n"
@@ -81,8 +87,12 @@ static const char details[] =
 	"                          (default 2, 1..64)\n"
 	"      --max-connections N open connections at once (default 1024,\n"
 	"                          1..100000)\n"
-	"      --timeout-s N       close a connection idle this long\n"
-	"                          (default 10, 1..3600)\n"
+	"      --max-connections-per-ip N\n"
+	"                          open connections from one client address\n"
+	"                          (default 0: no bound; 0..100000)\n"
+	"      --timeout-s N       close a connection idle this long, or\n"
+	"                          whose request has not arrived whole in\n"
+	"                          this long (default 10, 1..3600)\n"
 	"      --max-body BYTES    largest /v1/check body; larger is 413\n"
 	"                          (default 8192, 64..67108864)\n"
 	"      --conn-memory BYTES memory per connection for the request "
@@ -92,6 +102,14 @@ static const char details[] =
 	"      --max-specs N       limits given in requests (\"limit\") kept\n"
 	"                          at once, least recently used evicted\n"
 	"                          (default 256, 0..65536; 0 refuses them)\n"
+	"      --memory-max-keys N without --store (memory://): keys kept for\n"
+	"                          the configured limits, and as many again\n"
+	"                          for those requests choose (default\n"
+	"                          1000000, 1..1000000000)\n";
+
+/* The gRPC options' part of --help (one string would be longer than C99
+ * compilers must support). */
+static const char details_grpc[] =
 	"      --grpc-listen HOST:PORT  also serve Envoy's rate limit service\n"
 	"                          (gRPC ShouldRateLimit) there, or on the\n"
 	"                          unix socket unix:/PATH; off by default\n"
@@ -119,6 +137,10 @@ static const char details[] =
 	"      --grpc-max-connection-age-grace S\n"
 	"                          then close it after S more seconds\n"
 	"                          (default 3600; 0: once its calls end)\n"
+	"      --grpc-max-connection-idle S\n"
+	"                          close a connection without a call for S\n"
+	"                          seconds (GOAWAY; default 0: never,\n"
+	"                          0..604800)\n"
 	"      --grpc-tls-cert FILE, --grpc-tls-key FILE\n"
 	"                          serve gRPC over TLS with this PEM\n"
 	"                          certificate chain and unencrypted key\n"
@@ -148,6 +170,7 @@ struct opts {
 	const char *store; /* NULL: the config's, else memory:// */
 	const char *config;
 	int64_t max_specs;
+	int64_t memory_max_keys;  /* drld's default memory:// store */
 	const char *grpc_listen;  /* NULL: no gRPC service */
 	const char *envoy_config; /* NULL: no Envoy domains */
 	/* --grpc-*; deciders is --grpc-threads (serve() makes it 0 on
@@ -190,10 +213,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 {
 	enum {
 		O_MAXCONN = 256,
+		O_PERIP,
 		O_TIMEOUT,
 		O_MAXBODY,
 		O_CONNMEM,
 		O_MAXSPECS,
+		O_MEMKEYS,
 		O_GRPC,
 		O_ENVOY,
 		O_SHADOW,
@@ -203,6 +228,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_GRPC_QUEUE,
 		O_GRPC_AGE,
 		O_GRPC_AGE_GRACE,
+		O_GRPC_IDLE,
 		O_TLS_CERT,
 		O_TLS_KEY,
 		O_TLS_CA,
@@ -215,10 +241,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"config", required_argument, NULL, 'c'},
 		{"threads", required_argument, NULL, 't'},
 		{"max-connections", required_argument, NULL, O_MAXCONN},
+		{"max-connections-per-ip", required_argument, NULL, O_PERIP},
 		{"timeout-s", required_argument, NULL, O_TIMEOUT},
 		{"max-body", required_argument, NULL, O_MAXBODY},
 		{"conn-memory", required_argument, NULL, O_CONNMEM},
 		{"max-specs", required_argument, NULL, O_MAXSPECS},
+		{"memory-max-keys", required_argument, NULL, O_MEMKEYS},
 		{"grpc-listen", required_argument, NULL, O_GRPC},
 		{"envoy-config", required_argument, NULL, O_ENVOY},
 		{"shadow", no_argument, NULL, O_SHADOW},
@@ -230,6 +258,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		 O_GRPC_AGE},
 		{"grpc-max-connection-age-grace", required_argument, NULL,
 		 O_GRPC_AGE_GRACE},
+		{"grpc-max-connection-idle", required_argument, NULL,
+		 O_GRPC_IDLE},
 		{"grpc-tls-cert", required_argument, NULL, O_TLS_CERT},
 		{"grpc-tls-key", required_argument, NULL, O_TLS_KEY},
 		{"grpc-tls-client-ca", required_argument, NULL, O_TLS_CA},
@@ -240,16 +270,18 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{NULL, 0, NULL, 0},
 	};
 	int64_t threads = 2, maxconn = 1024, timeout = 10, maxbody = 8192;
+	int64_t perip = 0;
 	int64_t deciders = DRLD_GRPC_DECIDERS_DEFAULT;
 	int64_t pollers = 0; /* drld_grpc_pollers_default() */
 	int64_t queue = DRLD_GRPC_QUEUE_DEFAULT, age = DRLD_GRPC_AGE_DEFAULT;
-	int64_t age_grace = DRLD_GRPC_AGE_GRACE_DEFAULT;
+	int64_t age_grace = DRLD_GRPC_AGE_GRACE_DEFAULT, idle = 0;
 	int64_t tls_refresh = DRLD_GRPC_TLS_REFRESH_DEFAULT;
 	int64_t connmem = 32768;
 	int c, st = -1;
 
 	o->listen = "127.0.0.1:8080";
 	o->max_specs = 256;
+	o->memory_max_keys = 1000000;
 	while (st < 0 && (c = getopt_long(argc, argv, ":l:s:c:t:hV", longopts,
 					  NULL)) != -1) {
 		switch (c) {
@@ -269,6 +301,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			st = number("--max-connections", optarg, 1, 100000,
 				    &maxconn);
 			break;
+		case O_PERIP:
+			st = number("--max-connections-per-ip", optarg, 0,
+				    100000, &perip);
+			break;
 		case O_TIMEOUT:
 			st = number("--timeout-s", optarg, 1, 3600, &timeout);
 			break;
@@ -283,6 +319,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_MAXSPECS:
 			st = number("--max-specs", optarg, 0, 65536,
 				    &o->max_specs);
+			break;
+		case O_MEMKEYS:
+			st = number("--memory-max-keys", optarg, 1, 1000000000,
+				    &o->memory_max_keys);
 			break;
 		case O_GRPC:
 			o->grpc_listen = optarg;
@@ -312,6 +352,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			st = number("--grpc-max-connection-age", optarg, 0,
 				    DRLD_GRPC_AGE_MAX, &age);
 			break;
+		case O_GRPC_IDLE:
+			st = number("--grpc-max-connection-idle", optarg, 0,
+				    DRLD_GRPC_AGE_MAX, &idle);
+			break;
 		case O_GRPC_AGE_GRACE:
 			st = number("--grpc-max-connection-age-grace", optarg,
 				    0, DRLD_GRPC_AGE_MAX, &age_grace);
@@ -335,6 +379,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'h':
 			fputs(synopsis, stdout);
 			fputs(details, stdout);
+			fputs(details_grpc, stdout);
 			return EXIT_OK;
 		case 'V':
 			printf("drld %s\n", drl_version());
@@ -385,9 +430,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->grpc.queue = (unsigned)queue;
 	o->grpc.max_connection_age_s = (unsigned)age;
 	o->grpc.max_connection_age_grace_s = (unsigned)age_grace;
+	o->grpc.max_connection_idle_s = (unsigned)idle;
 	o->grpc.tls_refresh_s = (unsigned)tls_refresh;
 	o->http.threads = (unsigned)threads;
 	o->http.max_connections = (unsigned)maxconn;
+	o->http.max_per_ip = (unsigned)perip;
 	o->http.timeout_s = (unsigned)timeout;
 	o->http.max_body = (size_t)maxbody;
 	o->http.conn_memory = (size_t)connmem;
@@ -410,13 +457,23 @@ static int open_store(struct drld *d, const struct opts *o, char **config_store)
 		fprintf(stderr, "drld: bad config: %s\n", msg);
 		return EXIT_USAGE;
 	}
+	/* drld's default: memory:// bounded (the library's has no bound,
+	 * and clients choose the keys), and a second one as large for the
+	 * limits clients choose (ad-hoc specs, gRPC overrides with periods
+	 * up to a year), so filling it cannot lock the configured limits
+	 * out. Both refuse a new key once full ("memory store full"). */
+	char memory[64];
+	snprintf(memory, sizeof memory, "memory://?max_keys=%lld",
+		 (long long)o->memory_max_keys);
 	const char *uri = o->store        ? o->store
 			  : *config_store ? *config_store
-					  : "memory://";
+					  : memory;
 	/* memory:// never waits for the network: gRPC calls on it are
 	 * decided where they are read (grpc_service.h) */
 	d->store_in_process = strncasecmp(uri, "memory:", 7) == 0;
 	int rc = drl_store_open(&d->store, uri, &err);
+	if (rc == 0 && uri == memory)
+		rc = drl_store_open(&d->adhoc_store, memory, &err);
 	if (rc != 0) {
 		/* the library's messages never quote a password */
 		fprintf(stderr, "drld: %s: %s (%s)\n",
@@ -480,8 +537,9 @@ static int setup(struct drld *d, const struct opts *o, char **config_store)
 	int st = open_store(d, o, config_store);
 	if (st >= 0)
 		return st;
-	if (drld_adhoc_new(&d->adhoc, d->store, (size_t)o->max_specs,
-			   d->adhoc_stats) != 0) {
+	if (drld_adhoc_new(&d->adhoc,
+			   d->adhoc_store ? d->adhoc_store : d->store,
+			   (size_t)o->max_specs, d->adhoc_stats) != 0) {
 		fputs("drld: out of memory\n", stderr);
 		return EXIT_SERVE;
 	}
@@ -505,6 +563,7 @@ static void teardown(struct drld *d)
 	if (d->config.cur != NULL)
 		drld_config_slot_fini(&d->config);
 	drld_adhoc_free(d->adhoc);
+	drl_store_free(d->adhoc_store);
 	drl_store_free(d->store);
 	drld_metrics_free(d->metrics);
 }
@@ -631,6 +690,7 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	struct drld_grpc_opts go = o->grpc;
 	if (d->store_in_process)
 		go.deciders = 0;
+	go.preface_timeout_s = o->http.timeout_s;
 	if (o->grpc_listen != NULL &&
 	    drld_grpc_start(&g, d, o->grpc_listen, &go, msg, sizeof msg) != 0) {
 		fprintf(stderr, "drld: --grpc-listen %s: %s\n", o->grpc_listen,
@@ -697,6 +757,11 @@ int main(int argc, char **argv)
 		perror("drld: signalfd");
 		return EXIT_SERVE;
 	}
+	/* a block of 1 MiB or more (a large request body, its JSON string)
+	 * goes back to the system when freed: glibc's threshold otherwise
+	 * rises to the largest block freed, and a few 50 MB bodies kept
+	 * ~1 GB resident after they were answered (issue 33) */
+	(void)mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	st = setup(&d, &o, &config_store);
 	if (st < 0)
 		st = serve(&d, &o, sfd, config_store);

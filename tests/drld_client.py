@@ -16,6 +16,13 @@
       Prints "requests=N failures=N reloads=N first_failure=...". A
       failure is anything but a 200 with a JSON decision, or a connection
       error.
+
+  drld_client.py trickle PORT N
+      Slowloris: N connections each send a request's headers one byte
+      every 0.5 s (never ending them), until drld has closed every one or
+      60 s passed; meanwhile one GET /healthz (30 s deadline) tries.
+      Prints "closed=N healthz=STATUS" (STATUS the HTTP status, or the
+      error's name).
 """
 import http.client
 import json
@@ -153,12 +160,66 @@ def hammer(pid, config, config_a, config_b, reloads, port):
         stats["requests"], stats["failures"], done, stats["first"] or "none"))
 
 
+def trickle(port, n):
+    """See the usage: N slowloris connections, then /healthz."""
+    import socket
+    conns = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s.setblocking(False)
+        conns.append(s)
+    line = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 10000
+    sent = 0
+    closed = 0
+    health = []
+
+    def healthz():
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.request("GET", "/healthz")
+            health.append(str(c.getresponse().status))
+            c.close()
+        except (OSError, http.client.HTTPException) as e:
+            health.append(type(e).__name__)
+
+    asker = threading.Thread(target=healthz)
+    asker.start()
+    end = time.monotonic() + 60
+    while (conns or not health) and time.monotonic() < end:
+        for s in list(conns):
+            try:
+                gone = s.recv(4096) == b""
+            except BlockingIOError:
+                gone = False
+            except OSError:
+                gone = True
+            if not gone:
+                try:
+                    s.send(line[sent:sent + 1])
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    gone = True
+            if gone:
+                conns.remove(s)
+                s.close()
+                closed += 1
+        sent = min(sent + 1, len(line) - 1)
+        time.sleep(0.5)
+    asker.join()
+    for s in conns:
+        s.close()
+    print("closed=%d healthz=%s" % (closed, health[0]))
+
+
 def main(argv):
     if len(argv) >= 6 and argv[1] == "share":
         share(argv[2], argv[3], int(argv[4]), [int(p) for p in argv[5:]])
     elif len(argv) == 8 and argv[1] == "hammer":
         hammer(int(argv[2]), argv[3], argv[4], argv[5], int(argv[6]),
                int(argv[7]))
+    elif len(argv) == 4 and argv[1] == "trickle":
+        trickle(int(argv[2]), int(argv[3]))
     else:
         sys.exit(__doc__)
 

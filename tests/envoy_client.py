@@ -45,6 +45,27 @@ checking protocol), compiled the same way.
       (3 s deadline) tries a connection of its own; then they close and
       one more call (30 s) tries; prints the two calls' overall codes or
       status codes' names ("DEADLINE_EXCEEDED OK").
+  envoy_client.py PROTO_DIR silent PORT HTTP_PORT DOMAIN KEY=VALUE N
+      N plain TCP connections that never send the HTTP/2 preface, held
+      open while one call (30 s deadline) and one GET /healthz try; then
+      waits (60 s at most) for drld to close them; prints the call's
+      code, the health check's HTTP status and "closed=N".
+  envoy_client.py PROTO_DIR swapdir DIR NDOMAINS
+      Make a Kubernetes ConfigMap volume in DIR (an empty directory):
+      NDOMAINS files d00.yaml.. linked through "..data" to "..v1" (limit
+      1 in every file; "..v2" holds the same with limit 2).
+  envoy_client.py PROTO_DIR swap PID PORT HTTP_PORT DIR NDOMAINS RELOADS
+      With drld (PID) serving swapdir's DIR: "..data" is swapped between
+      "..v1" and "..v2" as fast as a thread can while the main thread
+      sends PID a SIGHUP
+      and waits (60 s at most) for drld to count the reload, RELOADS
+      times; after each, every domain's limit is asked (hits 0). Prints
+      "reloads=N mixed=N errors=N": mixed, the reloads whose domains
+      disagree (old and new files in one config).
+  envoy_client.py PROTO_DIR handshaken PORT N
+      N TCP connections that send the HTTP/2 preface and an empty
+      SETTINGS frame, then nothing (read, never answered); waits (60 s
+      at most) for drld to close them; prints "closed=N".
   envoy_client.py PROTO_DIR health PORT SERVICE
       grpc.health.v1.Health/Check of SERVICE ("" the server): prints the
       status (SERVING, NOT_SERVING) or the gRPC status code's name.
@@ -337,6 +358,8 @@ def suite(port, dom, http_port):
     expect_error(c, "a limit override of unit UNKNOWN", dom,
                  [good, descriptor("user=g", limit=(5, 0))],
                  grpc.StatusCode.INVALID_ARGUMENT)
+    expect_error(c, "attack: a request hits_addend above 1e9", dom, [good],
+                 grpc.StatusCode.INVALID_ARGUMENT, hits=1000000001)
     expect(c, "after the malformed requests user=frank is untouched", dom,
            [descriptor("user=frank")], OK, [(OK, 3, H, 2)])
 
@@ -430,6 +453,24 @@ def readme(port, http_port):
                   "\"example8\",descriptor=\"key1_value1\"}", 1)
     expect_metric(http_port, "drld_envoy_shadow_mode_total{domain="
                   "\"example6\",descriptor=\"service.user_user-a\"}", 11)
+    # attack (issue 33, 3): detailed_metric names a counter by the
+    # request's values, so 20 values of 64 KiB made /metrics 6.5 MB; a
+    # name is now cut at 256 bytes, a hash of the whole one appended
+    for i in range(20):
+        c.call("example8", [descriptor([("key1", "%02d" % i * 32768)])])
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % http_port,
+                                timeout=30) as f:
+        text = f.read().decode()
+    long_names = [ln for ln in text.splitlines()
+                  if ln.startswith("drld_envoy_total_hits_total{domain="
+                                   "\"example8\",descriptor=\"key1_0000")]
+    report(len(text) < 300000 and len(long_names) == 1 and
+           all(len(ln) < 400 and "~" in ln for ln in long_names),
+           "attack: 20 descriptor values of 64 KiB under detailed_metric: "
+           "/metrics stays small (got %d bytes, %d names of key1_00.., "
+           "%s)" % (len(text), len(long_names),
+                    long_names[0][:60] + "..." + long_names[0][-40:]
+                    if long_names else "none"))
     expect(c, "example 9: key1=value1 matches value* (20/minute)",
            "example9", [descriptor("key1=value1")], OK,
            [(OK, 20, "MINUTE", 19)])
@@ -538,6 +579,139 @@ def fdflood(port, domain, entries, n):
     print(" ".join(out))
 
 
+def wait_closed(socks, seconds):
+    """How many of socks the server closes within `seconds` (what they
+    receive is read and dropped); then every one is closed."""
+    import select
+    left = {s.fileno(): s for s in socks}
+    p = select.poll()
+    for fd in left:
+        p.register(fd, select.POLLIN)
+    closed = 0
+    end = time.monotonic() + seconds
+    while left and time.monotonic() < end:
+        for fd, _ in p.poll(1000):
+            s = left[fd]
+            try:
+                gone = s.recv(65536) == b""
+            except OSError:
+                gone = True
+            if gone:
+                p.unregister(fd)
+                del left[fd]
+                s.close()
+                closed += 1
+    for s in left.values():
+        s.close()
+    return closed
+
+
+def silent(port, http_port, domain, entries, n):
+    """n TCP connections that never send the HTTP/2 preface, held open
+    while one call (30 s deadline) and one GET /healthz (30 s) try; then
+    how many of them drld has closed within 60 s. Prints the call's
+    overall code (or status code's name), the health check's HTTP status
+    (or the error) and the closed count: "OK 200 closed=400"."""
+    socks = []
+    for _ in range(n):
+        try:
+            socks.append(socket.create_connection(("127.0.0.1", port),
+                                                  timeout=30))
+        except OSError:
+            break  # counted as closed below: the count asked for stays
+    c = Client(port, own=True)
+    out = [overall(*c.call(domain, [descriptor(entries)], timeout=30))]
+    c.channel.close()
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/healthz" %
+                                    http_port, timeout=30) as f:
+            out.append(str(f.status))
+    except OSError as e:
+        out.append(type(e).__name__)
+    out.append("closed=%d" % (n - len(socks) + wait_closed(socks, 60)))
+    print(" ".join(out))
+
+
+def swap_setup(cdir, ndomains):
+    """A ConfigMap-style volume in cdir; see the usage of swap."""
+    for v in (1, 2):
+        vdir = os.path.join(cdir, "..v%d" % v)
+        os.makedirs(vdir, exist_ok=True)
+        for i in range(ndomains):
+            with open(os.path.join(vdir, "d%02d.yaml" % i), "w") as f:
+                f.write("domain: d%02d\ndescriptors:\n  - key: k\n"
+                        "    rate_limit: {unit: hour, requests_per_unit: "
+                        "%d}\n" % (i, v))
+    link = os.path.join(cdir, "..data")
+    os.symlink("..v1", link)
+    for i in range(ndomains):
+        os.symlink(os.path.join("..data", "d%02d.yaml" % i),
+                   os.path.join(cdir, "d%02d.yaml" % i))
+
+
+def swap(pid, port, http_port, cdir, ndomains, reloads):
+    """ConfigMap-style swaps racing with SIGHUP reloads; see the usage."""
+    import signal
+    link = os.path.join(cdir, "..data")
+    stop = threading.Event()
+
+    def flipper():
+        v = 1
+        while not stop.is_set():
+            v = 3 - v
+            tmp = os.path.join(cdir, "..data_tmp")
+            os.symlink("..v%d" % v, tmp)
+            os.rename(tmp, link)  # atomic, as kubelet swaps it
+
+    def done_reloads():
+        m = metrics(http_port)
+        return sum(int(float(m.get(
+            'drld_config_reloads_total{result="%s"}' % r, "0")))
+            for r in ("ok", "error"))
+
+    t = threading.Thread(target=flipper)
+    t.start()
+    c = Client(port)
+    mixed = errors = done = 0
+    try:
+        for _ in range(reloads):
+            before = done_reloads()
+            os.kill(pid, signal.SIGHUP)
+            end = time.monotonic() + 60
+            while done_reloads() <= before and time.monotonic() < end:
+                time.sleep(0.02)
+            if done_reloads() <= before:
+                break
+            done += 1
+            seen = set()
+            for i in range(ndomains):
+                r, err = c.call("d%02d" % i, [descriptor("k=x")], hits=0)
+                if err is not None or not r.statuses[0].HasField(
+                        "current_limit"):
+                    errors += 1
+                else:
+                    seen.add(r.statuses[0].current_limit.requests_per_unit)
+            if len(seen) > 1:
+                mixed += 1
+    finally:
+        stop.set()
+        t.join()
+    print("reloads=%d mixed=%d errors=%d" % (done, mixed, errors))
+
+
+def handshaken(port, n):
+    """n TCP connections that send the HTTP/2 preface and an empty
+    SETTINGS frame, then nothing: how many drld closes within 60 s."""
+    hello = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" +
+             b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+    socks = []
+    for _ in range(n):
+        socks.append(socket.create_connection(("127.0.0.1", port),
+                                              timeout=30))
+        socks[-1].sendall(hello)
+    print("closed=%d" % wait_closed(socks, 60))
+
+
 def flood(port, domain, entries, n, deadline):
     """n calls of one descriptor at once on one channel, each with a
     deadline of `deadline` seconds; prints "sent" when all are started
@@ -641,6 +815,15 @@ def main(argv):
         call(port_arg(args[0]), args[1].replace("\\0", "\0"), args[2])
     elif cmd == "conns":
         conns(port_arg(args[0]), args[1], args[2], int(args[3]))
+    elif cmd == "silent":
+        silent(int(args[0]), int(args[1]), args[2], args[3], int(args[4]))
+    elif cmd == "handshaken":
+        handshaken(int(args[0]), int(args[1]))
+    elif cmd == "swapdir":
+        swap_setup(args[0], int(args[1]))
+    elif cmd == "swap":
+        swap(int(args[0]), int(args[1]), int(args[2]), args[3],
+             int(args[4]), int(args[5]))
     elif cmd == "fdflood":
         fdflood(int(args[0]), args[1], args[2], int(args[3]))
     elif cmd == "flood":

@@ -10,8 +10,9 @@
 # store that fails (503, on_error, no password in any answer); two drld
 # over one store (Redis lua and watch, memcached) sharing one limit
 # exactly, and `drl check` seeing the limit drld consumed (the library's
-# default key prefix). Every drld must stop with exit 0 on SIGTERM and
-# print no sanitizer report.
+# default key prefix); the HTTP attacks of issue 33 (docs/security.md,
+# "drld under attack"), each assertion named "attack: ...". Every drld
+# must stop with exit 0 on SIGTERM and print no sanitizer report.
 #
 # usage: test_drld.sh PATH/TO/drld PATH/TO/drl [PART]
 # PART: input (the command line, config errors, malformed requests),
@@ -289,6 +290,15 @@ bad_usage 'unknown store scheme "bogus"' --listen 127.0.0.1:0 \
 	--store bogus://x
 bad_usage 'no-such-file.json' --listen 127.0.0.1:0 \
 	--config "$tmp/no-such-file.json"
+# attack (issue 33, 6): --config naming a FIFO blocked the start forever
+# (open(2) waits for a writer); `timeout` bounds that old behaviour
+mkfifo "$tmp/fifo.json"
+timeout -s KILL 60 "$drld" --listen 127.0.0.1:0 --config "$tmp/fifo.json" \
+	>"$tmp/run.out" 2>"$tmp/run.err" </dev/null
+rc=$?
+[ "$rc" -eq 2 ] && grep -qF "$tmp/fifo.json: not a regular file" "$tmp/run.err"
+check $? "attack: --config naming a FIFO: exit 2, not a regular file (got $rc: $(head -c 200 "$tmp/run.err"))"
+rm -f "$tmp/fifo.json"
 
 # bad_config TEXT JSON: a config file holding JSON makes drld exit 2 with
 # a message naming the file and TEXT.
@@ -752,6 +762,50 @@ if start bad --config "$tmp/rules.json"; then
 	req POST /v1/check -H 'Transfer-Encoding: chunked' \
 		--data-binary "@$tmp/big"
 	expect_code 413 "a 9000-byte chunked body"
+	# attack (issue 33, 12): a chunked body far over the bound was
+	# closed without an answer past 1 MiB; it is read to its end and
+	# answered 413 (the whole-request deadline bounds how long)
+	head -c 3000000 /dev/zero | tr '\0' a >"$tmp/big3m"
+	req POST /v1/check -H 'Transfer-Encoding: chunked' \
+		--data-binary "@$tmp/big3m"
+	expect_code 413 "attack: a 3 MB chunked body"
+	rm -f "$tmp/big3m"
+	# attack (issue 33, 11): two different Content-Length headers (the
+	# first won), or one beside Transfer-Encoding, would let a proxy in
+	# front that reads the other see another request boundary
+	req POST /v1/check -H 'Content-Length: 5' -H 'Content-Length: 40' \
+		--data-binary 'abcde'
+	expect_code 400 "attack: two different Content-Length headers"
+	expect_error 'conflicting Content-Length' "two Content-Length headers"
+	req POST /v1/check -H 'Content-Length: 40' -H 'Transfer-Encoding: chunked' \
+		--data-binary '{"key":"a","limit":"fixed_window:5/1s"}'
+	expect_code 400 "attack: Content-Length beside Transfer-Encoding"
+	# and what follows on that connection (a smuggled request, for a
+	# proxy that read the other length) is never answered
+	got=$("$PYTHON3" - "$port" <<'EOF2'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+          b"Content-Length: 60\r\n\r\nabcdeGET /healthz HTTP/1.1\r\n"
+          b"Host: x\r\n\r\n")
+s.settimeout(30)
+data = b""
+try:
+    while True:
+        part = s.recv(4096)
+        if not part:
+            break
+        data += part
+except OSError:
+    pass
+print(data.count(b"HTTP/1.1 "), data.split(b"\r\n")[0].decode())
+EOF2
+)
+	[ "$got" = "1 HTTP/1.1 400 Bad Request" ]
+	check $? "attack: two Content-Length headers and a request behind: one 400, then the connection is closed (got $got)"
+	req POST /v1/check -H 'Content-Length: 39' -H 'Content-Length: 39' \
+		--data-binary '{"key":"a","limit":"fixed_window:5/1s"}'
+	expect_code 200 "two equal Content-Length headers are one length"
 	# a body of exactly --max-body bytes is read: padded JSON
 	"$PYTHON3" -c 'import sys; s = "{\"key\":\"a\",\"limit\":\"fixed_window:5/1s\"}"; sys.stdout.write(s + " " * (8192 - len(s)))' >"$tmp/max"
 	req POST /v1/check --data-binary "@$tmp/max"
@@ -811,8 +865,8 @@ EOF
 	expect_field allowed true "a good request after the malformed ones"
 	kill -0 "$pid"
 	check $? "drld is still running"
-	expect_metric 'drld_http_requests_total{code="400"}' 30 "malformed"
-	expect_metric 'drld_http_requests_total{code="413"}' 2 "malformed"
+	expect_metric 'drld_http_requests_total{code="400"}' 33 "malformed"
+	expect_metric 'drld_http_requests_total{code="413"}' 3 "malformed"
 	stop bad "$pid"
 else
 	check 1 "drld starts for the malformed-input table"
@@ -906,6 +960,106 @@ EOF2
 	stop bounds "$pid"
 else
 	check 1 "drld starts with --timeout-s 1 --max-connections 2"
+fi
+
+# attack (issue 33, 14): a large body cost jansson many times its size
+# (a 40 MB array of 10 million strings: ~900 MB, ~800 MB kept resident
+# after the answer). Bodies are counted in tokens before jansson sees
+# them, and large blocks go back to the system when freed: the peak grows
+# by less than twice the body, and the resident size comes back down.
+if start bigbody --max-body 67108864; then
+	"$PYTHON3" -c 'import sys
+sys.stdout.write("[" + "\"a\"," * 10000000 + "1]")' >"$tmp/array.json"
+	hwm() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$pid/status"; }
+	before=$(hwm VmHWM)
+	req POST /v1/check --data-binary "@$tmp/array.json"
+	expect_code 400 "attack: a 40 MB body of 10 million JSON strings"
+	expect_error 'more than 256 tokens' "a 40 MB body of 10 million JSON strings"
+	peak=$(($(hwm VmHWM) - before)) rss=$(hwm VmRSS)
+	# a sanitizer's memory is not the program's (TSan's shadow is
+	# several times what is allocated, ASan's quarantine keeps freed
+	# blocks): the sizes are checked without one
+	if ldd "$drld" | grep -qE 'lib(a|t)san'; then
+		echo "# skip: memory sizes under a sanitizer (grew ${peak} kB, resident ${rss} kB)"
+	else
+		[ "$peak" -lt 80000 ] && [ "$rss" -lt $((before + 40000)) ]
+		check $? "attack: its peak grew by less than twice the body, and it is not kept (grew ${peak} kB; resident ${rss} kB, ${before} kB before)"
+	fi
+	rm -f "$tmp/array.json"
+	stop bigbody "$pid"
+else
+	check 1 "drld starts with --max-body 67108864"
+fi
+
+# attack (issue 33, 2): slowloris. Connections that send their headers
+# one byte every 0.5 s are never idle, so --timeout-s alone never closed
+# them, and --max-connections of them locked every client out, /healthz
+# included. A request must now arrive whole within --timeout-s: drld
+# closes all of them and /healthz, waiting meanwhile, is answered.
+if start slowloris --timeout-s 2 --max-connections 16 --threads 1; then
+	got=$("$PYTHON3" "$client" trickle "$port" 16 2>&1)
+	[ "$got" = "closed=16 healthz=200" ]
+	check $? "attack: slowloris, 16 connections of --max-connections 16: all closed, /healthz answered (got $got)"
+	stop slowloris "$pid"
+else
+	check 1 "drld starts with --timeout-s 2 --max-connections 16"
+fi
+
+# attack (issue 33, 4 and 5): drld's default memory:// had no bound, and
+# a client chooses the keys and (ad-hoc) periods up to 366 days; with a
+# bound, one client filling it locked every new key out. The default is
+# now bounded (--memory-max-keys, here 4), and the limits clients choose
+# live in a store of their own: filling it locks out only new ad-hoc
+# keys, never the configured rules.
+printf '{"rules": {"r": {"limit": "fixed_window:5/1h"}}}\n' >"$tmp/memkeys.json"
+if start memkeys --memory-max-keys 4 --config "$tmp/memkeys.json"; then
+	for k in 1 2 3 4; do
+		check_post "{\"key\":\"fill$k\",\"limit\":\"fixed_window:5/366d\"}"
+		[ "$code" = 200 ] || break
+	done
+	expect_code 200 "attack: 4 ad-hoc keys of 366 days fill --memory-max-keys 4"
+	check_post '{"key":"fill5","limit":"fixed_window:5/366d"}'
+	expect_code 503 "attack: a 5th ad-hoc key: the store is full"
+	expect_error 'memory store full' "a 5th ad-hoc key"
+	for k in 1 2 3 4; do
+		check_post "{\"key\":\"rule$k\",\"rule\":\"r\"}"
+		[ "$code" = 200 ] || break
+	done
+	expect_code 200 "attack: meanwhile 4 new keys of a configured rule are decided"
+	check_post '{"key":"rule5","rule":"r"}'
+	expect_code 503 "the rules' own store is bounded too"
+	stop memkeys "$pid"
+else
+	check 1 "drld starts with --memory-max-keys 4"
+fi
+
+# --max-connections-per-ip: one client address cannot hold more; another
+# (127.0.0.2, loopback too) is served meanwhile.
+if start perip --max-connections-per-ip 2 --threads 1; then
+	"$PYTHON3" - "$port" >"$tmp/perip" 2>&1 <<'EOF2'
+import http.client, socket, sys
+port = int(sys.argv[1])
+held = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+third = socket.create_connection(("127.0.0.1", port))
+third.settimeout(30)
+try:
+    print("third closed:", third.recv(100) == b"")
+except ConnectionResetError:
+    print("third closed:", True)
+except socket.timeout:
+    print("third closed:", False)
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=30,
+                               source_address=("127.0.0.2", 0))
+c.request("GET", "/healthz")
+print("other address:", c.getresponse().status)
+EOF2
+	grep -qx 'third closed: True' "$tmp/perip"
+	check $? "--max-connections-per-ip 2: a third connection from one address is closed ($(tr '\n' ' ' <"$tmp/perip"))"
+	grep -qx 'other address: 200' "$tmp/perip"
+	check $? "--max-connections-per-ip 2: another address is served meanwhile"
+	stop perip "$pid"
+else
+	check 1 "drld starts with --max-connections-per-ip 2"
 fi
 
 # SIGTERM with a request in flight (its body half sent): drld stops

@@ -13,7 +13,8 @@
 # certificates; SIGHUP reloads (a bad one keeps the old config); a store
 # that fails (UNAVAILABLE, or on_error) or stalls (deciders, cancellations,
 # --grpc-queue); two drld over one Redis and over one memcached sharing
-# one limit exactly.
+# one limit exactly; and the attacks of issue 33 (docs/security.md, "drld
+# under attack"), each assertion named "attack: ...".
 # Every drld must stop with exit 0 on SIGTERM and print no sanitizer
 # report.
 #
@@ -178,6 +179,50 @@ refused() {
 refused "bad --grpc-listen 'nowhere'" --grpc-listen nowhere
 refused "bad --grpc-listen 'unix:relative.sock'" --grpc-listen unix:relative.sock
 refused "bad --envoy-config: $tmp/none:" --envoy-config "$tmp/none"
+# attack (issue 33, 6 and 9): a FIFO named like a config file blocked
+# the start forever (waiting for a writer), and an empty directory was
+# accepted ("0 domains": every domain answered OK, limits off). Both are
+# refused at once now; `timeout` bounds the old behaviour's hang.
+refused_soon() {
+	local text=$1
+	shift
+	timeout -s KILL 60 "$drld" --listen 127.0.0.1:0 "$@" \
+		>"$tmp/run.out" 2>"$tmp/run.err" </dev/null
+	rc=$?
+	[ "$rc" -eq 2 ] && grep -qF -- "$text" "$tmp/run.err"
+	check $? "attack: refused with exit 2 and '$text' (got $rc: $(head -c 300 "$tmp/run.err"))"
+}
+mkdir -p "$tmp/fifo-dir" "$tmp/empty-dir"
+mkfifo "$tmp/fifo-dir/x.yaml"
+refused_soon "bad --envoy-config: $tmp/fifo-dir/x.yaml: not a regular file" \
+	--envoy-config "$tmp/fifo-dir"
+refused_soon "bad --envoy-config: $tmp/empty-dir: no *.yaml or *.yml file" \
+	--envoy-config "$tmp/empty-dir"
+# attack (issue 33, 7): 50,000 nested lists (100 KB) took libyaml 7 s
+# before the 32-level check could see them; refused as the depth arrives
+mkdir -p "$tmp/deep-dir"
+/usr/bin/python3 -c 'print("[" * 50000 + "]" * 50000)' >"$tmp/deep-dir/deep.yaml"
+refused_soon "bad --envoy-config: $tmp/deep-dir/deep.yaml:1: YAML nested more than 72 levels deep" \
+	--envoy-config "$tmp/deep-dir"
+# attack (issue 33, 15): a 16 MiB file of 8 M one-letter scalars took
+# 1.3 GB (libyaml's document) before it was refused; the node count is
+# bounded as the events arrive. The largest RSS of drld (a child of
+# python, run through `timeout`) must stay well under it.
+mkdir -p "$tmp/big-dir"
+/usr/bin/python3 -c 'import sys
+sys.stdout.write("domain: x\ndescriptors: [" + "a," * (8 * 1024 * 1024 - 20) + "a]\n")' \
+	>"$tmp/big-dir/big.yaml"
+got=$(/usr/bin/python3 -c 'import resource, subprocess, sys
+r = subprocess.run(["timeout", "-s", "KILL", "120"] + sys.argv[1:],
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.PIPE)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+print(r.returncode, peak, r.stderr.decode(errors="replace").strip()[:200])' \
+	"$drld" --listen 127.0.0.1:0 --envoy-config "$tmp/big-dir")
+[[ "$got" =~ ^2\ ([0-9]+)\ .*more\ than\ 1048576\ YAML\ nodes ]] &&
+	[ "${BASH_REMATCH[1]}" -lt 400 ]
+check $? "attack: 16 MiB of 8 M YAML scalars: refused at 1,048,576 nodes, peak RSS under 400 MB (got exit, MB, message: $got)"
+rm -rf "$tmp/big-dir" "$tmp/deep-dir"
 refused "bad --grpc-threads '0'" --grpc-threads 0
 refused "bad --grpc-threads '257'" --grpc-threads 257
 refused "bad --grpc-pollers '0'" --grpc-pollers 0
@@ -186,6 +231,7 @@ refused "bad --grpc-queue '0'" --grpc-queue 0
 refused "bad --grpc-queue '65537'" --grpc-queue 65537
 refused "bad --grpc-max-connection-age '604801'" --grpc-max-connection-age 604801
 refused "bad --grpc-max-connection-age-grace '-1'" --grpc-max-connection-age-grace -1
+refused "bad --grpc-max-connection-idle '604801'" --grpc-max-connection-idle 604801
 if [ -n "$rport" ]; then # redis-server holds that port
 	run --listen 127.0.0.1:0 --grpc-listen "127.0.0.1:$rport"
 	[ "$rc" -eq 1 ] &&
@@ -462,12 +508,13 @@ else
 	check 1 "drld starts with --grpc-listen [::]:0"
 fi
 
-# ---- out of descriptors: the listener waits, then carries on ------------
+# ---- out of descriptors: silent connections cannot lock clients out -----
 # drld allowed 64 descriptors and sent 200 connections that say nothing:
-# accept fails (EMFILE) once its descriptors are used up, so a call
-# meanwhile finds no room (the listener neither spins on its readable
-# socket nor gives up); once they close, grpc drops them as they are
-# accepted and the next call is served.
+# the listener keeps them waiting for their HTTP/2 preface below its
+# descriptor reserve, each new one closing the one that has waited
+# longest, so a call meanwhile (whose client sends its preface at once)
+# is served, and so is one after they close. (Before issue 33 they were
+# dealt to grpc, which held them forever: the call found no room.)
 
 printf '#!/bin/sh\nulimit -n 64 || exit 1\nexec "$@"\n' >"$tmp/fd-limit.sh"
 # UBSan's vptr check (the ASan+UBSan build) is blind out of descriptors:
@@ -487,14 +534,50 @@ start_wrap=(sh "$tmp/fd-limit.sh")
 if start fds --envoy-config "$tmp/cfg-flags"; then
 	start_wrap=()
 	got=$("${client[@]}" fdflood "$gport" flags user=fds 200)
-	[[ "$got" =~ ^(DEADLINE_EXCEEDED|UNAVAILABLE)\ OK$ ]]
-	check $? "64 descriptors, 200 idle connections: no room for a call while they stay, a call after they close is served (got $got)"
-	grep -q '^drld: grpc: cannot accept a connection: Too many open files (trying again every 100 ms)$' "$tmp/fds.err"
-	check $? "out of descriptors: drld says so on stderr"
+	[ "$got" = "OK OK" ]
+	check $? "64 descriptors, 200 idle connections: a call is served while they stay, and after they close (got $got)"
+	got=$(metric 'drld_grpc_connections_closed_total{reason="no_preface"}')
+	[ "$got" != "<absent>" ] && [ "$got" -ge 100 ]
+	check $? "the silent connections were closed to make room (no_preface: got $got)"
 	stop fds "$pid" drop_vptr_probe_reports
 else
 	start_wrap=()
 	check 1 "drld starts with 64 descriptors"
+fi
+
+# ---- attack: silent connections to the gRPC port (issue 33, 1) ----------
+# 300 connections that never send the HTTP/2 preface, from a drld allowed
+# 128 descriptors: before issue 33 grpc kept every one forever, so once
+# descriptors ran out neither a gRPC call nor the HTTP port's /healthz was
+# answered. Now each waits at most --timeout-s for its preface, the
+# oldest making room for newer ones, below a reserve of descriptors kept
+# for the HTTP port: the call and /healthz are answered while the 300 are
+# held open, and drld closes every one of them.
+
+printf '#!/bin/sh\nulimit -n 128 || exit 1\nexec "$@"\n' >"$tmp/fd-limit-128.sh"
+start_wrap=(sh "$tmp/fd-limit-128.sh")
+if start silent --envoy-config "$tmp/cfg-flags" --timeout-s 2; then
+	start_wrap=()
+	got=$("${client[@]}" silent "$gport" "$port" flags user=silent 300)
+	[ "$got" = "OK 200 closed=300" ]
+	check $? "attack: 300 connections without an HTTP/2 preface: a call and /healthz are answered while they are held, and drld closes all of them (got $got)"
+	stop silent "$pid" drop_vptr_probe_reports
+else
+	start_wrap=()
+	check 1 "drld starts with 128 descriptors"
+fi
+
+# ...and connections that do complete the HTTP/2 handshake, then hold it
+# without a call: --grpc-max-connection-idle closes them (GOAWAY); off by
+# default, as envoyproxy/ratelimit has no such bound.
+if start handshaken --envoy-config "$tmp/cfg-flags" --grpc-max-connection-idle 1; then
+	got=$("${client[@]}" handshaken "$gport" 20)
+	[ "$got" = "closed=20" ]
+	check $? "attack: 20 connections idle after the HTTP/2 handshake, --grpc-max-connection-idle 1: all closed (got $got)"
+	expect_call "OK OK 2" flags user=idle
+	stop handshaken "$pid"
+else
+	check 1 "drld starts with --grpc-max-connection-idle 1"
 fi
 
 # ---- a unix domain socket (envoyproxy/ratelimit's GRPC_UDS) -------------
@@ -683,6 +766,48 @@ else
 	fi
 fi
 
+# ---- attack: a config of 65,536 descriptors (issue 33, 10) --------------
+# The duplicate check compared each descriptor with every sibling before
+# it: 65,536 (the cap) took more than 20 s to load. It is a hash table
+# now: drld starts within start()'s 20 s, and a duplicate is still found.
+
+mkdir -p "$tmp/wide" "$tmp/wide-dup"
+awk 'BEGIN { print "domain: wide"; print "descriptors:";
+	for (i = 0; i < 65535; i++) printf "  - key: k%d\n", i;
+	print "  - key: last"; print "    rate_limit: {unit: hour, requests_per_unit: 2}" }' \
+	>"$tmp/wide/wide.yaml"
+if start wide --envoy-config "$tmp/wide"; then
+	check 0 "attack: 65,536 sibling descriptors load within 20 s"
+	expect_call "OK OK 1" wide last=x
+	stop wide "$pid"
+else
+	check 1 "attack: 65,536 sibling descriptors load within 20 s"
+	kill -KILL "$pid" 2>/dev/null
+fi
+awk 'BEGIN { print "domain: wide"; print "descriptors:";
+	for (i = 0; i < 65535; i++) printf "  - key: k%d\n", i;
+	print "  - key: k40000" }' >"$tmp/wide-dup/wide.yaml"
+refused_soon "$tmp/wide-dup/wide.yaml:65538: key: duplicate descriptor composite key \"wide.k40000\"" \
+	--envoy-config "$tmp/wide-dup"
+rm -rf "$tmp/wide" "$tmp/wide-dup"
+
+# ---- attack: a reload during a ConfigMap swap (issue 33, 8) -------------
+# Kubernetes swaps a ConfigMap volume's files at once (a "..data" link);
+# drld listed the directory, then read each file, so a reload during a
+# swap mixed old and new files (26 of 30 here before issue 33). A load is
+# now checked unchanged after its files are read, and read again if not.
+
+mkdir -p "$tmp/cm"
+"${client[@]}" swapdir "$tmp/cm" 20
+if start cm --envoy-config "$tmp/cm"; then
+	got=$("${client[@]}" swap "$pid" "$gport" "$port" "$tmp/cm" 20 30)
+	[ "$got" = "reloads=30 mixed=0 errors=0" ]
+	check $? "attack: 30 reloads while ..data swaps between two versions of 20 files: each config is one version (got $got)"
+	stop cm "$pid"
+else
+	check 1 "drld starts on a ConfigMap-style directory"
+fi
+
 # ---- reload on SIGHUP --------------------------------------------------
 
 # reload_to RESULT: SIGHUP, and wait for
@@ -730,6 +855,33 @@ if start reload --envoy-config "$tmp/live"; then
 	# a domain with a NUL inside is another domain: unknown, answered OK
 	# (the lookup once read past the end of "live" for "live\0...")
 	expect_call "OK OK 0" 'live\0zzzzzzzzzzzzzzzz' k=a
+	# attack (issue 33, 9): the directory emptied (a volume not yet
+	# mounted): refused, the old config kept, not "0 domains"
+	rm -f "$tmp/live/live.yaml" "$tmp/live/twice.yaml"
+	reload_to error
+	check $? "attack: SIGHUP with an empty directory: reloads{error} grows"
+	grep -qF "drld: reload failed, keeping the old envoy config: $tmp/live: no *.yaml or *.yml file" \
+		"$tmp/reload.err"
+	check $? "the empty directory is reported"
+	expect_call "OK OK 1" live k=a
+	# attack (issue 33, 6): a FIFO among the files blocked the signal
+	# thread for good (SIGHUP and SIGTERM unheard after it)
+	printf 'domain: live\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n' \
+		>"$tmp/live/live.yaml"
+	mkfifo "$tmp/live/pipe.yaml"
+	reload_to error
+	check $? "attack: SIGHUP with a FIFO named pipe.yaml: reloads{error} grows"
+	grep -qF "drld: reload failed, keeping the old envoy config: $tmp/live/pipe.yaml: not a regular file" \
+		"$tmp/reload.err"
+	check $? "the FIFO is reported"
+	# a drld blocked in open(2) on it (before issue 33) is let go, so
+	# the test ends either way
+	/usr/bin/python3 -c 'import os, sys
+try:
+    os.close(os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK))
+except OSError:
+    pass' "$tmp/live/pipe.yaml"
+	rm -f "$tmp/live/pipe.yaml"
 	stop reload "$pid"
 else
 	check 1 "drld starts for the reload tests"
