@@ -10,14 +10,20 @@
  * its state is up to 16 bytes per admitted request and every decision reads
  * and writes all of it.
  *
- * State: 'L', entry count n, then n x (time µs, count); int64 LE, times
- * strictly increasing.
+ * State: 'M', entry count n, the sum of the counts, then n x (time µs,
+ * count); int64 LE, times strictly increasing. The sum lets the Lua twin
+ * (Redis) decide from the header, the entries that leave the window and
+ * the newest one, without reading every entry (what a decision costs the
+ * server: docs/performance.md); this step checks every entry. The state
+ * written before the sum was kept ('L', n, entries) is still read, and
+ * rewritten as 'M'. Clients built before cannot read 'M'.
  */
 #include "internal.h"
 
 #include <string.h>
 
-#define HEADER 9
+#define HEADER 17     /* 'M', n, sum */
+#define OLD_HEADER 9  /* 'L', n */
 #define ENTRY 16
 
 typedef struct log_view {
@@ -35,7 +41,8 @@ static int64_t count_at(const log_view *v, int64_t i)
 	return drl__get64(v->p + i * ENTRY + 8);
 }
 
-/* Validate the stored log; an absent one is empty. */
+/* Validate the stored log ('M', or the older 'L'); an absent one is
+ * empty. */
 static int read_log(const drl__limit *lim, const void *old, size_t oldlen,
 		    log_view *v)
 {
@@ -44,12 +51,13 @@ static int read_log(const drl__limit *lim, const void *old, size_t oldlen,
 	if (old == NULL)
 		return 0;
 	const unsigned char *p = old;
-	if (oldlen < HEADER || p[0] != 'L')
+	size_t header = oldlen >= 1 && p[0] == 'L' ? OLD_HEADER : HEADER;
+	if (oldlen < header || (p[0] != 'M' && p[0] != 'L'))
 		return DRL_ECORRUPT;
 	int64_t n = drl__get64(p + 1);
-	if (n < 0 || n > lim->limit || oldlen != HEADER + (size_t)n * ENTRY)
+	if (n < 0 || n > lim->limit || oldlen != header + (size_t)n * ENTRY)
 		return DRL_ECORRUPT;
-	v->p = p + HEADER;
+	v->p = p + header;
 	v->n = n;
 	int64_t sum = 0;
 	for (int64_t i = 0; i < n; i++) {
@@ -62,10 +70,11 @@ static int read_log(const drl__limit *lim, const void *old, size_t oldlen,
 		if (sum > lim->limit)
 			return DRL_ECORRUPT;
 	}
+	if (header == HEADER && drl__get64(p + 9) != sum)
+		return DRL_ECORRUPT;
 	return 0;
 }
 
-/* First entry still inside the window (now - PERIOD, now]. */
 static int64_t first_live(const drl__limit *lim, const log_view *v, int64_t now)
 {
 	int64_t i = 0;
@@ -100,8 +109,12 @@ static void write_log(const log_view *v, int64_t from, int64_t stamp,
 		drl__put64(q + 8, add);
 		n++;
 	}
-	out[0] = 'L';
+	int64_t sum = 0;
+	for (int64_t i = 0; i < n; i++)
+		sum += drl__get64(out + HEADER + i * ENTRY + 8);
+	out[0] = 'M';
 	drl__put64(out + 1, n);
+	drl__put64(out + 9, sum);
 	*outlen = HEADER + (size_t)n * ENTRY;
 }
 

@@ -561,6 +561,76 @@ static void test_gcra_states(void **state)
 	redisFree(raw);
 }
 
+/* sliding_log's state before the sum was kept ('L', n, entries) is read
+ * alike by the twin and the C step and rewritten as 'M' (n, sum, entries);
+ * an 'M' whose sum is not its entries', or whose newest entry counts more
+ * than the sum leaves, is DRL_ECORRUPT on both. */
+static void test_sliding_log_states(void **state)
+{
+	(void)state;
+	if (!have_servers)
+		skip();
+	redisContext *raw = raw_redis();
+	const int64_t t = INT64_C(1700000000000000);
+	for (int watch = 0; watch < 2; watch++) {
+		char prefix[32], key[512];
+		drl_store *s = redis_store(watch);
+		drl_limiter *l;
+		drl_error err = {0};
+		snprintf(prefix, sizeof prefix, "log%d:", watch);
+		assert_int_equal(drl_limiter_new(&l, s, "sliding_log:5/1s",
+						 prefix, &err),
+				 0);
+		size_t kn = key_of(raw, l, prefix, t - 2 * SEC, key, sizeof key);
+		/* 'L': 1 at t - 1.5s (gone at t), 1 at t - 500ms, 2 at
+		 * t - 100ms */
+		unsigned char old[9 + 3 * 16] = {'L'};
+		pack(old + 1, 3);
+		pack(old + 9, t - 1500 * MS);
+		pack(old + 17, 1);
+		pack(old + 25, t - 500 * MS);
+		pack(old + 33, 1);
+		pack(old + 41, t - 100 * MS);
+		pack(old + 49, 2);
+		freeReplyObject(redisCommand(raw, "SET %b %b", key, kn, old,
+					     sizeof old));
+		EXPECT(tu_at(l, "k", 0, t), 1, 2, 900 * MS, 0);
+		EXPECT(tu_at(l, "k", 3, t), 0, 2, 900 * MS, 500 * MS);
+		EXPECT(tu_at(l, "k", 1, t), 1, 1, SEC, 0);
+		/* rewritten: 'M', 3 live entries summing to 4 */
+		redisReply *r = redisCommand(raw, "GET %b", key, kn);
+		assert_int_equal(r->type, REDIS_REPLY_STRING);
+		assert_int_equal(r->len, 17 + 3 * 16);
+		assert_int_equal(r->str[0], 'M');
+		assert_int_equal((unsigned char)r->str[9], 4);
+		freeReplyObject(r);
+		EXPECT(tu_at(l, "k", 1, t), 1, 0, SEC, 0);
+		EXPECT(tu_at(l, "k", 1, t), 0, 0, SEC, 500 * MS);
+
+		/* malformed: a sum below the entries' (the newest counts 2,
+		 * the sum says 1), a sum above them */
+		unsigned char bad[2][17 + 16] = {{'M'}, {'M'}};
+		for (int i = 0; i < 2; i++) {
+			pack(bad[i] + 1, 1);
+			pack(bad[i] + 9, i == 0 ? 1 : 3);
+			pack(bad[i] + 17, t - 100 * MS);
+			pack(bad[i] + 25, 2);
+		}
+		for (int i = 0; i < 2; i++) {
+			drl_result res;
+			freeReplyObject(redisCommand(raw, "SET %b %b", key, kn,
+						     bad[i], sizeof bad[i]));
+			if (drl_allow_at(l, "k", 1, 1, t, &res, &err) !=
+			    DRL_ECORRUPT)
+				fail_msg("tx=%s: bad 'M' state %d read",
+					 watch ? "watch" : "lua", i);
+		}
+		drl_limiter_free(l);
+		drl_store_free(s);
+	}
+	redisFree(raw);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -588,6 +658,7 @@ int main(void)
 		cmocka_unit_test(test_strategy_really_differs),
 		cmocka_unit_test(test_server_clock),
 		cmocka_unit_test(test_hostile_state),
+		cmocka_unit_test(test_sliding_log_states),
 		cmocka_unit_test(test_gcra_states),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
