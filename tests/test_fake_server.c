@@ -293,8 +293,17 @@ static fake_plan hostile_plan(char *buf, size_t cap, const char *setup,
 #define TIME_OK "*2\r\n$10\r\n1795351356\r\n$6\r\n440964\r\n"
 #define CUT_LOAD (sizeof LOAD_NIL - 1) /* WATCH/GET answered, then cas */
 
+/* fixed_window's twin answers the five fields of the common form;
+ * token_bucket's its level before the call (one integer, or {level,
+ * ahead}): 5 tokens of 1/PERIOD each, full. */
 static const target redis_lua = {"redis tx=lua",      "redis",      "tx=lua",
-				 "token_bucket:5/1s", LIT(EVAL_OK), 0};
+				 "fixed_window:5/1s", LIT(EVAL_OK), 0};
+static const target redis_lua_compact = {"redis tx=lua (compact answer)",
+					 "redis",
+					 "tx=lua",
+					 "token_bucket:5/1s",
+					 LIT(":5000000\r\n"),
+					 0};
 static const target redis_watch = {
 	"redis tx=watch (state)", "redis", "tx=watch", "gcra:5/1s",
 	LIT(LOAD_NIL CAS_OK),     CUT_LOAD};
@@ -312,8 +321,21 @@ static const target redis_lua_clock = {
 	LIT("*5\r\n:1\r\n:4\r\n:1552563\r\n:0\r\n:1795351356\r\n"),
 	0};
 
+/* tx=auto's counters: INCRBY, PEXPIRE, and an MGET of the other
+ * sub-windows (sliding_window: one), pipelined, no script. */
+static const target redis_auto = {
+	"redis tx=auto (counter)", "redis", "tx=auto", "fixed_window:5/1s",
+	LIT(":1\r\n:1\r\n"),       0};
+static const target redis_auto_mget = {"redis tx=auto (counter, MGET)",
+				       "redis",
+				       "tx=auto",
+				       "sliding_window:5/1s",
+				       LIT(":1\r\n:1\r\n*1\r\n$-1\r\n"),
+				       0};
+
 static const target *const redis_targets[] = {
-	&redis_lua, &redis_watch, &redis_incr, &redis_clock, &redis_lua_clock};
+	&redis_lua,       &redis_watch,       &redis_incr, &redis_clock,
+	&redis_lua_clock, &redis_lua_compact, &redis_auto, &redis_auto_mget};
 #define N_REDIS_TARGETS (sizeof redis_targets / sizeof redis_targets[0])
 
 /* Filled by group setup: one error reply of 64 KiB. */
@@ -381,6 +403,30 @@ static const typed redis_typed[] = {
 	{&redis_lua,
 	 H("EVALSHA: nested array",
 	   "*5\r\n*1\r\n:1\r\n:1\r\n:1\r\n:0\r\n:1\r\n", 0, 0, SHAPE)},
+	/* A compact answer (token_bucket: its level, and how far ahead):
+	 * out of its range or of its shape. */
+	{&redis_lua_compact,
+	 H("EVALSHA: level above full", ":5000001\r\n", 0, 0, CORRUPT)},
+	{&redis_lua_compact,
+	 H("EVALSHA: negative level", ":-1\r\n", 0, 0, CORRUPT)},
+	{&redis_lua_compact, H("EVALSHA: negative ahead",
+			       "*2\r\n:5000000\r\n:-1\r\n", 0, 0, CORRUPT)},
+	{&redis_lua_compact,
+	 H("EVALSHA: three values", "*3\r\n:5000000\r\n:0\r\n:0\r\n", 0, 0,
+	   CORRUPT)},
+	{&redis_lua_compact, H("EVALSHA: no value", "*0\r\n", 0, 0, CORRUPT)},
+	/* tx=auto's counter commands. */
+	{&redis_auto, H("INCRBY: string", "$1\r\n1\r\n:1\r\n", 0, 0, STORE)},
+	{&redis_auto,
+	 H("INCRBY: WRONGTYPE", "-WRONGTYPE Operation against a key\r\n:1\r\n",
+	   0, 0, STORE)},
+	{&redis_auto, H("PEXPIRE: error", ":1\r\n-ERR nope\r\n", 0, 0, STORE)},
+	{&redis_auto_mget,
+	 H("MGET: not an array", ":1\r\n:1\r\n:7\r\n", 0, 0, STORE)},
+	{&redis_auto_mget, H("MGET: two values for one key",
+			     ":1\r\n:1\r\n*2\r\n$-1\r\n$-1\r\n", 0, 0, STORE)},
+	{&redis_auto_mget, H("MGET: not a number",
+			     ":1\r\n:1\r\n*1\r\n$2\r\nhi\r\n", 0, 0, CORRUPT)},
 	{&redis_lua,
 	 HC("SCRIPT LOAD: status", "-NOSCRIPT gone\r\n+OK\r\n" EVAL_OK, 0, 0,
 	    STORE, sizeof "-NOSCRIPT gone\r\n" - 1)},
