@@ -751,12 +751,26 @@ static int start_one(drl_async *a, drl_limiter *l, const void *key,
 	return rc;
 }
 
-int drl_async_direct(const drl_limiter *limiter)
+int drl_async_path(const drl_limiter *limiter, const char **why)
 {
 	int64_t now;
-	return limiter != NULL &&
-	       (drl__is_inproc(limiter->store->backend) ||
-		drl__started_usable(limiter, DRL__NOW_READ, &now));
+	const char *w = "no limiter";
+	int direct = 0;
+	if (limiter != NULL && drl__is_inproc(limiter->store->backend)) {
+		w = "decided at start on the starting thread (a store inside "
+		    "the process)";
+		direct = 1;
+	} else if (limiter != NULL) {
+		direct = drl__started_why(limiter, DRL__NOW_READ, &now, &w);
+	}
+	if (why)
+		*why = w;
+	return direct;
+}
+
+int drl_async_direct(const drl_limiter *limiter)
+{
+	return drl_async_path(limiter, NULL);
 }
 
 int drl_async_allow(drl_async *a, drl_limiter *limiter, const void *key,

@@ -633,6 +633,9 @@ typedef struct drl__started {
  * without a store call; *now is that time then (DRL__NOW_STORE: the twin
  * reads the store's clock). */
 bool drl__started_usable(const drl_limiter *l, int64_t now_us, int64_t *now);
+/* The same, and why in *why (a static sentence), either way. */
+bool drl__started_why(const drl_limiter *l, int64_t now_us, int64_t *now,
+		      const char **why);
 /* Decide d (the request passed the near cache step already). */
 void drl__started_begin(drl__started *d);
 

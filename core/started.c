@@ -18,13 +18,26 @@
 
 #include <string.h>
 
-bool drl__started_usable(const drl_limiter *l, int64_t now_us, int64_t *now)
+bool drl__started_why(const drl_limiter *l, int64_t now_us, int64_t *now,
+		      const char **why)
 {
 	drl_backend *b = l->store->backend;
-	if (l->nlimits != 1 || b->version < 5 ||
-	    !(b->caps & DRL_CAP_EVAL_START) || !b->eval_start ||
-	    (b->caps & DRL_CAP_DECLARED_KEYS))
+	const char *no = NULL;
+	if (l->nlimits != 1)
+		no = "a policy of several limits is decided on a worker (a "
+		     "denial gives back the others: more store calls)";
+	else if (b->version < 5 || !(b->caps & DRL_CAP_EVAL_START) ||
+		 !b->eval_start)
+		no = "the store sends no call without waiting (tx=watch, "
+		     "pipelines=0, memcached, a store of your own): a worker "
+		     "decides";
+	else if (b->caps & DRL_CAP_DECLARED_KEYS)
+		no = "Redis Cluster's calls may need ASKING, which shared "
+		     "connections never send: a worker decides";
+	if (no) {
+		*why = no;
 		return false;
+	}
 	const drl__limit *lim = &l->limits[0];
 	drl__call probe = {.backend = b, .now = now_us};
 	if (now_us == DRL__NOW_READ)
@@ -32,11 +45,30 @@ bool drl__started_usable(const drl_limiter *l, int64_t now_us, int64_t *now)
 		 * the store has none and the local one decides. */
 		probe.now = (b->caps & DRL_CAP_CLOCK) ? DRL__NOW_STORE
 						      : drl_now_us();
-	if (!drl__script_usable(lim, &probe) &&
-	    !(lim->algo->startable && lim->algo->startable(lim, &probe)))
+	if (lim->algo->startable && lim->algo->startable(lim, &probe)) {
+		*why = "sent at start without a script (tx=auto's counter "
+		       "commands), finished by the store's I/O thread";
+	} else if (drl__script_usable(lim, &probe)) {
+		*why = "sent at start as the algorithm's server-side script, "
+		       "finished by the store's I/O thread";
+	} else {
+		*why = !lim->lua_ok
+			       ? "the limit's numbers (max(LIMIT, burst) x "
+				 "PERIOD in us) pass 2^52, which the server's "
+				 "doubles cannot hold exactly: a worker "
+				 "decides by the exact C step"
+			       : "the time is past what the server's doubles "
+				 "hold exactly: a worker decides";
 		return false;
+	}
 	*now = probe.now;
 	return true;
+}
+
+bool drl__started_usable(const drl_limiter *l, int64_t now_us, int64_t *now)
+{
+	const char *why;
+	return drl__started_why(l, now_us, now, &why);
 }
 
 /* The outcome rc of d's store step (or of the breaker, when it refused

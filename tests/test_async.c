@@ -732,9 +732,20 @@ static void test_direct(void **state)
 			 cases[i].opts);
 		drl_store *s = tu_store(uri);
 		drl_limiter *l = tu_limiter(s, cases[i].spec, "d:");
-		if (drl_async_direct(l) != cases[i].direct)
+		const char *why = NULL;
+		if (drl_async_direct(l) != cases[i].direct ||
+		    drl_async_path(l, &why) != cases[i].direct)
 			fail_msg("%s on %s: direct %d", cases[i].spec, uri,
 				 !cases[i].direct);
+		/* the reason says which path, and why not the direct one */
+		assert_non_null(why);
+		if (strstr(cases[i].spec, "100000000/1h"))
+			assert_non_null(strstr(why, "2^52"));
+		else if (strchr(cases[i].spec, ';') &&
+			 !strstr(cases[i].spec, "block_on_exceed"))
+			assert_non_null(strstr(why, "several limits"));
+		else if (cases[i].direct)
+			assert_non_null(strstr(why, "sent at start"));
 		drl_limiter_free(l);
 		drl_store_free(s);
 	}

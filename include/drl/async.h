@@ -151,6 +151,13 @@ DRL_EXPORT int drl_async_drain(drl_async *a, drl_async_drained_cb done,
  * async API. */
 DRL_EXPORT int drl_async_direct(const drl_limiter *limiter);
 
+/* drl_async_direct(limiter), and in *why (when not NULL) the reason, as a
+ * sentence for logs and operators (static: valid for the process), e.g.
+ * "the limit's numbers (max(LIMIT, burst) x PERIOD in us) pass 2^52, ...:
+ * a worker decides by the exact C step". The path is the limiter's and
+ * its store's, fixed at creation: ask once, after drl_limiter_new(). */
+DRL_EXPORT int drl_async_path(const drl_limiter *limiter, const char **why);
+
 /* A single decision's callback, on the thread running
  * drl_async_process() (or drl_async_free()). rc, *result and *err are what
  * the blocking call returned and wrote (DRL_ECANCELED: a denial, path
