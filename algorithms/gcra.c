@@ -160,15 +160,14 @@ static int lua_answer(const drl__limit *lim, const drl__call *call,
 		      const int64_t *out, size_t nret, drl_result *res,
 		      drl__undo *undo, drl_error *err)
 {
-	drl__i128 tau = (drl__i128)lim->burst * lim->period_us;
-	int64_t debt = nret >= 1 ? out[0] : -1, ahead = nret >= 2 ? out[1] : 0;
-	if (nret < 1 || nret > 2 || debt < 0 || debt > tau || ahead < 0 ||
-	    ahead > DRL_TIME_MAX_US)
-		return drl_error_set(err, DRL_ECORRUPT,
-				     "gcra script answered something that is "
-				     "not a decision");
-	drl__call rel = *call;
-	rel.now = 0;
+	int64_t debt, ahead;
+	drl__call rel;
+	int rc = drl__twin_pair(
+		lim, call, out, nret,
+		drl__i128_clamp((drl__i128)lim->burst * lim->period_us), &debt,
+		&ahead, &rel, err);
+	if (rc)
+		return rc;
 	meter m = {.tat = (drl__i128)ahead * lim->limit + debt,
 		   .newest = ahead};
 	(void)judge(lim, &rel, &m, res, undo);

@@ -144,15 +144,14 @@ static int lua_answer(const drl__limit *lim, const drl__call *call,
 		      const int64_t *out, size_t nret, drl_result *res,
 		      drl__undo *undo, drl_error *err)
 {
-	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
-	int64_t level = nret >= 1 ? out[0] : -1, ahead = nret >= 2 ? out[1] : 0;
-	if (nret < 1 || nret > 2 || level < 0 || level > full || ahead < 0 ||
-	    ahead > DRL_TIME_MAX_US)
-		return drl_error_set(err, DRL_ECORRUPT,
-				     "token_bucket script answered something "
-				     "that is not a decision");
-	drl__call rel = *call;
-	rel.now = 0;
+	int64_t level, ahead;
+	drl__call rel;
+	int rc = drl__twin_pair(
+		lim, call, out, nret,
+		drl__i128_clamp((drl__i128)lim->burst * lim->period_us), &level,
+		&ahead, &rel, err);
+	if (rc)
+		return rc;
 	bucket bk = {.level = level, .last = ahead};
 	(void)judge(lim, &rel, &bk, res, undo);
 	return 0;

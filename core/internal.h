@@ -411,6 +411,13 @@ int drl__script_answer(const drl__limit *lim, const int64_t *out, size_t nret,
 int drl__twin_answer(const drl__limit *lim, const drl__call *call,
 		     const int64_t *out, size_t nret, drl_result *res,
 		     drl__undo *undo, drl_error *err);
+/* A compact twin answer of the form x, or {x, ahead} (gcra, token_bucket):
+ * 0 with *x in [0, max] and *ahead in [0, DRL_TIME_MAX_US] (0 when not
+ * sent); DRL_ECORRUPT (in err, naming lim's twin) otherwise. *rel is call
+ * with a now of 0: the answer's numbers are relative to the call's time. */
+int drl__twin_pair(const drl__limit *lim, const drl__call *call,
+		   const int64_t *out, size_t nret, int64_t max, int64_t *x,
+		   int64_t *ahead, drl__call *rel, drl_error *err);
 /* Whether b's eval() takes many keys of any slot at once: written for
  * version >= 2 (which knows DRL_CAP_BATCH), DRL_CAP_BATCH, scripts. */
 static inline bool drl__has_batch(const drl_backend *b)

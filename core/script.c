@@ -63,6 +63,23 @@ int drl__script_answer(const drl__limit *lim, const int64_t *out, size_t nret,
 	return 0;
 }
 
+int drl__twin_pair(const drl__limit *lim, const drl__call *call,
+		   const int64_t *out, size_t nret, int64_t max, int64_t *x,
+		   int64_t *ahead, drl__call *rel, drl_error *err)
+{
+	*x = nret >= 1 ? out[0] : -1;
+	*ahead = nret >= 2 ? out[1] : 0;
+	if (nret < 1 || nret > 2 || *x < 0 || *x > max || *ahead < 0 ||
+	    *ahead > DRL_TIME_MAX_US)
+		return drl_error_set(err, DRL_ECORRUPT,
+				     "%s script answered something that is "
+				     "not a decision",
+				     lim->algo->lua->name);
+	*rel = *call;
+	rel->now = 0;
+	return 0;
+}
+
 int drl__twin_answer(const drl__limit *lim, const drl__call *call,
 		     const int64_t *out, size_t nret, drl_result *res,
 		     drl__undo *undo, drl_error *err)

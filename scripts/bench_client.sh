@@ -21,32 +21,15 @@
 # redis-server's CPU per decision (INFO cpu), and the rate over rlf's.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. scripts/ports.sh
-
-build=${1:-build}
-secs=${2:-3}
-rounds=${3:-3}
-drl="$build/tools/drl"
-[ -x "$drl" ] || { echo "no $drl: build first" >&2; exit 2; }
+. scripts/bench_redis.sh
+bench_redis_setup 3 "$@"
 command -v node >/dev/null || { echo "node is needed for the peer" >&2; exit 2; }
-
-tmp=$(mktemp -d)
-port=$(free_port)
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-	--dir "$tmp" >"$tmp/redis.log" 2>&1 &
-rpid=$!
-trap 'stop_pids $rpid; rm -rf "$tmp"' EXIT
-wait_port "$port" || { echo "redis-server did not start" >&2; exit 3; }
-cli() { redis-cli -p "$port" "$@"; }
 
 (cd "$tmp" && npm install --silent --no-audit --no-fund \
 	rate-limiter-flexible ioredis >/dev/null 2>&1) ||
 	{ echo "npm could not install rate-limiter-flexible" >&2; exit 3; }
 cp bench/peers/rlf_client.js "$tmp/"
 
-cpu_now() {
-	cli INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/{s+=$2} END{printf "%f", s}'
-}
 
 # Run a command; print "decisions client_cpu_s" (the command prints
 # "decisions seconds" or drl bench's JSON).
@@ -93,7 +76,6 @@ for ((k = 0; k < rounds; k++)); do
 		--keys 10000 --concurrency 16 --duration "$secs"
 done
 
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
 base=$(median "${rate[rlf 16]}")
 echo "redis-server $(redis-server --version | awk '{print $3}'), node $(node --version), $(nproc) CPUs, ${secs}s x $rounds rounds, medians"
 echo

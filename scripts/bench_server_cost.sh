@@ -35,22 +35,8 @@
 # the same run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. scripts/ports.sh
-
-build=${1:-build}
-secs=${2:-2}
-rounds=${3:-3}
-drl="$build/tools/drl"
-[ -x "$drl" ] || { echo "no $drl: build first (meson setup $build && ninja -C $build)" >&2; exit 2; }
-
-tmp=$(mktemp -d)
-port=$(free_port)
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-	--dir "$tmp" >"$tmp/redis.log" 2>&1 &
-rpid=$!
-trap 'stop_pids $rpid; rm -rf "$tmp"' EXIT
-wait_port "$port" || { echo "redis-server did not start" >&2; exit 3; }
-cli() { redis-cli -p "$port" "$@"; }
+. scripts/bench_redis.sh
+bench_redis_setup 2 "$@"
 
 # The peer's script from the npm package, when npm can fetch it.
 rlf=""
@@ -92,9 +78,6 @@ print("%.2f %.2f" % (exec_us / n, (cpu - cpu0) * 1e6 / n))
 PY
 }
 
-cpu_now() {
-	cli INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/{s+=$2} END{printf "%f", s}'
-}
 
 specs=(
 	"fixed_window:1000000/1m"
@@ -220,7 +203,6 @@ for ((k = 0; k < rounds; k++)); do
 	peer_cell envoy_expire expire "$(pk env:)" 60
 done
 
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
 
 rlf_m=$([ -n "$rlf" ] && median "${ex[rlf]}" || echo "")
 rr_m=$(median "${ex[redis_rate]}")
