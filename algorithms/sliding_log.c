@@ -22,8 +22,8 @@
 
 #include <string.h>
 
-#define HEADER 17     /* 'M', n, sum */
-#define OLD_HEADER 9  /* 'L', n */
+#define HEADER 17    /* 'M', n, sum */
+#define OLD_HEADER 9 /* 'L', n */
 #define ENTRY 16
 
 typedef struct log_view {
@@ -193,7 +193,8 @@ static int lua_answer(const drl__limit *lim, const drl__call *call,
 		      drl__undo *undo, drl_error *err)
 {
 	bool writes = call->cost > 0 && !call->peek && nret >= 1 &&
-		      out[0] >= 0 && out[0] + call->cost <= lim->limit;
+		      call->cost <= lim->limit && out[0] >= 0 &&
+		      out[0] <= lim->limit - call->cost;
 	bool alone = nret == 1 ||
 		     (nret == 3 && writes && out[1] == 0 && out[2] == 0);
 	if ((nret != 1 && nret != 3) || out[0] < 0 || out[0] > lim->limit ||
