@@ -89,7 +89,6 @@ specs=(
 )
 txs=(auto lua watch)
 
-now_us=$(($(date +%s) * 1000000))
 declare -A ex cp rb
 # the other counters a tx=auto decision reads (MGET), per counter spec
 declare -A neighbours=(
@@ -141,7 +140,9 @@ script_cost() {
 	shift
 	local sha=$1 nk=$2 key=$3
 	shift 3
-	[ "${spec%%:*}" != sliding_log ] && set -- "$now_us" "${@:2}"
+	# now, not before: the ceiling just wrote these keys at Redis's TIME,
+	# and a time behind that would take the twins' clock-skew path
+	[ "${spec%%:*}" != sliding_log ] && set -- "$(date +%s%6N)" "${@:2}"
 	r=$(peer_once evalsha "$sha" "$nk" "$key" "$@") && echo "${r% *}"
 }
 
