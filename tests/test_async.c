@@ -44,10 +44,14 @@ static int have_redis, have_mc;
 
 /* ---- helpers ------------------------------------------------------------ */
 
-enum { URI_MEMORY, URI_LUA, URI_WATCH, URI_MC, URI_COUNT };
+/* URI_AUTO: Redis's default, the counters by started plain commands
+ * (INCRBY, PEXPIRE, MGET; a denial's give-back started from the I/O
+ * thread), the others by their lean twins. */
+enum { URI_MEMORY, URI_LUA, URI_WATCH, URI_MC, URI_AUTO, URI_COUNT };
 
 static const char *const uri_names[URI_COUNT] = {"memory", "redis tx=lua",
-						 "redis tx=watch", "memcached"};
+						 "redis tx=watch", "memcached",
+						 "redis tx=auto"};
 
 /* The store URI `which`, or NULL when its server is not running. */
 static const char *uri_of(int which, char *buf, size_t cap)
@@ -57,10 +61,14 @@ static const char *uri_of(int which, char *buf, size_t cap)
 		return "memory://";
 	case URI_LUA:
 	case URI_WATCH:
+	case URI_AUTO:
 		if (!have_redis)
 			return NULL;
 		snprintf(buf, cap, "redis://127.0.0.1:%d?tx=%s&timeout_ms=%lld",
-			 redis.port, which == URI_LUA ? "lua" : "watch",
+			 redis.port,
+			 which == URI_LUA    ? "lua"
+			 : which == URI_AUTO ? "auto"
+					     : "watch",
 			 (long long)tu_bound_ms(2000));
 		return buf;
 	case URI_MC:
