@@ -647,7 +647,8 @@ static int r_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 		rc = drl__redis_collect(s, c, n, r, "GET", err);
 		if (rc == 0) {
 			for (size_t i = 0; i < n && rc == 0; i++)
-				rc = drl__redis_counter_value(s, r[i], &values[i], err);
+				rc = drl__redis_counter_value(s, r[i],
+							      &values[i], err);
 			drl__redis_free_replies(r, n);
 		}
 	}

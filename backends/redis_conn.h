@@ -275,8 +275,7 @@ int drl__redis_add_read(drl_backend *b, size_t n, const drl_bytes *keys,
 			drl_error *err);
 int drl__redis_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
 			      int64_t delta, int64_t ttl_us,
-			      drl_eval_done_fn done, void *arg,
-			      drl_error *err);
+			      drl_eval_done_fn done, void *arg, drl_error *err);
 
 /* ---- shared, pipelined connections (backends/redis_pipe.c) ------------- */
 

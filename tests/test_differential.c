@@ -581,7 +581,8 @@ static void test_sliding_log_states(void **state)
 		assert_int_equal(drl_limiter_new(&l, s, "sliding_log:5/1s",
 						 prefix, &err),
 				 0);
-		size_t kn = key_of(raw, l, prefix, t - 2 * SEC, key, sizeof key);
+		size_t kn =
+			key_of(raw, l, prefix, t - 2 * SEC, key, sizeof key);
 		/* 'L': 1 at t - 1.5s (gone at t), 1 at t - 500ms, 2 at
 		 * t - 100ms */
 		unsigned char old[9 + 3 * 16] = {'L'};

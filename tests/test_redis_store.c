@@ -537,8 +537,7 @@ static void test_add_read(void **state)
 	assert_int_equal(v[1], 0);
 	raw_set(raw, B("ar:junk"), "s3cr3t-notanumber");
 	drl_bytes junk_old[2] = {B("cur"), B("junk")};
-	expect_rc(b->add_read(b, 2, junk_old, 1, TTL, v, &e), DRL_ECORRUPT,
-		  &e);
+	expect_rc(b->add_read(b, 2, junk_old, 1, TTL, v, &e), DRL_ECORRUPT, &e);
 	assert_null(strstr(e.message, "s3cr3t"));
 	expect_rc(add_read_wait(b, 2, junk_old, 1, TTL, &o), DRL_ECORRUPT,
 		  NULL);

@@ -262,8 +262,7 @@ struct drl_backend {
 	 * its workers. */
 	int (*add_read_start)(drl_backend *b, size_t n, const drl_bytes *keys,
 			      int64_t delta, int64_t ttl_us,
-			      drl_eval_done_fn done, void *arg,
-			      drl_error *err);
+			      drl_eval_done_fn done, void *arg, drl_error *err);
 };
 
 /* The start of every store's drl_backend: the version the store was
