@@ -106,17 +106,24 @@ static int check_counts(counts *k, size_t n, drl_error *err)
 
 /* Where one decision's counters are and what it does with them: the
  * sub-window index i, the offset e into it, the sub-window length s, the
- * TTL of what it writes and the keys it reads (keys[0] the current
- * sub-window). Shared by the blocking and the started decision. */
+ * TTL of what it writes, and how many keys it reads. Shared by the
+ * blocking and the started decision. */
 typedef struct plan {
 	int64_t s, i, e, ttl;
 	size_t nkeys;
 	bool consume; /* increment (and maybe give back) vs only read */
-	drl__key kbuf[DRL_SUBWINDOWS_MAX + 1];
-	drl_bytes keys[DRL_SUBWINDOWS_MAX + 1];
 } plan;
 
-static void plan_make(const drl__limit *lim, const drl__call *call, plan *p)
+/* The keys a plan reads (keys[0] the current sub-window): on the stack
+ * of the call that sends them (a store copies them when it starts a
+ * call). */
+typedef struct plan_keys {
+	drl__key kbuf[DRL_SUBWINDOWS_MAX + 1];
+	drl_bytes keys[DRL_SUBWINDOWS_MAX + 1];
+} plan_keys;
+
+static void plan_make(const drl__limit *lim, const drl__call *call, plan *p,
+		      plan_keys *pk)
 {
 	int64_t n = lim->subwindows;
 	p->s = lim->period_us / n;
@@ -126,8 +133,8 @@ static void plan_make(const drl__limit *lim, const drl__call *call, plan *p)
 	p->nkeys = (size_t)n + (lim->trailing ? 1 : 0);
 	p->consume = !call->peek && call->cost <= lim->limit;
 	for (size_t j = 0; j < p->nkeys; j++)
-		p->keys[j] = drl__key_indexed(&p->kbuf[j], call->key,
-					      p->i - (int64_t)j);
+		pk->keys[j] = drl__key_indexed(&pk->kbuf[j], call->key,
+					       p->i - (int64_t)j);
 }
 
 /* The counts after our increment (k->c[0] is the current sub-window's
@@ -202,19 +209,19 @@ static int add_one(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl,
  * it is not given back, since giving back an increment that was never
  * made would admit beyond the limit; one that stays costs at most this
  * sub-window's `cost` of quota, the safe direction. */
-static int add_and_read(drl_backend *b, const plan *p, int64_t cost, counts *k,
-			bool *made, drl_error *err)
+static int add_and_read(drl_backend *b, const plan *p, const plan_keys *pk,
+			int64_t cost, counts *k, bool *made, drl_error *err)
 {
 	*made = false;
 	if (drl__has_add_read(b))
-		return b->add_read(b, p->nkeys, p->keys, cost, p->ttl, k->c,
+		return b->add_read(b, p->nkeys, pk->keys, cost, p->ttl, k->c,
 				   err);
-	int rc = b->incr(b, p->keys[0], cost, p->ttl, &k->c[0], err);
+	int rc = b->incr(b, pk->keys[0], cost, p->ttl, &k->c[0], err);
 	if (rc)
 		return rc;
 	*made = true;
 	if (p->nkeys > 1)
-		rc = b->get_many(b, p->nkeys - 1, p->keys + 1, k->c + 1, err);
+		rc = b->get_many(b, p->nkeys - 1, pk->keys + 1, k->c + 1, err);
 	return rc;
 }
 
@@ -234,14 +241,15 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 	bool refund;
 	int rc;
 
-	plan_make(lim, call, &p);
+	plan_keys pk;
+	plan_make(lim, call, &p, &pk);
 	if (!add_read_usable(call) && drl__script_usable(lim, call)) {
-		rc = drl__script_decide(lim, call, p.nkeys, p.keys, res, undo);
+		rc = drl__script_decide(lim, call, p.nkeys, pk.keys, res, undo);
 		if (rc != DRL_BACKEND_ESPLIT)
 			return rc;
 	}
 	if (!p.consume) {
-		rc = b->get_many(b, p.nkeys, p.keys, k.c, call->err);
+		rc = b->get_many(b, p.nkeys, pk.keys, k.c, call->err);
 		if (rc == 0)
 			rc = check_counts(&k, p.nkeys, call->err);
 		if (rc)
@@ -250,7 +258,7 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 		return 0;
 	}
 	bool made;
-	rc = add_and_read(b, &p, call->cost, &k, &made, call->err);
+	rc = add_and_read(b, &p, &pk, call->cost, &k, &made, call->err);
 	if (rc && !made)
 		return rc;
 	if (rc == 0)
@@ -260,7 +268,7 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 	if (rc == 0 && !refund)
 		return 0;
 	int64_t v;
-	int rrc = add_one(b, p.keys[0], -call->cost, p.ttl, &v, NULL);
+	int rrc = add_one(b, pk.keys[0], -call->cost, p.ttl, &v, NULL);
 	if (rc)
 		return rc;
 	refunded(lim, call, &p, &k, rrc, v, res);
@@ -269,13 +277,15 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 
 /* ---- a decision started, not waited for (the async API) --------------- */
 
-/* One started decision: a copy of its call and key, its plan and counts,
- * and the error that a give-back carries to the end. */
+/* One started decision: a copy of its call, its plan, the current
+ * sub-window's key (its other keys went to the store, which copied them),
+ * its counts, and the error that a give-back carries to the end. */
 typedef struct started {
 	const drl__limit *lim;
 	drl__call call;
-	drl__keybase kb;
 	plan p;
+	drl__key k0; /* the current sub-window's key, for a give-back */
+	drl_bytes key0;
 	counts k;
 	int rc; /* of the counts, when an increment is given back for it */
 	drl_error err;
@@ -330,7 +340,7 @@ static void added_done(void *arg, int rc, const int64_t *out, size_t nret,
 		started_end(st, 0, &res, NULL);
 		return;
 	}
-	if (b->add_read_start(b, 1, &st->p.keys[0], -st->call.cost, st->p.ttl,
+	if (b->add_read_start(b, 1, &st->key0, -st->call.cost, st->p.ttl,
 			      give_back_done, st, NULL) != 0)
 		give_back_done(st, DRL_ESTORE, NULL, 0, NULL);
 }
@@ -357,14 +367,15 @@ int drl__counter_start(const drl__limit *lim, const drl__call *call,
 	if (st == NULL)
 		return DRL_ENOMEM;
 	st->lim = lim;
-	st->kb = *call->key;
 	st->call = *call;
-	st->call.key = &st->kb;
+	st->call.key = NULL; /* the keys are built here, copied by the store */
 	st->call.err = NULL;
 	st->done = done;
 	st->arg = arg;
-	plan_make(lim, &st->call, &st->p);
-	int rc = b->add_read_start(b, st->p.nkeys, st->p.keys, call->cost,
+	plan_keys pk;
+	plan_make(lim, call, &st->p, &pk);
+	st->key0 = drl__key_indexed(&st->k0, call->key, st->p.i);
+	int rc = b->add_read_start(b, st->p.nkeys, pk.keys, call->cost,
 				   st->p.ttl, added_done, st, NULL);
 	if (rc)
 		free(st);
