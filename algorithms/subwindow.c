@@ -305,7 +305,7 @@ static void give_back_done(void *arg, int rc, const int64_t *out, size_t nret,
 			   const drl_error *err)
 {
 	started *st = arg;
-	drl_result res;
+	drl_result res = {0};
 	(void)err;
 	if (st->rc) {
 		started_end(st, st->rc, NULL, &st->err);
@@ -322,7 +322,7 @@ static void added_done(void *arg, int rc, const int64_t *out, size_t nret,
 {
 	started *st = arg;
 	drl_backend *b = st->call.backend;
-	drl_result res;
+	drl_result res = {0};
 	drl__undo undo;
 	bool refund = false;
 	if (rc == 0 && nret != st->p.nkeys)
