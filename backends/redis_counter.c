@@ -138,14 +138,18 @@ static int add_read_result(rstore *s, redisReply **r, size_t n, int64_t *values,
 	return 0;
 }
 
+/* Bad arguments refused before a connection is taken (a call that
+ * fails to format breaks its connection). */
 static int check_args(rstore *s, size_t n, const drl_bytes *keys,
-		      drl_error *err)
+		      int64_t ttl_us, drl_error *err)
 {
+	char ms[24];
+	size_t mslen;
 	if (n == 0 || n > ADD_READ_MAX || keys == NULL)
 		return drl_error_set(err, DRL_EINVAL,
 				     "redis %s: add_read of %zu keys", s->where,
 				     n);
-	return 0;
+	return drl__redis_ttl_arg(s, ttl_us, ms, &mslen, err);
 }
 
 int drl__redis_add_read(drl_backend *b, size_t n, const drl_bytes *keys,
@@ -156,7 +160,7 @@ int drl__redis_add_read(drl_backend *b, size_t n, const drl_bytes *keys,
 	redisReply *r[3];
 	size_t nr = add_read_replies(n);
 	conn proxy, *c;
-	int rc = check_args(s, n, keys, err);
+	int rc = check_args(s, n, keys, ttl_us, err);
 	if (rc)
 		return rc;
 	rc = drl__redis_acquire_shared(s, &proxy, &c, err);
@@ -212,7 +216,7 @@ int drl__redis_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
 			      drl_eval_done_fn done, void *arg, drl_error *err)
 {
 	rstore *s = (rstore *)b;
-	int rc = check_args(s, n, keys, err);
+	int rc = check_args(s, n, keys, ttl_us, err);
 	if (rc)
 		return rc;
 	if (done == NULL)
