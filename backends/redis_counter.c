@@ -13,7 +13,7 @@
  * (docs/performance.md, "What a decision costs the server").
  *
  * MGET, not a GET each, for the others: on the server one MGET of nine
- * keys costs about what two GETs cost (docs/performance.md). The price:
+ * keys costs about what five GETs cost (scripts/bench_lua_micro.sh). The price:
  * MGET reads a key of another type (a list someone wrote over an older
  * sub-window) as nil, an unused counter, where GET says WRONGTYPE. The
  * current sub-window is still checked (INCRBY says WRONGTYPE), and an

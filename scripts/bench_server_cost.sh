@@ -28,8 +28,7 @@
 # The peers' keys are as long as the keys libdrl writes in this run (its
 # prefix, the limit's tag and the user key: ~70 bytes here, measured after
 # the first cell): a key's length costs the server too (hashing, copies),
-# about 1 µs per decision between 6 and 70 bytes in a script, so the
-# peers are measured with keys of the same length as ours.
+# so the peers are measured with keys of the same length as ours.
 # Each figure is the median of ROUNDS rounds (default 3), the cells of a
 # round in turn. Prints a Markdown table; the ratios compare medians of
 # the same run.
