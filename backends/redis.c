@@ -493,6 +493,27 @@ static int key_make(rstore *s, keybuf *k, drl_bytes key, drl_error *err)
 	return 0;
 }
 
+size_t drl__redis_prefixed_keys(const rstore *s, size_t n,
+				const drl_bytes *keys, char *buf,
+				const char **argv, size_t *lens)
+{
+	char *p = buf;
+	for (size_t j = 0; j < n; j++) {
+		const char *kd = keys[j].len ? keys[j].data : "";
+		lens[j] = keys[j].len;
+		if (s->prefixlen == 0) {
+			argv[j] = kd;
+			continue;
+		}
+		memcpy(p, s->prefix, s->prefixlen);
+		memcpy(p + s->prefixlen, kd, keys[j].len);
+		argv[j] = p;
+		lens[j] += s->prefixlen;
+		p += lens[j];
+	}
+	return (size_t)(p - buf);
+}
+
 /* PX argument: ttl_us rounded up to whole milliseconds (>= 1). */
 int drl__redis_ttl_arg(rstore *s, int64_t ttl_us, char ms[24], size_t *len,
 		       drl_error *err)

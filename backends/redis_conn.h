@@ -257,6 +257,16 @@ int drl__redis_eval_start(drl_backend *b, const drl_script *script,
 			  const int64_t *args, size_t nout,
 			  drl_eval_done_fn done, void *arg, drl_error *err);
 
+/* ---- keys (backends/redis.c) ------------------------------------------- */
+
+/* Point argv[j], lens[j] at keys[j] behind s's prefix, for n keys: the
+ * prefixed ones written into buf (room for the prefix and each key); a
+ * key used as it is when s has no prefix. Returns the bytes of buf
+ * used. */
+size_t drl__redis_prefixed_keys(const rstore *s, size_t n,
+				const drl_bytes *keys, char *buf,
+				const char **argv, size_t *lens);
+
 /* ---- counters (backends/redis.c, backends/redis_counter.c) ------------ */
 
 /* PX argument: ttl_us rounded up to whole milliseconds (>= 1), into ms

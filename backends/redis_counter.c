@@ -75,16 +75,8 @@ static int append_add_read(rstore *s, conn *c, size_t n, const drl_bytes *keys,
 				   s->where);
 	/* argv[j]: keys[j] behind the prefix; argv[0] becomes "MGET" once
 	 * INCRBY and PEXPIRE are queued. */
-	char *p = kb;
-	for (size_t j = 0; rc == 0 && j < n; j++) {
-		if (s->prefixlen)
-			memcpy(p, s->prefix, s->prefixlen);
-		if (keys[j].len)
-			memcpy(p + s->prefixlen, keys[j].data, keys[j].len);
-		argv[j] = p;
-		lens[j] = s->prefixlen + keys[j].len;
-		p += lens[j];
-	}
+	if (rc == 0)
+		(void)drl__redis_prefixed_keys(s, n, keys, kb, argv, lens);
 	if (rc == 0) {
 		const char *incr[3] = {"INCRBY", argv[0], d};
 		size_t incrl[3] = {6, lens[0], dlen};

@@ -199,19 +199,7 @@ static int append_script_call(rstore *s, conn *c, const char hex[41],
 	argv[2] = p;
 	lens[2] = (size_t)snprintf(p, 24, "%zu", nkeys);
 	p += lens[2];
-	for (size_t i = 0; i < nkeys; i++) {
-		const char *kd = keys[i].len ? keys[i].data : "";
-		if (s->prefixlen) {
-			memcpy(p, s->prefix, s->prefixlen);
-			memcpy(p + s->prefixlen, kd, keys[i].len);
-			argv[3 + i] = p;
-			lens[3 + i] = s->prefixlen + keys[i].len;
-			p += lens[3 + i];
-		} else {
-			argv[3 + i] = kd;
-			lens[3 + i] = keys[i].len;
-		}
-	}
+	p += drl__redis_prefixed_keys(s, nkeys, keys, p, argv + 3, lens + 3);
 	for (size_t i = 0; i < nargs; i++) {
 		argv[3 + nkeys + i] = p;
 		lens[3 + nkeys + i] =
