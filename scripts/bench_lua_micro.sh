@@ -39,6 +39,20 @@ A9="1795000000000000 1 0 1000000 60000000 1000000 0 0 1000000"
 long=$(printf '%*s' 63 '' | tr ' ' 'p')
 cli FUNCTION LOAD REPLACE "#!lua name=drlmicro
 redis.register_function{function_name='one', callback=function() return 1 end, flags={'no-writes'}}" >/dev/null
+# Counters under c0: .. c8: and hashes of 10 fields under h: for every value of
+# redis-benchmark's __rand_int__ with -r 10000 (12 digits).
+awk 'BEGIN {
+	for (i = 0; i < 10000; i++) {
+		for (j = 0; j < 9; j++) {
+			key = sprintf("c%d:%012d", j, i)
+			printf "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1\r\n7\r\n", length(key), key
+		}
+		key = sprintf("h:%012d", i)
+		printf "*22\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n", length(key), key
+		for (f = 1; f <= 10; f++)
+			printf "$%d\r\n%d\r\n$1\r\n7\r\n", length(f ""), f
+	}
+}' | cli --pipe >/dev/null
 for ((k = 0; k < rounds; k++)); do
 	run "script returning 1, 1 arg" "lua:return 1" 1 k:__rand_int__ 1
 	run "script returning 1, 9 args" "lua:return 1" 1 k:__rand_int__ $A9
@@ -61,9 +75,18 @@ return 1" 1 s:__rand_int__ $A9
 redis.call('SET', KEYS[1], 'G12345678123456781234567x', 'PX', 60000)
 return 1" 1 "l$long{__rand_int__}" $A9
 	run "GET" get g:__rand_int__
-	run "MGET of 9 keys" mget a:__rand_int__ b:__rand_int__ c:__rand_int__ \
+	run "MGET of 9 missing keys" mget a:__rand_int__ b:__rand_int__ c:__rand_int__ \
 		d:__rand_int__ e:__rand_int__ f:__rand_int__ g:__rand_int__ \
 		h:__rand_int__ i:__rand_int__
+	run "MGET of 9 counters" mget c0:__rand_int__ c1:__rand_int__ c2:__rand_int__ \
+		c3:__rand_int__ c4:__rand_int__ c5:__rand_int__ c6:__rand_int__ \
+		c7:__rand_int__ c8:__rand_int__
+	# The layout subwindow could have instead (one hash per user key, a
+	# field per sub-window): its reads and writes on 10 fields
+	run "HMGET of 9 fields of a hash of 10" hmget h:__rand_int__ 1 2 3 4 5 6 7 8 9
+	run "INCRBY a counter" incrby c0:__rand_int__ 1
+	run "HINCRBY a hash of 10" hincrby h:__rand_int__ 10 1
+	run "HDEL a missing field" hdel h:__rand_int__ 0
 	run "PEXPIRE" pexpire i:__rand_int__ 61000
 	run "PEXPIRE NX" pexpire i:__rand_int__ 61000 NX
 done
@@ -73,7 +96,9 @@ for name in "script returning 1, 1 arg" "script returning 1, 9 args" \
 	"FCALL returning 1, 9 args" "9 tonumber()" "9 ARGV[i] + 0" \
 	"returning a table of 5" "3 local functions" \
 	"GET + SET PX of 25 bytes, short key" \
-	"GET + SET PX of 25 bytes, 77-byte key" "GET" "MGET of 9 keys" \
+	"GET + SET PX of 25 bytes, 77-byte key" "GET" "MGET of 9 missing keys" \
+	"MGET of 9 counters" "HMGET of 9 fields of a hash of 10" \
+	"INCRBY a counter" "HINCRBY a hash of 10" "HDEL a missing field" \
 	"PEXPIRE" "PEXPIRE NX"; do
 	min=$(tr ' ' '\n' <<<"${res[$name]}" | grep . | sort -g | head -1)
 	printf '%-40s %6s µs  (%s)\n' "$name" "$min" "${res[$name]% }"

@@ -147,7 +147,9 @@ script_cost() {
 
 # What tx=auto's commands for one counter decision cost, each sent by
 # redis-benchmark -c 16 -P 16 (keys as long as the library's): INCRBY,
-# PEXPIRE, and an MGET of $1 other keys when $1 > 0.
+# PEXPIRE, and an MGET of $1 other keys when $1 > 0. The MGET reads keys
+# that exist (populate_mget_keys), as the library's does: an MGET of
+# missing keys costs a quarter of one of counters (no value to reply).
 plain_cost() {
 	local n=$1 total=0 r args=()
 	r=$(peer_once incrby "$(pk cnt:)" 1) && total=$(awk -v a="$total" -v b="${r% *}" 'BEGIN{print a+b}')
@@ -186,6 +188,22 @@ unset 'ex[gcra:1000000/1m|auto]' 'cp[gcra:1000000/1m|auto]' 'rb[gcra:1000000/1m|
 # redis-benchmark writes __rand_int__ as 12 digits: pad before "{...}".
 pad=$(printf '%*s' $((keylen - 14)) '' | tr ' ' 'p')
 pk() { echo "$1${pad:${#1}}{__rand_int__}"; }
+
+# Write a counter under each key the MGET of plain_cost reads: the 10,000
+# values redis-benchmark's -r 10000 puts for __rand_int__ (12 digits).
+populate_mget_keys() {
+	local j k
+	for ((j = 0; j < 9; j++)); do
+		k=$(pk "m$j:")
+		awk -v pre="${k%%\{*}" 'BEGIN {
+			for (i = 0; i < 10000; i++) {
+				key = sprintf("%s{%012d}", pre, i)
+				printf "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1\r\n7\r\n", length(key), key
+			}
+		}'
+	done | cli --pipe >/dev/null
+}
+populate_mget_keys
 
 for ((k = 0; k < rounds; k++)); do
 	for spec in "${specs[@]}"; do
