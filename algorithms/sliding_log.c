@@ -5,30 +5,39 @@
  * (now - PERIOD, now] plus its cost fit in LIMIT. remaining, reset_after
  * and retry_after are exact.
  *
- * The log holds at most LIMIT entries (each count >= 1 and their sum is at
- * most LIMIT), hence LIMIT <= DRL_SLIDING_LOG_LIMIT_MAX for this algorithm:
- * its state is up to 16 bytes per admitted request and every decision reads
- * and writes all of it.
+ * The log holds at most LIMIT live entries (each count >= 1 and their sum
+ * is at most LIMIT), hence LIMIT <= DRL_SLIDING_LOG_LIMIT_MAX for this
+ * algorithm: its state is up to 16 bytes per admitted request.
  *
- * State: 'M', entry count n, the sum of the counts, then n x (time µs,
- * count); int64 LE, times strictly increasing. The sum lets the Lua twin
- * (Redis) decide from the header, the entries that leave the window and
- * the newest one, without reading every entry (what a decision costs the
- * server: docs/performance.md); this step checks every entry. The state
- * written before the sum was kept ('L', n, entries) is still read, and
- * rewritten as 'M'. Clients built before cannot read 'M'.
+ * State 'S': (dead + n) entries of 16 bytes (time µs, count), times
+ * strictly increasing, then a trailer of 33 bytes: dead, n, the sum of the
+ * n live entries' counts, the first live entry's time, 'S' (int64 LE).
+ * The `dead` entries in front have left the window and count for nothing.
+ * The trailer at the end lets the Lua twin (Redis) decide from the last
+ * 49 bytes (the newest entry and the trailer), the entries that leave and
+ * the ones a denial must walk, and write the new entry and the trailer in
+ * place (what a decision costs the server must not grow with the log:
+ * docs/performance.md); it leaves the entries that left in front until
+ * they outnumber the live ones by more than 32 (so dead <= LIMIT + 32).
+ * This step checks every live entry and writes the log compacted (dead 0).
+ * The states written before, 'M' (n, the sum, entries) and 'L' (n,
+ * entries) with their header in front, are still read, and rewritten as
+ * 'S' (an 'S' ends in 'S'; an 'M' or 'L' in a count's top byte, 0).
+ * Clients built before cannot read 'S'.
  */
 #include "internal.h"
 
 #include <string.h>
 
-#define HEADER 17    /* 'M', n, sum */
-#define OLD_HEADER 9 /* 'L', n */
+#define TRAILER 33   /* dead, n, sum, first live time, 'S' */
+#define M_HEADER 17  /* 'M', n, sum */
+#define L_HEADER 9   /* 'L', n */
 #define ENTRY 16
+#define DEAD_SLACK 32 /* the twin's: dead <= n + DEAD_SLACK after a write */
 
 typedef struct log_view {
-	const unsigned char *p; /* first entry */
-	int64_t n;              /* entries */
+	const unsigned char *p; /* first live entry */
+	int64_t n;              /* live entries */
 } log_view;
 
 static int64_t ts_at(const log_view *v, int64_t i)
@@ -41,7 +50,48 @@ static int64_t count_at(const log_view *v, int64_t i)
 	return drl__get64(v->p + i * ENTRY + 8);
 }
 
-/* Validate the stored log ('M', or the older 'L'); an absent one is
+/* What the stored log's trailer or header says: where its live entries
+ * are, their sum and the first one's time (`said` flags which). */
+typedef struct log_said {
+	bool sum, first;
+	int64_t sum_v, first_v;
+} log_said;
+
+/* Find the live entries of the stored log: 0, or DRL_ECORRUPT. */
+static int locate(const drl__limit *lim, const unsigned char *p, size_t len,
+		  log_view *v, log_said *said)
+{
+	*said = (log_said){0};
+	if (len >= TRAILER && p[len - 1] == 'S') {
+		const unsigned char *t = p + len - TRAILER;
+		int64_t dead = drl__get64(t), n = drl__get64(t + 8);
+		if (dead < 0 || dead > lim->limit + DEAD_SLACK || n < 0 ||
+		    n > lim->limit ||
+		    len != TRAILER + (size_t)(dead + n) * ENTRY)
+			return DRL_ECORRUPT;
+		v->p = p + dead * ENTRY;
+		v->n = n;
+		*said = (log_said){.sum = true,
+				   .first = n > 0,
+				   .sum_v = drl__get64(t + 16),
+				   .first_v = drl__get64(t + 24)};
+		return 0;
+	}
+	size_t header = len >= 1 && p[0] == 'L' ? L_HEADER : M_HEADER;
+	if (len < header || (p[0] != 'M' && p[0] != 'L'))
+		return DRL_ECORRUPT;
+	int64_t n = drl__get64(p + 1);
+	if (n < 0 || n > lim->limit || len != header + (size_t)n * ENTRY)
+		return DRL_ECORRUPT;
+	v->p = p + header;
+	v->n = n;
+	said->sum = header == M_HEADER;
+	said->sum_v = said->sum ? drl__get64(p + 9) : 0;
+	return 0;
+}
+
+/* Validate the stored log ('S', or the older 'M' and 'L'): every live
+ * entry, and what the trailer or header says of them; an absent log is
  * empty. */
 static int read_log(const drl__limit *lim, const void *old, size_t oldlen,
 		    log_view *v)
@@ -50,17 +100,11 @@ static int read_log(const drl__limit *lim, const void *old, size_t oldlen,
 	v->n = 0;
 	if (old == NULL)
 		return 0;
-	const unsigned char *p = old;
-	size_t header = oldlen >= 1 && p[0] == 'L' ? OLD_HEADER : HEADER;
-	if (oldlen < header || (p[0] != 'M' && p[0] != 'L'))
+	log_said said;
+	if (locate(lim, old, oldlen, v, &said))
 		return DRL_ECORRUPT;
-	int64_t n = drl__get64(p + 1);
-	if (n < 0 || n > lim->limit || oldlen != header + (size_t)n * ENTRY)
-		return DRL_ECORRUPT;
-	v->p = p + header;
-	v->n = n;
 	int64_t sum = 0;
-	for (int64_t i = 0; i < n; i++) {
+	for (int64_t i = 0; i < v->n; i++) {
 		int64_t c = count_at(v, i);
 		int64_t t = ts_at(v, i);
 		if (c < 1 || t < 0 || t > DRL_TIME_MAX_US ||
@@ -70,7 +114,8 @@ static int read_log(const drl__limit *lim, const void *old, size_t oldlen,
 		if (sum > lim->limit)
 			return DRL_ECORRUPT;
 	}
-	if (header == HEADER && drl__get64(p + 9) != sum)
+	if ((said.sum && said.sum_v != sum) ||
+	    (said.first && said.first_v != ts_at(v, 0)))
 		return DRL_ECORRUPT;
 	return 0;
 }
@@ -88,7 +133,7 @@ static int64_t first_live(const drl__limit *lim, const log_view *v, int64_t now)
 static void write_log(const log_view *v, int64_t from, int64_t stamp,
 		      int64_t add, unsigned char *out, size_t *outlen)
 {
-	unsigned char *q = out + HEADER;
+	unsigned char *q = out;
 	int64_t n = 0;
 	bool merged = add == 0;
 	for (int64_t i = from; i < v->n; i++) {
@@ -111,11 +156,14 @@ static void write_log(const log_view *v, int64_t from, int64_t stamp,
 	}
 	int64_t sum = 0;
 	for (int64_t i = 0; i < n; i++)
-		sum += drl__get64(out + HEADER + i * ENTRY + 8);
-	out[0] = 'M';
-	drl__put64(out + 1, n);
-	drl__put64(out + 9, sum);
-	*outlen = HEADER + (size_t)n * ENTRY;
+		sum += drl__get64(out + i * ENTRY + 8);
+	unsigned char *t = out + (size_t)n * ENTRY;
+	drl__put64(t, 0);
+	drl__put64(t + 8, n);
+	drl__put64(t + 16, sum);
+	drl__put64(t + 24, n ? drl__get64(out) : 0);
+	t[32] = 'S';
+	*outlen = TRAILER + (size_t)n * ENTRY;
 }
 
 static int corrupt(const drl__call *call)
@@ -220,17 +268,25 @@ static int unstep(const drl__limit *lim, const drl__call *call, const void *old,
 		return corrupt(call);
 	int64_t first = first_live(lim, &v, call->now);
 	write_log(&v, first, undo->a, -call->cost, out, outlen);
-	int64_t n = drl__get64((unsigned char *)out + 1);
-	int64_t newest = n ? drl__get64((unsigned char *)out + HEADER +
+	int64_t n = (int64_t)((*outlen - TRAILER) / ENTRY);
+	int64_t newest = n ? drl__get64((unsigned char *)out +
 					(size_t)(n - 1) * ENTRY)
 			   : call->now - lim->period_us;
 	*ttl_us = newest + lim->period_us - call->now + DRL__TTL_GRACE_US;
 	return 1;
 }
 
+/* The largest state the step writes (compacted) and the largest one read:
+ * the twin's, with up to LIMIT + DEAD_SLACK dead entries in front of
+ * LIMIT live ones. */
 static size_t state_size(const drl__limit *lim)
 {
-	return HEADER + (size_t)lim->limit * ENTRY;
+	return TRAILER + (size_t)lim->limit * ENTRY;
+}
+
+static size_t stored_size(const drl__limit *lim)
+{
+	return TRAILER + (size_t)(2 * lim->limit + DEAD_SLACK) * ENTRY;
 }
 
 static int finish(drl__limit *lim, drl_error *err)
@@ -253,6 +309,7 @@ const drl__algorithm drl__sliding_log = {
 	.step = step,
 	.unstep = unstep,
 	.state_size = state_size,
+	.stored_size = stored_size,
 	.lua = &drl__lua_sliding_log,
 	.lua_batch = &drl__lua_batch_sliding_log,
 	.lua_answer = lua_answer,

@@ -1,14 +1,21 @@
--- Twin of sliding_log.c: the same state ('M', n, the counts' sum, n x
--- (time, count), times strictly increasing; the older 'L', n, entries is
--- still read and rewritten as 'M'), the same decisions. Times are µs below
--- 2^53.
--- What a decision costs the server is the deployment's capacity: from an
--- 'M' state the twin reads the header, the entries that have left the
--- window (in front) and the newest one, never the others (the sum says
--- what they count; the twin checks what it reads and the bounds the sum
--- must meet, sliding_log.c checks every entry), and copies the ones
--- it keeps as bytes (string.sub). Only a denial within the limit walks
--- the live entries, for its retry_after.
+-- Twin of sliding_log.c: the same state, the same decisions. Times are µs
+-- below 2^53.
+-- State 'S' (sliding_log.c says it in full): 16-byte entries (time, count),
+-- times strictly increasing: `dead` entries in front that have left the
+-- window, then the n live ones; then a 33-byte trailer (dead, n, the live
+-- counts' sum, the first live entry's time, 'S'). The older 'M' (header:
+-- n, sum) and 'L' (header: n) are read whole and rewritten as 'S'.
+-- What a decision costs the server is the deployment's capacity, and it
+-- must not grow with the log (up to 160 KB): the twin reads the trailer
+-- and the newest entry (one GETRANGE of the last 49 bytes), the entries
+-- that leave the window and, for a denial within the limit, as many as it
+-- takes to free the cost (GETRANGE of 32 at a time), and writes the new
+-- entry (or the newest's new count) with the trailer after it in one
+-- SETRANGE: entries that leave stay in front, counted in `dead`, until
+-- they outnumber the live ones by 32; then the live ones are rewritten
+-- alone (a SET: amortised, each entry is copied at most once more).
+-- The twin checks what it reads and the bounds the trailer must meet;
+-- sliding_log.c checks every entry.
 -- Answers {used, reset, x}: the count of the live entries before the call,
 -- µs until the newest of them leaves the window (0: none), and x: the time
 -- written (an allowed write), µs until enough entries leave for the cost (a
@@ -18,74 +25,112 @@
 -- step does.
 local limit, period = A[4] + 0, A[5] + 0
 local horizon = now - period
-local blob = redis.call('GET', KEYS[1])
--- base: the header's length; entry j (1-based) at base + 1 + 16 (j - 1)
-local n, base, first, used, newest, last = 0, 17, 1, 0, -1, 0
-if blob then
+local K = KEYS[1]
+local BAD = 'ECORRUPT sliding_log state in the store is malformed'
+local TMAX = 4611686018427387904
+-- dead and n entries, the live ones' sum, the first live one's time, the
+-- newest (time, count); blob: an 'M' or 'L' state read whole, its entries
+-- from byte `from`
+local dead, n, sum, first_t, newest, last, blob, from = 0, 0, 0, 0, -1, 0, nil, 1
+local tail = redis.call('GETRANGE', K, -49, -1)
+local tl = #tail
+if tl > 0 and string.byte(tail, tl) == 83 then -- 'S'
+  if tl ~= 33 and tl ~= 49 then
+    return redis.error_reply(BAD)
+  end
+  dead, n, sum, first_t = struct.unpack('<i8i8i8i8', tail, tl - 32)
+  if dead < 0 or dead > limit + 32 or n < 0 or n > limit or sum < n
+      or sum > limit or (n == 0 and sum ~= 0) or (n > 0 and tl ~= 49) then
+    return redis.error_reply(BAD)
+  end
+  if n > 0 then
+    newest, last = struct.unpack('<i8i8', tail, 1)
+    if last < 1 or first_t < 0 or newest < first_t or newest > TMAX
+        or sum < last + n - 1 or (n == 1 and (sum ~= last or first_t ~= newest)) then
+      return redis.error_reply(BAD)
+    end
+  end
+elseif tl > 0 then
+  -- 'M' (n, sum, entries) or 'L' (n, entries): read whole, every entry
+  -- checked, then taken as n entries, none dead
+  blob = redis.call('GET', K)
   local len, kind = #blob, string.byte(blob, 1)
-  if kind == 77 and len >= 17 then -- 'M'
-    local total
-    n, total = struct.unpack('<i8i8', blob, 2)
-    if n < 0 or n > limit or len ~= 17 + 16 * n or total < 0 or total > limit
-        or (n == 0) ~= (total == 0) then
-      return redis.error_reply('ECORRUPT sliding_log state in the store is malformed')
-    end
-    -- the entries that have left the window, in front
-    local gone, prev, pos = 0, -1, 18
-    while first <= n do
-      local t, c = struct.unpack('<i8i8', blob, pos)
-      if c < 1 or t <= prev then
-        return redis.error_reply('ECORRUPT sliding_log state in the store is malformed')
-      end
-      if t > horizon then
-        break
-      end
-      gone, prev, first, pos = gone + c, t, first + 1, pos + 16
-    end
-    used = total - gone
-    if first <= n then
-      local t, c = struct.unpack('<i8i8', blob, 2 + 16 * n)
-      -- the live entries not read count 1 or more each; with none, the
-      -- sum left is exactly the newest's
-      if c < 1 or t <= prev or t > 4611686018427387904 or used < c + (n - first)
-          or (first == n and used ~= c) then
-        return redis.error_reply('ECORRUPT sliding_log state in the store is malformed')
-      end
-      newest, last = t, c
-    elseif used ~= 0 then
-      return redis.error_reply('ECORRUPT sliding_log state in the store is malformed')
-    end
-  elseif kind == 76 and len >= 9 then -- 'L': every entry read
-    base = 9
-    n = struct.unpack('<i8', blob, 2)
-    if n < 0 or n > limit or len ~= 9 + 16 * n then
-      return redis.error_reply('ECORRUPT sliding_log state in the store is malformed')
-    end
-    local sum, gone, prev, pos = 0, 0, -1, 10
-    for j = 1, n do
-      local t, c = struct.unpack('<i8i8', blob, pos)
-      if c < 1 or t <= prev or t > 4611686018427387904 then
-        return redis.error_reply('ECORRUPT sliding_log state in the store is malformed')
-      end
-      sum = sum + c
-      if sum > limit then
-        return redis.error_reply('ECORRUPT sliding_log state in the store is malformed')
-      end
-      if t <= horizon then
-        first, gone = j + 1, sum
-      end
-      prev, last, pos = t, c, pos + 16
-    end
-    used = sum - gone
-    if n >= first then
-      newest = prev
-    end
+  if kind == 77 and len >= 17 then
+    from = 18
+  elseif kind == 76 and len >= 9 then
+    from = 10
   else
-    return redis.error_reply('ECORRUPT sliding_log state in the store is malformed')
+    return redis.error_reply(BAD)
+  end
+  n = struct.unpack('<i8', blob, 2)
+  if n < 0 or n > limit or len ~= from - 1 + 16 * n then
+    return redis.error_reply(BAD)
+  end
+  local prev, pos = -1, from
+  for j = 1, n do
+    local t, c = struct.unpack('<i8i8', blob, pos)
+    if c < 1 or t <= prev or t > TMAX then
+      return redis.error_reply(BAD)
+    end
+    sum = sum + c
+    if sum > limit then
+      return redis.error_reply(BAD)
+    end
+    if j == 1 then
+      first_t = t
+    end
+    prev, newest, last, pos = t, t, c, pos + 16
+  end
+  if kind == 77 and struct.unpack('<i8', blob, 10) ~= sum then
+    return redis.error_reply(BAD)
   end
 end
+
+-- Entry i (0-based, dead ones included), read 32 at a time from the
+-- store (or from blob); the chunk read last is kept. Made only when
+-- entries are to be walked (a closure costs the common case a few tenths
+-- of a µs): some leave the window, or a denial within the limit may be.
+local chunk, chunk_at, chunk_n, entry = nil, 0, 0, nil
+if n > 0 and (first_t <= horizon or (cost <= limit and sum + cost > limit)) then
+entry = function(i)
+  if blob then
+    return struct.unpack('<i8i8', blob, from + 16 * i)
+  end
+  if i < chunk_at or i >= chunk_at + chunk_n then
+    chunk_at, chunk_n = i, dead + n - i
+    if chunk_n > 32 then
+      chunk_n = 32
+    end
+    chunk = redis.call('GETRANGE', K, 16 * i, 16 * (i + chunk_n) - 1)
+    if #chunk ~= 16 * chunk_n then
+      return -1, 0
+    end
+  end
+  return struct.unpack('<i8i8', chunk, 1 + 16 * (i - chunk_at))
+end
+end
+
+-- the entries that have left the window, in front of the live ones
+local gone, freed, prev = 0, 0, -1
+if n > 0 and first_t <= horizon then
+  while gone < n do
+    local t, c = entry(dead + gone)
+    if c < 1 or t <= prev or (gone == 0 and t ~= first_t) then
+      return redis.error_reply(BAD)
+    end
+    if t > horizon then
+      first_t = t
+      break
+    end
+    gone, freed, prev = gone + 1, freed + c, t
+  end
+  if gone == n and freed ~= sum then
+    return redis.error_reply(BAD)
+  end
+end
+local used, live = sum - freed, n - gone
 local reset = 0
-if newest >= 0 then
+if live > 0 then
   reset = newest + period - now
 end
 
@@ -94,43 +139,74 @@ if cost > limit then
 end
 if used + cost > limit then
   -- until enough of the oldest live entries leave
-  local excess, freed, pos = used + cost - limit, 0, base + 1 + 16 * (first - 1)
-  while true do
-    local t, c = struct.unpack('<i8i8', blob, pos)
-    freed = freed + c
-    if freed >= excess then
+  local excess, got = used + cost - limit, 0
+  for i = dead + gone, dead + n - 1 do
+    local t, c = entry(i)
+    if c < 1 then
+      return redis.error_reply(BAD)
+    end
+    got = got + c
+    if got >= excess then
       return {used, reset, t + period - now}
     end
-    pos = pos + 16
   end
+  return redis.error_reply(BAD)
 end
 if peek ~= 0 or cost == 0 then
   return {used, reset, 0}
 end
 
--- the live entries as they are, then ours: merged into the newest when it
--- has our time (only it can: times increase), appended otherwise
+-- ours at max(now, newest): merged into the newest when it has our time
+-- (only it can: times increase), appended otherwise
 local stamp = now
-if newest > now then
+if live > 0 and newest > now then
   stamp = newest
 end
-local m, body = 1, ''
-if n >= first then
-  local from = base + 1 + 16 * (first - 1)
-  m = n - first + 1
-  if newest == stamp then
-    body = string.sub(blob, from, base + 16 * (n - 1)) ..
-      struct.pack('<i8i8', stamp, last + cost)
-  else
-    body = string.sub(blob, from, base + 16 * n) .. struct.pack('<i8i8', stamp, cost)
-    m = m + 1
-  end
-else
-  body = struct.pack('<i8i8', stamp, cost)
+local px = math.floor((stamp + period - now + A[9] + 999) / 1000)
+local m, merge = live, live > 0 and newest == stamp
+if not merge then
+  m = m + 1
 end
-local ttl = stamp + period - now + A[9]
-redis.call('SET', KEYS[1], struct.pack('<c1i8i8', 'M', m, used + cost) .. body,
-  'PX', math.floor((ttl + 999) / 1000))
+if live == 0 then
+  first_t = stamp
+end
+if blob or live == 0 or dead + gone > live + 32 then
+  -- rewritten: the live entries alone, ours, the trailer (dead = 0)
+  local body = ''
+  if live > 0 then
+    if blob then
+      body = string.sub(blob, from + 16 * gone, from + 16 * n - 1)
+    else
+      body = redis.call('GETRANGE', K, 16 * (dead + gone), 16 * (dead + n) - 1)
+    end
+    if #body ~= 16 * live then
+      return redis.error_reply(BAD)
+    end
+  end
+  if merge then
+    body = string.sub(body, 1, -9) .. struct.pack('<i8', last + cost)
+  else
+    body = body .. struct.pack('<i8i8', stamp, cost)
+  end
+  redis.call('SET', K, body .. struct.pack('<i8i8i8i8c1', 0, m, used + cost, first_t, 'S'),
+    'PX', px)
+else
+  -- in place: the newest's count or our entry, then the trailer, over the
+  -- old trailer. A string longer than its trailer says is caught here
+  -- (after the write: the state was malformed already), a shorter one
+  -- when its entries are read (zeros padded in count 0)
+  local trailer = struct.pack('<i8i8i8i8c1', dead + gone, m, used + cost, first_t, 'S')
+  local at, v = 16 * (dead + n), nil
+  if merge then
+    at, v = at - 8, struct.pack('<i8', last + cost) .. trailer
+  else
+    v = struct.pack('<i8i8', stamp, cost) .. trailer
+  end
+  if redis.call('SETRANGE', K, at, v) ~= at + #v then
+    return redis.error_reply(BAD)
+  end
+  redis.call('PEXPIRE', K, px)
+end
 if stamp == now and A[1] + 0 >= 0 then
   return used -- written at the caller's own time: all it needs is `used`
 end

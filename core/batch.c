@@ -39,17 +39,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Roughly how long one item keeps the server busy, in µs (measured on
- * Redis 7.0 over loopback on a small VM; see docs/performance.md):
- * ~5 for the twin's prelude and its state's read and write (token_bucket,
- * gcra), one more per counter key read (a sub-window, the previous window
- * of a sliding one), and ~0.5 per entry of a sliding log, which is decoded
- * and re-encoded whole (up to LIMIT entries of 16 bytes). */
+/* Roughly how long one item keeps the server busy at worst, in µs
+ * (measured on Redis 7.0 over loopback on a small VM; see
+ * docs/performance.md): ~5 for the twin and its state's read and write
+ * (token_bucket, gcra, a sliding log's entry written in place), one more
+ * per counter key read (a sub-window, the previous window of a sliding
+ * one), and for a large state about 1 µs per 4 KB of it: a sliding log's
+ * twin rewrites its live entries (up to LIMIT of 16 bytes) once the
+ * entries that left outnumber them, and a chunk's items may each be at
+ * that point. */
 static int64_t item_work(const drl__limit *lim)
 {
 	const drl__algorithm *a = lim->algo;
 	size_t state = a->state_size ? a->state_size(lim) : a->state_len;
-	return 5 + lim->subwindows + lim->trailing + (int64_t)state / 32;
+	return 5 + lim->subwindows + lim->trailing + (int64_t)state / 4096;
 }
 
 size_t drl__batch_chunk(const drl__limit *lim)

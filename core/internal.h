@@ -205,11 +205,14 @@ typedef struct drl__algorithm {
 	/* Optimistic-state algorithms only (decide/refund are then
 	 * drl__state_decide/drl__state_refund): the pure step, the step that
 	 * gives call->cost back, and the largest state they write: state_len
-	 * bytes, or state_size(lim) when that is set. */
+	 * bytes, or state_size(lim) when that is set; stored_size(lim), when
+	 * set, the largest state read (the twin's may be larger than the
+	 * step's), else the same. */
 	drl__step_fn step;
 	drl__step_fn unstep;
 	size_t state_len;
 	size_t (*state_size)(const drl__limit *lim);
+	size_t (*stored_size)(const drl__limit *lim);
 	/* The Lua twin run by stores with DRL_CAP_SCRIPT, or NULL, and its
 	 * batch variant (many items in one call, see core/batch.c). */
 	const drl_script *lua;

@@ -23,7 +23,8 @@ typedef struct step_ctx {
 	const drl__call *call;
 	drl__step_fn step;
 	void *out;
-	size_t cap;
+	size_t cap;    /* out's size: the largest state the step writes */
+	size_t stored; /* the largest state read (larger: not ours) */
 	drl_result *res;
 	drl__undo *undo;
 } step_ctx;
@@ -112,7 +113,7 @@ static int cas_loop(step_ctx *c, drl_bytes key)
 		uint64_t version = 0;
 		int64_t ttl = 0;
 		DRL__COUNT(c->call->stats, cas_attempts);
-		rc = load_state(b, key, c->cap, &in, &incap, &heap, &len,
+		rc = load_state(b, key, c->stored, &in, &incap, &heap, &len,
 				&version, err);
 		if (rc)
 			break;
@@ -142,9 +143,10 @@ static int run(const drl__limit *lim, const drl__call *call, drl__step_fn step,
 	       drl_result *res, drl__undo *undo)
 {
 	unsigned char stackout[STACK_STATE];
-	size_t cap = lim->algo->state_size ? lim->algo->state_size(lim)
-					   : lim->algo->state_len;
-	step_ctx c = {lim, call, step, stackout, cap, res, undo};
+	const drl__algorithm *a = lim->algo;
+	size_t cap = a->state_size ? a->state_size(lim) : a->state_len;
+	size_t stored = a->stored_size ? a->stored_size(lim) : cap;
+	step_ctx c = {lim, call, step, stackout, cap, stored, res, undo};
 	if (cap > sizeof stackout) {
 		c.out = malloc(cap);
 		if (!c.out)

@@ -43,20 +43,25 @@ static const char *const specs[] = {
 	"sliding_log:4/1s;gcra:2/1s,burst=3",
 };
 
+/* calls= of `cmd` in INFO commandstats of c. */
+static long long cmd_calls(redisContext *c, const char *cmd)
+{
+	char field[64];
+	snprintf(field, sizeof field, "cmdstat_%s:calls=", cmd);
+	redisReply *r = redisCommand(c, "INFO commandstats");
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	const char *p = strstr(r->str, field);
+	long long n = p ? atoll(p + strlen(field)) : 0;
+	freeReplyObject(r);
+	return n;
+}
+
 static long long redis_evalsha_calls(void)
 {
 	redisContext *c = redisConnect("127.0.0.1", redis_srv.port);
 	assert_non_null(c);
 	assert_int_equal(c->err, 0);
-	redisReply *r = redisCommand(c, "INFO commandstats");
-	assert_non_null(r);
-	long long calls = 0;
-	const char *p = r->type == REDIS_REPLY_STRING
-				? strstr(r->str, "cmdstat_evalsha:calls=")
-				: NULL;
-	if (p)
-		calls = atoll(p + strlen("cmdstat_evalsha:calls="));
-	freeReplyObject(r);
+	long long calls = cmd_calls(c, "evalsha");
 	redisFree(c);
 	return calls;
 }
@@ -561,10 +566,30 @@ static void test_gcra_states(void **state)
 	redisFree(raw);
 }
 
-/* sliding_log's state before the sum was kept ('L', n, entries) is read
- * alike by the twin and the C step and rewritten as 'M' (n, sum, entries);
- * an 'M' whose sum is not its entries', or whose newest entry counts more
- * than the sum leaves, is DRL_ECORRUPT on both. */
+/* The trailer of an 'S' sliding_log state in reply r: dead, n, sum,
+ * first live time. */
+static void log_trailer(const redisReply *r, int64_t out[4])
+{
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	assert_true(r->len >= 33);
+	assert_int_equal(r->str[r->len - 1], 'S');
+	for (int f = 0; f < 4; f++) {
+		uint64_t v = 0;
+		for (int i = 7; i >= 0; i--)
+			v = v << 8 |
+			    (unsigned char)r->str[(size_t)r->len - 33 + 8 * f + i];
+		out[f] = (int64_t)v;
+	}
+}
+
+/* sliding_log's states before 'S' ('L': n, entries; 'M': n, sum,
+ * entries; header in front) are read alike by the twin and the C step and
+ * rewritten as 'S' (entries, then the trailer); an 'M' that says another
+ * sum than its entries', an 'S' whose sum its entries cannot make or past
+ * the limit, an 'S' longer or shorter than its trailer says, or whose
+ * first live time is not its first live entry's, is DRL_ECORRUPT on both
+ * (the C step checks every entry; the twin what it reads and what the
+ * trailer must meet). */
 static void test_sliding_log_states(void **state)
 {
 	(void)state;
@@ -573,43 +598,67 @@ static void test_sliding_log_states(void **state)
 	redisContext *raw = raw_redis();
 	const int64_t t = INT64_C(1700000000000000);
 	for (int watch = 0; watch < 2; watch++) {
+		for (int kind = 0; kind < 2; kind++) { /* 'L', 'M' */
+			char prefix[32], key[512];
+			drl_store *s = redis_store(watch);
+			drl_limiter *l;
+			drl_error err = {0};
+			snprintf(prefix, sizeof prefix, "log%d%d:", watch, kind);
+			assert_int_equal(drl_limiter_new(&l, s,
+							 "sliding_log:5/1s",
+							 prefix, &err),
+					 0);
+			size_t kn = key_of(raw, l, prefix, t - 2 * SEC, key,
+					   sizeof key);
+			/* 1 at t - 1.5s (gone at t), 1 at t - 500ms, 2 at
+			 * t - 100ms */
+			unsigned char old[17 + 3 * 16] = {'L'};
+			size_t h = kind ? 17 : 9;
+			old[0] = kind ? 'M' : 'L';
+			pack(old + 1, 3);
+			if (kind)
+				pack(old + 9, 4);
+			pack(old + h, t - 1500 * MS);
+			pack(old + h + 8, 1);
+			pack(old + h + 16, t - 500 * MS);
+			pack(old + h + 24, 1);
+			pack(old + h + 32, t - 100 * MS);
+			pack(old + h + 40, 2);
+			freeReplyObject(redisCommand(raw, "SET %b %b", key, kn,
+						     old, h + 3 * 16));
+			EXPECT(tu_at(l, "k", 0, t), 1, 2, 900 * MS, 0);
+			EXPECT(tu_at(l, "k", 3, t), 0, 2, 900 * MS, 500 * MS);
+			EXPECT(tu_at(l, "k", 1, t), 1, 1, SEC, 0);
+			/* rewritten: 'S', 3 live entries summing to 4 */
+			redisReply *r = redisCommand(raw, "GET %b", key, kn);
+			int64_t tr[4];
+			log_trailer(r, tr);
+			assert_int_equal(r->len, 33 + 3 * 16);
+			assert_int_equal(tr[0], 0);
+			assert_int_equal(tr[1], 3);
+			assert_int_equal(tr[2], 4);
+			assert_int_equal(tr[3], t - 500 * MS);
+			freeReplyObject(r);
+			EXPECT(tu_at(l, "k", 1, t), 1, 0, SEC, 0);
+			EXPECT(tu_at(l, "k", 1, t), 0, 0, SEC, 500 * MS);
+			drl_limiter_free(l);
+			drl_store_free(s);
+		}
+	}
+
+	for (int watch = 0; watch < 2; watch++) {
 		char prefix[32], key[512];
 		drl_store *s = redis_store(watch);
 		drl_limiter *l;
 		drl_error err = {0};
-		snprintf(prefix, sizeof prefix, "log%d:", watch);
+		snprintf(prefix, sizeof prefix, "bad%d:", watch);
 		assert_int_equal(drl_limiter_new(&l, s, "sliding_log:5/1s",
 						 prefix, &err),
 				 0);
 		size_t kn =
 			key_of(raw, l, prefix, t - 2 * SEC, key, sizeof key);
-		/* 'L': 1 at t - 1.5s (gone at t), 1 at t - 500ms, 2 at
-		 * t - 100ms */
-		unsigned char old[9 + 3 * 16] = {'L'};
-		pack(old + 1, 3);
-		pack(old + 9, t - 1500 * MS);
-		pack(old + 17, 1);
-		pack(old + 25, t - 500 * MS);
-		pack(old + 33, 1);
-		pack(old + 41, t - 100 * MS);
-		pack(old + 49, 2);
-		freeReplyObject(redisCommand(raw, "SET %b %b", key, kn, old,
-					     sizeof old));
-		EXPECT(tu_at(l, "k", 0, t), 1, 2, 900 * MS, 0);
-		EXPECT(tu_at(l, "k", 3, t), 0, 2, 900 * MS, 500 * MS);
-		EXPECT(tu_at(l, "k", 1, t), 1, 1, SEC, 0);
-		/* rewritten: 'M', 3 live entries summing to 4 */
-		redisReply *r = redisCommand(raw, "GET %b", key, kn);
-		assert_int_equal(r->type, REDIS_REPLY_STRING);
-		assert_int_equal(r->len, 17 + 3 * 16);
-		assert_int_equal(r->str[0], 'M');
-		assert_int_equal((unsigned char)r->str[9], 4);
-		freeReplyObject(r);
-		EXPECT(tu_at(l, "k", 1, t), 1, 0, SEC, 0);
-		EXPECT(tu_at(l, "k", 1, t), 0, 0, SEC, 500 * MS);
-
-		/* malformed: a sum below the entries' (the newest counts 2,
-		 * the sum says 1), a sum above them */
+		/* malformed 'M': a sum below the entries' (the newest counts
+		 * 2, the sum says 1), a sum above them */
 		unsigned char bad[2][17 + 16] = {{'M'}, {'M'}};
 		for (int i = 0; i < 2; i++) {
 			pack(bad[i] + 1, 1);
@@ -626,9 +675,121 @@ static void test_sliding_log_states(void **state)
 				fail_msg("tx=%s: bad 'M' state %d read",
 					 watch ? "watch" : "lua", i);
 		}
+		/* malformed 'S' (one dead entry, two live at t - 300ms and
+		 * t - 100ms counting 1 and 2): a sum of 2 (below the newest's
+		 * count and one more entry), a sum of 6 (above the limit), a
+		 * first live time that is not the first live entry's, one
+		 * dead entry too few, two live entries said for one */
+		unsigned char sb[5][3 * 16 + 33];
+		size_t sl[5];
+		for (int i = 0; i < 5; i++) {
+			unsigned char *p = sb[i];
+			memset(p, 0, sizeof sb[i]);
+			pack(p, t - 2 * SEC);
+			pack(p + 8, 1);
+			pack(p + 16, t - 300 * MS);
+			pack(p + 24, 1);
+			pack(p + 32, t - 100 * MS);
+			pack(p + 40, 2);
+			unsigned char *tr = p + 48;
+			pack(tr, i == 3 ? 0 : 1);
+			pack(tr + 8, 2);
+			pack(tr + 16, i == 0 ? 2 : i == 1 ? 6 : 3);
+			pack(tr + 24, i == 2 ? t - 200 * MS : t - 300 * MS);
+			tr[32] = 'S';
+			sl[i] = sizeof sb[i];
+			if (i == 4) { /* the live entry at t - 300ms removed */
+				memmove(p + 16, p + 32, 16 + 33);
+				sl[i] -= 16;
+				pack(p + 32 + 8, 2);
+				pack(p + 32 + 16, 2);
+			}
+		}
+		for (int i = 0; i < 5; i++) {
+			drl_result res;
+			freeReplyObject(redisCommand(raw, "SET %b %b", key, kn,
+						     sb[i], sl[i]));
+			/* when the entry at t - 300ms leaves: the twin reads
+			 * the first live one */
+			if (drl_allow_at(l, "k", 1, 1, t + 850 * MS, &res,
+					 &err) !=
+			    DRL_ECORRUPT)
+				fail_msg("tx=%s: bad 'S' state %d read",
+					 watch ? "watch" : "lua", i);
+		}
 		drl_limiter_free(l);
 		drl_store_free(s);
 	}
+	redisFree(raw);
+}
+
+/* What a sliding_log decision costs the server does not grow with the
+ * log: the twin writes its entry in place (SETRANGE of the entry and the
+ * trailer), leaves the entries that left the window in front, and
+ * rewrites the live ones alone (SET) only once the dead outnumber them by
+ * more than 32; decisions stay those of the C step (memory://), and the
+ * state stays within twice the live entries and 32. */
+static void test_sliding_log_in_place(void **state)
+{
+	(void)state;
+	if (!have_servers)
+		skip();
+	redisContext *raw = raw_redis();
+	const int64_t t0 = INT64_C(1700000000000000);
+	drl_store *s = redis_store(0), *mem;
+	drl_limiter *l, *ml;
+	assert_int_equal(drl_store_open(&mem, "memory://", NULL), 0);
+	assert_int_equal(drl_limiter_new(&l, s, "sliding_log:40/1s", "inplace:",
+					 NULL),
+			 0);
+	assert_int_equal(drl_limiter_new(&ml, mem, "sliding_log:40/1s", "m:",
+					 NULL),
+			 0);
+	freeReplyObject(redisCommand(raw, "CONFIG RESETSTAT"));
+	int writes = 0;
+	size_t longest = 0;
+	char key[512];
+	size_t kn = 0;
+	/* one request each 40ms, 2 each 7th (denied once 40 are live) */
+	for (int i = 0; i < 200; i++) {
+		int64_t now = t0 + i * 40 * MS;
+		int64_t cost = i % 7 == 0 ? 2 : 1;
+		drl_result a = tu_at(l, "k", cost, now);
+		drl_result b = tu_at(ml, "k", cost, now);
+		if (a.allowed != b.allowed || a.remaining != b.remaining ||
+		    a.reset_after_us != b.reset_after_us ||
+		    a.retry_after_us != b.retry_after_us)
+			fail_msg("step %d: redis allowed=%d rem=%lld retry=%lld, "
+				 "memory allowed=%d rem=%lld retry=%lld",
+				 i, a.allowed, (long long)a.remaining,
+				 (long long)a.retry_after_us, b.allowed,
+				 (long long)b.remaining,
+				 (long long)b.retry_after_us);
+		writes += a.allowed;
+		if (kn == 0)
+			kn = only_key(raw, "inplace:", key, sizeof key);
+		redisReply *r = redisCommand(raw, "STRLEN %b", key, kn);
+		if ((size_t)r->integer > longest)
+			longest = (size_t)r->integer;
+		freeReplyObject(r);
+	}
+	long long set = cmd_calls(raw, "set"), setrange = cmd_calls(raw, "setrange");
+	/* 25 live entries at most (one each 40ms in 1s): a rewrite after
+	 * ~33 entries left, every other write in place */
+	if (set < 2 || set > writes / 20 || setrange < writes - set)
+		fail_msg("%d writes: %lld SET, %lld SETRANGE", writes, set,
+			 setrange);
+	if (longest > 33 + 16 * (2 * 26 + 32))
+		fail_msg("the log grew to %zu bytes", longest);
+	redisReply *r = redisCommand(raw, "GET %b", key, kn);
+	int64_t tr[4];
+	log_trailer(r, tr);
+	assert_true(tr[0] > 0); /* entries left in front */
+	freeReplyObject(r);
+	drl_limiter_free(l);
+	drl_limiter_free(ml);
+	drl_store_free(s);
+	drl_store_free(mem);
 	redisFree(raw);
 }
 
@@ -660,6 +821,7 @@ int main(void)
 		cmocka_unit_test(test_server_clock),
 		cmocka_unit_test(test_hostile_state),
 		cmocka_unit_test(test_sliding_log_states),
+		cmocka_unit_test(test_sliding_log_in_place),
 		cmocka_unit_test(test_gcra_states),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
