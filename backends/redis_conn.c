@@ -623,18 +623,23 @@ void drl__redis_conn_free(conn *c)
 	free(c);
 }
 
-/* A plaintext connection the server dropped at its first request: say
- * that a TLS port does so (a TLS server reads our request as a broken
- * handshake and closes). DRL_EUNAVAILABLE, err's message kept. */
-static int plaintext_refused(rstore *s, drl_error *err)
+/* A connection the server dropped at its first request: say what does
+ * that. A TLS server reads a plaintext request as a broken handshake and
+ * closes; a TLS server that wants a client certificate (or refuses ours)
+ * closes right after the handshake (TLS 1.3 checks it then), and its
+ * alert may be lost to the reset our request causes. DRL_EUNAVAILABLE,
+ * err's message kept. */
+static int setup_refused(rstore *s, drl_error *err)
 {
 	if (err == NULL)
 		return DRL_EUNAVAILABLE;
 	char was[sizeof err->message];
 	memcpy(was, err->message, sizeof was);
-	return drl_error_set(err, DRL_EUNAVAILABLE,
-			     "%.200s (if this port speaks TLS, use rediss://)",
-			     was);
+	return drl_error_set(err, DRL_EUNAVAILABLE, "%.200s (%s)", was,
+			     s->tls ? "does the server want a client "
+				      "certificate (tls_cert=, tls_key=), or "
+				      "refuse this one?"
+				    : "if this port speaks TLS, use rediss://");
 }
 
 /* Connect, set the command timeout; AUTH, SELECT and PING pipelined in
@@ -738,9 +743,7 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 		rc = drl__redis_collect(s, c, n, r, "connection setup", err);
 	if (rc) {
 		drl__redis_conn_free(c);
-		return rc == DRL_EUNAVAILABLE && s->tls == NULL
-			       ? plaintext_refused(s, err)
-			       : rc;
+		return rc == DRL_EUNAVAILABLE ? setup_refused(s, err) : rc;
 	}
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		bool ping = i == n - 1;

@@ -565,7 +565,12 @@ static const char *memcached_unix_path(const char *const *extra)
 }
 
 /* Which server a start is for: how to build its fixed argv. */
-typedef enum kind { KIND_REDIS, KIND_MEMCACHED, KIND_REDIS_CLUSTER } kind;
+typedef enum kind {
+	KIND_REDIS,
+	KIND_MEMCACHED,
+	KIND_REDIS_CLUSTER,
+	KIND_REDIS_TLS
+} kind;
 
 /* Spawn the server of `k` on s->port with its fixed arguments and the
  * extra ones, and wait until it is ready: wait_ready's result, or -2 when
@@ -581,9 +586,19 @@ static int launch(drl_server *s, kind k, const char *bin,
 	snprintf(nodesconf, sizeof nodesconf, "%s/nodes.conf", s->dir);
 	snprintf(portstr, sizeof portstr, "%d", s->port);
 	argv[n++] = bin;
-	if (k == KIND_REDIS || k == KIND_REDIS_CLUSTER) {
+	if (k == KIND_REDIS_TLS) {
+		/* TLS only: the plaintext port off, s->port speaks TLS (the
+		 * certificates are in the caller's extra arguments). */
 		argv[n++] = "--port";
+		argv[n++] = "0";
+		argv[n++] = "--tls-port";
 		argv[n++] = portstr;
+	}
+	if (k != KIND_MEMCACHED) {
+		if (k != KIND_REDIS_TLS) {
+			argv[n++] = "--port";
+			argv[n++] = portstr;
+		}
 		argv[n++] = "--bind";
 		argv[n++] = "127.0.0.1";
 		argv[n++] = "--save";
@@ -661,8 +676,8 @@ static int start(drl_server *s, kind k, const char *const *extra)
 	if (tmp == NULL || tmp[0] == '\0' || strlen(tmp) > 100)
 		tmp = "/tmp";
 	snprintf(s->dir, sizeof s->dir, "%s/drl-%s-XXXXXX", tmp,
-		 k == KIND_REDIS           ? "redis"
-		 : k == KIND_REDIS_CLUSTER ? "cluster"
+		 k == KIND_REDIS || k == KIND_REDIS_TLS ? "redis"
+		 : k == KIND_REDIS_CLUSTER              ? "cluster"
 					   : "memcached");
 	if (mkdtemp(s->dir) == NULL) {
 		fprintf(stderr, "fixture: mkdtemp %s: %s\n", s->dir,
@@ -741,6 +756,13 @@ int drl_fixture_restart(drl_server *s)
 int drl_fixture_redis_start(drl_server *s, const char *const *extra_argv)
 {
 	return start(s, KIND_REDIS, extra_argv);
+}
+
+/* Start a TLS-only redis-server; 0 started, 1 skip, -1 failure (see the
+ * header). */
+int drl_fixture_redis_tls_start(drl_server *s, const char *const *extra_argv)
+{
+	return start(s, KIND_REDIS_TLS, extra_argv);
 }
 
 /* Start a redis cluster node; 0 started, 1 skip, -1 failure (see the
