@@ -15,6 +15,7 @@
  *   on a plaintext URI; bad TLS options fail at open (DRL_EINVAL).
  * - on_error= answers for a store whose certificate fails, as for any
  *   unreachable store; tls_verify=no connects regardless.
+ * - rediss-cluster:// on a one-node TLS cluster decides exactly.
  * - An idle pooled TLS connection is reused, not reconnected (the pool's
  *   check for a connection the server closed reads TLS records).
  */
@@ -81,6 +82,13 @@ static const char *main_uri(char *buf, size_t cap, const char *host,
 
 /* ---- every path decides exactly over TLS -------------------------------- */
 
+/* Under valgrind (DRL_VALGRIND: 20-50x slower, for memory errors) one
+ * hot-key run per path: the others repeat the same TLS code. */
+static bool slow(void)
+{
+	return getenv("DRL_VALGRIND") != NULL;
+}
+
 static void test_pooled_exact(void **state)
 {
 	(void)state;
@@ -90,6 +98,8 @@ static void test_pooled_exact(void **state)
 	hot_key_run(main_uri(uri, sizeof uri, "127.0.0.1",
 			     "&pipelines=0&tx=lua"),
 		    "gcra:200/1h", 1);
+	if (slow())
+		return;
 	hot_key_run(main_uri(uri, sizeof uri, "localhost",
 			     "&pipelines=0&tx=watch"),
 		    "sliding_window:200/1m", 2);
@@ -103,6 +113,8 @@ static void test_pipelined_exact(void **state)
 	char uri[1200];
 	hot_key_run(main_uri(uri, sizeof uri, "127.0.0.1", ""),
 		    "fixed_window:200/1m", 3);
+	if (slow())
+		return;
 	hot_key_run(main_uri(uri, sizeof uri, "127.0.0.1",
 			     "&tx=lua&pipelines=2"),
 		    "token_bucket:200/1h", 4);
@@ -310,22 +322,36 @@ static void test_verify_off(void **state)
 	tu_free(&t);
 }
 
-/* The server's count of connections accepted (INFO stats), through
- * redis-cli over TLS; -1 when it cannot be read. */
-static long connections_received(void)
+/* redis-cli over TLS (the client certificate) to 127.0.0.1:port with
+ * `args`: the first line of its output that starts with `want` into
+ * line (cap bytes); 0 found, -1 not. */
+static int cli(int port, const char *args, const char *want, char *line,
+	       size_t cap)
 {
-	char cmd[1400], line[256];
+	char cmd[1400];
 	snprintf(cmd, sizeof cmd,
 		 "redis-cli --tls --cacert %s --cert %s --key %s -h 127.0.0.1 "
-		 "-p %d INFO stats 2>&1",
-		 pki.ca, pki.client, pki.client_key, tls_srv.port);
+		 "-p %d %s 2>&1",
+		 pki.ca, pki.client, pki.client_key, port, args);
 	FILE *f = popen(cmd, "r");
-	long n = -1;
-	while (f && fgets(line, sizeof line, f))
-		if (sscanf(line, "total_connections_received:%ld", &n) == 1)
-			break;
+	int rc = -1;
+	while (f && rc != 0 && fgets(line, (int)cap, f))
+		if (strncmp(line, want, strlen(want)) == 0)
+			rc = 0;
 	if (f)
 		pclose(f);
+	return rc;
+}
+
+/* The server's count of connections accepted (INFO stats); -1 when it
+ * cannot be read. */
+static long connections_received(void)
+{
+	char line[256];
+	long n = -1;
+	if (cli(tls_srv.port, "INFO stats", "total_connections_received:",
+		line, sizeof line) == 0)
+		sscanf(line, "total_connections_received:%ld", &n);
 	return n;
 }
 
@@ -352,6 +378,50 @@ static void test_idle_connection_reused(void **state)
 	tu_free(&t);
 }
 
+/* rediss-cluster://: a one-node TLS Redis Cluster (tls-cluster yes: the
+ * node's slot map names its TLS port) decides exactly, on the scripts and
+ * on WATCH/MULTI; a plaintext cluster URI to it fails. */
+static void test_cluster_exact(void **state)
+{
+	(void)state;
+	if (!have)
+		skip();
+	const char *args[16];
+	drl_tls_pki_redis_args(&pki, pki.server, pki.server_key, "yes", args);
+	const char *more[] = {"--cluster-enabled", "yes",
+			      "--cluster-config-file", "nodes.conf",
+			      "--tls-cluster", "yes", NULL};
+	for (size_t i = 0; i < 7; i++)
+		args[8 + i] = more[i];
+	drl_server node;
+	assert_int_equal(drl_fixture_redis_tls_start(&node, args), 0);
+	char line[256];
+	assert_int_equal(cli(node.port, "CLUSTER ADDSLOTSRANGE 0 16383", "OK",
+			     line, sizeof line),
+			 0);
+	int64_t deadline = tu_mono_ms() + tu_bound_ms(10000);
+	while (cli(node.port, "CLUSTER INFO", "cluster_state:ok", line,
+		   sizeof line) != 0) {
+		if (tu_mono_ms() > deadline)
+			fail_msg("the TLS cluster node is not ok");
+		tu_sleep_ms(20);
+	}
+	char uri[1400];
+	snprintf(uri, sizeof uri, "rediss-cluster://127.0.0.1:%d?%s&tx=lua",
+		 node.port, client_opts);
+	hot_key_run(uri, "sliding_log:200/1m", 5);
+	snprintf(uri, sizeof uri, "rediss-cluster://127.0.0.1:%d?%s&tx=watch",
+		 node.port, client_opts);
+	if (!slow())
+		hot_key_run(uri, "gcra:200/1h", 6);
+	snprintf(uri, sizeof uri, "redis-cluster://127.0.0.1:%d", node.port);
+	drl_store *s = NULL;
+	drl_error err = {0};
+	assert_int_equal(drl_store_open(&s, uri, &err), DRL_EUNAVAILABLE);
+	assert_non_null(strstr(err.message, "rediss://"));
+	drl_fixture_stop(&node);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -364,6 +434,7 @@ int main(void)
 		cmocka_unit_test(test_on_error_applies),
 		cmocka_unit_test(test_verify_off),
 		cmocka_unit_test(test_idle_connection_reused),
+		cmocka_unit_test(test_cluster_exact),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
