@@ -569,7 +569,8 @@ typedef enum kind {
 	KIND_REDIS,
 	KIND_MEMCACHED,
 	KIND_REDIS_CLUSTER,
-	KIND_REDIS_TLS
+	KIND_REDIS_TLS,
+	KIND_REDIS_TLS_CLUSTER
 } kind;
 
 /* Spawn the server of `k` on s->port with its fixed arguments and the
@@ -586,7 +587,9 @@ static int launch(drl_server *s, kind k, const char *bin,
 	snprintf(nodesconf, sizeof nodesconf, "%s/nodes.conf", s->dir);
 	snprintf(portstr, sizeof portstr, "%d", s->port);
 	argv[n++] = bin;
-	if (k == KIND_REDIS_TLS) {
+	int tls = k == KIND_REDIS_TLS || k == KIND_REDIS_TLS_CLUSTER;
+	int cluster = k == KIND_REDIS_CLUSTER || k == KIND_REDIS_TLS_CLUSTER;
+	if (tls) {
 		/* TLS only: the plaintext port off, s->port speaks TLS (the
 		 * certificates are in the caller's extra arguments). */
 		argv[n++] = "--port";
@@ -595,7 +598,7 @@ static int launch(drl_server *s, kind k, const char *bin,
 		argv[n++] = portstr;
 	}
 	if (k != KIND_MEMCACHED) {
-		if (k != KIND_REDIS_TLS) {
+		if (!tls) {
 			argv[n++] = "--port";
 			argv[n++] = portstr;
 		}
@@ -609,11 +612,15 @@ static int launch(drl_server *s, kind k, const char *bin,
 		argv[n++] = s->dir;
 		argv[n++] = "--daemonize";
 		argv[n++] = "no";
-		if (k == KIND_REDIS_CLUSTER) {
+		if (cluster) {
 			argv[n++] = "--cluster-enabled";
 			argv[n++] = "yes";
 			argv[n++] = "--cluster-config-file";
 			argv[n++] = nodesconf;
+		}
+		if (cluster && tls) {
+			argv[n++] = "--tls-cluster";
+			argv[n++] = "yes";
 		}
 	} else {
 		argv[n++] = "-p";
@@ -640,7 +647,7 @@ static int launch(drl_server *s, kind k, const char *bin,
 	track(s->pid, s->dir);
 	return wait_ready(
 		s, k == KIND_MEMCACHED ? memcached_unix_path(extra) : NULL,
-		k == KIND_REDIS_CLUSTER ? s->port + CLUSTER_BUS_OFFSET : 0);
+		cluster ? s->port + CLUSTER_BUS_OFFSET : 0);
 }
 
 /* Start the server of `k`; see drl_fixture_redis_start for the contract. */
@@ -677,8 +684,8 @@ static int start(drl_server *s, kind k, const char *const *extra)
 		tmp = "/tmp";
 	snprintf(s->dir, sizeof s->dir, "%s/drl-%s-XXXXXX", tmp,
 		 k == KIND_REDIS || k == KIND_REDIS_TLS ? "redis"
-		 : k == KIND_REDIS_CLUSTER              ? "cluster"
-					   : "memcached");
+		 : k == KIND_MEMCACHED                  ? "memcached"
+							: "cluster");
 	if (mkdtemp(s->dir) == NULL) {
 		fprintf(stderr, "fixture: mkdtemp %s: %s\n", s->dir,
 			strerror(errno));
@@ -687,8 +694,9 @@ static int start(drl_server *s, kind k, const char *const *extra)
 	}
 
 	for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
-		s->port = k == KIND_REDIS_CLUSTER ? free_cluster_port()
-						  : free_port();
+		s->port = k == KIND_REDIS_CLUSTER || k == KIND_REDIS_TLS_CLUSTER
+				  ? free_cluster_port()
+				  : free_port();
 		if (s->port <= 0) {
 			fprintf(stderr, "fixture: no free loopback port\n");
 			break;
@@ -763,6 +771,14 @@ int drl_fixture_redis_start(drl_server *s, const char *const *extra_argv)
 int drl_fixture_redis_tls_start(drl_server *s, const char *const *extra_argv)
 {
 	return start(s, KIND_REDIS_TLS, extra_argv);
+}
+
+/* Start a TLS-only redis cluster node; 0 started, 1 skip, -1 failure
+ * (see the header). */
+int drl_fixture_redis_tls_cluster_node_start(drl_server *s,
+					     const char *const *extra_argv)
+{
+	return start(s, KIND_REDIS_TLS_CLUSTER, extra_argv);
 }
 
 /* Start a redis cluster node; 0 started, 1 skip, -1 failure (see the

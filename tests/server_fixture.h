@@ -31,6 +31,12 @@ int drl_fixture_redis_start(drl_server *s, const char *const *extra_argv);
  * connections. Same return values. */
 int drl_fixture_redis_tls_start(drl_server *s, const char *const *extra_argv);
 
+/* drl_fixture_redis_tls_start for a cluster node (as
+ * drl_fixture_redis_cluster_node_start, with --tls-cluster yes: its bus
+ * and its slot map speak TLS). Same return values. */
+int drl_fixture_redis_tls_cluster_node_start(drl_server *s,
+					     const char *const *extra_argv);
+
 /* Start redis-server as above with --cluster-enabled yes and
  * --cluster-config-file <dir>/nodes.conf, on a free port whose cluster bus
  * port (port + 10000) is free too; ready means both ports are listening.
