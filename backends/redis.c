@@ -1027,6 +1027,7 @@ static void r_destroy(drl_backend *b)
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->script_mu);
+	drl__tls_unref(s->tls);
 	free(s->host);
 	free(s->user);
 	free_secret(s->password);
@@ -1116,6 +1117,7 @@ static void register_store(rstore *s)
 static void free_unregistered(rstore *s)
 {
 	drl__redis_pipes_free(s);
+	drl__tls_unref(s->tls);
 	free(s->host);
 	free(s->user);
 	free_secret(s->password);
@@ -1226,6 +1228,7 @@ int drl__redis_cluster_node(drl_backend **out, const drl_backend *tmpl,
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
 	s->parent = t->parent;
 	s->cluster = true;
+	s->tls = drl__tls_ref(t->tls); /* redirections stay on TLS */
 	s->host = drl__redis_dup_n(host, strlen(host));
 	s->port = port;
 	s->user = t->user ? drl__redis_dup_n(t->user, strlen(t->user)) : NULL;

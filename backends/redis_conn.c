@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 
 /* ---- errors ------------------------------------------------------------- */
@@ -399,31 +400,113 @@ int drl__redis_append(rstore *s, conn *c, int argc, const char **argv,
 	return 0;
 }
 
-/* Milliseconds until dl, rounded up; 0 once it has passed. */
-static int64_t ms_until(const struct timespec *dl)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	int64_t ns = (int64_t)(dl->tv_sec - now.tv_sec) * 1000000000 +
-		     (dl->tv_nsec - now.tv_nsec);
-	return ns <= 0 ? 0 : (ns + 999999) / 1000000;
-}
-
 /* Wait until c's socket is ready for `events` or c's deadline passes:
  * 1 ready (or in error: the read or write that follows reports it), 0
  * out of time, -1 poll() failed (errno). */
 int drl__redis_wait_ready(conn *c, short events)
 {
-	for (;;) {
-		int64_t left = ms_until(&c->deadline);
-		if (left == 0)
+	return drl__poll_until(c->ctx->fd, events, &c->deadline);
+}
+
+/* ---- the transport: plaintext or TLS ------------------------------------ */
+
+ssize_t drl__redis_writev(conn *c, const struct iovec *iov, int n)
+{
+	if (c->ssl) {
+		return drl__tls_writev(c->ssl, iov, n, &c->want, &c->io_code,
+				       c->io_msg, sizeof c->io_msg);
+	}
+	ssize_t w = writev(c->ctx->fd, iov, n);
+	if (w >= 0)
+		return w;
+	if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) {
+		c->want = POLLOUT;
+		return 0;
+	}
+	c->io_code = DRL_EUNAVAILABLE;
+	snprintf(c->io_msg, sizeof c->io_msg, "write: %s", strerror(errno));
+	return -1;
+}
+
+int drl__redis_io_error(rstore *s, conn *c, const char *what, drl_error *err)
+{
+	c->broken = true;
+	return drl_error_set(err, c->io_code ? c->io_code : DRL_EUNAVAILABLE,
+			     "redis %s: %s: %s", s->where, what, c->io_msg);
+}
+
+/* A wait for c's socket that did not end ready (drl__redis_wait_ready's
+ * w <= 0) as the call's error. */
+static int wait_error(rstore *s, conn *c, int w, const char *what,
+		      drl_error *err)
+{
+	return w == 0 ? drl__redis_timeout_error(s, c, what, err)
+		      : drl__redis_ctx_error(s, c, what, errno, err);
+}
+
+/* Send what hiredis queued in c's output buffer, by c's deadline: on a
+ * plaintext socket by hiredis (a blocking write bounded by the socket's
+ * send timeout; more waits in poll()), on TLS through c->ssl. */
+static int send_queued(rstore *s, conn *c, const char *what, drl_error *err)
+{
+	redisContext *ctx = c->ctx;
+	int done = 0;
+	while (c->ssl == NULL) {
+		if (redisBufferWrite(ctx, &done) != REDIS_OK)
+			return drl__redis_ctx_error(s, c, what, errno, err);
+		if (done)
 			return 0;
-		struct pollfd p = {.fd = c->ctx->fd, .events = events};
-		int n = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
-		if (n > 0)
-			return 1;
-		if (n < 0 && errno != EINTR)
-			return -1;
+		int w = drl__redis_wait_ready(c, POLLOUT);
+		if (w <= 0)
+			return wait_error(s, c, w, what, err);
+	}
+	while (sdslen(ctx->obuf) > 0) {
+		struct iovec iov = {ctx->obuf, sdslen(ctx->obuf)};
+		ssize_t n = drl__redis_writev(c, &iov, 1);
+		if (n < 0)
+			return drl__redis_io_error(s, c, what, err);
+		if (n > 0) {
+			sdsrange(ctx->obuf, (ssize_t)n, -1);
+			continue;
+		}
+		int w = drl__redis_wait_ready(c, c->want);
+		if (w <= 0)
+			return wait_error(s, c, w, what, err);
+	}
+	return 0;
+}
+
+/* Wait for what the server sends, by c's deadline, and hand it to c's
+ * reader. On TLS, bytes OpenSSL already holds are read before any wait
+ * (the socket may have nothing more to say). */
+static int receive(rstore *s, conn *c, const char *what, drl_error *err)
+{
+	redisContext *ctx = c->ctx;
+	if (c->ssl == NULL) {
+		int w = drl__redis_wait_ready(c, POLLIN);
+		if (w <= 0)
+			return wait_error(s, c, w, what, err);
+		if (redisBufferRead(ctx) != REDIS_OK)
+			return drl__redis_ctx_error(s, c, what, errno, err);
+		return 0;
+	}
+	char buf[16384]; /* as hiredis's own reads */
+	for (;;) {
+		short ev = POLLIN;
+		ssize_t n = drl__tls_read(c->ssl, buf, sizeof buf, &ev,
+					  &c->io_code, c->io_msg,
+					  sizeof c->io_msg);
+		if (n > 0) {
+			if (redisReaderFeed(ctx->reader, buf, (size_t)n) !=
+			    REDIS_OK)
+				return reader_error(s, c, what, err);
+			return 0;
+		}
+		if (n < 0)
+			return drl__redis_io_error(s, c, what, err);
+		int w = drl__redis_wait_ready(c, ev);
+		if (w <= 0)
+			return wait_error(s, c, w, what, err);
 	}
 }
 
@@ -435,44 +518,29 @@ int drl__redis_wait_ready(conn *c, short events)
  * trickles a byte at a time (or a huge bulk length) could hold the caller
  * for ever. Reads wait in poll() for the time left; the write is one
  * write() of a request of at most a few hundred KB, bounded by the
- * socket's send timeout, and further writes wait in poll() too.
+ * socket's send timeout, and further writes wait in poll() too (on TLS
+ * the socket is non-blocking and every wait is a poll()).
  */
 int drl__redis_get_reply(rstore *s, conn *c, void **reply, const char *what,
 			 drl_error *err)
 {
 	redisContext *ctx = c->ctx;
-	int done = 0;
 	*reply = NULL;
 	if (redisReaderGetReply(ctx->reader, reply) != REDIS_OK)
 		return reader_error(s, c, what, err);
 	if (*reply)
 		return 0;
-	for (;;) {
-		if (redisBufferWrite(ctx, &done) != REDIS_OK)
-			return drl__redis_ctx_error(s, c, what, errno, err);
-		if (done)
+	int rc = send_queued(s, c, what, err);
+	while (rc == 0) {
+		rc = receive(s, c, what, err);
+		if (rc)
 			break;
-		int w = drl__redis_wait_ready(c, POLLOUT);
-		if (w <= 0)
-			return w == 0 ? drl__redis_timeout_error(s, c, what,
-								 err)
-				      : drl__redis_ctx_error(s, c, what, errno,
-							     err);
-	}
-	for (;;) {
-		int w = drl__redis_wait_ready(c, POLLIN);
-		if (w <= 0)
-			return w == 0 ? drl__redis_timeout_error(s, c, what,
-								 err)
-				      : drl__redis_ctx_error(s, c, what, errno,
-							     err);
-		if (redisBufferRead(ctx) != REDIS_OK)
-			return drl__redis_ctx_error(s, c, what, errno, err);
 		if (redisReaderGetReply(ctx->reader, reply) != REDIS_OK)
 			return reader_error(s, c, what, err);
 		if (*reply)
 			return 0;
 	}
+	return rc;
 }
 
 void drl__redis_free_replies(redisReply **r, size_t n)
@@ -543,10 +611,35 @@ void drl__redis_conn_free(conn *c)
 {
 	if (c == NULL)
 		return;
+	if (c->ssl) {
+		pipe_guard g; /* a close_notify is a write */
+		drl__redis_sigpipe_block(&g);
+		drl__tls_close(c->ssl, !c->broken);
+		drl__redis_sigpipe_restore(&g, true);
+	}
 	if (c->ctx)
 		redisFree(c->ctx);
 	free(c->wkey);
 	free(c);
+}
+
+/* A connection the server dropped at its first request: say what does
+ * that. A TLS server reads a plaintext request as a broken handshake and
+ * closes; a TLS server that wants a client certificate (or refuses ours)
+ * closes right after the handshake (TLS 1.3 checks it then), and its
+ * alert may be lost to the reset our request causes. DRL_EUNAVAILABLE,
+ * err's message kept. */
+static int setup_refused(rstore *s, drl_error *err)
+{
+	if (err == NULL)
+		return DRL_EUNAVAILABLE;
+	char was[sizeof err->message];
+	memcpy(was, err->message, sizeof was);
+	return drl_error_set(err, DRL_EUNAVAILABLE, "%.200s (%s)", was,
+			     s->tls ? "does the server want a client "
+				      "certificate (tls_cert=, tls_key=), or "
+				      "refuse this one?"
+				    : "if this port speaks TLS, use rediss://");
 }
 
 /* Connect, set the command timeout; AUTH, SELECT and PING pipelined in
@@ -556,7 +649,7 @@ void drl__redis_conn_free(conn *c)
 int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 			 drl_error *err)
 {
-	int64_t left = ms_until(dl);
+	int64_t left = drl__ms_until(dl);
 	*out = NULL;
 	if (left == 0)
 		return drl_error_set(err, DRL_ETIMEDOUT,
@@ -597,6 +690,25 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 	}
 	if (!s->is_unix)
 		(void)redisEnableKeepAlive(ctx);
+	if (s->tls) {
+		/* The handshake, by the same deadline: a server that
+		 * stalls it costs timeout_ms, as any other. */
+		char msg[300];
+		pipe_guard g;
+		drl__redis_sigpipe_block(&g);
+		int rc = drl__tls_connect(s->tls, ctx->fd, s->host, dl, &c->ssl,
+					  msg, sizeof msg);
+		drl__redis_sigpipe_restore(&g, rc != 0);
+		if (rc) {
+			c->broken = true;
+			drl__redis_conn_free(c);
+			return drl_error_set(err, rc, "redis %s: %s%s", s->where,
+					     msg,
+					     rc == DRL_ETIMEDOUT
+						     ? " (timeout_ms exceeded)"
+						     : "");
+		}
+	}
 
 	redisReply *r[3];
 	size_t n = 0;
@@ -631,7 +743,7 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 		rc = drl__redis_collect(s, c, n, r, "connection setup", err);
 	if (rc) {
 		drl__redis_conn_free(c);
-		return rc;
+		return rc == DRL_EUNAVAILABLE ? setup_refused(s, err) : rc;
 	}
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		bool ping = i == n - 1;
@@ -685,6 +797,13 @@ bool drl__redis_conn_stale(const conn *c)
 {
 	if (drl__redis_coarse_ms() - c->idle_since < IDLE_CHECK_MS)
 		return false;
+	if (c->ssl) {
+		pipe_guard g; /* a record read may answer with a write */
+		drl__redis_sigpipe_block(&g);
+		bool ok = drl__tls_idle_ok(c->ssl);
+		drl__redis_sigpipe_restore(&g, !ok);
+		return !ok;
+	}
 	struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN};
 	return poll(&p, 1, 0) != 0; /* readable, hung up, or poll failed */
 }

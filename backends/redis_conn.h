@@ -16,6 +16,8 @@
 #ifndef DRL_REDIS_CONN_H
 #define DRL_REDIS_CONN_H
 
+#include "tls.h"
+
 #include <drl/sys/backend.h>
 
 #include <hiredis/hiredis.h>
@@ -34,7 +36,15 @@
 
 typedef struct conn conn;
 struct conn {
+	/* hiredis formats commands and reads replies; the bytes go through
+	 * the socket (plaintext: hiredis's own read/write, and writev for
+	 * the pipes) or through ssl (TLS: backends/tls.c; hiredis 0.14 has
+	 * none), see drl__redis_writev() and the reads in redis_conn.c. */
 	redisContext *ctx;
+	SSL *ssl;           /* NULL: plaintext */
+	short want;         /* poll events a TLS call waits for */
+	int io_code;        /* the failed write's drl code (io_msg says why) */
+	char io_msg[160];
 	conn *next, *prev;   /* free list (next only) or held list */
 	bool watching;       /* a WATCH may be pending: UNWATCH before use */
 	bool unwatch_queued; /* an UNWATCH is pipelined ahead of a call */
@@ -105,6 +115,8 @@ struct rstore {
 
 	/* Where and how to connect; constant after open. */
 	bool is_unix;
+	drl__tls *tls; /* rediss: TLS settings (shared by reference); NULL:
+			  plaintext */
 	char *host; /* TCP host, or the unix socket path */
 	int port;
 	char *user;     /* NULL: AUTH <password> */
@@ -166,6 +178,14 @@ bool drl__redis_conn_stale(const conn *c);
 /* Wait for c's socket (poll events) until c->deadline: 1 ready, 0 out of
  * time, -1 poll failed (errno). */
 int drl__redis_wait_ready(conn *c, short events);
+/* Write iov[0..n) on c's transport without waiting: > 0 bytes taken; 0:
+ * wait for c->want (drl__redis_wait_ready) and call again with the bytes
+ * not yet taken; -1: failed (c->io_code, c->io_msg; see
+ * drl__redis_io_error). */
+ssize_t drl__redis_writev(conn *c, const struct iovec *iov, int n);
+/* Mark c broken and report its failed transport call (c->io_code,
+ * c->io_msg) for command `what`. */
+int drl__redis_io_error(rstore *s, conn *c, const char *what, drl_error *err);
 /* Send what is queued on c, read one reply, by c->deadline; on failure c
  * is broken and err set. */
 int drl__redis_get_reply(rstore *s, conn *c, void **reply, const char *what,

@@ -103,8 +103,8 @@ static void req_fail(rreq *q, const drl_error *from)
 	q->err = *from;
 }
 
-/* Write the batch's requests (those with rc 0) on c with writev(), by the
- * first one's deadline. 0, or an error in *e (c broken). */
+/* Write the batch's requests (those with rc 0) on c (writev(), or TLS
+ * records: drl__redis_writev), by the first one's deadline. 0, or an error in *e (c broken). */
 static int pipe_write(rstore *s, conn *c, rreq *batch, drl_error *e)
 {
 	struct iovec iov[64];
@@ -123,18 +123,11 @@ static int pipe_write(rstore *s, conn *c, rreq *batch, drl_error *e)
 		}
 		if (n == 0)
 			return 0;
-		ssize_t w = writev(c->ctx->fd, iov, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK) {
-				c->broken = true;
-				return drl_error_set(e, DRL_EUNAVAILABLE,
-						     "redis %s: %s: write: %s",
-						     s->where, q->what,
-						     strerror(errno));
-			}
-			int rdy = drl__redis_wait_ready(c, POLLOUT);
+		ssize_t w = drl__redis_writev(c, iov, n);
+		if (w < 0)
+			return drl__redis_io_error(s, c, q->what, e);
+		if (w == 0) {
+			int rdy = drl__redis_wait_ready(c, c->want);
 			if (rdy == 0)
 				return drl__redis_timeout_error(s, c, q->what,
 								e);

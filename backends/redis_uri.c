@@ -60,20 +60,71 @@ static int parse_hosts(rstore *s, const char *hosts, drl_error *err)
 	return 0;
 }
 
+/* The TLS options (rediss, rediss-cluster) into s->tls, files read now
+ * (a missing CA or key fails at open); on another scheme, DRL_EINVAL
+ * for any of them. tls_verify=no is allowed, and the tools say it on
+ * stderr (drl_uri_insecure); the library prints nothing. */
+static int parse_tls(rstore *s, drl_uri *u, bool tls, drl_error *err)
+{
+	static const char *const names[] = {"tls_ca",  "tls_ca_dir",
+					    "tls_cert", "tls_key",
+					    "tls_server_name", "tls_verify"};
+	const char *v[6];
+	bool any = false;
+	for (size_t i = 0; i < 6; i++) {
+		v[i] = drl_uri_option(u, names[i]);
+		any = any || v[i];
+	}
+	if (!tls) {
+		if (any)
+			return drl_error_set(err, DRL_EINVAL,
+					     "URI options tls_* need a TLS "
+					     "scheme (rediss:// or "
+					     "rediss-cluster://)");
+		return 0;
+	}
+	drl__tls_opts o = {.ca_file = v[0],
+			   .ca_dir = v[1],
+			   .cert_file = v[2],
+			   .key_file = v[3],
+			   .server_name = v[4],
+			   .verify = true};
+	if (v[5] && strcmp(v[5], "no") == 0)
+		o.verify = false;
+	else if (v[5] && strcmp(v[5], "yes") != 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "URI option tls_verify=\"%.32s\": "
+				     "expected yes or no",
+				     v[5]);
+	if (o.server_name && (o.server_name[0] == '\0' ||
+			      strlen(o.server_name) > 253))
+		return drl_error_set(err, DRL_EINVAL,
+				     "URI option tls_server_name: expected "
+				     "a host name of 1 to 253 bytes");
+	return drl__tls_new(&s->tls, &o, err);
+}
+
 /* Everything the URI says, checked before any connection is made. */
 int drl__redis_parse_uri(rstore *s, drl_uri *u, bool *server_clock_out,
 			 drl_error *err)
 {
 	int64_t v;
 	int rc;
-	s->is_unix = strcmp(drl_uri_scheme(u), "redis+unix") == 0;
-	s->cluster = strcmp(drl_uri_scheme(u), "redis-cluster") == 0;
-	if (!s->is_unix && !s->cluster &&
-	    strcmp(drl_uri_scheme(u), "redis") != 0)
+	const char *scheme = drl_uri_scheme(u);
+	bool tls = strcmp(scheme, "rediss") == 0 ||
+		   strcmp(scheme, "rediss-cluster") == 0;
+	s->is_unix = strcmp(scheme, "redis+unix") == 0;
+	s->cluster = strcmp(scheme, "redis-cluster") == 0 ||
+		     strcmp(scheme, "rediss-cluster") == 0;
+	if (!s->is_unix && !s->cluster && !tls && strcmp(scheme, "redis") != 0)
 		return drl_error_set(err, DRL_EINVAL,
-				     "scheme \"%.32s\" is not redis, "
-				     "redis+unix or redis-cluster",
-				     drl_uri_scheme(u));
+				     "scheme \"%.32s\" is not redis, rediss, "
+				     "redis+unix, redis-cluster or "
+				     "rediss-cluster",
+				     scheme);
+	rc = parse_tls(s, u, tls, err);
+	if (rc)
+		return rc;
 
 	/* auto (the default): each algorithm the cheapest exact way, the
 	 * counters by plain commands (backends/redis_counter.c), the rest

@@ -22,8 +22,10 @@ static const struct {
 	{"memory", drl__memory_open},
 #if DRL_HAVE_REDIS
 	{"redis", drl__redis_open},
+	{"rediss", drl__redis_open},
 	{"redis+unix", drl__redis_open},
 	{"redis-cluster", drl__redis_cluster_open},
+	{"rediss-cluster", drl__redis_cluster_open},
 #endif
 #if DRL_HAVE_MEMCACHED
 	{"memcached", drl__memcached_open},
@@ -43,7 +45,7 @@ const char *drl__backend_schemes(void)
 {
 	return "memory"
 #if DRL_HAVE_REDIS
-	       ", redis, redis+unix, redis-cluster"
+	       ", redis, rediss, redis+unix, redis-cluster, rediss-cluster"
 #endif
 #if DRL_HAVE_MEMCACHED
 	       ", memcached, memcached+unix"

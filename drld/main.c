@@ -24,6 +24,7 @@
  * not be reached.
  */
 #include "common/args.h"
+#include "common/insecure.h"
 #include "common/json.h"
 #include "common/result.h"
 #include "async_loop.h"
@@ -471,6 +472,7 @@ static int open_store(struct drld *d, const struct opts *o, char **config_store)
 	/* memory:// never waits for the network: gRPC calls on it are
 	 * decided where they are read (grpc_service.h) */
 	d->store_in_process = strncasecmp(uri, "memory:", 7) == 0;
+	tl_warn_insecure("drld", uri);
 	int rc = drl_store_open(&d->store, uri, &err);
 	if (rc == 0 && uri == memory)
 		rc = drl_store_open(&d->adhoc_store, memory, &err);

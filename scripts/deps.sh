@@ -10,7 +10,7 @@ set -euo pipefail
 packages=(
 	meson ninja-build pkg-config gcc g++   # build
 	libcmocka-dev                          # unit tests
-	libssl-dev                             # libcrypto (key hashing)
+	libssl-dev                             # libcrypto (key hashing), libssl (rediss://)
 	libsodium-dev                          # keyed hash (near cache)
 	libxxhash-dev                          # memory store hash (header-only)
 	libhiredis-dev redis-server redis-tools           # redis store
@@ -21,7 +21,7 @@ packages=(
 	gnuplot-nox                            # drl simulate --plot
 	libmicrohttpd-dev libjansson-dev       # drld (HTTP server, JSON)
 	curl wrk                               # drld tests, bench_drld.sh
-	openssl                                # test_envoy.sh: TLS certificates
+	openssl                                # test certificates: test_envoy.sh, test_redis_tls
 	nghttp2-client                         # h2load: scripts/bench_envoy.sh
 	libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev \
 	libyaml-dev                            # drld's Envoy gRPC service

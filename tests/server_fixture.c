@@ -565,7 +565,13 @@ static const char *memcached_unix_path(const char *const *extra)
 }
 
 /* Which server a start is for: how to build its fixed argv. */
-typedef enum kind { KIND_REDIS, KIND_MEMCACHED, KIND_REDIS_CLUSTER } kind;
+typedef enum kind {
+	KIND_REDIS,
+	KIND_MEMCACHED,
+	KIND_REDIS_CLUSTER,
+	KIND_REDIS_TLS,
+	KIND_REDIS_TLS_CLUSTER
+} kind;
 
 /* Spawn the server of `k` on s->port with its fixed arguments and the
  * extra ones, and wait until it is ready: wait_ready's result, or -2 when
@@ -581,9 +587,21 @@ static int launch(drl_server *s, kind k, const char *bin,
 	snprintf(nodesconf, sizeof nodesconf, "%s/nodes.conf", s->dir);
 	snprintf(portstr, sizeof portstr, "%d", s->port);
 	argv[n++] = bin;
-	if (k == KIND_REDIS || k == KIND_REDIS_CLUSTER) {
+	int tls = k == KIND_REDIS_TLS || k == KIND_REDIS_TLS_CLUSTER;
+	int cluster = k == KIND_REDIS_CLUSTER || k == KIND_REDIS_TLS_CLUSTER;
+	if (tls) {
+		/* TLS only: the plaintext port off, s->port speaks TLS (the
+		 * certificates are in the caller's extra arguments). */
 		argv[n++] = "--port";
+		argv[n++] = "0";
+		argv[n++] = "--tls-port";
 		argv[n++] = portstr;
+	}
+	if (k != KIND_MEMCACHED) {
+		if (!tls) {
+			argv[n++] = "--port";
+			argv[n++] = portstr;
+		}
 		argv[n++] = "--bind";
 		argv[n++] = "127.0.0.1";
 		argv[n++] = "--save";
@@ -594,11 +612,15 @@ static int launch(drl_server *s, kind k, const char *bin,
 		argv[n++] = s->dir;
 		argv[n++] = "--daemonize";
 		argv[n++] = "no";
-		if (k == KIND_REDIS_CLUSTER) {
+		if (cluster) {
 			argv[n++] = "--cluster-enabled";
 			argv[n++] = "yes";
 			argv[n++] = "--cluster-config-file";
 			argv[n++] = nodesconf;
+		}
+		if (cluster && tls) {
+			argv[n++] = "--tls-cluster";
+			argv[n++] = "yes";
 		}
 	} else {
 		argv[n++] = "-p";
@@ -625,7 +647,7 @@ static int launch(drl_server *s, kind k, const char *bin,
 	track(s->pid, s->dir);
 	return wait_ready(
 		s, k == KIND_MEMCACHED ? memcached_unix_path(extra) : NULL,
-		k == KIND_REDIS_CLUSTER ? s->port + CLUSTER_BUS_OFFSET : 0);
+		cluster ? s->port + CLUSTER_BUS_OFFSET : 0);
 }
 
 /* Start the server of `k`; see drl_fixture_redis_start for the contract. */
@@ -661,9 +683,9 @@ static int start(drl_server *s, kind k, const char *const *extra)
 	if (tmp == NULL || tmp[0] == '\0' || strlen(tmp) > 100)
 		tmp = "/tmp";
 	snprintf(s->dir, sizeof s->dir, "%s/drl-%s-XXXXXX", tmp,
-		 k == KIND_REDIS           ? "redis"
-		 : k == KIND_REDIS_CLUSTER ? "cluster"
-					   : "memcached");
+		 k == KIND_REDIS || k == KIND_REDIS_TLS ? "redis"
+		 : k == KIND_MEMCACHED                  ? "memcached"
+							: "cluster");
 	if (mkdtemp(s->dir) == NULL) {
 		fprintf(stderr, "fixture: mkdtemp %s: %s\n", s->dir,
 			strerror(errno));
@@ -672,8 +694,9 @@ static int start(drl_server *s, kind k, const char *const *extra)
 	}
 
 	for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
-		s->port = k == KIND_REDIS_CLUSTER ? free_cluster_port()
-						  : free_port();
+		s->port = k == KIND_REDIS_CLUSTER || k == KIND_REDIS_TLS_CLUSTER
+				  ? free_cluster_port()
+				  : free_port();
 		if (s->port <= 0) {
 			fprintf(stderr, "fixture: no free loopback port\n");
 			break;
@@ -741,6 +764,21 @@ int drl_fixture_restart(drl_server *s)
 int drl_fixture_redis_start(drl_server *s, const char *const *extra_argv)
 {
 	return start(s, KIND_REDIS, extra_argv);
+}
+
+/* Start a TLS-only redis-server; 0 started, 1 skip, -1 failure (see the
+ * header). */
+int drl_fixture_redis_tls_start(drl_server *s, const char *const *extra_argv)
+{
+	return start(s, KIND_REDIS_TLS, extra_argv);
+}
+
+/* Start a TLS-only redis cluster node; 0 started, 1 skip, -1 failure
+ * (see the header). */
+int drl_fixture_redis_tls_cluster_node_start(drl_server *s,
+					     const char *const *extra_argv)
+{
+	return start(s, KIND_REDIS_TLS_CLUSTER, extra_argv);
 }
 
 /* Start a redis cluster node; 0 started, 1 skip, -1 failure (see the

@@ -24,6 +24,19 @@ typedef struct drl_server {
  * (skip), -1 failure (message on stderr). */
 int drl_fixture_redis_start(drl_server *s, const char *const *extra_argv);
 
+/* Start redis-server as above with the plaintext port off (--port 0)
+ * and TLS on the free port (--tls-port): extra_argv must give the
+ * certificates (--tls-cert-file, --tls-key-file, --tls-ca-cert-file;
+ * tests/tls_fixture.h makes them). Ready means the port accepts TCP
+ * connections. Same return values. */
+int drl_fixture_redis_tls_start(drl_server *s, const char *const *extra_argv);
+
+/* drl_fixture_redis_tls_start for a cluster node (as
+ * drl_fixture_redis_cluster_node_start, with --tls-cluster yes: its bus
+ * and its slot map speak TLS). Same return values. */
+int drl_fixture_redis_tls_cluster_node_start(drl_server *s,
+					     const char *const *extra_argv);
+
 /* Start redis-server as above with --cluster-enabled yes and
  * --cluster-config-file <dir>/nodes.conf, on a free port whose cluster bus
  * port (port + 10000) is free too; ready means both ports are listening.

@@ -363,6 +363,14 @@ run check --limit token_bucket:5/1s --json user42
 expect_rc 0
 expect_json 1 remaining 4
 
+# ---- tls_verify=no is said on stderr (no server needed: port 1) ----
+run check --store 'rediss://127.0.0.1:1?tls_verify=no&timeout_ms=200' \
+	--limit gcra:1/1s k
+expect_in err "WARNING: tls_verify=no"
+run check --store 'rediss://127.0.0.1:1?timeout_ms=200' --limit gcra:1/1s k
+! grep -qF "WARNING" "$tmp/err"
+check $? "no warning with tls_verify on: drl ${last_args[*]}"
+
 fi # in_part local
 
 if in_part store; then

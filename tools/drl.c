@@ -23,6 +23,7 @@
 
 #include "bench.h"
 #include "common/args.h"
+#include "common/insecure.h"
 #include "common/json.h"
 #include "common/result.h"
 #include "simulate.h"
@@ -422,6 +423,7 @@ static int open_limiter(const struct check_opts *o, drl_store **store,
 			drl_limiter **lim)
 {
 	drl_error err = {0};
+	tl_warn_insecure("drl", o->store);
 	int rc = drl_store_open(store, o->store, &err);
 
 	if (rc != 0)

@@ -36,6 +36,7 @@
  * load on that server.
  */
 #include "bench.h"
+#include "common/insecure.h"
 #include "shared.h"
 
 #include <drl/drl.h>
@@ -79,6 +80,7 @@ static int validate(const bench_opts *o)
 	for (size_t s = 0; s < o->nstores; s++) {
 		drl_store *store = NULL;
 		drl_error err = {0};
+		tl_warn_insecure("drl bench", o->stores[s]);
 		int rc = drl_store_open(&store, o->stores[s], &err);
 		if (rc != 0) {
 			shown_uri su;
