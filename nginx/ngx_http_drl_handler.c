@@ -165,8 +165,16 @@ static void on_decision(drl_async *a, int rc, const drl_result *res,
 
 	ngx_free(d);
 	ngx_http_drl_pending(-1);
-	if (ctx == NULL || ngx_http_drl_exiting())
-		return; /* the request is gone, or the worker is */
+	if (ngx_http_drl_exiting())
+		return; /* the worker is stopping: no request is touched */
+	if (ctx == NULL) { /* the request is gone */
+		ngx_log_error(NGX_LOG_INFO, ngx_cycle->log, 0,
+			      "drl: a decision came back after its request "
+			      "ended (%s)",
+			      rc == 0 ? (res->would_allow ? "allowed" : "denied")
+				      : drl_err_name(rc));
+		return;
+	}
 	ctx->in_flight = NULL;
 	ctx->waiting = 0;
 

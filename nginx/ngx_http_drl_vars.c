@@ -21,6 +21,13 @@ static ngx_str_t status_names[] = {
 	ngx_null_string, ngx_string("PASSED"), ngx_string("REJECTED"),
 	ngx_string("REJECTED_DRY_RUN"), ngx_string("ERROR")};
 
+/* v is empty ("-" in a log). */
+static ngx_int_t none(ngx_http_variable_value_t *v)
+{
+	v->not_found = 1;
+	return NGX_OK;
+}
+
 /* Set v to len bytes at p (the request's pool). */
 static ngx_int_t set(ngx_http_variable_value_t *v, u_char *p, size_t len)
 {
@@ -39,17 +46,13 @@ static ngx_int_t get_variable(ngx_http_request_t *r,
 	u_char *p;
 	int64_t n;
 
-	if (ctx == NULL || ctx->status == NGX_HTTP_DRL_UNSET) {
-		v->not_found = 1;
-		return NGX_OK;
-	}
+	if (ctx == NULL || ctx->status == NGX_HTTP_DRL_UNSET)
+		return none(v);
 	if (which == V_STATUS)
 		return set(v, status_names[ctx->status].data,
 			   status_names[ctx->status].len);
-	if (!ctx->has_result) {
-		v->not_found = 1;
-		return NGX_OK;
-	}
+	if (!ctx->has_result)
+		return none(v);
 	if (which == V_ZONE)
 		return set(v, ctx->zone->name.data, ctx->zone->name.len);
 	if (which == V_PATH) {
@@ -61,10 +64,9 @@ static ngx_int_t get_variable(ngx_http_request_t *r,
 	else if (which == V_LIMIT)
 		n = ctx->result.limit;
 	else if (ctx->result.would_allow ||
-		 ctx->result.retry_after_us == DRL_NEVER) {
-		v->not_found = 1; /* retry_after: nothing to wait for */
-		return NGX_OK;
-	} else
+		 ctx->result.retry_after_us == DRL_NEVER)
+		return none(v); /* retry_after: nothing to wait for */
+	else
 		n = tl_ceil_div(ctx->result.retry_after_us, 1000000);
 	p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
 	if (p == NULL)

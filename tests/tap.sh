@@ -36,3 +36,14 @@ wait_more() {
 	done
 	return 1
 }
+
+# missing NAME: a program the script needs is not installed: skip what
+# needs it, or under CI=true fail (scripts/deps.sh installs it).
+missing() {
+	if [ "${CI:-}" = "true" ]; then
+		unset last_args
+		check 1 "$1 is installed (CI=true: a missing program fails)"
+	else
+		echo "# skip: $1 not found"
+	fi
+}

@@ -57,15 +57,6 @@ trap cleanup EXIT
 # shellcheck source=tap.sh
 source "$here/tap.sh"
 
-# A binary is missing: skip what needs it, or fail under CI.
-missing() {
-	if [ "${CI:-}" = "true" ]; then
-		check 1 "$1 is installed (CI=true: a missing binary fails)"
-	else
-		echo "# skip: $1 not found"
-	fi
-}
-
 if ! command -v curl >/dev/null; then
 	missing curl
 	echo "# $((n - failed)) of $n assertions passed"
