@@ -146,6 +146,7 @@ static ngx_int_t start_next(ngx_http_request_t *r, ngx_http_drl_ctx_t *ctx)
 			return failed(r, ctx, z, rc, err.message);
 		}
 		ngx_http_drl_pending(1);
+		ngx_http_drl_kick();
 		ctx->in_flight = d;
 		ctx->waiting = 1;
 		r->read_event_handler = ngx_http_test_reading;

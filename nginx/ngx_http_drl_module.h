@@ -109,6 +109,10 @@ void ngx_http_drl_pending(ngx_int_t delta);
 /* Whether the worker is stopping for good (callbacks must not touch
  * requests: drl_async_free() runs them at exit). */
 ngx_uint_t ngx_http_drl_exiting(void);
+/* Run drl_async_process() once more at the end of this loop iteration
+ * (after a start: a decision made at start is called back without
+ * another wait for events). */
+void ngx_http_drl_kick(void);
 ngx_int_t ngx_http_drl_init_process(ngx_cycle_t *cycle);
 void ngx_http_drl_exit_process(ngx_cycle_t *cycle);
 /* The URI a worker opens for `uri` into buf: connect=lazy added (unless

@@ -14,6 +14,12 @@
  * request waiting for its decision has none. So while decisions are in
  * flight a timer of ours (never canceled, re-armed if it fires) keeps the
  * worker running until the last callback.
+ *
+ * A decision made at start (memory://, a near-cache denial) is ready at
+ * once: after a start the handler posts the descriptor's event, so its
+ * callback runs at the end of this loop iteration, not after one more
+ * epoll_wait() (with the descriptor readable, the level-triggered event
+ * would wake the next one anyway).
  */
 #include "ngx_http_drl_module.h"
 
@@ -83,6 +89,14 @@ static void async_ready(ngx_event_t *ev)
 {
 	if (w.async != NULL)
 		(void)drl_async_process(w.async);
+}
+
+void ngx_http_drl_kick(void)
+{
+	/* nginx's event macros are several statements: braces */
+	if (w.conn != NULL && !w.conn->read->posted) {
+		ngx_post_event(w.conn->read, &ngx_posted_events);
+	}
 }
 
 /* Open the worker's stores and make its limiters. One that fails is
@@ -176,6 +190,9 @@ void ngx_http_drl_exit_process(ngx_cycle_t *cycle)
 	if (w.keepalive.timer_set)
 		ngx_del_timer(&w.keepalive);
 	if (w.conn != NULL) {
+		if (w.conn->read->posted) {
+			ngx_delete_posted_event(w.conn->read);
+		}
 		/* the context closes the descriptor: stop watching it */
 		ngx_del_event(w.conn->read, NGX_READ_EVENT, 0);
 		w.conn->fd = (ngx_socket_t)-1; /* not nginx's to close */
