@@ -91,8 +91,8 @@ fi
 
 # conf NAME PORT WORKERS HTTP_BODY: write $tmp/NAME/nginx.conf: the module,
 # the instance's own files, an access log with the drl variables, and
-# HTTP_BODY (drl_zone lines, locations) in the http block, with a server
-# on 127.0.0.1:PORT serving $tmp/NAME/html.
+# HTTP_BODY (drl_zone lines) in the http block, with a server on
+# 127.0.0.1:PORT (listen options: $listen_opts) serving $tmp/NAME/html.
 conf() {
 	local name=$1 port=$2 workers=$3 body=$4 d=$tmp/$1 user=
 	mkdir -p "$d/html"
@@ -108,6 +108,7 @@ pid $d/nginx.pid;
 events { worker_connections 1024; }
 http {
 	log_format drl '\$request_uri \$status \$drl_status \$drl_remaining \$drl_retry_after \$drl_limit \$drl_zone \$drl_path';
+	log_format worker '\$pid \$drl_status';
 	access_log $d/access.log drl;
 	client_body_temp_path $d/body;
 	proxy_temp_path $d/proxy;
@@ -116,7 +117,7 @@ http {
 	scgi_temp_path $d/scgi;
 $body
 	server {
-		listen 127.0.0.1:$port;
+		listen 127.0.0.1:$port${listen_opts:+ $listen_opts};
 		root $d/html;
 		LOCATIONS
 	}
@@ -368,6 +369,24 @@ if in_part memory; then
 	[ "$(tr '\n' ' ' <"$tmp/redir")" = "200 200 200 429 " ]
 	check $? "an internal redirect (error_page) decides once: 3 of 3 pass, then 429 ($(tr '\n' ' ' <"$tmp/redir"))"
 	ngx_stop mem
+
+	# memory:// is per worker: two workers (reuseport spreads the
+	# connections), each admits the limit of 5 of what it got
+	p=$(free_port)
+	listen_opts=reuseport conf workers "$p" 2 '	drl_zone one zone=w spec=fixed_window:5/1m;'
+	locations workers "location / { drl zone=w; access_log $tmp/workers/pid.log worker; }"
+	ngx_start workers "$p"
+	burst 40 "http://127.0.0.1:$p/index.html"
+	per=$(awk '{ n[$1]++; if ($2 == "PASSED") ok[$1]++ }
+		END { for (w in n) printf "%d/%d ", ok[w], n[w] }' "$tmp/workers/pid.log")
+	good=1
+	for c in $per; do
+		got=${c#*/} passed=${c%/*}
+		[ "$passed" -eq $((got < 5 ? got : 5)) ] || good=0
+	done
+	[ "$good" = 1 ] && [ -n "$per" ]
+	check $? "memory:// per worker: each worker admits min(5, its requests) (passed/requests per worker: $per)"
+	ngx_stop workers
 fi
 
 # ---- shared: two nginx, one store --------------------------------------
@@ -550,6 +569,24 @@ if in_part service; then
 		[ "$(grep -c '^/index.html?k=quit[0-9] 200 PASSED 0 - [0-9]* r fail_open$' "$tmp/svc/access.log")" -ge 3 ]
 	check $? "quit: every decision in flight was answered (on_error=allow: 200) before nginx exited"
 	kill -CONT "$rpid"
+
+	# a fast stop (SIGTERM) with decisions in flight: the worker ends at
+	# once, its decisions finished at exit touch no request
+	p=$(free_port)
+	conf fast "$p" 1 "
+	drl_zone \$arg_k zone=r spec=fixed_window:100/1m store=redis://127.0.0.1:$rport?timeout_ms=1000;"
+	locations fast 'location / { drl zone=r; }'
+	ngx_start fast "$p"
+	u=http://127.0.0.1:$p
+	stalled_requests fast
+	kill -TERM "${npid[fast]}"
+	wait "${npid[fast]}"
+	st=$?
+	kill -CONT "$rpid"
+	[ "$st" -eq 0 ] && ! grep -E '\[(alert|emerg|crit)\]|exited on signal|AddressSanitizer|runtime error:' \
+		"$tmp/fast/error.log" "$tmp/fast/stderr"
+	check $? "fast stop with decisions in flight: nginx exits 0 (got $st), no crash or report"
+	answered fast
 fi
 
 finish
