@@ -16,8 +16,8 @@ int drld_limit_init(struct drld_limit *l, drl_store *store, const char *spec,
 	int rc = drl_limiter_new(&l->lim, store, spec, NULL, err);
 	if (rc != 0)
 		return rc;
-	l->nlimits = tl_ratelimit_policy(l->policy, sizeof l->policy, l->name,
-					 spec);
+	l->nlimits =
+		tl_ratelimit_policy(l->policy, sizeof l->policy, l->name, spec);
 	return 0;
 }
 

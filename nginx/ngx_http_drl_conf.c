@@ -24,8 +24,7 @@ static ngx_int_t drl_postconfiguration(ngx_conf_t *cf);
 static void *drl_create_main_conf(ngx_conf_t *cf);
 static void *drl_create_loc_conf(ngx_conf_t *cf);
 static char *drl_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
-static char *drl_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd,
-				void *conf);
+static char *drl_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *drl_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 
 /* As limit_req_log_level. */
@@ -40,6 +39,9 @@ static ngx_conf_enum_t drl_log_levels[] = {
 static ngx_conf_num_bounds_t drl_status_bounds = {ngx_conf_check_num_bounds,
 						  400, 599};
 
+/* Each: name, where it may appear and its arguments, the setter, the
+ * configuration it sets (loc), the field's offset there, the setter's
+ * extra (bounds, enum values). */
 static ngx_command_t drl_commands[] = {
 	{ngx_string("drl_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE,
 	 drl_zone_directive, 0, 0, NULL},
@@ -104,8 +106,8 @@ static ngx_int_t drl_postconfiguration(ngx_conf_t *cf)
 {
 	ngx_http_core_main_conf_t *cmcf =
 		ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
-	ngx_http_handler_pt *h =
-		ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
+	ngx_http_handler_pt *h = ngx_array_push(
+		&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
 
 	if (h == NULL)
 		return NGX_ERROR;
@@ -171,6 +173,24 @@ static ngx_flag_t param(ngx_str_t *arg, const char *name, ngx_str_t *v)
 	return 1;
 }
 
+/* Whether v is the string lit. */
+static ngx_flag_t is(const ngx_str_t *v, const char *lit)
+{
+	return v->len == strlen(lit) && ngx_strncmp(v->data, lit, v->len) == 0;
+}
+
+/* The zone called name, or NULL. */
+static ngx_http_drl_zone_t *find_zone(ngx_http_drl_main_conf_t *mcf,
+				      const ngx_str_t *name)
+{
+	ngx_http_drl_zone_t **zones = mcf->zones.elts;
+
+	for (ngx_uint_t i = 0; i < mcf->zones.nelts; i++)
+		if (is(name, (char *)zones[i]->name.data))
+			return zones[i];
+	return NULL;
+}
+
 /* A '\0'-ended copy of s from the configuration's pool. */
 static ngx_int_t dup_str(ngx_conf_t *cf, ngx_str_t *out, const u_char *s,
 			 size_t len)
@@ -222,12 +242,12 @@ static char *check_zone(ngx_conf_t *cf, ngx_http_drl_zone_t *z)
 	}
 	rc = drl_store_open(&store, lazy, &err);
 	if (rc != 0) {
-		ngx_conf_log_error(
-			NGX_LOG_EMERG, cf, 0,
-			"drl_zone \"%V\": store=\"%s\": %s", &z->name,
-			drl_uri_redact(shown, sizeof shown,
-				       (char *)z->uri.data),
-			err.message);
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+				   "drl_zone \"%V\": store=\"%s\": %s",
+				   &z->name,
+				   drl_uri_redact(shown, sizeof shown,
+						  (char *)z->uri.data),
+				   err.message);
 		return NGX_CONF_ERROR;
 	}
 	rc = drl_limiter_new(&lim, store, (char *)z->spec.data, NULL, &err);
@@ -235,16 +255,16 @@ static char *check_zone(ngx_conf_t *cf, ngx_http_drl_zone_t *z)
 	drl_store_free(store);
 	if (rc != 0) {
 		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-				   "drl_zone \"%V\": spec=\"%V\": %s",
-				   &z->name, &z->spec, err.message);
+				   "drl_zone \"%V\": spec=\"%V\": %s", &z->name,
+				   &z->spec, err.message);
 		return NGX_CONF_ERROR;
 	}
 	z->policy = ngx_pnalloc(cf->pool, TL_POLICY_HEADER_MAX);
 	if (z->policy == NULL)
 		return NGX_CONF_ERROR;
-	z->nlimits = tl_ratelimit_policy(z->policy, TL_POLICY_HEADER_MAX,
-					 (char *)z->name.data,
-					 (char *)z->spec.data);
+	z->nlimits =
+		tl_ratelimit_policy(z->policy, TL_POLICY_HEADER_MAX,
+				    (char *)z->name.data, (char *)z->spec.data);
 	return NULL;
 }
 
@@ -263,8 +283,7 @@ static ngx_flag_t good_name(ngx_str_t *s)
 }
 
 /* drl_zone KEY zone=NAME spec=SPEC [store=URI] [on_error=POLICY] */
-static char *drl_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd,
-				void *conf)
+static char *drl_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
 	ngx_http_drl_main_conf_t *mcf =
 		ngx_http_conf_get_module_main_conf(cf, ngx_http_drl_module);
@@ -272,7 +291,7 @@ static char *drl_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd,
 		  spec = ngx_null_string, on_error = ngx_null_string, v;
 	ngx_str_t uri = ngx_string("memory://");
 	ngx_http_compile_complex_value_t ccv;
-	ngx_http_drl_zone_t *z, **zones = mcf->zones.elts, **slot;
+	ngx_http_drl_zone_t *z, **slot;
 
 	for (ngx_uint_t i = 2; i < cf->args->nelts; i++) {
 		if (param(&args[i], "zone", &v))
@@ -297,24 +316,19 @@ static char *drl_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd,
 				   "letters, digits, '_', '-' or '.'");
 		return NGX_CONF_ERROR;
 	}
-	for (ngx_uint_t i = 0; i < mcf->zones.nelts; i++)
-		if (zones[i]->name.len == name.len &&
-		    ngx_strncmp(zones[i]->name.data, name.data, name.len) == 0) {
-			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-					   "drl_zone \"%V\" is already defined",
-					   &name);
-			return NGX_CONF_ERROR;
-		}
+	if (find_zone(mcf, &name) != NULL) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+				   "drl_zone \"%V\" is already defined", &name);
+		return NGX_CONF_ERROR;
+	}
 	if (spec.len == 0) {
 		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
 				   "drl_zone \"%V\": spec=SPEC is required",
 				   &name);
 		return NGX_CONF_ERROR;
 	}
-	if (on_error.len != 0 && !(on_error.len == 5 &&
-				   ngx_strncmp(on_error.data, "allow", 5) == 0) &&
-	    !(on_error.len == 4 && ngx_strncmp(on_error.data, "deny", 4) == 0) &&
-	    !(on_error.len == 5 && ngx_strncmp(on_error.data, "local", 5) == 0)) {
+	if (on_error.len != 0 && !is(&on_error, "allow") &&
+	    !is(&on_error, "deny") && !is(&on_error, "local")) {
 		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
 				   "drl_zone \"%V\": on_error=\"%V\": expected "
 				   "allow, deny or local",
@@ -365,7 +379,7 @@ static char *drl_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 	ngx_http_drl_main_conf_t *mcf =
 		ngx_http_conf_get_module_main_conf(cf, ngx_http_drl_module);
 	ngx_str_t *args = cf->args->elts, name;
-	ngx_http_drl_zone_t **zones = mcf->zones.elts, *zone = NULL;
+	ngx_http_drl_zone_t *zone;
 	ngx_http_drl_limit_t *l;
 
 	if (!param(&args[1], "zone", &name)) {
@@ -374,10 +388,7 @@ static char *drl_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 				   &args[1]);
 		return NGX_CONF_ERROR;
 	}
-	for (ngx_uint_t i = 0; i < mcf->zones.nelts; i++)
-		if (zones[i]->name.len == name.len &&
-		    ngx_strncmp(zones[i]->name.data, name.data, name.len) == 0)
-			zone = zones[i];
+	zone = find_zone(mcf, &name);
 	if (zone == NULL) {
 		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
 				   "drl: unknown zone \"%V\" (define it with "

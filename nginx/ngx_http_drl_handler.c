@@ -36,7 +36,8 @@ static void ctx_cleanup(void *data)
  * the modules' contexts): found again through its pool cleanup. */
 ngx_http_drl_ctx_t *ngx_http_drl_get_ctx(ngx_http_request_t *r)
 {
-	ngx_http_drl_ctx_t *ctx = ngx_http_get_module_ctx(r, ngx_http_drl_module);
+	ngx_http_drl_ctx_t *ctx =
+		ngx_http_get_module_ctx(r, ngx_http_drl_module);
 
 	if (ctx != NULL)
 		return ctx;
@@ -132,8 +133,8 @@ static ngx_int_t start_next(ngx_http_request_t *r, ngx_http_drl_ctx_t *ctx)
 			return failed(r, ctx, z, DRL_EUNAVAILABLE,
 				      "this worker could not open its store "
 				      "(see the log at its start)");
-		ngx_http_drl_decision_t *d = ngx_alloc(sizeof *d,
-						       r->connection->log);
+		ngx_http_drl_decision_t *d =
+			ngx_alloc(sizeof *d, r->connection->log);
 		if (d == NULL)
 			return NGX_HTTP_INTERNAL_SERVER_ERROR;
 		d->r = r;
@@ -167,13 +168,14 @@ static void on_decision(drl_async *a, int rc, const drl_result *res,
 	ngx_free(d);
 	ngx_http_drl_pending(-1);
 	if (ngx_http_drl_exiting())
-		return; /* the worker is stopping: no request is touched */
+		return;    /* the worker is stopping: no request is touched */
 	if (ctx == NULL) { /* the request is gone */
-		ngx_log_error(NGX_LOG_INFO, ngx_cycle->log, 0,
-			      "drl: a decision came back after its request "
-			      "ended (%s)",
-			      rc == 0 ? (res->would_allow ? "allowed" : "denied")
-				      : drl_err_name(rc));
+		ngx_log_error(
+			NGX_LOG_INFO, ngx_cycle->log, 0,
+			"drl: a decision came back after its request "
+			"ended (%s)",
+			rc == 0 ? (res->would_allow ? "allowed" : "denied")
+				: drl_err_name(rc));
 		return;
 	}
 	ctx->in_flight = NULL;

@@ -37,9 +37,9 @@ typedef enum {
  * pool; the limiter is made by each worker (init_process) and freed at
  * its exit. */
 typedef struct {
-	ngx_str_t name;  /* '\0'-ended */
-	ngx_str_t uri;   /* store URI as written, '\0'-ended */
-	ngx_str_t spec;  /* spec with on_error= appended, '\0'-ended */
+	ngx_str_t name; /* '\0'-ended */
+	ngx_str_t uri;  /* store URI as written, '\0'-ended */
+	ngx_str_t spec; /* spec with on_error= appended, '\0'-ended */
 	ngx_http_complex_value_t key;
 	/* RateLimit-Policy value (tools/common/ratelimit.h); "" to leave
 	 * the header out */
@@ -61,10 +61,10 @@ typedef struct {
 } ngx_http_drl_limit_t;
 
 typedef struct {
-	ngx_array_t *limits; /* ngx_http_drl_limit_t; NULL: none */
-	ngx_uint_t status;   /* drl_status: the denial's status */
-	ngx_flag_t dry_run;  /* drl_dry_run */
-	ngx_flag_t headers;  /* drl_headers */
+	ngx_array_t *limits;  /* ngx_http_drl_limit_t; NULL: none */
+	ngx_uint_t status;    /* drl_status: the denial's status */
+	ngx_flag_t dry_run;   /* drl_dry_run */
+	ngx_flag_t headers;   /* drl_headers */
 	ngx_uint_t log_level; /* drl_log_level: denials */
 } ngx_http_drl_loc_conf_t;
 
@@ -73,7 +73,7 @@ typedef struct ngx_http_drl_decision_s ngx_http_drl_decision_t;
 /* A request's decision, in the main request's pool (found again after an
  * internal redirect through its pool cleanup). */
 typedef struct {
-	ngx_uint_t next;  /* the limit whose decision is started next */
+	ngx_uint_t next;      /* the limit whose decision is started next */
 	unsigned waiting : 1; /* a decision is in flight */
 	unsigned done : 1;    /* decided: rc holds the phase's answer */
 	unsigned resume : 1;  /* the callback resumed the phases: answer rc */
@@ -83,9 +83,9 @@ typedef struct {
 	 * (dry run included), else the allowed one with the least left */
 	drl_result result;
 	unsigned has_result : 1;
-	unsigned headers : 1; /* drl_headers was on where it was decided */
+	unsigned headers : 1;      /* drl_headers was on where it was decided */
 	ngx_http_drl_zone_t *zone; /* whose decision `result` is */
-	ngx_http_drl_loc_conf_t *lcf; /* where it was decided */
+	ngx_http_drl_loc_conf_t *lcf;       /* where it was decided */
 	ngx_http_drl_decision_t *in_flight; /* malloc'd, see below */
 	ngx_str_t policies; /* RateLimit-Policy of every limit applied */
 } ngx_http_drl_ctx_t;

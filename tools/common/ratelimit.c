@@ -33,8 +33,7 @@ static bool limit_numbers(const char *s, size_t len, int64_t *q, int64_t *w)
 	return true;
 }
 
-int tl_ratelimit_policy(char *buf, size_t n, const char *name,
-			const char *spec)
+int tl_ratelimit_policy(char *buf, size_t n, const char *name, const char *spec)
 {
 	size_t len = strlen(spec), used = 0;
 	int count = 0;
