@@ -368,17 +368,8 @@ c["rules"]["pair-ip"] = {"limit": "fixed_window:5/1h;token_bucket:3/1m",
 json.dump(c, open(sys.argv[1], "w"), indent=1)
 EOF
 
-# Wait until the next aligned hour edge is more than 60 s away. The
-# fixed_window:N/1h rules count in aligned hours: a sequence that straddles
-# an edge starts over there (a wall-clock edge, not a race), so each such
-# sequence (a few requests, seconds even under a sanitizer) starts clear
-# of one.
-clear_of_hour_edge() {
-	local left=$((3600 - $(date +%s) % 3600))
-	if [ "$left" -le 60 ]; then
-		sleep $((left + 1))
-	fi
-}
+# The fixed_window:N/1h rules count in aligned hours: each sequence of
+# them starts clear_of_hour_edge (tests/tap.sh).
 
 # decisions STORE_NAME URI: the whole decision/header/rule/protect/metrics
 # sequence on one drld over URI. Keys carry a fresh suffix: Redis and

@@ -247,7 +247,7 @@ if in_part input; then
 		check $? "nginx -t rejects $1: '$3'"
 		[ "$st" -ne 0 ] || sed 's/^/#   /' "$tmp/$1/t.out"
 	}
-	z='drl_zone $binary_remote_addr zone=a spec=fixed_window:10/1m;'
+	z='drl_zone $binary_remote_addr zone=a spec=fixed_window:10/1h;'
 	conf good "$p" 1 "$z
 	drl_zone \$http_x_api_key zone=b \"spec=sliding_window:5/1s;fixed_window:100/1h\" store=memory:// on_error=deny;"
 	locations good 'location / { drl zone=a; drl zone=b; drl_status 503; drl_dry_run on; drl_headers on; drl_log_level warn; }'
@@ -286,17 +286,18 @@ fi
 # ---- memory: one worker ------------------------------------------------
 
 if in_part memory; then
+	clear_of_hour_edge # the windows of an hour (tests/tap.sh)
 	p=$(free_port)
 	conf mem "$p" 1 '
-	drl_zone $arg_k zone=burst spec=fixed_window:5/1m;
-	drl_zone $arg_k zone=h spec=fixed_window:3/1m;
-	drl_zone $arg_k zone=dry spec=fixed_window:2/1m;
-	drl_zone $arg_k zone=shadow "spec=fixed_window:2/1m;shadow=1";
-	drl_zone $arg_k zone=big spec=fixed_window:10/1m;
-	drl_zone $arg_k zone=small spec=token_bucket:2/1m;
-	drl_zone $arg_k zone=st spec=fixed_window:1/1m;
-	drl_zone $http_x_key zone=empty spec=fixed_window:1/1m;
-	drl_zone redirect zone=redir spec=fixed_window:3/1m;'
+	drl_zone $arg_k zone=burst spec=fixed_window:5/1h;
+	drl_zone $arg_k zone=h spec=fixed_window:3/1h;
+	drl_zone $arg_k zone=dry spec=fixed_window:2/1h;
+	drl_zone $arg_k zone=shadow "spec=fixed_window:2/1h;shadow=1";
+	drl_zone $arg_k zone=big spec=fixed_window:10/1h;
+	drl_zone $arg_k zone=small spec=token_bucket:2/1h;
+	drl_zone $arg_k zone=st spec=fixed_window:1/1h;
+	drl_zone $http_x_key zone=empty spec=fixed_window:1/1h;
+	drl_zone redirect zone=redir spec=fixed_window:3/1h;'
 	locations mem '
 		location /burst { drl zone=burst; try_files /index.html =404; }
 		location /h { drl zone=h; drl_headers on; try_files /index.html =404; }
@@ -314,10 +315,10 @@ if in_part memory; then
 
 	burst 20 "$u/burst?k=b1"
 	[ "$burst" = "200=5 429=15 other=0" ]
-	check $? "memory: 20 concurrent requests on fixed_window:5/1m: exactly 5 pass ($burst)"
+	check $? "memory: 20 concurrent requests on fixed_window:5/1h: exactly 5 pass ($burst)"
 
 	get "$u/h?k=h1"
-	[ "$code" = 200 ] && [ "$(hdr RateLimit-Policy)" = '"h";q=3;w=60' ] &&
+	[ "$code" = 200 ] && [ "$(hdr RateLimit-Policy)" = '"h";q=3;w=3600' ] &&
 		[ "$(hdr RateLimit | sed 's/;t=.*//')" = '"h";r=2' ] &&
 		[ "$(hdr Retry-After)" = "<absent>" ]
 	check $? "headers: RateLimit-Policy and RateLimit on an allowed request ($(hdr RateLimit))"
@@ -326,7 +327,7 @@ if in_part memory; then
 	get "$u/h?k=h1"
 	ra=$(hdr Retry-After)
 	[ "$code" = 429 ] && [ "$(hdr RateLimit | sed 's/;t=.*//')" = '"h";r=0' ] &&
-		[ "$ra" -ge 1 ] && [ "$ra" -le 60 ]
+		[ "$ra" -ge 1 ] && [ "$ra" -le 3600 ]
 	check $? "headers: a denial is 429 with RateLimit r=0 and Retry-After $ra"
 	get "$u/noh?k=h2"
 	[ "$code" = 200 ] && [ "$(hdr RateLimit)" = "<absent>" ] &&
@@ -373,7 +374,7 @@ if in_part memory; then
 	# memory:// is per worker: two workers (reuseport spreads the
 	# connections), each admits the limit of 5 of what it got
 	p=$(free_port)
-	listen_opts=reuseport conf workers "$p" 2 '	drl_zone one zone=w spec=fixed_window:5/1m;'
+	listen_opts=reuseport conf workers "$p" 2 '	drl_zone one zone=w spec=fixed_window:5/1h;'
 	locations workers "location / { drl zone=w; access_log $tmp/workers/pid.log worker; }"
 	ngx_start workers "$p"
 	burst 40 "http://127.0.0.1:$p/index.html"
@@ -392,6 +393,7 @@ fi
 # ---- shared: two nginx, one store --------------------------------------
 
 if in_part shared; then
+	clear_of_hour_edge # the windows of an hour (tests/tap.sh)
 	start_test_servers "$tmp" # rport, mport (scripts/ports.sh)
 	# share NAME URI SPEC: two nginx (2 workers each) on URI; 60
 	# concurrent requests split over both for one key admit exactly the
@@ -418,28 +420,29 @@ if in_part shared; then
 		ngx_stop "$1b"
 	}
 	if [ -n "$rport" ]; then
-		share redis_counter "redis://127.0.0.1:$rport" fixed_window:25/1m
-		share redis_lua "redis://127.0.0.1:$rport" gcra:25/1m
-		share redis_watch "redis://127.0.0.1:$rport?tx=watch" token_bucket:25/1m
+		share redis_counter "redis://127.0.0.1:$rport" fixed_window:25/1h
+		share redis_lua "redis://127.0.0.1:$rport" gcra:25/1h
+		share redis_watch "redis://127.0.0.1:$rport?tx=watch" token_bucket:25/1h
 	fi
 	[ -n "$mport" ] &&
-		share memcached "memcached://127.0.0.1:$mport" sliding_window:25/1m
+		share memcached "memcached://127.0.0.1:$mport" sliding_window:25/1h
 fi
 
 # ---- failure: the store away -------------------------------------------
 
 if in_part failure; then
+	clear_of_hour_edge # the windows of an hour (tests/tap.sh)
 	own_redis
 	p=$(free_port)
 	# the breaker off: every call goes to the store (and fails)
 	r="redis://127.0.0.1:$rport?timeout_ms=300&breaker_failures=0"
-	slow="redis://127.0.0.1:$rport?timeout_ms=3000&breaker_failures=0"
+	slow="redis://127.0.0.1:$rport?timeout_ms=4000&breaker_failures=0"
 	conf fail "$p" 1 "
-	drl_zone \$arg_k zone=allow spec=fixed_window:2/1m store=$r on_error=allow;
-	drl_zone \$arg_k zone=deny spec=fixed_window:2/1m store=$r on_error=deny;
-	drl_zone \$arg_k zone=local spec=fixed_window:2/1m store=$r on_error=local;
-	drl_zone \$arg_k zone=none spec=fixed_window:2/1m store=$r;
-	drl_zone \$arg_k zone=slow spec=fixed_window:2/1m store=$slow;"
+	drl_zone \$arg_k zone=allow spec=fixed_window:2/1h store=$r on_error=allow;
+	drl_zone \$arg_k zone=deny spec=fixed_window:2/1h store=$r on_error=deny;
+	drl_zone \$arg_k zone=local spec=fixed_window:2/1h store=$r on_error=local;
+	drl_zone \$arg_k zone=none spec=fixed_window:2/1h store=$r;
+	drl_zone \$arg_k zone=slow spec=fixed_window:2/1h store=$slow;"
 	locations fail '
 		location /allow { drl zone=allow; try_files /index.html =404; }
 		location /deny { drl zone=deny; try_files /index.html =404; }
@@ -457,7 +460,7 @@ if in_part failure; then
 	get "$u/allow?k=st" --max-time 30
 	[ "$code" = 200 ] && grep -q '^/allow?k=st 200 PASSED 0 - 2 allow fail_open$' "$tmp/fail/access.log"
 	check $? "stalled store, on_error=allow: 200 after timeout_ms, \$drl_path fail_open"
-	# clients that go away (0.5 s) while their decision (3 s) is in
+	# clients that go away (0.5 s) while their decision (4 s) is in
 	# flight: its callback finds the request gone and only says so
 	gone=()
 	for i in 1 2 3 4 5; do
@@ -501,7 +504,7 @@ if in_part service; then
 	own_redis
 	p=$(free_port)
 	conf svc "$p" 2 "
-	drl_zone \$arg_k zone=r spec=fixed_window:100000/1m store=redis://127.0.0.1:$rport?timeout_ms=2000 on_error=allow;"
+	drl_zone \$arg_k zone=r spec=fixed_window:100000/1h store=redis://127.0.0.1:$rport?timeout_ms=2000 on_error=allow;"
 	locations svc 'location / { drl zone=r; }'
 	ngx_start svc "$p"
 	u=http://127.0.0.1:$p
@@ -574,7 +577,7 @@ if in_part service; then
 	# once, its decisions finished at exit touch no request
 	p=$(free_port)
 	conf fast "$p" 1 "
-	drl_zone \$arg_k zone=r spec=fixed_window:100/1m store=redis://127.0.0.1:$rport?timeout_ms=1000;"
+	drl_zone \$arg_k zone=r spec=fixed_window:100/1h store=redis://127.0.0.1:$rport?timeout_ms=1000;"
 	locations fast 'location / { drl zone=r; }'
 	ngx_start fast "$p"
 	u=http://127.0.0.1:$p
