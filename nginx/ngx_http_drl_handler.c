@@ -88,8 +88,9 @@ static ngx_int_t record(ngx_http_request_t *r, ngx_http_drl_ctx_t *ctx,
 			      res->retry_after_us == DRL_NEVER
 				      ? (int64_t)-1
 				      : res->retry_after_us / 1000);
-		if (ctx->status != NGX_HTTP_DRL_REJECTED_DRY_RUN) {
-			ctx->result = *res; /* the first denial */
+		/* reported: the denial that answers, else the first dry one */
+		if (!dry || ctx->status != NGX_HTTP_DRL_REJECTED_DRY_RUN) {
+			ctx->result = *res;
 			ctx->zone = z;
 			ctx->has_result = 1;
 		}

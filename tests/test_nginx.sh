@@ -297,7 +297,8 @@ if in_part memory; then
 	drl_zone $arg_k zone=small spec=token_bucket:2/1h;
 	drl_zone $arg_k zone=st spec=fixed_window:1/1h;
 	drl_zone $http_x_key zone=empty spec=fixed_window:1/1h;
-	drl_zone redirect zone=redir spec=fixed_window:3/1h;'
+	drl_zone redirect zone=redir spec=fixed_window:3/1h;
+	drl_zone $arg_k zone=after spec=fixed_window:1/1h;'
 	locations mem '
 		location /burst { drl zone=burst; try_files /index.html =404; }
 		location /h { drl zone=h; drl_headers on; try_files /index.html =404; }
@@ -305,6 +306,7 @@ if in_part memory; then
 		location /dry { drl zone=dry; drl_dry_run on; drl_headers on; try_files /index.html =404; }
 		location /shadow { drl zone=shadow; try_files /index.html =404; }
 		location /two { drl zone=small; drl zone=big; try_files /index.html =404; }
+		location /mixed { drl zone=shadow; drl zone=after; drl_headers on; try_files /index.html =404; }
 		location /big { drl zone=big; drl_headers on; try_files /index.html =404; }
 		location /st { drl zone=st; drl_status 503; try_files /index.html =404; }
 		location /empty { drl zone=empty; try_files /index.html =404; }
@@ -350,6 +352,13 @@ if in_part memory; then
 	[ "$(sort -u "$tmp/shadow")" = 200 ] &&
 		grep -q '^/shadow?k=s1 200 REJECTED_DRY_RUN 0' "$tmp/mem/access.log"
 	check $? "the spec's shadow=1: passes, \$drl_status REJECTED_DRY_RUN"
+
+	get "$u/mixed?k=s1"
+	get "$u/mixed?k=s1"
+	[ "$code" = 429 ] && [ "$(hdr RateLimit | sed 's/;t=.*//')" = '"after";r=0' ] &&
+		grep -q '^/mixed?k=s1 200 REJECTED_DRY_RUN 0 [0-9]* 2 shadow store$' "$tmp/mem/access.log" &&
+		grep -q '^/mixed?k=s1 429 REJECTED 0 [0-9]* 1 after store$' "$tmp/mem/access.log"
+	check $? "a dry-run denial, then a real one: the real one answers and is reported"
 
 	for i in 1 2 3; do get "$u/two?k=t1"; echo "$code"; done >"$tmp/two"
 	[ "$(tr '\n' ' ' <"$tmp/two")" = "200 200 429 " ] &&
