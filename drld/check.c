@@ -114,8 +114,7 @@ static void add_headers(struct drld_reply *out, const struct drld_limit *l,
 			const drl_result *r)
 {
 	snprintf(out->policy, sizeof out->policy, "%s", l->policy);
-	if (r->path == DRL_PATH_STORE || r->path == DRL_PATH_NEAR ||
-	    r->path == DRL_PATH_LOCAL)
+	if (tl_ratelimit_has_numbers(r))
 		drld_limit_ratelimit(l, r, out->ratelimit,
 				     sizeof out->ratelimit);
 	if (!r->allowed && r->retry_after_us != DRL_NEVER)

@@ -5,26 +5,21 @@
  * (adhoc.h) both are one.
  *
  * Headers follow draft-ietf-httpapi-ratelimit-headers-10 (docs/drld.md,
- * "Headers"):
- *   RateLimit-Policy: "NAME";q=LIMIT;w=PERIOD_SECONDS
- *   RateLimit: "NAME";r=REMAINING;t=SECONDS
- * A policy of several limits lists each as "NAME.I" (I its 0-based index
- * in the spec), and RateLimit names the one that decided.
+ * "Headers"), written by tools/common/ratelimit.c (shared with nginx/).
  */
 #ifndef DRLD_LIMIT_H
 #define DRLD_LIMIT_H
 
 #include <drl/drl.h>
 
+#include "common/ratelimit.h"
 #include "metrics.h"
 
 #include <stddef.h>
 
-/* Longest RateLimit-Policy value: DRL_POLICY_LIMITS_MAX items of a name,
- * an index and two numbers. */
-#define DRLD_POLICY_HEADER_MAX 1024
-/* Longest RateLimit value: one item. */
-#define DRLD_RATELIMIT_HEADER_MAX 160
+/* Longest header values (tools/common/ratelimit.h writes them). */
+#define DRLD_POLICY_HEADER_MAX TL_POLICY_HEADER_MAX
+#define DRLD_RATELIMIT_HEADER_MAX TL_RATELIMIT_HEADER_MAX
 
 struct drld_limit {
 	drl_limiter *lim;

@@ -28,6 +28,7 @@ packages=(
 	python3-grpcio python3-grpc-tools      # its tests (/usr/bin/python3)
 	libuv1-dev libevent-dev                # the async API's loop adapters' tests
 	libsqlite3-dev                         # examples/store_sqlite (its tests)
+	nginx nginx-dev                        # nginx/: the module, its tests
 )
 
 # Whether dpkg has package $1 fully installed.

@@ -36,3 +36,26 @@ wait_more() {
 	done
 	return 1
 }
+
+# missing NAME: a program the script needs is not installed: skip what
+# needs it, or under CI=true fail (scripts/deps.sh installs it).
+missing() {
+	if [ "${CI:-}" = "true" ]; then
+		unset last_args
+		check 1 "$1 is installed (CI=true: a missing program fails)"
+	else
+		echo "# skip: $1 not found"
+	fi
+}
+
+# clear_of_hour_edge: wait until the next aligned hour edge is more than
+# 60 s away. Windows of an hour (fixed_window:N/1h) count in aligned hours:
+# a sequence that straddles an edge starts over there (a wall-clock edge,
+# not a race), so each such sequence (a few requests, seconds even under a
+# sanitizer) starts clear of one.
+clear_of_hour_edge() {
+	local left=$((3600 - $(date +%s) % 3600))
+	if [ "$left" -le 60 ]; then
+		sleep $((left + 1))
+	fi
+}

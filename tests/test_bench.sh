@@ -55,16 +55,8 @@ report_checks() {
 	done <"$tmp/checks"
 }
 
-# A server binary is missing: skip its store, or fail under CI.
-missing() {
-	if [ "${CI:-}" = "true" ]; then
-		unset last_args
-		check 1 "$1 is installed (CI=true: a missing server fails)"
-	else
-		echo "# skip: $1 not found"
-	fi
-}
-
+# A server binary is missing: skip its store, or fail under CI (missing:
+# tests/tap.sh).
 stores=("memory://")
 ceiling_stores=()
 redis_store=

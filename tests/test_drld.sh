@@ -57,15 +57,6 @@ trap cleanup EXIT
 # shellcheck source=tap.sh
 source "$here/tap.sh"
 
-# A binary is missing: skip what needs it, or fail under CI.
-missing() {
-	if [ "${CI:-}" = "true" ]; then
-		check 1 "$1 is installed (CI=true: a missing binary fails)"
-	else
-		echo "# skip: $1 not found"
-	fi
-}
-
 if ! command -v curl >/dev/null; then
 	missing curl
 	echo "# $((n - failed)) of $n assertions passed"
@@ -377,17 +368,8 @@ c["rules"]["pair-ip"] = {"limit": "fixed_window:5/1h;token_bucket:3/1m",
 json.dump(c, open(sys.argv[1], "w"), indent=1)
 EOF
 
-# Wait until the next aligned hour edge is more than 60 s away. The
-# fixed_window:N/1h rules count in aligned hours: a sequence that straddles
-# an edge starts over there (a wall-clock edge, not a race), so each such
-# sequence (a few requests, seconds even under a sanitizer) starts clear
-# of one.
-clear_of_hour_edge() {
-	local left=$((3600 - $(date +%s) % 3600))
-	if [ "$left" -le 60 ]; then
-		sleep $((left + 1))
-	fi
-}
+# The fixed_window:N/1h rules count in aligned hours: each sequence of
+# them starts clear_of_hour_edge (tests/tap.sh).
 
 # decisions STORE_NAME URI: the whole decision/header/rule/protect/metrics
 # sequence on one drld over URI. Keys carry a fresh suffix: Redis and

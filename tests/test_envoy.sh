@@ -51,14 +51,6 @@ finish() {
 }
 
 # A program is missing: skip what needs it, or fail under CI.
-missing() {
-	if [ "${CI:-}" = "true" ]; then
-		check 1 "$1 is installed (CI=true: a missing program fails)"
-	else
-		echo "# skip: $1 not found"
-	fi
-}
-
 if ! /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null; then
 	missing "/usr/bin/python3 with grpc and grpc_tools (python3-grpcio, python3-grpc-tools)"
 	finish

@@ -87,4 +87,31 @@ cc -std=c11 -D_GNU_SOURCE "${sanflags[@]}" -I"$suite" -o "$tmp/runner" "$tmp/run
 LD_LIBRARY_PATH=$(dirname "$so") CMOCKA_MESSAGE_OUTPUT=stdout "$tmp/runner" >"$tmp/runner.out" 2>&1 ||
 	{ cat "$tmp/runner.out"; fail "the installed conformance suite fails on memory://"; }
 checks=$(grep -c '^\[       OK \]' "$tmp/runner.out")
-echo "ok: installed headers, $(basename "$so"), libdrl.pc; README example: $out; installed conformance suite: $checks checks passed on memory://"
+nginx_note=
+if [ -f "$build/nginx/ngx_http_drl_module.so" ]; then
+	moduledir=$(option nginx_moduledir)
+	[ -n "$moduledir" ] || moduledir=$(option libdir)/nginx/modules
+	case $moduledir in
+	/*) mod=$tmp/root$moduledir/ngx_http_drl_module.so ;;
+	*) mod=$root/$moduledir/ngx_http_drl_module.so ;;
+	esac
+	[ -f "$mod" ] || fail "the nginx module is not installed in $moduledir"
+	nginx_note="; nginx module in $moduledir"
+	# a sanitized module needs the sanitizer runtimes preloaded
+	# (tests/test_nginx.sh does that); the plain one is loaded here
+	if [ "$sanitize" = none ] && command -v nginx >/dev/null; then
+		mkdir -p "$tmp/ngx"
+		cat >"$tmp/ngx/nginx.conf" <<EOF
+load_module $mod;
+pid $tmp/ngx/nginx.pid;
+error_log $tmp/ngx/error.log;
+events { }
+http { drl_zone \$binary_remote_addr zone=z spec=fixed_window:1/1s; }
+EOF
+		LD_LIBRARY_PATH=$(dirname "$so") nginx -t -p "$tmp/ngx" \
+			-c "$tmp/ngx/nginx.conf" >"$tmp/ngx/out" 2>&1 ||
+			{ cat "$tmp/ngx/out"; fail "nginx does not load the installed module"; }
+		nginx_note="$nginx_note, loaded by $(nginx -v 2>&1 | sed 's/.*: //')"
+	fi
+fi
+echo "ok: installed headers, $(basename "$so"), libdrl.pc; README example: $out; installed conformance suite: $checks checks passed on memory://$nginx_note"
