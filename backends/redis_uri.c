@@ -80,8 +80,9 @@ static int parse_tls(rstore *s, drl_uri *u, bool tls, drl_error *err)
 		if (any)
 			return drl_error_set(err, DRL_EINVAL,
 					     "URI options tls_* need a TLS "
-					     "scheme (rediss:// or "
-					     "rediss-cluster://)");
+					     "scheme (rediss://, "
+					     "rediss-cluster:// or "
+					     "rediss-sentinel://)");
 		return 0;
 	}
 	drl__tls_opts o = {.ca_file = v[0],
