@@ -1174,7 +1174,7 @@ int drl__redis_open(drl_backend **out, drl_uri *uri, drl_error *err)
 
 /* ---- Redis Cluster nodes (backends/redis_cluster.c) --------------------- */
 
-int drl__redis_cluster_template(drl_backend **out, drl_uri *uri, drl_error *err)
+int drl__redis_template(drl_backend **out, drl_uri *uri, drl_error *err)
 {
 	*out = NULL;
 	pthread_once(&key_once, make_hold_key);
@@ -1185,10 +1185,10 @@ int drl__redis_cluster_template(drl_backend **out, drl_uri *uri, drl_error *err)
 	if (s == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
 	int rc = parse_uri(s, uri, err);
-	if (rc == 0 && !s->cluster)
+	if (rc == 0 && !s->cluster && !s->sentinel)
 		rc = drl_error_set(err, DRL_EINVAL,
-				   "drl__redis_cluster_template: not a "
-				   "redis-cluster URI");
+				   "drl__redis_template: not a redis-cluster "
+				   "or redis-sentinel URI");
 	if (rc == 0 && init_sync(s) != 0)
 		rc = drl_error_set(err, DRL_ENOMEM,
 				   "redis: cannot make a mutex");
@@ -1218,26 +1218,28 @@ const char *drl__redis_prefix(const drl_backend *tmpl, size_t *len)
 	return t->prefix ? t->prefix : "";
 }
 
-int drl__redis_cluster_node(drl_backend **out, const drl_backend *tmpl,
-			    const char *host, int port, drl_error *err)
+/* A store for host:port with tmpl's options and the credentials user,
+ * password (copied; NULL password: no AUTH), not connected yet. */
+static int make_node(drl_backend **out, const rstore *t, const char *host,
+		     int port, const char *user, const char *password,
+		     drl_error *err)
 {
-	const rstore *t = (const rstore *)tmpl;
 	*out = NULL;
 	rstore *s = calloc(1, sizeof *s);
 	if (s == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
 	s->parent = t->parent;
-	s->cluster = true;
+	s->cluster = t->cluster;
 	s->tls = drl__tls_ref(t->tls); /* redirections stay on TLS */
 	s->host = drl__redis_dup_n(host, strlen(host));
 	s->port = port;
-	s->user = t->user ? drl__redis_dup_n(t->user, strlen(t->user)) : NULL;
+	s->user = user ? drl__redis_dup_n(user, strlen(user)) : NULL;
 	s->password =
-		t->password ? drl__redis_dup_n(t->password, strlen(t->password))
-			    : NULL;
+		password ? drl__redis_dup_n(password, strlen(password)) : NULL;
 	s->prefix =
 		t->prefix ? drl__redis_dup_n(t->prefix, t->prefixlen) : NULL;
 	s->prefixlen = t->prefixlen;
+	s->db = t->db;
 	s->timeout_ms = t->timeout_ms;
 	s->timeout = t->timeout;
 	s->watch_tx = t->watch_tx;
@@ -1248,8 +1250,8 @@ int drl__redis_cluster_node(drl_backend **out, const drl_backend *tmpl,
 	snprintf(s->where, sizeof s->where, "%s%.96s%s:%d",
 		 strchr(host, ':') ? "[" : "", host,
 		 strchr(host, ':') ? "]" : "", port);
-	if (s->host == NULL || (t->user && s->user == NULL) ||
-	    (t->password && s->password == NULL) ||
+	if (s->host == NULL || (user && s->user == NULL) ||
+	    (password && s->password == NULL) ||
 	    (t->prefix && s->prefix == NULL) || init_sync(s) != 0) {
 		free_unregistered(s);
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
@@ -1264,6 +1266,104 @@ int drl__redis_cluster_node(drl_backend **out, const drl_backend *tmpl,
 	register_store(s);
 	*out = &s->parent;
 	return 0;
+}
+
+int drl__redis_node(drl_backend **out, const drl_backend *tmpl,
+		    const char *host, int port, drl_error *err)
+{
+	const rstore *t = (const rstore *)tmpl;
+	return make_node(out, t, host, port, t->user, t->password, err);
+}
+
+int drl__redis_sentinel_node(drl_backend **out, const drl_backend *tmpl,
+			     const char *host, int port, const char *user,
+			     const char *password, drl_error *err)
+{
+	/* A sentinel has no database, no keys and no scripts: one pooled
+	 * connection, no pipes, the template's TLS and timeout. */
+	rstore t = *(const rstore *)tmpl;
+	t.db = 0;
+	t.cap = 1;
+	t.npipes = 0;
+	t.prefix = NULL;
+	t.prefixlen = 0;
+	t.cluster = false;
+	return make_node(out, &t, host, port, user, password, err);
+}
+
+void drl__redis_watch(drl_backend *node, void (*trouble)(void *arg),
+		      void *arg)
+{
+	rstore *s = (rstore *)node;
+	s->trouble_arg = arg;
+	s->trouble = trouble;
+}
+
+/* SENTINEL GET-MASTER-ADDR-BY-NAME name: ["host", "port"], or nil. */
+int drl__redis_sentinel_master(drl_backend *sentinel, const char *name,
+			       char host[256], int *port, bool *known,
+			       drl_error *err)
+{
+	rstore *s = (rstore *)sentinel;
+	const char *argv[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", name};
+	size_t lens[3] = {8, 23, strlen(name)};
+	redisReply *r[1];
+	conn proxy, *c;
+	*known = false;
+	int rc = one_command(s, 3, argv, lens, &proxy, &c, r, err);
+	if (rc)
+		return rc;
+	const redisReply *t = r[0];
+	int64_t p;
+	if (t->type == REDIS_REPLY_NIL) {
+		rc = 0;
+	} else if (t->type == REDIS_REPLY_ARRAY && t->elements == 2 &&
+		   t->element[0]->type == REDIS_REPLY_STRING &&
+		   t->element[1]->type == REDIS_REPLY_STRING &&
+		   t->element[0]->len > 0 && t->element[0]->len < 256 &&
+		   strlen(t->element[0]->str) == t->element[0]->len &&
+		   drl_parse_int(t->element[1]->str, t->element[1]->len, 1,
+				 65535, &p) == 0) {
+		memcpy(host, t->element[0]->str, t->element[0]->len + 1);
+		*port = (int)p;
+		*known = true;
+	} else if (t->type == REDIS_REPLY_ERROR) {
+		rc = drl__redis_reply_error(s, "SENTINEL GET-MASTER-ADDR-BY-NAME",
+					    t, false, err);
+	} else {
+		rc = drl_error_set(err, DRL_ESTORE,
+				   "redis %s: SENTINEL GET-MASTER-ADDR-BY-NAME: "
+				   "malformed reply (is this a sentinel?)",
+				   s->where);
+	}
+	drl__redis_free_replies(r, 1);
+	drl__redis_release(s, c);
+	return rc;
+}
+
+/* ROLE: its first element, "master", "slave" or "sentinel". */
+int drl__redis_role(drl_backend *node, char role[16], drl_error *err)
+{
+	rstore *s = (rstore *)node;
+	const char *argv[1] = {"ROLE"};
+	size_t lens[1] = {4};
+	redisReply *r[1];
+	conn proxy, *c;
+	int rc = one_command(s, 1, argv, lens, &proxy, &c, r, err);
+	if (rc)
+		return rc;
+	const redisReply *t = r[0];
+	if (t->type == REDIS_REPLY_ARRAY && t->elements > 0 &&
+	    t->element[0]->type == REDIS_REPLY_STRING &&
+	    t->element[0]->len < 16) {
+		memcpy(role, t->element[0]->str, t->element[0]->len);
+		role[t->element[0]->len] = '\0';
+	} else {
+		rc = drl__redis_reply_error(s, "ROLE", t, false, err);
+	}
+	drl__redis_free_replies(r, 1);
+	drl__redis_release(s, c);
+	return rc;
 }
 
 /* One "host, port, id..." entry of a CLUSTER SLOTS range. */

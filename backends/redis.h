@@ -54,21 +54,45 @@ const drl__redis_redirect *drl__redis_last_redirect(void);
  * before their commands (an ASK redirect). */
 void drl__redis_asking(bool on);
 
-/* Parse a redis-cluster URI's options (everything but its hosts: tx,
- * clock, timeout_ms, pool, prefix, connect, user/password; db must be 0)
- * into a template store that is never called, only copied by
- * drl__redis_cluster_node. Marks the options used. */
-int drl__redis_cluster_template(drl_backend **out, drl_uri *uri,
-				drl_error *err);
+/* Parse a redis-cluster or redis-sentinel URI's options (everything but
+ * its hosts and path: tx, clock, timeout_ms, pool, pipelines, prefix,
+ * connect, tls_*, user/password; db: 0 on a cluster) into a template
+ * store that is never called, only copied by drl__redis_node and
+ * drl__redis_sentinel_node. Marks the options used. */
+int drl__redis_template(drl_backend **out, drl_uri *uri, drl_error *err);
 bool drl__redis_template_lazy(const drl_backend *tmpl);
 int64_t drl__redis_timeout_ms(const drl_backend *tmpl);
 /* The URI's key prefix (prepended by node stores to every key). */
 const char *drl__redis_prefix(const drl_backend *tmpl, size_t *len);
 
-/* A store for the node at host:port with tmpl's options, not connected
- * yet; its redirect replies become DRL__EREDIRECT. */
-int drl__redis_cluster_node(drl_backend **out, const drl_backend *tmpl,
-			    const char *host, int port, drl_error *err);
+/* A store for the server at host:port with tmpl's options, not connected
+ * yet; on a cluster template its redirect replies become
+ * DRL__EREDIRECT. */
+int drl__redis_node(drl_backend **out, const drl_backend *tmpl,
+		    const char *host, int port, drl_error *err);
+
+/* ---- Redis Sentinel (used by backends/redis_sentinel.c) --------------- */
+
+/* A store for the sentinel at host:port: tmpl's TLS and timeout, the
+ * credentials user, password (NULL password: no AUTH), database 0, one
+ * connection, no pipes; not connected yet. Only for the calls below. */
+int drl__redis_sentinel_node(drl_backend **out, const drl_backend *tmpl,
+			     const char *host, int port, const char *user,
+			     const char *password, drl_error *err);
+/* Have `trouble(arg)` called, from any thread, whenever a call on node
+ * (a store of drl__redis_node) meets what may mean a failover: the
+ * server unreachable, a connection broken or timed out, a READONLY
+ * reply. Set before the node's first call. */
+void drl__redis_watch(drl_backend *node, void (*trouble)(void *arg),
+		      void *arg);
+/* SENTINEL GET-MASTER-ADDR-BY-NAME `name` on a sentinel node: *known
+ * false when the sentinel monitors no master of that name; else the
+ * master's host (NUL-terminated) and port. */
+int drl__redis_sentinel_master(drl_backend *sentinel, const char *name,
+			       char host[256], int *port, bool *known,
+			       drl_error *err);
+/* ROLE on a node: "master", "slave" or "sentinel" into role. */
+int drl__redis_role(drl_backend *node, char role[16], drl_error *err);
 
 /* CLUSTER SLOTS on `node`: fn(arg, first, last, host, port, master) for
  * the master (master true) and each replica of every slot range. A

@@ -217,7 +217,7 @@ static int node_index(cstore *cs, const char *host, int port, size_t *idx,
 	else if ((nd = calloc(1, sizeof *nd)) == NULL)
 		rc = drl_error_set(err, DRL_ENOMEM, "out of memory");
 	else
-		rc = drl__redis_cluster_node(&nd->b, cs->tmpl, host, port, err);
+		rc = drl__redis_node(&nd->b, cs->tmpl, host, port, err);
 	if (rc == 0) {
 		memcpy(nd->host, host, strlen(host) + 1);
 		nd->port = port;
@@ -719,7 +719,7 @@ int drl__redis_cluster_open(drl_backend **out, drl_uri *uri, drl_error *err)
 	pthread_once(&crc_once, crc_init);
 	pthread_mutex_init(&cs->nodes_mu, NULL);
 	pthread_mutex_init(&cs->refresh_mu, NULL);
-	int rc = drl__redis_cluster_template(&cs->tmpl, uri, err);
+	int rc = drl__redis_template(&cs->tmpl, uri, err);
 	if (rc == 0) {
 		cs->prefix = drl__redis_prefix(cs->tmpl, &cs->prefixlen);
 		cs->timeout_ms = drl__redis_timeout_ms(cs->tmpl);

@@ -53,6 +53,19 @@ static bool is_timeout(const redisContext *ctx, int saved_errno)
 	       strstr(ctx->errstr, "timed out") != NULL;
 }
 
+void drl__redis_trouble(rstore *s)
+{
+	if (s->trouble)
+		s->trouble(s->trouble_arg);
+}
+
+void drl__redis_readonly_check(rstore *s, const redisReply *r)
+{
+	if (r && r->type == REDIS_REPLY_ERROR && r->str &&
+	    strncmp(r->str, "READONLY", 8) == 0)
+		drl__redis_trouble(s);
+}
+
 /* Mark c broken and report its context error: DRL_ETIMEDOUT for a
  * timeout, DRL_ENOMEM for hiredis OOM, DRL_EUNAVAILABLE otherwise (refused,
  * reset, closed: the server cannot be talked to). */
@@ -66,6 +79,8 @@ int drl__redis_ctx_error(rstore *s, conn *c, const char *what, int saved_errno,
 		code = DRL_ETIMEDOUT;
 	else if (ctx->err == REDIS_ERR_OOM)
 		code = DRL_ENOMEM;
+	if (code != DRL_ENOMEM)
+		drl__redis_trouble(s);
 	return drl_error_set(err, code, "redis %s: %s: %s%s", s->where, what,
 			     ctx->errstr[0] ? ctx->errstr : "connection error",
 			     code == DRL_ETIMEDOUT ? " (timeout_ms exceeded)"
@@ -78,6 +93,7 @@ int drl__redis_timeout_error(rstore *s, conn *c, const char *what,
 			     drl_error *err)
 {
 	c->broken = true;
+	drl__redis_trouble(s);
 	return drl_error_set(
 		err, DRL_ETIMEDOUT,
 		"redis %s: %s: no reply within timeout_ms=%" PRId64, s->where,
@@ -246,6 +262,7 @@ int drl__redis_reply_error(rstore *s, const char *what, const redisReply *r,
 	int redirect = drl__redis_cluster_reply(s, r, err);
 	if (redirect)
 		return redirect;
+	drl__redis_readonly_check(s, r);
 	if (r->type != REDIS_REPLY_ERROR || r->str == NULL)
 		return drl_error_set(
 			err, DRL_ESTORE, "redis %s: %s: unexpected %s reply",
@@ -431,6 +448,7 @@ ssize_t drl__redis_writev(conn *c, const struct iovec *iov, int n)
 int drl__redis_io_error(rstore *s, conn *c, const char *what, drl_error *err)
 {
 	c->broken = true;
+	drl__redis_trouble(s);
 	return drl_error_set(err, c->io_code ? c->io_code : DRL_EUNAVAILABLE,
 			     "redis %s: %s: %s", s->where, what, c->io_msg);
 }

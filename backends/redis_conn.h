@@ -132,6 +132,16 @@ struct rstore {
 	 * MOVED, ASK, TRYAGAIN and CLUSTERDOWN replies become
 	 * DRL__EREDIRECT with the details in the thread's redirect. */
 	bool cluster;
+	/* A template of a Redis Sentinel store (redis-sentinel://): its
+	 * hosts are sentinels, its path the master's name. */
+	bool sentinel;
+	/* Called (from any thread, no lock of s held) when a call on s met
+	 * what may mean a failover: the server cannot be reached, a
+	 * connection broke or timed out, a READONLY reply. Set by the
+	 * sentinel store on its master's store (backends/redis_sentinel.c);
+	 * NULL: nobody asks. */
+	void (*trouble)(void *arg);
+	void *trouble_arg;
 	char *prefix;
 	size_t prefixlen;
 	char where[128]; /* "host:port" or the socket path, for messages */
@@ -226,6 +236,12 @@ int drl__redis_reply_error(rstore *s, const char *what, const redisReply *r,
  * CLUSTERDOWN: the thread's redirect set (drl__redis_last_redirect()),
  * err set, DRL__EREDIRECT returned; otherwise 0. */
 int drl__redis_cluster_reply(rstore *s, const redisReply *r, drl_error *err);
+/* Tell s's watcher (s->trouble) that a call met what may mean a
+ * failover; a no-op when nobody watches. */
+void drl__redis_trouble(rstore *s);
+/* drl__redis_trouble(s) when error reply r is READONLY (s's server is a
+ * replica now). */
+void drl__redis_readonly_check(rstore *s, const redisReply *r);
 /* A reply type's name ("string", "array", ...) for messages. */
 const char *drl__redis_reply_type_name(int type);
 

@@ -133,6 +133,7 @@ static int pipe_write(rstore *s, conn *c, rreq *batch, drl_error *e)
 								e);
 			if (rdy < 0) {
 				c->broken = true;
+				drl__redis_trouble(s);
 				return drl_error_set(e, DRL_EUNAVAILABLE,
 						     "redis %s: %s: poll: %s",
 						     s->where, q->what,

@@ -112,6 +112,7 @@ static int script_result(rstore *s, const drl_script *sc, const redisReply *r,
 		int redirect = drl__redis_cluster_reply(s, r, err);
 		if (redirect)
 			return redirect;
+		drl__redis_readonly_check(s, r);
 		/* A twin that finds malformed state answers "ECORRUPT ...". */
 		int n = (int)(r->len < MSG_ERR_MAX ? r->len : MSG_ERR_MAX);
 		bool corrupt = r->str && strncmp(r->str, "ECORRUPT ", 9) == 0;

@@ -1,7 +1,8 @@
 /*
  * The Redis store's URI into an rstore, declared in backends/redis_uri.h:
- * redis://, redis+unix:// and redis-cluster:// (their options in
- * backends/redis.h and backends/redis_cluster.h), everything checked
+ * redis://, redis+unix://, redis-cluster:// and redis-sentinel:// and
+ * their TLS twins (their options in backends/redis.h,
+ * backends/redis_cluster.h and backends/redis_sentinel.h), everything checked
  * before any connection is made. The store (backends/redis.c) then fills
  * in its methods.
  */
@@ -79,8 +80,9 @@ static int parse_tls(rstore *s, drl_uri *u, bool tls, drl_error *err)
 		if (any)
 			return drl_error_set(err, DRL_EINVAL,
 					     "URI options tls_* need a TLS "
-					     "scheme (rediss:// or "
-					     "rediss-cluster://)");
+					     "scheme (rediss://, "
+					     "rediss-cluster:// or "
+					     "rediss-sentinel://)");
 		return 0;
 	}
 	drl__tls_opts o = {.ca_file = v[0],
@@ -112,15 +114,20 @@ int drl__redis_parse_uri(rstore *s, drl_uri *u, bool *server_clock_out,
 	int rc;
 	const char *scheme = drl_uri_scheme(u);
 	bool tls = strcmp(scheme, "rediss") == 0 ||
-		   strcmp(scheme, "rediss-cluster") == 0;
+		   strcmp(scheme, "rediss-cluster") == 0 ||
+		   strcmp(scheme, "rediss-sentinel") == 0;
 	s->is_unix = strcmp(scheme, "redis+unix") == 0;
 	s->cluster = strcmp(scheme, "redis-cluster") == 0 ||
 		     strcmp(scheme, "rediss-cluster") == 0;
-	if (!s->is_unix && !s->cluster && !tls && strcmp(scheme, "redis") != 0)
+	s->sentinel = strcmp(scheme, "redis-sentinel") == 0 ||
+		      strcmp(scheme, "rediss-sentinel") == 0;
+	if (!s->is_unix && !s->cluster && !s->sentinel && !tls &&
+	    strcmp(scheme, "redis") != 0)
 		return drl_error_set(err, DRL_EINVAL,
 				     "scheme \"%.32s\" is not redis, rediss, "
-				     "redis+unix, redis-cluster or "
-				     "rediss-cluster",
+				     "redis+unix, redis-cluster, "
+				     "rediss-cluster, redis-sentinel or "
+				     "rediss-sentinel",
 				     scheme);
 	rc = parse_tls(s, u, tls, err);
 	if (rc)
@@ -212,6 +219,11 @@ int drl__redis_parse_uri(rstore *s, drl_uri *u, bool *server_clock_out,
 					     "database; a Redis Cluster has "
 					     "only database 0");
 		snprintf(s->where, sizeof s->where, "cluster");
+	} else if (s->sentinel) {
+		/* The hosts are the sentinels and the path the master's
+		 * name: the sentinel store's (backends/redis_sentinel.c);
+		 * the database only by db=. */
+		snprintf(s->where, sizeof s->where, "sentinel");
 	} else if (s->is_unix) {
 		if (drl_uri_hosts(u))
 			return drl_error_set(err, DRL_EINVAL,

@@ -7,6 +7,7 @@
 #if DRL_HAVE_REDIS
 #include "redis.h"
 #include "redis_cluster.h"
+#include "redis_sentinel.h"
 #endif
 #if DRL_HAVE_MEMCACHED
 #include "memcached.h"
@@ -26,6 +27,8 @@ static const struct {
 	{"redis+unix", drl__redis_open},
 	{"redis-cluster", drl__redis_cluster_open},
 	{"rediss-cluster", drl__redis_cluster_open},
+	{"redis-sentinel", drl__redis_sentinel_open},
+	{"rediss-sentinel", drl__redis_sentinel_open},
 #endif
 #if DRL_HAVE_MEMCACHED
 	{"memcached", drl__memcached_open},
@@ -45,7 +48,8 @@ const char *drl__backend_schemes(void)
 {
 	return "memory"
 #if DRL_HAVE_REDIS
-	       ", redis, rediss, redis+unix, redis-cluster, rediss-cluster"
+	       ", redis, rediss, redis+unix, redis-cluster, rediss-cluster, "
+	       "redis-sentinel, rediss-sentinel"
 #endif
 #if DRL_HAVE_MEMCACHED
 	       ", memcached, memcached+unix"

@@ -14,6 +14,7 @@ packages=(
 	libsodium-dev                          # keyed hash (near cache)
 	libxxhash-dev                          # memory store hash (header-only)
 	libhiredis-dev redis-server redis-tools           # redis store
+	redis-sentinel                         # tests: redis-sentinel:// failover
 	libmemcached-dev libmemcached-tools memcached     # memcached store
 	valgrind clang                         # checks
 	libclang-rt-14-dev                     # libFuzzer (scripts/fuzz.sh)

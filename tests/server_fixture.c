@@ -570,8 +570,49 @@ typedef enum kind {
 	KIND_MEMCACHED,
 	KIND_REDIS_CLUSTER,
 	KIND_REDIS_TLS,
-	KIND_REDIS_TLS_CLUSTER
+	KIND_REDIS_TLS_CLUSTER,
+	KIND_SENTINEL
 } kind;
+
+/* The binary that runs a server of kind k. */
+static const char *kind_binary(kind k)
+{
+	return k == KIND_MEMCACHED  ? "memcached"
+	       : k == KIND_SENTINEL ? "redis-sentinel"
+				    : "redis-server";
+}
+
+/* A sentinel's config file <dir>/sentinel.conf (Sentinel needs one it
+ * can rewrite): its port, address and dir, then `lines`, one each. 0, or
+ * -1 (message on stderr). */
+static int write_sentinel_conf(const drl_server *s, const char *path,
+			       const char *const *lines, size_t n)
+{
+	FILE *f = fopen(path, "w");
+	if (f == NULL) {
+		fprintf(stderr, "fixture: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\n", s->port, s->dir);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%s\n", lines[i]);
+	return fclose(f) == 0 ? 0 : -1;
+}
+
+/* Spawn argv (output to logpath), record it, and wait until it is ready
+ * (wait_ready's arguments): wait_ready's result, or -2 when it could not
+ * be spawned. */
+static int spawn_ready(drl_server *s, const char **argv, const char *logpath,
+		       const char *unix_path, int bus_port)
+{
+	s->pid = spawn((char *const *)argv, logpath);
+	if (s->pid < 0) {
+		s->pid = 0;
+		return -2;
+	}
+	track(s->pid, s->dir);
+	return wait_ready(s, unix_path, bus_port);
+}
 
 /* Spawn the server of `k` on s->port with its fixed arguments and the
  * extra ones, and wait until it is ready: wait_ready's result, or -2 when
@@ -587,6 +628,16 @@ static int launch(drl_server *s, kind k, const char *bin,
 	snprintf(nodesconf, sizeof nodesconf, "%s/nodes.conf", s->dir);
 	snprintf(portstr, sizeof portstr, "%d", s->port);
 	argv[n++] = bin;
+	if (k == KIND_SENTINEL) {
+		/* The extra "arguments" are config lines (see the header). */
+		char conf[PATH_MAX];
+		snprintf(conf, sizeof conf, "%s/sentinel.conf", s->dir);
+		if (write_sentinel_conf(s, conf, extra, nextra) != 0)
+			return -2;
+		argv[n++] = conf;
+		argv[n] = NULL;
+		return spawn_ready(s, argv, logpath, NULL, 0);
+	}
 	int tls = k == KIND_REDIS_TLS || k == KIND_REDIS_TLS_CLUSTER;
 	int cluster = k == KIND_REDIS_CLUSTER || k == KIND_REDIS_TLS_CLUSTER;
 	if (tls) {
@@ -638,23 +689,16 @@ static int launch(drl_server *s, kind k, const char *bin,
 	for (size_t i = 0; i < nextra; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
-
-	s->pid = spawn((char *const *)argv, logpath);
-	if (s->pid < 0) {
-		s->pid = 0;
-		return -2;
-	}
-	track(s->pid, s->dir);
-	return wait_ready(
-		s, k == KIND_MEMCACHED ? memcached_unix_path(extra) : NULL,
+	return spawn_ready(
+		s, argv, logpath,
+		k == KIND_MEMCACHED ? memcached_unix_path(extra) : NULL,
 		cluster ? s->port + CLUSTER_BUS_OFFSET : 0);
 }
 
 /* Start the server of `k`; see drl_fixture_redis_start for the contract. */
 static int start(drl_server *s, kind k, const char *const *extra)
 {
-	const char *binname =
-		k == KIND_MEMCACHED ? "memcached" : "redis-server";
+	const char *binname = kind_binary(k);
 	char bin[PATH_MAX];
 	size_t nextra = 0;
 
@@ -685,6 +729,7 @@ static int start(drl_server *s, kind k, const char *const *extra)
 	snprintf(s->dir, sizeof s->dir, "%s/drl-%s-XXXXXX", tmp,
 		 k == KIND_REDIS || k == KIND_REDIS_TLS ? "redis"
 		 : k == KIND_MEMCACHED                  ? "memcached"
+		 : k == KIND_SENTINEL                   ? "sentinel"
 							: "cluster");
 	if (mkdtemp(s->dir) == NULL) {
 		fprintf(stderr, "fixture: mkdtemp %s: %s\n", s->dir,
@@ -736,8 +781,7 @@ void drl_fixture_kill(drl_server *s)
 
 int drl_fixture_restart(drl_server *s)
 {
-	const char *binname =
-		s->kind == KIND_MEMCACHED ? "memcached" : "redis-server";
+	const char *binname = kind_binary((kind)s->kind);
 	char bin[PATH_MAX];
 	size_t nextra = 0;
 
@@ -787,6 +831,14 @@ int drl_fixture_redis_cluster_node_start(drl_server *s,
 					 const char *const *extra_argv)
 {
 	return start(s, KIND_REDIS_CLUSTER, extra_argv);
+}
+
+/* Start redis-sentinel; 0 started, 1 skip, -1 failure (see the
+ * header). */
+int drl_fixture_redis_sentinel_start(drl_server *s,
+				     const char *const *conf_lines)
+{
+	return start(s, KIND_SENTINEL, conf_lines);
 }
 
 /* Start memcached; 0 started, 1 skip, -1 failure (see the header). */

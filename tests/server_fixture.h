@@ -46,6 +46,14 @@ int drl_fixture_redis_tls_cluster_node_start(drl_server *s,
 int drl_fixture_redis_cluster_node_start(drl_server *s,
 					 const char *const *extra_argv);
 
+/* Start redis-sentinel on 127.0.0.1:<free port> with a config file of
+ * its own in s->dir (port, bind, dir, then conf_lines, one line each,
+ * e.g. "sentinel monitor m 127.0.0.1 6379 1"; NULL-terminated, kept by
+ * the caller for a restart). Same return values; under CI=true a missing
+ * redis-sentinel binary (package redis-sentinel) fails. */
+int drl_fixture_redis_sentinel_start(drl_server *s,
+				     const char *const *conf_lines);
+
 /* Start memcached on 127.0.0.1:<free port>; same return values. */
 int drl_fixture_memcached_start(drl_server *s, const char *const *extra_argv);
 

@@ -1,0 +1,725 @@
+/*
+ * The Redis Sentinel store: the Redis store of whichever server the
+ * sentinels name master, moved to the new master after a failover.
+ *
+ * Each master address is a store of backends/redis.c (its own pool,
+ * pipes, holds and script cache), made when a sentinel first names it and
+ * kept until destroy; each sentinel is a small store of its own (its
+ * credentials, one connection). This file only decides which master the
+ * calls go to. hiredis stays in redis.c and its connection layer.
+ *
+ * Finding the master. The sentinels are asked in turn, the one that
+ * answered last first, with SENTINEL GET-MASTER-ADDR-BY-NAME; the server
+ * named is asked ROLE, and only one that answers "master" becomes the
+ * current master (a sentinel cut off from the others may still name the
+ * old one; a replica being promoted may not have switched yet). That is
+ * a resolution: at open (unless connect=lazy), then on this store's
+ * resolver thread.
+ *
+ * When to ask again. The master's store calls back (drl__redis_watch)
+ * whenever a call meets what may mean a failover: the server cannot be
+ * reached, a connection breaks or times out, a reply says READONLY (the
+ * server is a replica now: Sentinel turns the old master into one, and
+ * kills its clients' connections when it does). The resolver then asks,
+ * at most once every RETRY_GAP_MS while the trouble lasts; and every
+ * sentinel_check_ms (default 1000, 0: never) in any case, for a failover
+ * that left this client's connections alone. The sentinels' +switch-master
+ * messages are not subscribed to: the errors and READONLY replies above
+ * come first in every failover a sentinel performs (it disconnects the
+ * clients of the instances it reconfigures), and a subscription would be
+ * one more connection per sentinel and process to keep alive.
+ *
+ * Moving. Switching is one atomic store of the current master: every call
+ * that starts after it goes to the new master's store, whose pooled and
+ * pipelined connections are opened there on demand; so both move
+ * together, and nothing is reconnected by hand. A call already running on
+ * the old master ends there, in a decision or an error (its own
+ * timeout_ms bounds it, as any call's). A blocking call that failed
+ * without anything having run (the old master refused the connection, or
+ * refused the write: READONLY) waits for the resolver's next answer (at
+ * most timeout_ms) and, if the master moved, runs once more on the new
+ * one; any other failure is returned as it is (a command that may have
+ * run is never sent twice) and the limiter's on_error policy applies. A
+ * started call (the async API) is never retried: its error reaches its
+ * callback. A thread's WATCH hold (tx=watch) stays with the old master's
+ * store: its cas() on the new master finds no hold and answers
+ * DRL_ECONFLICT, so the optimistic loop loads again there.
+ *
+ * Writes the old master acknowledged but had not replicated when it died
+ * or was demoted are lost with it (Redis replication is asynchronous):
+ * docs/failure.md says what that means for the limits.
+ *
+ * Threading: every method from any number of threads at once (the current
+ * master is an atomic pointer; masters are never freed before destroy);
+ * the sentinels' and masters' lists are the resolver's (and open's,
+ * before the resolver starts).
+ */
+#include "redis.h"
+#include "redis_sentinel.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SENTINELS_MAX 16
+#define MASTERS_MAX 16 /* master addresses a store keeps track of */
+#define SENTINEL_PORT 26379
+#define DEFAULT_CHECK_MS 1000
+#define CHECK_MS_MAX 3600000
+#define RETRY_GAP_MS 100 /* resolutions at most this often on trouble */
+#define NAME_MAX_BYTES 128
+
+typedef struct mnode {
+	drl_backend *b; /* the master's store (redis.c) */
+	char host[256];
+	int port;
+} mnode;
+
+typedef struct sstore {
+	drl_backend parent; /* first: the core sees only this */
+	drl_backend *tmpl;  /* the URI's options, copied into each master */
+	char *name;         /* the master's name at the sentinels */
+	int64_t timeout_ms;
+	int64_t check_ms; /* 0: no periodic resolution */
+
+	/* The resolver's (and open's, before the resolver starts). */
+	drl_backend *sentinel[SENTINELS_MAX];
+	char sentinel_where[SENTINELS_MAX][DRL_HOST_MAX + 8];
+	size_t nsentinels;
+	size_t ask_first;
+	mnode masters[MASTERS_MAX];
+	size_t nmasters;
+
+	/* The current master's store; NULL: none known yet. */
+	_Atomic(drl_backend *) cur;
+
+	/* The resolver: kicked on trouble (kick_cv), each resolution counted
+	 * in `attempts` with its outcome (done_cv). Guarded by mu. */
+	pthread_mutex_t mu;
+	pthread_cond_t kick_cv, done_cv;
+	bool kicked, running, stop, thread_on;
+	uint64_t attempts;
+	int64_t last_end_ms;
+	drl_error last; /* the last resolution's error (code 0: none) */
+	pthread_t thread;
+} sstore;
+
+/* ---- time --------------------------------------------------------------- */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct timespec at_ms(int64_t ms)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+			      .tv_nsec = (long)(ms % 1000) * 1000000L};
+	return ts;
+}
+
+/* ---- finding the master ------------------------------------------------- */
+
+/* The store of the master at host:port, made (and watched) on first
+ * sight. */
+static void on_trouble(void *arg);
+static int master_node(sstore *ss, const char *host, int port,
+		       drl_backend **out, drl_error *err)
+{
+	for (size_t i = 0; i < ss->nmasters; i++)
+		if (ss->masters[i].port == port &&
+		    strcmp(ss->masters[i].host, host) == 0) {
+			*out = ss->masters[i].b;
+			return 0;
+		}
+	if (ss->nmasters == MASTERS_MAX)
+		return drl_error_set(err, DRL_ESTORE,
+				     "redis sentinel \"%.64s\": more than %d "
+				     "master addresses seen",
+				     ss->name, MASTERS_MAX);
+	mnode *m = &ss->masters[ss->nmasters];
+	int rc = drl__redis_node(&m->b, ss->tmpl, host, port, err);
+	if (rc)
+		return rc;
+	drl__redis_watch(m->b, on_trouble, ss);
+	snprintf(m->host, sizeof m->host, "%s", host);
+	m->port = port;
+	ss->nmasters++;
+	*out = m->b;
+	return 0;
+}
+
+/* Ask sentinel i for the master and check it: 0 with *out the master's
+ * store, or an error saying what sentinel i said or why it did not. */
+static int ask_one(sstore *ss, size_t i, drl_backend **out, bool *unknown,
+		   drl_error *err)
+{
+	char host[256], role[16];
+	int port;
+	bool known;
+	const char *where = ss->sentinel_where[i];
+	int rc = drl__redis_sentinel_master(ss->sentinel[i], ss->name, host,
+					    &port, &known, err);
+	if (rc)
+		return rc;
+	*unknown = !known;
+	if (!known)
+		return drl_error_set(err, DRL_ESTORE,
+				     "redis sentinel %s monitors no master "
+				     "named \"%.64s\"",
+				     where, ss->name);
+	drl_backend *m;
+	rc = master_node(ss, host, port, &m, err);
+	if (rc == 0)
+		rc = drl__redis_role(m, role, err);
+	if (rc) {
+		char was[160];
+		snprintf(was, sizeof was, "%.150s", err ? err->message : "");
+		return drl_error_set(err, rc,
+				     "redis sentinel %s names %.64s:%d master "
+				     "of \"%.64s\", which fails: %s",
+				     where, host, port, ss->name, was);
+	}
+	if (strcmp(role, "master") != 0)
+		return drl_error_set(err, DRL_EUNAVAILABLE,
+				     "redis sentinel %s names %.64s:%d master "
+				     "of \"%.64s\", which says it is a %s "
+				     "(a failover in progress?)",
+				     where, host, port, ss->name, role);
+	*out = m;
+	return 0;
+}
+
+/*
+ * One resolution: the sentinels in turn until one names a server that
+ * says it is the master, which becomes the current one. When none does:
+ * an unknown name wins (DRL_ESTORE: a configuration error, whatever the
+ * other sentinels' state), else the last sentinel's error.
+ */
+static int resolve(sstore *ss, drl_error *err)
+{
+	drl_error e = {0}, unknown = {0};
+	int rc = DRL_EUNAVAILABLE;
+	for (size_t k = 0; k < ss->nsentinels; k++) {
+		size_t i = (ss->ask_first + k) % ss->nsentinels;
+		drl_backend *m = NULL;
+		bool no_such = false;
+		memset(&e, 0, sizeof e);
+		rc = ask_one(ss, i, &m, &no_such, &e);
+		if (rc == 0) {
+			ss->ask_first = i;
+			atomic_store(&ss->cur, m);
+			return 0;
+		}
+		if (no_such)
+			unknown = e;
+	}
+	if (unknown.code)
+		e = unknown;
+	if (ss->nsentinels > 1 && !unknown.code) {
+		char was[sizeof e.message];
+		memcpy(was, e.message, sizeof was);
+		drl_error_set(&e, e.code ? e.code : DRL_EUNAVAILABLE,
+			      "redis sentinel: none of %zu sentinels gave a "
+			      "master for \"%.64s\"; the last: %.180s",
+			      ss->nsentinels, ss->name, was);
+	}
+	if (err)
+		*err = e;
+	return e.code ? e.code : DRL_EUNAVAILABLE;
+}
+
+/* ---- the resolver thread ------------------------------------------------ */
+
+/* The master's store met trouble: have the resolver ask soon. */
+static void on_trouble(void *arg)
+{
+	sstore *ss = arg;
+	pthread_mutex_lock(&ss->mu);
+	ss->kicked = true;
+	pthread_cond_signal(&ss->kick_cv);
+	pthread_mutex_unlock(&ss->mu);
+}
+
+/* Resolve when kicked (at most every RETRY_GAP_MS) or every check_ms,
+ * until stopped. */
+static void *resolver(void *arg)
+{
+	sstore *ss = arg;
+	pthread_mutex_lock(&ss->mu);
+	while (!ss->stop) {
+		int64_t due = ss->kicked     ? ss->last_end_ms + RETRY_GAP_MS
+			      : ss->check_ms ? ss->last_end_ms + ss->check_ms
+					     : -1;
+		if (due < 0) {
+			pthread_cond_wait(&ss->kick_cv, &ss->mu);
+			continue;
+		}
+		if (mono_ms() < due) {
+			struct timespec ts = at_ms(due);
+			pthread_cond_timedwait(&ss->kick_cv, &ss->mu, &ts);
+			continue;
+		}
+		ss->kicked = false;
+		ss->running = true;
+		pthread_mutex_unlock(&ss->mu);
+		drl_error e = {0};
+		resolve(ss, &e);
+		pthread_mutex_lock(&ss->mu);
+		ss->running = false;
+		ss->attempts++;
+		ss->last = e;
+		ss->last_end_ms = mono_ms();
+		pthread_cond_broadcast(&ss->done_cv);
+	}
+	pthread_mutex_unlock(&ss->mu);
+	return NULL;
+}
+
+/* Kick the resolver and wait (until dl_ms, CLOCK_MONOTONIC) for a
+ * resolution that starts after now. */
+static void await_resolution(sstore *ss, int64_t dl_ms)
+{
+	struct timespec dl = at_ms(dl_ms);
+	pthread_mutex_lock(&ss->mu);
+	uint64_t target = ss->attempts + (ss->running ? 2 : 1);
+	ss->kicked = true;
+	pthread_cond_signal(&ss->kick_cv);
+	while (!ss->stop && ss->attempts < target)
+		if (pthread_cond_timedwait(&ss->done_cv, &ss->mu, &dl) ==
+		    ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&ss->mu);
+}
+
+/* The current master for a blocking call; when none is known yet (open
+ * was lazy, or no resolution has succeeded), one resolution is awaited,
+ * then its error returned. */
+static drl_backend *master(sstore *ss, drl_error *err)
+{
+	drl_backend *m = atomic_load(&ss->cur);
+	if (m)
+		return m;
+	await_resolution(ss, mono_ms() + ss->timeout_ms);
+	m = atomic_load(&ss->cur);
+	if (m)
+		return m;
+	pthread_mutex_lock(&ss->mu);
+	drl_error e = ss->last;
+	pthread_mutex_unlock(&ss->mu);
+	if (e.code == 0)
+		drl_error_set(&e, DRL_EUNAVAILABLE,
+			      "redis sentinel \"%.64s\": no master known yet "
+			      "(asking the sentinels)",
+			      ss->name);
+	if (err)
+		*err = e;
+	return NULL;
+}
+
+/* ---- calls -------------------------------------------------------------- */
+
+typedef int (*op_fn)(drl_backend *m, void *arg, drl_error *err);
+
+/* A failure after which nothing ran on the server: the connection was
+ * refused (redis_conn.c's "connect" step) or the write was (READONLY). */
+static bool unsent(int rc, const drl_error *e)
+{
+	return (rc == DRL_EUNAVAILABLE && strstr(e->message, ": connect: ")) ||
+	       (rc == DRL_ESTORE && strstr(e->message, "READONLY"));
+}
+
+/* Run op on the current master; once more on a new master when it failed
+ * unsent and the resolver moved the master meanwhile. */
+static int run(sstore *ss, op_fn op, void *arg, drl_error *err)
+{
+	drl_error e = {0};
+	drl_backend *m = master(ss, &e);
+	int rc = m ? op(m, arg, &e) : e.code;
+	if (rc && m && unsent(rc, &e)) {
+		await_resolution(ss, mono_ms() + ss->timeout_ms);
+		drl_backend *n = atomic_load(&ss->cur);
+		if (n && n != m) {
+			memset(&e, 0, sizeof e);
+			rc = op(n, arg, &e);
+		}
+	}
+	if (rc && err)
+		*err = e;
+	return rc;
+}
+
+typedef struct args {
+	size_t n;
+	const drl_bytes *keys;
+	drl_bytes key;
+	int64_t delta, ttl_us;
+	int64_t *values;
+	void *buf;
+	const void *blob;
+	size_t cap, len, *lenp;
+	uint64_t version, *versionp;
+	const drl_script *script;
+	size_t nargs, nout, *nret;
+	const int64_t *iargs;
+	int64_t *out;
+} args;
+
+static int do_incr(drl_backend *m, void *p, drl_error *err)
+{
+	args *a = p;
+	return m->incr(m, a->key, a->delta, a->ttl_us, a->values, err);
+}
+
+static int s_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
+		  int64_t *value, drl_error *err)
+{
+	args a = {.key = key, .delta = delta, .ttl_us = ttl_us, .values = value};
+	return run((sstore *)b, do_incr, &a, err);
+}
+
+static int do_get_many(drl_backend *m, void *p, drl_error *err)
+{
+	args *a = p;
+	return m->get_many(m, a->n, a->keys, a->values, err);
+}
+
+static int s_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
+		      int64_t *values, drl_error *err)
+{
+	args a = {.n = n, .keys = keys, .values = values};
+	return run((sstore *)b, do_get_many, &a, err);
+}
+
+static int do_load(drl_backend *m, void *p, drl_error *err)
+{
+	args *a = p;
+	return m->load(m, a->key, a->buf, a->cap, a->lenp, a->versionp, err);
+}
+
+static int s_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
+		  size_t *len, uint64_t *version, drl_error *err)
+{
+	args a = {.key = key,
+		  .buf = buf,
+		  .cap = cap,
+		  .lenp = len,
+		  .versionp = version};
+	return run((sstore *)b, do_load, &a, err);
+}
+
+static int do_cas(drl_backend *m, void *p, drl_error *err)
+{
+	args *a = p;
+	return m->cas(m, a->key, a->blob, a->len, a->version, a->ttl_us, err);
+}
+
+static int s_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
+		 uint64_t version, int64_t ttl_us, drl_error *err)
+{
+	args a = {.key = key,
+		  .blob = blob,
+		  .len = len,
+		  .version = version,
+		  .ttl_us = ttl_us};
+	return run((sstore *)b, do_cas, &a, err);
+}
+
+static int do_eval(drl_backend *m, void *p, drl_error *err)
+{
+	args *a = p;
+	return m->eval(m, a->script, a->n, a->keys, a->nargs, a->iargs, a->out,
+		       a->nout, a->nret, err);
+}
+
+static int s_eval(drl_backend *b, const drl_script *script, size_t nkeys,
+		  const drl_bytes *keys, size_t nargs, const int64_t *iargs,
+		  int64_t *out, size_t nout, size_t *nret, drl_error *err)
+{
+	args a = {.script = script,
+		  .n = nkeys,
+		  .keys = keys,
+		  .nargs = nargs,
+		  .iargs = iargs,
+		  .out = out,
+		  .nout = nout,
+		  .nret = nret};
+	return run((sstore *)b, do_eval, &a, err);
+}
+
+static int do_now(drl_backend *m, void *p, drl_error *err)
+{
+	args *a = p;
+	return m->now(m, a->values, err);
+}
+
+static int s_now(drl_backend *b, int64_t *now_us, drl_error *err)
+{
+	args a = {.values = now_us};
+	return run((sstore *)b, do_now, &a, err);
+}
+
+static int do_del(drl_backend *m, void *p, drl_error *err)
+{
+	args *a = p;
+	return m->del(m, a->n, a->keys, err);
+}
+
+static int s_del(drl_backend *b, size_t n, const drl_bytes *keys,
+		 drl_error *err)
+{
+	args a = {.n = n, .keys = keys};
+	return run((sstore *)b, do_del, &a, err);
+}
+
+static int do_add_read(drl_backend *m, void *p, drl_error *err)
+{
+	args *a = p;
+	return m->add_read(m, a->n, a->keys, a->delta, a->ttl_us, a->values,
+			   err);
+}
+
+static int s_add_read(drl_backend *b, size_t n, const drl_bytes *keys,
+		      int64_t delta, int64_t ttl_us, int64_t *values,
+		      drl_error *err)
+{
+	args a = {.n = n,
+		  .keys = keys,
+		  .delta = delta,
+		  .ttl_us = ttl_us,
+		  .values = values};
+	return run((sstore *)b, do_add_read, &a, err);
+}
+
+/* A started call goes to the current master as it is; none known yet:
+ * DRL_EUNAVAILABLE at once (an event loop must not wait for the
+ * sentinels), the resolver kicked. */
+static drl_backend *master_now(sstore *ss, drl_error *err)
+{
+	drl_backend *m = atomic_load(&ss->cur);
+	if (m == NULL) {
+		on_trouble(ss);
+		drl_error_set(err, DRL_EUNAVAILABLE,
+			      "redis sentinel \"%.64s\": no master known yet "
+			      "(asking the sentinels)",
+			      ss->name);
+	}
+	return m;
+}
+
+static int s_eval_start(drl_backend *b, const drl_script *script,
+			size_t nkeys, const drl_bytes *keys, size_t nargs,
+			const int64_t *iargs, size_t nout,
+			drl_eval_done_fn done, void *arg, drl_error *err)
+{
+	drl_backend *m = master_now((sstore *)b, err);
+	if (m == NULL)
+		return DRL_EUNAVAILABLE;
+	return m->eval_start(m, script, nkeys, keys, nargs, iargs, nout, done,
+			     arg, err);
+}
+
+static int s_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
+			    int64_t delta, int64_t ttl_us,
+			    drl_eval_done_fn done, void *arg, drl_error *err)
+{
+	drl_backend *m = master_now((sstore *)b, err);
+	if (m == NULL)
+		return DRL_EUNAVAILABLE;
+	return m->add_read_start(m, n, keys, delta, ttl_us, done, arg, err);
+}
+
+/* ---- open, destroy ------------------------------------------------------ */
+
+static void s_destroy(drl_backend *b)
+{
+	sstore *ss = (sstore *)b;
+	if (ss == NULL)
+		return;
+	if (ss->thread_on) {
+		pthread_mutex_lock(&ss->mu);
+		ss->stop = true;
+		pthread_cond_broadcast(&ss->kick_cv);
+		pthread_cond_broadcast(&ss->done_cv);
+		pthread_mutex_unlock(&ss->mu);
+		pthread_join(ss->thread, NULL);
+	}
+	for (size_t i = 0; i < ss->nmasters; i++)
+		ss->masters[i].b->destroy(ss->masters[i].b);
+	for (size_t i = 0; i < ss->nsentinels; i++)
+		ss->sentinel[i]->destroy(ss->sentinel[i]);
+	if (ss->tmpl)
+		ss->tmpl->destroy(ss->tmpl);
+	pthread_cond_destroy(&ss->kick_cv);
+	pthread_cond_destroy(&ss->done_cv);
+	pthread_mutex_destroy(&ss->mu);
+	free(ss->name);
+	free(ss);
+}
+
+/* The master's name from the URI's path: 1 to NAME_MAX_BYTES printable
+ * bytes, no space (Sentinel's names are single words). */
+static int take_name(sstore *ss, const char *path, drl_error *err)
+{
+	size_t n = path ? strlen(path) : 0;
+	if (n == 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis-sentinel URI names no master "
+				     "(expected redis-sentinel://host:port"
+				     "[,host:port]/master-name)");
+	if (n > NAME_MAX_BYTES)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis-sentinel URI: master name of %zu "
+				     "bytes; at most %d",
+				     n, NAME_MAX_BYTES);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)path[i] <= ' ' ||
+		    (unsigned char)path[i] == 0x7f)
+			return drl_error_set(err, DRL_EINVAL,
+					     "redis-sentinel URI: the master "
+					     "name holds a space or control "
+					     "byte at %zu",
+					     i);
+	ss->name = strdup(path);
+	if (ss->name == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	return 0;
+}
+
+/* What the URI says: the sentinel options (read before the template,
+ * which checks that every option was used), the name, the sentinels. */
+static int parse(sstore *ss, drl_uri *uri, drl_error *err)
+{
+	const char *suser = drl_uri_option(uri, "sentinel_user");
+	const char *spass = drl_uri_option(uri, "sentinel_password");
+	if (suser && spass == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "URI option sentinel_user needs "
+				     "sentinel_password");
+	int rc = drl_uri_option_int(uri, "sentinel_check_ms", 0, CHECK_MS_MAX,
+				    DEFAULT_CHECK_MS, &ss->check_ms, err);
+	if (rc == 0)
+		rc = take_name(ss, drl_uri_path(uri), err);
+	drl_hostport hp[SENTINELS_MAX];
+	size_t n = 0;
+	if (rc == 0 && (drl_uri_hosts(uri) == NULL ||
+			drl_uri_hosts(uri)[0] == '\0'))
+		rc = drl_error_set(err, DRL_EINVAL,
+				   "redis-sentinel URI names no sentinel "
+				   "(expected redis-sentinel://host:port"
+				   "[,host:port]/master-name)");
+	if (rc == 0)
+		rc = drl_hostport_list(drl_uri_hosts(uri), SENTINEL_PORT,
+				       "redis-sentinel URI", hp, SENTINELS_MAX,
+				       &n, err);
+	if (rc == 0)
+		rc = drl__redis_template(&ss->tmpl, uri, err);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		rc = drl__redis_sentinel_node(&ss->sentinel[i], ss->tmpl,
+					      hp[i].host, hp[i].port, suser,
+					      spass, err);
+		if (rc == 0) {
+			snprintf(ss->sentinel_where[i],
+				 sizeof ss->sentinel_where[i], "%s%.255s%s:%d",
+				 hp[i].ipv6 ? "[" : "", hp[i].host,
+				 hp[i].ipv6 ? "]" : "", hp[i].port);
+			ss->nsentinels++;
+		}
+	}
+	return rc;
+}
+
+/* Mutex and condition variables (on CLOCK_MONOTONIC); -1 on failure. */
+static int init_sync(sstore *ss)
+{
+	pthread_condattr_t ca;
+	if (pthread_condattr_init(&ca) != 0)
+		return -1;
+	int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	if (rc == 0 && pthread_cond_init(&ss->kick_cv, &ca) != 0)
+		rc = -1;
+	if (rc == 0 && pthread_cond_init(&ss->done_cv, &ca) != 0) {
+		pthread_cond_destroy(&ss->kick_cv);
+		rc = -1;
+	}
+	pthread_condattr_destroy(&ca);
+	if (rc == 0 && pthread_mutex_init(&ss->mu, NULL) != 0) {
+		pthread_cond_destroy(&ss->kick_cv);
+		pthread_cond_destroy(&ss->done_cv);
+		rc = -1;
+	}
+	return rc ? -1 : 0;
+}
+
+/* The resolver thread, every signal blocked (it inherits the mask). */
+static int start_resolver(sstore *ss)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&ss->thread, NULL, resolver, ss);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		return -1;
+	ss->thread_on = true;
+	return 0;
+}
+
+int drl__redis_sentinel_open(drl_backend **out, drl_uri *uri, drl_error *err)
+{
+	*out = NULL;
+	sstore *ss = calloc(1, sizeof *ss);
+	if (ss == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	if (init_sync(ss) != 0) {
+		free(ss);
+		return drl_error_set(err, DRL_ENOMEM,
+				     "redis sentinel: cannot make a mutex");
+	}
+	atomic_init(&ss->cur, NULL);
+	int rc = parse(ss, uri, err);
+	if (rc == 0) {
+		ss->timeout_ms = drl__redis_timeout_ms(ss->tmpl);
+		ss->parent = *ss->tmpl; /* version and caps; methods below */
+		ss->parent.name = "redis-sentinel";
+		ss->parent.destroy = s_destroy;
+		ss->parent.incr = s_incr;
+		ss->parent.get_many = s_get_many;
+		ss->parent.load = s_load;
+		ss->parent.cas = s_cas;
+		ss->parent.update = NULL;
+		ss->parent.eval = ss->tmpl->eval ? s_eval : NULL;
+		ss->parent.now = ss->tmpl->now ? s_now : NULL;
+		ss->parent.del = ss->tmpl->del ? s_del : NULL;
+		ss->parent.add_read = ss->tmpl->add_read ? s_add_read : NULL;
+		ss->parent.eval_start =
+			ss->tmpl->eval_start ? s_eval_start : NULL;
+		ss->parent.add_read_start =
+			ss->tmpl->add_read_start ? s_add_read_start : NULL;
+		if (!drl__redis_template_lazy(ss->tmpl))
+			rc = resolve(ss, err);
+	}
+	if (rc == 0) {
+		/* Lazy: the first resolution at once. */
+		ss->kicked = atomic_load(&ss->cur) == NULL;
+		ss->last_end_ms = mono_ms() - RETRY_GAP_MS;
+		if (start_resolver(ss) != 0)
+			rc = drl_error_set(err, DRL_ENOMEM,
+					   "redis sentinel: cannot start the "
+					   "resolver thread");
+	}
+	if (rc) {
+		s_destroy(&ss->parent);
+		return rc;
+	}
+	*out = &ss->parent;
+	return 0;
+}
