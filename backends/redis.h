@@ -91,6 +91,22 @@ void drl__redis_watch(drl_backend *node, void (*trouble)(void *arg),
 int drl__redis_sentinel_master(drl_backend *sentinel, const char *name,
 			       char host[256], int *port, bool *known,
 			       drl_error *err);
+/* A connection to node subscribed to `channel` (backends/redis_sub.c),
+ * opened within the node's timeout_ms with its TLS and credentials; a
+ * subscription is used by one thread at a time and freed by
+ * drl__redis_sub_close (NULL: no-op). */
+typedef struct drl__redis_sub drl__redis_sub;
+int drl__redis_sub_open(drl__redis_sub **out, drl_backend *node,
+			const char *channel, drl_error *err);
+/* The socket to poll for POLLIN; valid until drl__redis_sub_close. */
+int drl__redis_sub_fd(const drl__redis_sub *sub);
+/* Read what came (after poll said readable; never waits): fn(arg, msg,
+ * len) for each message on the channel, msg NUL-terminated. 0, or the
+ * error that ended the connection: close it. */
+int drl__redis_sub_read(drl__redis_sub *sub,
+			void (*fn)(void *arg, const char *msg, size_t len),
+			void *arg, drl_error *err);
+void drl__redis_sub_close(drl__redis_sub *sub);
 /* ROLE on a node: "master", "slave" or "sentinel" into role. */
 int drl__redis_role(drl_backend *node, char role[16], drl_error *err);
 

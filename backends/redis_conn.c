@@ -528,6 +528,32 @@ static int receive(rstore *s, conn *c, const char *what, drl_error *err)
 	}
 }
 
+/* What c's socket holds now, into c's reader, without waiting: one
+ * read() on plaintext (poll said readable), and on TLS every record
+ * OpenSSL can give until it would wait. 0, or the error that ended the
+ * connection (the server closed it, a TLS or reader error; c broken). */
+int drl__redis_read_now(rstore *s, conn *c, const char *what, drl_error *err)
+{
+	if (c->ssl == NULL) {
+		if (redisBufferRead(c->ctx) != REDIS_OK)
+			return drl__redis_ctx_error(s, c, what, errno, err);
+		return 0;
+	}
+	char buf[16384];
+	for (;;) {
+		short ev = POLLIN;
+		ssize_t n = drl__tls_read(c->ssl, buf, sizeof buf, &ev,
+					  &c->io_code, c->io_msg,
+					  sizeof c->io_msg);
+		if (n == 0)
+			return 0;
+		if (n < 0)
+			return drl__redis_io_error(s, c, what, err);
+		if (redisReaderFeed(c->ctx->reader, buf, (size_t)n) != REDIS_OK)
+			return reader_error(s, c, what, err);
+	}
+}
+
 /*
  * Send what is queued on c and read one reply, all by c's deadline.
  *

@@ -200,6 +200,10 @@ int drl__redis_io_error(rstore *s, conn *c, const char *what, drl_error *err);
  * is broken and err set. */
 int drl__redis_get_reply(rstore *s, conn *c, void **reply, const char *what,
 			 drl_error *err);
+/* What c's socket holds now (poll said readable), into c's reader,
+ * without waiting; 0, or the error that ended the connection (c broken,
+ * err set). For a connection that only listens (backends/redis_sub.c). */
+int drl__redis_read_now(rstore *s, conn *c, const char *what, drl_error *err);
 void drl__redis_free_replies(redisReply **r, size_t n);
 /* The call on c ran out of time: DRL_ETIMEDOUT, c broken. */
 int drl__redis_timeout_error(rstore *s, conn *c, const char *what,

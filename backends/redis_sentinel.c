@@ -22,12 +22,17 @@
  * server is a replica now: Sentinel turns the old master into one, and
  * kills its clients' connections when it does). The resolver then asks,
  * at most once every RETRY_GAP_MS while the trouble lasts; and every
- * sentinel_check_ms (default 1000, 0: never) in any case, for a failover
- * that left this client's connections alone. The sentinels' +switch-master
- * messages are not subscribed to: the errors and READONLY replies above
- * come first in every failover a sentinel performs (it disconnects the
- * clients of the instances it reconfigures), and a subscription would be
- * one more connection per sentinel and process to keep alive.
+ * sentinel_check_ms (default 1000, 0: never) in any case. And the
+ * resolver keeps a subscription to every sentinel's +switch-master
+ * (backends/redis_sub.c; one connection per sentinel and store, as
+ * Jedis's sentinel pool does): a graceful failover (SENTINEL FAILOVER)
+ * breaks none of this client's connections and leaves the old master a
+ * writable master for seconds, so without the message the store would
+ * write there until the next check. The sentinel that ran the failover
+ * says it first; the new master named is checked with ROLE and becomes
+ * the current one at once (on_switch). A subscription that breaks is
+ * opened again after 250 ms, doubling to 8 s; the periodic check stays
+ * for whatever a lost message misses.
  *
  * Moving. Switching is one atomic store of the current master: every call
  * that starts after it goes to the new master's store, whose pooled and
@@ -58,7 +63,9 @@
 #include "redis_sentinel.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -66,6 +73,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SENTINELS_MAX 16
 #define MASTERS_MAX 16 /* master addresses a store keeps track of */
@@ -74,6 +82,8 @@
 #define CHECK_MS_MAX 3600000
 #define RETRY_GAP_MS 100 /* resolutions at most this often on trouble */
 #define NAME_MAX_BYTES 128
+#define SUB_RETRY_MIN_MS 250  /* a lost subscription: first retry after */
+#define SUB_RETRY_MAX_MS 8000 /* doubling up to this */
 
 typedef struct mnode {
 	drl_backend *b; /* the master's store (redis.c) */
@@ -96,13 +106,23 @@ typedef struct sstore {
 	mnode masters[MASTERS_MAX];
 	size_t nmasters;
 
+	/* The resolver's subscriptions to +switch-master, one per sentinel:
+	 * NULL while down, (re)opened at sub_at[i] (ms), the next wait
+	 * after a failure sub_gap[i]. */
+	drl__redis_sub *sub[SENTINELS_MAX];
+	int64_t sub_at[SENTINELS_MAX], sub_gap[SENTINELS_MAX];
+
 	/* The current master's store; NULL: none known yet. */
 	_Atomic(drl_backend *) cur;
 
-	/* The resolver: kicked on trouble (kick_cv), each resolution counted
-	 * in `attempts` with its outcome (done_cv). Guarded by mu. */
+	/* The resolver: kicked on trouble (a byte on the `wake` pipe, which
+	 * its poll() watches with the subscriptions; wake_sent: one is
+	 * unread), each resolution counted in `attempts` with its outcome
+	 * (done_cv). Guarded by mu. */
 	pthread_mutex_t mu;
-	pthread_cond_t kick_cv, done_cv;
+	pthread_cond_t done_cv;
+	int wake[2];
+	bool wake_sent;
 	bool kicked, running, stop, thread_on;
 	uint64_t attempts;
 	int64_t last_end_ms;
@@ -239,18 +259,190 @@ static int resolve(sstore *ss, drl_error *err)
 
 /* ---- the resolver thread ------------------------------------------------ */
 
+/* Wake the resolver's poll(); mu held. */
+static void wake_locked(sstore *ss)
+{
+	if (ss->wake_sent)
+		return;
+	ss->wake_sent = true;
+	ssize_t w = write(ss->wake[1], "k", 1);
+	(void)w; /* full: a byte is unread, the resolver wakes anyway */
+}
+
 /* The master's store met trouble: have the resolver ask soon. */
 static void on_trouble(void *arg)
 {
 	sstore *ss = arg;
 	pthread_mutex_lock(&ss->mu);
 	ss->kicked = true;
-	pthread_cond_signal(&ss->kick_cv);
+	wake_locked(ss);
 	pthread_mutex_unlock(&ss->mu);
 }
 
-/* Resolve when kicked (at most every RETRY_GAP_MS) or every check_ms,
- * until stopped. */
+/* A resolution's end (rc 0: the master is known) for the waiters of
+ * await_resolution; a failed one asks again soon. */
+static void resolution_done(sstore *ss, int rc, const drl_error *e)
+{
+	pthread_mutex_lock(&ss->mu);
+	ss->running = false;
+	ss->attempts++;
+	ss->last = *e;
+	if (rc == 0)
+		ss->last.code = 0;
+	else if (ss->last.code == 0)
+		ss->last.code = rc;
+	ss->last_end_ms = mono_ms();
+	pthread_cond_broadcast(&ss->done_cv);
+	pthread_mutex_unlock(&ss->mu);
+}
+
+/*
+ * A sentinel said +switch-master "<name> <old ip> <old port> <new ip>
+ * <new port>" for our name: the new master, once ROLE says it is one,
+ * becomes the current one at once (the sentinel that ran the failover
+ * says it first; the others learn it from its hello messages, up to
+ * seconds later, and until then name the old master, which stays a
+ * writable master a while); sentinel i is asked first from now on. When
+ * the check fails, a resolution follows.
+ */
+static void on_switch(sstore *ss, size_t i, const char *host, int port)
+{
+	drl_backend *m = NULL;
+	drl_error e = {0};
+	char role[16];
+	pthread_mutex_lock(&ss->mu);
+	ss->running = true;
+	pthread_mutex_unlock(&ss->mu);
+	int rc = master_node(ss, host, port, &m, &e);
+	if (rc == 0 && m == atomic_load(&ss->cur)) {
+		pthread_mutex_lock(&ss->mu);
+		ss->running = false; /* already there: nothing to count */
+		pthread_cond_broadcast(&ss->done_cv);
+		pthread_mutex_unlock(&ss->mu);
+		return;
+	}
+	if (rc == 0)
+		rc = drl__redis_role(m, role, &e);
+	if (rc == 0 && strcmp(role, "master") != 0)
+		rc = drl_error_set(&e, DRL_EUNAVAILABLE,
+				   "redis sentinel %s: +switch-master to "
+				   "%.64s:%d, which says it is a %s",
+				   ss->sentinel_where[i], host, port, role);
+	if (rc == 0) {
+		ss->ask_first = i;
+		atomic_store(&ss->cur, m);
+	}
+	resolution_done(ss, rc, &e);
+	if (rc)
+		on_trouble(ss);
+}
+
+/* What one sentinel's subscription read: the last +switch-master for
+ * our name, if any. */
+typedef struct heard {
+	sstore *ss;
+	bool any;
+	char host[256];
+	int port;
+} heard;
+
+static void on_message(void *arg, const char *msg, size_t len)
+{
+	heard *h = arg;
+	char name[NAME_MAX_BYTES + 1], host[256];
+	int port;
+	(void)len;
+	if (sscanf(msg, "%128s %*s %*d %255s %d", name, host, &port) != 3 ||
+	    strcmp(name, h->ss->name) != 0 || port < 1 || port > 65535)
+		return;
+	memcpy(h->host, host, sizeof host);
+	h->port = port;
+	h->any = true;
+}
+
+/* Subscription i is lost (or could not be had): try again later. */
+static void sub_lost(sstore *ss, size_t i, int64_t now)
+{
+	drl__redis_sub_close(ss->sub[i]);
+	ss->sub[i] = NULL;
+	ss->sub_gap[i] = ss->sub_gap[i] ? ss->sub_gap[i] * 2 : SUB_RETRY_MIN_MS;
+	if (ss->sub_gap[i] > SUB_RETRY_MAX_MS)
+		ss->sub_gap[i] = SUB_RETRY_MAX_MS;
+	ss->sub_at[i] = now + ss->sub_gap[i];
+}
+
+/* Open the first subscription whose time has come (one at a time: an
+ * unreachable sentinel costs timeout_ms, and a kick must not wait for
+ * all of them). The time the next one is due (-1: none). */
+static int64_t subs_open(sstore *ss, int64_t now)
+{
+	int64_t next = -1;
+	bool opened = false;
+	for (size_t i = 0; i < ss->nsentinels; i++) {
+		if (ss->sub[i])
+			continue;
+		if (!opened && ss->sub_at[i] <= now) {
+			opened = true;
+			drl_error e = {0};
+			if (drl__redis_sub_open(&ss->sub[i], ss->sentinel[i],
+						"+switch-master", &e) == 0)
+				ss->sub_gap[i] = 0;
+			else
+				sub_lost(ss, i, mono_ms());
+			if (ss->sub[i])
+				continue;
+		}
+		if (next < 0 || ss->sub_at[i] < next)
+			next = ss->sub_at[i];
+	}
+	return opened ? mono_ms() : next;
+}
+
+/* Wait in poll() until `until` (ms; -1: no end) for the wake pipe or a
+ * subscription's message, and act on what came. */
+static void await_events(sstore *ss, int64_t until)
+{
+	struct pollfd p[SENTINELS_MAX + 1];
+	size_t who[SENTINELS_MAX + 1], n = 0;
+	p[n++] = (struct pollfd){.fd = ss->wake[0], .events = POLLIN};
+	for (size_t i = 0; i < ss->nsentinels; i++)
+		if (ss->sub[i]) {
+			who[n] = i;
+			p[n++] = (struct pollfd){.fd = drl__redis_sub_fd(
+							 ss->sub[i]),
+						 .events = POLLIN};
+		}
+	int64_t left = until < 0 ? -1 : until - mono_ms();
+	if (until >= 0 && left < 0)
+		left = 0;
+	if (poll(p, (nfds_t)n, left > INT32_MAX ? INT32_MAX : (int)left) <= 0)
+		return;
+	if (p[0].revents) {
+		char buf[64];
+		while (read(ss->wake[0], buf, sizeof buf) > 0)
+			;
+		pthread_mutex_lock(&ss->mu);
+		ss->wake_sent = false;
+		pthread_mutex_unlock(&ss->mu);
+	}
+	for (size_t k = 1; k < n; k++) {
+		if (p[k].revents == 0)
+			continue;
+		size_t i = who[k];
+		heard h = {.ss = ss};
+		drl_error e = {0};
+		if (drl__redis_sub_read(ss->sub[i], on_message, &h, &e) != 0)
+			sub_lost(ss, i, mono_ms());
+		if (h.any)
+			on_switch(ss, i, h.host, h.port);
+	}
+}
+
+/*
+ * Resolve when kicked (at most every RETRY_GAP_MS) or every check_ms;
+ * meanwhile keep a subscription to every sentinel's +switch-master and
+ * move at once when one is heard. Until stopped.
+ */
 static void *resolver(void *arg)
 {
 	sstore *ss = arg;
@@ -259,26 +451,23 @@ static void *resolver(void *arg)
 		int64_t due = ss->kicked     ? ss->last_end_ms + RETRY_GAP_MS
 			      : ss->check_ms ? ss->last_end_ms + ss->check_ms
 					     : -1;
-		if (due < 0) {
-			pthread_cond_wait(&ss->kick_cv, &ss->mu);
+		int64_t now = mono_ms();
+		if (due >= 0 && now >= due) {
+			ss->kicked = false;
+			ss->running = true;
+			pthread_mutex_unlock(&ss->mu);
+			drl_error e = {0};
+			int rc = resolve(ss, &e);
+			resolution_done(ss, rc, &e);
+			pthread_mutex_lock(&ss->mu);
 			continue;
 		}
-		if (mono_ms() < due) {
-			struct timespec ts = at_ms(due);
-			pthread_cond_timedwait(&ss->kick_cv, &ss->mu, &ts);
-			continue;
-		}
-		ss->kicked = false;
-		ss->running = true;
 		pthread_mutex_unlock(&ss->mu);
-		drl_error e = {0};
-		resolve(ss, &e);
+		int64_t sub_due = subs_open(ss, now);
+		if (sub_due >= 0 && (due < 0 || sub_due < due))
+			due = sub_due;
+		await_events(ss, due);
 		pthread_mutex_lock(&ss->mu);
-		ss->running = false;
-		ss->attempts++;
-		ss->last = e;
-		ss->last_end_ms = mono_ms();
-		pthread_cond_broadcast(&ss->done_cv);
 	}
 	pthread_mutex_unlock(&ss->mu);
 	return NULL;
@@ -292,7 +481,7 @@ static void await_resolution(sstore *ss, int64_t dl_ms)
 	pthread_mutex_lock(&ss->mu);
 	uint64_t target = ss->attempts + (ss->running ? 2 : 1);
 	ss->kicked = true;
-	pthread_cond_signal(&ss->kick_cv);
+	wake_locked(ss);
 	while (!ss->stop && ss->attempts < target)
 		if (pthread_cond_timedwait(&ss->done_cv, &ss->mu, &dl) ==
 		    ETIMEDOUT)
@@ -547,20 +736,23 @@ static void s_destroy(drl_backend *b)
 	if (ss->thread_on) {
 		pthread_mutex_lock(&ss->mu);
 		ss->stop = true;
-		pthread_cond_broadcast(&ss->kick_cv);
+		wake_locked(ss);
 		pthread_cond_broadcast(&ss->done_cv);
 		pthread_mutex_unlock(&ss->mu);
 		pthread_join(ss->thread, NULL);
 	}
+	for (size_t i = 0; i < ss->nsentinels; i++)
+		drl__redis_sub_close(ss->sub[i]);
 	for (size_t i = 0; i < ss->nmasters; i++)
 		ss->masters[i].b->destroy(ss->masters[i].b);
 	for (size_t i = 0; i < ss->nsentinels; i++)
 		ss->sentinel[i]->destroy(ss->sentinel[i]);
 	if (ss->tmpl)
 		ss->tmpl->destroy(ss->tmpl);
-	pthread_cond_destroy(&ss->kick_cv);
 	pthread_cond_destroy(&ss->done_cv);
 	pthread_mutex_destroy(&ss->mu);
+	close(ss->wake[0]);
+	close(ss->wake[1]);
 	free(ss->name);
 	free(ss);
 }
@@ -637,26 +829,28 @@ static int parse(sstore *ss, drl_uri *uri, drl_error *err)
 	return rc;
 }
 
-/* Mutex and condition variables (on CLOCK_MONOTONIC); -1 on failure. */
+/* Mutex, condition variable (on CLOCK_MONOTONIC), wake pipe; -1 on
+ * failure. */
 static int init_sync(sstore *ss)
 {
 	pthread_condattr_t ca;
-	if (pthread_condattr_init(&ca) != 0)
+	if (pipe2(ss->wake, O_CLOEXEC | O_NONBLOCK) != 0)
 		return -1;
+	if (pthread_condattr_init(&ca) != 0)
+		goto no_cv;
 	int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	if (rc == 0 && pthread_cond_init(&ss->kick_cv, &ca) != 0)
+	if (rc == 0 && pthread_cond_init(&ss->done_cv, &ca) != 0)
 		rc = -1;
-	if (rc == 0 && pthread_cond_init(&ss->done_cv, &ca) != 0) {
-		pthread_cond_destroy(&ss->kick_cv);
-		rc = -1;
-	}
 	pthread_condattr_destroy(&ca);
-	if (rc == 0 && pthread_mutex_init(&ss->mu, NULL) != 0) {
-		pthread_cond_destroy(&ss->kick_cv);
-		pthread_cond_destroy(&ss->done_cv);
-		rc = -1;
-	}
-	return rc ? -1 : 0;
+	if (rc != 0)
+		goto no_cv;
+	if (pthread_mutex_init(&ss->mu, NULL) == 0)
+		return 0;
+	pthread_cond_destroy(&ss->done_cv);
+no_cv:
+	close(ss->wake[0]);
+	close(ss->wake[1]);
+	return -1;
 }
 
 /* The resolver thread, every signal blocked (it inherits the mask). */

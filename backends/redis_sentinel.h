@@ -13,8 +13,10 @@
  * The hosts are sentinels (port 26379 when none is written), the path the
  * name the sentinels monitor the master by. user:password are the
  * master's (AUTH on the master, as redis://); the sentinels' own are
- * sentinel_user= and sentinel_password=. sentinel_check_ms=N (1000; 0:
- * never) asks the sentinels that often even when nothing failed. Every
+ * sentinel_user= and sentinel_password=. The store moves when a sentinel
+ * publishes +switch-master (a subscription to each sentinel);
+ * sentinel_check_ms=N (1000; 0: never) asks the sentinels that often
+ * even when nothing failed. Every
  * other option as for redis:// (tx, clock, timeout_ms, pool, pipelines,
  * prefix, db, connect, tls_*), applied to the master.
  *

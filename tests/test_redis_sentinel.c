@@ -7,11 +7,13 @@
  * second or two.
  *
  * - A store finds the master by its name and decides exactly there.
- * - SENTINEL FAILOVER while threads decide on two stores (pooled
- *   connections with tx=watch, pipelined ones with tx=lua): every call
- *   ends in a decision or an error (the threads are joined with a
- *   deadline), both stores reach the new master (its commandstats count
- *   their calls) and decide exactly there, the same store objects.
+ * - SENTINEL FAILOVER while threads decide on three stores (pooled
+ *   connections with tx=watch, pipelined ones with tx=lua, and one with
+ *   no periodic check, which only +switch-master can move: the old
+ *   master is never demoted here): every call ends in a decision or an
+ *   error (the threads are joined with a deadline), every store reaches
+ *   the new master (its client list shows their calls) and decides
+ *   exactly there, the same store objects.
  * - Killing a master: the store reaches the replica the sentinels
  *   promote.
  * - A wrong master name, no reachable sentinel, a wrong or missing
@@ -37,8 +39,8 @@
 /* Group a (SENTINEL FAILOVER) and group b (kill): master and replica. */
 static drl_server ma, ra, mb, rb, sen[3];
 static int have;
-static char master_args[2][8][32];
-static const char *margs[2][9], *rargs[2][9];
+static char master_args[2][12][32];
+static const char *margs[2][13], *rargs[2][9];
 static char conf[3][12][96];
 static const char *confp[3][13];
 
@@ -160,15 +162,25 @@ static bool replica_known(const char *name)
 
 /* ---- setup ---------------------------------------------------------------- */
 
+/* Group g's master; group a's (SENTINEL FAILOVER) cannot be made a
+ * replica (REPLICAOF and SLAVEOF renamed away): after the failover it
+ * stays a writable master for good, as it does for seconds without the
+ * renames, so a store that moved did so because a sentinel told it. */
 static void server_args(int g)
 {
+	static const char *const renames[8] = {
+		"--rename-command", "REPLICAOF", "hidden-replicaof",
+		"--rename-command", "SLAVEOF",   "hidden-slaveof"};
 	snprintf(master_args[g][0], 32, "--requirepass");
 	snprintf(master_args[g][1], 32, MPASS);
 	snprintf(master_args[g][2], 32, "--masterauth");
 	snprintf(master_args[g][3], 32, MPASS);
 	for (int i = 0; i < 4; i++)
 		margs[g][i] = master_args[g][i];
-	margs[g][4] = NULL;
+	size_t n = 4;
+	for (int i = 0; g == 0 && i < 6; i++)
+		margs[g][n++] = renames[i];
+	margs[g][n] = NULL;
 }
 
 static void replica_args(int g, int master_port)
@@ -339,10 +351,11 @@ static void *run_thread(void *arg)
 	return NULL;
 }
 
-static void runners_start(runner *r, size_t n, drl_store **s)
+/* n runners, runner i on store s[i % ns]. */
+static void runners_start(runner *r, size_t n, drl_store **s, size_t ns)
 {
 	for (size_t i = 0; i < n; i++) {
-		r[i].l = tu_limiter(s[i % 2], "gcra:1000000000/1h", "fo:");
+		r[i].l = tu_limiter(s[i % ns], "gcra:1000000000/1h", "fo:");
 		snprintf(r[i].key, sizeof r[i].key, "k%zu", i);
 		atomic_init(&r[i].stop, false);
 		atomic_init(&r[i].done, false);
@@ -388,20 +401,26 @@ static void test_sentinel_failover(void **state)
 	(void)state;
 	if (!have)
 		skip();
-	char u1[600], u2[600];
-	drl_store *s[2] = {
+	char u1[600], u2[600], u3[600];
+	/* Pipelined, pooled, and one that only the sentinels' +switch-master
+	 * can move (no periodic check; the old master is never demoted, so
+	 * no connection of it breaks and no write is refused). */
+	drl_store *s[3] = {
 		tu_store(uri_of(u1, sizeof u1, "ga", "&tx=lua&db=1")),
 		tu_store(uri_of(u2, sizeof u2, "ga",
-				"&tx=watch&pipelines=0&db=2"))};
+				"&tx=watch&pipelines=0&db=2")),
+		tu_store(uri_of(u3, sizeof u3, "ga",
+				"&tx=lua&db=4&sentinel_check_ms=0"))};
 	int old = sentinel_master_port("ga");
 	int neu = old == ma.port ? ra.port : ma.port;
 	assert_true(TU_WAIT_FOR(replica_known("ga"), tu_bound_ms(10000)));
-	runner r[4];
-	runners_start(r, 4, s);
+	runner r[6];
+	runners_start(r, 6, s, 3);
 	assert_true(TU_WAIT_FOR(atomic_load(&r[0].ok) > 10 &&
-					atomic_load(&r[1].ok) > 10,
+					atomic_load(&r[1].ok) > 10 &&
+					atomic_load(&r[2].ok) > 10,
 				tu_bound_ms(5000)));
-	assert_false(store_on(neu, 1) || store_on(neu, 2));
+	assert_false(store_on(neu, 1) || store_on(neu, 2) || store_on(neu, 4));
 	int64_t t0 = tu_mono_ms();
 	redisReply *f = cmd(sen[0].port, SPASS, "SENTINEL FAILOVER ga");
 	assert_non_null(f);
@@ -414,22 +433,32 @@ static void test_sentinel_failover(void **state)
 	/* Both stores, pipelined (tx=lua) and pooled (tx=watch), move. */
 	int64_t lua = until_store_on(neu, 1, t0);
 	int64_t watch = until_store_on(neu, 2, t0);
+	int64_t heard = until_store_on(neu, 4, t0);
 	assert_true(lua >= 0 && watch >= 0);
+	if (heard < 0)
+		fail_msg("a store with sentinel_check_ms=0 stays on the old "
+			 "master: +switch-master not heard");
 	assert_true(is_master(neu));
+	assert_true(is_master(old)); /* nothing but the message moved it */
 	printf("# SENTINEL FAILOVER: the sentinels name the new master after "
 	       "%lld ms; first decision there after %lld ms (tx=lua, "
-	       "pipelined), %lld ms (tx=watch, pooled)\n",
-	       (long long)switched, (long long)lua, (long long)watch);
-	runners_stop(r, 4, "SENTINEL FAILOVER");
+	       "pipelined), %lld ms (tx=watch, pooled), %lld ms "
+	       "(sentinel_check_ms=0)\n",
+	       (long long)switched, (long long)lua, (long long)watch,
+	       (long long)heard);
+	runners_stop(r, 6, "SENTINEL FAILOVER");
 	/* The same store objects decide exactly there (the old master is
 	 * still a master until the sentinels turn it into a replica: its
 	 * keys would not be the new master's). */
 	exact_on(s[0], "gcra:50/1h", "b1");
 	exact_on(s[1], "token_bucket:50/1h", "b2");
+	exact_on(s[2], "sliding_window:50/1h", "b3");
 	assert_true(has_keys(neu, 1, "exact:*"));
 	assert_true(has_keys(neu, 2, "exact:*"));
-	drl_store_free(s[0]);
-	drl_store_free(s[1]);
+	assert_true(has_keys(neu, 4, "exact:*"));
+	assert_false(has_keys(old, 4, "exact:*"));
+	for (int i = 0; i < 3; i++)
+		drl_store_free(s[i]);
 	/* A store opened now goes to the new master and is exact there. */
 	if (getenv("DRL_VALGRIND") == NULL)
 		hot_key_run(u1, "fixed_window:200/1m", 2);
@@ -450,7 +479,7 @@ static void test_master_killed(void **state)
 			 mb.port, rb.port);
 	assert_true(TU_WAIT_FOR(replica_known("gb"), tu_bound_ms(10000)));
 	runner r[2];
-	runners_start(r, 2, s);
+	runners_start(r, 2, s, 2);
 	assert_true(TU_WAIT_FOR(atomic_load(&r[0].ok) > 10,
 				tu_bound_ms(5000)));
 	assert_false(store_on(rb.port, 3));
