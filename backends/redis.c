@@ -263,12 +263,16 @@ static int exec_result(rstore *s, conn *c, redisReply **r, size_t n,
 		c->broken = true;
 		return drl__redis_reply_error(s, "MULTI", r[0], false, err);
 	}
+	/* A command refused when queued aborts the EXEC: nothing ran. */
 	for (size_t i = 1; i + 1 < n; i++)
 		if (!drl__redis_is_status(r[i], "QUEUED")) {
 			if (r[i]->type != REDIS_REPLY_ERROR)
 				c->broken = true;
-			return drl__redis_reply_error(s, what, r[i],
-						      value_err_corrupt, err);
+			return drl__redis_refused(
+				s, r[i],
+				drl__redis_reply_error(s, what, r[i],
+						       value_err_corrupt,
+						       err));
 		}
 	if (e->type == REDIS_REPLY_NIL) {
 		c->watching = false; /* EXEC always ends the WATCH */
@@ -321,7 +325,7 @@ static int checkout(rstore *s, conn **out, const struct timespec *dl,
 				pthread_cond_signal(&s->cv);
 				pthread_mutex_unlock(&s->mu);
 			}
-			return rc;
+			return drl__redis_unsent_mark(s, rc);
 		}
 		if (pthread_cond_timedwait(&s->cv, &s->mu, dl) == ETIMEDOUT) {
 			pthread_mutex_unlock(&s->mu);
@@ -868,7 +872,9 @@ static int r_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 				   "loaded",
 				   s->where);
 	else if (!drl__redis_is_status(r[0], "OK"))
-		rc = drl__redis_reply_error(s, "SET", r[0], false, err);
+		rc = drl__redis_refused(
+			s, r[0],
+			drl__redis_reply_error(s, "SET", r[0], false, err));
 	drl__redis_free_replies(r, 1);
 	drl__redis_release(s, c);
 	return rc;
@@ -939,8 +945,10 @@ static int r_del(drl_backend *b, size_t n, const drl_bytes *keys,
 				 err);
 		if (rc == 0) {
 			if (r->type != REDIS_REPLY_INTEGER)
-				rc = drl__redis_reply_error(s, "DEL", r, false,
-							    err);
+				rc = drl__redis_refused(
+					s, r,
+					drl__redis_reply_error(s, "DEL", r,
+							       false, err));
 			freeReplyObject(r);
 			drl__redis_release(s, c);
 		}
@@ -1297,6 +1305,7 @@ void drl__redis_watch(drl_backend *node, void (*trouble)(void *arg),
 	rstore *s = (rstore *)node;
 	s->trouble_arg = arg;
 	s->trouble = trouble;
+	s->mark_unsent = true;
 }
 
 /* SENTINEL GET-MASTER-ADDR-BY-NAME name: ["host", "port"], or nil. */
@@ -1351,7 +1360,7 @@ int drl__redis_role(drl_backend *node, char role[16], drl_error *err)
 	conn proxy, *c;
 	int rc = one_command(s, 1, argv, lens, &proxy, &c, r, err);
 	if (rc)
-		return rc;
+		return drl__redis_code(rc); /* never run again */
 	const redisReply *t = r[0];
 	if (t->type == REDIS_REPLY_ARRAY && t->elements > 0 &&
 	    t->element[0]->type == REDIS_REPLY_STRING &&

@@ -34,6 +34,27 @@ int drl__redis_open(drl_backend **out, drl_uri *uri, drl_error *err);
  * Redis's text. Never leaves the cluster store. */
 #define DRL__EREDIRECT (-1000)
 
+/*
+ * What a watched node (drl__redis_watch: a Redis Sentinel's master)
+ * returns, instead of `code`, for a failure after which nothing of the
+ * call ran on the server, so the call may run again elsewhere: no
+ * connection could be opened for it (refused, reset or refused at setup,
+ * the TLS handshake), or the server refused its write with READONLY (it
+ * is a replica now). err->code stays `code`. Never leaves the sentinel
+ * store: drl__redis_code() gives `code` back.
+ */
+#define DRL__UNSENT_BASE (-2000)
+#define DRL__UNSENT(code) (DRL__UNSENT_BASE + (code))
+static inline bool drl__redis_unsent(int rc)
+{
+	return rc < DRL__UNSENT_BASE && rc > DRL__UNSENT_BASE - 1000;
+}
+/* The code a caller outside the sentinel store may see. */
+static inline int drl__redis_code(int rc)
+{
+	return drl__redis_unsent(rc) ? rc - DRL__UNSENT_BASE : rc;
+}
+
 enum {
 	DRL__REDIS_MOVED = 1,    /* the slot lives on host:port now */
 	DRL__REDIS_ASK = 2,      /* this key: ask host:port, with ASKING */
@@ -82,7 +103,9 @@ int drl__redis_sentinel_node(drl_backend **out, const drl_backend *tmpl,
 /* Have `trouble(arg)` called, from any thread, whenever a call on node
  * (a store of drl__redis_node) meets what may mean a failover: the
  * server unreachable, a connection broken or timed out, a READONLY
- * reply. Set before the node's first call. */
+ * reply; and have the node's blocking calls return DRL__UNSENT(code)
+ * for a failure after which nothing ran. Set before the node's first
+ * call. */
 void drl__redis_watch(drl_backend *node, void (*trouble)(void *arg),
 		      void *arg);
 /* SENTINEL GET-MASTER-ADDR-BY-NAME `name` on a sentinel node: *known
@@ -107,7 +130,8 @@ int drl__redis_sub_read(drl__redis_sub *sub,
 			void (*fn)(void *arg, const char *msg, size_t len),
 			void *arg, drl_error *err);
 void drl__redis_sub_close(drl__redis_sub *sub);
-/* ROLE on a node: "master", "slave" or "sentinel" into role. */
+/* ROLE on a node: "master", "slave" or "sentinel" into role; a plain
+ * code on failure (never DRL__UNSENT). */
 int drl__redis_role(drl_backend *node, char role[16], drl_error *err);
 
 /* CLUSTER SLOTS on `node`: fn(arg, first, last, host, port, master) for

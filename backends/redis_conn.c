@@ -59,11 +59,31 @@ void drl__redis_trouble(rstore *s)
 		s->trouble(s->trouble_arg);
 }
 
+/* An error reply with Redis's READONLY code: a write sent to a
+ * replica. */
+static bool is_readonly(const redisReply *r)
+{
+	return r && r->type == REDIS_REPLY_ERROR && r->str &&
+	       strncmp(r->str, "READONLY", 8) == 0;
+}
+
 void drl__redis_readonly_check(rstore *s, const redisReply *r)
 {
-	if (r && r->type == REDIS_REPLY_ERROR && r->str &&
-	    strncmp(r->str, "READONLY", 8) == 0)
+	if (is_readonly(r))
 		drl__redis_trouble(s);
+}
+
+int drl__redis_unsent_mark(rstore *s, int rc)
+{
+	if (!s->mark_unsent || rc >= 0 || rc == DRL__EREDIRECT ||
+	    drl__redis_unsent(rc))
+		return rc;
+	return DRL__UNSENT(rc);
+}
+
+int drl__redis_refused(rstore *s, const redisReply *r, int rc)
+{
+	return is_readonly(r) ? drl__redis_unsent_mark(s, rc) : rc;
 }
 
 /* Mark c broken and report its context error: DRL_ETIMEDOUT for a

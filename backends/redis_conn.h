@@ -94,7 +94,8 @@ struct rreq {
 	const char *what;
 	int rc;
 	drl_error err;
-	bool done;  /* rc, err and r[] are final (set before `wake`) */
+	bool unsent; /* it failed before any of it was sent */
+	bool done;   /* rc, err and r[] are final (set before `wake`) */
 	sem_t wake; /* posted once: done, or this call leads next */
 	/* A started call: run once, outside every lock of the pipe; it may
 	 * start the call again (a NOSCRIPT's second round trip) or free
@@ -142,6 +143,9 @@ struct rstore {
 	 * NULL: nobody asks. */
 	void (*trouble)(void *arg);
 	void *trouble_arg;
+	/* Blocking calls say DRL__UNSENT(code) (redis.h) for a failure
+	 * after which nothing ran; set with `trouble`. */
+	bool mark_unsent;
 	char *prefix;
 	size_t prefixlen;
 	char where[128]; /* "host:port" or the socket path, for messages */
@@ -246,6 +250,13 @@ void drl__redis_trouble(rstore *s);
 /* drl__redis_trouble(s) when error reply r is READONLY (s's server is a
  * replica now). */
 void drl__redis_readonly_check(rstore *s, const redisReply *r);
+/* Failure rc of a call after which nothing of it ran on the server:
+ * DRL__UNSENT(rc) when s->mark_unsent, rc otherwise. */
+int drl__redis_unsent_mark(rstore *s, int rc);
+/* Failure rc of a call whose reply r (the first of its writes, or any
+ * in MULTI) was an error: marked unsent when r is READONLY (the write
+ * was refused: nothing ran), rc otherwise. */
+int drl__redis_refused(rstore *s, const redisReply *r, int rc);
 /* A reply type's name ("string", "array", ...) for messages. */
 const char *drl__redis_reply_type_name(int type);
 

@@ -31,6 +31,7 @@
  * A started call travels on the store's shared connections
  * (backends/redis_pipe.c) as a started script call does.
  */
+#include "redis.h"
 #include "redis_conn.h"
 
 #include <hiredis/hiredis.h>
@@ -106,8 +107,10 @@ static int append_add_read(rstore *s, conn *c, size_t n, const drl_bytes *keys,
 static int add_read_result(rstore *s, redisReply **r, size_t n, int64_t *values,
 			   drl_error *err)
 {
-	if (r[0]->type != REDIS_REPLY_INTEGER)
-		return drl__redis_reply_error(s, "INCRBY", r[0], true, err);
+	if (r[0]->type != REDIS_REPLY_INTEGER) /* INCRBY refused: none ran */
+		return drl__redis_refused(
+			s, r[0],
+			drl__redis_reply_error(s, "INCRBY", r[0], true, err));
 	if (r[1]->type != REDIS_REPLY_INTEGER)
 		return drl__redis_reply_error(s, "PEXPIRE", r[1], false, err);
 	values[0] = r[0]->integer;
@@ -199,7 +202,9 @@ static void add_complete(rstore *s, rreq *q)
 	int rc = q->rc; /* on failure the pipe freed what it had read */
 	if (rc == 0)
 		rc = add_read_result(s, a->r, a->n, a->values, &err);
-	a->done(a->arg, rc, a->values, a->n, rc ? &err : NULL);
+	/* A started call is never run again: the plain code. */
+	a->done(a->arg, drl__redis_code(rc), a->values, a->n,
+		rc ? &err : NULL);
 	add_call_free(a, q->rc == 0);
 }
 

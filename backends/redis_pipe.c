@@ -220,8 +220,10 @@ static void pipe_run(rstore *s, conn **cp, rreq *batch)
 	if (c == NULL &&
 	    drl__redis_conn_open(s, &c, &first->deadline, &e) != 0) {
 		for (rreq *q = first; q; q = q->next)
-			if (q->rc == 0)
+			if (q->rc == 0) {
 				req_fail(q, &e);
+				q->unsent = true;
+			}
 		*cp = NULL;
 		return;
 	}
@@ -367,7 +369,7 @@ int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
 	sem_destroy(&q.wake);
 	if (q.rc && err)
 		*err = q.err;
-	return q.rc;
+	return q.unsent ? drl__redis_unsent_mark(s, q.rc) : q.rc;
 }
 
 /*

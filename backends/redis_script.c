@@ -16,6 +16,7 @@
  * take their connection from the store (drl__redis_acquire_shared,
  * backends/redis.c): a shared one, or one of the pool.
  */
+#include "redis.h"
 #include "redis_conn.h"
 
 #include <hiredis/hiredis.h>
@@ -116,9 +117,13 @@ static int script_result(rstore *s, const drl_script *sc, const redisReply *r,
 		/* A twin that finds malformed state answers "ECORRUPT ...". */
 		int n = (int)(r->len < MSG_ERR_MAX ? r->len : MSG_ERR_MAX);
 		bool corrupt = r->str && strncmp(r->str, "ECORRUPT ", 9) == 0;
-		return drl_error_set(err, corrupt ? DRL_ECORRUPT : DRL_ESTORE,
-				     "redis %s: script %s: %.*s", s->where,
-				     name, n, r->str ? r->str : "");
+		/* READONLY: the script's first write was refused (a replica
+		 * refuses them all, and a script runs whole): nothing ran. */
+		return drl__redis_refused(
+			s, r,
+			drl_error_set(err, corrupt ? DRL_ECORRUPT : DRL_ESTORE,
+				      "redis %s: script %s: %.*s", s->where,
+				      name, n, r->str ? r->str : ""));
 	}
 	default:
 		return drl_error_set(err, DRL_EINTERNAL,
@@ -388,7 +393,8 @@ static void eval_complete(rstore *s, rreq *q)
 	if (rc == 0)
 		rc = script_result(s, e->script, e->r[0], e->out, e->nout,
 				   &nret, &err);
-	e->done(e->arg, rc, e->out, nret, rc ? &err : NULL);
+	/* A started call is never run again: the plain code. */
+	e->done(e->arg, drl__redis_code(rc), e->out, nret, rc ? &err : NULL);
 	eval_call_free(e);
 }
 

@@ -518,22 +518,24 @@ static drl_backend *master(sstore *ss, drl_error *err)
 
 typedef int (*op_fn)(drl_backend *m, void *arg, drl_error *err);
 
-/* A failure after which nothing ran on the server: the connection was
- * refused (redis_conn.c's "connect" step) or the write was (READONLY). */
-static bool unsent(int rc, const drl_error *e)
+/* Whether a call that failed with rc may run on a new master: nothing of
+ * it ran (the master's store says so: DRL__UNSENT, redis.h) and it did
+ * not fail for want of time (its timeout_ms is spent) or memory. */
+static bool may_rerun(int rc)
 {
-	return (rc == DRL_EUNAVAILABLE && strstr(e->message, ": connect: ")) ||
-	       (rc == DRL_ESTORE && strstr(e->message, "READONLY"));
+	int code = drl__redis_code(rc);
+	return drl__redis_unsent(rc) && code != DRL_ETIMEDOUT &&
+	       code != DRL_ENOMEM;
 }
 
-/* Run op on the current master; once more on a new master when it failed
- * unsent and the resolver moved the master meanwhile. */
+/* Run op on the current master; once more on a new master when nothing
+ * of it ran and the resolver moved the master meanwhile. */
 static int run(sstore *ss, op_fn op, void *arg, drl_error *err)
 {
 	drl_error e = {0};
 	drl_backend *m = master(ss, &e);
 	int rc = m ? op(m, arg, &e) : e.code;
-	if (rc && m && unsent(rc, &e)) {
+	if (rc && m && may_rerun(rc)) {
 		await_resolution(ss, mono_ms() + ss->timeout_ms);
 		drl_backend *n = atomic_load(&ss->cur);
 		if (n && n != m) {
@@ -541,6 +543,7 @@ static int run(sstore *ss, op_fn op, void *arg, drl_error *err)
 			rc = op(n, arg, &e);
 		}
 	}
+	rc = drl__redis_code(rc);
 	if (rc && err)
 		*err = e;
 	return rc;

@@ -16,6 +16,11 @@
  *   exactly there, the same store objects.
  * - Killing a master: the store reaches the replica the sentinels
  *   promote.
+ * - The master's store says, by its return code alone (DRL__UNSENT),
+ *   when nothing of a failed call ran (a refused connection, a READONLY
+ *   reply: the calls the sentinel store runs again on a new master), and
+ *   only then (an error after the call ran, a started call, a store
+ *   nobody watches: the plain code).
  * - A wrong master name, no reachable sentinel, a wrong or missing
  *   sentinel password and bad URIs each end in a clear error; on_error=
  *   answers while no sentinel answers.
@@ -23,6 +28,7 @@
  * Printed (not asserted): the time from SENTINEL FAILOVER, and from the
  * kill, to the first decision on the new master (docs/performance.md).
  */
+#include "backends/redis.h"
 #include "hot_key.h"
 #include "server_fixture.h"
 #include "testutil.h"
@@ -497,6 +503,144 @@ static void test_master_killed(void **state)
 	drl_store_free(s[0]);
 }
 
+/* ---- the "nothing ran" signal of the master's store ---------------------- */
+
+static void count_trouble(void *arg)
+{
+	atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+/* A store of the server on port, as the sentinel store makes one for a
+ * master (redis_sentinel.c: drl__redis_node), with options opts; watched
+ * (counting its trouble in *seen) or not. */
+static drl_backend *node_of(int port, const char *opts, atomic_int *seen)
+{
+	char text[300];
+	snprintf(text, sizeof text,
+		 "redis-sentinel://:" MPASS "@127.0.0.1:1/gb?timeout_ms=%lld%s",
+		 (long long)tu_bound_ms(500), opts);
+	drl_uri *u = NULL;
+	drl_backend *t = NULL, *b = NULL;
+	drl_error err = {0};
+	assert_int_equal(drl_uri_parse(&u, text, &err), 0);
+	if (drl__redis_template(&t, u, &err) != 0 ||
+	    drl__redis_node(&b, t, "127.0.0.1", port, &err) != 0)
+		fail_msg("%s: %s", text, err.message);
+	t->destroy(t);
+	drl_uri_free(u);
+	if (seen)
+		drl__redis_watch(b, count_trouble, seen);
+	return b;
+}
+
+/* rc is DRL__UNSENT(code) (watched) or code, err has code and `says`. */
+static void says(int rc, const drl_error *err, bool watched, int code,
+		 const char *what)
+{
+	if (rc != (watched ? DRL__UNSENT(code) : code) || err->code != code ||
+	    strstr(err->message, what) == NULL)
+		fail_msg("rc %d, err %d (%s); expected %s%d, \"%s\"", rc,
+			 err->code, err->message, watched ? "unsent " : "",
+			 code, what);
+}
+
+static const drl_script incr_script = {
+	"incr", "return redis.call('INCRBY', KEYS[1], ARGV[1])"};
+
+/* Every write path on the replica: READONLY, nothing ran. */
+static void writes_refused(int replica, bool watched)
+{
+	atomic_int seen;
+	atomic_init(&seen, 0);
+	atomic_int *w = watched ? &seen : NULL;
+	drl_bytes key = {(const unsigned char *)"u:k", 3};
+	int64_t v[2], out[1], arg = 1;
+	size_t nret;
+	drl_error err = {0};
+	drl_backend *b = node_of(replica, "&tx=lua", w);
+	says(b->eval(b, &incr_script, 1, &key, 1, &arg, out, 1, &nret, &err),
+	     &err, watched, DRL_ESTORE, "READONLY");
+	says(b->del(b, 1, &key, &err), &err, watched, DRL_ESTORE, "READONLY");
+	assert_int_equal(b->get_many(b, 1, &key, v, &err), 0); /* a read */
+	b->destroy(b);
+	b = node_of(replica, "&tx=watch&pipelines=0", w);
+	says(b->incr(b, key, 1, SEC, v, &err), &err, watched, DRL_ESTORE,
+	     "READONLY");
+	says(b->cas(b, key, "x", 1, 0, SEC, &err), &err, watched, DRL_ESTORE,
+	     "READONLY");
+	b->destroy(b);
+	b = node_of(replica, "&tx=auto", w);
+	says(b->add_read(b, 1, &key, 1, SEC, v, &err), &err, watched,
+	     DRL_ESTORE, "READONLY");
+	b->destroy(b);
+	assert_true(watched ? atomic_load(&seen) >= 5 : true);
+}
+
+typedef struct started {
+	atomic_int rc;
+	atomic_bool done;
+} started;
+
+static void started_done(void *arg, int rc, const int64_t *out, size_t nret,
+			 const drl_error *err)
+{
+	started *st = arg;
+	(void)out;
+	(void)nret;
+	(void)err;
+	atomic_store(&st->rc, rc);
+	atomic_store(&st->done, true);
+}
+
+static void test_unsent_signal(void **state)
+{
+	(void)state;
+	if (!have)
+		skip();
+	assert_true(is_master(mb.port) && !is_master(rb.port));
+	writes_refused(rb.port, true);
+	writes_refused(rb.port, false);
+
+	/* Nothing listens on port 1: no connection, nothing sent, pooled
+	 * and pipelined. */
+	atomic_int seen;
+	atomic_init(&seen, 0);
+	drl_bytes key = {(const unsigned char *)"u:k", 3};
+	int64_t v[2];
+	drl_error err = {0};
+	drl_backend *b = node_of(1, "&tx=watch&pipelines=0", &seen);
+	says(b->incr(b, key, 1, SEC, v, &err), &err, true, DRL_EUNAVAILABLE,
+	     "127.0.0.1:1");
+	b->destroy(b);
+	b = node_of(1, "&tx=auto", &seen);
+	says(b->add_read(b, 1, &key, 1, SEC, v, &err), &err, true,
+	     DRL_EUNAVAILABLE, "127.0.0.1:1");
+	/* A started call is never run again: its callback gets the plain
+	 * code. */
+	started st;
+	atomic_init(&st.rc, 0);
+	atomic_init(&st.done, false);
+	assert_int_equal(b->add_read_start(b, 1, &key, 1, SEC, started_done,
+					   &st, &err),
+			 0);
+	assert_true(TU_WAIT_FOR(atomic_load(&st.done), tu_bound_ms(5000)));
+	assert_int_equal(atomic_load(&st.rc), DRL_EUNAVAILABLE);
+	b->destroy(b);
+	b = node_of(1, "&tx=auto", NULL);
+	says(b->add_read(b, 1, &key, 1, SEC, v, &err), &err, false,
+	     DRL_EUNAVAILABLE, "127.0.0.1:1");
+	b->destroy(b);
+
+	/* A call that ran and failed on the master: the plain code. */
+	freeReplyObject(cmd(mb.port, MPASS, "SET u:bad notanumber"));
+	drl_bytes bad = {(const unsigned char *)"u:bad", 5};
+	b = node_of(mb.port, "&tx=auto", &seen);
+	int rc = b->add_read(b, 1, &bad, 1, SEC, v, &err);
+	assert_int_equal(rc, DRL_ECORRUPT);
+	assert_int_equal(b->add_read(b, 1, &key, 1, SEC, v, &err), 0);
+	b->destroy(b);
+}
+
 /* ---- errors ---------------------------------------------------------------- */
 
 static void open_fails(const char *uri, int code, const char *says)
@@ -591,6 +735,7 @@ int main(void)
 		cmocka_unit_test(test_on_error_applies),
 		cmocka_unit_test(test_finds_master_exact),
 		cmocka_unit_test(test_sentinel_failover),
+		cmocka_unit_test(test_unsent_signal),
 		cmocka_unit_test(test_master_killed),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
