@@ -571,29 +571,36 @@ typedef enum kind {
 	KIND_REDIS_CLUSTER,
 	KIND_REDIS_TLS,
 	KIND_REDIS_TLS_CLUSTER,
-	KIND_SENTINEL
+	KIND_SENTINEL,
+	KIND_SENTINEL_TLS
 } kind;
 
 /* The binary that runs a server of kind k. */
 static const char *kind_binary(kind k)
 {
-	return k == KIND_MEMCACHED  ? "memcached"
-	       : k == KIND_SENTINEL ? "redis-sentinel"
-				    : "redis-server";
+	return k == KIND_MEMCACHED ? "memcached"
+	       : k == KIND_SENTINEL || k == KIND_SENTINEL_TLS
+		       ? "redis-sentinel"
+		       : "redis-server";
 }
 
 /* A sentinel's config file <dir>/sentinel.conf (Sentinel needs one it
- * can rewrite): its port, address and dir, then `lines`, one each. 0, or
- * -1 (message on stderr). */
+ * can rewrite): its port (TLS only when `tls`: the plaintext one off),
+ * address and dir, then `lines`, one each. 0, or -1 (message on
+ * stderr). */
 static int write_sentinel_conf(const drl_server *s, const char *path,
-			       const char *const *lines, size_t n)
+			       const char *const *lines, size_t n, int tls)
 {
 	FILE *f = fopen(path, "w");
 	if (f == NULL) {
 		fprintf(stderr, "fixture: %s: %s\n", path, strerror(errno));
 		return -1;
 	}
-	fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\n", s->port, s->dir);
+	if (tls)
+		fprintf(f, "port 0\ntls-port %d\n", s->port);
+	else
+		fprintf(f, "port %d\n", s->port);
+	fprintf(f, "bind 127.0.0.1\ndir %s\n", s->dir);
 	for (size_t i = 0; i < n; i++)
 		fprintf(f, "%s\n", lines[i]);
 	return fclose(f) == 0 ? 0 : -1;
@@ -628,11 +635,12 @@ static int launch(drl_server *s, kind k, const char *bin,
 	snprintf(nodesconf, sizeof nodesconf, "%s/nodes.conf", s->dir);
 	snprintf(portstr, sizeof portstr, "%d", s->port);
 	argv[n++] = bin;
-	if (k == KIND_SENTINEL) {
+	if (k == KIND_SENTINEL || k == KIND_SENTINEL_TLS) {
 		/* The extra "arguments" are config lines (see the header). */
 		char conf[PATH_MAX];
 		snprintf(conf, sizeof conf, "%s/sentinel.conf", s->dir);
-		if (write_sentinel_conf(s, conf, extra, nextra) != 0)
+		if (write_sentinel_conf(s, conf, extra, nextra,
+					k == KIND_SENTINEL_TLS) != 0)
 			return -2;
 		argv[n++] = conf;
 		argv[n] = NULL;
@@ -729,7 +737,7 @@ static int start(drl_server *s, kind k, const char *const *extra)
 	snprintf(s->dir, sizeof s->dir, "%s/drl-%s-XXXXXX", tmp,
 		 k == KIND_REDIS || k == KIND_REDIS_TLS ? "redis"
 		 : k == KIND_MEMCACHED                  ? "memcached"
-		 : k == KIND_SENTINEL                   ? "sentinel"
+		 : k == KIND_SENTINEL || k == KIND_SENTINEL_TLS ? "sentinel"
 							: "cluster");
 	if (mkdtemp(s->dir) == NULL) {
 		fprintf(stderr, "fixture: mkdtemp %s: %s\n", s->dir,
@@ -839,6 +847,14 @@ int drl_fixture_redis_sentinel_start(drl_server *s,
 				     const char *const *conf_lines)
 {
 	return start(s, KIND_SENTINEL, conf_lines);
+}
+
+/* Start a TLS-only redis-sentinel; 0 started, 1 skip, -1 failure (see
+ * the header). */
+int drl_fixture_redis_sentinel_tls_start(drl_server *s,
+					 const char *const *conf_lines)
+{
+	return start(s, KIND_SENTINEL_TLS, conf_lines);
 }
 
 /* Start memcached; 0 started, 1 skip, -1 failure (see the header). */

@@ -53,6 +53,10 @@ int drl_fixture_redis_cluster_node_start(drl_server *s,
  * redis-sentinel binary (package redis-sentinel) fails. */
 int drl_fixture_redis_sentinel_start(drl_server *s,
 				     const char *const *conf_lines);
+/* The same, TLS only: "port 0" and "tls-port <port>" (the certificates
+ * and tls-replication are the caller's config lines). */
+int drl_fixture_redis_sentinel_tls_start(drl_server *s,
+					 const char *const *conf_lines);
 
 /* Start memcached on 127.0.0.1:<free port>; same return values. */
 int drl_fixture_memcached_start(drl_server *s, const char *const *extra_argv);

@@ -128,6 +128,18 @@ static bool store_on(int port, int db)
 	return on;
 }
 
+/* How many clients of the sentinel on port listen (SUBSCRIBE last). */
+static int subscribers(int port)
+{
+	redisReply *r = cmd(port, SPASS, "CLIENT LIST");
+	int n = 0;
+	for (const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : NULL;
+	     p && (p = strstr(p, " cmd=subscribe")) != NULL; p++)
+		n++;
+	freeReplyObject(r);
+	return n;
+}
+
 /* Whether database db of the server on port has keys matching pattern. */
 static bool has_keys(int port, int db, const char *pattern)
 {
@@ -427,6 +439,9 @@ static void test_sentinel_failover(void **state)
 					atomic_load(&r[2].ok) > 10,
 				tu_bound_ms(5000)));
 	assert_false(store_on(neu, 1) || store_on(neu, 2) || store_on(neu, 4));
+	/* The three stores listen to the sentinel that will fail over. */
+	assert_true(TU_WAIT_FOR(subscribers(sen[0].port) >= 3,
+				tu_bound_ms(10000)));
 	int64_t t0 = tu_mono_ms();
 	redisReply *f = cmd(sen[0].port, SPASS, "SENTINEL FAILOVER ga");
 	assert_non_null(f);

@@ -16,6 +16,11 @@
  * - on_error= answers for a store whose certificate fails, as for any
  *   unreachable store; tls_verify=no connects regardless.
  * - rediss-cluster:// on a one-node TLS cluster decides exactly.
+ * - rediss-sentinel:// on a TLS-only master, replica (tls-replication)
+ *   and sentinel decides exactly, and after SENTINEL FAILOVER moves to
+ *   the new master on the sentinel's +switch-master, heard over TLS (no
+ *   periodic check, an old master that cannot be demoted), and decides
+ *   exactly there.
  * - An idle pooled TLS connection is reused, not reconnected (the pool's
  *   check for a connection the server closed reads TLS records).
  */
@@ -325,8 +330,8 @@ static void test_verify_off(void **state)
 }
 
 /* redis-cli over TLS (the client certificate) to 127.0.0.1:port with
- * `args`: the first line of its output that starts with `want` into
- * line (cap bytes); 0 found, -1 not. */
+ * `args`: the first line of its output that holds `want` into line (cap
+ * bytes); 0 found, -1 not. */
 static int cli(int port, const char *args, const char *want, char *line,
 	       size_t cap)
 {
@@ -338,7 +343,7 @@ static int cli(int port, const char *args, const char *want, char *line,
 	FILE *f = popen(cmd, "r");
 	int rc = -1;
 	while (f && rc != 0 && fgets(line, (int)cap, f))
-		if (strncmp(line, want, strlen(want)) == 0)
+		if (strstr(line, want) != NULL)
 			rc = 0;
 	if (f)
 		pclose(f);
@@ -426,6 +431,122 @@ static void test_cluster_exact(void **state)
 	drl_fixture_stop(&node);
 }
 
+/* ---- rediss-sentinel:// ------------------------------------------------- */
+
+/* 60 decisions at one instant on key `key` of gcra:50/1h: 50 allowed. */
+static void fifty_of_sixty(drl_limiter *l, const char *key)
+{
+	int allowed = 0;
+	for (int i = 0; i < 60; i++)
+		allowed += tu_at(l, key, 1, 2000 * SEC).allowed;
+	assert_int_equal(allowed, 50);
+}
+
+/* Whether cli to port finds `want` (0 lines: no). */
+static bool cli_says(int port, const char *args, const char *want)
+{
+	char line[512];
+	return cli(port, args, want, line, sizeof line) == 0;
+}
+
+static void test_sentinel_exact(void **state)
+{
+	(void)state;
+	if (!have)
+		skip();
+	/* The master cannot be demoted (REPLICAOF renamed away): only the
+	 * sentinel's message can move a store with no periodic check. The
+	 * replica and the sentinel reach the master over TLS, with the
+	 * client certificate it asks for. */
+	static const char *const renames[] = {
+		"--rename-command", "REPLICAOF", "hidden-replicaof",
+		"--rename-command", "SLAVEOF",   "hidden-slaveof"};
+	drl_server m, r, sen;
+	const char *margs[16], *rargs[20];
+	char mport[16];
+	size_t n = 0;
+	for (int i = 0; i < 8; i++)
+		margs[n++] = tls_args[i];
+	for (int i = 0; i < 6; i++)
+		margs[n++] = renames[i];
+	margs[n] = NULL;
+	assert_int_equal(drl_fixture_redis_tls_start(&m, margs), 0);
+	snprintf(mport, sizeof mport, "%d", m.port);
+	const char *more[] = {"--tls-replication",     "yes",
+			      "--tls-client-cert-file", pki.client,
+			      "--tls-client-key-file",  pki.client_key,
+			      "--replicaof",            "127.0.0.1",
+			      mport};
+	n = 0;
+	for (int i = 0; i < 8; i++)
+		rargs[n++] = tls_args[i];
+	for (size_t i = 0; i < sizeof more / sizeof *more; i++)
+		rargs[n++] = more[i];
+	rargs[n] = NULL;
+	assert_int_equal(drl_fixture_redis_tls_start(&r, rargs), 0);
+	char conf[10][400];
+	const char *confp[11];
+	snprintf(conf[0], 400, "tls-cert-file %s", pki.server);
+	snprintf(conf[1], 400, "tls-key-file %s", pki.server_key);
+	snprintf(conf[2], 400, "tls-ca-cert-file %s", pki.ca);
+	snprintf(conf[3], 400, "tls-client-cert-file %s", pki.client);
+	snprintf(conf[4], 400, "tls-client-key-file %s", pki.client_key);
+	snprintf(conf[5], 400, "tls-replication yes");
+	snprintf(conf[6], 400, "tls-auth-clients yes");
+	snprintf(conf[7], 400, "sentinel monitor tm 127.0.0.1 %d 1", m.port);
+	snprintf(conf[8], 400, "sentinel down-after-milliseconds tm 1000");
+	snprintf(conf[9], 400, "sentinel failover-timeout tm 3000");
+	for (int i = 0; i < 10; i++)
+		confp[i] = conf[i];
+	confp[10] = NULL;
+	assert_int_equal(drl_fixture_redis_sentinel_tls_start(&sen, confp), 0);
+
+	char uri[1400];
+	snprintf(uri, sizeof uri,
+		 "rediss-sentinel://127.0.0.1:%d/tm?%s&tx=lua&"
+		 "sentinel_check_ms=0",
+		 sen.port, client_opts);
+	tu t = tu_open(uri, "gcra:50/1h");
+	fifty_of_sixty(t.lim, "s1");
+	/* A plaintext URI on the TLS sentinel fails, saying so. */
+	char plain[300];
+	snprintf(plain, sizeof plain, "redis-sentinel://127.0.0.1:%d/tm",
+		 sen.port);
+	drl_store *s = NULL;
+	drl_error err = {0};
+	assert_int_not_equal(drl_store_open(&s, plain, &err), 0);
+	assert_non_null(strstr(err.message, "rediss://"));
+
+	/* The store's subscription is up, the replica known: fail over. */
+	int64_t dl = tu_mono_ms() + tu_bound_ms(15000);
+	assert_true(TU_WAIT_FOR(cli_says(sen.port, "CLIENT LIST",
+					 "cmd=subscribe"),
+				tu_bound_ms(10000)));
+	while (!cli_says(sen.port, "SENTINEL FAILOVER tm", "OK")) {
+		if (tu_mono_ms() > dl)
+			fail_msg("SENTINEL FAILOVER over TLS never accepted");
+		tu_sleep_ms(100);
+	}
+	bool moved = false;
+	for (int i = 0; !moved && tu_mono_ms() < dl; i++) {
+		char key[16];
+		snprintf(key, sizeof key, "mv%d", i);
+		tu_at(t.lim, key, 1, 2000 * SEC);
+		moved = cli_says(r.port, "CLIENT LIST", "cmd=evalsha");
+		if (!moved)
+			tu_sleep_ms(20);
+	}
+	if (!moved)
+		fail_msg("rediss-sentinel: the store never reached the new "
+			 "master (+switch-master over TLS not heard)");
+	assert_true(cli_says(m.port, "ROLE", "master")); /* not demoted */
+	fifty_of_sixty(t.lim, "s2");
+	tu_free(&t);
+	drl_fixture_stop(&sen);
+	drl_fixture_stop(&r);
+	drl_fixture_stop(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -439,6 +560,7 @@ int main(void)
 		cmocka_unit_test(test_verify_off),
 		cmocka_unit_test(test_idle_connection_reused),
 		cmocka_unit_test(test_cluster_exact),
+		cmocka_unit_test(test_sentinel_exact),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
