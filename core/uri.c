@@ -64,11 +64,36 @@ static const char *show(char *buf, size_t cap, const char *s, size_t len,
 }
 
 /*
+ * Copy text[0..n) into out (cap bytes; at most cap - 1 written, no NUL)
+ * with the value of every query option whose name ends in "password"
+ * (sentinel_password=) replaced by "***". Returns the bytes written.
+ */
+static size_t mask_options(const char *text, size_t n, char *out, size_t cap)
+{
+	const char *q = memchr(text, '?', n);
+	size_t qi = q ? (size_t)(q - text) : n;
+	size_t o = 0, i = 0;
+	while (i < n && o + 1 < cap) {
+		char c = text[i++];
+		out[o++] = c;
+		if (i <= qi || c != '=' || i - 1 - qi < 8 ||
+		    memcmp(text + i - 9, "password", 8) != 0)
+			continue;
+		while (i < n && text[i] != '&')
+			i++;
+		for (size_t k = 0; k < 3 && o + 1 < cap; k++)
+			out[o++] = '*';
+	}
+	return o;
+}
+
+/*
  * Write `text` for a message with anything that may be a password replaced
  * by "***". Works on any input, parseable or not, erring towards hiding too
  * much: from the first ':' after "://" (or after the start when there is
- * no "://") up to the last '@' after that point. Escaped and cut as show()
- * does (cap >= SHOW_URI_MAX + 8 keeps the whole shown text).
+ * no "://") up to the last '@' after that point, and the value of every
+ * query option named *password (sentinel_password=). Escaped and cut as
+ * show() does (cap >= SHOW_URI_MAX + 8 keeps the whole shown text).
  */
 const char *drl_uri_redact(char *buf, size_t cap, const char *text)
 {
@@ -89,11 +114,15 @@ const char *drl_uri_redact(char *buf, size_t cap, const char *text)
 			at = text + i;
 	const char *colon =
 		at ? memchr(text + a, ':', (size_t)(at - text) - a) : NULL;
-	if (!colon)
-		return show(buf, cap, text, n, SHOW_URI_MAX);
+	/* Longer than shown either way: show() cuts at SHOW_URI_MAX. */
+	char tmp[SHOW_URI_MAX * 2 + 8], out[SHOW_URI_MAX * 2 + 8];
+	size_t len;
+	if (!colon) {
+		len = mask_options(text, n, out, sizeof out);
+		return show(buf, cap, out, len, SHOW_URI_MAX);
+	}
 
 	/* Build "<before colon>:***<from @>" and show that. */
-	char tmp[SHOW_URI_MAX * 2 + 8];
 	size_t head = (size_t)(colon - text) + 1;
 	size_t tail = n - (size_t)(at - text);
 	if (head > SHOW_URI_MAX + 1)
@@ -103,7 +132,8 @@ const char *drl_uri_redact(char *buf, size_t cap, const char *text)
 	memcpy(tmp, text, head);
 	memcpy(tmp + head, "***", 3);
 	memcpy(tmp + head + 3, at, tail);
-	return show(buf, cap, tmp, head + 3 + tail, SHOW_URI_MAX);
+	len = mask_options(tmp, head + 3 + tail, out, sizeof out);
+	return show(buf, cap, out, len, SHOW_URI_MAX);
 }
 
 /*

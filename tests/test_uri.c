@@ -564,6 +564,20 @@ static void test_redact(void **state)
 		"redis://u:***@h:1/0?a=1");
 	assert_string_equal(drl_uri_redact(buf, sizeof buf, "memory://"),
 			    "memory://");
+	/* The sentinels' password is an option: hidden too, wherever. */
+	assert_string_equal(
+		drl_uri_redact(buf, sizeof buf,
+			       "redis-sentinel://:m@h:1/n?sentinel_password=s&"
+			       "sentinel_user=u&timeout_ms=5"),
+		"redis-sentinel://:***@h:1/n?sentinel_password=***&"
+		"sentinel_user=u&timeout_ms=5");
+	assert_string_equal(
+		drl_uri_redact(buf, sizeof buf,
+			       "redis-sentinel://h/n?a=1&sentinel_password="
+			       "secret%26x"),
+		"redis-sentinel://h/n?a=1&sentinel_password=***");
+	assert_string_equal(drl_uri_redact(buf, sizeof buf, "x://h/password=p"),
+			    "x://h/password=p"); /* a path, not an option */
 	assert_string_equal(drl_uri_redact(buf, sizeof buf, "a\nb"), "a\\x0ab");
 	assert_string_equal(drl_uri_redact(buf, sizeof buf, NULL), "(null)");
 	char big[4096];
