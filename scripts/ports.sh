@@ -50,6 +50,29 @@ start_redis() {
 		>"$dir/redis-$port.log" 2>&1 &
 }
 
+# start_sentinel PORT DIR MASTER_PORT NAME [MASTER_PW [OWN_PW]]: start
+# redis-sentinel on 127.0.0.1:PORT watching the master on
+# 127.0.0.1:MASTER_PORT as NAME (quorum 1), with the master's password
+# and one of its own when given; its config (DIR/sentinel-PORT.conf,
+# which Sentinel rewrites) and log in DIR. The caller keeps $! and waits
+# with wait_port.
+start_sentinel() {
+	local port=$1 dir=$2 conf="$2/sentinel-$1.conf"
+	{
+		echo "port $port"
+		echo "bind 127.0.0.1"
+		echo "dir $dir"
+		echo "sentinel monitor $4 127.0.0.1 $3 1"
+		if [ -n "${5:-}" ]; then
+			echo "sentinel auth-pass $4 $5"
+		fi
+		if [ -n "${6:-}" ]; then
+			echo "requirepass $6"
+		fi
+	} >"$conf"
+	redis-sentinel "$conf" >"$dir/sentinel-$port.log" 2>&1 &
+}
+
 # start_memcached PORT DIR: the same for memcached (as root, it must be
 # told to stay root), its log in DIR/memcached-PORT.log.
 start_memcached() {

@@ -564,6 +564,36 @@ if [ "$S" != memory:// ]; then
 	expect_no_secret
 fi
 
+# ---- a Sentinel URI: the master the sentinel names, no password shown ----
+if [ "$S" != memory:// ] && ! command -v redis-sentinel >/dev/null; then
+	if [ "${CI:-}" = "true" ]; then
+		check 1 "redis-sentinel is installed (CI=true)"
+	else
+		echo "# skip: no redis-sentinel: sentinel checks left out"
+	fi
+elif [ "$S" != memory:// ]; then
+	sport=$(free_port)
+	start_sentinel "$sport" "$tmp" "$rport" cm "$pw" "$pw"
+	pids+=($!)
+	wait_port "$sport"
+	check $? "redis-sentinel listens on $sport"
+	SS="redis-sentinel://:$pw@127.0.0.1:$sport/cm?sentinel_password=$pw"
+	for want in 0 0 1; do
+		run check --store "$SS" --limit fixed_window:2/1h --now-ms $T sk
+		expect_rc $want
+	done
+	[ -n "$(rcli --scan --pattern '*sk*')" ]
+	check $? "the sentinel's master holds the key"
+	run check --store "${SS/\/cm?//nosuch?}" --limit gcra:1/1s k
+	expect_rc 3
+	expect_in err 'monitors no master named "nosuch"'
+	expect_no_secret
+	run bench --store "$SS" --limit fixed_window:10/1s --duration 0.1
+	expect_rc 0
+	expect_in out 'sentinel_password=***'
+	expect_no_secret
+fi
+
 fi # in_part store
 
 echo "# $((n - failed)) of $n assertions passed"

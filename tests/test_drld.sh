@@ -1338,6 +1338,18 @@ if in_part service; then
 	if [ -n "$rport" ]; then
 		share redis "redis://127.0.0.1:$rport"
 		share redis-watch "redis://127.0.0.1:$rport?tx=watch"
+		# the same server through a sentinel that names it
+		if command -v redis-sentinel >/dev/null; then
+			sentport=$(free_port)
+			start_sentinel "$sentport" "$tmp" "$rport" dm
+			pids+=($!)
+			wait_port "$sentport"
+			check $? "redis-sentinel listens on $sentport"
+			share redis-sentinel \
+				"redis-sentinel://127.0.0.1:$sentport/dm?tx=lua"
+		else
+			missing redis-sentinel
+		fi
 	fi
 	[ -n "$mport" ] && share memcached "memcached://127.0.0.1:$mport"
 fi
