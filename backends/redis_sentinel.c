@@ -310,17 +310,12 @@ static void on_switch(sstore *ss, size_t i, const char *host, int port)
 	drl_backend *m = NULL;
 	drl_error e = {0};
 	char role[16];
+	int rc = master_node(ss, host, port, &m, &e);
+	if (rc == 0 && m == atomic_load(&ss->cur))
+		return; /* there already (another sentinel said it first) */
 	pthread_mutex_lock(&ss->mu);
 	ss->running = true;
 	pthread_mutex_unlock(&ss->mu);
-	int rc = master_node(ss, host, port, &m, &e);
-	if (rc == 0 && m == atomic_load(&ss->cur)) {
-		pthread_mutex_lock(&ss->mu);
-		ss->running = false; /* already there: nothing to count */
-		pthread_cond_broadcast(&ss->done_cv);
-		pthread_mutex_unlock(&ss->mu);
-		return;
-	}
 	if (rc == 0)
 		rc = drl__redis_role(m, role, &e);
 	if (rc == 0 && strcmp(role, "master") != 0)
