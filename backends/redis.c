@@ -271,8 +271,7 @@ static int exec_result(rstore *s, conn *c, redisReply **r, size_t n,
 			return drl__redis_refused(
 				s, r[i],
 				drl__redis_reply_error(s, what, r[i],
-						       value_err_corrupt,
-						       err));
+						       value_err_corrupt, err));
 		}
 	if (e->type == REDIS_REPLY_NIL) {
 		c->watching = false; /* EXEC always ends the WATCH */
@@ -1299,8 +1298,7 @@ int drl__redis_sentinel_node(drl_backend **out, const drl_backend *tmpl,
 	return make_node(out, &t, host, port, user, password, err);
 }
 
-void drl__redis_watch(drl_backend *node, void (*trouble)(void *arg),
-		      void *arg)
+void drl__redis_watch(drl_backend *node, void (*trouble)(void *arg), void *arg)
 {
 	rstore *s = (rstore *)node;
 	s->trouble_arg = arg;
@@ -1337,13 +1335,14 @@ int drl__redis_sentinel_master(drl_backend *sentinel, const char *name,
 		*port = (int)p;
 		*known = true;
 	} else if (t->type == REDIS_REPLY_ERROR) {
-		rc = drl__redis_reply_error(s, "SENTINEL GET-MASTER-ADDR-BY-NAME",
-					    t, false, err);
+		rc = drl__redis_reply_error(
+			s, "SENTINEL GET-MASTER-ADDR-BY-NAME", t, false, err);
 	} else {
-		rc = drl_error_set(err, DRL_ESTORE,
-				   "redis %s: SENTINEL GET-MASTER-ADDR-BY-NAME: "
-				   "malformed reply (is this a sentinel?)",
-				   s->where);
+		rc = drl_error_set(
+			err, DRL_ESTORE,
+			"redis %s: SENTINEL GET-MASTER-ADDR-BY-NAME: "
+			"malformed reply (is this a sentinel?)",
+			s->where);
 	}
 	drl__redis_free_replies(r, 1);
 	drl__redis_release(s, c);

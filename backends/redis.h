@@ -106,8 +106,7 @@ int drl__redis_sentinel_node(drl_backend **out, const drl_backend *tmpl,
  * reply; and have the node's blocking calls return DRL__UNSENT(code)
  * for a failure after which nothing ran. Set before the node's first
  * call. */
-void drl__redis_watch(drl_backend *node, void (*trouble)(void *arg),
-		      void *arg);
+void drl__redis_watch(drl_backend *node, void (*trouble)(void *arg), void *arg);
 /* SENTINEL GET-MASTER-ADDR-BY-NAME `name` on a sentinel node: *known
  * false when the sentinel monitors no master of that name; else the
  * master's host (NUL-terminated) and port. */

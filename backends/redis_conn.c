@@ -531,9 +531,9 @@ static int receive(rstore *s, conn *c, const char *what, drl_error *err)
 	char buf[16384]; /* as hiredis's own reads */
 	for (;;) {
 		short ev = POLLIN;
-		ssize_t n = drl__tls_read(c->ssl, buf, sizeof buf, &ev,
-					  &c->io_code, c->io_msg,
-					  sizeof c->io_msg);
+		ssize_t n =
+			drl__tls_read(c->ssl, buf, sizeof buf, &ev, &c->io_code,
+				      c->io_msg, sizeof c->io_msg);
 		if (n > 0) {
 			if (redisReaderFeed(ctx->reader, buf, (size_t)n) !=
 			    REDIS_OK)
@@ -562,9 +562,9 @@ int drl__redis_read_now(rstore *s, conn *c, const char *what, drl_error *err)
 	char buf[16384];
 	for (;;) {
 		short ev = POLLIN;
-		ssize_t n = drl__tls_read(c->ssl, buf, sizeof buf, &ev,
-					  &c->io_code, c->io_msg,
-					  sizeof c->io_msg);
+		ssize_t n =
+			drl__tls_read(c->ssl, buf, sizeof buf, &ev, &c->io_code,
+				      c->io_msg, sizeof c->io_msg);
 		if (n == 0)
 			return 0;
 		if (n < 0)
@@ -766,11 +766,10 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 		if (rc) {
 			c->broken = true;
 			drl__redis_conn_free(c);
-			return drl_error_set(err, rc, "redis %s: %s%s", s->where,
-					     msg,
-					     rc == DRL_ETIMEDOUT
-						     ? " (timeout_ms exceeded)"
-						     : "");
+			return drl_error_set(
+				err, rc, "redis %s: %s%s", s->where, msg,
+				rc == DRL_ETIMEDOUT ? " (timeout_ms exceeded)"
+						    : "");
 		}
 	}
 

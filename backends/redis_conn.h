@@ -41,9 +41,9 @@ struct conn {
 	 * the pipes) or through ssl (TLS: backends/tls.c; hiredis 0.14 has
 	 * none), see drl__redis_writev() and the reads in redis_conn.c. */
 	redisContext *ctx;
-	SSL *ssl;           /* NULL: plaintext */
-	short want;         /* poll events a TLS call waits for */
-	int io_code;        /* the failed write's drl code (io_msg says why) */
+	SSL *ssl;    /* NULL: plaintext */
+	short want;  /* poll events a TLS call waits for */
+	int io_code; /* the failed write's drl code (io_msg says why) */
 	char io_msg[160];
 	conn *next, *prev;   /* free list (next only) or held list */
 	bool watching;       /* a WATCH may be pending: UNWATCH before use */
@@ -96,7 +96,7 @@ struct rreq {
 	drl_error err;
 	bool unsent; /* it failed before any of it was sent */
 	bool done;   /* rc, err and r[] are final (set before `wake`) */
-	sem_t wake; /* posted once: done, or this call leads next */
+	sem_t wake;  /* posted once: done, or this call leads next */
 	/* A started call: run once, outside every lock of the pipe; it may
 	 * start the call again (a NOSCRIPT's second round trip) or free
 	 * it. */
@@ -118,7 +118,7 @@ struct rstore {
 	bool is_unix;
 	drl__tls *tls; /* rediss: TLS settings (shared by reference); NULL:
 			  plaintext */
-	char *host; /* TCP host, or the unix socket path */
+	char *host;    /* TCP host, or the unix socket path */
 	int port;
 	char *user;     /* NULL: AUTH <password> */
 	char *password; /* NULL: no AUTH */

@@ -203,8 +203,7 @@ static void add_complete(rstore *s, rreq *q)
 	if (rc == 0)
 		rc = add_read_result(s, a->r, a->n, a->values, &err);
 	/* A started call is never run again: the plain code. */
-	a->done(a->arg, drl__redis_code(rc), a->values, a->n,
-		rc ? &err : NULL);
+	a->done(a->arg, drl__redis_code(rc), a->values, a->n, rc ? &err : NULL);
 	add_call_free(a, q->rc == 0);
 }
 

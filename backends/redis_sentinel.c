@@ -403,9 +403,9 @@ static void await_events(sstore *ss, int64_t until)
 	for (size_t i = 0; i < ss->nsentinels; i++)
 		if (ss->sub[i]) {
 			who[n] = i;
-			p[n++] = (struct pollfd){.fd = drl__redis_sub_fd(
-							 ss->sub[i]),
-						 .events = POLLIN};
+			p[n++] = (struct pollfd){
+				.fd = drl__redis_sub_fd(ss->sub[i]),
+				.events = POLLIN};
 		}
 	int64_t left = until < 0 ? -1 : until - mono_ms();
 	if (until >= 0 && left < 0)
@@ -569,7 +569,8 @@ static int do_incr(drl_backend *m, void *p, drl_error *err)
 static int s_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 		  int64_t *value, drl_error *err)
 {
-	args a = {.key = key, .delta = delta, .ttl_us = ttl_us, .values = value};
+	args a = {
+		.key = key, .delta = delta, .ttl_us = ttl_us, .values = value};
 	return run((sstore *)b, do_incr, &a, err);
 }
 
@@ -702,8 +703,8 @@ static drl_backend *master_now(sstore *ss, drl_error *err)
 	return m;
 }
 
-static int s_eval_start(drl_backend *b, const drl_script *script,
-			size_t nkeys, const drl_bytes *keys, size_t nargs,
+static int s_eval_start(drl_backend *b, const drl_script *script, size_t nkeys,
+			const drl_bytes *keys, size_t nargs,
 			const int64_t *iargs, size_t nout,
 			drl_eval_done_fn done, void *arg, drl_error *err)
 {
@@ -800,8 +801,8 @@ static int parse(sstore *ss, drl_uri *uri, drl_error *err)
 		rc = take_name(ss, drl_uri_path(uri), err);
 	drl_hostport hp[SENTINELS_MAX];
 	size_t n = 0;
-	if (rc == 0 && (drl_uri_hosts(uri) == NULL ||
-			drl_uri_hosts(uri)[0] == '\0'))
+	if (rc == 0 &&
+	    (drl_uri_hosts(uri) == NULL || drl_uri_hosts(uri)[0] == '\0'))
 		rc = drl_error_set(err, DRL_EINVAL,
 				   "redis-sentinel URI names no sentinel "
 				   "(expected redis-sentinel://host:port"

@@ -578,10 +578,9 @@ typedef enum kind {
 /* The binary that runs a server of kind k. */
 static const char *kind_binary(kind k)
 {
-	return k == KIND_MEMCACHED ? "memcached"
-	       : k == KIND_SENTINEL || k == KIND_SENTINEL_TLS
-		       ? "redis-sentinel"
-		       : "redis-server";
+	return k == KIND_MEMCACHED                            ? "memcached"
+	       : k == KIND_SENTINEL || k == KIND_SENTINEL_TLS ? "redis-sentinel"
+							      : "redis-server";
 }
 
 /* A sentinel's config file <dir>/sentinel.conf (Sentinel needs one it
@@ -697,10 +696,10 @@ static int launch(drl_server *s, kind k, const char *bin,
 	for (size_t i = 0; i < nextra; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
-	return spawn_ready(
-		s, argv, logpath,
-		k == KIND_MEMCACHED ? memcached_unix_path(extra) : NULL,
-		cluster ? s->port + CLUSTER_BUS_OFFSET : 0);
+	return spawn_ready(s, argv, logpath,
+			   k == KIND_MEMCACHED ? memcached_unix_path(extra)
+					       : NULL,
+			   cluster ? s->port + CLUSTER_BUS_OFFSET : 0);
 }
 
 /* Start the server of `k`; see drl_fixture_redis_start for the contract. */
@@ -735,10 +734,10 @@ static int start(drl_server *s, kind k, const char *const *extra)
 	if (tmp == NULL || tmp[0] == '\0' || strlen(tmp) > 100)
 		tmp = "/tmp";
 	snprintf(s->dir, sizeof s->dir, "%s/drl-%s-XXXXXX", tmp,
-		 k == KIND_REDIS || k == KIND_REDIS_TLS ? "redis"
-		 : k == KIND_MEMCACHED                  ? "memcached"
+		 k == KIND_REDIS || k == KIND_REDIS_TLS         ? "redis"
+		 : k == KIND_MEMCACHED                          ? "memcached"
 		 : k == KIND_SENTINEL || k == KIND_SENTINEL_TLS ? "sentinel"
-							: "cluster");
+								: "cluster");
 	if (mkdtemp(s->dir) == NULL) {
 		fprintf(stderr, "fixture: mkdtemp %s: %s\n", s->dir,
 			strerror(errno));

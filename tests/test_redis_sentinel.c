@@ -78,9 +78,8 @@ static redisReply *cmd(int port, const char *pass, const char *fmt, ...)
 /* The port the sentinels name master of `name` (asking sentinel 0), or 0. */
 static int sentinel_master_port(const char *name)
 {
-	redisReply *r =
-		cmd(sen[0].port, SPASS, "SENTINEL GET-MASTER-ADDR-BY-NAME %s",
-		    name);
+	redisReply *r = cmd(sen[0].port, SPASS,
+			    "SENTINEL GET-MASTER-ADDR-BY-NAME %s", name);
 	int port = 0;
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
 		port = atoi(r->element[1]->str);
@@ -108,7 +107,7 @@ static bool store_on(int port, int db)
 	char want[16];
 	snprintf(want, sizeof want, " db=%d ", db);
 	for (const char *line = r && r->type == REDIS_REPLY_STRING ? r->str
-								    : NULL;
+								   : NULL;
 	     line && *line && !on; line = strchr(line, '\n')) {
 		if (*line == '\n')
 			line++;
@@ -379,9 +378,8 @@ static void runners_start(runner *r, size_t n, drl_store **s, size_t ns)
 		atomic_init(&r[i].done, false);
 		atomic_init(&r[i].ok, 0);
 		atomic_init(&r[i].errors, 0);
-		assert_int_equal(pthread_create(&r[i].t, NULL, run_thread,
-						&r[i]),
-				 0);
+		assert_int_equal(
+			pthread_create(&r[i].t, NULL, run_thread, &r[i]), 0);
 	}
 }
 
@@ -400,8 +398,7 @@ static void runners_stop(runner *r, size_t n, const char *what)
 		errors += atomic_load(&r[i].errors);
 		drl_limiter_free(r[i].l);
 	}
-	printf("# %s: %ld decisions, %ld errors meanwhile\n", what, ok,
-	       errors);
+	printf("# %s: %ld decisions, %ld errors meanwhile\n", what, ok, errors);
 	assert_true(ok > 0);
 }
 
@@ -440,8 +437,8 @@ static void test_sentinel_failover(void **state)
 				tu_bound_ms(5000)));
 	assert_false(store_on(neu, 1) || store_on(neu, 2) || store_on(neu, 4));
 	/* The three stores listen to the sentinel that will fail over. */
-	assert_true(TU_WAIT_FOR(subscribers(sen[0].port) >= 3,
-				tu_bound_ms(10000)));
+	assert_true(
+		TU_WAIT_FOR(subscribers(sen[0].port) >= 3, tu_bound_ms(10000)));
 	int64_t t0 = tu_mono_ms();
 	redisReply *f = cmd(sen[0].port, SPASS, "SENTINEL FAILOVER ga");
 	assert_non_null(f);
@@ -501,8 +498,7 @@ static void test_master_killed(void **state)
 	assert_true(TU_WAIT_FOR(replica_known("gb"), tu_bound_ms(10000)));
 	runner r[2];
 	runners_start(r, 2, s, 2);
-	assert_true(TU_WAIT_FOR(atomic_load(&r[0].ok) > 10,
-				tu_bound_ms(5000)));
+	assert_true(TU_WAIT_FOR(atomic_load(&r[0].ok) > 10, tu_bound_ms(5000)));
 	assert_false(store_on(rb.port, 3));
 	int64_t t0 = tu_mono_ms();
 	drl_fixture_kill(&mb);
@@ -635,9 +631,9 @@ static void test_unsent_signal(void **state)
 	started st;
 	atomic_init(&st.rc, 0);
 	atomic_init(&st.done, false);
-	assert_int_equal(b->add_read_start(b, 1, &key, 1, SEC, started_done,
-					   &st, &err),
-			 0);
+	assert_int_equal(
+		b->add_read_start(b, 1, &key, 1, SEC, started_done, &st, &err),
+		0);
 	assert_true(TU_WAIT_FOR(atomic_load(&st.done), tu_bound_ms(5000)));
 	assert_int_equal(atomic_load(&st.rc), DRL_EUNAVAILABLE);
 	b->destroy(b);

@@ -104,12 +104,12 @@ static void test_pooled_exact(void **state)
 	char uri[1200];
 	if (slow())
 		skip();
-	hot_key_run(main_uri(uri, sizeof uri, "127.0.0.1",
-			     "&pipelines=0&tx=lua"),
-		    "gcra:200/1h", 1);
-	hot_key_run(main_uri(uri, sizeof uri, "localhost",
-			     "&pipelines=0&tx=watch"),
-		    "sliding_window:200/1m", 2);
+	hot_key_run(
+		main_uri(uri, sizeof uri, "127.0.0.1", "&pipelines=0&tx=lua"),
+		"gcra:200/1h", 1);
+	hot_key_run(
+		main_uri(uri, sizeof uri, "localhost", "&pipelines=0&tx=watch"),
+		"sliding_window:200/1m", 2);
 }
 
 static void test_pipelined_exact(void **state)
@@ -122,9 +122,9 @@ static void test_pipelined_exact(void **state)
 		skip();
 	hot_key_run(main_uri(uri, sizeof uri, "127.0.0.1", ""),
 		    "fixed_window:200/1m", 3);
-	hot_key_run(main_uri(uri, sizeof uri, "127.0.0.1",
-			     "&tx=lua&pipelines=2"),
-		    "token_bucket:200/1h", 4);
+	hot_key_run(
+		main_uri(uri, sizeof uri, "127.0.0.1", "&tx=lua&pipelines=2"),
+		"token_bucket:200/1h", 4);
 }
 
 /* The async API with no worker thread: a request that needed one would
@@ -144,13 +144,13 @@ static void test_async_direct_exact(void **state)
 		char uri[1200], prefix[32];
 		drl_store *s = tu_store(
 			main_uri(uri, sizeof uri, "127.0.0.1", opts[i]));
-		snprintf(prefix, sizeof prefix, "tlsasync:%d:%zu:",
-			 (int)getpid(), i);
+		snprintf(prefix, sizeof prefix,
+			 "tlsasync:%d:%zu:", (int)getpid(), i);
 		drl_limiter *l = tu_limiter(
 			s, i == 0 ? "gcra:100/1h" : "fixed_window:100/1h",
 			prefix);
-		async_check_hot(a, l, opts[i][0] ? "rediss tx=lua"
-						 : "rediss tx=auto",
+		async_check_hot(a, l,
+				opts[i][0] ? "rediss tx=lua" : "rediss tx=auto",
 				false);
 		drl_limiter_free(l);
 		drl_store_free(s);
@@ -242,11 +242,10 @@ static void test_protocol_mismatch(void **state)
 	int rc = drl_store_open(&s, uri, &err);
 	if ((rc != DRL_ETIMEDOUT && rc != DRL_ESTORE) ||
 	    strstr(err.message, "TLS") == NULL)
-		fail_msg("plaintext server on rediss: %s: %s",
-			 drl_err_name(rc), err.message);
+		fail_msg("plaintext server on rediss: %s: %s", drl_err_name(rc),
+			 err.message);
 	/* A TLS server on a plaintext URI: it drops the connection. */
-	snprintf(uri, sizeof uri, "redis://:s3cret@127.0.0.1:%d",
-		 tls_srv.port);
+	snprintf(uri, sizeof uri, "redis://:s3cret@127.0.0.1:%d", tls_srv.port);
 	open_fails(uri, DRL_EUNAVAILABLE, tls_srv.port, "rediss://");
 }
 
@@ -288,8 +287,7 @@ static void test_on_error_applies(void **state)
 		 "failures=0",
 		 expired_srv.port, pki.ca);
 	drl_store *s = tu_store(uri);
-	drl_limiter *allow =
-		tu_limiter(s, "gcra:5/1s;on_error=allow", "oe:a:");
+	drl_limiter *allow = tu_limiter(s, "gcra:5/1s;on_error=allow", "oe:a:");
 	drl_limiter *deny = tu_limiter(s, "gcra:5/1s;on_error=deny", "oe:d:");
 	drl_limiter *none = tu_limiter(s, "gcra:5/1s", "oe:n:");
 	drl_result r;
@@ -356,8 +354,8 @@ static long connections_received(void)
 {
 	char line[256];
 	long n = -1;
-	if (cli(tls_srv.port, "INFO stats", "total_connections_received:",
-		line, sizeof line) == 0)
+	if (cli(tls_srv.port, "INFO stats", "total_connections_received:", line,
+		sizeof line) == 0)
 		sscanf(line, "total_connections_received:%ld", &n);
 	return n;
 }
@@ -368,9 +366,9 @@ static void test_idle_connection_reused(void **state)
 	if (!have)
 		skip();
 	char uri[1400];
-	tu t = tu_open(main_uri(uri, sizeof uri, "127.0.0.1",
-				"&pipelines=0&pool=1"),
-		       "gcra:100/1h");
+	tu t = tu_open(
+		main_uri(uri, sizeof uri, "127.0.0.1", "&pipelines=0&pool=1"),
+		"gcra:100/1h");
 	tu_at(t.lim, "idle", 1, 1000 * SEC); /* connected (at open) */
 	long before = connections_received();
 	assert_true(before > 0);
@@ -394,9 +392,8 @@ static void test_cluster_exact(void **state)
 	if (!have)
 		skip();
 	drl_server node;
-	assert_int_equal(drl_fixture_redis_tls_cluster_node_start(&node,
-								  tls_args),
-			 0);
+	assert_int_equal(
+		drl_fixture_redis_tls_cluster_node_start(&node, tls_args), 0);
 	char line[256];
 	assert_int_equal(cli(node.port, "CLUSTER ADDSLOTSRANGE 0 16383", "OK",
 			     line, sizeof line),
@@ -472,10 +469,14 @@ static void test_sentinel_exact(void **state)
 	margs[n] = NULL;
 	assert_int_equal(drl_fixture_redis_tls_start(&m, margs), 0);
 	snprintf(mport, sizeof mport, "%d", m.port);
-	const char *more[] = {"--tls-replication",     "yes",
-			      "--tls-client-cert-file", pki.client,
-			      "--tls-client-key-file",  pki.client_key,
-			      "--replicaof",            "127.0.0.1",
+	const char *more[] = {"--tls-replication",
+			      "yes",
+			      "--tls-client-cert-file",
+			      pki.client,
+			      "--tls-client-key-file",
+			      pki.client_key,
+			      "--replicaof",
+			      "127.0.0.1",
 			      mport};
 	n = 0;
 	for (int i = 0; i < 8; i++)
@@ -519,9 +520,9 @@ static void test_sentinel_exact(void **state)
 
 	/* The store's subscription is up, the replica known: fail over. */
 	int64_t dl = tu_mono_ms() + tu_bound_ms(15000);
-	assert_true(TU_WAIT_FOR(cli_says(sen.port, "CLIENT LIST",
-					 "cmd=subscribe"),
-				tu_bound_ms(10000)));
+	assert_true(
+		TU_WAIT_FOR(cli_says(sen.port, "CLIENT LIST", "cmd=subscribe"),
+			    tu_bound_ms(10000)));
 	while (!cli_says(sen.port, "SENTINEL FAILOVER tm", "OK")) {
 		if (tu_mono_ms() > dl)
 			fail_msg("SENTINEL FAILOVER over TLS never accepted");
