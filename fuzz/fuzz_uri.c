@@ -5,8 +5,7 @@
  * wrong address or password fails drl_store_open), and the host in the
  * input could be anything. So a URI of those schemes is opened whole only
  * when it says connect=lazy (then nothing connects or resolves a name at
- * open: checked with strace); otherwise, and for the TLS and Sentinel
- * schemes always (never_opened), this target only parses it
+ * open: checked with strace); otherwise this target only parses it
  * (drl__uri_parse, then the core's own options, breaker_*, and the
  * options those stores read, as they read them). Every other URI
  * (memory://, unknown schemes, no scheme) goes through drl_store_open
@@ -37,23 +36,13 @@ static void check_error(const char *uri, int rc, const drl_error *err)
 
 static int connects(const char *scheme)
 {
-	static const char *const net[] = {
-		"redis",           "rediss",         "redis+unix",
-		"redis-cluster",   "rediss-cluster", "redis-sentinel",
-		"rediss-sentinel", "memcached",      "memcached+unix"};
+	static const char *const net[] = {"redis", "redis+unix",
+					  "redis-cluster", "memcached",
+					  "memcached+unix"};
 	for (size_t i = 0; i < sizeof net / sizeof net[0]; i++)
 		if (strcmp(scheme, net[i]) == 0)
 			return 1;
 	return 0;
-}
-
-/* Schemes never opened here, even with connect=lazy: TLS reads the
- * files the input names (tls_ca=/dev/zero), and a sentinel store's
- * resolver thread asks the sentinels at once. */
-static int never_opened(const char *scheme)
-{
-	return strncmp(scheme, "rediss", 6) == 0 ||
-	       strcmp(scheme, "redis-sentinel") == 0;
 }
 
 /* Whether u asks to open without connecting (connect=lazy). */
@@ -103,8 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int rc = drl__uri_parse(&u, uri, &err);
 	if (rc != 0) {
 		check_error(uri, rc, &err);
-	} else if (u.scheme != NULL && connects(u.scheme) &&
-		   (!says_lazy(&u) || never_opened(u.scheme))) {
+	} else if (u.scheme != NULL && connects(u.scheme) && !says_lazy(&u)) {
 		parse_only(uri, &u);
 		drl__uri_clear(&u);
 	} else {
