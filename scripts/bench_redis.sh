@@ -7,13 +7,6 @@
 #   cli ARGS...                              redis-cli on that server
 #   cpu_now                                  its used_cpu_sys + _user (s)
 #   median "v1 v2 ..."                       the median of the values
-#   cell NAME COMMAND...                     run COMMAND (drl bench --json,
-#                                            or one printing "decisions
-#                                            seconds"): NAME's decisions/s,
-#                                            client and server CPU µs per
-#                                            decision appended to rate[NAME],
-#                                            ccpu[NAME], scpu[NAME]
-# BENCH_REDIS_ARGS (an array, when set): more redis-server arguments.
 # shellcheck source=scripts/ports.sh
 . "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 
@@ -29,7 +22,7 @@ bench_redis_setup() {
 	tmp=$(mktemp -d)
 	port=$(free_port)
 	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-		--dir "$tmp" "${BENCH_REDIS_ARGS[@]}" >"$tmp/redis.log" 2>&1 &
+		--dir "$tmp" >"$tmp/redis.log" 2>&1 &
 	rpid=$!
 	trap 'stop_pids $rpid; rm -rf "$tmp"' EXIT
 	wait_port "$port" || { echo "redis-server did not start" >&2; exit 3; }
@@ -44,37 +37,4 @@ cpu_now() {
 median() {
 	tr ' ' '\n' <<<"$1" | grep . | sort -g |
 		awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'
-}
-
-# Run a command; print "decisions client_cpu_s" (the command prints
-# "decisions seconds" or drl bench's JSON).
-run_measured() {
-	"$PYTHON3" - "$@" <<'PY'
-import json, os, subprocess, sys
-p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-out = p.stdout.read().decode()
-_, status, ru = os.wait4(p.pid, 0)
-if status != 0:
-    sys.exit("failed: " + " ".join(sys.argv[1:]))
-cpu = ru.ru_utime + ru.ru_stime
-try:
-    cells = json.loads(out)
-    n, took = cells[0]["decisions"], cells[0]["duration_s"]
-except ValueError:
-    n, took = out.split()
-print(int(n), float(took), cpu)
-PY
-}
-
-declare -A rate ccpu scpu
-cell() {
-	local name=$1 c0 c1 n took cpu
-	shift
-	cli FLUSHALL >/dev/null
-	c0=$(cpu_now)
-	read -r n took cpu < <(run_measured "$@")
-	c1=$(cpu_now)
-	rate[$name]+="$(awk -v n="$n" -v t="$took" 'BEGIN{printf "%.0f", n/t}') "
-	ccpu[$name]+="$(awk -v c="$cpu" -v n="$n" 'BEGIN{printf "%.2f", c*1e6/n}') "
-	scpu[$name]+="$(awk -v a="$c0" -v b="$c1" -v n="$n" 'BEGIN{printf "%.2f", (b-a)*1e6/n}') "
 }
