@@ -21,7 +21,8 @@ bench_redis_setup() {
 	}
 	tmp=$(mktemp -d)
 	port=$(free_port)
-	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+	# BENCH_REDIS_WRAP: a command to run the server under (e.g. valgrind)
+	${BENCH_REDIS_WRAP:-} redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
 		--dir "$tmp" >"$tmp/redis.log" 2>&1 &
 	rpid=$!
 	trap 'stop_pids $rpid; rm -rf "$tmp"' EXIT
