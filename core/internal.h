@@ -55,16 +55,9 @@ void drl__uri_clear(drl__uri *u);
 
 /* ---- backends registry (backends/registry.c) -------------------------- */
 
-/* (backends/registry.h declares these two for backends/, which cannot
- * include this file.) The built-in opener for a scheme, or NULL. */
-drl_store_open_fn drl__backend_lookup(const char *scheme);
-/* Space-separated list of the schemes this build knows, for messages. */
-const char *drl__backend_schemes(void);
-/* The store a NULL or empty URI opens (the embedded one). */
-const char *drl__backend_default_uri(void);
-/* The URI of an in-process store refusing keys beyond max_keys live ones
- * (on_error=local's), written into buf (cap bytes, 64 are enough). */
-const char *drl__backend_local_uri(char *buf, size_t cap, long max_keys);
+/* The stores built into this library, by URI scheme: declared once, in
+ * backends/registry.h. */
+#include "backends/registry.h"
 
 /* ---- limits (core/spec.c) --------------------------------------------- */
 
@@ -269,6 +262,9 @@ const drl__algorithm *drl__algorithm_find(const char *name, size_t len);
 void drl__result_fill(drl_result *res, bool allowed, int64_t limit,
 		      int64_t remaining, int64_t reset_after,
 		      int64_t retry_after);
+/* DRL_ECORRUPT (in call->err, naming lim's algorithm): the state blob an
+ * optimistic-state algorithm read from the store is not one it wrote. */
+int drl__state_corrupt(const drl__limit *lim, const drl__call *call);
 
 /* decide/refund of every optimistic-state algorithm: run lim->algo->step
  * (or ->unstep) against the state at the limit's key atomically: through
@@ -478,9 +474,6 @@ static inline void drl__thread_name(const char *name)
 {
 	(void)pthread_setname_np(pthread_self(), name);
 }
-
-/* CLOCK_MONOTONIC in µs (core/breaker.c). */
-int64_t drl__mono_us(void);
 
 /* A store's circuit breaker (core/breaker.c has the state machine). */
 typedef struct drl__breaker {

@@ -12,16 +12,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define DEFAULT_PREFIX "drl:"
-
-int64_t drl_now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* What a policy's option segments set, as they are parsed. */
 typedef struct policy_opts {

@@ -271,7 +271,7 @@ void drl__near_now(int64_t now_us, int *base, int64_t *t)
 {
 	if (now_us == DRL__NOW_READ) {
 		*base = DRL__NEAR_MONO;
-		*t = drl__mono_us();
+		*t = drl_mono_us();
 	} else {
 		*base = DRL__NEAR_EXPLICIT;
 		*t = now_us;
@@ -554,7 +554,7 @@ static bool sync_one(drl__near *n, const cand *c)
 		.id = {.bytes = c->id, .len = c->len, .digest = c->digest},
 		.hash = c->hash,
 		.base = DRL__NEAR_MONO,
-		.t = drl__mono_us(),
+		.t = drl_mono_us(),
 	};
 	int rc;
 	drl_result r;
@@ -599,16 +599,16 @@ static void *sync_main(void *arg)
 {
 	drl__thread_name("drl-near-sync");
 	drl__near *n = arg;
-	int64_t next = drl__mono_us() + n->sync_us;
+	int64_t next = drl_mono_us() + n->sync_us;
 	pthread_mutex_lock(&n->mu);
 	while (!atomic_load(&n->stop)) {
 		struct timespec ts = mono_ts(next);
 		pthread_cond_timedwait(&n->cv, &n->mu, &ts);
-		if (atomic_load(&n->stop) || drl__mono_us() < next)
+		if (atomic_load(&n->stop) || drl_mono_us() < next)
 			continue;
 		if (!n->manual)
-			sync_round(n, drl__mono_us());
-		int64_t now = drl__mono_us();
+			sync_round(n, drl_mono_us());
+		int64_t now = drl_mono_us();
 		next += n->sync_us;
 		if (next <= now)
 			next = now + n->sync_us;
