@@ -747,14 +747,8 @@ static int start_one(drl_async *a, drl_limiter *l, const void *key,
 	/* The request's id may point at the key: the node's copy, which
 	 * lives as long as the request. */
 	n->one = (drl_batch_item){.key = copy, .keylen = keylen, .cost = cost};
-	n->req = (drl__req){
-		.kind = DRL__REQ_ONE,
-		.l = l,
-		.items = &n->one,
-		.n = 1,
-		.now_us = kind == ONE ? DRL__NOW_READ : now_us,
-		.err = &n->err,
-	};
+	drl__req_init(&n->req, DRL__REQ_ONE, l, &n->one, 1,
+		      kind == ONE ? DRL__NOW_READ : now_us, &n->err);
 	return node_go(a, n, err);
 }
 
@@ -767,12 +761,9 @@ int drl_async_path(const drl_limiter *limiter, const char **why)
 		    "the process)";
 		direct = 1;
 	} else if (limiter != NULL) {
-		drl__req q = {
-			.kind = DRL__REQ_ONE,
-			.l = (drl_limiter *)limiter, /* only read */
-			.n = 1,
-			.now_us = DRL__NOW_READ,
-		};
+		drl__req q;
+		drl__req_init(&q, DRL__REQ_ONE, (drl_limiter *)limiter, NULL, 1,
+			      DRL__NOW_READ, NULL); /* only read */
 		direct = drl__req_startable(&q, &w);
 	}
 	if (why)
@@ -868,14 +859,8 @@ static int start_batch(drl_async *a, drl_limiter *l,
 		node_drop(a, n);
 		return rc;
 	}
-	n->req = (drl__req){
-		.kind = DRL__REQ_BATCH,
-		.l = l,
-		.items = n->items,
-		.n = n->n,
-		.now_us = kind == BATCH ? DRL__NOW_READ : now_us,
-		.err = &n->err,
-	};
+	drl__req_init(&n->req, DRL__REQ_BATCH, l, n->items, n->n,
+		      kind == BATCH ? DRL__NOW_READ : now_us, &n->err);
 	return node_go(a, n, err);
 }
 

@@ -27,6 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Kept out of line: what a decision of the memory store (a few hundred
+ * instructions in all) does not run, so its own steps stay lean. */
+#define COLD __attribute__((noinline, cold))
+
+static size_t begin_near(drl__req *q, drl__near *near);
+
 /* ---- step: the limits ----------------------------------------------- */
 
 /* Decide limit i for call (its key made from id); counted in the store's
@@ -134,12 +140,20 @@ static int step(drl_limiter *l, const drl__key_id_buf *id, int64_t cost,
 	return 0;
 }
 
-/* Item i of q through the step (a request of one: its id is q->one's). */
+/* Item i of q through the step (a request of one: its id is q->one's;
+ * it was checked before it began: drl_allow's and the async API's
+ * checks). */
 static void step_item(drl__req *q, size_t i)
 {
 	drl_batch_item *it = &q->items[i];
-	drl_error e = {0}, *d = q->kind == DRL__REQ_ONE ? q->err : &e;
-	int rc = drl__request_check(it->key, it->keylen, it->cost, d);
+	drl_error e, *d = q->err;
+	int rc = 0;
+	if (q->kind != DRL__REQ_ONE) { /* a batch item: its own detail */
+		e.code = 0;
+		e.message[0] = '\0';
+		d = &e;
+		rc = drl__request_check(it->key, it->keylen, it->cost, d);
+	}
 	if (rc == 0)
 		rc = step(q->l, drl__req_id(q, i), it->cost, q->now, false,
 			  &it->result, d);
@@ -198,12 +212,20 @@ static int reset_step(drl_limiter *l, const drl__key_id_buf *id, int64_t now,
  * the items whose key is blocked get the local denial (skip[i], rc 0).
  * Returns how many are left for the store (bad items among them: the
  * store path refuses those). */
-static size_t begin_batch(drl__req *q)
+static COLD size_t begin_batch(drl__req *q)
 {
 	drl__near *near = q->l->near;
 	size_t left = 0;
 	int base = 0;
 	int64_t t = 0;
+	size_t skips = near != NULL ? q->n : 0;
+	q->mem = calloc(1, q->n * sizeof *q->nq + skips);
+	if (q->mem == NULL) {
+		q->rc = drl_error_set(&q->e, DRL_ENOMEM, "out of memory");
+		return q->n;
+	}
+	q->nq = q->mem;
+	q->skip = skips ? (bool *)(void *)(q->nq + q->n) : NULL;
 	if (near != NULL)
 		drl__near_now(q->now_us, &base, &t);
 	for (size_t i = 0; i < q->n; i++) {
@@ -235,23 +257,19 @@ size_t drl__req_begin(drl__req *q)
 	q->first = SIZE_MAX;
 	q->left = q->n;
 	q->now = q->now_us;
-	if (q->kind == DRL__REQ_BATCH) {
-		size_t skips = near != NULL ? q->n : 0;
-		q->mem = calloc(1, q->n * sizeof *q->nq + skips);
-		if (q->mem == NULL) {
-			q->rc = drl_error_set(&q->e, DRL_ENOMEM,
-					      "out of memory");
-			return q->left;
-		}
-		q->nq = q->mem;
-		q->skip = skips ? (bool *)(void *)(q->nq + q->n) : NULL;
-		q->left = begin_batch(q);
-		return q->left;
-	}
+	if (q->kind == DRL__REQ_BATCH)
+		return q->left = begin_batch(q);
 	if (near == NULL || (q->kind == DRL__REQ_ONE && it->cost == 0)) {
 		drl__key_id(it->key, it->keylen, &q->one.id);
 		return q->left;
 	}
+	return q->left = begin_near(q, near);
+}
+
+/* Begin's near cache step for a request of one key (near is l's). */
+static COLD size_t begin_near(drl__req *q, drl__near *near)
+{
+	drl_batch_item *it = &q->items[0];
 	int base;
 	int64_t t;
 	drl__near_now(q->now_us, &base, &t);
@@ -260,7 +278,7 @@ size_t drl__req_begin(drl__req *q)
 	    drl__near_check(near, &q->one, it->cost, &it->result)) {
 		DRL__COUNT(&q->l->store->stats, near_denials);
 		it->rc = 0;
-		q->left = 0;
+		return 0;
 	}
 	return q->left;
 }
@@ -321,7 +339,7 @@ static drl_error *detail(drl__req *q)
 
 /* The on_error policy's decision for item i after the store failed with
  * a store failure (drl__is_store_failure); err keeps the store's error. */
-static int fallback(drl__req *q, size_t i, drl_error *err)
+static COLD int fallback(drl__req *q, size_t i, drl_error *err)
 {
 	drl_limiter *l = q->l;
 	drl_batch_item *it = &q->items[i];
@@ -395,7 +413,7 @@ static bool skipped(const drl__req *q, size_t i)
 /* No store decision at all (q->rc: the breaker, the clock, no memory):
  * every item left fails so, a bad key or cost with its own DRL_EINVAL
  * (bad input is never a store error). */
-static void fail_left(drl__req *q)
+static COLD void fail_left(drl__req *q)
 {
 	for (size_t i = 0; i < q->n; i++) {
 		drl_error ie = {0};
@@ -456,6 +474,8 @@ void drl__req_end(drl__req *q)
 
 void drl__req_drop(drl__req *q)
 {
+	if (q->mem == NULL)
+		return;
 	free(q->mem);
 	q->mem = NULL;
 	q->nq = NULL;
@@ -467,20 +487,15 @@ void drl__req_drop(drl__req *q)
 /* A reset: l's on_error=local copy first (it decides while the store is
  * away, so it forgets the key even when the store's delete then fails),
  * then l's store. */
-static void reset_run(drl__req *q)
+static COLD void reset_run(drl__req *q)
 {
 	drl_limiter *l = q->l;
 	drl_batch_item *it = &q->items[0];
 	drl_backend *b = l->store->backend;
 	if (l->local != NULL) {
-		drl__req lq = {
-			.kind = DRL__REQ_RESET,
-			.l = l->local,
-			.items = it,
-			.n = 1,
-			.now_us = q->now_us,
-			.err = q->err,
-		};
+		drl__req lq;
+		drl__req_init(&lq, DRL__REQ_RESET, l->local, it, 1, q->now_us,
+			      q->err);
 		drl__req_decide(&lq);
 		if (it->rc) {
 			drl__req_end(q); /* no store call: the local error */
@@ -527,7 +542,8 @@ void drl__req_decide(drl__req *q)
 bool drl__req_peek(drl_limiter *l, const drl__key_id_buf *id, int64_t cost,
 		   int *rc, drl_result *result, drl_error *err)
 {
-	drl__req q = {.kind = DRL__REQ_ONE, .l = l, .now_us = DRL__NOW_READ};
+	drl__req q;
+	drl__req_init(&q, DRL__REQ_ONE, l, NULL, 0, DRL__NOW_READ, err);
 	*rc = enter(&q, true, err);
 	if (!q.entered)
 		return false;

@@ -120,7 +120,18 @@ typedef struct drl__key_id_buf {
 	bool digest;
 	unsigned char sha[32];
 } drl__key_id_buf;
-void drl__key_id(const void *key, size_t keylen, drl__key_id_buf *id);
+void drl__key_digest(const void *key, size_t keylen, drl__key_id_buf *id);
+static inline void drl__key_id(const void *key, size_t keylen,
+			       drl__key_id_buf *id)
+{
+	if (keylen > DRL__KEY_INLINE_MAX) {
+		drl__key_digest(key, keylen, id); /* the one hash */
+		return;
+	}
+	id->bytes = key;
+	id->len = keylen;
+	id->digest = false;
+}
 /* drl__keybase_make from a key's id (drl__key_id's bytes, len, digest). */
 void drl__keybase_make_id(drl__keybase *kb, const char *prefix, size_t plen,
 			  const drl__limit *lim, const void *id, size_t idlen,
@@ -641,7 +652,8 @@ typedef enum drl__req_kind {
  * them all): begin (checks, near cache denials), then run (enter: the
  * breaker and the time; step: the limits; end) on this thread or a
  * worker, or start (enter, then a store call sent without waiting; end
- * on the store's I/O thread). The caller fills the first block; the
+ * on the store's I/O thread). drl__req_init fills the first block
+ * (finished and arg may be set after it); the
  * request, items, keys and *err stay valid until end is done (for a
  * started one: `finished` runs). Items' rc and result are the outcome. */
 typedef struct drl__req {
@@ -667,6 +679,31 @@ typedef struct drl__req {
 	void *mem;         /* nq and skip */
 	void *chunk;       /* a started batch's call (core/batch.c) */
 } drl__req;
+
+/* A request of `kind` on l for items[0..n) at now_us (explicit, checked,
+ * or DRL__NOW_READ), errors to *err: everything the steps read first
+ * set, and nothing else written (a request is made per decision: the
+ * steps fill the rest). */
+static inline void drl__req_init(drl__req *q, drl__req_kind kind,
+				 drl_limiter *l, drl_batch_item *items,
+				 size_t n, int64_t now_us, drl_error *err)
+{
+	q->kind = kind;
+	q->l = l;
+	q->items = items;
+	q->n = n;
+	q->now_us = now_us;
+	q->err = err;
+	q->finished = NULL;
+	q->arg = NULL;
+	q->entered = false;
+	q->probe = false;
+	q->rc = 0;
+	q->nq = NULL;
+	q->skip = NULL;
+	q->mem = NULL;
+	q->chunk = NULL;
+}
 
 /* The id of item i's user key (made at begin). */
 static inline const drl__key_id_buf *drl__req_id(const drl__req *q, size_t i)

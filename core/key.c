@@ -37,14 +37,8 @@ size_t drl__put_uint(char *p, uint64_t v)
 	return n;
 }
 
-void drl__key_id(const void *key, size_t keylen, drl__key_id_buf *id)
+void drl__key_digest(const void *key, size_t keylen, drl__key_id_buf *id)
 {
-	if (keylen <= DRL__KEY_INLINE_MAX) {
-		id->bytes = key;
-		id->len = keylen;
-		id->digest = false;
-		return;
-	}
 	SHA256(key, keylen, id->sha);
 	id->bytes = id->sha;
 	id->len = sizeof id->sha;

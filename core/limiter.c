@@ -230,14 +230,8 @@ static int allow_one(drl_limiter *l, const void *key, size_t keylen, int64_t cos
 		  int64_t now_us, drl_result *result, drl_error *err)
 {
 	drl_batch_item it = {.key = key, .keylen = keylen, .cost = cost};
-	drl__req q = {
-		.kind = DRL__REQ_ONE,
-		.l = l,
-		.items = &it,
-		.n = 1,
-		.now_us = now_us,
-		.err = err,
-	};
+	drl__req q;
+	drl__req_init(&q, DRL__REQ_ONE, l, &it, 1, now_us, err);
 	drl__req_decide(&q);
 	*result = it.result;
 	return it.rc;
@@ -283,14 +277,8 @@ static int check_batch(const drl_limiter *l, const drl_batch_item *items,
 static void allow_batch(drl_limiter *l, drl_batch_item *items, size_t n,
 			 int64_t now_us, drl_error *err)
 {
-	drl__req q = {
-		.kind = DRL__REQ_BATCH,
-		.l = l,
-		.items = items,
-		.n = n,
-		.now_us = now_us,
-		.err = err,
-	};
+	drl__req q;
+	drl__req_init(&q, DRL__REQ_BATCH, l, items, n, now_us, err);
 	drl__req_decide(&q);
 }
 

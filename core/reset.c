@@ -25,14 +25,8 @@ static int reset(drl_limiter *l, const void *key, size_t keylen, int64_t now_us,
 		 drl_error *err)
 {
 	drl_batch_item it = {.key = key, .keylen = keylen};
-	drl__req q = {
-		.kind = DRL__REQ_RESET,
-		.l = l,
-		.items = &it,
-		.n = 1,
-		.now_us = now_us,
-		.err = err,
-	};
+	drl__req q;
+	drl__req_init(&q, DRL__REQ_RESET, l, &it, 1, now_us, err);
 	drl__req_decide(&q);
 	return it.rc;
 }
