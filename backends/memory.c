@@ -589,79 +589,22 @@ static int mem_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 	return 0;
 }
 
-/* Store blob at key if its version is still `version` (0: absent).
- * DRL_ECONFLICT when it changed, DRL_ESTORE on a counter or when creating
- * the key would pass max_keys. ttl_us <= 0 stores and expires at once. */
-static int mem_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
-		   uint64_t version, int64_t ttl_us, drl_error *err)
-{
-	store *st = (store *)b;
-	int rc = check_key(key, err);
-	if (rc)
-		return rc;
-	if (blob == NULL && len > 0)
-		return drl_error_set(err, DRL_EINVAL,
-				     "memory store: NULL blob");
-	int64_t now = mono_us();
-	uint64_t h = hash_key(st, key);
-	shard *sh = shard_of(st, h);
-	for (int attempt = 0;; attempt++) {
-		pthread_mutex_lock(&sh->lock);
-		prefetch_bucket(sh, h);
-		sweep(st, sh, now, SWEEP_WRITE);
-		entry **pp = lookup(st, sh, h, key, now);
-		entry *e = pp ? *pp : NULL;
-		if (e && e->version == 0) {
-			pthread_mutex_unlock(&sh->lock);
-			return wrong_kind(err, key, false);
-		}
-		if ((e ? e->version : 0) != version) {
-			pthread_mutex_unlock(&sh->lock);
-			return drl_error_set(err, DRL_ECONFLICT,
-					     "memory store: version changed");
-		}
-		if (ttl_us <= 0) { /* written and expired at once */
-			if (e)
-				unlink_free(st, sh, pp);
-			pthread_mutex_unlock(&sh->lock);
-			return 0;
-		}
-		if (e) {
-			rc = set_blob(e, blob, len);
-			if (rc == 0) {
-				e->version = ++sh->vclock;
-				touch(sh, e, deadline(now, ttl_us));
-			}
-			pthread_mutex_unlock(&sh->lock);
-			return rc ? insert_error(st, rc, err) : 0;
-		}
-		rc = insert_blob(st, sh, h, key, now, blob, len, ttl_us);
-		pthread_mutex_unlock(&sh->lock);
-		if (rc == 0)
-			return 0;
-		if (rc != FULL || attempt > 0)
-			return insert_error(st, rc, err);
-		reclaim(st, now);
-	}
-}
+/* What a locked write stores: under the key's shard lock, decide() sees
+ * the blob at key (e NULL when absent; never a counter) and returns 1 with
+ * the blob to store (*nb, *nlen: may point into e's own blob) and its TTL
+ * (<= 0: written and expired at once), 0 to leave everything, or a
+ * negative error (in err). */
+typedef int (*blob_decide)(void *arg, const entry *e, const void **nb,
+			   size_t *nlen, int64_t *ttl_us, drl_error *err);
 
-/*
- * Run fn on the blob at key under the key's shard lock: fn sees the
- * current blob (NULL, 0 when absent). fn returning 1 stores its blob with
- * its TTL and a new version; 0 leaves everything; a negative value is
- * returned as is. fn must not call this store (it would deadlock). When
- * storing needs a new key and max_keys is reached, expired keys are
- * reclaimed and fn runs once more on the state then current.
- */
-static int mem_update(drl_backend *b, drl_bytes key, drl_update_fn fn,
-		      void *arg, drl_error *err)
+/* The one locked update of a blob (cas and update): run decide on the
+ * blob at key under its shard's lock and write what it returns, with a
+ * new version. When storing needs a new key and max_keys is reached,
+ * expired keys are reclaimed and decide runs once more on the state then
+ * current. DRL_ESTORE on a counter or when the store is full. */
+static int locked_write(store *st, drl_bytes key, blob_decide decide,
+			void *arg, drl_error *err)
 {
-	store *st = (store *)b;
-	int rc = check_key(key, err);
-	if (rc)
-		return rc;
-	if (fn == NULL)
-		return drl_error_set(err, DRL_EINVAL, "memory store: NULL fn");
 	int64_t now = mono_us();
 	uint64_t h = hash_key(st, key);
 	shard *sh = shard_of(st, h);
@@ -678,18 +621,10 @@ static int mem_update(drl_backend *b, drl_bytes key, drl_update_fn fn,
 		const void *nb = NULL;
 		size_t nlen = 0;
 		int64_t ttl_us = 0;
-		rc = fn(arg, e ? e->blob : NULL, e ? e->bloblen : 0, &nb, &nlen,
-			&ttl_us);
+		int rc = decide(arg, e, &nb, &nlen, &ttl_us, err);
 		if (rc <= 0) {
 			pthread_mutex_unlock(&sh->lock);
 			return rc;
-		}
-		if (rc != 1 || (nb == NULL && nlen > 0)) {
-			pthread_mutex_unlock(&sh->lock);
-			return drl_error_set(err, DRL_EINTERNAL,
-					     "memory store: update step "
-					     "returned %d with a %s blob",
-					     rc, nb ? "non-NULL" : "NULL");
 		}
 		if (ttl_us <= 0) { /* written and expired at once */
 			if (e)
@@ -714,6 +649,83 @@ static int mem_update(drl_backend *b, drl_bytes key, drl_update_fn fn,
 			return insert_error(st, rc, err);
 		reclaim(st, now);
 	}
+}
+
+/* A cas: the blob to store while the version is still the one read. */
+typedef struct cas_arg {
+	const void *blob;
+	size_t len;
+	uint64_t version;
+	int64_t ttl_us;
+} cas_arg;
+
+static int cas_decide(void *arg, const entry *e, const void **nb,
+		      size_t *nlen, int64_t *ttl_us, drl_error *err)
+{
+	const cas_arg *c = arg;
+	if ((e ? e->version : 0) != c->version)
+		return drl_error_set(err, DRL_ECONFLICT,
+				     "memory store: version changed");
+	*nb = c->blob;
+	*nlen = c->len;
+	*ttl_us = c->ttl_us;
+	return 1;
+}
+
+/* Store blob at key if its version is still `version` (0: absent).
+ * DRL_ECONFLICT when it changed, DRL_ESTORE on a counter or when creating
+ * the key would pass max_keys. ttl_us <= 0 stores and expires at once. */
+static int mem_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
+		   uint64_t version, int64_t ttl_us, drl_error *err)
+{
+	int rc = check_key(key, err);
+	if (rc)
+		return rc;
+	if (blob == NULL && len > 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "memory store: NULL blob");
+	cas_arg c = {blob, len, version, ttl_us};
+	return locked_write((store *)b, key, cas_decide, &c, err);
+}
+
+/* An update: the caller's step. */
+typedef struct update_arg {
+	drl_update_fn fn;
+	void *arg;
+} update_arg;
+
+static int update_decide(void *arg, const entry *e, const void **nb,
+			 size_t *nlen, int64_t *ttl_us, drl_error *err)
+{
+	const update_arg *u = arg;
+	int rc = u->fn(u->arg, e ? e->blob : NULL, e ? e->bloblen : 0, nb,
+		       nlen, ttl_us);
+	if (rc > 0 && (rc != 1 || (*nb == NULL && *nlen > 0)))
+		return drl_error_set(err, DRL_EINTERNAL,
+				     "memory store: update step returned %d "
+				     "with a %s blob",
+				     rc, *nb ? "non-NULL" : "NULL");
+	return rc;
+}
+
+/*
+ * Run fn on the blob at key under the key's shard lock: fn sees the
+ * current blob (NULL, 0 when absent). fn returning 1 stores its blob with
+ * its TTL and a new version; 0 leaves everything; a negative value is
+ * returned as is. fn must not call this store (it would deadlock). When
+ * storing needs a new key and max_keys is reached, expired keys are
+ * reclaimed and fn runs once more on the state then current.
+ */
+static int mem_update(drl_backend *b, drl_bytes key, drl_update_fn fn,
+		      void *arg, drl_error *err)
+{
+	int rc = check_key(key, err);
+	if (rc)
+		return rc;
+	if (fn == NULL)
+		return drl_error_set(err, DRL_EINVAL, "memory store: NULL fn");
+	update_arg u = {fn, arg};
+	return locked_write((store *)b, key, update_decide, &u, err);
 }
 
 /*
