@@ -16,8 +16,10 @@
  *
  * This file: arguments, signals, start, reload and stop. Signals are
  * blocked in every thread and read from a signalfd by the main thread,
- * which does the work a signal asks for (a reload, the shutdown) outside
- * any signal handler. Uses the public API (<drl/drl.h>) only.
+ * which stops drld on SIGTERM/SIGINT outside any signal handler, and
+ * hands SIGHUP's reload to the reload thread (reloader.h): the signal
+ * thread never reads a file, so a read that hangs cannot make it miss
+ * SIGTERM. Uses the public API (<drl/drl.h>) only.
  *
  * Exit status: 0 stopped by SIGTERM/SIGINT, 1 could not serve (e.g. the
  * address is in use), 2 bad usage, store URI or config, 3 the store could
@@ -31,6 +33,7 @@
 #include "grpc_service.h" /* plain C; defined only with DRLD_HAVE_ENVOY */
 #include "http.h"
 #include "listen_addr.h"
+#include "reloader.h"
 #include "tls.h"
 
 #include <arpa/inet.h>
@@ -156,9 +159,10 @@ static const char details_grpc[] =
 	"  -h, --help              this text\n"
 	"  -V, --version           the version\n"
 	"\n"
-	"Signals: SIGHUP reloads the config (a bad one is reported and the\n"
-	"old one kept); SIGTERM or SIGINT stop accepting, finish the\n"
-	"requests in flight and exit 0.\n"
+	"Signals: SIGHUP reloads the config on a thread of its own (a bad\n"
+	"one is reported and the old one kept); SIGTERM or SIGINT stop\n"
+	"accepting, finish the requests in flight and exit 0, without\n"
+	"waiting for a reload stuck in a read.\n"
 	"\n"
 	"Exit status: 0 stopped by a signal, 1 could not serve, 2 bad usage,\n"
 	"store URI or config, 3 the store could not be reached.\n";
@@ -640,6 +644,20 @@ static void reload(struct drld *d, const struct opts *o,
 	drld_metrics_reload(d->metrics, true);
 }
 
+/* What the reload thread needs. */
+struct reload_arg {
+	struct drld *d;
+	const struct opts *o;
+	const char *config_store;
+};
+
+/* The reload thread's work for one SIGHUP. */
+static void reload_run(void *p)
+{
+	const struct reload_arg *a = p;
+	reload(a->d, a->o, a->config_store);
+}
+
 /* Print the line tests and scripts wait for. */
 static void say_listening(const struct opts *o, unsigned port)
 {
@@ -701,6 +719,17 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	if (g != NULL)
 		say_grpc(o->grpc_listen, drld_grpc_port(g));
 #endif
+	struct drld_reloader *rl = NULL;
+	struct reload_arg ra = {d, o, config_store};
+	int rc = drld_reloader_start(&rl, reload_run, &ra);
+	if (rc != 0) {
+		fprintf(stderr, "drld: the reload thread: %s\n", strerror(rc));
+#if DRLD_HAVE_ENVOY
+		drld_grpc_stop(g, 0);
+#endif
+		drld_http_stop(h, 0);
+		return EXIT_SERVE;
+	}
 	say_listening(o, drld_http_port(h));
 	for (;;) {
 		struct signalfd_siginfo si;
@@ -712,7 +741,7 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 			break;
 		}
 		if (si.ssi_signo == SIGHUP) {
-			reload(d, o, config_store);
+			drld_reloader_kick(rl);
 			continue;
 		}
 		fprintf(stderr, "drld: %s: stopping\n",
@@ -723,6 +752,16 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	drld_grpc_stop(g, o->http.timeout_s);
 #endif
 	drld_http_stop(h, o->http.timeout_s);
+	if (!drld_reloader_stop(rl)) {
+		/* the reload uses the store and the limits teardown() would
+		 * free: end the process with the reload in it (nothing is
+		 * served any more; the old config was never replaced) */
+		fputs("drld: a reload is still reading the config; exiting "
+		      "without waiting for it\n",
+		      stderr);
+		fflush(NULL);
+		_exit(EXIT_OK);
+	}
 	return EXIT_OK;
 }
 

@@ -26,6 +26,7 @@ packages=(
 	libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev \
 	libyaml-dev                            # drld's Envoy gRPC service
 	python3-grpcio python3-grpc-tools      # its tests (/usr/bin/python3)
+	python3-fusepy                         # test_drld.sh: a stalled mount
 	libuv1-dev libevent-dev                # the async API's loop adapters' tests
 	libsqlite3-dev                         # examples/store_sqlite (its tests)
 )

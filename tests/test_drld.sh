@@ -1201,6 +1201,68 @@ else
 	check 1 "drld starts for the reload tests"
 fi
 
+# attack (issue 33, 6): SIGHUP's reload read the config on the thread that
+# reads signals, so a read that hung (a config on a stalled NFS or FUSE
+# mount) made drld ignore SIGTERM until the read returned. The config is
+# here on a FUSE mount whose reads stall on demand (tests/stall_fs.py):
+# drld must stop on SIGTERM while its reload is stuck in such a read.
+if [ ! -c /dev/fuse ] || ! /usr/bin/python3 -c 'import fusepy' 2>/dev/null; then
+	missing "/dev/fuse and python3-fusepy (the stalled-mount attack)"
+else
+	mkdir -p "$tmp/fs" "$tmp/fs.b" "$tmp/fs.c"
+	cp "$tmp/r2.json" "$tmp/fs.b/live.json"
+	/usr/bin/python3 "$here/stall_fs.py" "$tmp/fs" "$tmp/fs.b" "$tmp/fs.c" \
+		2>"$tmp/stall_fs.err" &
+	fspid=$!
+	pids+=("$fspid")
+	for ((i = 0; i < 400; i++)); do
+		[ -e "$tmp/fs.c/mounted" ] && break
+		kill -0 "$fspid" 2>/dev/null || break
+		sleep 0.05
+	done
+	[ -e "$tmp/fs.c/mounted" ]
+	check $? "stall_fs.py mounts (stderr: $(head -c 300 "$tmp/stall_fs.err"))"
+	if [ -e "$tmp/fs.c/mounted" ] && start stalled --config "$tmp/fs/live.json"; then
+		touch "$tmp/fs.c/stall"
+		kill -HUP "$pid"
+		for ((i = 0; i < 600; i++)); do
+			[ -e "$tmp/fs.c/reading" ] && break
+			sleep 0.05
+		done
+		[ -e "$tmp/fs.c/reading" ]
+		check $? "SIGHUP: the reload is stuck reading the stalled config"
+		req GET /healthz
+		expect_code 200 "meanwhile /healthz"
+		check_post '{"key":"st","rule":"r"}'
+		expect_code 200 "meanwhile the old config decides"
+		kill -TERM "$pid"
+		for ((i = 0; i < 600; i++)); do
+			grep -qF 'exiting without waiting for it' "$tmp/stalled.err" &&
+				break
+			sleep 0.05
+		done
+		req GET /healthz
+		got="stopping: $(grep -c 'drld: SIGTERM: stopping' "$tmp/stalled.err"), not waiting: $(grep -c 'exiting without waiting for it' "$tmp/stalled.err"), /healthz: $code, still stalled: $([ -e "$tmp/fs.c/stall" ] && echo yes)"
+		[ "$got" = "stopping: 1, not waiting: 1, /healthz: 000, still stalled: yes" ]
+		check $? "attack: SIGTERM while SIGHUP's reload hangs on a stalled mount: drld stops serving and exits ($got)"
+		# the kernel finishes the exit once the read is answered (a
+		# FUSE read already sent cannot be interrupted)
+		rm -f "$tmp/fs.c/stall"
+		wait "$pid"
+		st=$?
+		[ "$st" -eq 0 ]
+		check $? "stalled: exit 0 (got $st)"
+		! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
+			"$tmp/stalled.err"
+		check $? "stalled: no sanitizer report on stderr"
+	else
+		check 1 "drld starts with its config on the FUSE mount"
+	fi
+	rm -f "$tmp/fs.c/stall"
+	kill -TERM "$fspid" 2>/dev/null
+	wait "$fspid"
+fi
+
 # ---- a store that fails: 503, or the rule's on_error -------------------
 
 if [ -n "$rport" ]; then
