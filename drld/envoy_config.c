@@ -33,6 +33,7 @@
 struct loader {
 	const char *file;
 	drl_store *store;
+	bool own_prefix; /* "drld:envoy:HASH:" per rate_limit */
 	char *msg;
 	size_t n;
 	size_t nodes; /* descriptors loaded so far, all files */
@@ -321,7 +322,21 @@ static int make_limiter(const struct loader *ld, struct drld_envoy_limit *l,
 			 l->shadow ? ";shadow=1" : "");
 	if (k < 0 || (size_t)k >= sizeof spec)
 		return fail(ld, at, key, "too long");
-	if (drl_limiter_new(&l->lim, ld->store, spec, NULL, &err) != 0)
+	char prefix[sizeof "drld:envoy::" + 16];
+	if (ld->own_prefix) {
+		uint64_t h = 1469598103934665603u; /* FNV-1a: spread only */
+		const char *parts[2] = {ld->domain, l->path};
+		for (int p = 0; p < 2; p++)
+			for (const char *c = parts[p];; c++) {
+				h = (h ^ (unsigned char)*c) * 1099511628211u;
+				if (*c == '\0')
+					break;
+			}
+		snprintf(prefix, sizeof prefix,
+			 "drld:envoy:%016llx:", (unsigned long long)h);
+	}
+	if (drl_limiter_new(&l->lim, ld->store, spec,
+			    ld->own_prefix ? prefix : NULL, &err) != 0)
 		return fail(ld, at, key, "%s", err.message);
 	return 0;
 }
@@ -935,10 +950,14 @@ static int load_once(struct loader *ld, const char *dir,
 #define LOAD_TRIES 10
 
 int drld_envoy_config_load(struct drld_envoy_config **out, const char *dir,
-			   drl_store *store, struct drld_envoy_stats *stats,
-			   char *msg, size_t n)
+			   drl_store *store, bool own_prefix,
+			   struct drld_envoy_stats *stats, char *msg, size_t n)
 {
-	struct loader ld = {dir, store, msg, n, 0, NULL, NULL, NULL};
+	struct loader ld = {.file = dir,
+			    .store = store,
+			    .own_prefix = own_prefix,
+			    .msg = msg,
+			    .n = n};
 
 	*out = NULL;
 	/* A reload must be one snapshot of the directory: a Kubernetes

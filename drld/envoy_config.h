@@ -109,11 +109,15 @@ struct drld_envoy_config {
 
 /* Load every *.yaml and *.yml file of directory `dir` (not dot files),
  * making each rate_limit's limiter on `store` and its counters in
- * `stats`. Returns 0 with a snapshot holding one reference, or -1 with a
- * message in msg (n bytes): "FILE:LINE: KEY: problem". */
+ * `stats`; with `own_prefix`, each rate_limit's keys are behind a prefix
+ * of its own, "drld:envoy:HASH:" (HASH: 16 hex digits of FNV-1a over its
+ * domain, a 0 byte and its descriptor path; drld's default memory store
+ * bounds keys per prefix), else the library's default prefix. Returns 0
+ * with a snapshot holding one reference, or -1 with a message in msg (n
+ * bytes): "FILE:LINE: KEY: problem". */
 int drld_envoy_config_load(struct drld_envoy_config **out, const char *dir,
-			   drl_store *store, struct drld_envoy_stats *stats,
-			   char *msg, size_t n);
+			   drl_store *store, bool own_prefix,
+			   struct drld_envoy_stats *stats, char *msg, size_t n);
 
 /* Drop a reference; the last frees the snapshot. NULL is a no-op. */
 void drld_envoy_config_release(struct drld_envoy_config *c);

@@ -81,13 +81,13 @@ static void make_policy(struct drld_limit *l, const char *spec)
 }
 
 int drld_limit_init(struct drld_limit *l, drl_store *store, const char *spec,
-		    const char *name, struct drld_rule_stats *stats,
-		    drl_error *err)
+		    const char *prefix, const char *name,
+		    struct drld_rule_stats *stats, drl_error *err)
 {
 	memset(l, 0, sizeof *l);
 	snprintf(l->name, sizeof l->name, "%s", name);
 	l->stats = stats;
-	int rc = drl_limiter_new(&l->lim, store, spec, NULL, err);
+	int rc = drl_limiter_new(&l->lim, store, spec, prefix, err);
 	if (rc != 0)
 		return rc;
 	make_policy(l, spec);

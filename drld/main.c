@@ -6,6 +6,7 @@
  *        [--max-connections N] [--max-connections-per-ip N]
  *        [--timeout-s N] [--max-body BYTES]
  *        [--conn-memory BYTES] [--max-specs N] [--memory-max-keys N]
+ *        [--memory-max-keys-per-limit N]
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
  *        [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]
  *        [--grpc-queue N]
@@ -59,7 +60,7 @@ static const char synopsis[] =
 	"            [--threads N] [--max-connections N]\n"
 	"            [--max-connections-per-ip N] [--timeout-s N]\n"
 	"            [--max-body BYTES] [--conn-memory BYTES] [--max-specs N]\n"
-	"            [--memory-max-keys N]\n"
+	"            [--memory-max-keys N] [--memory-max-keys-per-limit N]\n"
 	"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
 	"[--shadow]\n"
 	"            [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]\n"
@@ -108,7 +109,11 @@ static const char details[] =
 	"      --memory-max-keys N without --store (memory://): keys kept for\n"
 	"                          the configured limits, and as many again\n"
 	"                          for those requests choose (default\n"
-	"                          1000000, 1..1000000000)\n";
+	"                          1000000, 1..1000000000)\n"
+	"      --memory-max-keys-per-limit N\n"
+	"                          and of those, keys one limit may hold:\n"
+	"                          a rule, an Envoy rate_limit, a spec\n"
+	"                          (default a quarter of --memory-max-keys)\n";
 
 /* The gRPC options' part of --help (one string would be longer than C99
  * compilers must support). */
@@ -174,9 +179,10 @@ struct opts {
 	const char *store; /* NULL: the config's, else memory:// */
 	const char *config;
 	int64_t max_specs;
-	int64_t memory_max_keys;  /* drld's default memory:// store */
-	const char *grpc_listen;  /* NULL: no gRPC service */
-	const char *envoy_config; /* NULL: no Envoy domains */
+	int64_t memory_max_keys;   /* drld's default memory:// store */
+	int64_t memory_limit_keys; /* its group_max_keys; 0: the default */
+	const char *grpc_listen;   /* NULL: no gRPC service */
+	const char *envoy_config;  /* NULL: no Envoy domains */
 	/* --grpc-*; deciders is --grpc-threads (serve() makes it 0 on
 	 * memory://) */
 	struct drld_grpc_opts grpc;
@@ -223,6 +229,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_CONNMEM,
 		O_MAXSPECS,
 		O_MEMKEYS,
+		O_LIMITKEYS,
 		O_GRPC,
 		O_ENVOY,
 		O_SHADOW,
@@ -251,6 +258,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"conn-memory", required_argument, NULL, O_CONNMEM},
 		{"max-specs", required_argument, NULL, O_MAXSPECS},
 		{"memory-max-keys", required_argument, NULL, O_MEMKEYS},
+		{"memory-max-keys-per-limit", required_argument, NULL,
+		 O_LIMITKEYS},
 		{"grpc-listen", required_argument, NULL, O_GRPC},
 		{"envoy-config", required_argument, NULL, O_ENVOY},
 		{"shadow", no_argument, NULL, O_SHADOW},
@@ -327,6 +336,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_MEMKEYS:
 			st = number("--memory-max-keys", optarg, 1, 1000000000,
 				    &o->memory_max_keys);
+			break;
+		case O_LIMITKEYS:
+			st = number("--memory-max-keys-per-limit", optarg, 1,
+				    1000000000, &o->memory_limit_keys);
 			break;
 		case O_GRPC:
 			o->grpc_listen = optarg;
@@ -465,10 +478,17 @@ static int open_store(struct drld *d, const struct opts *o, char **config_store)
 	 * and clients choose the keys), and a second one as large for the
 	 * limits clients choose (ad-hoc specs, gRPC overrides with periods
 	 * up to a year), so filling it cannot lock the configured limits
-	 * out. Both refuse a new key once full ("memory store full"). */
-	char memory[64];
-	snprintf(memory, sizeof memory, "memory://?max_keys=%lld",
-		 (long long)o->memory_max_keys);
+	 * out. Both refuse a new key once full ("memory store full"), and
+	 * a new key of a limit holding --memory-max-keys-per-limit keys:
+	 * each configured limit's keys have a prefix of their own there,
+	 * so a client that chooses one limit's keys (a {key} or header
+	 * rule) fills only that limit's share (issue 33, hole 5). */
+	char memory[96];
+	int64_t per_limit = o->memory_limit_keys ? o->memory_limit_keys
+						 : (o->memory_max_keys + 3) / 4;
+	snprintf(memory, sizeof memory,
+		 "memory://?max_keys=%lld&group_max_keys=%lld",
+		 (long long)o->memory_max_keys, (long long)per_limit);
 	const char *uri = o->store        ? o->store
 			  : *config_store ? *config_store
 					  : memory;
@@ -517,7 +537,8 @@ static int setup_envoy(struct drld *d, const struct opts *o)
 	drld_metrics_extra(d->metrics, render_envoy, d->envoy_stats);
 	if (o->envoy_config != NULL &&
 	    drld_envoy_config_load(&ec, o->envoy_config, d->store,
-				   d->envoy_stats, msg, sizeof msg) != 0) {
+				   d->adhoc_store != NULL, d->envoy_stats, msg,
+				   sizeof msg) != 0) {
 		fprintf(stderr, "drld: bad --envoy-config: %s\n", msg);
 		return EXIT_USAGE;
 	}
@@ -547,8 +568,8 @@ static int setup(struct drld *d, const struct opts *o, char **config_store)
 		fputs("drld: out of memory\n", stderr);
 		return EXIT_SERVE;
 	}
-	if (drld_config_load(&cfg, o->config, d->store, d->metrics, msg,
-			     sizeof msg) != 0) {
+	if (drld_config_load(&cfg, o->config, d->store, d->adhoc_store != NULL,
+			     d->metrics, msg, sizeof msg) != 0) {
 		fprintf(stderr, "drld: bad config: %s\n", msg);
 		return EXIT_USAGE;
 	}
@@ -580,7 +601,8 @@ static void reload_envoy(struct drld *d, const struct opts *o)
 	struct drld_envoy_config *ec;
 
 	if (drld_envoy_config_load(&ec, o->envoy_config, d->store,
-				   d->envoy_stats, msg, sizeof msg) != 0) {
+				   d->adhoc_store != NULL, d->envoy_stats, msg,
+				   sizeof msg) != 0) {
 		fprintf(stderr,
 			"drld: reload failed, keeping the old envoy config: "
 			"%s\n",
@@ -613,8 +635,8 @@ static void reload(struct drld *d, const struct opts *o,
 			fputs("drld: SIGHUP: no --config to reload\n", stderr);
 		return;
 	}
-	if (drld_config_load(&cfg, o->config, d->store, d->metrics, msg,
-			     sizeof msg) != 0) {
+	if (drld_config_load(&cfg, o->config, d->store, d->adhoc_store != NULL,
+			     d->metrics, msg, sizeof msg) != 0) {
 		fprintf(stderr,
 			"drld: reload failed, keeping the old config: "
 			"%s\n",

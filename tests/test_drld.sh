@@ -1008,29 +1008,61 @@ fi
 # attack (issue 33, 4 and 5): drld's default memory:// had no bound, and
 # a client chooses the keys and (ad-hoc) periods up to 366 days; with a
 # bound, one client filling it locked every new key out. The default is
-# now bounded (--memory-max-keys, here 4), and the limits clients choose
-# live in a store of their own: filling it locks out only new ad-hoc
-# keys, never the configured rules.
-printf '{"rules": {"r": {"limit": "fixed_window:5/1h"}}}\n' >"$tmp/memkeys.json"
-if start memkeys --memory-max-keys 4 --config "$tmp/memkeys.json"; then
-	for k in 1 2 3 4; do
-		check_post "{\"key\":\"fill$k\",\"limit\":\"fixed_window:5/366d\"}"
-		[ "$code" = 200 ] || break
+# now bounded (--memory-max-keys, here 12), the limits clients choose
+# live in a store of their own, and each limit (a rule, an ad-hoc spec)
+# may hold at most --memory-max-keys-per-limit keys (here 4): a client
+# that chooses one limit's keys fills only that limit's share. Nothing
+# live is evicted: refused keys are 503, kept keys stay exact.
+cat >"$tmp/memkeys.json" <<'EOF'
+{"rules": {"r": {"limit": "fixed_window:5/1h", "key": "{ip}"},
+           "open": {"limit": "fixed_window:5/1d"},
+           "other": {"limit": "fixed_window:5/1d"}}}
+EOF
+# post_keys N PREFIX FIELDS: POST N keys PREFIX1..PREFIXN with FIELDS;
+# stops at the first answer that is not 200 ($code is its status; $ok the
+# number answered 200).
+post_keys() {
+	local k
+	ok=0
+	for ((k = 1; k <= $1; k++)); do
+		check_post "{\"key\":\"$2$k\",$3}"
+		[ "$code" = 200 ] || return 0
+		ok=$k
 	done
-	expect_code 200 "attack: 4 ad-hoc keys of 366 days fill --memory-max-keys 4"
-	check_post '{"key":"fill5","limit":"fixed_window:5/366d"}'
-	expect_code 503 "attack: a 5th ad-hoc key: the store is full"
-	expect_error 'memory store full' "a 5th ad-hoc key"
-	for k in 1 2 3 4; do
-		check_post "{\"key\":\"rule$k\",\"rule\":\"r\"}"
-		[ "$code" = 200 ] || break
+}
+if start memkeys --memory-max-keys 12 --memory-max-keys-per-limit 4 \
+	--config "$tmp/memkeys.json"; then
+	post_keys 5 fill '"limit":"fixed_window:5/366d"'
+	[ "$ok:$code" = 4:503 ]
+	check $? "attack: ad-hoc keys of 366 days: one spec holds 4 (got $ok, then $code)"
+	expect_error "memory store full for this key's group (group_max_keys=4)" \
+		"a 5th key of one ad-hoc spec"
+	post_keys 4 fillb '"limit":"fixed_window:6/366d"'
+	post_keys 4 fillc '"limit":"fixed_window:7/366d"'
+	post_keys 1 filld '"limit":"fixed_window:8/366d"'
+	[ "$ok:$code" = 0:503 ]
+	check $? "attack: three ad-hoc specs fill --memory-max-keys 12 (got $ok, then $code)"
+	expect_error 'memory store full (max_keys=12)' "a 13th ad-hoc key"
+	check_post '{"key":"x","rule":"r"}'
+	expect_code 200 "attack: meanwhile a new key of a configured rule is decided"
+
+	# a rule whose key the client chooses ({key}): the client fills
+	# that rule's share, and no other rule's
+	post_keys 6 o '"rule":"open"'
+	[ "$ok:$code" = 4:503 ]
+	check $? "attack: a client choosing rule open's keys: 4 kept, the 5th refused (got $ok, then $code)"
+	expect_error "memory store full for this key's group (group_max_keys=4)" \
+		"a 5th key of rule open"
+	post_keys 4 o '"rule":"other"'
+	[ "$ok" = 4 ]
+	check $? "attack: meanwhile rule other (the same spec) takes 4 new keys (got $ok, then $code)"
+	for i in 1 2 3 4 5; do
+		check_post '{"key":"o1","rule":"open"}'
 	done
-	expect_code 200 "attack: meanwhile 4 new keys of a configured rule are decided"
-	check_post '{"key":"rule5","rule":"r"}'
-	expect_code 503 "the rules' own store is bounded too"
+	expect_field allowed false "rule open's kept key o1 stays exact: its 6th request of 5"
 	stop memkeys "$pid"
 else
-	check 1 "drld starts with --memory-max-keys 4"
+	check 1 "drld starts with --memory-max-keys 12 --memory-max-keys-per-limit 4"
 fi
 
 # --max-connections-per-ip: one client address cannot hold more; another

@@ -580,6 +580,38 @@ else
 	check 1 "drld starts with --grpc-max-connection-idle 1"
 fi
 
+# ---- attack: one client fills the store (issue 33, 5) ------------------
+# Envoy passes request values through (here "user", a wildcard rate_limit):
+# a client choosing them makes one new key each. On drld's default store
+# each rate_limit may hold --memory-max-keys-per-limit keys (2 here):
+# flooding "user" fills its share only, and the "team" rate_limit of the
+# same limit still takes new keys. Refused keys are UNAVAILABLE, nothing
+# is evicted.
+mkdir -p "$tmp/cfg-hog"
+cat >"$tmp/cfg-hog/hog.yaml" <<'EOF'
+domain: hog
+descriptors:
+  - key: user
+    rate_limit: {unit: day, requests_per_unit: 5}
+  - key: team
+    rate_limit: {unit: day, requests_per_unit: 5}
+EOF
+if start hog --envoy-config "$tmp/cfg-hog" --memory-max-keys 8 \
+	--memory-max-keys-per-limit 2; then
+	got=
+	for k in 1 2 3 4; do
+		got="$got $("${client[@]}" call "$gport" hog "user=u$k" 2>&1 | cut -d' ' -f1)"
+	done
+	[ "$got" = " OK OK UNAVAILABLE UNAVAILABLE" ]
+	check $? "attack: a client choosing user's values: 2 keys kept, then refused (got$got)"
+	expect_call "OK OK 4" hog team=t1
+	expect_call "OK OK 4" hog team=t2
+	expect_call "OK OK 3" hog user=u1
+	stop hog "$pid"
+else
+	check 1 "drld starts with --memory-max-keys-per-limit 2"
+fi
+
 # ---- a unix domain socket (envoyproxy/ratelimit's GRPC_UDS) -------------
 # An Envoy sidecar on the same host can reach drld without TCP. drld's
 # listener removes the socket file when drld stops, and a stale one (left
