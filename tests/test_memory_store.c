@@ -539,6 +539,46 @@ static void test_threads_churn(void **state)
 	b->destroy(b);
 }
 
+/* group_max_keys under threads: NTHREADS threads each try to create 300
+ * keys of one group of 500 and 300 short-lived keys of groups of their
+ * own: exactly 500 of the shared group's are created (the count is exact
+ * under contention), and every one of the others is. */
+static void *group_worker(void *arg)
+{
+	worker *w = arg;
+	char key[48];
+	for (int i = 0; i < 300; i++) {
+		int64_t v;
+		int n = snprintf(key, sizeof key, "shared:{%d:%d}", w->id, i);
+		int rc = w->b->incr(w->b, (drl_bytes){key, (size_t)n}, 1,
+				    LONG_TTL, &v, NULL);
+		if (rc == 0)
+			w->iters++; /* created */
+		else if (rc != DRL_ESTORE)
+			w->failures++;
+		n = snprintf(key, sizeof key, "own%d:%d:{k}", w->id, i);
+		if (w->b->incr(w->b, (drl_bytes){key, (size_t)n}, 1, 1000, &v,
+			       NULL))
+			w->failures++;
+	}
+	return NULL;
+}
+
+static void test_threads_groups(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://?shards=8&group_max_keys=500");
+	worker w[NTHREADS];
+	for (int i = 0; i < NTHREADS; i++)
+		w[i] = (worker){b, 0, i, 0};
+	run_workers(group_worker, w);
+	int created = 0;
+	for (int i = 0; i < NTHREADS; i++)
+		created += w[i].iters;
+	assert_int_equal(created, 500);
+	b->destroy(b);
+}
+
 /* ---- memory reclamation ----------------------------------------------- */
 
 /* Distinct short-lived keys must not make the store grow without bound:
@@ -580,6 +620,7 @@ int main(void)
 		cmocka_unit_test(test_group_max_keys),
 		cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_threads_churn),
+		cmocka_unit_test(test_threads_groups),
 		cmocka_unit_test(test_growth),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
