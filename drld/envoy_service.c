@@ -24,6 +24,7 @@ struct plan {
 	uint64_t hits;
 	bool applies; /* a limit or an override applies */
 	bool over, shadowed;
+	bool peek_over; /* all or nothing: its hits would not pass */
 	drl_result r;
 };
 
@@ -505,6 +506,84 @@ static enum drld_envoy_outcome finish(struct drld *d,
 	return o;
 }
 
+/* The descriptors of q whose plan asks a limiter or is over without
+ * asking (requests_per_unit 0). */
+static size_t limited(const struct drld_envoy_request *q,
+		      const struct plan *plans)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < q->ndescriptors; i++)
+		k += plans[i].applies && !plans[i].unlimited;
+	return k;
+}
+
+/* All or nothing, first step: ask plan p's limiter (descriptor dq) with
+ * cost 0, which counts nothing, into st and p->r; p->peek_over says
+ * whether its hits would be over. */
+static enum drld_envoy_outcome peek_one(struct drld *d,
+					const struct drld_envoy_request *q,
+					const struct drld_envoy_descriptor *dq,
+					struct plan *p,
+					struct drld_envoy_status *st, char *msg,
+					size_t n)
+{
+	drl_limiter *lim;
+	char *key;
+	size_t keylen = 0;
+	drl_error err = {0};
+	enum drld_envoy_outcome o =
+		begin_one(q, dq, p, st, &lim, &key, &keylen, msg, n);
+	if (o != DRLD_ENVOY_OK)
+		return o;
+	if (lim == NULL) { /* none, unlimited, or requests_per_unit 0 */
+		p->peek_over = p->over;
+		return DRLD_ENVOY_OK;
+	}
+	int rc = drl_allow(lim, key, keylen, 0, &p->r, &err);
+	free(key);
+	if (rc != 0)
+		return end_one(d, q, dq, p, st, lim, rc, &err, msg, n);
+	p->peek_over = p->hits > 0 && (p->r.remaining < 0 ||
+				       (uint64_t)p->r.remaining < p->hits);
+	return DRLD_ENVOY_OK;
+}
+
+/*
+ * --stop-cache-key-increment-when-overlimit: q's descriptors are counted
+ * all or nothing. Each limit is first asked with cost 0; when every one
+ * would take its hits, each is decided (and counted) as usual; when one
+ * would not, only those that would not are decided (denied: a denial
+ * counts nothing) and the others answer what the first step saw, counting
+ * nothing. The two steps are not one atomic step: a limit that another
+ * call fills between them is denied in the second, after the ones before
+ * it were counted (envoyproxy/ratelimit's GET, then INCRBY, is the same);
+ * no limit ever admits past its own bound.
+ */
+static enum drld_envoy_outcome decide_together(
+	struct drld *d, const struct drld_envoy_request *q,
+	struct drld_envoy_answer *a, struct plan *plans, char *msg, size_t n)
+{
+	enum drld_envoy_outcome o = DRLD_ENVOY_OK;
+	bool any_over = false;
+
+	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++) {
+		o = peek_one(d, q, &q->descriptors[i], &plans[i],
+			     &a->statuses[i], msg, n);
+		any_over = any_over || plans[i].peek_over;
+	}
+	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++) {
+		struct plan *p = &plans[i];
+		const drl_limiter *lim = plan_limiter(p);
+		if (!any_over || p->peek_over || lim == NULL)
+			o = decide_one(d, q, &q->descriptors[i], p,
+				       &a->statuses[i], msg, n);
+		else /* the first step's answer; nothing counted */
+			o = end_one(d, q, &q->descriptors[i], p,
+				    &a->statuses[i], lim, 0, NULL, msg, n);
+	}
+	return o;
+}
+
 enum drld_envoy_outcome drld_envoy_decide(struct drld *d,
 					  const struct drld_envoy_request *q,
 					  struct drld_envoy_answer *a,
@@ -514,9 +593,14 @@ enum drld_envoy_outcome drld_envoy_decide(struct drld *d,
 	struct plan *plans;
 	enum drld_envoy_outcome o = prepare(d, q, a, &plans, &c, msg, n);
 
-	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++)
-		o = decide_one(d, q, &q->descriptors[i], &plans[i],
-			       &a->statuses[i], msg, n);
+	if (o == DRLD_ENVOY_OK && d->envoy_stop_increment &&
+	    limited(q, plans) > 1)
+		o = decide_together(d, q, a, plans, msg, n);
+	else
+		for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors;
+		     i++)
+			o = decide_one(d, q, &q->descriptors[i], &plans[i],
+				       &a->statuses[i], msg, n);
 	return finish(d, q, a, plans, c, o);
 }
 
@@ -614,11 +698,16 @@ int drld_envoy_start(struct drld *d, drl_async *as,
 	atomic_init(&call->left, 1);
 	enum drld_envoy_outcome o = prepare(d, q, a, &call->plans, &call->c,
 					    call->msg, sizeof call->msg);
-	/* a limit the async API would hand to a worker: the caller's
-	 * deciders take the whole call instead (nothing counted yet) */
+	/* a limit the async API would hand to a worker, or several
+	 * counted all or nothing (two steps, drld_envoy_decide): the
+	 * caller's deciders take the whole call instead (nothing counted
+	 * yet) */
+	bool together = o == DRLD_ENVOY_OK && d->envoy_stop_increment &&
+			limited(q, call->plans) > 1;
 	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++) {
 		drl_limiter *l = plan_limiter(&call->plans[i]);
-		if (l != NULL && !drl_async_direct(l)) {
+		if ((l != NULL && !drl_async_direct(l)) ||
+		    (together && i == 0)) {
 			plans_release(q, call->plans);
 			drld_envoy_config_release(call->c);
 			free(call);

@@ -8,7 +8,8 @@
  *        [--conn-memory BYTES] [--max-specs N] [--memory-max-keys N]
  *        [--memory-max-keys-per-limit N]
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
- *        [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]
+ *        [--grpc-headers] [--stop-cache-key-increment-when-overlimit]
+ *        [--grpc-threads N] [--grpc-pollers N]
  *        [--grpc-queue N]
  *        [--grpc-max-connection-age S] [--grpc-max-connection-age-grace S]
  *        [--grpc-max-connection-idle S]
@@ -63,7 +64,9 @@ static const char synopsis[] =
 	"            [--memory-max-keys N] [--memory-max-keys-per-limit N]\n"
 	"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
 	"[--shadow]\n"
-	"            [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]\n"
+	"            [--grpc-headers] "
+	"[--stop-cache-key-increment-when-overlimit]\n"
+	"            [--grpc-threads N] [--grpc-pollers N]\n"
 	"            [--grpc-queue N]\n"
 	"            [--grpc-max-connection-age S]\n"
 	"            [--grpc-max-connection-age-grace S]\n"
@@ -128,6 +131,11 @@ static const char details_grpc[] =
 	"                          what would have been over limit\n"
 	"      --grpc-headers      add RateLimit-Limit/-Remaining/-Reset to\n"
 	"                          gRPC answers (response_headers_to_add)\n"
+	"      --stop-cache-key-increment-when-overlimit\n"
+	"                          count a call's descriptors all or\n"
+	"                          nothing: none when one is over its limit\n"
+	"                          (also STOP_CACHE_KEY_INCREMENT_WHEN_\n"
+	"                          OVERLIMIT=true in the environment)\n"
 	"      --grpc-threads N    threads that decide gRPC calls on a store\n"
 	"                          over the network (default 16, 1..256;\n"
 	"                          memory:// decides on the pollers)\n"
@@ -187,6 +195,7 @@ struct opts {
 	 * memory://) */
 	struct drld_grpc_opts grpc;
 	bool shadow, grpc_headers;
+	bool stop_increment; /* --stop-cache-key-increment-when-overlimit */
 };
 
 /* Report a usage error: "drld: " and the message, then the synopsis.
@@ -234,6 +243,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_ENVOY,
 		O_SHADOW,
 		O_HEADERS,
+		O_STOP_INCREMENT,
 		O_GRPC_THREADS,
 		O_GRPC_POLLERS,
 		O_GRPC_QUEUE,
@@ -264,6 +274,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"envoy-config", required_argument, NULL, O_ENVOY},
 		{"shadow", no_argument, NULL, O_SHADOW},
 		{"grpc-headers", no_argument, NULL, O_HEADERS},
+		{"stop-cache-key-increment-when-overlimit", no_argument, NULL,
+		 O_STOP_INCREMENT},
 		{"grpc-threads", required_argument, NULL, O_GRPC_THREADS},
 		{"grpc-pollers", required_argument, NULL, O_GRPC_POLLERS},
 		{"grpc-queue", required_argument, NULL, O_GRPC_QUEUE},
@@ -353,6 +365,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_HEADERS:
 			o->grpc_headers = true;
 			break;
+		case O_STOP_INCREMENT:
+			o->stop_increment = true;
+			break;
 		case O_GRPC_THREADS:
 			st = number("--grpc-threads", optarg, 1,
 				    DRLD_GRPC_DECIDERS_MAX, &deciders);
@@ -411,6 +426,26 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (st >= 0)
 		return st;
+	/* envoyproxy/ratelimit's setting by its name, read as its Go
+	 * strconv.ParseBool reads it; the flag wins over a false */
+	const char *env = getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT");
+	if (env != NULL && env[0] != '\0') {
+		static const char *const yes[] = {"1",    "t",    "T",
+						  "TRUE", "true", "True"};
+		static const char *const no[] = {"0",     "f",     "F",
+						 "FALSE", "false", "False"};
+		bool known = false;
+		for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
+			if (strcmp(env, yes[i]) == 0)
+				known = o->stop_increment = true;
+			known = known || strcmp(env, no[i]) == 0;
+		}
+		if (!known)
+			return usage_error(
+				"bad STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT "
+				"'%.32s': expected true or false",
+				env);
+	}
 	if (!DRLD_HAVE_ENVOY && (o->grpc_listen || o->envoy_config))
 		return usage_error("this drld was built without gRPC "
 				   "(meson -Dgrpc=enabled)");
@@ -526,6 +561,7 @@ static int setup_envoy(struct drld *d, const struct opts *o)
 {
 	d->envoy_shadow = o->shadow;
 	d->envoy_headers = o->grpc_headers;
+	d->envoy_stop_increment = o->stop_increment;
 #if DRLD_HAVE_ENVOY
 	char msg[DRLD_ENVOY_MSG_MAX];
 	struct drld_envoy_config *ec = NULL;

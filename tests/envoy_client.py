@@ -66,6 +66,13 @@ checking protocol), compiled the same way.
       N TCP connections that send the HTTP/2 preface and an empty
       SETTINGS frame, then nothing (read, never answered); waits (60 s
       at most) for drld to close them; prints "closed=N".
+  envoy_client.py PROTO_DIR together PORT DOMAIN MODE
+      Calls of two and three descriptors, one over its limit, on
+      tests/test_envoy.sh's "together" config for DOMAIN: MODE "default"
+      expects the descriptors under their limits counted, "stop"
+      (--stop-cache-key-increment-when-overlimit) none counted; exact
+      remaining counts, hits_addend 2 and 3. One "ok - ..." line per
+      assertion.
   envoy_client.py PROTO_DIR health PORT SERVICE
       grpc.health.v1.Health/Check of SERVICE ("" the server): prints the
       status (SERVING, NOT_SERVING) or the gRPC status code's name.
@@ -547,6 +554,48 @@ def call(port, domain, entries):
                     for h in r.response_headers_to_add]))
 
 
+def together(port, dom, mode):
+    """Several descriptors in one call, one over its limit (a: 10/day,
+    b: 4/day, c: 100/day): counted alone ("default") or all or nothing
+    ("stop")."""
+    stop = mode == "stop"
+    # the windows are days: stay clear of a UTC midnight (2 minutes)
+    left = 86400 - time.time() % 86400
+    if left < 120:
+        time.sleep(left + 1)
+    c = Client(port)
+    D = "DAY"
+    d = descriptor
+    expect(c, "two descriptors of 3 hits, both under", dom,
+           [d("a=v", 3), d("b=v", 3)], OK,
+           [(OK, 10, D, 7), (OK, 4, D, 1)])
+    expect(c, "two descriptors of 3 hits, b over: a %s" %
+           ("not counted" if stop else "counted"), dom,
+           [d("a=v", 3), d("b=v", 3)], OVER,
+           [(OK, 10, D, 7 if stop else 4), (OVER, 4, D, 0)])
+    expect(c, "then, with 0 hits: a at %d, b at 1" % (7 if stop else 4), dom,
+           [d("a=v", 0), d("b=v", 0)], OK,
+           [(OK, 10, D, 7 if stop else 4), (OK, 4, D, 1)])
+    expect(c, "three descriptors, request hits_addend 2, all under", dom,
+           [d("a=w"), d("b=w"), d("c=w")], OK,
+           [(OK, 10, D, 8), (OK, 4, D, 2), (OK, 100, D, 98)], hits=2)
+    expect(c, "three descriptors, the middle one (3 hits) over: a and c %s"
+           % ("not counted" if stop else "counted"), dom,
+           [d("a=w"), d("b=w", 3), d("c=w")], OVER,
+           [(OK, 10, D, 8 if stop else 6), (OVER, 4, D, 0),
+            (OK, 100, D, 98 if stop else 96)], hits=2)
+    expect(c, "then, with 0 hits: exact counts", dom,
+           [d("a=w", 0), d("b=w", 0), d("c=w", 0)], OK,
+           [(OK, 10, D, 8 if stop else 6), (OK, 4, D, 2),
+            (OK, 100, D, 98 if stop else 96)])
+    expect(c, "three descriptors of 2 hits: all under again, b full", dom,
+           [d("a=w"), d("b=w"), d("c=w")], OK,
+           [(OK, 10, D, 6 if stop else 4), (OK, 4, D, 0),
+            (OK, 100, D, 96 if stop else 94)], hits=2)
+    expect(c, "one descriptor alone over: decided as always", dom,
+           [d("b=w")], OVER, [(OVER, 4, D, 0)])
+
+
 def overall(r, err):
     """A call's overall code, or its status code's name."""
     if err is not None:
@@ -813,6 +862,8 @@ def main(argv):
         # "\\0" in the domain stands for a NUL byte (a shell argument
         # cannot hold one)
         call(port_arg(args[0]), args[1].replace("\\0", "\0"), args[2])
+    elif cmd == "together":
+        together(int(args[0]), args[1], args[2])
     elif cmd == "conns":
         conns(port_arg(args[0]), args[1], args[2], int(args[3]))
     elif cmd == "silent":

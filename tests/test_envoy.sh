@@ -393,6 +393,51 @@ if [ -n "$rport" ]; then
 fi
 [ -n "$mport" ] && suite memcached "memcached://127.0.0.1:$mport"
 
+# ---- several descriptors, one over (issue 32, 1) ------------------------
+# envoyproxy/ratelimit counts each descriptor of a call by default, and
+# with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true none of those under
+# their limits when one is over. drld: the same, with the flag or that
+# variable (a denied descriptor counts nothing in both: libdrl's rule).
+
+# together NAME URI MODE [ARGS...]: the "together" calls on drld over URI.
+together() {
+	local name=$1 uri=$2 mode=$3 dom="tg-$1-$RANDOM$RANDOM"
+	shift 3
+	mkdir -p "$tmp/cfg-$name"
+	cat >"$tmp/cfg-$name/t.yaml" <<EOF
+domain: $dom
+descriptors:
+  - key: a
+    rate_limit: {unit: day, requests_per_unit: 10}
+  - key: b
+    rate_limit: {unit: day, requests_per_unit: 4}
+  - key: c
+    rate_limit: {unit: day, requests_per_unit: 100}
+EOF
+	if start "$name" --store "$uri" --envoy-config "$tmp/cfg-$name" "$@"; then
+		tap "${client[@]}" together "$gport" "$dom" "$mode"
+		stop "$name" "$pid"
+	else
+		check 1 "$name: drld starts"
+	fi
+}
+together tg-memory memory:// default
+STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true together tg-memory-stop memory:// stop
+if [ -n "$rport" ]; then
+	together tg-redis "redis://127.0.0.1:$rport" default
+	together tg-redis-stop "redis://127.0.0.1:$rport" stop \
+		--stop-cache-key-increment-when-overlimit
+fi
+if [ -n "$mport" ]; then
+	together tg-memcached "memcached://127.0.0.1:$mport" default
+	STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=1 together tg-memcached-stop \
+		"memcached://127.0.0.1:$mport" stop
+fi
+STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=yes run --grpc-listen 127.0.0.1:0 \
+	--envoy-config "$tmp/cfg-tg-memory"
+[ "$rc" = 2 ] && grep -qF "bad STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT 'yes'" "$tmp/run.err"
+check $? "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=yes: exit 2, named"
+
 # ---- envoyproxy/ratelimit's README examples, unchanged -----------------
 
 if start readme --envoy-config "$here/envoy_readme"; then
