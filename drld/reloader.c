@@ -78,8 +78,12 @@ bool drld_reloader_stop(struct drld_reloader *r)
 	bool busy = r->running;
 	pthread_cond_signal(&r->cond);
 	pthread_mutex_unlock(&r->lock);
-	if (busy)
+	if (busy) {
+		/* left to the process's exit, which ends it: detached, it
+		 * is not a thread leak (TSan says so of a joinable one) */
+		pthread_detach(r->thread);
 		return false;
+	}
 	/* not running, and it will not start: quit is seen first */
 	pthread_join(r->thread, NULL);
 	pthread_cond_destroy(&r->cond);

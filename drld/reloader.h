@@ -27,8 +27,8 @@ void drld_reloader_kick(struct drld_reloader *r);
 
 /* Stop the thread. When fn is not running, no call is pending any more
  * and the thread is joined and freed: returns true. When fn is running
- * (blocked in a read, say), returns false at once and leaves the thread
- * alone: the caller must then not free anything fn uses, and ends the
+ * (blocked in a read, say), returns false at once and detaches the
+ * thread: the caller must then not free anything fn uses, and ends the
  * process instead (exit ends the thread with it). r NULL: true. */
 bool drld_reloader_stop(struct drld_reloader *r);
 
