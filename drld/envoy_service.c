@@ -73,19 +73,11 @@ static enum drld_envoy_outcome check(const struct drld_envoy_request *q,
 		return refuse(DRLD_ENVOY_INVALID, msg, n,
 			      "hits_addend over %lld",
 			      (long long)DRL_LIMIT_MAX);
+	/* a descriptor without entries, with more entries than a config
+	 * nests, or with an empty key matches no configured limit: OK, as
+	 * envoyproxy/ratelimit answers it (an override still applies) */
 	for (size_t i = 0; i < q->ndescriptors; i++) {
 		const struct drld_envoy_descriptor *dq = &q->descriptors[i];
-		if (dq->nentries == 0 || dq->nentries > DRLD_ENVOY_DEPTH_MAX)
-			return refuse(DRLD_ENVOY_INVALID, msg, n,
-				      "descriptor %zu: expected 1 to %d "
-				      "entries",
-				      i, DRLD_ENVOY_DEPTH_MAX);
-		for (size_t j = 0; j < dq->nentries; j++)
-			if (dq->entries[j].keylen == 0)
-				return refuse(DRLD_ENVOY_INVALID, msg, n,
-					      "descriptor %zu: entry %zu has "
-					      "an empty key",
-					      i, j);
 		if (key_size(q, dq) > DRL_KEY_MAX)
 			return refuse(DRLD_ENVOY_INVALID, msg, n,
 				      "descriptor %zu: its entries make a "
@@ -93,13 +85,13 @@ static enum drld_envoy_outcome check(const struct drld_envoy_request *q,
 				      i, DRL_KEY_MAX);
 		if (dq->has_override &&
 		    (drld_envoy_unit_seconds(dq->override_unit) == 0 ||
-		     dq->override_unit == DRLD_ENVOY_WEEK ||
 		     dq->override_rpu > DRL_LIMIT_MAX))
-			return refuse(DRLD_ENVOY_INVALID, msg, n,
-				      "descriptor %zu: a limit override needs "
-				      "a unit from SECOND to YEAR and at most "
-				      "%lld requests_per_unit",
-				      i, (long long)DRL_LIMIT_MAX);
+			return refuse(
+				DRLD_ENVOY_INVALID, msg, n,
+				"descriptor %zu: a limit override needs "
+				"a unit from SECOND to YEAR, or WEEK (7), "
+				"and at most %lld requests_per_unit",
+				i, (long long)DRL_LIMIT_MAX);
 		if (dq->has_hits && dq->hits > (uint64_t)DRL_LIMIT_MAX)
 			return refuse(DRLD_ENVOY_INVALID, msg, n,
 				      "descriptor %zu: hits_addend over %lld",
@@ -241,8 +233,10 @@ static enum drld_envoy_outcome plan_all(struct drld *d,
 		}
 		char spec[64];
 		drl_error err = {0};
-		static const char *const periods[] = {"",   "1s",  "1m",  "1h",
-						      "1d", "30d", "365d"};
+		/* by envoy.type.v3.RateLimitUnit, and 7: WEEK, which
+		 * envoyproxy/ratelimit reads as its response's WEEK */
+		static const char *const periods[] = {
+			"", "1s", "1m", "1h", "1d", "30d", "365d", "7d"};
 		p->applies = true;
 		p->rpu = dq->override_rpu;
 		p->unit = dq->override_unit;

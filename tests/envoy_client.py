@@ -353,12 +353,6 @@ def suite(port, dom, http_port):
                  grpc.StatusCode.INVALID_ARGUMENT)
     expect_error(c, "empty descriptors", dom, [],
                  grpc.StatusCode.INVALID_ARGUMENT)
-    expect_error(c, "a descriptor without entries", dom,
-                 [good, common.RateLimitDescriptor()],
-                 grpc.StatusCode.INVALID_ARGUMENT)
-    expect_error(c, "an entry with an empty key", dom,
-                 [good, descriptor([("", "v")])],
-                 grpc.StatusCode.INVALID_ARGUMENT)
     expect_error(c, "a huge entry (1.5 MiB value)", dom,
                  [good, descriptor([("user", "x" * (3 << 19))])],
                  grpc.StatusCode.INVALID_ARGUMENT)
@@ -369,11 +363,25 @@ def suite(port, dom, http_port):
                  grpc.StatusCode.INVALID_ARGUMENT, hits=1000000001)
     expect(c, "after the malformed requests user=frank is untouched", dom,
            [descriptor("user=frank")], OK, [(OK, 3, H, 2)])
+    # what envoyproxy/ratelimit answers OK, no limit applying (issue 32)
+    expect(c, "a descriptor without entries: OK, no limit (user=frank "
+           "counted)", dom, [good, common.RateLimitDescriptor()], OK,
+           [(OK, 3, H, 1), (OK, None)])
+    expect(c, "an entry with an empty key: OK, no limit", dom,
+           [descriptor([("", "v")])], OK, [(OK, None)])
+    expect(c, "33 entries (deeper than any config): OK, no limit", dom,
+           [descriptor([("user", "x%d" % i) for i in range(33)])], OK,
+           [(OK, None)])
+    expect(c, "a limit override of unit WEEK (7, as envoyproxy/ratelimit "
+           "reads it)", dom, [descriptor("user=wk", limit=(5, 7))], OK,
+           [(OK, 5, "WEEK", 4)])
+    expect(c, "an override on a descriptor without entries applies", dom,
+           [descriptor([], limit=(2, 3))], OK, [(OK, 2, H, 1)])
 
     labels = "{domain=\"%s\",descriptor=\"%%s\"}" % dom
-    # user: alice 4 + bob 1 + carol 1 + dave 2+0+1 + dan 1+3+2 + frank 1
+    # user: alice 4 + bob 1 + carol 1 + dave 2+0+1 + dan 1+3+2 + frank 2
     expect_metric(http_port, "drld_envoy_total_hits_total" +
-                  labels % "user", 16)
+                  labels % "user", 17)
     expect_metric(http_port, "drld_envoy_over_limit_total" +
                   labels % "user", 4)
     expect_metric(http_port, "drld_envoy_shadow_mode_total" +
