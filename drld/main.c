@@ -9,6 +9,7 @@
  *        [--memory-max-keys-per-limit N]
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
  *        [--grpc-headers] [--stop-cache-key-increment-when-overlimit]
+ *        [--merge-domain-config]
  *        [--grpc-threads N] [--grpc-pollers N]
  *        [--grpc-queue N]
  *        [--grpc-max-connection-age S] [--grpc-max-connection-age-grace S]
@@ -66,6 +67,7 @@ static const char synopsis[] =
 	"[--shadow]\n"
 	"            [--grpc-headers] "
 	"[--stop-cache-key-increment-when-overlimit]\n"
+	"            [--merge-domain-config]\n"
 	"            [--grpc-threads N] [--grpc-pollers N]\n"
 	"            [--grpc-queue N]\n"
 	"            [--grpc-max-connection-age S]\n"
@@ -131,6 +133,10 @@ static const char details_grpc[] =
 	"                          what would have been over limit\n"
 	"      --grpc-headers      add RateLimit-Limit/-Remaining/-Reset to\n"
 	"                          gRPC answers (response_headers_to_add)\n"
+	"      --merge-domain-config\n"
+	"                          a domain in several files of\n"
+	"                          --envoy-config is one domain (also\n"
+	"                          MERGE_DOMAIN_CONFIG=true)\n"
 	"      --stop-cache-key-increment-when-overlimit\n"
 	"                          count a call's descriptors all or\n"
 	"                          nothing: none when one is over its limit\n"
@@ -196,6 +202,7 @@ struct opts {
 	struct drld_grpc_opts grpc;
 	bool shadow, grpc_headers;
 	bool stop_increment; /* --stop-cache-key-increment-when-overlimit */
+	bool merge_domains;  /* --merge-domain-config */
 };
 
 /* Report a usage error: "drld: " and the message, then the synopsis.
@@ -227,6 +234,30 @@ static int number(const char *name, const char *arg, int64_t min, int64_t max,
 	return -1;
 }
 
+/* envoyproxy/ratelimit's boolean setting `name` from the environment, read
+ * as its Go strconv.ParseBool reads it: true sets *on (a flag already set
+ * stays set). Returns -1 to go on, or a usage error (2) for another
+ * value. */
+static int env_bool(const char *name, bool *on)
+{
+	static const char *const yes[] = {"1",    "t",    "T",
+					  "TRUE", "true", "True"};
+	static const char *const no[] = {"0",     "f",     "F",
+					 "FALSE", "false", "False"};
+	const char *v = getenv(name);
+	bool known = v == NULL || v[0] == '\0';
+
+	for (size_t i = 0; !known && i < sizeof yes / sizeof *yes; i++) {
+		if (strcmp(v, yes[i]) == 0)
+			known = *on = true;
+		known = known || strcmp(v, no[i]) == 0;
+	}
+	if (!known)
+		return usage_error("bad %s '%.32s': expected true or false",
+				   name, v);
+	return -1;
+}
+
 /* Parse argv into *o. Returns -1 to go on, or an exit status. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -244,6 +275,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_SHADOW,
 		O_HEADERS,
 		O_STOP_INCREMENT,
+		O_MERGE_DOMAINS,
 		O_GRPC_THREADS,
 		O_GRPC_POLLERS,
 		O_GRPC_QUEUE,
@@ -276,6 +308,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"grpc-headers", no_argument, NULL, O_HEADERS},
 		{"stop-cache-key-increment-when-overlimit", no_argument, NULL,
 		 O_STOP_INCREMENT},
+		{"merge-domain-config", no_argument, NULL, O_MERGE_DOMAINS},
 		{"grpc-threads", required_argument, NULL, O_GRPC_THREADS},
 		{"grpc-pollers", required_argument, NULL, O_GRPC_POLLERS},
 		{"grpc-queue", required_argument, NULL, O_GRPC_QUEUE},
@@ -368,6 +401,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_STOP_INCREMENT:
 			o->stop_increment = true;
 			break;
+		case O_MERGE_DOMAINS:
+			o->merge_domains = true;
+			break;
 		case O_GRPC_THREADS:
 			st = number("--grpc-threads", optarg, 1,
 				    DRLD_GRPC_DECIDERS_MAX, &deciders);
@@ -426,26 +462,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (st >= 0)
 		return st;
-	/* envoyproxy/ratelimit's setting by its name, read as its Go
-	 * strconv.ParseBool reads it; the flag wins over a false */
-	const char *env = getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT");
-	if (env != NULL && env[0] != '\0') {
-		static const char *const yes[] = {"1",    "t",    "T",
-						  "TRUE", "true", "True"};
-		static const char *const no[] = {"0",     "f",     "F",
-						 "FALSE", "false", "False"};
-		bool known = false;
-		for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
-			if (strcmp(env, yes[i]) == 0)
-				known = o->stop_increment = true;
-			known = known || strcmp(env, no[i]) == 0;
-		}
-		if (!known)
-			return usage_error(
-				"bad STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT "
-				"'%.32s': expected true or false",
-				env);
-	}
+	if ((st = env_bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+			   &o->stop_increment)) >= 0 ||
+	    (st = env_bool("MERGE_DOMAIN_CONFIG", &o->merge_domains)) >= 0)
+		return st;
 	if (!DRLD_HAVE_ENVOY && (o->grpc_listen || o->envoy_config))
 		return usage_error("this drld was built without gRPC "
 				   "(meson -Dgrpc=enabled)");
@@ -555,6 +575,16 @@ static void render_envoy(FILE *f, void *arg)
 }
 #endif
 
+#if DRLD_HAVE_ENVOY
+/* How --envoy-config is loaded (DRLD_ENVOY_*). */
+static unsigned envoy_flags(const struct drld *d, const struct opts *o)
+{
+	/* drld's default memory store bounds keys per key prefix */
+	return (d->adhoc_store != NULL ? DRLD_ENVOY_OWN_PREFIX : 0) |
+	       (o->merge_domains ? DRLD_ENVOY_MERGE_DOMAINS : 0);
+}
+#endif
+
 /* The Envoy service's state: its counters and --envoy-config. Returns -1
  * to go on, or an exit status. */
 static int setup_envoy(struct drld *d, const struct opts *o)
@@ -573,7 +603,7 @@ static int setup_envoy(struct drld *d, const struct opts *o)
 	drld_metrics_extra(d->metrics, render_envoy, d->envoy_stats);
 	if (o->envoy_config != NULL &&
 	    drld_envoy_config_load(&ec, o->envoy_config, d->store,
-				   d->adhoc_store != NULL, d->envoy_stats, msg,
+				   envoy_flags(d, o), d->envoy_stats, msg,
 				   sizeof msg) != 0) {
 		fprintf(stderr, "drld: bad --envoy-config: %s\n", msg);
 		return EXIT_USAGE;
@@ -637,7 +667,7 @@ static void reload_envoy(struct drld *d, const struct opts *o)
 	struct drld_envoy_config *ec;
 
 	if (drld_envoy_config_load(&ec, o->envoy_config, d->store,
-				   d->adhoc_store != NULL, d->envoy_stats, msg,
+				   envoy_flags(d, o), d->envoy_stats, msg,
 				   sizeof msg) != 0) {
 		fprintf(stderr,
 			"drld: reload failed, keeping the old envoy config: "

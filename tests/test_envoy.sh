@@ -326,8 +326,36 @@ EOF
 mkdir -p "$tmp/bad-twice"
 printf 'domain: d\n' >"$tmp/bad-twice/a.yaml"
 printf 'domain: d\n' >"$tmp/bad-twice/b.yaml"
-refused "$tmp/bad-twice/b.yaml: domain: duplicate domain \"d\" (also in $tmp/bad-twice/a.yaml)" \
+refused "$tmp/bad-twice/b.yaml: domain: duplicate domain \"d\" (also in $tmp/bad-twice/a.yaml; --merge-domain-config merges them)" \
 	--envoy-config "$tmp/bad-twice"
+
+# MERGE_DOMAIN_CONFIG (issue 32, 3): one domain over several files, as
+# envoyproxy/ratelimit merges it: the files' top-level descriptors
+# together; a composite key in two files is refused, naming both.
+mkdir -p "$tmp/merge" "$tmp/merge-dup"
+printf 'domain: m\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n' >"$tmp/merge/a.yaml"
+printf 'domain: m\ndescriptors:\n  - key: b\n    rate_limit: {unit: day, requests_per_unit: 2}\n  - key: a\n    value: v\n    rate_limit: {unit: day, requests_per_unit: 3}\n' >"$tmp/merge/b.yaml"
+printf 'domain: other\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 4}\n' >"$tmp/merge/c.yaml"
+cp "$tmp/merge/a.yaml" "$tmp/merge-dup/a.yaml"
+printf 'domain: m\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: day, requests_per_unit: 2}\n' >"$tmp/merge-dup/b.yaml"
+refused "$tmp/merge-dup/b.yaml: key: duplicate descriptor composite key \"m.a\" (domain \"m\" is merged with $tmp/merge-dup/a.yaml)" \
+	--merge-domain-config --envoy-config "$tmp/merge-dup"
+for how in flag env; do
+	if [ "$how" = flag ]; then
+		start merge-$how --envoy-config "$tmp/merge" --merge-domain-config
+	else
+		MERGE_DOMAIN_CONFIG=true start merge-$how --envoy-config "$tmp/merge"
+	fi
+	if [ $? = 0 ]; then
+		expect_call "OK OK 0" m a=x
+		expect_call "OK OK 1" m b=x
+		expect_call "OK OK 2" m a=v
+		expect_call "OK OK 3" other a=x
+		stop merge-$how "$pid"
+	else
+		check 1 "drld starts with a domain over two files ($how)"
+	fi
+done
 
 # ---- the protocol suite on every store ---------------------------------
 
