@@ -4,7 +4,7 @@
  *
  *   drld [--listen HOST:PORT] [--store URI] [--config FILE] [--threads N]
  *        [--max-connections N] [--max-connections-per-ip N]
- *        [--timeout-s N] [--max-body BYTES]
+ *        [--timeout-s N] [--drain-s N] [--max-body BYTES]
  *        [--conn-memory BYTES] [--max-specs N] [--memory-max-keys N]
  *        [--memory-max-keys-per-limit N]
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
@@ -60,7 +60,8 @@ enum { EXIT_OK = 0, EXIT_SERVE = 1, EXIT_USAGE = 2, EXIT_STORE = 3 };
 static const char synopsis[] =
 	"usage: drld [--listen HOST:PORT] [--store URI] [--config FILE]\n"
 	"            [--threads N] [--max-connections N]\n"
-	"            [--max-connections-per-ip N] [--timeout-s N]\n"
+	"            [--max-connections-per-ip N] [--timeout-s N] [--drain-s "
+	"N]\n"
 	"            [--max-body BYTES] [--conn-memory BYTES] [--max-specs N]\n"
 	"            [--memory-max-keys N] [--memory-max-keys-per-limit N]\n"
 	"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
@@ -102,6 +103,10 @@ static const char details[] =
 	"      --timeout-s N       close a connection idle this long, or\n"
 	"                          whose request has not arrived whole in\n"
 	"                          this long (default 10, 1..3600)\n"
+	"      --drain-s N         on SIGTERM, how long the requests and\n"
+	"                          gRPC calls in flight get to finish\n"
+	"                          (default: --timeout-s, 0..3600); idle\n"
+	"                          connections are closed at once\n"
 	"      --max-body BYTES    largest /v1/check body; larger is 413\n"
 	"                          (default 8192, 64..67108864)\n"
 	"      --conn-memory BYTES memory per connection for the request "
@@ -195,6 +200,7 @@ struct opts {
 	int64_t max_specs;
 	int64_t memory_max_keys;   /* drld's default memory:// store */
 	int64_t memory_limit_keys; /* its group_max_keys; 0: the default */
+	int64_t drain_s;           /* --drain-s; -1: --timeout-s */
 	const char *grpc_listen;   /* NULL: no gRPC service */
 	const char *envoy_config;  /* NULL: no Envoy domains */
 	/* --grpc-*; deciders is --grpc-threads (serve() makes it 0 on
@@ -265,6 +271,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_MAXCONN = 256,
 		O_PERIP,
 		O_TIMEOUT,
+		O_DRAIN,
 		O_MAXBODY,
 		O_CONNMEM,
 		O_MAXSPECS,
@@ -296,6 +303,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"max-connections", required_argument, NULL, O_MAXCONN},
 		{"max-connections-per-ip", required_argument, NULL, O_PERIP},
 		{"timeout-s", required_argument, NULL, O_TIMEOUT},
+		{"drain-s", required_argument, NULL, O_DRAIN},
 		{"max-body", required_argument, NULL, O_MAXBODY},
 		{"conn-memory", required_argument, NULL, O_CONNMEM},
 		{"max-specs", required_argument, NULL, O_MAXSPECS},
@@ -340,6 +348,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->listen = "127.0.0.1:8080";
 	o->max_specs = 256;
 	o->memory_max_keys = 1000000;
+	o->drain_s = -1;
 	while (st < 0 && (c = getopt_long(argc, argv, ":l:s:c:t:hV", longopts,
 					  NULL)) != -1) {
 		switch (c) {
@@ -365,6 +374,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_TIMEOUT:
 			st = number("--timeout-s", optarg, 1, 3600, &timeout);
+			break;
+		case O_DRAIN:
+			st = number("--drain-s", optarg, 0, 3600, &o->drain_s);
 			break;
 		case O_MAXBODY:
 			st = number("--max-body", optarg, 64, 64 << 20,
@@ -836,10 +848,12 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 			si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
 		break;
 	}
+	unsigned drain =
+		o->drain_s >= 0 ? (unsigned)o->drain_s : o->http.timeout_s;
 #if DRLD_HAVE_ENVOY
-	drld_grpc_stop(g, o->http.timeout_s);
+	drld_grpc_stop(g, drain);
 #endif
-	drld_http_stop(h, o->http.timeout_s);
+	drld_http_stop(h, drain);
 	if (!drld_reloader_stop(rl)) {
 		/* the reload uses the store and the limits teardown() would
 		 * free: end the process with the reload in it (nothing is

@@ -73,6 +73,18 @@ checking protocol), compiled the same way.
       (--stop-cache-key-increment-when-overlimit) none counted; exact
       remaining counts, hits_addend 2 and 3. One "ok - ..." line per
       assertion.
+  envoy_client.py PROTO_DIR hold PORT DOMAIN KEY=VALUE N SECONDS
+      Clients that hold their connections, as Envoy does: N channels,
+      each on a connection of its own, make one call; one of them watches
+      health; one more connection completes the HTTP/2 handshake and
+      never answers (no PING ack). Prints "held" once all are set, holds
+      them SECONDS at most (until killed), printing "watch NOT_SERVING"
+      when the watch sees it, and "watch CODE" when it ends.
+  envoy_client.py PROTO_DIR busy PORT DOMAIN KEY=VALUE SECONDS
+      4 threads, each on a connection of its own, call in a loop, until
+      a call fails (the server went away) or SECONDS pass; prints "busy"
+      once every thread had an answer, then, when all stopped, how the
+      calls ended ("OK=812 UNAVAILABLE=4").
   envoy_client.py PROTO_DIR health PORT SERVICE
       grpc.health.v1.Health/Check of SERVICE ("" the server): prints the
       status (SERVING, NOT_SERVING) or the gRPC status code's name.
@@ -769,6 +781,66 @@ def handshaken(port, n):
     print("closed=%d" % wait_closed(socks, 60))
 
 
+def hold(port, domain, entries, n, seconds):
+    """Connections held idle, as Envoy holds them (see the usage)."""
+    clients = [Client(port, own=True) for _ in range(n)]
+    for c in clients:
+        r, err = c.call(domain, [descriptor(entries)])
+        if err is not None:
+            print("call %s" % err.name, flush=True)
+
+    def watch():
+        stub = health_grpc.HealthStub(clients[0].channel)
+        try:
+            for x in stub.Watch(health.HealthCheckRequest(service="")):
+                if x.status == 2:
+                    print("watch NOT_SERVING", flush=True)
+            print("watch OK", flush=True)
+        except grpc.RpcError as e:
+            print("watch %s" % e.code().name, flush=True)
+
+    threading.Thread(target=watch, daemon=True).start()
+    silent_one = socket.create_connection(("127.0.0.1", port), timeout=30)
+    silent_one.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" +
+                       b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+    print("held", flush=True)
+    time.sleep(seconds)
+
+
+def busy(port, domain, entries, seconds):
+    """Clients calling without a pause (see the usage)."""
+    counts = {}
+    lock = threading.Lock()
+    started = threading.Barrier(5)
+    end = time.monotonic() + seconds
+
+    def worker():
+        c = Client(port, own=True)
+        first = True
+        while time.monotonic() < end:
+            r, err = c.call(domain, [descriptor(entries)], timeout=30)
+            name = overall(r, err)
+            with lock:
+                counts[name] = counts.get(name, 0) + 1
+            if first:
+                first = False
+                started.wait()
+            if err is not None:
+                break
+        if first:
+            started.wait()
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    started.wait()
+    print("busy", flush=True)
+    for t in threads:
+        t.join()
+    print(" ".join("%s=%d" % kv for kv in sorted(counts.items())),
+          flush=True)
+
+
 def flood(port, domain, entries, n, deadline):
     """n calls of one descriptor at once on one channel, each with a
     deadline of `deadline` seconds; prints "sent" when all are started
@@ -872,6 +944,10 @@ def main(argv):
         call(port_arg(args[0]), args[1].replace("\\0", "\0"), args[2])
     elif cmd == "together":
         together(int(args[0]), args[1], args[2])
+    elif cmd == "hold":
+        hold(int(args[0]), args[1], args[2], int(args[3]), float(args[4]))
+    elif cmd == "busy":
+        busy(int(args[0]), args[1], args[2], float(args[3]))
     elif cmd == "conns":
         conns(port_arg(args[0]), args[1], args[2], int(args[3]))
     elif cmd == "silent":

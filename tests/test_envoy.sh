@@ -685,6 +685,76 @@ else
 	check 1 "drld starts with --memory-max-keys-per-limit 2"
 fi
 
+# ---- drain on SIGTERM while clients hold their connections (issue 32, 4) --
+# Envoy never closes its connections. grpc's Shutdown waited for each
+# connection's GOAWAY handshake (a PING the client must answer, 20 s at
+# most): an idle grpcio channel held the stop ~5 s, a client that never
+# answers 20 s. Now drld closes what is left once no call is in flight:
+# with --drain-s 60 (the bound for calls in flight), 4 idle grpcio clients, a health
+# watch and a silent connection, the stop takes milliseconds (measured
+# here; the wait's 15 s deadline is under grpc's 20 s).
+# term_timed: SIGTERM to drld ($pid); wait for it to end (15 s at most);
+# $ms: how long it took, $gone: yes when it ended.
+term_timed() {
+	local t0 i
+	t0=$(date +%s%N)
+	kill -TERM "$pid"
+	for ((i = 0; i < 300; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	gone=yes
+	kill -0 "$pid" 2>/dev/null && gone=no
+}
+if start drain --envoy-config "$tmp/cfg-flags" --drain-s 60; then
+	"${client[@]}" hold "$gport" flags user=drain 4 120 >"$tmp/hold.out" 2>&1 &
+	hp=$!
+	pids+=("$hp")
+	wait_line "$tmp/hold.out" held
+	check $? "4 grpcio clients, a health watch and a silent connection hold drld's port"
+	term_timed
+	[ "$gone" = yes ]
+	check $? "drain: SIGTERM while clients hold idle connections: drld exits without waiting for them (exited: $gone, in $ms ms)"
+	wait "$pid"
+	st=$?
+	[ "$st" -eq 0 ]
+	check $? "drain: exit 0 (got $st)"
+	for ((i = 0; i < 200; i++)); do
+		grep -qx 'watch [A-Z_]*' "$tmp/hold.out" &&
+			[ "$(grep -c '^watch ' "$tmp/hold.out")" -ge 2 ] && break
+		sleep 0.05
+	done
+	grep -qx 'watch NOT_SERVING' "$tmp/hold.out" &&
+		grep -qx 'watch UNAVAILABLE' "$tmp/hold.out"
+	check $? "drain: the health watch saw NOT_SERVING, then its stream ended ($(tr '\n' ' ' <"$tmp/hold.out"))"
+	kill "$hp" 2>/dev/null
+	wait "$hp" 2>/dev/null
+else
+	check 1 "drld starts for the drain"
+fi
+
+# Busy clients: 4 grpcio clients calling without a pause when SIGTERM
+# comes. Each call is answered until the GOAWAY; after it, one call per
+# client at most fails UNAVAILABLE (a client's retry goes to another
+# drld); none is cut off otherwise; drld exits at once (measured).
+if start drain-busy --envoy-config "$tmp/cfg-flags" --drain-s 60; then
+	"${client[@]}" busy "$gport" flags user=busy 120 >"$tmp/busy.out" 2>&1 &
+	bp=$!
+	pids+=("$bp")
+	wait_line "$tmp/busy.out" busy
+	check $? "4 busy grpcio clients call drld"
+	term_timed
+	wait "$pid"
+	st=$?
+	wait "$bp"
+	got=$(tail -n 1 "$tmp/busy.out")
+	[ "$st" -eq 0 ] && [[ "$got" =~ ^(OK=[0-9]+\ )?(OVER_LIMIT=[0-9]+)?\ ?(UNAVAILABLE=([1-4]))?$ ]]
+	check $? "drain: SIGTERM with 4 busy clients: exit 0 in $ms ms, every call answered but at most one UNAVAILABLE per client (got $got)"
+else
+	check 1 "drld starts for the busy drain"
+fi
+
 # ---- a unix domain socket (envoyproxy/ratelimit's GRPC_UDS) -------------
 # An Envoy sidecar on the same host can reach drld without TCP. drld's
 # listener removes the socket file when drld stops, and a stale one (left
