@@ -9,7 +9,7 @@
  *        [--memory-max-keys-per-limit N]
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
  *        [--grpc-headers] [--stop-cache-key-increment-when-overlimit]
- *        [--merge-domain-config]
+ *        [--merge-domain-config] [--watch-config]
  *        [--grpc-threads N] [--grpc-pollers N]
  *        [--grpc-queue N]
  *        [--grpc-max-connection-age S] [--grpc-max-connection-age-grace S]
@@ -37,6 +37,7 @@
 #include "http.h"
 #include "listen_addr.h"
 #include "reloader.h"
+#include "watcher.h"
 #include "tls.h"
 
 #include <arpa/inet.h>
@@ -68,7 +69,7 @@ static const char synopsis[] =
 	"[--shadow]\n"
 	"            [--grpc-headers] "
 	"[--stop-cache-key-increment-when-overlimit]\n"
-	"            [--merge-domain-config]\n"
+	"            [--merge-domain-config] [--watch-config]\n"
 	"            [--grpc-threads N] [--grpc-pollers N]\n"
 	"            [--grpc-queue N]\n"
 	"            [--grpc-max-connection-age S]\n"
@@ -138,6 +139,10 @@ static const char details_grpc[] =
 	"                          what would have been over limit\n"
 	"      --grpc-headers      add RateLimit-Limit/-Remaining/-Reset to\n"
 	"                          gRPC answers (response_headers_to_add)\n"
+	"      --watch-config      reload --config and --envoy-config when\n"
+	"                          they change on disk (inotify; a\n"
+	"                          ConfigMap update too), as on SIGHUP\n"
+	"                          (also RUNTIME_WATCH_ROOT=true)\n"
 	"      --merge-domain-config\n"
 	"                          a domain in several files of\n"
 	"                          --envoy-config is one domain (also\n"
@@ -209,6 +214,7 @@ struct opts {
 	bool shadow, grpc_headers;
 	bool stop_increment; /* --stop-cache-key-increment-when-overlimit */
 	bool merge_domains;  /* --merge-domain-config */
+	bool watch_config;   /* --watch-config */
 };
 
 /* Report a usage error: "drld: " and the message, then the synopsis.
@@ -283,6 +289,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_HEADERS,
 		O_STOP_INCREMENT,
 		O_MERGE_DOMAINS,
+		O_WATCH,
 		O_GRPC_THREADS,
 		O_GRPC_POLLERS,
 		O_GRPC_QUEUE,
@@ -317,6 +324,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"stop-cache-key-increment-when-overlimit", no_argument, NULL,
 		 O_STOP_INCREMENT},
 		{"merge-domain-config", no_argument, NULL, O_MERGE_DOMAINS},
+		{"watch-config", no_argument, NULL, O_WATCH},
 		{"grpc-threads", required_argument, NULL, O_GRPC_THREADS},
 		{"grpc-pollers", required_argument, NULL, O_GRPC_POLLERS},
 		{"grpc-queue", required_argument, NULL, O_GRPC_QUEUE},
@@ -416,6 +424,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_MERGE_DOMAINS:
 			o->merge_domains = true;
 			break;
+		case O_WATCH:
+			o->watch_config = true;
+			break;
 		case O_GRPC_THREADS:
 			st = number("--grpc-threads", optarg, 1,
 				    DRLD_GRPC_DECIDERS_MAX, &deciders);
@@ -476,7 +487,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return st;
 	if ((st = env_bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
 			   &o->stop_increment)) >= 0 ||
-	    (st = env_bool("MERGE_DOMAIN_CONFIG", &o->merge_domains)) >= 0)
+	    (st = env_bool("MERGE_DOMAIN_CONFIG", &o->merge_domains)) >= 0 ||
+	    (st = env_bool("RUNTIME_WATCH_ROOT", &o->watch_config)) >= 0)
 		return st;
 	if (!DRLD_HAVE_ENVOY && (o->grpc_listen || o->envoy_config))
 		return usage_error("this drld was built without gRPC "
@@ -758,6 +770,12 @@ static void reload_run(void *p)
 	reload(a->d, a->o, a->config_store);
 }
 
+/* The config watcher's callback: a reload, as on SIGHUP. */
+static void watch_kick(void *arg)
+{
+	drld_reloader_kick(arg);
+}
+
 /* Print the line tests and scripts wait for. */
 static void say_listening(const struct opts *o, unsigned port)
 {
@@ -830,6 +848,21 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 		drld_http_stop(h, 0);
 		return EXIT_SERVE;
 	}
+	struct drld_watcher *wt = NULL;
+	const char *watched[] = {o->config, o->envoy_config};
+	if (o->watch_config && drld_watcher_start(&wt, watched, 2, watch_kick,
+						  rl, msg, sizeof msg) != 0) {
+		fprintf(stderr, "drld: --watch-config: %s\n", msg);
+		rc = EXIT_SERVE;
+	}
+	if (rc == EXIT_SERVE) {
+		(void)drld_reloader_stop(rl);
+#if DRLD_HAVE_ENVOY
+		drld_grpc_stop(g, 0);
+#endif
+		drld_http_stop(h, 0);
+		return EXIT_SERVE;
+	}
 	say_listening(o, drld_http_port(h));
 	for (;;) {
 		struct signalfd_siginfo si;
@@ -848,6 +881,7 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 			si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
 		break;
 	}
+	drld_watcher_stop(wt); /* no reload is asked for after this */
 	unsigned drain =
 		o->drain_s >= 0 ? (unsigned)o->drain_s : o->http.timeout_s;
 #if DRLD_HAVE_ENVOY

@@ -4,9 +4,10 @@
  * that blocks (a hung NFS or FUSE mount under the config) cannot keep
  * drld from stopping on SIGTERM (issue 33, hole 6).
  *
- * Threading: drld_reloader_kick() and drld_reloader_stop() are called by
- * one thread (the signal thread); fn runs on the reloader's own thread,
- * one call at a time.
+ * Threading: drld_reloader_kick() may be called from any thread (the
+ * signal thread, the config watcher's); drld_reloader_stop() by the one
+ * that started it; fn runs on the reloader's own thread, one call at a
+ * time.
  */
 #ifndef DRLD_RELOADER_H
 #define DRLD_RELOADER_H

@@ -1233,6 +1233,25 @@ else
 	check 1 "drld starts for the reload tests"
 fi
 
+# --watch-config (issue 32, 5): the config file replaced on disk (renamed
+# over, as an editor or a deploy does) is reloaded with no signal.
+cp "$tmp/r2.json" "$tmp/watched.json"
+if start watched --config "$tmp/watched.json" --watch-config; then
+	before=$(metric 'drld_config_reloads_total{result="ok"}')
+	cp "$tmp/r5.json" "$tmp/watched.json.new"
+	mv "$tmp/watched.json.new" "$tmp/watched.json"
+	for ((i = 0; i < 600; i++)); do
+		[ "$(metric 'drld_config_reloads_total{result="ok"}')" -gt "$before" ] &&
+			break
+		sleep 0.05
+	done
+	check_post '{"key":"wk","rule":"r"}'
+	expect_hdr RateLimit-Policy '"r";q=5;w=3600' "watch: the file renamed over the config is reloaded, no signal"
+	stop watched "$pid"
+else
+	check 1 "drld starts with --config and --watch-config"
+fi
+
 # attack (issue 33, 6): SIGHUP's reload read the config on the thread that
 # reads signals, so a read that hung (a config on a stalled NFS or FUSE
 # mount) made drld ignore SIGTERM until the read returned. The config is

@@ -755,6 +755,74 @@ else
 	check 1 "drld starts for the busy drain"
 fi
 
+# ---- reload on change (issue 32, 5) ---------------------------------------
+# --watch-config: drld reloads when its config changes on disk, with no
+# signal. A ConfigMap volume (files linked through "..data", swapped by a
+# rename as the kubelet does); a bad version is reported and the old
+# config kept; a --envoy-config that is itself a symbolic link swapped in
+# its parent (envoyproxy/ratelimit's RUNTIME_ROOT "current" link).
+
+# reloads_grow RESULT BEFORE: wait (30 s at most) for
+# drld_config_reloads_total{result=RESULT} to pass BEFORE.
+reloads_grow() {
+	local i
+	for ((i = 0; i < 600; i++)); do
+		[ "$(metric "drld_config_reloads_total{result=\"$1\"}")" -gt "$2" ] &&
+			return 0
+		sleep 0.05
+	done
+	return 1
+}
+# flip DIR VERSION: point DIR/..data at VERSION by a rename (atomic).
+flip() {
+	ln -sfn "$2" "$1/..data_tmp" && mv -T "$1/..data_tmp" "$1/..data"
+}
+mkdir -p "$tmp/watch"
+"${client[@]}" swapdir "$tmp/watch" 1
+mkdir -p "$tmp/watch/..v3"
+printf 'domain: d00\ndescriptors: [\n' >"$tmp/watch/..v3/d00.yaml"
+if start watching --envoy-config "$tmp/watch" --watch-config; then
+	expect_call "OK OK 0" d00 k=a
+	ok=$(metric 'drld_config_reloads_total{result="ok"}')
+	flip "$tmp/watch" ..v2
+	reloads_grow ok "$ok"
+	check $? "watch: a ConfigMap swap (..data renamed) reloads, no signal"
+	expect_call "OK OK 1" d00 k=b
+	bad=$(metric 'drld_config_reloads_total{result="error"}')
+	flip "$tmp/watch" ..v3
+	reloads_grow error "$bad"
+	check $? "watch: a swap to a bad version: reloads{error} grows"
+	grep -qF "drld: reload failed, keeping the old envoy config: $tmp/watch/d00.yaml" \
+		"$tmp/watching.err"
+	check $? "watch: the bad version is reported"
+	expect_call "OK OK 1" d00 k=c
+	stop watching "$pid"
+else
+	check 1 "drld starts with --watch-config"
+fi
+mkdir -p "$tmp/root/v1" "$tmp/root/v2"
+printf 'domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n' >"$tmp/root/v1/r.yaml"
+printf 'domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n' >"$tmp/root/v2/r.yaml"
+ln -sfn v1 "$tmp/root/current"
+if RUNTIME_WATCH_ROOT=true start watching-root --envoy-config "$tmp/root/current"; then
+	expect_call "OK OK 0" r k=a
+	ok=$(metric 'drld_config_reloads_total{result="ok"}')
+	ln -sfn v2 "$tmp/root/current.tmp" && mv -T "$tmp/root/current.tmp" "$tmp/root/current"
+	reloads_grow ok "$ok"
+	check $? "watch: the config directory's own link swapped (RUNTIME_WATCH_ROOT=true): reloads"
+	expect_call "OK OK 4" r k=b
+	# and again: the watch followed the link to v2
+	ok=$(metric 'drld_config_reloads_total{result="ok"}')
+	printf 'domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 7}\n' >"$tmp/root/v2/r.yaml.new"
+	mv "$tmp/root/v2/r.yaml.new" "$tmp/root/v2/r.yaml"
+	reloads_grow ok "$ok"
+	check $? "watch: then a file renamed into the new target reloads"
+	expect_call "OK OK 6" r k=c
+	stop watching-root "$pid"
+else
+	check 1 "drld starts with RUNTIME_WATCH_ROOT=true"
+fi
+
 # ---- a unix domain socket (envoyproxy/ratelimit's GRPC_UDS) -------------
 # An Envoy sidecar on the same host can reach drld without TCP. drld's
 # listener removes the socket file when drld stops, and a stale one (left
