@@ -160,17 +160,27 @@ class Deciders;
 class Service;
 
 // What drld_grpc_stop() waits for: the ShouldRateLimit calls in flight on
-// every shard (from a call's arrival until its answer is sent), the shards
-// whose shutdown has begun (grpc has handed back their posted calls: it
-// sent their connections GOAWAY then), and the shards whose Shutdown()
-// returned. Thread-safe.
+// every shard (from a call's arrival until its answer is sent), the calls
+// posted for grpc to match that it has not handed back yet (one it matched
+// is in flight from then, though its tag may not have run: while any is
+// out, a call may be on its way), the shards whose shutdown has begun
+// (grpc has handed back a posted call unmatched: it sent their connections
+// GOAWAY then), and the shards whose Shutdown() returned. Thread-safe.
 class Drain
 {
       public:
-	void enter()
+	void posted()
 	{
 		std::lock_guard<std::mutex> l(m_);
-		calls_++;
+		posted_++;
+	}
+	// a posted call handed back: matched (ok: in flight) or not
+	void arrived(bool ok)
+	{
+		std::lock_guard<std::mutex> l(m_);
+		posted_--;
+		calls_ += ok;
+		cv_.notify_all();
 	}
 	void leave()
 	{
@@ -192,13 +202,15 @@ class Drain
 	}
 
 	// Wait until the n shards have stopped (true), or until their
-	// shutdown has begun and no call is in flight, or `deadline`
-	// (false: connections still open, idle ones or calls past it).
+	// shutdown has begun, grpc has handed back every posted call and
+	// none is in flight, or `deadline` (false: connections still open,
+	// idle ones or calls past it).
 	bool wait(size_t n, std::chrono::system_clock::time_point deadline)
 	{
 		std::unique_lock<std::mutex> l(m_);
 		cv_.wait_until(l, deadline, [&] {
-			return stopped_ == n || (began_ == n && calls_ == 0);
+			return stopped_ == n ||
+			       (began_ == n && posted_ == 0 && calls_ == 0);
 		});
 		return stopped_ == n;
 	}
@@ -206,7 +218,7 @@ class Drain
       private:
 	std::mutex m_;
 	std::condition_variable cv_;
-	long calls_ = 0;
+	long calls_ = 0, posted_ = 0;
 	size_t began_ = 0, stopped_ = 0;
 };
 
@@ -464,6 +476,7 @@ Call::Call(Service *s, grpc::ServerCompletionQueue *cq)
 		set(2); // the finished and the done tag
 		ctx_.AsyncNotifyWhenDone(done_.post());
 	}
+	s->drain()->posted();
 	s->rpc().RequestShouldRateLimit(&ctx_, req_, &responder_, cq, cq,
 					arrived_.post());
 }
@@ -479,15 +492,16 @@ void Call::arrived(bool ok)
 		// the server is shutting down and this call never began:
 		// grpc delivers no done tag for it (grpc issue 10136)
 		s_->shutdown_began();
+		s_->drain()->arrived(false);
 		delete this;
 		return;
 	}
-	s_->drain()->enter();
 	try {
 		expect(s_, cq_); // the next call on this queue
 	} catch (const std::bad_alloc &) {
 		// this queue has one posted call less; the others carry on
 	}
+	s_->drain()->arrived(true); // after the next is posted
 	s_->handle(this);
 }
 
