@@ -22,6 +22,8 @@ tmp=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 source "$here/tap.sh"
+# under TSan (scripts/test.sh): grpc++ and abseil are not instrumented
+export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$here/tsan_grpc.supp"
 
 if ! /usr/bin/python3 -c 'import yaml' 2>/dev/null; then
 	if [ "${CI:-}" = true ]; then
@@ -55,8 +57,10 @@ fi
 check $? "every package the Dockerfile and image_build.sh install exists in apt (missing:${missing:- none})"
 
 # every library drld links comes from a runtime package or one they
-# depend on (libdrl itself is installed from the build)
-need=$(ldd "$drld" | awk '$3 ~ /^\// { print $3 }' | grep -v 'libdrl\.so' |
+# depend on (libdrl itself is installed from the build; a sanitizer's
+# runtime is this build's, not the image's release build's)
+need=$(ldd "$drld" | awk '$3 ~ /^\// { print $3 }' |
+	grep -vE 'libdrl\.so|lib(a|ub|t|l)san\.so' |
 	while read -r lib; do
 		dpkg -S "$(readlink -f "$lib")" 2>/dev/null | cut -d: -f1
 	done | sort -u)
@@ -160,6 +164,7 @@ if [ -s "$tmp/args" ]; then
 	pid=
 	[ "$st" -eq 0 ]
 	check $? "and exits 0 on SIGTERM (got $st)"
+	[ "$st" -eq 0 ] || sed 's/^/#   stderr: /' "$tmp/drld.err" | head -60
 fi
 echo "# $((n - failed)) of $n assertions passed"
 [ "$failed" -eq 0 ]
