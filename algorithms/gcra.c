@@ -95,12 +95,6 @@ static int64_t until_full(const drl__limit *lim, const meter *m, int64_t now)
 		       : 0;
 }
 
-static int corrupt(const drl__call *call)
-{
-	return drl_error_set(call->err, DRL_ECORRUPT,
-			     "gcra state in the store is malformed");
-}
-
 /* The decision at call->now on meter m: 1 when allowed and consumed (m
  * advanced, undo set), 0 otherwise. Shared by the C step and the twin's
  * answer, which hands over the same meter relative to its own now. */
@@ -142,7 +136,7 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 	(void)cap;
 	meter m;
 	if (load_meter(lim, old, oldlen, call->now, &m))
-		return corrupt(call);
+		return drl__state_corrupt(lim, call);
 	int write = judge(lim, call, &m, res, undo);
 	if (write) {
 		store_meter(lim, &m, out, outlen);
@@ -184,7 +178,7 @@ static int refund_step(const drl__limit *lim, const drl__call *call,
 	(void)cap, (void)res, (void)undo;
 	meter m;
 	if (load_meter(lim, old, oldlen, call->now, &m))
-		return corrupt(call);
+		return drl__state_corrupt(lim, call);
 	drl__i128 floor_t = (drl__i128)m.newest * lim->limit;
 	m.tat -= (drl__i128)call->cost * lim->period_us;
 	if (m.tat < floor_t)

@@ -28,3 +28,10 @@ void drl__result_fill(drl_result *res, bool allowed, int64_t limit,
 	res->retry_after_us = allowed ? 0 : retry_after;
 	res->path = DRL_PATH_STORE;
 }
+
+int drl__state_corrupt(const drl__limit *lim, const drl__call *call)
+{
+	return drl_error_set(call->err, DRL_ECORRUPT,
+			     "%s state in the store is malformed",
+			     lim->algo->name);
+}

@@ -166,12 +166,6 @@ static void write_log(const log_view *v, int64_t from, int64_t stamp,
 	*outlen = TRAILER + (size_t)n * ENTRY;
 }
 
-static int corrupt(const drl__call *call)
-{
-	return drl_error_set(call->err, DRL_ECORRUPT,
-			     "sliding_log state in the store is malformed");
-}
-
 /* The decision of call once the log is known as `used` (the live
  * entries' count), `reset` (µs until the newest of them leaves; 0: none)
  * and, for a denial within the limit, `retry`: 1 when allowed and to be
@@ -202,7 +196,7 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 	(void)cap;
 	log_view v;
 	if (read_log(lim, old, oldlen, &v))
-		return corrupt(call);
+		return drl__state_corrupt(lim, call);
 	int64_t now = call->now, cost = call->cost, limit = lim->limit;
 	int64_t first = first_live(lim, &v, now), used = 0;
 	for (int64_t i = first; i < v.n; i++)
@@ -265,7 +259,7 @@ static int unstep(const drl__limit *lim, const drl__call *call, const void *old,
 	(void)cap, (void)res;
 	log_view v;
 	if (read_log(lim, old, oldlen, &v))
-		return corrupt(call);
+		return drl__state_corrupt(lim, call);
 	int64_t first = first_live(lim, &v, call->now);
 	write_log(&v, first, undo->a, -call->cost, out, outlen);
 	int64_t n = (int64_t)((*outlen - TRAILER) / ENTRY);

@@ -84,12 +84,6 @@ static int64_t until_full(const drl__limit *lim, const bucket *bk, int64_t now)
 	return bk->level < full ? settled_after(lim, bk, now) : 0;
 }
 
-static int corrupt(const drl__call *call)
-{
-	return drl_error_set(call->err, DRL_ECORRUPT,
-			     "token_bucket state in the store is malformed");
-}
-
 /* The decision at call->now on bucket bk (refilled to max(now, last)):
  * 1 when allowed and consumed (bk drained, undo set), 0 otherwise.
  * Shared by the C step and the twin's answer. */
@@ -127,7 +121,7 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 	(void)cap;
 	bucket bk;
 	if (load_bucket(lim, old, oldlen, call->now, &bk))
-		return corrupt(call);
+		return drl__state_corrupt(lim, call);
 	int write = judge(lim, call, &bk, res, undo);
 	if (write)
 		store_bucket(lim, &bk, out, outlen);
@@ -166,7 +160,7 @@ static int refund_step(const drl__limit *lim, const drl__call *call,
 	(void)cap, (void)res, (void)undo;
 	bucket bk;
 	if (load_bucket(lim, old, oldlen, call->now, &bk))
-		return corrupt(call);
+		return drl__state_corrupt(lim, call);
 	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
 	bk.level += (drl__i128)call->cost * lim->period_us;
 	if (bk.level > full)

@@ -33,6 +33,14 @@
  *
  * Versions come from a per-shard counter, so a key that expires and is
  * created again never repeats a version a client may still hold (no ABA).
+ *
+ * Groups (group_max_keys=M): keys that share their bytes before the first
+ * '{' (a limiter's prefix and limit tag: one limit, docs/security.md 2)
+ * form a group, and a group may hold at most M live keys, so keys one
+ * limit's clients choose cannot take the whole of max_keys from the
+ * others. A group's count lives in a table of its own, split into
+ * GROUP_STRIPES locked parts; it is touched only when a key is created or
+ * freed, with the key's shard locked (lock order: shard, then stripe).
  */
 #include "memory.h"
 
@@ -57,7 +65,29 @@
 #define SHOW_KEY_MAX 64 /* key bytes quoted in a message */
 #define CACHELINE 64
 
-enum { FULL = 1 }; /* insert(): max_keys reached (not an error code) */
+/* insert(): max_keys reached, or group_max_keys for the key's group (not
+ * error codes) */
+enum { FULL = 1, GROUP_FULL = 2 };
+
+#define GROUP_STRIPES 64    /* power of two */
+#define GROUP_BUCKETS_MIN 8 /* per stripe; power of two */
+
+/* The live keys of one group; freed when the last goes. */
+typedef struct group {
+	struct group *next;
+	uint64_t hash;
+	size_t count;
+	size_t len;
+	unsigned char name[];
+} group;
+
+/* A part of the group table: a chained hash table behind its lock. */
+typedef struct stripe {
+	_Alignas(CACHELINE) pthread_mutex_t lock;
+	group **buckets;
+	size_t nbuckets; /* power of two */
+	size_t ngroups;
+} stripe;
 
 typedef struct entry {
 	struct entry *next;
@@ -68,6 +98,7 @@ typedef struct entry {
 		int64_t counter; /* version == 0 */
 		size_t bloblen;  /* version != 0 */
 	};
+	group *grp; /* its group's count; NULL without group_max_keys */
 	size_t blobcap;
 	unsigned char *blob;
 	size_t keylen;
@@ -95,8 +126,10 @@ typedef struct store {
 	unsigned shard_bits;
 	size_t nshards;
 	shard *shards;
-	size_t max_keys;     /* 0: unlimited */
-	atomic_size_t nkeys; /* entries held; kept only with max_keys */
+	size_t max_keys;       /* 0: unlimited */
+	atomic_size_t nkeys;   /* entries held; kept only with max_keys */
+	size_t group_max_keys; /* 0: no group bound (stripes NULL) */
+	stripe *stripes;       /* GROUP_STRIPES of them */
 } store;
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -197,9 +230,105 @@ static void prefetch_bucket(const shard *sh, uint64_t h)
 #endif
 }
 
+/* ---- groups ----------------------------------------------------------- */
+
+/* The group name of key: its bytes before the first '{' (all of it when
+ * it has none). */
+static size_t group_len(drl_bytes key)
+{
+	const unsigned char *brace =
+		key.len ? memchr(key.data, '{', key.len) : NULL;
+	return brace ? (size_t)(brace - (const unsigned char *)key.data)
+		     : key.len;
+}
+
+/* Double stripe sp's table when it holds more groups than buckets; keeps
+ * the old one when memory is short (longer chains, not wrong). */
+static void group_grow(stripe *sp)
+{
+	if (sp->ngroups <= sp->nbuckets ||
+	    sp->nbuckets > SIZE_MAX / 4 / sizeof(group *))
+		return;
+	size_t n = sp->nbuckets * 2;
+	group **nb = calloc(n, sizeof *nb);
+	if (nb == NULL)
+		return;
+	for (size_t i = 0; i < sp->nbuckets; i++)
+		for (group *g = sp->buckets[i], *next; g != NULL; g = next) {
+			next = g->next;
+			g->next = nb[(g->hash / GROUP_STRIPES) & (n - 1)];
+			nb[(g->hash / GROUP_STRIPES) & (n - 1)] = g;
+		}
+	free(sp->buckets);
+	sp->buckets = nb;
+	sp->nbuckets = n;
+}
+
+/* Count one more key in key's group into *out. Returns 0, GROUP_FULL
+ * when the group holds group_max_keys live keys, or DRL_ENOMEM. */
+static int group_take(store *st, drl_bytes key, group **out)
+{
+	size_t len = group_len(key);
+	uint64_t h = XXH3_64bits_withSeed(key.data, len, st->seed ^ 1);
+	stripe *sp = &st->stripes[h & (GROUP_STRIPES - 1)];
+	int rc = 0;
+
+	pthread_mutex_lock(&sp->lock);
+	group **pp = &sp->buckets[(h / GROUP_STRIPES) & (sp->nbuckets - 1)];
+	group *g = *pp;
+	while (g != NULL && (g->hash != h || g->len != len ||
+			     (len && memcmp(g->name, key.data, len) != 0)))
+		g = g->next;
+	if (g == NULL) {
+		g = len <= SIZE_MAX - sizeof *g ? malloc(sizeof *g + len)
+						: NULL;
+		if (g == NULL) {
+			rc = DRL_ENOMEM;
+			goto out;
+		}
+		g->hash = h;
+		g->count = 0;
+		g->len = len;
+		if (len)
+			memcpy(g->name, key.data, len);
+		g->next = *pp;
+		*pp = g;
+		sp->ngroups++;
+		group_grow(sp);
+	} else if (g->count >= st->group_max_keys) {
+		rc = GROUP_FULL;
+		goto out;
+	}
+	g->count++;
+	*out = g;
+out:
+	pthread_mutex_unlock(&sp->lock);
+	return rc;
+}
+
+/* Count one key less in group g, freeing it with its last key. */
+static void group_give(store *st, group *g)
+{
+	stripe *sp = &st->stripes[g->hash & (GROUP_STRIPES - 1)];
+
+	pthread_mutex_lock(&sp->lock);
+	if (--g->count == 0) {
+		group **pp = &sp->buckets[(g->hash / GROUP_STRIPES) &
+					  (sp->nbuckets - 1)];
+		while (*pp != g)
+			pp = &(*pp)->next;
+		*pp = g->next;
+		sp->ngroups--;
+		free(g);
+	}
+	pthread_mutex_unlock(&sp->lock);
+}
+
 /* Free one entry already unlinked from its chain. */
 static void entry_free(store *st, shard *sh, entry *e)
 {
+	if (e->grp != NULL)
+		group_give(st, e->grp);
 	free(e->blob);
 	free(e);
 	sh->count--;
@@ -336,8 +465,8 @@ static entry **lookup(store *st, shard *sh, uint64_t h, drl_bytes key,
  * Add a new entry for key (known absent) as an empty counter that never
  * expires; the caller fills it and calls touch(). Sweeps first, then may
  * grow the table (pointers into the table taken before are stale after).
- * Returns 0 with *out set, FULL when max_keys entries are held, or
- * DRL_ENOMEM.
+ * Returns 0 with *out set, FULL when max_keys entries are held,
+ * GROUP_FULL when group_max_keys of its group are, or DRL_ENOMEM.
  */
 static int insert(store *st, shard *sh, uint64_t h, drl_bytes key, int64_t now,
 		  entry **out)
@@ -350,14 +479,19 @@ static int insert(store *st, shard *sh, uint64_t h, drl_bytes key, int64_t now,
 		return FULL;
 	}
 	entry *e = NULL;
-	if (key.len <= SIZE_MAX - sizeof *e)
+	group *g = NULL;
+	int rc = st->group_max_keys ? group_take(st, key, &g) : 0;
+	if (rc == 0 && key.len <= SIZE_MAX - sizeof *e)
 		e = malloc(sizeof *e + key.len);
 	if (!e) {
+		if (g != NULL)
+			group_give(st, g);
 		if (st->max_keys)
 			atomic_fetch_sub_explicit(&st->nkeys, 1,
 						  memory_order_relaxed);
-		return DRL_ENOMEM;
+		return rc ? rc : DRL_ENOMEM;
 	}
+	e->grp = g;
 	e->hash = h;
 	e->expires = INT64_MAX;
 	e->version = 0;
@@ -385,12 +519,18 @@ static int insert_error(const store *st, int rc, drl_error *err)
 		return drl_error_set(err, DRL_ESTORE,
 				     "memory store full (max_keys=%zu)",
 				     st->max_keys);
+	if (rc == GROUP_FULL)
+		return drl_error_set(err, DRL_ESTORE,
+				     "memory store full for this key's group "
+				     "(group_max_keys=%zu)",
+				     st->group_max_keys);
 	return drl_error_set(err, DRL_ENOMEM, "memory store: out of memory");
 }
 
 /*
  * Called with no lock held when a key could not be created because
- * max_keys entries are held: free every expired entry in every shard
+ * max_keys entries (or group_max_keys of its group) are held: free every
+ * expired entry in every shard
  * that may have some, so that only live keys count against the limit.
  */
 static void reclaim(store *st, int64_t now)
@@ -512,7 +652,7 @@ static int mem_incr(drl_backend *b, drl_bytes key, int64_t delta,
 			return 0;
 		}
 		pthread_mutex_unlock(&sh->lock);
-		if (rc != FULL || attempt > 0)
+		if ((rc != FULL && rc != GROUP_FULL) || attempt > 0)
 			return insert_error(st, rc, err);
 		reclaim(st, now);
 	}
@@ -589,79 +729,22 @@ static int mem_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 	return 0;
 }
 
-/* Store blob at key if its version is still `version` (0: absent).
- * DRL_ECONFLICT when it changed, DRL_ESTORE on a counter or when creating
- * the key would pass max_keys. ttl_us <= 0 stores and expires at once. */
-static int mem_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
-		   uint64_t version, int64_t ttl_us, drl_error *err)
-{
-	store *st = (store *)b;
-	int rc = check_key(key, err);
-	if (rc)
-		return rc;
-	if (blob == NULL && len > 0)
-		return drl_error_set(err, DRL_EINVAL,
-				     "memory store: NULL blob");
-	int64_t now = mono_us();
-	uint64_t h = hash_key(st, key);
-	shard *sh = shard_of(st, h);
-	for (int attempt = 0;; attempt++) {
-		pthread_mutex_lock(&sh->lock);
-		prefetch_bucket(sh, h);
-		sweep(st, sh, now, SWEEP_WRITE);
-		entry **pp = lookup(st, sh, h, key, now);
-		entry *e = pp ? *pp : NULL;
-		if (e && e->version == 0) {
-			pthread_mutex_unlock(&sh->lock);
-			return wrong_kind(err, key, false);
-		}
-		if ((e ? e->version : 0) != version) {
-			pthread_mutex_unlock(&sh->lock);
-			return drl_error_set(err, DRL_ECONFLICT,
-					     "memory store: version changed");
-		}
-		if (ttl_us <= 0) { /* written and expired at once */
-			if (e)
-				unlink_free(st, sh, pp);
-			pthread_mutex_unlock(&sh->lock);
-			return 0;
-		}
-		if (e) {
-			rc = set_blob(e, blob, len);
-			if (rc == 0) {
-				e->version = ++sh->vclock;
-				touch(sh, e, deadline(now, ttl_us));
-			}
-			pthread_mutex_unlock(&sh->lock);
-			return rc ? insert_error(st, rc, err) : 0;
-		}
-		rc = insert_blob(st, sh, h, key, now, blob, len, ttl_us);
-		pthread_mutex_unlock(&sh->lock);
-		if (rc == 0)
-			return 0;
-		if (rc != FULL || attempt > 0)
-			return insert_error(st, rc, err);
-		reclaim(st, now);
-	}
-}
+/* What a locked write stores: under the key's shard lock, decide() sees
+ * the blob at key (e NULL when absent; never a counter) and returns 1 with
+ * the blob to store (*nb, *nlen: may point into e's own blob) and its TTL
+ * (<= 0: written and expired at once), 0 to leave everything, or a
+ * negative error (in err). */
+typedef int (*blob_decide)(void *arg, const entry *e, const void **nb,
+			   size_t *nlen, int64_t *ttl_us, drl_error *err);
 
-/*
- * Run fn on the blob at key under the key's shard lock: fn sees the
- * current blob (NULL, 0 when absent). fn returning 1 stores its blob with
- * its TTL and a new version; 0 leaves everything; a negative value is
- * returned as is. fn must not call this store (it would deadlock). When
- * storing needs a new key and max_keys is reached, expired keys are
- * reclaimed and fn runs once more on the state then current.
- */
-static int mem_update(drl_backend *b, drl_bytes key, drl_update_fn fn,
-		      void *arg, drl_error *err)
+/* The one locked update of a blob (cas and update): run decide on the
+ * blob at key under its shard's lock and write what it returns, with a
+ * new version. When storing needs a new key and max_keys is reached,
+ * expired keys are reclaimed and decide runs once more on the state then
+ * current. DRL_ESTORE on a counter or when the store is full. */
+static int locked_write(store *st, drl_bytes key, blob_decide decide,
+			void *arg, drl_error *err)
 {
-	store *st = (store *)b;
-	int rc = check_key(key, err);
-	if (rc)
-		return rc;
-	if (fn == NULL)
-		return drl_error_set(err, DRL_EINVAL, "memory store: NULL fn");
 	int64_t now = mono_us();
 	uint64_t h = hash_key(st, key);
 	shard *sh = shard_of(st, h);
@@ -678,18 +761,10 @@ static int mem_update(drl_backend *b, drl_bytes key, drl_update_fn fn,
 		const void *nb = NULL;
 		size_t nlen = 0;
 		int64_t ttl_us = 0;
-		rc = fn(arg, e ? e->blob : NULL, e ? e->bloblen : 0, &nb, &nlen,
-			&ttl_us);
+		int rc = decide(arg, e, &nb, &nlen, &ttl_us, err);
 		if (rc <= 0) {
 			pthread_mutex_unlock(&sh->lock);
 			return rc;
-		}
-		if (rc != 1 || (nb == NULL && nlen > 0)) {
-			pthread_mutex_unlock(&sh->lock);
-			return drl_error_set(err, DRL_EINTERNAL,
-					     "memory store: update step "
-					     "returned %d with a %s blob",
-					     rc, nb ? "non-NULL" : "NULL");
 		}
 		if (ttl_us <= 0) { /* written and expired at once */
 			if (e)
@@ -710,10 +785,87 @@ static int mem_update(drl_backend *b, drl_bytes key, drl_update_fn fn,
 		pthread_mutex_unlock(&sh->lock);
 		if (rc == 0)
 			return 0;
-		if (rc != FULL || attempt > 0)
+		if ((rc != FULL && rc != GROUP_FULL) || attempt > 0)
 			return insert_error(st, rc, err);
 		reclaim(st, now);
 	}
+}
+
+/* A cas: the blob to store while the version is still the one read. */
+typedef struct cas_arg {
+	const void *blob;
+	size_t len;
+	uint64_t version;
+	int64_t ttl_us;
+} cas_arg;
+
+static int cas_decide(void *arg, const entry *e, const void **nb,
+		      size_t *nlen, int64_t *ttl_us, drl_error *err)
+{
+	const cas_arg *c = arg;
+	if ((e ? e->version : 0) != c->version)
+		return drl_error_set(err, DRL_ECONFLICT,
+				     "memory store: version changed");
+	*nb = c->blob;
+	*nlen = c->len;
+	*ttl_us = c->ttl_us;
+	return 1;
+}
+
+/* Store blob at key if its version is still `version` (0: absent).
+ * DRL_ECONFLICT when it changed, DRL_ESTORE on a counter or when creating
+ * the key would pass max_keys. ttl_us <= 0 stores and expires at once. */
+static int mem_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
+		   uint64_t version, int64_t ttl_us, drl_error *err)
+{
+	int rc = check_key(key, err);
+	if (rc)
+		return rc;
+	if (blob == NULL && len > 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "memory store: NULL blob");
+	cas_arg c = {blob, len, version, ttl_us};
+	return locked_write((store *)b, key, cas_decide, &c, err);
+}
+
+/* An update: the caller's step. */
+typedef struct update_arg {
+	drl_update_fn fn;
+	void *arg;
+} update_arg;
+
+static int update_decide(void *arg, const entry *e, const void **nb,
+			 size_t *nlen, int64_t *ttl_us, drl_error *err)
+{
+	const update_arg *u = arg;
+	int rc = u->fn(u->arg, e ? e->blob : NULL, e ? e->bloblen : 0, nb,
+		       nlen, ttl_us);
+	if (rc > 0 && (rc != 1 || (*nb == NULL && *nlen > 0)))
+		return drl_error_set(err, DRL_EINTERNAL,
+				     "memory store: update step returned %d "
+				     "with a %s blob",
+				     rc, *nb ? "non-NULL" : "NULL");
+	return rc;
+}
+
+/*
+ * Run fn on the blob at key under the key's shard lock: fn sees the
+ * current blob (NULL, 0 when absent). fn returning 1 stores its blob with
+ * its TTL and a new version; 0 leaves everything; a negative value is
+ * returned as is. fn must not call this store (it would deadlock). When
+ * storing needs a new key and max_keys is reached, expired keys are
+ * reclaimed and fn runs once more on the state then current.
+ */
+static int mem_update(drl_backend *b, drl_bytes key, drl_update_fn fn,
+		      void *arg, drl_error *err)
+{
+	int rc = check_key(key, err);
+	if (rc)
+		return rc;
+	if (fn == NULL)
+		return drl_error_set(err, DRL_EINVAL, "memory store: NULL fn");
+	update_arg u = {fn, arg};
+	return locked_write((store *)b, key, update_decide, &u, err);
 }
 
 /*
@@ -778,6 +930,19 @@ static void mem_destroy(drl_backend *b)
 		pthread_mutex_destroy(&sh->lock);
 	}
 	free(st->shards);
+	for (size_t i = 0; st->stripes && i < GROUP_STRIPES; i++) {
+		/* the entries were freed above without giving their
+		 * counts back: free the groups they left */
+		stripe *sp = &st->stripes[i];
+		for (size_t j = 0; sp->buckets && j < sp->nbuckets; j++)
+			for (group *g = sp->buckets[j], *next; g; g = next) {
+				next = g->next;
+				free(g);
+			}
+		free(sp->buckets);
+		pthread_mutex_destroy(&sp->lock);
+	}
+	free(st->stripes);
 	free(st);
 }
 
@@ -815,6 +980,26 @@ static uint64_t random_seed(const void *salt)
 	return s;
 }
 
+/* Make st's group table (GROUP_STRIPES empty stripes). Returns 0, or -1
+ * when out of memory (what was made is freed by mem_destroy()). */
+static int stripes_init(store *st)
+{
+	st->stripes = aligned_alloc(CACHELINE, GROUP_STRIPES * sizeof(stripe));
+	if (st->stripes == NULL)
+		return -1;
+	memset(st->stripes, 0, GROUP_STRIPES * sizeof(stripe));
+	for (size_t i = 0; i < GROUP_STRIPES; i++)
+		pthread_mutex_init(&st->stripes[i].lock, NULL);
+	for (size_t i = 0; i < GROUP_STRIPES; i++) {
+		stripe *sp = &st->stripes[i];
+		sp->buckets = calloc(GROUP_BUCKETS_MIN, sizeof *sp->buckets);
+		sp->nbuckets = GROUP_BUCKETS_MIN;
+		if (sp->buckets == NULL)
+			return -1;
+	}
+	return 0;
+}
+
 /* Open a memory store from a parsed memory:// URI; see memory.h. */
 int drl__memory_open(drl_backend **out, drl_uri *uri, drl_error *err)
 {
@@ -835,7 +1020,7 @@ int drl__memory_open(drl_backend **out, drl_uri *uri, drl_error *err)
 				     "memory:// takes no path (got \"%.64s\"); "
 				     "write memory:// or memory://?shards=16",
 				     drl_uri_path(uri));
-	int64_t shards, max_keys;
+	int64_t shards, max_keys, group_max_keys;
 	int rc = drl_uri_option_int(uri, "shards", 1, SHARDS_MAX,
 				    SHARDS_DEFAULT, &shards, err);
 	if (rc)
@@ -847,6 +1032,10 @@ int drl__memory_open(drl_backend **out, drl_uri *uri, drl_error *err)
 				     shards, SHARDS_MAX);
 	rc = drl_uri_option_int(uri, "max_keys", 0, MAX_KEYS_MAX, 0, &max_keys,
 				err);
+	if (rc)
+		return rc;
+	rc = drl_uri_option_int(uri, "group_max_keys", 0, MAX_KEYS_MAX, 0,
+				&group_max_keys, err);
 	if (rc)
 		return rc;
 	rc = drl_uri_check_all_used(uri, err);
@@ -892,6 +1081,11 @@ int drl__memory_open(drl_backend **out, drl_uri *uri, drl_error *err)
 		sh->min_expires = INT64_MAX;
 	}
 	pthread_mutexattr_destroy(&attr);
+	if (group_max_keys > 0 && stripes_init(st) != 0) {
+		mem_destroy(&st->parent);
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	}
+	st->group_max_keys = (size_t)group_max_keys;
 	*out = &st->parent;
 	return 0;
 }

@@ -4,7 +4,10 @@
  * Options: shards=N (power of two in [1, 1024], default 64): how many
  * independently locked parts the table is split into; max_keys=N (default
  * 0, unlimited): refuse to create keys beyond N live ones (DRL_ESTORE),
- * rather than evict live state.
+ * rather than evict live state; group_max_keys=M (default 0, no bound):
+ * refuse to create a key when M live keys share its bytes before its
+ * first '{' (its group: one limit's keys), so one limit cannot take all
+ * of max_keys (DRL_ESTORE, "memory store full for this key's group").
  *
  * Thread-safe: every method may be called from any number of threads at
  * once; each call locks only the shard of the key it touches.

@@ -1,7 +1,7 @@
 /*
  * The stores built into this library, by URI scheme (backends/registry.c).
- * The core asks here and never names a store itself; the same two
- * declarations are in core/internal.h, which backends/ cannot include.
+ * The core asks here (core/internal.h includes this file) and never names
+ * a store itself.
  */
 #ifndef DRL_BACKENDS_REGISTRY_H
 #define DRL_BACKENDS_REGISTRY_H

@@ -4,29 +4,29 @@
  * context owns; delivered back on the loop's thread.
  *
  * A request is copied into a node at start and queued (todo). A worker
- * takes it, runs the blocking call it stands for (drl_allow and friends:
- * every rule of the blocking API holds by construction), and moves it to
- * the done list, making the eventfd readable when that list was empty.
+ * takes it, runs the rest of its decision, and moves it to the done list, making the eventfd readable when that list was empty.
  * drl_async_process() reads the eventfd first and takes the done list
  * second, so a request finished after the read keeps the fd readable:
  * none is ever left waiting unsignalled.
  *
- * A single request whose key the limiter's near cache blocks is denied at
- * start (drl_allow's own near cache step, no store call) and goes to the
- * done list at once: such denials never wait behind store calls.
+ * Every request is one decision request (core/decision.c) begun at
+ * start, on the caller's thread: a key the limiter's near cache blocks is
+ * denied there (no store call) and goes to the done list at once: such
+ * denials never wait behind store calls. The rest of the request runs on
+ * a worker (the blocking call's steps: every rule of the blocking API
+ * holds by construction), or is started:
  *
- * A single request that one script call decides, on a store that starts
+ * A single request that one store call decides, on a store that starts
  * such calls without waiting (Redis tx=lua with its shared connections),
  * and a batch that one call of the batch script decides, need no worker:
- * it is started on the caller's thread (core/started.c, the end of
- * core/batch.c) and moved to the done list by whichever thread finishes
- * the store call (`started` counts those in flight; drl_async_free()
- * waits for them).
+ * its call is started on the caller's thread (drl__req_start) and the
+ * node moved to the done list by whichever thread finishes the store call
+ * (`started` counts those in flight; drl_async_free() waits for them).
  *
  * A request on a store inside the process (DRL_CAP_INPROC: memory://)
- * is decided at start, on the starting thread, by the blocking call it
- * stands for (which never waits there), and goes to the done list: no
- * worker, no hand-over.
+ * is decided at start, on the starting thread, by the blocking steps
+ * (which never wait there), and goes to the done list: no worker, no
+ * hand-over.
  *
  * Workers start lazily: node_queue() starts one when a request finds
  * none idle, up to the context's most; a context whose requests never
@@ -81,11 +81,10 @@ typedef struct node {
 	int rc;
 	drl_result result;
 	drl_error err;
-	/* a request decided by a started store call (core/started.c) */
-	struct drl_async *ctx;
-	drl__started started;
-	drl__near_req near;
-	drl__batch_started batch_started;
+	/* the decision (core/decision.c); ONE, ONE_AT: its item */
+	struct drl_async *ctx; /* a started store call's */
+	drl_batch_item one;
+	drl__req req;
 	/* last: node_take() zeroes everything before it */
 	unsigned char inline_key[INLINE_KEY];
 } node;
@@ -171,26 +170,21 @@ static void signal_fd(drl_async *a)
 	(void)w;
 }
 
-/* Decide n with the blocking call it stands for. */
+/* n's decision is over: a single request's outcome is its item's (a
+ * batch's call itself succeeded: its items say the rest). */
+static void outcome(node *n)
+{
+	if (n->kind == ONE || n->kind == ONE_AT) {
+		n->rc = n->one.rc;
+		n->result = n->one.result;
+	}
+}
+
+/* The rest of n's decision (begun at start), blocking. */
 static void run(node *n)
 {
-	switch (n->kind) {
-	case ONE:
-		n->rc = drl_allow(n->lim, n->key, n->keylen, n->cost,
-				  &n->result, &n->err);
-		break;
-	case ONE_AT:
-		n->rc = drl_allow_at(n->lim, n->key, n->keylen, n->cost,
-				     n->now_us, &n->result, &n->err);
-		break;
-	case BATCH:
-		n->rc = drl_allow_batch(n->lim, n->items, n->n, &n->err);
-		break;
-	case BATCH_AT:
-		n->rc = drl_allow_batch_at(n->lim, n->items, n->n, n->now_us,
-					   &n->err);
-		break;
-	}
+	drl__req_run(&n->req);
+	outcome(n);
 }
 
 /* Hand a decided node to the done list (a->mu not held); the fd is made
@@ -404,6 +398,7 @@ static void drain_finish(drl_async *a, bool force)
 /* n canceled before a worker began it: its outcome is DRL_ECANCELED. */
 static void cancel(node *n)
 {
+	drl__req_drop(&n->req);
 	n->rc = drl_error_set(&n->err, DRL_ECANCELED,
 			      "request canceled: drl_async_free() before a "
 			      "worker began it");
@@ -660,6 +655,7 @@ static void store_call_finished(void *arg)
 {
 	node *n = arg;
 	drl_async *a = n->ctx;
+	outcome(n);
 	pthread_mutex_lock(&a->mu);
 	bool was_empty = a->done.head == NULL;
 	push(&a->done, n);
@@ -680,26 +676,44 @@ static void started_add(drl_async *a, node *n)
 	pthread_mutex_unlock(&a->mu);
 }
 
-/* Decide n (single, past the near cache step) by a started store call at
- * `now` (drl__started_usable); n is not touched after: it may be done,
- * and even delivered, before this returns. */
-static void start_store_call(drl_async *a, node *n, int64_t now)
+/* Start n's store call (begun, startable). 0, and n is not touched
+ * after: it may be done, and even delivered, before this returns;
+ * DRL_ENOMEM: nothing was done, n is the caller's again. */
+static int start_store_call(drl_async *a, node *n)
 {
-	n->started = (drl__started){
-		.l = n->lim,
-		.key = n->key,
-		.keylen = n->keylen,
-		.cost = n->cost,
-		.now = now,
-		.near = n->lim->near && n->cost ? &n->near : NULL,
-		.rc = &n->rc,
-		.result = &n->result,
-		.err = &n->err,
-		.finished = store_call_finished,
-		.arg = n,
-	};
+	n->req.finished = store_call_finished;
+	n->req.arg = n;
 	started_add(a, n);
-	drl__started_begin(&n->started);
+	int rc = drl__req_start(&n->req);
+	if (rc != 0) {
+		n->req.finished = NULL;
+		pthread_mutex_lock(&a->mu);
+		if (--a->started == 0 && a->stopping)
+			pthread_cond_broadcast(&a->idle);
+		pthread_mutex_unlock(&a->mu);
+	}
+	return rc;
+}
+
+/* n's request (filled) begun and then decided at start (every item
+ * decided by the near cache, or a store inside the process), started, or
+ * queued for a worker: 0, or (nothing queued, n dropped) the error. */
+static int node_go(drl_async *a, node *n, drl_error *err)
+{
+	int rc = 0;
+	if (drl__req_begin(&n->req) == 0) {
+		drl__req_end(&n->req);
+		outcome(n);
+		node_done(a, n);
+	} else if (drl__is_inproc(n->lim->store->backend)) {
+		decide_now(a, n);
+	} else if ((!drl__req_startable(&n->req, NULL) ||
+		    start_store_call(a, n) != 0) &&
+		   (rc = node_queue(a, n, err)) != 0) {
+		drl__req_drop(&n->req);
+		node_drop(a, n);
+	}
+	return rc;
 }
 
 static int start_one(drl_async *a, drl_limiter *l, const void *key,
@@ -730,30 +744,16 @@ static int start_one(drl_async *a, drl_limiter *l, const void *key,
 	n->key = copy;
 	n->keylen = keylen;
 	n->cost = cost;
-	/* A key the near cache blocks is denied here, as drl_allow() would
-	 * deny it (no store call): no worker needed, it finishes at once. */
-	int64_t when = kind == ONE ? DRL__NOW_READ : now_us;
-	/* n->near may point at the key: the node's copy, which lives as
-	 * long as the request (a store call may record it). */
-	if (drl__near_denied(l, n->key, keylen, cost, when, &n->near,
-			     &n->result)) {
-		drl__shadow_answer(l, &n->result);
-		node_done(a, n);
-		return 0;
-	}
-	int64_t now;
-	if (drl__is_inproc(l->store->backend))
-		decide_now(a, n);
-	else if (drl__started_usable(l, when, &now))
-		start_store_call(a, n, now);
-	else if ((rc = node_queue(a, n, err)) != 0)
-		node_drop(a, n);
-	return rc;
+	/* The request's id may point at the key: the node's copy, which
+	 * lives as long as the request. */
+	n->one = (drl_batch_item){.key = copy, .keylen = keylen, .cost = cost};
+	drl__req_init(&n->req, DRL__REQ_ONE, l, &n->one, 1,
+		      kind == ONE ? DRL__NOW_READ : now_us, &n->err);
+	return node_go(a, n, err);
 }
 
 int drl_async_path(const drl_limiter *limiter, const char **why)
 {
-	int64_t now;
 	const char *w = "no limiter";
 	int direct = 0;
 	if (limiter != NULL && drl__is_inproc(limiter->store->backend)) {
@@ -761,7 +761,10 @@ int drl_async_path(const drl_limiter *limiter, const char **why)
 		    "the process)";
 		direct = 1;
 	} else if (limiter != NULL) {
-		direct = drl__started_why(limiter, DRL__NOW_READ, &now, &w);
+		drl__req q;
+		drl__req_init(&q, DRL__REQ_ONE, (drl_limiter *)limiter, NULL, 1,
+			      DRL__NOW_READ, NULL); /* only read */
+		direct = drl__req_startable(&q, &w);
 	}
 	if (why)
 		*why = w;
@@ -826,33 +829,6 @@ static int copy_items(node *n, const drl_batch_item *items, size_t count,
 	return 0;
 }
 
-/* Decide batch n by one started call of the batch script (at `now`,
- * drl__batch_started_usable; `when` as started). 0, and n is not touched
- * after (it may be done, even delivered); DRL_ENOMEM: nothing was done,
- * n is the caller's again. */
-static int start_batch_call(drl_async *a, node *n, int64_t when, int64_t now)
-{
-	n->batch_started = (drl__batch_started){
-		.l = n->lim,
-		.items = n->items,
-		.n = n->n,
-		.now = now,
-		.near_now = when,
-		.err = &n->err,
-		.finished = store_call_finished,
-		.arg = n,
-	};
-	started_add(a, n);
-	int rc = drl__batch_started_begin(&n->batch_started);
-	if (rc != 0) {
-		pthread_mutex_lock(&a->mu);
-		if (--a->started == 0 && a->stopping)
-			pthread_cond_broadcast(&a->idle);
-		pthread_mutex_unlock(&a->mu);
-	}
-	return rc;
-}
-
 static int start_batch(drl_async *a, drl_limiter *l,
 		       const drl_batch_item *items, size_t count,
 		       int64_t now_us, enum kind kind, drl_async_batch_cb cb,
@@ -883,14 +859,9 @@ static int start_batch(drl_async *a, drl_limiter *l,
 		node_drop(a, n);
 		return rc;
 	}
-	int64_t when = kind == BATCH ? DRL__NOW_READ : now_us, now;
-	if (drl__is_inproc(l->store->backend))
-		decide_now(a, n);
-	else if ((!drl__batch_started_usable(l, n->n, when, &now) ||
-		  start_batch_call(a, n, when, now) != 0) &&
-		 (rc = node_queue(a, n, err)) != 0)
-		node_drop(a, n);
-	return rc;
+	drl__req_init(&n->req, DRL__REQ_BATCH, l, n->items, n->n,
+		      kind == BATCH ? DRL__NOW_READ : now_us, &n->err);
+	return node_go(a, n, err);
 }
 
 int drl_async_batch(drl_async *a, drl_limiter *limiter,

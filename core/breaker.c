@@ -23,7 +23,6 @@
 #include "internal.h"
 
 #include <inttypes.h>
-#include <time.h>
 
 #define PROBING INT64_MAX
 
@@ -31,13 +30,6 @@
 #define DEFAULT_OPEN_MS 100
 #define DEFAULT_MAX_MS 2000
 #define OPEN_MS_MAX 3600000 /* an hour */
-
-int64_t drl__mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 void drl__breaker_init(drl__breaker *b, int64_t failures, int64_t open_us,
 		       int64_t max_us)
@@ -106,7 +98,7 @@ int drl__breaker_enter(drl_store *s, bool *probe, drl_error *err)
 		atomic_load_explicit(&b->open_until, memory_order_acquire);
 	if (until == 0)
 		return 0;
-	int64_t now = drl__mono_us();
+	int64_t now = drl_mono_us();
 	if (until == PROBING || now < until)
 		return refuse(s, until, now, err);
 	/* Half-open: one caller becomes the probe. */
@@ -140,14 +132,14 @@ void drl__breaker_leave(drl_store *s, bool probe, int rc)
 		int64_t p = atomic_load(&b->period_us);
 		p = p > b->max_us / 2 ? b->max_us : 2 * p;
 		atomic_store(&b->period_us, p);
-		atomic_store(&b->open_until, drl__mono_us() + p);
+		atomic_store(&b->open_until, drl_mono_us() + p);
 		DRL__COUNT(&s->stats, breaker_opens);
 		return;
 	}
 	int64_t closed = 0;
 	if (n >= b->failures_max &&
 	    atomic_compare_exchange_strong(&b->open_until, &closed,
-					   drl__mono_us() +
+					   drl_mono_us() +
 						   atomic_load(&b->period_us)))
 		DRL__COUNT(&s->stats, breaker_opens);
 }
@@ -159,6 +151,6 @@ int64_t drl__breaker_retry_us(drl_store *s)
 	int64_t period = atomic_load(&b->period_us);
 	if (until == 0 || until == PROBING)
 		return period;
-	int64_t left = until - drl__mono_us();
+	int64_t left = until - drl_mono_us();
 	return left > 0 ? left : 0;
 }

@@ -11,6 +11,9 @@
  *           store fails; each process then admits up to the limit on its
  *           own, so N processes admit up to N x LIMIT between them.
  *
+ * The end of a decision (core/decision.c) applies the policy; this file
+ * says what each means and how a failed item is reported.
+ *
  * Only store failures (drl__is_store_failure) are handled so: bad input,
  * malformed state, a spent contention budget and out-of-memory are errors
  * under every policy. A fail-open never hides a bug or an attack on the
@@ -49,46 +52,15 @@ int drl__on_error_parse(drl__on_error *out, const char *value, size_t len,
 			     (int)(len < 32 ? len : 32), value);
 }
 
-/* The capacity reported on the policy paths: the first limit's. */
-static int64_t capacity(const drl_limiter *l)
+void drl__req_fail(drl__req *q, size_t i, int rc, const drl_error *d)
 {
-	const drl__limit *lim = &l->limits[0];
-	return lim->burst ? lim->burst : lim->limit;
-}
-
-int drl__fallback(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
-		  int64_t now_us, drl_result *result, drl_error *err)
-{
-	drl_store *s = l->store;
-	drl__result_deny(result);
-	result->limit = capacity(l);
-	switch (l->on_error) {
-	case DRL__ON_ERROR_DENY:
-		result->retry_after_us = drl__breaker_retry_us(s);
-		result->path = DRL_PATH_FAIL_CLOSED;
-		break;
-	case DRL__ON_ERROR_ALLOW:
-		result->allowed = 1;
-		result->path = DRL_PATH_FAIL_OPEN;
-		break;
-	case DRL__ON_ERROR_LOCAL: {
-		if (now_us < 0) /* DRL__NOW_READ or DRL__NOW_STORE */
-			now_us = drl_now_us();
-		drl_error local_err;
-		int rc = drl__limiter_decide(l->local, key, keylen, cost,
-					     now_us, result, &local_err);
-		if (rc) {
-			drl__result_deny(result);
-			return drl_error_set(err, rc, "on_error=local: %s",
-					     local_err.message);
-		}
-		result->path = DRL_PATH_LOCAL;
-		break;
-	}
-	case DRL__ON_ERROR_RETURN:
-	default:
-		return DRL_EINTERNAL; /* callers check on_error first */
-	}
-	DRL__COUNT(&s->stats, fallbacks);
-	return 0;
+	q->items[i].rc = rc;
+	drl__result_deny(&q->items[i].result);
+	if (q->kind != DRL__REQ_BATCH || i >= q->first)
+		return; /* one request's detail is in *q->err already */
+	q->first = i;
+	if (d != NULL && d->code == rc)
+		drl_error_set(q->err, rc, "item %zu: %s", i, d->message);
+	else
+		drl_error_set(q->err, rc, "item %zu: %s", i, drl_strerror(rc));
 }

@@ -55,16 +55,9 @@ void drl__uri_clear(drl__uri *u);
 
 /* ---- backends registry (backends/registry.c) -------------------------- */
 
-/* (backends/registry.h declares these two for backends/, which cannot
- * include this file.) The built-in opener for a scheme, or NULL. */
-drl_store_open_fn drl__backend_lookup(const char *scheme);
-/* Space-separated list of the schemes this build knows, for messages. */
-const char *drl__backend_schemes(void);
-/* The store a NULL or empty URI opens (the embedded one). */
-const char *drl__backend_default_uri(void);
-/* The URI of an in-process store refusing keys beyond max_keys live ones
- * (on_error=local's), written into buf (cap bytes, 64 are enough). */
-const char *drl__backend_local_uri(char *buf, size_t cap, long max_keys);
+/* The stores built into this library, by URI scheme: declared once, in
+ * backends/registry.h. */
+#include "backends/registry.h"
 
 /* ---- limits (core/spec.c) --------------------------------------------- */
 
@@ -127,7 +120,18 @@ typedef struct drl__key_id_buf {
 	bool digest;
 	unsigned char sha[32];
 } drl__key_id_buf;
-void drl__key_id(const void *key, size_t keylen, drl__key_id_buf *id);
+void drl__key_digest(const void *key, size_t keylen, drl__key_id_buf *id);
+static inline void drl__key_id(const void *key, size_t keylen,
+			       drl__key_id_buf *id)
+{
+	if (keylen > DRL__KEY_INLINE_MAX) {
+		drl__key_digest(key, keylen, id); /* the one hash */
+		return;
+	}
+	id->bytes = key;
+	id->len = keylen;
+	id->digest = false;
+}
 /* drl__keybase_make from a key's id (drl__key_id's bytes, len, digest). */
 void drl__keybase_make_id(drl__keybase *kb, const char *prefix, size_t plen,
 			  const drl__limit *lim, const void *id, size_t idlen,
@@ -272,6 +276,9 @@ const drl__algorithm *drl__algorithm_find(const char *name, size_t len);
 void drl__result_fill(drl_result *res, bool allowed, int64_t limit,
 		      int64_t remaining, int64_t reset_after,
 		      int64_t retry_after);
+/* DRL_ECORRUPT (in call->err, naming lim's algorithm): the state blob an
+ * optimistic-state algorithm read from the store is not one it wrote. */
+int drl__state_corrupt(const drl__limit *lim, const drl__call *call);
 
 /* decide/refund of every optimistic-state algorithm: run lim->algo->step
  * (or ->unstep) against the state at the limit's key atomically: through
@@ -482,9 +489,6 @@ static inline void drl__thread_name(const char *name)
 	(void)pthread_setname_np(pthread_self(), name);
 }
 
-/* CLOCK_MONOTONIC in µs (core/breaker.c). */
-int64_t drl__mono_us(void);
-
 /* A store's circuit breaker (core/breaker.c has the state machine). */
 typedef struct drl__breaker {
 	int64_t failures_max; /* unreachable calls in a row that open it; 0 off */
@@ -547,12 +551,8 @@ struct drl_limiter {
 	bool shadow;
 };
 
-/* The answer of a decision r of l that returned 0: would_allow is the
- * decision, and under shadow=1 a denial is answered allowed (and counted
- * in shadow_denials). Everything else in r stays the decision's. */
-void drl__shadow_answer(drl_limiter *l, drl_result *r);
-
-/* drl_allow_at's now_us meaning "read the clock" (drl__limiter_now). */
+/* drl_allow_at's now_us meaning "read the clock" (the decision's enter
+ * step reads it: core/decision.c). */
 #define DRL__NOW_READ INT64_C(-2)
 
 /* DRL_EINVAL naming the problem when now_us is not an explicit time
@@ -565,110 +565,11 @@ int drl__key_check(const char *fn, const void *key, size_t keylen,
 /* DRL_EINVAL naming the bad part of one request (key, keylen, cost). */
 int drl__request_check(const void *key, size_t keylen, int64_t cost,
 		       drl_error *err);
-/* Decide one request on every limit of l, as drl_allow_at() does; now_us
- * is checked already, or DRL__NOW_STORE. */
-int drl__limiter_decide(drl_limiter *l, const void *key, size_t keylen,
-			int64_t cost, int64_t now_us, drl_result *result,
-			drl_error *err);
-/* Decide one checked request as drl_allow() does, behind the store's
- * breaker and with the limiter's on_error policy: the store decides, or
- * the policy when the store failed (result->path says which). now_us as
- * for drl__limiter_decide, or DRL__NOW_READ. */
-int drl__limiter_guarded(drl_limiter *l, const void *key, size_t keylen,
-			 int64_t cost, int64_t now_us, drl_result *result,
-			 drl_error *err);
-/* The on_error policy's decision after the store failed with a store
- * failure (drl__is_store_failure); err keeps the store's error. */
-int drl__fallback(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
-		  int64_t now_us, drl_result *result, drl_error *err);
 /* The result every failed call leaves: a denial by the store path. */
 void drl__result_deny(drl_result *r);
 /* Parse "on_error=..." (value len bytes); DRL_EINVAL when unknown. */
 int drl__on_error_parse(drl__on_error *out, const char *value, size_t len,
 			drl_error *err);
-
-/* Peek: decide `cost` on every limit of l at now_us (checked, or
- * DRL__NOW_STORE) without consuming or writing anything, for the user key
- * whose id (drl__key_id) is given. *result as drl_allow_at() would fill
- * it: a denial names the first limit that denies, retry_after widened to
- * the latest any limit allows. */
-int drl__limiter_peek(drl_limiter *l, const void *id, size_t idlen, bool digest,
-		      int64_t cost, int64_t now_us, drl_result *result,
-		      drl_error *err);
-
-/* The time drl_allow() decides at: the real-time clock; with a store
- * clock, DRL__NOW_STORE when every limit's twin reads it itself, else the
- * store's time (one round trip, which may fail). */
-int drl__limiter_now(drl_limiter *l, int64_t *now_us, drl_error *err);
-
-/* drl_allow()'s near cache step for a checked request at now_us (explicit,
- * or DRL__NOW_READ): false when l has no near cache, cost is 0 or the key
- * is not blocked (then *q is the prepared request, when there is a
- * cache); true when the cache denies it: *result is that denial (path
- * DRL_PATH_NEAR, not yet answered: drl__shadow_answer), counted in
- * near_denials, and the store must not be asked. */
-struct drl__near_req;
-bool drl__near_denied(drl_limiter *l, const void *key, size_t keylen,
-		      int64_t cost, int64_t now_us, struct drl__near_req *q,
-		      drl_result *result);
-
-/* ---- a decision started by one script call (core/started.c) ----------- */
-
-/* One request decided as drl_allow()/drl_allow_at() decide it, around one
- * call started by the store's eval_start(): the caller fills the first
- * block and calls drl__started_begin(); `finished(arg)` runs exactly
- * once, when *rc, *result and *err are final, possibly before begin
- * returns, on the calling thread or on a thread of the store's. d and
- * what it points at must stay valid until then; key is not copied. */
-typedef struct drl__started {
-	drl_limiter *l;
-	const void *key;
-	size_t keylen;
-	int64_t cost;
-	int64_t now; /* from drl__started_usable() */
-	/* the near cache step's prepared request (drl__near_denied said
-	 * no), or NULL when the limiter has no near cache or cost is 0 */
-	const struct drl__near_req *near;
-	int *rc;
-	drl_result *result;
-	drl_error *err;
-	void (*finished)(void *arg);
-	void *arg;
-	bool probe; /* the breaker's, between begin and finish */
-} drl__started;
-
-/* Whether l decides a checked request at now_us (explicit, or
- * DRL__NOW_READ) with one started call: one limit, whose Lua twin a
- * store that starts calls (DRL_CAP_EVAL_START) runs at a time known
- * without a store call; *now is that time then (DRL__NOW_STORE: the twin
- * reads the store's clock). */
-bool drl__started_usable(const drl_limiter *l, int64_t now_us, int64_t *now);
-/* The same, and why in *why (a static sentence), either way. */
-bool drl__started_why(const drl_limiter *l, int64_t now_us, int64_t *now,
-		      const char **why);
-/* Decide d (the request passed the near cache step already). */
-void drl__started_begin(drl__started *d);
-
-/* A batch decided as drl_allow_batch()/_at() decide it (the request is
- * checked: limiter, items, n, time), around one started call of the batch
- * script (core/batch.c): the caller fills it and calls
- * drl__batch_started_begin(); 0: `finished(arg)` runs exactly once, when
- * every item's rc and result and *err are final, possibly before begin
- * returns; DRL_ENOMEM: nothing was done (decide it another way). */
-typedef struct drl__batch_started {
-	drl_limiter *l;
-	drl_batch_item *items;
-	size_t n;
-	int64_t now;      /* from drl__batch_started_usable() */
-	int64_t near_now; /* as given: explicit, or DRL__NOW_READ */
-	drl_error *err;
-	void (*finished)(void *arg);
-	void *arg;
-} drl__batch_started;
-
-bool drl__batch_started_usable(const drl_limiter *l, size_t n, int64_t now_us,
-			       int64_t *now);
-int drl__batch_started_begin(drl__batch_started *d);
 
 /* ---- near cache (core/near.c) ------------------------------------------ */
 
@@ -691,10 +592,15 @@ int drl__near_option(drl__near_opts *o, const char *name, size_t nlen,
 /* After the whole policy: defaults, and DRL_EINVAL for options that need
  * another (near_cache_sync without near_cache=1, ...). */
 int drl__near_finish(drl__near_opts *o, drl_error *err);
-/* l's near cache (and with near_cache=1 its sync thread, which reads l),
- * or *out NULL when the options turn none on. */
+/* How the sync thread asks l's store about a key (drl__req_peek). */
+typedef bool (*drl__near_peek_fn)(drl_limiter *l, const drl__key_id_buf *id,
+				  int64_t cost, int *rc, drl_result *result,
+				  drl_error *err);
+/* l's near cache (and with near_cache=1 its sync thread, which reads l
+ * and asks through peek), or *out NULL when the options turn none on. */
 int drl__near_new(struct drl__near **out, drl_limiter *l,
-		  const drl__near_opts *o, drl_error *err);
+		  const drl__near_opts *o, drl__near_peek_fn peek,
+		  drl_error *err);
 /* Stop and join the thread, free everything. NULL is a no-op. */
 void drl__near_free(struct drl__near *n);
 
@@ -734,5 +640,124 @@ void drl__near_forget(struct drl__near *n, const drl__near_req *q);
  * and returns the peeks it made. */
 void drl__near_manual(struct drl__near *n);
 size_t drl__near_sync_round_at(struct drl__near *n, int64_t now);
+
+
+/* ---- a decision (core/decision.c) --------------------------------------- */
+
+/* What a request asks of a limiter. */
+typedef enum drl__req_kind {
+	DRL__REQ_ONE,   /* decide items[0]; its error detail is *err itself */
+	DRL__REQ_BATCH, /* decide items[0..n); *err names the first failed */
+	DRL__REQ_RESET  /* forget items[0].key on every limit (drl_reset) */
+} drl__req_kind;
+
+/* One request carried through a decision's steps (core/decision.c has
+ * them all): begin (checks, near cache denials), then run (enter: the
+ * breaker and the time; step: the limits; end) on this thread or a
+ * worker, or start (enter, then a store call sent without waiting; end
+ * on the store's I/O thread). drl__req_init fills the first block
+ * (finished and arg may be set after it); the
+ * request, items, keys and *err stay valid until end is done (for a
+ * started one: `finished` runs). Items' rc and result are the outcome. */
+typedef struct drl__req {
+	drl__req_kind kind;
+	drl_limiter *l;
+	drl_batch_item *items;
+	size_t n;
+	int64_t now_us; /* explicit (checked), or DRL__NOW_READ */
+	drl_error *err;
+	void (*finished)(void *arg); /* started: after end, exactly once */
+	void *arg;
+	/* the steps' own */
+	size_t left;    /* items begin left for the store */
+	int64_t now;    /* the time the store decides at (enter) */
+	bool entered;   /* the breaker was entered ... */
+	bool probe;     /* ... as its half-open probe */
+	int rc;         /* no store decision at all (breaker, clock) */
+	drl_error e;    /* a batch's: rc's detail */
+	size_t first;   /* a batch's: its lowest failed item */
+	drl__near_req one; /* ONE, RESET: the key's id (near: its hash) */
+	drl__near_req *nq; /* BATCH: each item's id (near: its hash) */
+	bool *skip;        /* BATCH: what the near cache denied, or NULL */
+	void *mem;         /* nq and skip */
+	void *chunk;       /* a started batch's call (core/batch.c) */
+} drl__req;
+
+/* A request of `kind` on l for items[0..n) at now_us (explicit, checked,
+ * or DRL__NOW_READ), errors to *err: everything the steps read first
+ * set, and nothing else written (a request is made per decision: the
+ * steps fill the rest). */
+static inline void drl__req_init(drl__req *q, drl__req_kind kind,
+				 drl_limiter *l, drl_batch_item *items,
+				 size_t n, int64_t now_us, drl_error *err)
+{
+	q->kind = kind;
+	q->l = l;
+	q->items = items;
+	q->n = n;
+	q->now_us = now_us;
+	q->err = err;
+	q->finished = NULL;
+	q->arg = NULL;
+	q->entered = false;
+	q->probe = false;
+	q->rc = 0;
+	q->nq = NULL;
+	q->skip = NULL;
+	q->mem = NULL;
+	q->chunk = NULL;
+}
+
+/* The id of item i's user key (made at begin). */
+static inline const drl__key_id_buf *drl__req_id(const drl__req *q, size_t i)
+{
+	return q->kind == DRL__REQ_BATCH ? &q->nq[i].id : &q->one.id;
+}
+
+/* Begin q: checked items denied by the near cache (path DRL_PATH_NEAR),
+ * each user key's id made (a long key hashed here, once). Returns how
+ * many items are left for the store (q->left): 0, call drl__req_end. */
+size_t drl__req_begin(drl__req *q);
+/* The rest on this thread, blocking: enter, step, end. */
+void drl__req_run(drl__req *q);
+/* begin, then run or end: a blocking call's whole decision. */
+void drl__req_decide(drl__req *q);
+/* Whether q (begun) can be started: one limit whose algorithm starts
+ * its own call, or whose twin a store that starts calls runs, at a time
+ * known without a store call (set in q->now); why: a static sentence,
+ * either way (may be NULL). */
+bool drl__req_startable(drl__req *q, const char **why);
+/* Start q (startable): 0, and q->finished(q->arg) runs exactly once,
+ * possibly before this returns; DRL_ENOMEM: nothing done (run it). */
+int drl__req_start(drl__req *q);
+/* The end of q: breaker leave, on_error fallback, near cache record,
+ * shadow answer; then q->finished, when set. */
+void drl__req_end(drl__req *q);
+/* Release what begin took for a request that will not run. */
+void drl__req_drop(drl__req *q);
+/* Item i of q failed with rc (detail d, NULL or *q->err for ONE): its
+ * result a denial, and for a batch q->err names the lowest failed item
+ * (core/failure.c). */
+void drl__req_fail(drl__req *q, size_t i, int rc, const drl_error *d);
+/* The near cache's peek (core/near.c's thread): cost on every limit of
+ * l for the user key id, consuming nothing (not counted in decisions),
+ * behind the store's breaker, at the time drl_allow() decides at: false
+ * when the breaker refused it (nothing asked), else true with *rc and
+ * (rc 0) *result as drl_allow_at() fills it. */
+bool drl__req_peek(drl_limiter *l, const drl__key_id_buf *id, int64_t cost,
+		   int *rc, drl_result *result, drl_error *err);
+
+/* Batches' script calls (core/batch.c), for the steps. */
+/* Whether q's items (one limit) go to the store's batch script at now. */
+bool drl__batch_scripted(const drl_limiter *l, int64_t now);
+/* Decide q's items not skipped (q->skip) with the batch script, chunk by
+ * chunk; DRL_ENOMEM, no item touched, when there is no memory for it. */
+int drl__batch_step(drl__req *q);
+/* Room for one started call of q's items in q->chunk: DRL_ENOMEM, or 0. */
+int drl__batch_start_alloc(drl__req *q);
+/* Send q's items as one started call of the batch script (q->chunk
+ * allocated); done(q) runs exactly once when every item is final,
+ * possibly before this returns. q->chunk is freed then. */
+void drl__batch_start(drl__req *q, void (*done)(drl__req *q));
 
 #endif /* DRL_INTERNAL_H */

@@ -15,6 +15,15 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The longest store key: prefix, tag, ":{", the user key as named (its
+ * length's digits, ':' and DRL__KEY_INLINE_MAX bytes; a digest is
+ * shorter), '}', and a suffix (':', '-', 19 digits). The store contract
+ * promises no longer key (include/drl/sys/backend.h). */
+_Static_assert(DRL__PREFIX_MAX + sizeof(((drl__limit *)0)->tag) - 1 + 2 +
+			       (3 + 1 + DRL__KEY_INLINE_MAX) + 1 + 21 <=
+		       DRL_STORE_KEY_MAX,
+	       "DRL_STORE_KEY_MAX holds every key the core sends");
+
 size_t drl__put_uint(char *p, uint64_t v)
 {
 	char tmp[24];
@@ -28,14 +37,8 @@ size_t drl__put_uint(char *p, uint64_t v)
 	return n;
 }
 
-void drl__key_id(const void *key, size_t keylen, drl__key_id_buf *id)
+void drl__key_digest(const void *key, size_t keylen, drl__key_id_buf *id)
 {
-	if (keylen <= DRL__KEY_INLINE_MAX) {
-		id->bytes = key;
-		id->len = keylen;
-		id->digest = false;
-		return;
-	}
 	SHA256(key, keylen, id->sha);
 	id->bytes = id->sha;
 	id->len = sizeof id->sha;

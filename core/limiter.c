@@ -4,26 +4,16 @@
  * remember of the store's denials (block_on_exceed, near_cache:
  * core/near.c).
  *
- * A policy is decided limit by limit, each consuming as it allows; when one
- * denies, what the earlier ones consumed is refunded. So a denied request
- * consumes nothing, and concurrent callers can only ever be denied too
- * often for an instant (while a refund is in flight), never admitted too
- * often.
+ * The public calls check their arguments here and hand the request to
+ * the decision's steps (core/decision.c), which are written once for
+ * every call.
  */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define DEFAULT_PREFIX "drl:"
-
-int64_t drl_now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* What a policy's option segments set, as they are parsed. */
 typedef struct policy_opts {
@@ -202,7 +192,7 @@ int drl_limiter_new(drl_limiter **out, drl_store *store, const char *spec,
 	if (rc == 0 && l->on_error == DRL__ON_ERROR_LOCAL)
 		rc = make_local(l, err);
 	if (rc == 0) /* last: its thread reads the finished limiter */
-		rc = drl__near_new(&l->near, l, &po.near, err);
+		rc = drl__near_new(&l->near, l, &po.near, drl__req_peek, err);
 	if (rc) {
 		drl_limiter_free(l);
 		return rc;
@@ -221,140 +211,6 @@ void drl_limiter_free(drl_limiter *limiter)
 	free(limiter);
 }
 
-/* Decide limit i for call; the keybase is built here so each limit gets
- * its own. */
-static int decide_one(drl_limiter *l, size_t i, drl__call *call,
-		      drl__keybase *kb, const void *key, size_t keylen,
-		      drl_result *r, drl__undo *undo)
-{
-	drl__limit *lim = &l->limits[i];
-	drl__keybase_make(kb, l->prefix, l->prefixlen, lim, key, keylen);
-	call->key = kb;
-	DRL__COUNT(call->stats, decisions);
-	memset(r, 0, sizeof *r);
-	int rc = lim->algo->decide(lim, call, r, undo);
-	r->limit_index = (int)i;
-	return rc;
-}
-
-/* Give back what limits [0, n) consumed. A refund that fails leaves quota
- * consumed: the safe direction (a later request may be denied early), so
- * the decision already made stands. */
-static void refund_all(drl_limiter *l, size_t n, const drl__call *call,
-		       const void *key, size_t keylen, const drl__undo *undo)
-{
-	drl__keybase kb;
-	drl__call c = *call;
-	c.peek = false;
-	c.err = NULL; /* keep the caller's message: the error that matters */
-	for (size_t i = 0; i < n; i++) {
-		drl__limit *lim = &l->limits[i];
-		drl__keybase_make(&kb, l->prefix, l->prefixlen, lim, key,
-				  keylen);
-		c.key = &kb;
-		(void)lim->algo->refund(lim, &c, &undo[i]);
-	}
-}
-
-/* A denial *res, and another limit's decision r of the same request:
- * *res becomes r when r denies for longer (DRL_NEVER is the longest). */
-static void widen(drl_result *res, const drl_result *r)
-{
-	if (r->allowed || res->retry_after_us == DRL_NEVER)
-		return;
-	if (r->retry_after_us == DRL_NEVER ||
-	    r->retry_after_us > res->retry_after_us)
-		*res = *r;
-}
-
-/* After limit `denied` said no: ask the limits after it (without
- * consuming) so retry_after is the time when every limit would allow. */
-static int widen_retry(drl_limiter *l, size_t denied, drl__call *call,
-		       const void *key, size_t keylen, drl_result *res)
-{
-	drl__keybase kb;
-	for (size_t i = denied + 1; i < l->nlimits; i++) {
-		drl_result r;
-		drl__undo undo;
-		call->peek = true;
-		int rc = decide_one(l, i, call, &kb, key, keylen, &r, &undo);
-		if (rc)
-			return rc;
-		widen(res, &r);
-	}
-	return 0;
-}
-
-int drl__limiter_peek(drl_limiter *l, const void *id, size_t idlen, bool digest,
-		      int64_t cost, int64_t now_us, drl_result *result,
-		      drl_error *err)
-{
-	drl__call call = {
-		.backend = l->store->backend,
-		.now = now_us,
-		.cost = cost,
-		.peek = true,
-		.err = err,
-		.stats = &l->store->stats,
-	};
-	drl__keybase kb;
-	drl_result r;
-	drl__undo undo;
-	bool denied = false;
-	for (size_t i = 0; i < l->nlimits; i++) {
-		drl__limit *lim = &l->limits[i];
-		drl__keybase_make_id(&kb, l->prefix, l->prefixlen, lim, id,
-				     idlen, digest);
-		call.key = &kb;
-		memset(&r, 0, sizeof r);
-		int rc = lim->algo->decide(lim, &call, &r, &undo);
-		if (rc)
-			return rc;
-		r.limit_index = (int)i;
-		if (denied)
-			widen(result, &r);
-		else if (i == 0 || !r.allowed ||
-			 r.remaining < result->remaining)
-			*result = r;
-		denied = denied || !r.allowed;
-	}
-	return 0;
-}
-
-int drl__time_check(int64_t now_us, drl_error *err)
-{
-	if (now_us < 0 || now_us > DRL_TIME_MAX_US)
-		return drl_error_set(err, DRL_EINVAL,
-				     "time %lld us is outside 0..2^62 (the "
-				     "epoch to ~146000 years on)",
-				     (long long)now_us);
-	return 0;
-}
-
-int drl__key_check(const char *fn, const void *key, size_t keylen,
-		   drl_error *err)
-{
-	if (key == NULL)
-		return drl_error_set(err, DRL_EINVAL, "%s: NULL key", fn);
-	if (keylen == 0 || keylen > DRL_KEY_MAX)
-		return drl_error_set(err, DRL_EINVAL,
-				     "key length %zu is outside 1..%d bytes",
-				     keylen, DRL_KEY_MAX);
-	return 0;
-}
-
-int drl__request_check(const void *key, size_t keylen, int64_t cost,
-		       drl_error *err)
-{
-	int rc = drl__key_check("drl_allow", key, keylen, err);
-	if (rc)
-		return rc;
-	if (cost < 0)
-		return drl_error_set(err, DRL_EINVAL, "cost %lld is negative",
-				     (long long)cost);
-	return 0;
-}
-
 /* Everything drl_allow and drl_allow_at check before deciding; *result
  * (when there is one) is a denial from here on. */
 static int check_call(drl_limiter *l, const void *key, size_t keylen,
@@ -368,63 +224,17 @@ static int check_call(drl_limiter *l, const void *key, size_t keylen,
 	return drl__request_check(key, keylen, cost, err);
 }
 
-/* A checked request (now_us explicit, or DRL__NOW_READ) as drl_allow()
- * decides it: a key the store has denied is denied here until the store
- * could allow it again (core/near.c), without asking; everything else
- * goes to the store, whose denials make such blocks. A peek (cost 0)
- * always asks the store, and only the store's own decisions (path
- * DRL_PATH_STORE, no error) are remembered. */
-static int decide_near(drl_limiter *l, const void *key, size_t keylen,
-		       int64_t cost, int64_t now_us, drl_result *result,
-		       drl_error *err)
+/* A checked request at now_us (explicit, or DRL__NOW_READ) decided and
+ * answered: the steps are core/decision.c's. */
+static int allow_one(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
+		  int64_t now_us, drl_result *result, drl_error *err)
 {
-	drl__near_req q;
-	if (l->near == NULL || cost == 0)
-		return drl__limiter_guarded(l, key, keylen, cost, now_us,
-					    result, err);
-	if (drl__near_denied(l, key, keylen, cost, now_us, &q, result))
-		return 0;
-	int rc =
-		drl__limiter_guarded(l, key, keylen, cost, now_us, result, err);
-	if (rc == 0 && result->path == DRL_PATH_STORE)
-		drl__near_record(l->near, &q, cost, result);
-	return rc;
-}
-
-bool drl__near_denied(drl_limiter *l, const void *key, size_t keylen,
-		      int64_t cost, int64_t now_us, drl__near_req *q,
-		      drl_result *result)
-{
-	if (l->near == NULL || cost == 0)
-		return false;
-	int base;
-	int64_t t;
-	drl__near_now(now_us, &base, &t);
-	drl__near_req_make(l->near, q, key, keylen, base, t);
-	if (!drl__near_check(l->near, q, cost, result))
-		return false;
-	DRL__COUNT(&l->store->stats, near_denials);
-	return true;
-}
-
-void drl__shadow_answer(drl_limiter *l, drl_result *r)
-{
-	r->would_allow = r->allowed;
-	if (!l->shadow || r->allowed)
-		return;
-	r->allowed = 1;
-	DRL__COUNT(&l->store->stats, shadow_denials);
-}
-
-/* A checked request decided (decide_near) and answered (shadow=1). */
-static int decide_answer(drl_limiter *l, const void *key, size_t keylen,
-			 int64_t cost, int64_t now_us, drl_result *result,
-			 drl_error *err)
-{
-	int rc = decide_near(l, key, keylen, cost, now_us, result, err);
-	if (rc == 0)
-		drl__shadow_answer(l, result);
-	return rc;
+	drl_batch_item it = {.key = key, .keylen = keylen, .cost = cost};
+	drl__req q;
+	drl__req_init(&q, DRL__REQ_ONE, l, &it, 1, now_us, err);
+	drl__req_decide(&q);
+	*result = it.result;
+	return it.rc;
 }
 
 int drl_allow_at(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
@@ -435,99 +245,7 @@ int drl_allow_at(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 		rc = drl__time_check(now_us, err);
 	if (rc)
 		return rc;
-	return decide_answer(l, key, keylen, cost, now_us, result, err);
-}
-
-int drl__limiter_guarded(drl_limiter *l, const void *key, size_t keylen,
-			 int64_t cost, int64_t now_us, drl_result *result,
-			 drl_error *err)
-{
-	bool probe;
-	int rc = drl__breaker_enter(l->store, &probe, err);
-	if (rc == 0) {
-		if (now_us == DRL__NOW_READ)
-			rc = drl__limiter_now(l, &now_us, err);
-		if (rc == 0)
-			rc = drl__limiter_decide(l, key, keylen, cost, now_us,
-						 result, err);
-		drl__breaker_leave(l->store, probe, rc);
-	}
-	if (rc == 0)
-		return 0;
-	drl__result_deny(result);
-	if (!drl__is_store_failure(rc) || l->on_error == DRL__ON_ERROR_RETURN)
-		return rc;
-	return drl__fallback(l, key, keylen, cost, now_us, result, err);
-}
-
-int drl__limiter_decide(drl_limiter *l, const void *key, size_t keylen,
-			int64_t cost, int64_t now_us, drl_result *result,
-			drl_error *err)
-{
-	if (l == NULL || result == NULL)
-		return drl_error_set(err, DRL_EINVAL, "drl_allow: NULL %s",
-				     l == NULL ? "limiter" : "result");
-	int rc = drl__request_check(key, keylen, cost, err);
-	if (rc)
-		return rc;
-	drl__call call = {
-		.backend = l->store->backend,
-		.now = now_us,
-		.cost = cost,
-		.peek = cost == 0,
-		.err = err,
-		.stats = &l->store->stats,
-	};
-	drl__undo undo[DRL_POLICY_LIMITS_MAX];
-	drl__keybase kb;
-	drl_result best = {0}, r;
-	for (size_t i = 0; i < l->nlimits; i++) {
-		call.peek = cost == 0;
-		rc = decide_one(l, i, &call, &kb, key, keylen, &r, &undo[i]);
-		if (rc) {
-			if (!call.peek)
-				refund_all(l, i, &call, key, keylen, undo);
-			return rc;
-		}
-		if (!r.allowed) {
-			if (!call.peek) /* a peek consumed nothing */
-				refund_all(l, i, &call, key, keylen, undo);
-			rc = widen_retry(l, i, &call, key, keylen, &r);
-			if (rc)
-				return rc;
-			*result = r;
-			return 0;
-		}
-		if (i == 0 || r.remaining < best.remaining)
-			best = r;
-	}
-	*result = best;
-	return 0;
-}
-
-/* Whether every limit of the policy runs as a Lua twin that reads the
- * store's clock itself, so no separate round trip for the time is needed. */
-static bool twins_read_clock(const drl_limiter *l)
-{
-	drl__call probe = {.backend = l->store->backend, .now = DRL__NOW_STORE};
-	for (size_t i = 0; i < l->nlimits; i++)
-		if (!drl__script_usable(&l->limits[i], &probe))
-			return false;
-	return true;
-}
-
-int drl__limiter_now(drl_limiter *l, int64_t *now_us, drl_error *err)
-{
-	drl_backend *b = l->store->backend;
-	if (!(b->caps & DRL_CAP_CLOCK)) {
-		*now_us = drl_now_us();
-		return 0;
-	}
-	if (twins_read_clock(l)) {
-		*now_us = DRL__NOW_STORE;
-		return 0;
-	}
-	return b->now(b, now_us, err);
+	return allow_one(l, key, keylen, cost, now_us, result, err);
 }
 
 int drl_allow(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
@@ -536,5 +254,52 @@ int drl_allow(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
 	int rc = check_call(l, key, keylen, cost, result, err);
 	if (rc)
 		return rc;
-	return decide_answer(l, key, keylen, cost, DRL__NOW_READ, result, err);
+	return allow_one(l, key, keylen, cost, DRL__NOW_READ, result, err);
+}
+
+/* DRL_EINVAL for a batch call that cannot run at all. */
+static int check_batch(const drl_limiter *l, const drl_batch_item *items,
+		       size_t n, drl_error *err)
+{
+	if (l == NULL || items == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_allow_batch: NULL %s",
+				     l == NULL ? "limiter" : "items");
+	if (n == 0 || n > DRL_BATCH_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "a batch of %zu items is outside 1..%d", n,
+				     DRL_BATCH_MAX);
+	return 0;
+}
+
+/* A checked batch at now_us decided and answered, item by item as
+ * drl_allow_at() would (core/decision.c, core/batch.c). */
+static void allow_batch(drl_limiter *l, drl_batch_item *items, size_t n,
+			 int64_t now_us, drl_error *err)
+{
+	drl__req q;
+	drl__req_init(&q, DRL__REQ_BATCH, l, items, n, now_us, err);
+	drl__req_decide(&q);
+}
+
+int drl_allow_batch_at(drl_limiter *l, drl_batch_item *items, size_t n,
+		       int64_t now_us, drl_error *err)
+{
+	int rc = check_batch(l, items, n, err);
+	if (rc == 0)
+		rc = drl__time_check(now_us, err);
+	if (rc)
+		return rc;
+	allow_batch(l, items, n, now_us, err);
+	return 0;
+}
+
+int drl_allow_batch(drl_limiter *l, drl_batch_item *items, size_t n,
+		    drl_error *err)
+{
+	int rc = check_batch(l, items, n, err);
+	if (rc)
+		return rc;
+	allow_batch(l, items, n, DRL__NOW_READ, err);
+	return 0;
 }

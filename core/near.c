@@ -134,8 +134,9 @@ struct drl__near {
 	shard *shards;
 	int64_t cap_us; /* the longest block */
 	bool track;     /* near_cache=1: keep keys the store allowed too */
-	/* near_cache=1: the sync thread. */
+	/* near_cache=1: the sync thread, and how it asks l's store. */
 	drl_limiter *l;
+	drl__near_peek_fn peek;
 	int64_t sync_us;
 	cand *cands;
 	size_t next_shard; /* where the thread's next scan starts */
@@ -270,7 +271,7 @@ void drl__near_now(int64_t now_us, int *base, int64_t *t)
 {
 	if (now_us == DRL__NOW_READ) {
 		*base = DRL__NEAR_MONO;
-		*t = drl__mono_us();
+		*t = drl_mono_us();
 	} else {
 		*base = DRL__NEAR_EXPLICIT;
 		*t = now_us;
@@ -549,22 +550,16 @@ static bool sync_one(drl__near *n, const cand *c)
 {
 	drl_limiter *l = n->l;
 	drl_error err = {0};
-	bool probe;
-	if (drl__breaker_enter(l->store, &probe, &err))
-		return false;
 	drl__near_req q = {
 		.id = {.bytes = c->id, .len = c->len, .digest = c->digest},
 		.hash = c->hash,
 		.base = DRL__NEAR_MONO,
-		.t = drl__mono_us(),
+		.t = drl_mono_us(),
 	};
-	int64_t now;
+	int rc;
 	drl_result r;
-	int rc = drl__limiter_now(l, &now, &err);
-	if (rc == 0)
-		rc = drl__limiter_peek(l, c->id, c->len, c->digest, c->cost,
-				       now, &r, &err);
-	drl__breaker_leave(l->store, probe, rc);
+	if (!n->peek(l, &q.id, c->cost, &rc, &r, &err))
+		return false;
 	DRL__COUNT(&l->store->stats, near_syncs);
 	if (rc == 0)
 		record(n, &q, c->cost, &r, false);
@@ -604,16 +599,16 @@ static void *sync_main(void *arg)
 {
 	drl__thread_name("drl-near-sync");
 	drl__near *n = arg;
-	int64_t next = drl__mono_us() + n->sync_us;
+	int64_t next = drl_mono_us() + n->sync_us;
 	pthread_mutex_lock(&n->mu);
 	while (!atomic_load(&n->stop)) {
 		struct timespec ts = mono_ts(next);
 		pthread_cond_timedwait(&n->cv, &n->mu, &ts);
-		if (atomic_load(&n->stop) || drl__mono_us() < next)
+		if (atomic_load(&n->stop) || drl_mono_us() < next)
 			continue;
 		if (!n->manual)
-			sync_round(n, drl__mono_us());
-		int64_t now = drl__mono_us();
+			sync_round(n, drl_mono_us());
+		int64_t now = drl_mono_us();
 		next += n->sync_us;
 		if (next <= now)
 			next = now + n->sync_us;
@@ -714,7 +709,7 @@ static int make_table(drl__near *n, int64_t keys, drl_error *err)
 }
 
 int drl__near_new(drl__near **out, drl_limiter *l, const drl__near_opts *o,
-		  drl_error *err)
+		  drl__near_peek_fn peek, drl_error *err)
 {
 	*out = NULL;
 	if (!o->sync && o->block_us == 0)
@@ -725,6 +720,7 @@ int drl__near_new(drl__near **out, drl_limiter *l, const drl__near_opts *o,
 	n->cap_us = o->block_us ? o->block_us : NEAR_CAP_US;
 	n->track = o->sync;
 	n->l = l;
+	n->peek = peek;
 	n->sync_us = o->sync_us;
 	atomic_init(&n->stop, false);
 	int rc = random_key(n, err);

@@ -137,8 +137,8 @@ static int make(struct drld_adhoc *a, const char *spec, uint64_t h,
 		snprintf(err->message, sizeof err->message, "out of memory");
 		return err->code = DRL_ENOMEM;
 	}
-	int rc = drld_limit_init(&e->limit, a->store, spec, "default", a->stats,
-				 err);
+	int rc = drld_limit_init(&e->limit, a->store, spec, NULL, "default",
+				 a->stats, err);
 	if (rc != 0) {
 		free(e);
 		return rc;

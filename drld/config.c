@@ -17,6 +17,7 @@
 struct loader {
 	const char *path;
 	drl_store *store;
+	bool own_prefix; /* "drld:rule:NAME:" per rule */
 	struct drld_metrics *metrics;
 	char *msg;
 	size_t n;
@@ -77,7 +78,7 @@ static json_t *read_json(const struct loader *ld)
 
 int drld_config_peek_store(const char *path, char **store, char *msg, size_t n)
 {
-	struct loader ld = {path, NULL, NULL, msg, n};
+	struct loader ld = {.path = path, .msg = msg, .n = n};
 	json_t *root = read_json(&ld);
 	int rc = 0;
 
@@ -191,7 +192,11 @@ static int load_rule(const struct loader *ld, struct drld_rule *r,
 		return fail(ld, "out of memory");
 	snprintf(spec, len + 1, "%s%s%s%s", limit, on_error ? ";on_error=" : "",
 		 on_error ? on_error : "", shadowed ? ";shadow=1" : "");
-	int rc = drld_limit_init(&r->limit, ld->store, spec, name, NULL, &err);
+	char prefix[sizeof "drld:rule::" + DRLD_RULE_NAME_MAX];
+	snprintf(prefix, sizeof prefix, "drld:rule:%s:", name);
+	int rc = drld_limit_init(&r->limit, ld->store, spec,
+				 ld->own_prefix ? prefix : NULL, name, NULL,
+				 &err);
 	free(spec);
 	if (rc != 0)
 		return fail(ld, "%s: %s", where, err.message);
@@ -369,10 +374,15 @@ static void config_free(struct drld_config *c)
 }
 
 int drld_config_load(struct drld_config **out, const char *path,
-		     drl_store *store, struct drld_metrics *metrics, char *msg,
-		     size_t n)
+		     drl_store *store, bool own_prefix,
+		     struct drld_metrics *metrics, char *msg, size_t n)
 {
-	struct loader ld = {path, store, metrics, msg, n};
+	struct loader ld = {.path = path,
+			    .store = store,
+			    .own_prefix = own_prefix,
+			    .metrics = metrics,
+			    .msg = msg,
+			    .n = n};
 	struct drld_config *c = calloc(1, sizeof *c);
 	json_t *root = NULL;
 

@@ -45,6 +45,9 @@ struct drld {
 	struct drld_envoy_stats *envoy_stats;
 	bool envoy_shadow;
 	bool envoy_headers;
+	/* --stop-cache-key-increment-when-overlimit: a call's descriptors
+	 * counted all or nothing (envoy_service.h) */
+	bool envoy_stop_increment;
 };
 
 /* What a handler answers; http.c turns it into the HTTP response. */

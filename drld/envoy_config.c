@@ -33,6 +33,7 @@
 struct loader {
 	const char *file;
 	drl_store *store;
+	unsigned flags; /* DRLD_ENVOY_* */
 	char *msg;
 	size_t n;
 	size_t nodes; /* descriptors loaded so far, all files */
@@ -321,7 +322,22 @@ static int make_limiter(const struct loader *ld, struct drld_envoy_limit *l,
 			 l->shadow ? ";shadow=1" : "");
 	if (k < 0 || (size_t)k >= sizeof spec)
 		return fail(ld, at, key, "too long");
-	if (drl_limiter_new(&l->lim, ld->store, spec, NULL, &err) != 0)
+	char prefix[sizeof "drld:envoy::" + 16];
+	bool own_prefix = ld->flags & DRLD_ENVOY_OWN_PREFIX;
+	if (own_prefix) {
+		uint64_t h = 1469598103934665603u; /* FNV-1a: spread only */
+		const char *parts[2] = {ld->domain, l->path};
+		for (int p = 0; p < 2; p++)
+			for (const char *c = parts[p];; c++) {
+				h = (h ^ (unsigned char)*c) * 1099511628211u;
+				if (*c == '\0')
+					break;
+			}
+		snprintf(prefix, sizeof prefix,
+			 "drld:envoy:%016llx:", (unsigned long long)h);
+	}
+	if (drl_limiter_new(&l->lim, ld->store, spec,
+			    own_prefix ? prefix : NULL, &err) != 0)
 		return fail(ld, at, key, "%s", err.message);
 	return 0;
 }
@@ -832,27 +848,92 @@ static int attach(struct drld_envoy_node *d, const char *domain,
 	return 0;
 }
 
-/* Load the files, then check domains are distinct and attach counters. */
+/* DRLD_ENVOY_MERGE_DOMAINS: add the top-level descriptors of `from` (just
+ * loaded from ld->file, emptied here) to those of `to` (first loaded from
+ * `first`), refusing a composite key both hold, as envoyproxy/ratelimit
+ * patches a domain. */
+static int merge_domain(struct loader *ld, struct drld_envoy_domain *to,
+			struct drld_envoy_domain *from, const char *first)
+{
+	struct drld_envoy_node *r = &to->root, *f = &from->root;
+	size_t n = r->nchildren + f->nchildren;
+	struct drld_envoy_node *all =
+		realloc(r->children, (n + 1) * sizeof *all);
+	struct siblings seen;
+
+	if (all == NULL)
+		return fail(ld, NULL, NULL, "out of memory");
+	r->children = all;
+	if (f->nchildren > 0)
+		memcpy(all + r->nchildren, f->children,
+		       f->nchildren * sizeof *all);
+	r->nchildren = n;
+	free(f->children); /* its nodes are to's now */
+	f->children = NULL;
+	f->nchildren = 0;
+	if (siblings_init(&seen, n) != 0)
+		return fail(ld, NULL, NULL, "out of memory");
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++)
+		if (siblings_add(&seen, all, i) >= 0)
+			rc = fail(ld, NULL, "key",
+				  "duplicate descriptor composite key "
+				  "\"%s.%s%s%s\" (domain \"%.64s\" is merged "
+				  "with %s)",
+				  to->name, all[i].key, all[i].value ? "_" : "",
+				  all[i].value ? all[i].value : "", to->name,
+				  first);
+	free(seen.slot);
+	return rc;
+}
+
+/* Load the files, then check domains are distinct (or merge them) and
+ * attach counters. */
 static int load_all(struct loader *ld, struct drld_envoy_config *c,
 		    char **files, size_t nfiles, struct stat *seen,
 		    struct drld_envoy_stats *stats)
 {
+	/* first[j]: the file domains[j] was first read from */
+	const char **first = calloc(nfiles + 1, sizeof *first);
 	c->domains = calloc(nfiles + 1, sizeof *c->domains);
-	if (c->domains == NULL)
+	if (c->domains == NULL || first == NULL) {
+		free(first);
 		return fail(ld, NULL, NULL, "out of memory");
-	for (size_t i = 0; i < nfiles; i++) {
+	}
+	int rc = 0;
+	for (size_t i = 0; i < nfiles && rc == 0; i++) {
+		size_t at = c->ndomains;
+		struct drld_envoy_domain *dom = &c->domains[at];
 		ld->file = files[i];
 		ld->seen = &seen[i];
-		c->ndomains = i + 1;
-		if (load_file(ld, &c->domains[i]) != 0)
-			return -1;
-		for (size_t j = 0; j < i; j++)
-			if (strcmp(c->domains[j].name, c->domains[i].name) == 0)
-				return fail(ld, NULL, "domain",
-					    "duplicate domain \"%.64s\" (also "
-					    "in %s)",
-					    c->domains[i].name, files[j]);
+		c->ndomains = at + 1; /* freed from now on */
+		if (load_file(ld, dom) != 0) {
+			rc = -1;
+			break;
+		}
+		first[at] = files[i];
+		for (size_t j = 0; rc == 0 && j < at; j++) {
+			if (strcmp(c->domains[j].name, dom->name) != 0)
+				continue;
+			if (!(ld->flags & DRLD_ENVOY_MERGE_DOMAINS))
+				rc = fail(ld, NULL, "domain",
+					  "duplicate domain \"%.64s\" (also in "
+					  "%s; --merge-domain-config merges "
+					  "them)",
+					  dom->name, first[j]);
+			else if ((rc = merge_domain(ld, &c->domains[j], dom,
+						    first[j])) == 0) {
+				free(dom->name);
+				node_free(&dom->root);
+				memset(dom, 0, sizeof *dom);
+				c->ndomains = at;
+			}
+			break;
+		}
 	}
+	free(first);
+	if (rc != 0)
+		return -1;
 	qsort(c->domains, c->ndomains, sizeof *c->domains, by_domain);
 	for (size_t i = 0; i < c->ndomains; i++)
 		if (attach(&c->domains[i].root, c->domains[i].name, stats) !=
@@ -935,10 +1016,14 @@ static int load_once(struct loader *ld, const char *dir,
 #define LOAD_TRIES 10
 
 int drld_envoy_config_load(struct drld_envoy_config **out, const char *dir,
-			   drl_store *store, struct drld_envoy_stats *stats,
-			   char *msg, size_t n)
+			   drl_store *store, unsigned flags,
+			   struct drld_envoy_stats *stats, char *msg, size_t n)
 {
-	struct loader ld = {dir, store, msg, n, 0, NULL, NULL, NULL};
+	struct loader ld = {.file = dir,
+			    .store = store,
+			    .flags = flags,
+			    .msg = msg,
+			    .n = n};
 
 	*out = NULL;
 	/* A reload must be one snapshot of the directory: a Kubernetes

@@ -107,13 +107,28 @@ struct drld_envoy_config {
 	size_t nfiles;
 };
 
+/* drld_envoy_config_load()'s flags. */
+enum {
+	/* each rate_limit's keys behind a prefix of its own,
+	 * "drld:envoy:HASH:" (HASH: 16 hex digits of FNV-1a over its domain,
+	 * a 0 byte and its descriptor path; drld's default memory store
+	 * bounds keys per prefix), else the library's default prefix */
+	DRLD_ENVOY_OWN_PREFIX = 1,
+	/* a domain in several files is one domain: the files' top-level
+	 * descriptors together, a composite key (key and value) twice
+	 * refused (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); without it
+	 * a domain in two files is refused, naming both */
+	DRLD_ENVOY_MERGE_DOMAINS = 2
+};
+
 /* Load every *.yaml and *.yml file of directory `dir` (not dot files),
  * making each rate_limit's limiter on `store` and its counters in
- * `stats`. Returns 0 with a snapshot holding one reference, or -1 with a
- * message in msg (n bytes): "FILE:LINE: KEY: problem". */
+ * `stats`, as `flags` (DRLD_ENVOY_*) say. Returns 0 with a snapshot
+ * holding one reference, or -1 with a message in msg (n bytes):
+ * "FILE:LINE: KEY: problem". */
 int drld_envoy_config_load(struct drld_envoy_config **out, const char *dir,
-			   drl_store *store, struct drld_envoy_stats *stats,
-			   char *msg, size_t n);
+			   drl_store *store, unsigned flags,
+			   struct drld_envoy_stats *stats, char *msg, size_t n);
 
 /* Drop a reference; the last frees the snapshot. NULL is a no-op. */
 void drld_envoy_config_release(struct drld_envoy_config *c);

@@ -24,6 +24,7 @@ struct plan {
 	uint64_t hits;
 	bool applies; /* a limit or an override applies */
 	bool over, shadowed;
+	bool peek_over; /* all or nothing: its hits would not pass */
 	drl_result r;
 };
 
@@ -72,19 +73,11 @@ static enum drld_envoy_outcome check(const struct drld_envoy_request *q,
 		return refuse(DRLD_ENVOY_INVALID, msg, n,
 			      "hits_addend over %lld",
 			      (long long)DRL_LIMIT_MAX);
+	/* a descriptor without entries, with more entries than a config
+	 * nests, or with an empty key matches no configured limit: OK, as
+	 * envoyproxy/ratelimit answers it (an override still applies) */
 	for (size_t i = 0; i < q->ndescriptors; i++) {
 		const struct drld_envoy_descriptor *dq = &q->descriptors[i];
-		if (dq->nentries == 0 || dq->nentries > DRLD_ENVOY_DEPTH_MAX)
-			return refuse(DRLD_ENVOY_INVALID, msg, n,
-				      "descriptor %zu: expected 1 to %d "
-				      "entries",
-				      i, DRLD_ENVOY_DEPTH_MAX);
-		for (size_t j = 0; j < dq->nentries; j++)
-			if (dq->entries[j].keylen == 0)
-				return refuse(DRLD_ENVOY_INVALID, msg, n,
-					      "descriptor %zu: entry %zu has "
-					      "an empty key",
-					      i, j);
 		if (key_size(q, dq) > DRL_KEY_MAX)
 			return refuse(DRLD_ENVOY_INVALID, msg, n,
 				      "descriptor %zu: its entries make a "
@@ -92,13 +85,13 @@ static enum drld_envoy_outcome check(const struct drld_envoy_request *q,
 				      i, DRL_KEY_MAX);
 		if (dq->has_override &&
 		    (drld_envoy_unit_seconds(dq->override_unit) == 0 ||
-		     dq->override_unit == DRLD_ENVOY_WEEK ||
 		     dq->override_rpu > DRL_LIMIT_MAX))
-			return refuse(DRLD_ENVOY_INVALID, msg, n,
-				      "descriptor %zu: a limit override needs "
-				      "a unit from SECOND to YEAR and at most "
-				      "%lld requests_per_unit",
-				      i, (long long)DRL_LIMIT_MAX);
+			return refuse(
+				DRLD_ENVOY_INVALID, msg, n,
+				"descriptor %zu: a limit override needs "
+				"a unit from SECOND to YEAR, or WEEK (7), "
+				"and at most %lld requests_per_unit",
+				i, (long long)DRL_LIMIT_MAX);
 		if (dq->has_hits && dq->hits > (uint64_t)DRL_LIMIT_MAX)
 			return refuse(DRLD_ENVOY_INVALID, msg, n,
 				      "descriptor %zu: hits_addend over %lld",
@@ -240,8 +233,10 @@ static enum drld_envoy_outcome plan_all(struct drld *d,
 		}
 		char spec[64];
 		drl_error err = {0};
-		static const char *const periods[] = {"",   "1s",  "1m",  "1h",
-						      "1d", "30d", "365d"};
+		/* by envoy.type.v3.RateLimitUnit, and 7: WEEK, which
+		 * envoyproxy/ratelimit reads as its response's WEEK */
+		static const char *const periods[] = {
+			"", "1s", "1m", "1h", "1d", "30d", "365d", "7d"};
 		p->applies = true;
 		p->rpu = dq->override_rpu;
 		p->unit = dq->override_unit;
@@ -505,6 +500,84 @@ static enum drld_envoy_outcome finish(struct drld *d,
 	return o;
 }
 
+/* The descriptors of q whose plan asks a limiter or is over without
+ * asking (requests_per_unit 0). */
+static size_t limited(const struct drld_envoy_request *q,
+		      const struct plan *plans)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < q->ndescriptors; i++)
+		k += plans[i].applies && !plans[i].unlimited;
+	return k;
+}
+
+/* All or nothing, first step: ask plan p's limiter (descriptor dq) with
+ * cost 0, which counts nothing, into st and p->r; p->peek_over says
+ * whether its hits would be over. */
+static enum drld_envoy_outcome peek_one(struct drld *d,
+					const struct drld_envoy_request *q,
+					const struct drld_envoy_descriptor *dq,
+					struct plan *p,
+					struct drld_envoy_status *st, char *msg,
+					size_t n)
+{
+	drl_limiter *lim;
+	char *key;
+	size_t keylen = 0;
+	drl_error err = {0};
+	enum drld_envoy_outcome o =
+		begin_one(q, dq, p, st, &lim, &key, &keylen, msg, n);
+	if (o != DRLD_ENVOY_OK)
+		return o;
+	if (lim == NULL) { /* none, unlimited, or requests_per_unit 0 */
+		p->peek_over = p->over;
+		return DRLD_ENVOY_OK;
+	}
+	int rc = drl_allow(lim, key, keylen, 0, &p->r, &err);
+	free(key);
+	if (rc != 0)
+		return end_one(d, q, dq, p, st, lim, rc, &err, msg, n);
+	p->peek_over = p->hits > 0 && (p->r.remaining < 0 ||
+				       (uint64_t)p->r.remaining < p->hits);
+	return DRLD_ENVOY_OK;
+}
+
+/*
+ * --stop-cache-key-increment-when-overlimit: q's descriptors are counted
+ * all or nothing. Each limit is first asked with cost 0; when every one
+ * would take its hits, each is decided (and counted) as usual; when one
+ * would not, only those that would not are decided (denied: a denial
+ * counts nothing) and the others answer what the first step saw, counting
+ * nothing. The two steps are not one atomic step: a limit that another
+ * call fills between them is denied in the second, after the ones before
+ * it were counted (envoyproxy/ratelimit's GET, then INCRBY, is the same);
+ * no limit ever admits past its own bound.
+ */
+static enum drld_envoy_outcome decide_together(
+	struct drld *d, const struct drld_envoy_request *q,
+	struct drld_envoy_answer *a, struct plan *plans, char *msg, size_t n)
+{
+	enum drld_envoy_outcome o = DRLD_ENVOY_OK;
+	bool any_over = false;
+
+	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++) {
+		o = peek_one(d, q, &q->descriptors[i], &plans[i],
+			     &a->statuses[i], msg, n);
+		any_over = any_over || plans[i].peek_over;
+	}
+	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++) {
+		struct plan *p = &plans[i];
+		const drl_limiter *lim = plan_limiter(p);
+		if (!any_over || p->peek_over || lim == NULL)
+			o = decide_one(d, q, &q->descriptors[i], p,
+				       &a->statuses[i], msg, n);
+		else /* the first step's answer; nothing counted */
+			o = end_one(d, q, &q->descriptors[i], p,
+				    &a->statuses[i], lim, 0, NULL, msg, n);
+	}
+	return o;
+}
+
 enum drld_envoy_outcome drld_envoy_decide(struct drld *d,
 					  const struct drld_envoy_request *q,
 					  struct drld_envoy_answer *a,
@@ -514,9 +587,14 @@ enum drld_envoy_outcome drld_envoy_decide(struct drld *d,
 	struct plan *plans;
 	enum drld_envoy_outcome o = prepare(d, q, a, &plans, &c, msg, n);
 
-	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++)
-		o = decide_one(d, q, &q->descriptors[i], &plans[i],
-			       &a->statuses[i], msg, n);
+	if (o == DRLD_ENVOY_OK && d->envoy_stop_increment &&
+	    limited(q, plans) > 1)
+		o = decide_together(d, q, a, plans, msg, n);
+	else
+		for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors;
+		     i++)
+			o = decide_one(d, q, &q->descriptors[i], &plans[i],
+				       &a->statuses[i], msg, n);
 	return finish(d, q, a, plans, c, o);
 }
 
@@ -614,11 +692,16 @@ int drld_envoy_start(struct drld *d, drl_async *as,
 	atomic_init(&call->left, 1);
 	enum drld_envoy_outcome o = prepare(d, q, a, &call->plans, &call->c,
 					    call->msg, sizeof call->msg);
-	/* a limit the async API would hand to a worker: the caller's
-	 * deciders take the whole call instead (nothing counted yet) */
+	/* a limit the async API would hand to a worker, or several
+	 * counted all or nothing (two steps, drld_envoy_decide): the
+	 * caller's deciders take the whole call instead (nothing counted
+	 * yet) */
+	bool together = o == DRLD_ENVOY_OK && d->envoy_stop_increment &&
+			limited(q, call->plans) > 1;
 	for (size_t i = 0; o == DRLD_ENVOY_OK && i < q->ndescriptors; i++) {
 		drl_limiter *l = plan_limiter(&call->plans[i]);
-		if (l != NULL && !drl_async_direct(l)) {
+		if ((l != NULL && !drl_async_direct(l)) ||
+		    (together && i == 0)) {
 			plans_release(q, call->plans);
 			drld_envoy_config_release(call->c);
 			free(call);

@@ -14,6 +14,7 @@
 
 #include <absl/container/inlined_vector.h>
 #include <absl/synchronization/mutex.h>
+#include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
 #include <grpcpp/security/tls_certificate_provider.h>
@@ -158,6 +159,69 @@ grpc::Status answer(drld_envoy_outcome o, const char *msg,
 class Deciders;
 class Service;
 
+// What drld_grpc_stop() waits for: the ShouldRateLimit calls in flight on
+// every shard (from a call's arrival until its answer is sent), the calls
+// posted for grpc to match that it has not handed back yet (one it matched
+// is in flight from then, though its tag may not have run: while any is
+// out, a call may be on its way), the shards whose shutdown has begun
+// (grpc has handed back a posted call unmatched: it sent their connections
+// GOAWAY then), and the shards whose Shutdown() returned. Thread-safe.
+class Drain
+{
+      public:
+	void posted()
+	{
+		std::lock_guard<std::mutex> l(m_);
+		posted_++;
+	}
+	// a posted call handed back: matched (ok: in flight) or not
+	void arrived(bool ok)
+	{
+		std::lock_guard<std::mutex> l(m_);
+		posted_--;
+		calls_ += ok;
+		cv_.notify_all();
+	}
+	void leave()
+	{
+		std::lock_guard<std::mutex> l(m_);
+		if (--calls_ == 0)
+			cv_.notify_all();
+	}
+	void shutdown_began()
+	{
+		std::lock_guard<std::mutex> l(m_);
+		began_++;
+		cv_.notify_all();
+	}
+	void stopped()
+	{
+		std::lock_guard<std::mutex> l(m_);
+		stopped_++;
+		cv_.notify_all();
+	}
+
+	// Wait until the n shards have stopped (true), or until their
+	// shutdown has begun, grpc has handed back every posted call and
+	// none is in flight, or `deadline` (false: connections still open,
+	// idle ones or calls past it).
+	bool wait(size_t n, std::chrono::system_clock::time_point deadline)
+	{
+		std::unique_lock<std::mutex> l(m_);
+		cv_.wait_until(l, deadline, [&] {
+			return stopped_ == n ||
+			       (began_ == n && posted_ == 0 && calls_ == 0);
+		});
+		return stopped_ == n;
+	}
+
+      private:
+	std::mutex m_;
+	std::condition_variable cv_;
+	long calls_ = 0, posted_ = 0;
+	size_t began_ = 0, stopped_ = 0;
+};
+
 // One ShouldRateLimit call on grpc++'s completion-queue API, from the
 // request drld posts for it until grpc has delivered every tag of it.
 // Its request and response live on a protobuf Arena whose first block is
@@ -228,10 +292,7 @@ class Call final : public GrpcShared<Call>
 	}
 
 	void arrived(bool ok);
-	void finished(bool)
-	{
-		release();
-	}
+	void finished(bool); // the answer is sent
 	// the done tag: IsCancelled() may be asked from here on
 	void done(bool)
 	{
@@ -267,8 +328,21 @@ constexpr unsigned kPostedPerShard = 32;
 class Service
 {
       public:
-	explicit Service(struct drld *d) : d_(d)
+	Service(struct drld *d, Drain *drain) : d_(d), drain_(drain)
 	{
+	}
+
+	Drain *drain() const
+	{
+		return drain_;
+	}
+
+	// The first call grpc hands back unmatched: the server's shutdown
+	// began (once per shard).
+	void shutdown_began()
+	{
+		if (!began_.exchange(true))
+			drain_->shutdown_began();
 	}
 
 	rls::RateLimitService::AsyncService &rpc()
@@ -348,6 +422,8 @@ class Service
 			       const char *msg);
 
 	struct drld *d_;
+	Drain *drain_;
+	std::atomic<bool> began_{false};
 	rls::RateLimitService::AsyncService rpc_;
 	Deciders *deciders_ = nullptr; // null: decide inline
 	drl_async *async_ = nullptr;   // null: no call goes async
@@ -400,6 +476,7 @@ Call::Call(Service *s, grpc::ServerCompletionQueue *cq)
 		set(2); // the finished and the done tag
 		ctx_.AsyncNotifyWhenDone(done_.post());
 	}
+	s->drain()->posted();
 	s->rpc().RequestShouldRateLimit(&ctx_, req_, &responder_, cq, cq,
 					arrived_.post());
 }
@@ -414,6 +491,8 @@ void Call::arrived(bool ok)
 	if (!ok) {
 		// the server is shutting down and this call never began:
 		// grpc delivers no done tag for it (grpc issue 10136)
+		s_->shutdown_began();
+		s_->drain()->arrived(false);
 		delete this;
 		return;
 	}
@@ -422,7 +501,14 @@ void Call::arrived(bool ok)
 	} catch (const std::bad_alloc &) {
 		// this queue has one posted call less; the others carry on
 	}
+	s_->drain()->arrived(true); // after the next is posted
 	s_->handle(this);
+}
+
+void Call::finished(bool)
+{
+	s_->drain()->leave();
+	release();
 }
 
 // A call started through the async context: what drld_envoy_start()
@@ -530,10 +616,11 @@ class Deciders
 			// backlog the deciders catch up instead of
 			// deciding for nobody.
 			if (c->gone())
-				c->service()->refuse(c, DRLD_ENVOY_CANCELLED,
-					   grpc::StatusCode::CANCELLED,
-					   "the caller gave up before a "
-					   "decider was free");
+				c->service()->refuse(
+					c, DRLD_ENVOY_CANCELLED,
+					grpc::StatusCode::CANCELLED,
+					"the caller gave up before a "
+					"decider was free");
 			else
 				c->service()->decide_and_finish(c);
 		}
@@ -631,10 +718,11 @@ struct Shard {
 	std::unique_ptr<grpc::ServerCompletionQueue> queue;
 	std::unique_ptr<grpc::Server> server;
 	std::unique_ptr<GrpcAsync> async; // null: no call goes async
-	std::thread poller; // not joinable: none started
+	std::thread poller;               // not joinable: none started
 };
 
 struct drld_grpc {
+	Drain stopping; // before the shards, whose services point to it
 	std::unique_ptr<Deciders> deciders; // null: decisions inline
 	std::vector<std::unique_ptr<Shard>> shards;
 	// plaintext: drld's own listener, which deals connections to the
@@ -757,10 +845,11 @@ static std::string with_port(const char *addr, int port)
 // lets every shard share) or on no port (plaintext: the acceptor deals it
 // its connections); *port: the port bound. Throws; the shard is in g either
 // way, so g's destructor stops what started.
-static void start_shard(
-	drld_grpc *g, struct drld *d, const struct drld_grpc_opts *o,
-	const std::string *listen,
-	const std::shared_ptr<grpc::ServerCredentials> &creds, int *port)
+static void start_shard(drld_grpc *g, struct drld *d,
+			const struct drld_grpc_opts *o,
+			const std::string *listen,
+			const std::shared_ptr<grpc::ServerCredentials> &creds,
+			int *port)
 {
 	g->shards.emplace_back(new Shard);
 	Shard &s = *g->shards.back();
@@ -776,7 +865,7 @@ static void start_shard(
 	if (o->max_connection_idle_s > 0)
 		b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
 				     (int)o->max_connection_idle_s * 1000);
-	s.service.reset(new Service(d));
+	s.service.reset(new Service(d, &g->stopping));
 	if (g->deciders != nullptr) {
 		s.service->set_deciders(g->deciders.get());
 		// a store that decides without blocking (Redis tx=lua on
@@ -802,9 +891,8 @@ static void start_shard(
 	// "" (the server as a whole), the service by its full name, and by
 	// the name envoyproxy/ratelimit registers ("ratelimit"), so an
 	// existing health check config keeps working.
-	s.health.reset(new GrpcHealth({"",
-				       rls::RateLimitService::service_full_name(),
-				       "ratelimit"}));
+	s.health.reset(new GrpcHealth(
+		{"", rls::RateLimitService::service_full_name(), "ratelimit"}));
 	b.RegisterService(s.health->service());
 	s.queue = b.AddCompletionQueue();
 	s.server = b.BuildAndStart();
@@ -842,11 +930,10 @@ extern "C" int drld_grpc_start(struct drld_grpc **out, struct drld *d,
 				start_shard(g.get(), d, o, nullptr, nullptr,
 					    nullptr);
 			drld_envoy_shards(d, shards);
-			if (drld_acceptor_start(&g->acceptor, addr,
-						o->preface_timeout_s,
-						drld_grpc::deal,
-						drld_grpc::closed, g.get(), msg,
-						n) != 0)
+			if (drld_acceptor_start(
+				    &g->acceptor, addr, o->preface_timeout_s,
+				    drld_grpc::deal, drld_grpc::closed, g.get(),
+				    msg, n) != 0)
 				return -1; // g's destructor stops the shards
 			g->port = (int)drld_acceptor_port(g->acceptor);
 		} else {
@@ -897,13 +984,32 @@ extern "C" void drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s)
 	g->acceptor = nullptr;
 	for (auto &s : g->shards)
 		s->health->shutdown();
-	// the calls in flight get timeout_s to finish (one deadline for
-	// every shard), then grpc cancels them; the destructor stops the
-	// rest (a call a decider has begun still finishes, within the
-	// store's timeout_ms)
+	// Each server's Shutdown sends its connections GOAWAY and waits,
+	// until timeout_s (one deadline for every shard), for their calls
+	// in flight, then cancels them. It also waits for each connection's
+	// GOAWAY handshake (grpc 1.51's graceful GOAWAY: a PING the client
+	// must answer, else 20 s): a client that holds an idle connection
+	// and does not read (a grpcio channel nobody polls: ~5 s, issue 32)
+	// held the stop that long. So the servers stop on threads of their
+	// own, and once every shutdown has begun and no call is in flight
+	// the connections left are closed (grpc_server_cancel_all_calls):
+	// the stop takes as long as the calls in flight, not the clients'
+	// idle connections. Health watches are no call here: they end then.
 	auto deadline = std::chrono::system_clock::now() +
 			std::chrono::seconds(timeout_s);
-	for (auto &s : g->shards)
-		s->server->Shutdown(deadline);
+	std::vector<std::thread> stoppers;
+	for (auto &s : g->shards) {
+		grpc::Server *server = s->server.get();
+		Drain *drain = &g->stopping;
+		stoppers.emplace_back([server, drain, deadline] {
+			server->Shutdown(deadline);
+			drain->stopped();
+		});
+	}
+	if (!g->stopping.wait(g->shards.size(), deadline))
+		for (auto &s : g->shards)
+			grpc_server_cancel_all_calls(s->server->c_server());
+	for (auto &t : stoppers)
+		t.join();
 	delete g;
 }

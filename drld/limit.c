@@ -7,13 +7,13 @@
 #include <string.h>
 
 int drld_limit_init(struct drld_limit *l, drl_store *store, const char *spec,
-		    const char *name, struct drld_rule_stats *stats,
-		    drl_error *err)
+		    const char *prefix, const char *name,
+		    struct drld_rule_stats *stats, drl_error *err)
 {
 	memset(l, 0, sizeof *l);
 	snprintf(l->name, sizeof l->name, "%s", name);
 	l->stats = stats;
-	int rc = drl_limiter_new(&l->lim, store, spec, NULL, err);
+	int rc = drl_limiter_new(&l->lim, store, spec, prefix, err);
 	if (rc != 0)
 		return rc;
 	l->nlimits =

@@ -31,13 +31,14 @@ struct drld_limit {
 	struct drld_rule_stats *stats; /* borrowed from the metrics */
 };
 
-/* Make l's limiter on `store` from `spec` (default key prefix, so a
- * program using the library with the same store, spec and key shares the
- * limit), named `name` in headers, counting into `stats`. Returns 0, or a
- * DRL_E* code with `err` filled (DRL_EINVAL: a bad spec). */
+/* Make l's limiter on `store` from `spec` with key prefix `prefix` (NULL:
+ * the default, so a program using the library with the same store, spec
+ * and key shares the limit), named `name` in headers, counting into
+ * `stats`. Returns 0, or a DRL_E* code with `err` filled (DRL_EINVAL: a
+ * bad spec). */
 int drld_limit_init(struct drld_limit *l, drl_store *store, const char *spec,
-		    const char *name, struct drld_rule_stats *stats,
-		    drl_error *err);
+		    const char *prefix, const char *name,
+		    struct drld_rule_stats *stats, drl_error *err);
 /* Free l's limiter (l itself is the caller's). */
 void drld_limit_fini(struct drld_limit *l);
 

@@ -4,10 +4,13 @@
  *
  *   drld [--listen HOST:PORT] [--store URI] [--config FILE] [--threads N]
  *        [--max-connections N] [--max-connections-per-ip N]
- *        [--timeout-s N] [--max-body BYTES]
+ *        [--timeout-s N] [--drain-s N] [--max-body BYTES]
  *        [--conn-memory BYTES] [--max-specs N] [--memory-max-keys N]
+ *        [--memory-max-keys-per-limit N]
  *        [--grpc-listen HOST:PORT] [--envoy-config DIR] [--shadow]
- *        [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]
+ *        [--grpc-headers] [--stop-cache-key-increment-when-overlimit]
+ *        [--merge-domain-config] [--watch-config]
+ *        [--grpc-threads N] [--grpc-pollers N]
  *        [--grpc-queue N]
  *        [--grpc-max-connection-age S] [--grpc-max-connection-age-grace S]
  *        [--grpc-max-connection-idle S]
@@ -16,8 +19,10 @@
  *
  * This file: arguments, signals, start, reload and stop. Signals are
  * blocked in every thread and read from a signalfd by the main thread,
- * which does the work a signal asks for (a reload, the shutdown) outside
- * any signal handler. Uses the public API (<drl/drl.h>) only.
+ * which stops drld on SIGTERM/SIGINT outside any signal handler, and
+ * hands SIGHUP's reload to the reload thread (reloader.h): the signal
+ * thread never reads a file, so a read that hangs cannot make it miss
+ * SIGTERM. Uses the public API (<drl/drl.h>) only.
  *
  * Exit status: 0 stopped by SIGTERM/SIGINT, 1 could not serve (e.g. the
  * address is in use), 2 bad usage, store URI or config, 3 the store could
@@ -32,6 +37,8 @@
 #include "grpc_service.h" /* plain C; defined only with DRLD_HAVE_ENVOY */
 #include "http.h"
 #include "listen_addr.h"
+#include "reloader.h"
+#include "watcher.h"
 #include "tls.h"
 
 #include <arpa/inet.h>
@@ -55,12 +62,16 @@ enum { EXIT_OK = 0, EXIT_SERVE = 1, EXIT_USAGE = 2, EXIT_STORE = 3 };
 static const char synopsis[] =
 	"usage: drld [--listen HOST:PORT] [--store URI] [--config FILE]\n"
 	"            [--threads N] [--max-connections N]\n"
-	"            [--max-connections-per-ip N] [--timeout-s N]\n"
+	"            [--max-connections-per-ip N] [--timeout-s N] [--drain-s "
+	"N]\n"
 	"            [--max-body BYTES] [--conn-memory BYTES] [--max-specs N]\n"
-	"            [--memory-max-keys N]\n"
+	"            [--memory-max-keys N] [--memory-max-keys-per-limit N]\n"
 	"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
 	"[--shadow]\n"
-	"            [--grpc-headers] [--grpc-threads N] [--grpc-pollers N]\n"
+	"            [--grpc-headers] "
+	"[--stop-cache-key-increment-when-overlimit]\n"
+	"            [--merge-domain-config] [--watch-config]\n"
+	"            [--grpc-threads N] [--grpc-pollers N]\n"
 	"            [--grpc-queue N]\n"
 	"            [--grpc-max-connection-age S]\n"
 	"            [--grpc-max-connection-age-grace S]\n"
@@ -94,6 +105,10 @@ static const char details[] =
 	"      --timeout-s N       close a connection idle this long, or\n"
 	"                          whose request has not arrived whole in\n"
 	"                          this long (default 10, 1..3600)\n"
+	"      --drain-s N         on SIGTERM, how long the requests and\n"
+	"                          gRPC calls in flight get to finish\n"
+	"                          (default: --timeout-s, 0..3600); idle\n"
+	"                          connections are closed at once\n"
 	"      --max-body BYTES    largest /v1/check body; larger is 413\n"
 	"                          (default 8192, 64..67108864)\n"
 	"      --conn-memory BYTES memory per connection for the request "
@@ -106,7 +121,11 @@ static const char details[] =
 	"      --memory-max-keys N without --store (memory://): keys kept for\n"
 	"                          the configured limits, and as many again\n"
 	"                          for those requests choose (default\n"
-	"                          1000000, 1..1000000000)\n";
+	"                          1000000, 1..1000000000)\n"
+	"      --memory-max-keys-per-limit N\n"
+	"                          and of those, keys one limit may hold:\n"
+	"                          a rule, an Envoy rate_limit, a spec\n"
+	"                          (default a quarter of --memory-max-keys)\n";
 
 /* The gRPC options' part of --help (one string would be longer than C99
  * compilers must support). */
@@ -121,6 +140,19 @@ static const char details_grpc[] =
 	"                          what would have been over limit\n"
 	"      --grpc-headers      add RateLimit-Limit/-Remaining/-Reset to\n"
 	"                          gRPC answers (response_headers_to_add)\n"
+	"      --watch-config      reload --config and --envoy-config when\n"
+	"                          they change on disk (inotify; a\n"
+	"                          ConfigMap update too), as on SIGHUP\n"
+	"                          (also RUNTIME_WATCH_ROOT=true)\n"
+	"      --merge-domain-config\n"
+	"                          a domain in several files of\n"
+	"                          --envoy-config is one domain (also\n"
+	"                          MERGE_DOMAIN_CONFIG=true)\n"
+	"      --stop-cache-key-increment-when-overlimit\n"
+	"                          count a call's descriptors all or\n"
+	"                          nothing: none when one is over its limit\n"
+	"                          (also STOP_CACHE_KEY_INCREMENT_WHEN_\n"
+	"                          OVERLIMIT=true in the environment)\n"
 	"      --grpc-threads N    threads that decide gRPC calls on a store\n"
 	"                          over the network (default 16, 1..256;\n"
 	"                          memory:// decides on the pollers)\n"
@@ -157,9 +189,10 @@ static const char details_grpc[] =
 	"  -h, --help              this text\n"
 	"  -V, --version           the version\n"
 	"\n"
-	"Signals: SIGHUP reloads the config (a bad one is reported and the\n"
-	"old one kept); SIGTERM or SIGINT stop accepting, finish the\n"
-	"requests in flight and exit 0.\n"
+	"Signals: SIGHUP reloads the config on a thread of its own (a bad\n"
+	"one is reported and the old one kept); SIGTERM or SIGINT stop\n"
+	"accepting, finish the requests in flight and exit 0, without\n"
+	"waiting for a reload stuck in a read.\n"
 	"\n"
 	"Exit status: 0 stopped by a signal, 1 could not serve, 2 bad usage,\n"
 	"store URI or config, 3 the store could not be reached.\n";
@@ -171,13 +204,18 @@ struct opts {
 	const char *store; /* NULL: the config's, else memory:// */
 	const char *config;
 	int64_t max_specs;
-	int64_t memory_max_keys;  /* drld's default memory:// store */
-	const char *grpc_listen;  /* NULL: no gRPC service */
-	const char *envoy_config; /* NULL: no Envoy domains */
+	int64_t memory_max_keys;   /* drld's default memory:// store */
+	int64_t memory_limit_keys; /* its group_max_keys; 0: the default */
+	int64_t drain_s;           /* --drain-s; -1: --timeout-s */
+	const char *grpc_listen;   /* NULL: no gRPC service */
+	const char *envoy_config;  /* NULL: no Envoy domains */
 	/* --grpc-*; deciders is --grpc-threads (serve() makes it 0 on
 	 * memory://) */
 	struct drld_grpc_opts grpc;
 	bool shadow, grpc_headers;
+	bool stop_increment; /* --stop-cache-key-increment-when-overlimit */
+	bool merge_domains;  /* --merge-domain-config */
+	bool watch_config;   /* --watch-config */
 };
 
 /* Report a usage error: "drld: " and the message, then the synopsis.
@@ -209,6 +247,30 @@ static int number(const char *name, const char *arg, int64_t min, int64_t max,
 	return -1;
 }
 
+/* envoyproxy/ratelimit's boolean setting `name` from the environment, read
+ * as its Go strconv.ParseBool reads it: true sets *on (a flag already set
+ * stays set). Returns -1 to go on, or a usage error (2) for another
+ * value. */
+static int env_bool(const char *name, bool *on)
+{
+	static const char *const yes[] = {"1",    "t",    "T",
+					  "TRUE", "true", "True"};
+	static const char *const no[] = {"0",     "f",     "F",
+					 "FALSE", "false", "False"};
+	const char *v = getenv(name);
+	bool known = v == NULL || v[0] == '\0';
+
+	for (size_t i = 0; !known && i < sizeof yes / sizeof *yes; i++) {
+		if (strcmp(v, yes[i]) == 0)
+			known = *on = true;
+		known = known || strcmp(v, no[i]) == 0;
+	}
+	if (!known)
+		return usage_error("bad %s '%.32s': expected true or false",
+				   name, v);
+	return -1;
+}
+
 /* Parse argv into *o. Returns -1 to go on, or an exit status. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -216,14 +278,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		O_MAXCONN = 256,
 		O_PERIP,
 		O_TIMEOUT,
+		O_DRAIN,
 		O_MAXBODY,
 		O_CONNMEM,
 		O_MAXSPECS,
 		O_MEMKEYS,
+		O_LIMITKEYS,
 		O_GRPC,
 		O_ENVOY,
 		O_SHADOW,
 		O_HEADERS,
+		O_STOP_INCREMENT,
+		O_MERGE_DOMAINS,
+		O_WATCH,
 		O_GRPC_THREADS,
 		O_GRPC_POLLERS,
 		O_GRPC_QUEUE,
@@ -244,14 +311,21 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"max-connections", required_argument, NULL, O_MAXCONN},
 		{"max-connections-per-ip", required_argument, NULL, O_PERIP},
 		{"timeout-s", required_argument, NULL, O_TIMEOUT},
+		{"drain-s", required_argument, NULL, O_DRAIN},
 		{"max-body", required_argument, NULL, O_MAXBODY},
 		{"conn-memory", required_argument, NULL, O_CONNMEM},
 		{"max-specs", required_argument, NULL, O_MAXSPECS},
 		{"memory-max-keys", required_argument, NULL, O_MEMKEYS},
+		{"memory-max-keys-per-limit", required_argument, NULL,
+		 O_LIMITKEYS},
 		{"grpc-listen", required_argument, NULL, O_GRPC},
 		{"envoy-config", required_argument, NULL, O_ENVOY},
 		{"shadow", no_argument, NULL, O_SHADOW},
 		{"grpc-headers", no_argument, NULL, O_HEADERS},
+		{"stop-cache-key-increment-when-overlimit", no_argument, NULL,
+		 O_STOP_INCREMENT},
+		{"merge-domain-config", no_argument, NULL, O_MERGE_DOMAINS},
+		{"watch-config", no_argument, NULL, O_WATCH},
 		{"grpc-threads", required_argument, NULL, O_GRPC_THREADS},
 		{"grpc-pollers", required_argument, NULL, O_GRPC_POLLERS},
 		{"grpc-queue", required_argument, NULL, O_GRPC_QUEUE},
@@ -283,6 +357,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->listen = "127.0.0.1:8080";
 	o->max_specs = 256;
 	o->memory_max_keys = 1000000;
+	o->drain_s = -1;
 	while (st < 0 && (c = getopt_long(argc, argv, ":l:s:c:t:hV", longopts,
 					  NULL)) != -1) {
 		switch (c) {
@@ -309,6 +384,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_TIMEOUT:
 			st = number("--timeout-s", optarg, 1, 3600, &timeout);
 			break;
+		case O_DRAIN:
+			st = number("--drain-s", optarg, 0, 3600, &o->drain_s);
+			break;
 		case O_MAXBODY:
 			st = number("--max-body", optarg, 64, 64 << 20,
 				    &maxbody);
@@ -325,6 +403,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			st = number("--memory-max-keys", optarg, 1, 1000000000,
 				    &o->memory_max_keys);
 			break;
+		case O_LIMITKEYS:
+			st = number("--memory-max-keys-per-limit", optarg, 1,
+				    1000000000, &o->memory_limit_keys);
+			break;
 		case O_GRPC:
 			o->grpc_listen = optarg;
 			break;
@@ -336,6 +418,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_HEADERS:
 			o->grpc_headers = true;
+			break;
+		case O_STOP_INCREMENT:
+			o->stop_increment = true;
+			break;
+		case O_MERGE_DOMAINS:
+			o->merge_domains = true;
+			break;
+		case O_WATCH:
+			o->watch_config = true;
 			break;
 		case O_GRPC_THREADS:
 			st = number("--grpc-threads", optarg, 1,
@@ -394,6 +485,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		}
 	}
 	if (st >= 0)
+		return st;
+	if ((st = env_bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+			   &o->stop_increment)) >= 0 ||
+	    (st = env_bool("MERGE_DOMAIN_CONFIG", &o->merge_domains)) >= 0 ||
+	    (st = env_bool("RUNTIME_WATCH_ROOT", &o->watch_config)) >= 0)
 		return st;
 	if (!DRLD_HAVE_ENVOY && (o->grpc_listen || o->envoy_config))
 		return usage_error("this drld was built without gRPC "
@@ -462,10 +558,17 @@ static int open_store(struct drld *d, const struct opts *o, char **config_store)
 	 * and clients choose the keys), and a second one as large for the
 	 * limits clients choose (ad-hoc specs, gRPC overrides with periods
 	 * up to a year), so filling it cannot lock the configured limits
-	 * out. Both refuse a new key once full ("memory store full"). */
-	char memory[64];
-	snprintf(memory, sizeof memory, "memory://?max_keys=%lld",
-		 (long long)o->memory_max_keys);
+	 * out. Both refuse a new key once full ("memory store full"), and
+	 * a new key of a limit holding --memory-max-keys-per-limit keys:
+	 * each configured limit's keys have a prefix of their own there,
+	 * so a client that chooses one limit's keys (a {key} or header
+	 * rule) fills only that limit's share (issue 33, hole 5). */
+	char memory[96];
+	int64_t per_limit = o->memory_limit_keys ? o->memory_limit_keys
+						 : (o->memory_max_keys + 3) / 4;
+	snprintf(memory, sizeof memory,
+		 "memory://?max_keys=%lld&group_max_keys=%lld",
+		 (long long)o->memory_max_keys, (long long)per_limit);
 	const char *uri = o->store        ? o->store
 			  : *config_store ? *config_store
 					  : memory;
@@ -498,12 +601,23 @@ static void render_envoy(FILE *f, void *arg)
 }
 #endif
 
+#if DRLD_HAVE_ENVOY
+/* How --envoy-config is loaded (DRLD_ENVOY_*). */
+static unsigned envoy_flags(const struct drld *d, const struct opts *o)
+{
+	/* drld's default memory store bounds keys per key prefix */
+	return (d->adhoc_store != NULL ? DRLD_ENVOY_OWN_PREFIX : 0) |
+	       (o->merge_domains ? DRLD_ENVOY_MERGE_DOMAINS : 0);
+}
+#endif
+
 /* The Envoy service's state: its counters and --envoy-config. Returns -1
  * to go on, or an exit status. */
 static int setup_envoy(struct drld *d, const struct opts *o)
 {
 	d->envoy_shadow = o->shadow;
 	d->envoy_headers = o->grpc_headers;
+	d->envoy_stop_increment = o->stop_increment;
 #if DRLD_HAVE_ENVOY
 	char msg[DRLD_ENVOY_MSG_MAX];
 	struct drld_envoy_config *ec = NULL;
@@ -515,7 +629,8 @@ static int setup_envoy(struct drld *d, const struct opts *o)
 	drld_metrics_extra(d->metrics, render_envoy, d->envoy_stats);
 	if (o->envoy_config != NULL &&
 	    drld_envoy_config_load(&ec, o->envoy_config, d->store,
-				   d->envoy_stats, msg, sizeof msg) != 0) {
+				   envoy_flags(d, o), d->envoy_stats, msg,
+				   sizeof msg) != 0) {
 		fprintf(stderr, "drld: bad --envoy-config: %s\n", msg);
 		return EXIT_USAGE;
 	}
@@ -545,8 +660,8 @@ static int setup(struct drld *d, const struct opts *o, char **config_store)
 		fputs("drld: out of memory\n", stderr);
 		return EXIT_SERVE;
 	}
-	if (drld_config_load(&cfg, o->config, d->store, d->metrics, msg,
-			     sizeof msg) != 0) {
+	if (drld_config_load(&cfg, o->config, d->store, d->adhoc_store != NULL,
+			     d->metrics, msg, sizeof msg) != 0) {
 		fprintf(stderr, "drld: bad config: %s\n", msg);
 		return EXIT_USAGE;
 	}
@@ -578,7 +693,8 @@ static void reload_envoy(struct drld *d, const struct opts *o)
 	struct drld_envoy_config *ec;
 
 	if (drld_envoy_config_load(&ec, o->envoy_config, d->store,
-				   d->envoy_stats, msg, sizeof msg) != 0) {
+				   envoy_flags(d, o), d->envoy_stats, msg,
+				   sizeof msg) != 0) {
 		fprintf(stderr,
 			"drld: reload failed, keeping the old envoy config: "
 			"%s\n",
@@ -611,8 +727,8 @@ static void reload(struct drld *d, const struct opts *o,
 			fputs("drld: SIGHUP: no --config to reload\n", stderr);
 		return;
 	}
-	if (drld_config_load(&cfg, o->config, d->store, d->metrics, msg,
-			     sizeof msg) != 0) {
+	if (drld_config_load(&cfg, o->config, d->store, d->adhoc_store != NULL,
+			     d->metrics, msg, sizeof msg) != 0) {
 		fprintf(stderr,
 			"drld: reload failed, keeping the old config: "
 			"%s\n",
@@ -640,6 +756,26 @@ static void reload(struct drld *d, const struct opts *o,
 		o->config, cfg->nrules, cfg->nprotect);
 	drld_config_swap(&d->config, cfg);
 	drld_metrics_reload(d->metrics, true);
+}
+
+/* What the reload thread needs. */
+struct reload_arg {
+	struct drld *d;
+	const struct opts *o;
+	const char *config_store;
+};
+
+/* The reload thread's work for one SIGHUP. */
+static void reload_run(void *p)
+{
+	const struct reload_arg *a = p;
+	reload(a->d, a->o, a->config_store);
+}
+
+/* The config watcher's callback: a reload, as on SIGHUP. */
+static void watch_kick(void *arg)
+{
+	drld_reloader_kick(arg);
 }
 
 /* Print the line tests and scripts wait for. */
@@ -703,6 +839,32 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	if (g != NULL)
 		say_grpc(o->grpc_listen, drld_grpc_port(g));
 #endif
+	struct drld_reloader *rl = NULL;
+	struct reload_arg ra = {d, o, config_store};
+	int rc = drld_reloader_start(&rl, reload_run, &ra);
+	if (rc != 0) {
+		fprintf(stderr, "drld: the reload thread: %s\n", strerror(rc));
+#if DRLD_HAVE_ENVOY
+		drld_grpc_stop(g, 0);
+#endif
+		drld_http_stop(h, 0);
+		return EXIT_SERVE;
+	}
+	struct drld_watcher *wt = NULL;
+	const char *watched[] = {o->config, o->envoy_config};
+	if (o->watch_config && drld_watcher_start(&wt, watched, 2, watch_kick,
+						  rl, msg, sizeof msg) != 0) {
+		fprintf(stderr, "drld: --watch-config: %s\n", msg);
+		rc = EXIT_SERVE;
+	}
+	if (rc == EXIT_SERVE) {
+		(void)drld_reloader_stop(rl);
+#if DRLD_HAVE_ENVOY
+		drld_grpc_stop(g, 0);
+#endif
+		drld_http_stop(h, 0);
+		return EXIT_SERVE;
+	}
 	say_listening(o, drld_http_port(h));
 	for (;;) {
 		struct signalfd_siginfo si;
@@ -714,17 +876,30 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 			break;
 		}
 		if (si.ssi_signo == SIGHUP) {
-			reload(d, o, config_store);
+			drld_reloader_kick(rl);
 			continue;
 		}
 		fprintf(stderr, "drld: %s: stopping\n",
 			si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
 		break;
 	}
+	drld_watcher_stop(wt); /* no reload is asked for after this */
+	unsigned drain =
+		o->drain_s >= 0 ? (unsigned)o->drain_s : o->http.timeout_s;
 #if DRLD_HAVE_ENVOY
-	drld_grpc_stop(g, o->http.timeout_s);
+	drld_grpc_stop(g, drain);
 #endif
-	drld_http_stop(h, o->http.timeout_s);
+	drld_http_stop(h, drain);
+	if (!drld_reloader_stop(rl)) {
+		/* the reload uses the store and the limits teardown() would
+		 * free: end the process with the reload in it (nothing is
+		 * served any more; the old config was never replaced) */
+		fputs("drld: a reload is still reading the config; exiting "
+		      "without waiting for it\n",
+		      stderr);
+		fflush(NULL);
+		_exit(EXIT_OK);
+	}
 	return EXIT_OK;
 }
 

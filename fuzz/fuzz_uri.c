@@ -5,7 +5,9 @@
  * wrong address or password fails drl_store_open), and the host in the
  * input could be anything. So a URI of those schemes is opened whole only
  * when it says connect=lazy (then nothing connects or resolves a name at
- * open: checked with strace); otherwise this target only parses it
+ * open: checked with strace); a TLS or Sentinel URI never is (its open
+ * reads the files its options name, or asks sentinels); otherwise this
+ * target only parses it
  * (drl__uri_parse, then the core's own options, breaker_*, and the
  * options those stores read, as they read them). Every other URI
  * (memory://, unknown schemes, no scheme) goes through drl_store_open
@@ -34,14 +36,24 @@ static void check_error(const char *uri, int rc, const drl_error *err)
 	abort();
 }
 
+/* 1: a scheme whose store connects at open (opened whole only with
+ * connect=lazy); 2: one never opened here: its open reads files the URI
+ * names (TLS: tls_ca, tls_cert, tls_key, which could be a FIFO or
+ * /dev/zero) or asks sentinels; 0: the rest. */
 static int connects(const char *scheme)
 {
 	static const char *const net[] = {"redis", "redis+unix",
 					  "redis-cluster", "memcached",
 					  "memcached+unix"};
+	static const char *const never[] = {"rediss", "rediss-cluster",
+					    "redis-sentinel",
+					    "rediss-sentinel"};
 	for (size_t i = 0; i < sizeof net / sizeof net[0]; i++)
 		if (strcmp(scheme, net[i]) == 0)
 			return 1;
+	for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
+		if (strcmp(scheme, never[i]) == 0)
+			return 2;
 	return 0;
 }
 
@@ -71,10 +83,13 @@ static void parse_only(const char *uri, drl__uri *u)
 		if (rc != 0)
 			check_error(uri, rc, &err);
 	}
-	(void)drl_uri_option(u, "connect");
-	(void)drl_uri_option(u, "tx");
-	(void)drl_uri_option(u, "clock");
-	(void)drl_uri_option(u, "prefix");
+	static const char *const strs[] = {
+		"connect",  "tx",          "clock",           "prefix",
+		"tls_ca",   "tls_ca_dir",  "tls_cert",        "tls_key",
+		"tls_verify", "tls_server_name", "sentinel_password",
+		"sentinel_user", "sentinel_check_ms"};
+	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+		(void)drl_uri_option(u, strs[i]);
 	memset(&err, 0, sizeof err);
 	rc = drl_uri_check_all_used(u, &err);
 	if (rc != 0)
@@ -92,7 +107,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int rc = drl__uri_parse(&u, uri, &err);
 	if (rc != 0) {
 		check_error(uri, rc, &err);
-	} else if (u.scheme != NULL && connects(u.scheme) && !says_lazy(&u)) {
+	} else if (u.scheme != NULL &&
+		   (connects(u.scheme) == 2 ||
+		    (connects(u.scheme) == 1 && !says_lazy(&u)))) {
 		parse_only(uri, &u);
 		drl__uri_clear(&u);
 	} else {

@@ -31,39 +31,7 @@ command -v node >/dev/null || { echo "node is needed for the peer" >&2; exit 2; 
 cp bench/peers/rlf_client.js "$tmp/"
 
 
-# Run a command; print "decisions client_cpu_s" (the command prints
-# "decisions seconds" or drl bench's JSON).
-run_measured() {
-	"$PYTHON3" - "$@" <<'PY'
-import json, os, subprocess, sys
-p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-out = p.stdout.read().decode()
-_, status, ru = os.wait4(p.pid, 0)
-if status != 0:
-    sys.exit("failed: " + " ".join(sys.argv[1:]))
-cpu = ru.ru_utime + ru.ru_stime
-try:
-    cells = json.loads(out)
-    n, took = cells[0]["decisions"], cells[0]["duration_s"]
-except ValueError:
-    n, took = out.split()
-print(int(n), float(took), cpu)
-PY
-}
-
 declare -A rate ccpu scpu
-cell() {
-	local name=$1 c0 c1 n took cpu
-	shift
-	cli FLUSHALL >/dev/null
-	c0=$(cpu_now)
-	read -r n took cpu < <(run_measured "$@")
-	c1=$(cpu_now)
-	rate[$name]+="$(awk -v n="$n" -v t="$took" 'BEGIN{printf "%.0f", n/t}') "
-	ccpu[$name]+="$(awk -v c="$cpu" -v n="$n" 'BEGIN{printf "%.2f", c*1e6/n}') "
-	scpu[$name]+="$(awk -v a="$c0" -v b="$c1" -v n="$n" 'BEGIN{printf "%.2f", (b-a)*1e6/n}') "
-}
-
 uri="redis://127.0.0.1:$port?pool=16"
 spec="fixed_window:1000000/1m"
 for ((k = 0; k < rounds; k++)); do

@@ -32,10 +32,50 @@
 # Each figure is the median of ROUNDS rounds (default 3), the cells of a
 # round in turn. Prints a Markdown table; the ratios compare medians of
 # the same run.
+#
+# BENCH_MEASURE=instructions counts instead of timing: redis-server runs
+# under valgrind --tool=callgrind, and each figure is instructions per
+# decision ("exec": inclusive in processCommand(), the command's lookup
+# and execution with a script's commands, what commandstats times; "all":
+# every instruction of the server: reading, parsing, replying, the event
+# loop), between callgrind_control --zero and --dump around the cell. A
+# time per command on a shared 2-core machine moves 2-3x with its
+# neighbours; an instruction count hardly moves, so these ratios hold on
+# any box (instructions are not time: a cache miss costs hundreds of
+# cycles, so the timed figures stay the reference for µs). One round is
+# enough; the library cells run `drl bench` for 1 s of a slowed server.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+measure=${BENCH_MEASURE:-time}
+if [ "$measure" = instructions ]; then
+	cgdir=$(mktemp -d)
+	export BENCH_REDIS_WRAP="valgrind --tool=callgrind --quiet --callgrind-out-file=$cgdir/cg.out"
+fi
 . scripts/bench_redis.sh
 bench_redis_setup 2 "$@"
+if [ "$measure" = instructions ]; then
+	trap 'stop_pids $rpid; rm -rf "$tmp" "$cgdir"' EXIT
+	cg_zero() { callgrind_control --zero "$rpid" >/dev/null 2>&1; }
+	# "exec all" instructions per decision since cg_zero, for $1 decisions
+	cg_per_decision() {
+		rm -f "$cgdir"/cg.out.*
+		callgrind_control --dump "$rpid" >/dev/null 2>&1
+		callgrind_annotate --inclusive=yes --threshold=100 \
+			"$(ls "$cgdir"/cg.out.* | head -1)" 2>/dev/null |
+			"$PYTHON3" -c '
+import re, sys
+n = float(sys.argv[1])
+total = execi = 0
+for line in sys.stdin:
+    m = re.match(r"\s*([\d,]+)\s.*PROGRAM TOTALS", line)
+    if m:
+        total = int(m.group(1).replace(",", ""))
+    m = re.match(r"\s*([\d,]+)\s.*:processCommand\b", line)
+    if m and not execi:
+        execi = int(m.group(1).replace(",", ""))
+print("%.0f %.0f" % (execi / n, total / n))' "$1"
+	}
+fi
 
 # The peer's script from the npm package, when npm can fetch it.
 rlf=""
@@ -105,6 +145,7 @@ declare -A neighbours=(
 libdrl_cell() {
 	local spec=$1 tx=$2 r ceil=--ceiling
 	[ "$tx" = watch ] && ceil=
+	[ "$measure" = instructions ] && cg_zero
 	r=$("$drl" bench --json $ceil --store "redis://127.0.0.1:$port?tx=$tx&pool=16" \
 		--limit "$spec" --keys 10000 --concurrency 16 \
 		--duration "$secs" 2>/dev/null |
@@ -113,9 +154,23 @@ c = json.load(sys.stdin)[0]
 p = c.get("ceiling_pipelined") or {}
 cmd = p.get("command", "").split()
 args = cmd[cmd.index("EVALSHA") + 1:] if "EVALSHA" in cmd else []
-print("%.2f %.2f %s" % (c["server_exec_us"], c["server_cpu_us"],
-                        " ".join(args) or "-"))')
-	read -r e c args <<<"$r"
+print("%.2f %.2f %d %s" % (c["server_exec_us"] or 0, c["server_cpu_us"] or 0,
+                           c["decisions"], " ".join(args) or "-"))')
+	read -r e c n args <<<"$r"
+	if [ "$measure" = instructions ]; then
+		# the library's own traffic; a ceiling's runs of the bare
+		# script would be counted too: a second run without it
+		if [ -n "$ceil" ]; then
+			cg_zero
+			n=$("$drl" bench --json --store "redis://127.0.0.1:$port?tx=$tx&pool=16" \
+				--limit "$spec" --keys 10000 --concurrency 16 \
+				--duration "$secs" 2>/dev/null |
+				"$PYTHON3" -c 'import json, sys; print(json.load(sys.stdin)[0]["decisions"])')
+		fi
+		r=$(cg_per_decision "$n")
+		e=${r% *}
+		c=${r#* }
+	fi
 	ex["$spec|$tx"]+="$e "
 	cp["$spec|$tx"]+="$c "
 	b=-
@@ -132,8 +187,11 @@ print("%.2f %.2f %s" % (c["server_exec_us"], c["server_cpu_us"],
 # redis-benchmark: the EVALSHA drl bench --ceiling sent (the library's
 # script, key and arguments), with the time the library sends by default
 # (clock=client: an explicit time, fixed for the run) instead of the
-# ceiling's -1 (the script reads TIME, ~0.9 µs more). sliding_log keeps
-# -1: at one fixed time its log would never grow past one entry.
+# ceiling's -1 (the script reads TIME, ~0.9 µs more). sliding_log too: at
+# one fixed time its entries merge into one, which costs its twin what an
+# appended entry costs (one SETRANGE either way; its state 'S' makes a
+# decision's cost independent of the log's length); the library column
+# appends at the real time.
 script_cost() {
 	local spec=$1 r
 	shift
@@ -141,7 +199,7 @@ script_cost() {
 	shift 3
 	# now, not before: the ceiling just wrote these keys at Redis's TIME,
 	# and a time behind that would take the twins' clock-skew path
-	[ "${spec%%:*}" != sliding_log ] && set -- "$(date +%s%6N)" "${@:2}"
+	set -- "$(date +%s%6N)" "${@:2}"
 	r=$(peer_once evalsha "$sha" "$nk" "$key" "$@") && echo "${r% *}"
 }
 
@@ -161,9 +219,16 @@ plain_cost() {
 	printf '%.2f' "$total"
 }
 
-# redis-benchmark's command once: "exec cpu" per request.
+# redis-benchmark's command once: "exec cpu" per request (instructions:
+# "exec all").
 peer_once() {
 	local c0
+	if [ "$measure" = instructions ]; then
+		cg_zero
+		redis-benchmark -p "$port" -c 16 -P 16 -r 10000 -n 5000 "$@" >/dev/null 2>&1
+		cg_per_decision 5000
+		return
+	fi
 	cli CONFIG RESETSTAT >/dev/null
 	c0=$(cpu_now)
 	redis-benchmark -p "$port" -c 16 -P 16 -r 10000 -n 200000 "$@" >/dev/null 2>&1
@@ -228,9 +293,13 @@ env_m=$(awk -v a="$(median "${ex[envoy_incrby]}")" -v b="$(median "${ex[envoy_ex
 env_c=$(awk -v a="$(median "${cp[envoy_incrby]}")" -v b="$(median "${cp[envoy_expire]}")" 'BEGIN{printf "%.2f", a+b}')
 ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}' || echo "—"; }
 
-echo "redis-server $(redis-server --version | awk '{print $3}'), $(nproc) CPUs, ${secs}s x $rounds rounds, medians; keys of $keylen bytes"
+echo "redis-server $(redis-server --version | awk '{print $3}'), $(nproc) CPUs, ${secs}s x $rounds rounds, medians; keys of $keylen bytes; measured: $measure"
 echo
-echo "| what runs on the server for one decision | exec µs, library | CPU µs, library | exec µs, redis-benchmark | ÷ rlf | ÷ redis_rate |"
+if [ "$measure" = instructions ]; then
+	echo "| what runs on the server for one decision | exec instructions, library | all instructions, library | exec instructions, redis-benchmark | ÷ rlf | ÷ redis_rate |"
+else
+	echo "| what runs on the server for one decision | exec µs, library | CPU µs, library | exec µs, redis-benchmark | ÷ rlf | ÷ redis_rate |"
+fi
 echo "|---|--:|--:|--:|--:|--:|"
 for spec in "${specs[@]}"; do
 	for tx in "${txs[@]}"; do

@@ -27,6 +27,8 @@ packages=(
 	libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev \
 	libyaml-dev                            # drld's Envoy gRPC service
 	python3-grpcio python3-grpc-tools      # its tests (/usr/bin/python3)
+	python3-fusepy                         # test_drld.sh: a stalled mount
+	python3-yaml                           # test_deploy.sh: deploy/*.yaml
 	libuv1-dev libevent-dev                # the async API's loop adapters' tests
 	libsqlite3-dev                         # examples/store_sqlite (its tests)
 	nginx nginx-dev                        # nginx/: the module, its tests

@@ -66,6 +66,25 @@ checking protocol), compiled the same way.
       N TCP connections that send the HTTP/2 preface and an empty
       SETTINGS frame, then nothing (read, never answered); waits (60 s
       at most) for drld to close them; prints "closed=N".
+  envoy_client.py PROTO_DIR together PORT DOMAIN MODE
+      Calls of two and three descriptors, one over its limit, on
+      tests/test_envoy.sh's "together" config for DOMAIN: MODE "default"
+      expects the descriptors under their limits counted, "stop"
+      (--stop-cache-key-increment-when-overlimit) none counted; exact
+      remaining counts, hits_addend 2 and 3. One "ok - ..." line per
+      assertion.
+  envoy_client.py PROTO_DIR hold PORT DOMAIN KEY=VALUE N SECONDS
+      Clients that hold their connections, as Envoy does: N channels,
+      each on a connection of its own, make one call; one of them watches
+      health; one more connection completes the HTTP/2 handshake and
+      never answers (no PING ack). Prints "held" once all are set, holds
+      them SECONDS at most (until killed), printing "watch NOT_SERVING"
+      when the watch sees it, and "watch CODE" when it ends.
+  envoy_client.py PROTO_DIR busy PORT DOMAIN KEY=VALUE SECONDS
+      4 threads, each on a connection of its own, call in a loop, until
+      a call fails (the server went away) or SECONDS pass; prints "busy"
+      once every thread had an answer, then, when all stopped, how the
+      calls ended ("OK=812 UNAVAILABLE=4").
   envoy_client.py PROTO_DIR health PORT SERVICE
       grpc.health.v1.Health/Check of SERVICE ("" the server): prints the
       status (SERVING, NOT_SERVING) or the gRPC status code's name.
@@ -346,12 +365,6 @@ def suite(port, dom, http_port):
                  grpc.StatusCode.INVALID_ARGUMENT)
     expect_error(c, "empty descriptors", dom, [],
                  grpc.StatusCode.INVALID_ARGUMENT)
-    expect_error(c, "a descriptor without entries", dom,
-                 [good, common.RateLimitDescriptor()],
-                 grpc.StatusCode.INVALID_ARGUMENT)
-    expect_error(c, "an entry with an empty key", dom,
-                 [good, descriptor([("", "v")])],
-                 grpc.StatusCode.INVALID_ARGUMENT)
     expect_error(c, "a huge entry (1.5 MiB value)", dom,
                  [good, descriptor([("user", "x" * (3 << 19))])],
                  grpc.StatusCode.INVALID_ARGUMENT)
@@ -362,11 +375,25 @@ def suite(port, dom, http_port):
                  grpc.StatusCode.INVALID_ARGUMENT, hits=1000000001)
     expect(c, "after the malformed requests user=frank is untouched", dom,
            [descriptor("user=frank")], OK, [(OK, 3, H, 2)])
+    # what envoyproxy/ratelimit answers OK, no limit applying (issue 32)
+    expect(c, "a descriptor without entries: OK, no limit (user=frank "
+           "counted)", dom, [good, common.RateLimitDescriptor()], OK,
+           [(OK, 3, H, 1), (OK, None)])
+    expect(c, "an entry with an empty key: OK, no limit", dom,
+           [descriptor([("", "v")])], OK, [(OK, None)])
+    expect(c, "33 entries (deeper than any config): OK, no limit", dom,
+           [descriptor([("user", "x%d" % i) for i in range(33)])], OK,
+           [(OK, None)])
+    expect(c, "a limit override of unit WEEK (7, as envoyproxy/ratelimit "
+           "reads it)", dom, [descriptor("user=wk", limit=(5, 7))], OK,
+           [(OK, 5, "WEEK", 4)])
+    expect(c, "an override on a descriptor without entries applies", dom,
+           [descriptor([], limit=(2, 3))], OK, [(OK, 2, H, 1)])
 
     labels = "{domain=\"%s\",descriptor=\"%%s\"}" % dom
-    # user: alice 4 + bob 1 + carol 1 + dave 2+0+1 + dan 1+3+2 + frank 1
+    # user: alice 4 + bob 1 + carol 1 + dave 2+0+1 + dan 1+3+2 + frank 2
     expect_metric(http_port, "drld_envoy_total_hits_total" +
-                  labels % "user", 16)
+                  labels % "user", 17)
     expect_metric(http_port, "drld_envoy_over_limit_total" +
                   labels % "user", 4)
     expect_metric(http_port, "drld_envoy_shadow_mode_total" +
@@ -547,6 +574,48 @@ def call(port, domain, entries):
                     for h in r.response_headers_to_add]))
 
 
+def together(port, dom, mode):
+    """Several descriptors in one call, one over its limit (a: 10/day,
+    b: 4/day, c: 100/day): counted alone ("default") or all or nothing
+    ("stop")."""
+    stop = mode == "stop"
+    # the windows are days: stay clear of a UTC midnight (2 minutes)
+    left = 86400 - time.time() % 86400
+    if left < 120:
+        time.sleep(left + 1)
+    c = Client(port)
+    D = "DAY"
+    d = descriptor
+    expect(c, "two descriptors of 3 hits, both under", dom,
+           [d("a=v", 3), d("b=v", 3)], OK,
+           [(OK, 10, D, 7), (OK, 4, D, 1)])
+    expect(c, "two descriptors of 3 hits, b over: a %s" %
+           ("not counted" if stop else "counted"), dom,
+           [d("a=v", 3), d("b=v", 3)], OVER,
+           [(OK, 10, D, 7 if stop else 4), (OVER, 4, D, 0)])
+    expect(c, "then, with 0 hits: a at %d, b at 1" % (7 if stop else 4), dom,
+           [d("a=v", 0), d("b=v", 0)], OK,
+           [(OK, 10, D, 7 if stop else 4), (OK, 4, D, 1)])
+    expect(c, "three descriptors, request hits_addend 2, all under", dom,
+           [d("a=w"), d("b=w"), d("c=w")], OK,
+           [(OK, 10, D, 8), (OK, 4, D, 2), (OK, 100, D, 98)], hits=2)
+    expect(c, "three descriptors, the middle one (3 hits) over: a and c %s"
+           % ("not counted" if stop else "counted"), dom,
+           [d("a=w"), d("b=w", 3), d("c=w")], OVER,
+           [(OK, 10, D, 8 if stop else 6), (OVER, 4, D, 0),
+            (OK, 100, D, 98 if stop else 96)], hits=2)
+    expect(c, "then, with 0 hits: exact counts", dom,
+           [d("a=w", 0), d("b=w", 0), d("c=w", 0)], OK,
+           [(OK, 10, D, 8 if stop else 6), (OK, 4, D, 2),
+            (OK, 100, D, 98 if stop else 96)])
+    expect(c, "three descriptors of 2 hits: all under again, b full", dom,
+           [d("a=w"), d("b=w"), d("c=w")], OK,
+           [(OK, 10, D, 6 if stop else 4), (OK, 4, D, 0),
+            (OK, 100, D, 96 if stop else 94)], hits=2)
+    expect(c, "one descriptor alone over: decided as always", dom,
+           [d("b=w")], OVER, [(OVER, 4, D, 0)])
+
+
 def overall(r, err):
     """A call's overall code, or its status code's name."""
     if err is not None:
@@ -712,6 +781,66 @@ def handshaken(port, n):
     print("closed=%d" % wait_closed(socks, 60))
 
 
+def hold(port, domain, entries, n, seconds):
+    """Connections held idle, as Envoy holds them (see the usage)."""
+    clients = [Client(port, own=True) for _ in range(n)]
+    for c in clients:
+        r, err = c.call(domain, [descriptor(entries)])
+        if err is not None:
+            print("call %s" % err.name, flush=True)
+
+    def watch():
+        stub = health_grpc.HealthStub(clients[0].channel)
+        try:
+            for x in stub.Watch(health.HealthCheckRequest(service="")):
+                if x.status == 2:
+                    print("watch NOT_SERVING", flush=True)
+            print("watch OK", flush=True)
+        except grpc.RpcError as e:
+            print("watch %s" % e.code().name, flush=True)
+
+    threading.Thread(target=watch, daemon=True).start()
+    silent_one = socket.create_connection(("127.0.0.1", port), timeout=30)
+    silent_one.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" +
+                       b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+    print("held", flush=True)
+    time.sleep(seconds)
+
+
+def busy(port, domain, entries, seconds):
+    """Clients calling without a pause (see the usage)."""
+    counts = {}
+    lock = threading.Lock()
+    started = threading.Barrier(5)
+    end = time.monotonic() + seconds
+
+    def worker():
+        c = Client(port, own=True)
+        first = True
+        while time.monotonic() < end:
+            r, err = c.call(domain, [descriptor(entries)], timeout=30)
+            name = overall(r, err)
+            with lock:
+                counts[name] = counts.get(name, 0) + 1
+            if first:
+                first = False
+                started.wait()
+            if err is not None:
+                break
+        if first:
+            started.wait()
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    started.wait()
+    print("busy", flush=True)
+    for t in threads:
+        t.join()
+    print(" ".join("%s=%d" % kv for kv in sorted(counts.items())),
+          flush=True)
+
+
 def flood(port, domain, entries, n, deadline):
     """n calls of one descriptor at once on one channel, each with a
     deadline of `deadline` seconds; prints "sent" when all are started
@@ -813,6 +942,12 @@ def main(argv):
         # "\\0" in the domain stands for a NUL byte (a shell argument
         # cannot hold one)
         call(port_arg(args[0]), args[1].replace("\\0", "\0"), args[2])
+    elif cmd == "together":
+        together(int(args[0]), args[1], args[2])
+    elif cmd == "hold":
+        hold(int(args[0]), args[1], args[2], int(args[3]), float(args[4]))
+    elif cmd == "busy":
+        busy(int(args[0]), args[1], args[2], float(args[3]))
     elif cmd == "conns":
         conns(port_arg(args[0]), args[1], args[2], int(args[3]))
     elif cmd == "silent":

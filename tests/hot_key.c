@@ -1,4 +1,10 @@
 /* The cross-process hot-key test (hot_key.h). */
+/* POSIX clocks, nanosleep, fork and threads, for a build with -std=c11
+ * (-pedantic too) and nothing else defined: docs/stores.md. */
+#if !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
 #include "hot_key.h"
 #include "testutil.h"
 

@@ -3,13 +3,20 @@
  * promise of <drl/sys/backend.h>, run on a fresh backend of the target.
  *
  * Only the public headers, cmocka, libc and pthreads (and the header-only
- * tests/testutil.h, public API too): no internal.h, no drl__ symbol, so a store built outside this tree runs it unchanged
+ * tests/testutil.h, public API too): no internal.h, no drl__ symbol, so a
+ * store built outside this tree runs it unchanged
  * (store_contract_lib in tests/meson.build is built without the library's
  * internals to prove it). Where stores legitimately differ, the target
  * says so (ttl_min_us, may_evict, threads_rounds); no check names a store.
  * Calls keep to the header's thread rules: every cas() right after a load()
  * of the same key by the same thread.
  */
+/* POSIX clocks, nanosleep, fork and threads, for a build with -std=c11
+ * (-pedantic too) and nothing else defined: docs/stores.md. */
+#if !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
 #include "store_contract.h"
 
 #include "hot_key.h"
@@ -615,16 +622,29 @@ static void check_blobs_binary(void **state)
 
 /* ---- keys ------------------------------------------------------------------ */
 
+/* The blob key beside counter key k, in sk (DRL_STORE_KEY_MAX bytes): "S"
+ * and k's bytes, or for a key of the longest length "S" in place of its
+ * first byte (no other key of that length starts with 'S'). */
+static drl_bytes blob_key(unsigned char *sk, drl_bytes k)
+{
+	size_t skip = k.len == DRL_STORE_KEY_MAX;
+	sk[0] = 'S';
+	memcpy(sk + 1, (const unsigned char *)k.data + skip, k.len - skip);
+	return (drl_bytes){sk, k.len + 1 - skip};
+}
+
 /* Keys are any bytes: NUL, space, CR/LF, 0xff, protocol look-alikes, the
- * empty key and 300 bytes, each distinct from the others and from its
- * prefixes, for counters and blobs alike. */
+ * empty key, 300 bytes and the longest the core sends (DRL_STORE_KEY_MAX),
+ * each distinct from the others and from its prefixes, for counters and
+ * blobs alike. */
 static void check_binary_keys(void **state)
 {
 	drl_backend *b = ((ctx *)*state)->b;
-	static char k300[300], k300b[300];
-	memset(k300, 'k', sizeof k300);
-	memcpy(k300b, k300, sizeof k300);
-	k300b[299] = 'l';
+	enum { KMAX = DRL_STORE_KEY_MAX };
+	static char kl[KMAX], klb[KMAX];
+	memset(kl, 'k', sizeof kl);
+	memcpy(klb, kl, sizeof kl);
+	klb[KMAX - 1] = 'l';
 	const drl_bytes keys[] = {
 		{"a b", 3},        {"a\nb", 3},
 		{"a\r\nb", 4},     {"a\0b", 3},
@@ -634,9 +654,9 @@ static void check_binary_keys(void **state)
 		{"a\xff", 2},      {"ab", 2},
 		{"", 0},           {"*1\r\n$3\r\nDEL", 12},
 		{"a\r\nget x", 8}, {"caf\xc3\xa9", 5},
-		{k300, 300},       {k300b, 300},
-		{k300, 299},       {k300, 250},
-		{k300, 251},
+		{kl, 300},         {kl, 299},
+		{kl, 250},         {kl, 251},
+		{kl, KMAX},        {klb, KMAX},
 	};
 	enum { N = sizeof keys / sizeof keys[0] };
 	int64_t vals[N];
@@ -653,20 +673,16 @@ static void check_binary_keys(void **state)
 
 	/* blobs under the same bytes behind "S" (a key space of their own) */
 	for (size_t i = 0; i < N; i++) {
-		unsigned char sk[302], blob[2] = {(unsigned char)i, 0};
-		sk[0] = 'S';
-		memcpy(sk + 1, keys[i].data, keys[i].len);
-		drl_bytes k = {sk, keys[i].len + 1};
+		unsigned char sk[KMAX], blob[2] = {(unsigned char)i, 0};
+		drl_bytes k = blob_key(sk, keys[i]);
 		unsigned char buf[16];
 		size_t len;
 		assert_int_equal(load_ok(b, k, buf, sizeof buf, &len), 0);
 		assert_int_equal(cas_rc(b, k, blob, 2, 0, LONG_TTL), 0);
 	}
 	for (size_t i = 0; i < N; i++) {
-		unsigned char sk[302], blob[2] = {(unsigned char)i, 0};
-		sk[0] = 'S';
-		memcpy(sk + 1, keys[i].data, keys[i].len);
-		expect_blob(b, (drl_bytes){sk, keys[i].len + 1}, blob, 2);
+		unsigned char sk[KMAX], blob[2] = {(unsigned char)i, 0};
+		expect_blob(b, blob_key(sk, keys[i]), blob, 2);
 	}
 	/* one more write on one key changes no other */
 	assert_int_equal(incr_ok(b, keys[3], 100), 104);

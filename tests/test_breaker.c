@@ -320,9 +320,31 @@ static void test_options(void **state)
 	}
 }
 
+/* drl_mono_us() (what the breaker's open periods are measured on) is
+ * CLOCK_MONOTONIC in µs: it lies between two direct reads of that clock,
+ * and never goes back. */
+static void test_mono_clock(void **state)
+{
+	(void)state;
+	struct timespec a, b;
+	int64_t last = 0;
+	for (int i = 0; i < 1000; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		int64_t t = drl_mono_us();
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		assert_true(t >= (int64_t)a.tv_sec * 1000000 +
+					 a.tv_nsec / 1000);
+		assert_true(t <= (int64_t)b.tv_sec * 1000000 +
+					 b.tv_nsec / 1000);
+		assert_true(t >= last);
+		last = t;
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mono_clock),
 		cmocka_unit_test(test_breaker_cycle),
 		cmocka_unit_test(test_error_replies_keep_it_closed),
 		cmocka_unit_test(test_policies),

@@ -990,29 +990,61 @@ fi
 # attack (issue 33, 4 and 5): drld's default memory:// had no bound, and
 # a client chooses the keys and (ad-hoc) periods up to 366 days; with a
 # bound, one client filling it locked every new key out. The default is
-# now bounded (--memory-max-keys, here 4), and the limits clients choose
-# live in a store of their own: filling it locks out only new ad-hoc
-# keys, never the configured rules.
-printf '{"rules": {"r": {"limit": "fixed_window:5/1h"}}}\n' >"$tmp/memkeys.json"
-if start memkeys --memory-max-keys 4 --config "$tmp/memkeys.json"; then
-	for k in 1 2 3 4; do
-		check_post "{\"key\":\"fill$k\",\"limit\":\"fixed_window:5/366d\"}"
-		[ "$code" = 200 ] || break
+# now bounded (--memory-max-keys, here 12), the limits clients choose
+# live in a store of their own, and each limit (a rule, an ad-hoc spec)
+# may hold at most --memory-max-keys-per-limit keys (here 4): a client
+# that chooses one limit's keys fills only that limit's share. Nothing
+# live is evicted: refused keys are 503, kept keys stay exact.
+cat >"$tmp/memkeys.json" <<'EOF'
+{"rules": {"r": {"limit": "fixed_window:5/1h", "key": "{ip}"},
+           "open": {"limit": "fixed_window:5/1d"},
+           "other": {"limit": "fixed_window:5/1d"}}}
+EOF
+# post_keys N PREFIX FIELDS: POST N keys PREFIX1..PREFIXN with FIELDS;
+# stops at the first answer that is not 200 ($code is its status; $ok the
+# number answered 200).
+post_keys() {
+	local k
+	ok=0
+	for ((k = 1; k <= $1; k++)); do
+		check_post "{\"key\":\"$2$k\",$3}"
+		[ "$code" = 200 ] || return 0
+		ok=$k
 	done
-	expect_code 200 "attack: 4 ad-hoc keys of 366 days fill --memory-max-keys 4"
-	check_post '{"key":"fill5","limit":"fixed_window:5/366d"}'
-	expect_code 503 "attack: a 5th ad-hoc key: the store is full"
-	expect_error 'memory store full' "a 5th ad-hoc key"
-	for k in 1 2 3 4; do
-		check_post "{\"key\":\"rule$k\",\"rule\":\"r\"}"
-		[ "$code" = 200 ] || break
+}
+if start memkeys --memory-max-keys 12 --memory-max-keys-per-limit 4 \
+	--config "$tmp/memkeys.json"; then
+	post_keys 5 fill '"limit":"fixed_window:5/366d"'
+	[ "$ok:$code" = 4:503 ]
+	check $? "attack: ad-hoc keys of 366 days: one spec holds 4 (got $ok, then $code)"
+	expect_error "memory store full for this key's group (group_max_keys=4)" \
+		"a 5th key of one ad-hoc spec"
+	post_keys 4 fillb '"limit":"fixed_window:6/366d"'
+	post_keys 4 fillc '"limit":"fixed_window:7/366d"'
+	post_keys 1 filld '"limit":"fixed_window:8/366d"'
+	[ "$ok:$code" = 0:503 ]
+	check $? "attack: three ad-hoc specs fill --memory-max-keys 12 (got $ok, then $code)"
+	expect_error 'memory store full (max_keys=12)' "a 13th ad-hoc key"
+	check_post '{"key":"x","rule":"r"}'
+	expect_code 200 "attack: meanwhile a new key of a configured rule is decided"
+
+	# a rule whose key the client chooses ({key}): the client fills
+	# that rule's share, and no other rule's
+	post_keys 6 o '"rule":"open"'
+	[ "$ok:$code" = 4:503 ]
+	check $? "attack: a client choosing rule open's keys: 4 kept, the 5th refused (got $ok, then $code)"
+	expect_error "memory store full for this key's group (group_max_keys=4)" \
+		"a 5th key of rule open"
+	post_keys 4 o '"rule":"other"'
+	[ "$ok" = 4 ]
+	check $? "attack: meanwhile rule other (the same spec) takes 4 new keys (got $ok, then $code)"
+	for i in 1 2 3 4 5; do
+		check_post '{"key":"o1","rule":"open"}'
 	done
-	expect_code 200 "attack: meanwhile 4 new keys of a configured rule are decided"
-	check_post '{"key":"rule5","rule":"r"}'
-	expect_code 503 "the rules' own store is bounded too"
+	expect_field allowed false "rule open's kept key o1 stays exact: its 6th request of 5"
 	stop memkeys "$pid"
 else
-	check 1 "drld starts with --memory-max-keys 4"
+	check 1 "drld starts with --memory-max-keys 12 --memory-max-keys-per-limit 4"
 fi
 
 # --max-connections-per-ip: one client address cannot hold more; another
@@ -1181,6 +1213,87 @@ if start reload --config "$tmp/live.json"; then
 	stop reload "$pid"
 else
 	check 1 "drld starts for the reload tests"
+fi
+
+# --watch-config (issue 32, 5): the config file replaced on disk (renamed
+# over, as an editor or a deploy does) is reloaded with no signal.
+cp "$tmp/r2.json" "$tmp/watched.json"
+if start watched --config "$tmp/watched.json" --watch-config; then
+	before=$(metric 'drld_config_reloads_total{result="ok"}')
+	cp "$tmp/r5.json" "$tmp/watched.json.new"
+	mv "$tmp/watched.json.new" "$tmp/watched.json"
+	for ((i = 0; i < 600; i++)); do
+		[ "$(metric 'drld_config_reloads_total{result="ok"}')" -gt "$before" ] &&
+			break
+		sleep 0.05
+	done
+	check_post '{"key":"wk","rule":"r"}'
+	expect_hdr RateLimit-Policy '"r";q=5;w=3600' "watch: the file renamed over the config is reloaded, no signal"
+	stop watched "$pid"
+else
+	check 1 "drld starts with --config and --watch-config"
+fi
+
+# attack (issue 33, 6): SIGHUP's reload read the config on the thread that
+# reads signals, so a read that hung (a config on a stalled NFS or FUSE
+# mount) made drld ignore SIGTERM until the read returned. The config is
+# here on a FUSE mount whose reads stall on demand (tests/stall_fs.py):
+# drld must stop on SIGTERM while its reload is stuck in such a read.
+if [ ! -c /dev/fuse ] || ! /usr/bin/python3 -c 'import fusepy' 2>/dev/null; then
+	missing "/dev/fuse and python3-fusepy (the stalled-mount attack)"
+else
+	mkdir -p "$tmp/fs" "$tmp/fs.b" "$tmp/fs.c"
+	cp "$tmp/r2.json" "$tmp/fs.b/live.json"
+	/usr/bin/python3 "$here/stall_fs.py" "$tmp/fs" "$tmp/fs.b" "$tmp/fs.c" \
+		2>"$tmp/stall_fs.err" &
+	fspid=$!
+	pids+=("$fspid")
+	for ((i = 0; i < 400; i++)); do
+		[ -e "$tmp/fs.c/mounted" ] && break
+		kill -0 "$fspid" 2>/dev/null || break
+		sleep 0.05
+	done
+	[ -e "$tmp/fs.c/mounted" ]
+	check $? "stall_fs.py mounts (stderr: $(head -c 300 "$tmp/stall_fs.err"))"
+	if [ -e "$tmp/fs.c/mounted" ] && start stalled --config "$tmp/fs/live.json"; then
+		touch "$tmp/fs.c/stall"
+		kill -HUP "$pid"
+		for ((i = 0; i < 600; i++)); do
+			[ -e "$tmp/fs.c/reading" ] && break
+			sleep 0.05
+		done
+		[ -e "$tmp/fs.c/reading" ]
+		check $? "SIGHUP: the reload is stuck reading the stalled config"
+		req GET /healthz
+		expect_code 200 "meanwhile /healthz"
+		check_post '{"key":"st","rule":"r"}'
+		expect_code 200 "meanwhile the old config decides"
+		kill -TERM "$pid"
+		for ((i = 0; i < 600; i++)); do
+			grep -qF 'exiting without waiting for it' "$tmp/stalled.err" &&
+				break
+			sleep 0.05
+		done
+		req GET /healthz
+		got="stopping: $(grep -c 'drld: SIGTERM: stopping' "$tmp/stalled.err"), not waiting: $(grep -c 'exiting without waiting for it' "$tmp/stalled.err"), /healthz: $code, still stalled: $([ -e "$tmp/fs.c/stall" ] && echo yes)"
+		[ "$got" = "stopping: 1, not waiting: 1, /healthz: 000, still stalled: yes" ]
+		check $? "attack: SIGTERM while SIGHUP's reload hangs on a stalled mount: drld stops serving and exits ($got)"
+		# the kernel finishes the exit once the read is answered (a
+		# FUSE read already sent cannot be interrupted)
+		rm -f "$tmp/fs.c/stall"
+		wait "$pid"
+		st=$?
+		[ "$st" -eq 0 ]
+		check $? "stalled: exit 0 (got $st)"
+		! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
+			"$tmp/stalled.err"
+		check $? "stalled: no sanitizer report on stderr"
+	else
+		check 1 "drld starts with its config on the FUSE mount"
+	fi
+	rm -f "$tmp/fs.c/stall"
+	kill -TERM "$fspid" 2>/dev/null
+	wait "$fspid"
 fi
 
 # ---- a store that fails: 503, or the rule's on_error -------------------

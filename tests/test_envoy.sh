@@ -318,8 +318,36 @@ EOF
 mkdir -p "$tmp/bad-twice"
 printf 'domain: d\n' >"$tmp/bad-twice/a.yaml"
 printf 'domain: d\n' >"$tmp/bad-twice/b.yaml"
-refused "$tmp/bad-twice/b.yaml: domain: duplicate domain \"d\" (also in $tmp/bad-twice/a.yaml)" \
+refused "$tmp/bad-twice/b.yaml: domain: duplicate domain \"d\" (also in $tmp/bad-twice/a.yaml; --merge-domain-config merges them)" \
 	--envoy-config "$tmp/bad-twice"
+
+# MERGE_DOMAIN_CONFIG (issue 32, 3): one domain over several files, as
+# envoyproxy/ratelimit merges it: the files' top-level descriptors
+# together; a composite key in two files is refused, naming both.
+mkdir -p "$tmp/merge" "$tmp/merge-dup"
+printf 'domain: m\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n' >"$tmp/merge/a.yaml"
+printf 'domain: m\ndescriptors:\n  - key: b\n    rate_limit: {unit: day, requests_per_unit: 2}\n  - key: a\n    value: v\n    rate_limit: {unit: day, requests_per_unit: 3}\n' >"$tmp/merge/b.yaml"
+printf 'domain: other\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 4}\n' >"$tmp/merge/c.yaml"
+cp "$tmp/merge/a.yaml" "$tmp/merge-dup/a.yaml"
+printf 'domain: m\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: day, requests_per_unit: 2}\n' >"$tmp/merge-dup/b.yaml"
+refused "$tmp/merge-dup/b.yaml: key: duplicate descriptor composite key \"m.a\" (domain \"m\" is merged with $tmp/merge-dup/a.yaml)" \
+	--merge-domain-config --envoy-config "$tmp/merge-dup"
+for how in flag env; do
+	if [ "$how" = flag ]; then
+		start merge-$how --envoy-config "$tmp/merge" --merge-domain-config
+	else
+		MERGE_DOMAIN_CONFIG=true start merge-$how --envoy-config "$tmp/merge"
+	fi
+	if [ $? = 0 ]; then
+		expect_call "OK OK 0" m a=x
+		expect_call "OK OK 1" m b=x
+		expect_call "OK OK 2" m a=v
+		expect_call "OK OK 3" other a=x
+		stop merge-$how "$pid"
+	else
+		check 1 "drld starts with a domain over two files ($how)"
+	fi
+done
 
 # ---- the protocol suite on every store ---------------------------------
 
@@ -384,6 +412,51 @@ if [ -n "$rport" ]; then
 	suite redis-watch "redis://127.0.0.1:$rport?tx=watch"
 fi
 [ -n "$mport" ] && suite memcached "memcached://127.0.0.1:$mport"
+
+# ---- several descriptors, one over (issue 32, 1) ------------------------
+# envoyproxy/ratelimit counts each descriptor of a call by default, and
+# with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true none of those under
+# their limits when one is over. drld: the same, with the flag or that
+# variable (a denied descriptor counts nothing in both: libdrl's rule).
+
+# together NAME URI MODE [ARGS...]: the "together" calls on drld over URI.
+together() {
+	local name=$1 uri=$2 mode=$3 dom="tg-$1-$RANDOM$RANDOM"
+	shift 3
+	mkdir -p "$tmp/cfg-$name"
+	cat >"$tmp/cfg-$name/t.yaml" <<EOF
+domain: $dom
+descriptors:
+  - key: a
+    rate_limit: {unit: day, requests_per_unit: 10}
+  - key: b
+    rate_limit: {unit: day, requests_per_unit: 4}
+  - key: c
+    rate_limit: {unit: day, requests_per_unit: 100}
+EOF
+	if start "$name" --store "$uri" --envoy-config "$tmp/cfg-$name" "$@"; then
+		tap "${client[@]}" together "$gport" "$dom" "$mode"
+		stop "$name" "$pid"
+	else
+		check 1 "$name: drld starts"
+	fi
+}
+together tg-memory memory:// default
+STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true together tg-memory-stop memory:// stop
+if [ -n "$rport" ]; then
+	together tg-redis "redis://127.0.0.1:$rport" default
+	together tg-redis-stop "redis://127.0.0.1:$rport" stop \
+		--stop-cache-key-increment-when-overlimit
+fi
+if [ -n "$mport" ]; then
+	together tg-memcached "memcached://127.0.0.1:$mport" default
+	STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=1 together tg-memcached-stop \
+		"memcached://127.0.0.1:$mport" stop
+fi
+STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=yes run --grpc-listen 127.0.0.1:0 \
+	--envoy-config "$tmp/cfg-tg-memory"
+[ "$rc" = 2 ] && grep -qF "bad STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT 'yes'" "$tmp/run.err"
+check $? "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=yes: exit 2, named"
 
 # ---- envoyproxy/ratelimit's README examples, unchanged -----------------
 
@@ -570,6 +643,181 @@ if start handshaken --envoy-config "$tmp/cfg-flags" --grpc-max-connection-idle 1
 	stop handshaken "$pid"
 else
 	check 1 "drld starts with --grpc-max-connection-idle 1"
+fi
+
+# ---- attack: one client fills the store (issue 33, 5) ------------------
+# Envoy passes request values through (here "user", a wildcard rate_limit):
+# a client choosing them makes one new key each. On drld's default store
+# each rate_limit may hold --memory-max-keys-per-limit keys (2 here):
+# flooding "user" fills its share only, and the "team" rate_limit of the
+# same limit still takes new keys. Refused keys are UNAVAILABLE, nothing
+# is evicted.
+mkdir -p "$tmp/cfg-hog"
+cat >"$tmp/cfg-hog/hog.yaml" <<'EOF'
+domain: hog
+descriptors:
+  - key: user
+    rate_limit: {unit: day, requests_per_unit: 5}
+  - key: team
+    rate_limit: {unit: day, requests_per_unit: 5}
+EOF
+if start hog --envoy-config "$tmp/cfg-hog" --memory-max-keys 8 \
+	--memory-max-keys-per-limit 2; then
+	got=
+	for k in 1 2 3 4; do
+		got="$got $("${client[@]}" call "$gport" hog "user=u$k" 2>&1 | cut -d' ' -f1)"
+	done
+	[ "$got" = " OK OK UNAVAILABLE UNAVAILABLE" ]
+	check $? "attack: a client choosing user's values: 2 keys kept, then refused (got$got)"
+	expect_call "OK OK 4" hog team=t1
+	expect_call "OK OK 4" hog team=t2
+	expect_call "OK OK 3" hog user=u1
+	stop hog "$pid"
+else
+	check 1 "drld starts with --memory-max-keys-per-limit 2"
+fi
+
+# ---- drain on SIGTERM while clients hold their connections (issue 32, 4) --
+# Envoy never closes its connections. grpc's Shutdown waited for each
+# connection's GOAWAY handshake (a PING the client must answer, 20 s at
+# most): an idle grpcio channel held the stop ~5 s, a client that never
+# answers 20 s. Now drld closes what is left once no call is in flight:
+# with --drain-s 60 (the bound for calls in flight), 4 idle grpcio clients, a health
+# watch and a silent connection, the stop takes milliseconds (measured
+# here; the wait's 15 s deadline is under grpc's 20 s).
+# term_timed: SIGTERM to drld ($pid); wait for it to end (15 s at most);
+# $ms: how long it took, $gone: yes when it ended.
+term_timed() {
+	local t0 i
+	t0=$(date +%s%N)
+	kill -TERM "$pid"
+	for ((i = 0; i < 300; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	gone=yes
+	kill -0 "$pid" 2>/dev/null && gone=no
+}
+if start drain --envoy-config "$tmp/cfg-flags" --drain-s 60; then
+	"${client[@]}" hold "$gport" flags user=drain 4 120 >"$tmp/hold.out" 2>&1 &
+	hp=$!
+	pids+=("$hp")
+	wait_line "$tmp/hold.out" held
+	check $? "4 grpcio clients, a health watch and a silent connection hold drld's port"
+	term_timed
+	[ "$gone" = yes ]
+	check $? "drain: SIGTERM while clients hold idle connections: drld exits without waiting for them (exited: $gone, in $ms ms)"
+	wait "$pid"
+	st=$?
+	[ "$st" -eq 0 ]
+	check $? "drain: exit 0 (got $st)"
+	for ((i = 0; i < 200; i++)); do
+		grep -qx 'watch [A-Z_]*' "$tmp/hold.out" &&
+			[ "$(grep -c '^watch ' "$tmp/hold.out")" -ge 2 ] && break
+		sleep 0.05
+	done
+	grep -qx 'watch NOT_SERVING' "$tmp/hold.out" &&
+		grep -qx 'watch UNAVAILABLE' "$tmp/hold.out"
+	check $? "drain: the health watch saw NOT_SERVING, then its stream ended ($(tr '\n' ' ' <"$tmp/hold.out"))"
+	kill "$hp" 2>/dev/null
+	wait "$hp" 2>/dev/null
+else
+	check 1 "drld starts for the drain"
+fi
+
+# Busy clients: 4 grpcio clients calling without a pause when SIGTERM
+# comes. Each call is answered until the GOAWAY; after it, one call per
+# client at most fails, UNAVAILABLE or CANCELLED (grpc refuses a call
+# that arrives once the server's shutdown began; a client's retry goes to
+# another drld); none in flight is cut off; drld exits at once
+# (measured).
+if start drain-busy --envoy-config "$tmp/cfg-flags" --drain-s 60; then
+	"${client[@]}" busy "$gport" flags user=busy 120 >"$tmp/busy.out" 2>&1 &
+	bp=$!
+	pids+=("$bp")
+	wait_line "$tmp/busy.out" busy
+	check $? "4 busy grpcio clients call drld"
+	term_timed
+	wait "$pid"
+	st=$?
+	wait "$bp"
+	got=$(tail -n 1 "$tmp/busy.out")
+	# each client stops at its first failure: at most 4 in all
+	[ "$st" -eq 0 ] &&
+		[[ "$got" =~ ^(CANCELLED=([0-4])\ )?(OK=[0-9]+\ )?(OVER_LIMIT=[0-9]+)?\ ?(UNAVAILABLE=([0-4]))?$ ]] &&
+		[ $((${BASH_REMATCH[2]:-0} + ${BASH_REMATCH[6]:-0})) -le 4 ]
+	check $? "drain: SIGTERM with 4 busy clients: exit 0 in $ms ms, every call answered but the one per client that met the GOAWAY (UNAVAILABLE or CANCELLED) (got $got)"
+else
+	check 1 "drld starts for the busy drain"
+fi
+
+# ---- reload on change (issue 32, 5) ---------------------------------------
+# --watch-config: drld reloads when its config changes on disk, with no
+# signal. A ConfigMap volume (files linked through "..data", swapped by a
+# rename as the kubelet does); a bad version is reported and the old
+# config kept; a --envoy-config that is itself a symbolic link swapped in
+# its parent (envoyproxy/ratelimit's RUNTIME_ROOT "current" link).
+
+# reloads_grow RESULT BEFORE: wait (30 s at most) for
+# drld_config_reloads_total{result=RESULT} to pass BEFORE.
+reloads_grow() {
+	local i
+	for ((i = 0; i < 600; i++)); do
+		[ "$(metric "drld_config_reloads_total{result=\"$1\"}")" -gt "$2" ] &&
+			return 0
+		sleep 0.05
+	done
+	return 1
+}
+# flip DIR VERSION: point DIR/..data at VERSION by a rename (atomic).
+flip() {
+	ln -sfn "$2" "$1/..data_tmp" && mv -T "$1/..data_tmp" "$1/..data"
+}
+mkdir -p "$tmp/watch"
+"${client[@]}" swapdir "$tmp/watch" 1
+mkdir -p "$tmp/watch/..v3"
+printf 'domain: d00\ndescriptors: [\n' >"$tmp/watch/..v3/d00.yaml"
+if start watching --envoy-config "$tmp/watch" --watch-config; then
+	expect_call "OK OK 0" d00 k=a
+	ok=$(metric 'drld_config_reloads_total{result="ok"}')
+	flip "$tmp/watch" ..v2
+	reloads_grow ok "$ok"
+	check $? "watch: a ConfigMap swap (..data renamed) reloads, no signal"
+	expect_call "OK OK 1" d00 k=b
+	bad=$(metric 'drld_config_reloads_total{result="error"}')
+	flip "$tmp/watch" ..v3
+	reloads_grow error "$bad"
+	check $? "watch: a swap to a bad version: reloads{error} grows"
+	grep -qF "drld: reload failed, keeping the old envoy config: $tmp/watch/d00.yaml" \
+		"$tmp/watching.err"
+	check $? "watch: the bad version is reported"
+	expect_call "OK OK 1" d00 k=c
+	stop watching "$pid"
+else
+	check 1 "drld starts with --watch-config"
+fi
+mkdir -p "$tmp/root/v1" "$tmp/root/v2"
+printf 'domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n' >"$tmp/root/v1/r.yaml"
+printf 'domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n' >"$tmp/root/v2/r.yaml"
+ln -sfn v1 "$tmp/root/current"
+if RUNTIME_WATCH_ROOT=true start watching-root --envoy-config "$tmp/root/current"; then
+	expect_call "OK OK 0" r k=a
+	ok=$(metric 'drld_config_reloads_total{result="ok"}')
+	ln -sfn v2 "$tmp/root/current.tmp" && mv -T "$tmp/root/current.tmp" "$tmp/root/current"
+	reloads_grow ok "$ok"
+	check $? "watch: the config directory's own link swapped (RUNTIME_WATCH_ROOT=true): reloads"
+	expect_call "OK OK 4" r k=b
+	# and again: the watch followed the link to v2
+	ok=$(metric 'drld_config_reloads_total{result="ok"}')
+	printf 'domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 7}\n' >"$tmp/root/v2/r.yaml.new"
+	mv "$tmp/root/v2/r.yaml.new" "$tmp/root/v2/r.yaml"
+	reloads_grow ok "$ok"
+	check $? "watch: then a file renamed into the new target reloads"
+	expect_call "OK OK 6" r k=c
+	stop watching-root "$pid"
+else
+	check 1 "drld starts with RUNTIME_WATCH_ROOT=true"
 fi
 
 # ---- a unix domain socket (envoyproxy/ratelimit's GRPC_UDS) -------------

@@ -59,9 +59,13 @@ out=$(LD_LIBRARY_PATH=$(dirname "$so") "$tmp/example")
 [ "$out" = "allowed, 19 left" ] || fail "README example printed: $out"
 
 # The installed conformance suite builds outside the tree, against the
-# installed headers and library only, and passes on memory:// (the way a
-# third-party store runs it: docs/stores.md).
-suite=$root/share/libdrl/store_contract
+# installed headers and library only, where libdrl.pc says it is, as
+# docs/stores.md builds it (-std=c11 -pedantic, nothing defined), and
+# passes on memory:// (the way a third-party store runs it).
+suite=$(PKG_CONFIG_PATH=$pcdir pkg-config --define-variable=prefix="$root" \
+	--variable=store_contract_dir libdrl)
+[ "$suite" = "$root/share/libdrl/store_contract" ] ||
+	fail "libdrl.pc: store_contract_dir is '$suite'"
 cat >"$tmp/runner.c" <<'EOF'
 #include "store_contract.h"
 
@@ -81,7 +85,7 @@ int main(void)
 EOF
 cmocka=$(pkg-config --cflags --libs cmocka) || fail "no cmocka.pc"
 # shellcheck disable=SC2086 # flags and cmocka are word lists
-cc -std=c11 -D_GNU_SOURCE "${sanflags[@]}" -I"$suite" -o "$tmp/runner" "$tmp/runner.c" \
+cc -std=c11 -pedantic -Wall -Werror "${sanflags[@]}" -I"$suite" -o "$tmp/runner" "$tmp/runner.c" \
 	"$suite/store_contract.c" "$suite/hot_key.c" $flags $cmocka -lpthread ||
 	fail "the installed conformance suite does not build"
 LD_LIBRARY_PATH=$(dirname "$so") CMOCKA_MESSAGE_OUTPUT=stdout "$tmp/runner" >"$tmp/runner.out" 2>&1 ||

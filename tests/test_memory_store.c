@@ -377,6 +377,80 @@ static void test_max_keys(void **state)
 	b->destroy(b);
 }
 
+/* group_max_keys: keys sharing their bytes before the first '{' (one
+ * limit's) are bounded as a group, so one limit's keys cannot take all of
+ * max_keys from the others; nothing live is evicted; a freed key gives its
+ * room back; many groups come and go (the table grows, and shrinks to
+ * nothing: valgrind sees no group left). */
+static void test_group_max_keys(void **state)
+{
+	(void)state;
+	drl_backend *b =
+		open_store("memory://?max_keys=100&group_max_keys=3&shards=4");
+	drl_error err = {0};
+	int64_t v = 0;
+	assert_int_equal(incr1(b, K("fw:5:1{a}"), 1, LONG_TTL), 1);
+	assert_int_equal(incr1(b, K("fw:5:1{b}"), 1, LONG_TTL), 1);
+	assert_int_equal(b->cas(b, K("fw:5:1{c}"), "x", 1, 0, LONG_TTL, &err),
+			 0);
+	/* a 4th key of group "fw:5:1" is refused, by every method */
+	assert_int_equal(b->incr(b, K("fw:5:1{d}"), 1, LONG_TTL, &v, &err),
+			 DRL_ESTORE);
+	assert_string_equal(err.message, "memory store full for this key's "
+					 "group (group_max_keys=3)");
+	assert_int_equal(b->cas(b, K("fw:5:1{d}"), "x", 1, 0, LONG_TTL, &err),
+			 DRL_ESTORE);
+	step s = {.ret = 1, .blob = "x", .len = 1, .ttl = LONG_TTL};
+	assert_int_equal(b->update(b, K("fw:5:1{d}"), step_fn, &s, &err),
+			 DRL_ESTORE);
+	assert_non_null(strstr(err.message, "group_max_keys=3"));
+	/* its keys still take writes; other groups still get new keys */
+	assert_int_equal(incr1(b, K("fw:5:1{a}"), 1, LONG_TTL), 2);
+	assert_int_equal(incr1(b, K("fw:5:2{a}"), 1, LONG_TTL), 1);
+	assert_int_equal(incr1(b, K("p:fw:5:1{a}"), 1, LONG_TTL), 1);
+	assert_int_equal(incr1(b, K("{a}"), 1, LONG_TTL), 1);
+	assert_int_equal(incr1(b, K("nobrace"), 1, LONG_TTL), 1);
+	assert_int_equal(drl__memory_count(b), 7);
+	/* a key deleted (ttl <= 0, or del) gives its room back */
+	assert_int_equal(incr1(b, K("fw:5:1{a}"), 0, 0), 2);
+	assert_int_equal(incr1(b, K("fw:5:1{d}"), 1, LONG_TTL), 1);
+	assert_int_equal(b->incr(b, K("fw:5:1{e}"), 1, LONG_TTL, &v, &err),
+			 DRL_ESTORE);
+	drl_bytes gone[] = {K("fw:5:1{b}"), K("fw:5:1{c}")};
+	assert_int_equal(b->del(b, 2, gone, &err), 0);
+	assert_int_equal(incr1(b, K("fw:5:1{e}"), 1, LONG_TTL), 1);
+	assert_int_equal(incr1(b, K("fw:5:1{f}"), 1, LONG_TTL), 1);
+
+	/* 90 more groups, then all deleted: the stripes' tables grow past
+	 * their first buckets and give every group back */
+	char key[32];
+	for (int pass = 0; pass < 2; pass++)
+		for (int g = 0; g < 90; g++) {
+			int len = snprintf(key, sizeof key, "g%d:{k}", g);
+			drl_bytes kb = {key, (size_t)len};
+			if (pass == 0)
+				assert_int_equal(incr1(b, kb, 1, LONG_TTL), 1);
+			else
+				assert_int_equal(b->del(b, 1, &kb, &err), 0);
+		}
+	assert_int_equal(drl__memory_count(b), 7);
+	b->destroy(b);
+
+	/* many groups: 2,000 of one key each fit, and are all kept */
+	b = open_store("memory://?group_max_keys=1");
+	for (int g = 0; g < 2000; g++) {
+		int len = snprintf(key, sizeof key, "g%d:{k}", g);
+		drl_bytes kb = {key, (size_t)len};
+		assert_int_equal(incr1(b, kb, 1, LONG_TTL), 1);
+		len = snprintf(key, sizeof key, "g%d:{j}", g);
+		kb.len = (size_t)len;
+		assert_int_equal(b->incr(b, kb, 1, LONG_TTL, &v, &err),
+				 DRL_ESTORE);
+	}
+	assert_int_equal(drl__memory_count(b), 2000);
+	b->destroy(b);
+}
+
 static void test_bad_options(void **state)
 {
 	(void)state;
@@ -386,6 +460,8 @@ static void test_bad_options(void **state)
 	open_bad("memory://?shards=2048", "[1, 1024]");
 	open_bad("memory://?shards=abc", "shards=\"abc\"");
 	open_bad("memory://?max_keys=-1", "max_keys");
+	open_bad("memory://?group_max_keys=-1", "group_max_keys");
+	open_bad("memory://?group_max_keys=x", "group_max_keys");
 	open_bad("memory://?shards=16&bogus=1", "\"bogus\"");
 	open_bad("memory://localhost", "host");
 	open_bad("memory://localhost", "localhost");
@@ -463,6 +539,46 @@ static void test_threads_churn(void **state)
 	b->destroy(b);
 }
 
+/* group_max_keys under threads: NTHREADS threads each try to create 300
+ * keys of one group of 500 and 300 short-lived keys of groups of their
+ * own: exactly 500 of the shared group's are created (the count is exact
+ * under contention), and every one of the others is. */
+static void *group_worker(void *arg)
+{
+	worker *w = arg;
+	char key[48];
+	for (int i = 0; i < 300; i++) {
+		int64_t v;
+		int n = snprintf(key, sizeof key, "shared:{%d:%d}", w->id, i);
+		int rc = w->b->incr(w->b, (drl_bytes){key, (size_t)n}, 1,
+				    LONG_TTL, &v, NULL);
+		if (rc == 0)
+			w->iters++; /* created */
+		else if (rc != DRL_ESTORE)
+			w->failures++;
+		n = snprintf(key, sizeof key, "own%d:%d:{k}", w->id, i);
+		if (w->b->incr(w->b, (drl_bytes){key, (size_t)n}, 1, 1000, &v,
+			       NULL))
+			w->failures++;
+	}
+	return NULL;
+}
+
+static void test_threads_groups(void **state)
+{
+	(void)state;
+	drl_backend *b = open_store("memory://?shards=8&group_max_keys=500");
+	worker w[NTHREADS];
+	for (int i = 0; i < NTHREADS; i++)
+		w[i] = (worker){b, 0, i, 0};
+	run_workers(group_worker, w);
+	int created = 0;
+	for (int i = 0; i < NTHREADS; i++)
+		created += w[i].iters;
+	assert_int_equal(created, 500);
+	b->destroy(b);
+}
+
 /* ---- memory reclamation ----------------------------------------------- */
 
 /* Distinct short-lived keys must not make the store grow without bound:
@@ -501,8 +617,10 @@ int main(void)
 		cmocka_unit_test(test_binary_keys),
 		cmocka_unit_test(test_ttl),
 		cmocka_unit_test(test_max_keys),
+		cmocka_unit_test(test_group_max_keys),
 		cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_threads_churn),
+		cmocka_unit_test(test_threads_groups),
 		cmocka_unit_test(test_growth),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -523,13 +523,13 @@ static void test_sync_skips_far_keys(void **state)
 	fx f = fx_manual("gcra:5/1d;near_cache=1;near_cache_sync=1m");
 	assert_int_equal(now_(f.lim, "k", 1).remaining, 4);
 	assert_int_equal(
-		drl__near_sync_round_at(f.lim->near, drl__mono_us() + LATER),
+		drl__near_sync_round_at(f.lim->near, drl_mono_us() + LATER),
 		0);
 	assert_int_equal(tu_stats(f.store).near_syncs, 0);
 	assert_int_equal(now_(f.lim, "k", 1).remaining, 3);
 	assert_int_equal(now_(f.lim, "k", 1).remaining, 2);
 	assert_int_equal(
-		drl__near_sync_round_at(f.lim->near, drl__mono_us() + LATER),
+		drl__near_sync_round_at(f.lim->near, drl_mono_us() + LATER),
 		1);
 	assert_int_equal(tu_stats(f.store).near_syncs, 1);
 	fx_free(&f);
@@ -556,7 +556,7 @@ static void test_sync_extends(void **state)
 		assert_int_equal(now_(f.lim, "k", 1).allowed, 1);
 	assert_int_equal(now_(f.lim, "k", 1).path, DRL_PATH_STORE);
 	/* The block began before the store was asked: it ends by then. */
-	int64_t ends_by = drl__mono_us() + 100 * MS;
+	int64_t ends_by = drl_mono_us() + 100 * MS;
 	assert_true(blocked_at(&f, ends_by - 100 * MS));
 	assert_false(blocked_at(&f, ends_by + 1));
 	assert_int_equal(now_(f.lim, "k", 1).path, DRL_PATH_NEAR);
@@ -564,7 +564,7 @@ static void test_sync_extends(void **state)
 	 * peeks it; the store still denies, so the block now runs 100 ms
 	 * from the peek. */
 	tu_sleep_until_us(ends_by - 100 * MS + 2 * MS);
-	assert_int_equal(drl__near_sync_round_at(f.lim->near, drl__mono_us()),
+	assert_int_equal(drl__near_sync_round_at(f.lim->near, drl_mono_us()),
 			 1);
 	assert_true(blocked_at(&f, ends_by + 1));
 	assert_int_equal(now_(f.lim, "k", 1).path, DRL_PATH_NEAR);
@@ -577,7 +577,7 @@ static void test_sync_extends(void **state)
 	for (int i = 0; i < 4; i++)
 		now_(f.lim, "k", 1);
 	assert_int_equal(now_(f.lim, "k", 1).path, DRL_PATH_NEAR);
-	assert_int_equal(drl__near_sync_round_at(f.lim->near, drl__mono_us()),
+	assert_int_equal(drl__near_sync_round_at(f.lim->near, drl_mono_us()),
 			 0);
 	fx_free(&f);
 }
@@ -679,10 +679,10 @@ static void test_free_while_syncing(void **state)
 		for (int i = 0; i < 3; i++)
 			pthread_join(th[i], NULL);
 		tu_sleep_ms(round % 3);
-		int64_t t0 = drl__mono_us();
+		int64_t t0 = drl_mono_us();
 		fx_free(&f);
 		/* promptly: not a whole round of a busy thread later */
-		assert_true(drl__mono_us() - t0 < tu_bound_ms(500) * MS);
+		assert_true(drl_mono_us() - t0 < tu_bound_ms(500) * MS);
 	}
 }
 

@@ -187,7 +187,7 @@ static inline bool tu_blocked_now(drl_limiter *l, const char *key)
 	drl__near_req q;
 	drl_result r;
 	drl__near_req_make(l->near, &q, key, strlen(key), DRL__NEAR_MONO,
-			   drl__mono_us());
+			   drl_mono_us());
 	return drl__near_check(l->near, &q, 1, &r);
 }
 

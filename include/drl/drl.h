@@ -247,6 +247,10 @@ DRL_EXPORT int drl_store_stats_get(const drl_store *store,
 
 /* Microseconds since the Unix epoch from the real-time clock. */
 DRL_EXPORT int64_t drl_now_us(void);
+/* Microseconds on CLOCK_MONOTONIC: only differences mean anything; no
+ * step of the wall clock moves it. For timing within one process (what the
+ * library's breaker and near cache measure with); never a decision's time. */
+DRL_EXPORT int64_t drl_mono_us(void);
 
 /* A store URI (parseable or not) safe to log or print, as the library's
  * own messages show it: anything that may be a password replaced by

@@ -31,14 +31,49 @@
  * cas), and must not depend on the cas() coming. destroy() is called once,
  * after every other call has returned, never concurrently. A method blocks
  * its caller until it is done and must return within the store's own
- * timeout (DRL_ETIMEDOUT): the core has no way to interrupt it.
+ * timeout (DRL_ETIMEDOUT): the core has no way to interrupt it. A store
+ * with no server (a file, an embedded database) still has one: whatever
+ * it may wait for (a lock another thread or process holds, a busy
+ * database) it waits for at most a bound of its own (a timeout_ms option,
+ * as the built-in stores take), then returns DRL_ETIMEDOUT; a call that
+ * cannot wait at all needs none.
  *
- * Keys are byte strings (not NUL-terminated; may hold any byte, up to a
- * few hundred bytes: the core hashes long user keys). Every primitive that
- * writes also sets a TTL: the store may forget the key after ttl_us
- * microseconds without changing any decision (window identity lives in the
- * key, the TTL only cleans up). A store that cannot hold a key as given
- * (memcached: no spaces, 250 bytes) maps it one-to-one itself.
+ * Opening. open() may be called again for a URI while a backend of it is
+ * open, in this process and in others: each call returns an independent
+ * backend, and all of them read and write the same data (two limiters on
+ * one database; the conformance suite opens a second backend beside its
+ * first). A store whose library allows one handle per file and process
+ * (LMDB's environment) shares that handle between its backends. A
+ * process may fork() while a backend is open: the child never calls the
+ * inherited backend (nor destroys it; it may leave with _exit()), and
+ * must be able to open and use backends of its own from the same URI, as
+ * the suite's cross-process check does; the parent's backend keeps
+ * working.
+ *
+ * Keys are byte strings (not NUL-terminated; may hold any byte, NUL
+ * included) of 1 to DRL_STORE_KEY_MAX bytes: the core hashes long user
+ * keys, so no key it sends is longer. The conformance suite also sends the
+ * empty key (length 0), which a store holds as a key like any other, and
+ * keys of up to DRL_STORE_KEY_MAX bytes. A store that cannot hold a key as
+ * given (memcached: no spaces, 250 bytes) maps it one-to-one itself.
+ *
+ * Counters (incr, get_many, add_read) and blobs (load, cas, update) are
+ * never stored under the same key by the core (every algorithm's keys
+ * carry its own tag), and the suite keeps them apart too: a store may keep
+ * the two in one key space or in two. In one space, a call of one kind on
+ * a key that holds the other (incr on a blob, load on a counter) fails
+ * with DRL_ESTORE (the memory store's "wrong kind of value") or
+ * DRL_ECORRUPT, and changes nothing; it never reads the bytes as the
+ * other kind.
+ *
+ * TTLs. Every primitive that writes also sets a TTL: the store may forget
+ * the key after ttl_us microseconds without changing any decision (window
+ * identity lives in the key, the TTL only cleans up). The core sends the
+ * time its state still matters plus a second of grace, so ttl_us is
+ * normally above 1000000; ttl_us <= 0 means the value written matters no
+ * longer: the call succeeds and answers as with a positive TTL (incr
+ * returns the new value), and the key may be gone at once (the memory
+ * store deletes it; Redis's PEXPIRE does the same).
  *
  * Errors. Every method returns 0 or a negative DRL_E* code and, on
  * failure, may fill `err` (which may be NULL) through drl_error_set().
@@ -70,6 +105,12 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The longest key the core sends a store, in bytes: a key prefix (at most
+ * 128), the limit's tag (at most 95), the user key as it is named (at most
+ * 132 bytes: longer user keys are hashed), the braces and a window suffix
+ * (at most 21). */
+#define DRL_STORE_KEY_MAX 384
 
 /* 1: destroy .. now. 2: DRL_CAP_BATCH (no new slot: a promise about
  * eval(), which the core trusts only from stores of version >= 2).
@@ -129,7 +170,11 @@ enum {
 /* A step run by update(): given the current blob (old == NULL, oldlen == 0
  * when absent), either leave it (return 0), or point *newblob and *newlen at the
  * replacement, which stays valid until the step's caller returns, set
- * *ttl_us, and return 1. A negative return aborts with that error. */
+ * *ttl_us (see "TTLs" above), and return 1. A negative return aborts with
+ * that error. The core's steps write the replacement into a buffer of
+ * their own, never into old: a store may overwrite or free old before it
+ * copies the new blob (a step of another author may not promise that: the
+ * memory store copies with memmove). */
 typedef int (*drl_update_fn)(void *arg, const void *old, size_t oldlen,
 			     const void **newblob, size_t *newlen,
 			     int64_t *ttl_us);

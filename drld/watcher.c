@@ -1,0 +1,222 @@
+/* Reload on change: see watcher.h. inotify(7) directly: Debian's
+ * libraries for it (libinotifytools) add nothing a dozen lines of
+ * read() and a table of watches do not. */
+#include "watcher.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WATCHED_MAX 8 /* paths */
+
+/* Changes of a name in a directory. */
+#define DIR_EVENTS                                                             \
+	(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |                 \
+	 IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
+
+/* One path and its watches. */
+struct watched {
+	char path[PATH_MAX];
+	char dir[PATH_MAX];      /* the directory watched for it */
+	char name[NAME_MAX + 1]; /* its own name in its parent */
+	bool is_dir;
+	int wd;        /* on dir */
+	int parent_wd; /* on dir's parent (a directory only), or -1 */
+};
+
+struct drld_watcher {
+	int ifd, stopfd;
+	pthread_t thread;
+	void (*fn)(void *arg);
+	void *arg;
+	struct watched w[WATCHED_MAX];
+	size_t n;
+};
+
+/* dirname and basename of path into dir and name (no allocation). */
+static void split(const char *path, char *dir, size_t dn, char *name, size_t nn)
+{
+	char tmp[PATH_MAX];
+	size_t len;
+
+	snprintf(tmp, sizeof tmp, "%s", path);
+	len = strlen(tmp);
+	while (len > 1 && tmp[len - 1] == '/')
+		tmp[--len] = '\0';
+	char *slash = strrchr(tmp, '/');
+	if (slash == NULL) {
+		snprintf(dir, dn, ".");
+		snprintf(name, nn, "%s", tmp);
+	} else {
+		snprintf(name, nn, "%s", slash + 1);
+		if (slash == tmp)
+			snprintf(dir, dn, "/");
+		else
+			snprintf(dir, dn, "%.*s", (int)(slash - tmp), tmp);
+	}
+}
+
+/* (Re)add the watches of x. Returns 0, or -1 (errno set). */
+static int watch(struct drld_watcher *wt, struct watched *x)
+{
+	struct stat st;
+
+	if (stat(x->path, &st) != 0)
+		return -1;
+	x->is_dir = S_ISDIR(st.st_mode);
+	char parent[PATH_MAX];
+	split(x->path, parent, sizeof parent, x->name, sizeof x->name);
+	if (x->is_dir) {
+		snprintf(x->dir, sizeof x->dir, "%s", x->path);
+		x->parent_wd = inotify_add_watch(
+			wt->ifd, parent,
+			IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO);
+	} else {
+		snprintf(x->dir, sizeof x->dir, "%s", parent);
+		x->parent_wd = -1;
+	}
+	x->wd = inotify_add_watch(wt->ifd, x->dir, DIR_EVENTS);
+	return x->wd < 0 ? -1 : 0;
+}
+
+/* Move x's directory watch to what its path names now (a symbolic link
+ * swapped, a directory replaced); the parent's watch stays. When the
+ * path is gone for now, the next event of its parent brings it back. */
+static void rewatch_dir(struct drld_watcher *wt, struct watched *x)
+{
+	if (x->wd >= 0)
+		inotify_rm_watch(wt->ifd, x->wd);
+	x->wd = inotify_add_watch(wt->ifd, x->dir, DIR_EVENTS);
+}
+
+/* Whether event e (on watch wd) changes what x names; *rewatch: x's own
+ * directory was replaced or went away (its watch must move). */
+static bool relevant(const struct watched *x, const struct inotify_event *e,
+		     bool *rewatch)
+{
+	const char *nm = e->len ? e->name : "";
+
+	if (e->wd == x->parent_wd)
+		return (*rewatch = strcmp(nm, x->name) == 0);
+	if (e->wd != x->wd)
+		return false;
+	if (e->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
+		*rewatch = true;
+		return true;
+	}
+	if (x->is_dir)
+		return nm[0] != '.' || nm[1] == '.';
+	return strcmp(nm, x->name) == 0 || strncmp(nm, "..", 2) == 0;
+}
+
+/* Read the events waiting; true when one matters. */
+static bool read_events(struct drld_watcher *wt)
+{
+	_Alignas(struct inotify_event) char buf[16384];
+	bool any = false;
+	ssize_t got;
+
+	while ((got = read(wt->ifd, buf, sizeof buf)) > 0) {
+		for (char *p = buf; p < buf + got;) {
+			const struct inotify_event *e = (const void *)p;
+			for (size_t i = 0; i < wt->n; i++) {
+				bool rewatch = false;
+				if (!relevant(&wt->w[i], e, &rewatch))
+					continue;
+				any = true;
+				if (rewatch)
+					rewatch_dir(wt, &wt->w[i]);
+			}
+			p += sizeof *e + e->len;
+		}
+	}
+	return any;
+}
+
+static void *run(void *arg)
+{
+	struct drld_watcher *wt = arg;
+	struct pollfd pf[2] = {{wt->ifd, POLLIN, 0}, {wt->stopfd, POLLIN, 0}};
+
+	(void)pthread_setname_np(pthread_self(), "drld-watch");
+	for (;;) {
+		if (poll(pf, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pf[1].revents)
+			break;
+		if ((pf[0].revents & POLLIN) && read_events(wt))
+			wt->fn(wt->arg);
+	}
+	return NULL;
+}
+
+int drld_watcher_start(struct drld_watcher **out, const char *const *paths,
+		       size_t npaths, void (*fn)(void *arg), void *arg,
+		       char *msg, size_t msglen)
+{
+	struct drld_watcher *wt = calloc(1, sizeof *wt);
+
+	*out = NULL;
+	if (wt == NULL) {
+		snprintf(msg, msglen, "out of memory");
+		return -1;
+	}
+	wt->fn = fn;
+	wt->arg = arg;
+	wt->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	wt->stopfd = eventfd(0, EFD_CLOEXEC);
+	if (wt->ifd < 0 || wt->stopfd < 0) {
+		snprintf(msg, msglen, "inotify: %s", strerror(errno));
+		goto fail;
+	}
+	for (size_t i = 0; i < npaths && wt->n < WATCHED_MAX; i++) {
+		if (paths[i] == NULL)
+			continue;
+		struct watched *x = &wt->w[wt->n++];
+		snprintf(x->path, sizeof x->path, "%s", paths[i]);
+		x->wd = x->parent_wd = -1;
+		if (watch(wt, x) != 0) {
+			snprintf(msg, msglen, "cannot watch %s: %s", paths[i],
+				 strerror(errno));
+			goto fail;
+		}
+	}
+	int rc = pthread_create(&wt->thread, NULL, run, wt);
+	if (rc != 0) {
+		snprintf(msg, msglen, "watcher thread: %s", strerror(rc));
+		goto fail;
+	}
+	*out = wt;
+	return 0;
+fail:
+	if (wt->ifd >= 0)
+		close(wt->ifd);
+	if (wt->stopfd >= 0)
+		close(wt->stopfd);
+	free(wt);
+	return -1;
+}
+
+void drld_watcher_stop(struct drld_watcher *wt)
+{
+	uint64_t one = 1;
+
+	if (wt == NULL)
+		return;
+	if (write(wt->stopfd, &one, sizeof one) != (ssize_t)sizeof one)
+		perror("drld: stopping the config watcher");
+	pthread_join(wt->thread, NULL);
+	close(wt->ifd);
+	close(wt->stopfd);
+	free(wt);
+}
