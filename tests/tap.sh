@@ -25,6 +25,14 @@ check() {
 	fi
 }
 
+# End the script: the count of passed assertions, and exit 0 only when
+# none failed (the EXIT trap still runs).
+finish() {
+	echo "# $((n - failed)) of $n assertions passed"
+	[ "$failed" -eq 0 ]
+	exit
+}
+
 # wait_more FILE TEXT BEFORE [TRIES]: wait (TRIES x 50 ms, default 1200:
 # a minute, for valgrind) until FILE holds more than BEFORE lines with
 # TEXT. For "the reload was reported" after a SIGHUP.

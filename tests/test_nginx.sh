@@ -62,12 +62,6 @@ trap cleanup EXIT
 # shellcheck source=tap.sh
 source "$here/tap.sh"
 
-finish() {
-	echo "# $((n - failed)) of $n assertions passed"
-	[ "$failed" -eq 0 ]
-	exit
-}
-
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 if [ ! -x "$nginx" ] || ! command -v curl >/dev/null; then
 	[ -x "$nginx" ] || missing nginx
