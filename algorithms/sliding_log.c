@@ -29,9 +29,9 @@
 
 #include <string.h>
 
-#define TRAILER 33   /* dead, n, sum, first live time, 'S' */
-#define M_HEADER 17  /* 'M', n, sum */
-#define L_HEADER 9   /* 'L', n */
+#define TRAILER 33  /* dead, n, sum, first live time, 'S' */
+#define M_HEADER 17 /* 'M', n, sum */
+#define L_HEADER 9  /* 'L', n */
 #define ENTRY 16
 #define DEAD_SLACK 32 /* the twin's: dead <= n + DEAD_SLACK after a write */
 
@@ -263,9 +263,9 @@ static int unstep(const drl__limit *lim, const drl__call *call, const void *old,
 	int64_t first = first_live(lim, &v, call->now);
 	write_log(&v, first, undo->a, -call->cost, out, outlen);
 	int64_t n = (int64_t)((*outlen - TRAILER) / ENTRY);
-	int64_t newest = n ? drl__get64((unsigned char *)out +
-					(size_t)(n - 1) * ENTRY)
-			   : call->now - lim->period_us;
+	int64_t newest =
+		n ? drl__get64((unsigned char *)out + (size_t)(n - 1) * ENTRY)
+		  : call->now - lim->period_us;
 	*ttl_us = newest + lim->period_us - call->now + DRL__TTL_GRACE_US;
 	return 1;
 }

@@ -742,8 +742,8 @@ typedef int (*blob_decide)(void *arg, const entry *e, const void **nb,
  * new version. When storing needs a new key and max_keys is reached,
  * expired keys are reclaimed and decide runs once more on the state then
  * current. DRL_ESTORE on a counter or when the store is full. */
-static int locked_write(store *st, drl_bytes key, blob_decide decide,
-			void *arg, drl_error *err)
+static int locked_write(store *st, drl_bytes key, blob_decide decide, void *arg,
+			drl_error *err)
 {
 	int64_t now = mono_us();
 	uint64_t h = hash_key(st, key);
@@ -799,8 +799,8 @@ typedef struct cas_arg {
 	int64_t ttl_us;
 } cas_arg;
 
-static int cas_decide(void *arg, const entry *e, const void **nb,
-		      size_t *nlen, int64_t *ttl_us, drl_error *err)
+static int cas_decide(void *arg, const entry *e, const void **nb, size_t *nlen,
+		      int64_t *ttl_us, drl_error *err)
 {
 	const cas_arg *c = arg;
 	if ((e ? e->version : 0) != c->version)
@@ -838,8 +838,8 @@ static int update_decide(void *arg, const entry *e, const void **nb,
 			 size_t *nlen, int64_t *ttl_us, drl_error *err)
 {
 	const update_arg *u = arg;
-	int rc = u->fn(u->arg, e ? e->blob : NULL, e ? e->bloblen : 0, nb,
-		       nlen, ttl_us);
+	int rc = u->fn(u->arg, e ? e->blob : NULL, e ? e->bloblen : 0, nb, nlen,
+		       ttl_us);
 	if (rc > 0 && (rc != 1 || (*nb == NULL && *nlen > 0)))
 		return drl_error_set(err, DRL_EINTERNAL,
 				     "memory store: update step returned %d "

@@ -67,8 +67,8 @@ static int parse_hosts(rstore *s, const char *hosts, drl_error *err)
  * stderr (drl_uri_insecure); the library prints nothing. */
 static int parse_tls(rstore *s, drl_uri *u, bool tls, drl_error *err)
 {
-	static const char *const names[] = {"tls_ca",  "tls_ca_dir",
-					    "tls_cert", "tls_key",
+	static const char *const names[] = {"tls_ca",          "tls_ca_dir",
+					    "tls_cert",        "tls_key",
 					    "tls_server_name", "tls_verify"};
 	const char *v[6];
 	bool any = false;
@@ -98,8 +98,8 @@ static int parse_tls(rstore *s, drl_uri *u, bool tls, drl_error *err)
 				     "URI option tls_verify=\"%.32s\": "
 				     "expected yes or no",
 				     v[5]);
-	if (o.server_name && (o.server_name[0] == '\0' ||
-			      strlen(o.server_name) > 253))
+	if (o.server_name &&
+	    (o.server_name[0] == '\0' || strlen(o.server_name) > 253))
 		return drl_error_set(err, DRL_EINVAL,
 				     "URI option tls_server_name: expected "
 				     "a host name of 1 to 253 bytes");

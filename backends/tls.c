@@ -101,14 +101,15 @@ int drl__tls_new(drl__tls **out, const drl__tls_opts *o, drl_error *err)
 	SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
 					 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_clear_mode(t->ctx, SSL_MODE_AUTO_RETRY);
-	SSL_CTX_set_verify(t->ctx, o->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE,
-			   NULL);
+	SSL_CTX_set_verify(t->ctx,
+			   o->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
 	int rc = 0;
 	if (o->ca_file || o->ca_dir) {
 		if (SSL_CTX_load_verify_locations(t->ctx, o->ca_file,
 						  o->ca_dir) != 1)
-			rc = o->ca_file ? bad_file("tls_ca", o->ca_file, err)
-					: bad_file("tls_ca_dir", o->ca_dir, err);
+			rc = o->ca_file
+				     ? bad_file("tls_ca", o->ca_file, err)
+				     : bad_file("tls_ca_dir", o->ca_dir, err);
 	} else if (SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
 		rc = drl_error_set(err, DRL_EINVAL,
 				   "TLS: the system's CA store cannot be read "
@@ -247,8 +248,8 @@ static int describe(SSL *ssl, int ret, int e, const char *during, char *msg,
 			 during);
 		return DRL_EUNAVAILABLE;
 	}
-	snprintf(msg, cap, "TLS: %s%s%s", last_reason("protocol error"),
-		 during, hint);
+	snprintf(msg, cap, "TLS: %s%s%s", last_reason("protocol error"), during,
+		 hint);
 	(void)ssl;
 	return DRL_ESTORE;
 }
@@ -281,7 +282,8 @@ int drl__tls_connect(const drl__tls *t, int fd, const char *host,
 	const char *name = t->server_name ? t->server_name : host;
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-		snprintf(msg, cap, "TLS: cannot make the socket non-blocking: %s",
+		snprintf(msg, cap,
+			 "TLS: cannot make the socket non-blocking: %s",
 			 strerror(errno));
 		return DRL_EUNAVAILABLE;
 	}
@@ -291,8 +293,8 @@ int drl__tls_connect(const drl__tls *t, int fd, const char *host,
 	    set_name(ssl, name, t->verify) != 0) {
 		SSL_free(ssl);
 		ERR_clear_error();
-		snprintf(msg, cap, "TLS: out of memory (or a bad name \"%.64s\")",
-			 name);
+		snprintf(msg, cap,
+			 "TLS: out of memory (or a bad name \"%.64s\")", name);
 		return DRL_ENOMEM;
 	}
 	for (;;) {
@@ -351,16 +353,16 @@ static ssize_t io_result(SSL *ssl, int r, short *events, int *code, char *msg,
 	return -1;
 }
 
-ssize_t drl__tls_read(SSL *ssl, void *buf, size_t cap, short *events,
-		      int *code, char *msg, size_t msgcap)
+ssize_t drl__tls_read(SSL *ssl, void *buf, size_t cap, short *events, int *code,
+		      char *msg, size_t msgcap)
 {
 	ERR_clear_error();
 	int r = SSL_read(ssl, buf, cap > INT_MAX ? INT_MAX : (int)cap);
 	return io_result(ssl, r, events, code, msg, msgcap);
 }
 
-ssize_t drl__tls_writev(SSL *ssl, const struct iovec *iov, int n,
-			short *events, int *code, char *msg, size_t msgcap)
+ssize_t drl__tls_writev(SSL *ssl, const struct iovec *iov, int n, short *events,
+			int *code, char *msg, size_t msgcap)
 {
 	char stack[RECORD_MAX];
 	const void *p = iov[0].iov_base;

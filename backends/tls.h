@@ -73,14 +73,14 @@ int drl__tls_connect(const drl__tls *t, int fd, const char *host,
  * says which). Bytes OpenSSL already
  * decrypted are returned without touching the socket, so call this
  * before waiting, never poll first. */
-ssize_t drl__tls_read(SSL *ssl, void *buf, size_t cap, short *events,
-		      int *code, char *msg, size_t msgcap);
+ssize_t drl__tls_read(SSL *ssl, void *buf, size_t cap, short *events, int *code,
+		      char *msg, size_t msgcap);
 /* One write of iov[0..n) (n > 1: coalesced, up to 16 KiB, one TLS
  * record; never 0 bytes in all):
  * > 0 bytes taken; 0: wait for *events and call again with the same
  * bytes first; -1: failed (*code and msg, as drl__tls_read). */
-ssize_t drl__tls_writev(SSL *ssl, const struct iovec *iov, int n,
-			short *events, int *code, char *msg, size_t msgcap);
+ssize_t drl__tls_writev(SSL *ssl, const struct iovec *iov, int n, short *events,
+			int *code, char *msg, size_t msgcap);
 /* Whether an idle connection is still good: what the socket holds is
  * read; TLS records with no data (session tickets, key updates) are
  * fine, data or a close is not. */

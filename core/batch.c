@@ -328,10 +328,10 @@ void drl__batch_start(drl__req *q, void (*done)(drl__req *q))
 		return;
 	}
 	drl_error e = {0};
-	int rc = b->eval_start(b, lim->algo->lua_batch, st->c.n, st->c.keys,
-			       DRL__SCRIPT_NARGS + st->c.n, st->c.args,
-			       st->c.n * DRL__SCRIPT_NOUT, started_done, st,
-			       &e);
+	int rc =
+		b->eval_start(b, lim->algo->lua_batch, st->c.n, st->c.keys,
+			      DRL__SCRIPT_NARGS + st->c.n, st->c.args,
+			      st->c.n * DRL__SCRIPT_NOUT, started_done, st, &e);
 	if (rc) { /* nothing started: the chunk fails as a call would */
 		chunk_answer(q, &st->c, st->c.out, rc, &e);
 		started_end(st);

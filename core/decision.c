@@ -447,7 +447,8 @@ static void end_item(drl__req *q, size_t i)
 	if (l->near != NULL && it->cost > 0 && !skipped(q, i) &&
 	    it->result.path == DRL_PATH_STORE)
 		drl__near_record(l->near,
-				 q->kind == DRL__REQ_BATCH ? &q->nq[i] : &q->one,
+				 q->kind == DRL__REQ_BATCH ? &q->nq[i]
+							   : &q->one,
 				 it->cost, &it->result);
 	shadow_answer(l, &it->result);
 }
@@ -457,7 +458,8 @@ void drl__req_end(drl__req *q)
 	drl_limiter *l = q->l;
 	if (q->entered)
 		drl__breaker_leave(l->store, q->probe,
-				   q->rc ? q->rc : store_outcome(q->items, q->n));
+				   q->rc ? q->rc
+					 : store_outcome(q->items, q->n));
 	if (q->rc)
 		fail_left(q);
 	if (q->kind == DRL__REQ_RESET) {
@@ -668,8 +670,8 @@ static void start_one(drl__req *q)
 	};
 	drl__keybase kb;
 	drl__key k;
-	drl__keybase_make_id(&kb, l->prefix, l->prefixlen, lim,
-			     q->one.id.bytes, q->one.id.len, q->one.id.digest);
+	drl__keybase_make_id(&kb, l->prefix, l->prefixlen, lim, q->one.id.bytes,
+			     q->one.id.len, q->one.id.digest);
 	call.key = &kb;
 	DRL__COUNT(call.stats, decisions);
 	int rc = DRL_ENOTSUP;

@@ -641,7 +641,6 @@ void drl__near_forget(struct drl__near *n, const drl__near_req *q);
 void drl__near_manual(struct drl__near *n);
 size_t drl__near_sync_round_at(struct drl__near *n, int64_t now);
 
-
 /* ---- a decision (core/decision.c) --------------------------------------- */
 
 /* What a request asks of a limiter. */
@@ -669,13 +668,13 @@ typedef struct drl__req {
 	void (*finished)(void *arg); /* started: after end, exactly once */
 	void *arg;
 	/* the steps' own */
-	size_t left;    /* items begin left for the store */
-	int64_t now;    /* the time the store decides at (enter) */
-	bool entered;   /* the breaker was entered ... */
-	bool probe;     /* ... as its half-open probe */
-	int rc;         /* no store decision at all (breaker, clock) */
-	drl_error e;    /* a batch's: rc's detail */
-	size_t first;   /* a batch's: its lowest failed item */
+	size_t left;       /* items begin left for the store */
+	int64_t now;       /* the time the store decides at (enter) */
+	bool entered;      /* the breaker was entered ... */
+	bool probe;        /* ... as its half-open probe */
+	int rc;            /* no store decision at all (breaker, clock) */
+	drl_error e;       /* a batch's: rc's detail */
+	size_t first;      /* a batch's: its lowest failed item */
 	drl__near_req one; /* ONE, RESET: the key's id (near: its hash) */
 	drl__near_req *nq; /* BATCH: each item's id (near: its hash) */
 	bool *skip;        /* BATCH: what the near cache denied, or NULL */

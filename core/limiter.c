@@ -226,8 +226,9 @@ static int check_call(drl_limiter *l, const void *key, size_t keylen,
 
 /* A checked request at now_us (explicit, or DRL__NOW_READ) decided and
  * answered: the steps are core/decision.c's. */
-static int allow_one(drl_limiter *l, const void *key, size_t keylen, int64_t cost,
-		  int64_t now_us, drl_result *result, drl_error *err)
+static int allow_one(drl_limiter *l, const void *key, size_t keylen,
+		     int64_t cost, int64_t now_us, drl_result *result,
+		     drl_error *err)
 {
 	drl_batch_item it = {.key = key, .keylen = keylen, .cost = cost};
 	drl__req q;
@@ -275,7 +276,7 @@ static int check_batch(const drl_limiter *l, const drl_batch_item *items,
 /* A checked batch at now_us decided and answered, item by item as
  * drl_allow_at() would (core/decision.c, core/batch.c). */
 static void allow_batch(drl_limiter *l, drl_batch_item *items, size_t n,
-			 int64_t now_us, drl_error *err)
+			int64_t now_us, drl_error *err)
 {
 	drl__req q;
 	drl__req_init(&q, DRL__REQ_BATCH, l, items, n, now_us, err);

@@ -83,11 +83,19 @@ static void parse_only(const char *uri, drl__uri *u)
 		if (rc != 0)
 			check_error(uri, rc, &err);
 	}
-	static const char *const strs[] = {
-		"connect",  "tx",          "clock",           "prefix",
-		"tls_ca",   "tls_ca_dir",  "tls_cert",        "tls_key",
-		"tls_verify", "tls_server_name", "sentinel_password",
-		"sentinel_user", "sentinel_check_ms"};
+	static const char *const strs[] = {"connect",
+					   "tx",
+					   "clock",
+					   "prefix",
+					   "tls_ca",
+					   "tls_ca_dir",
+					   "tls_cert",
+					   "tls_key",
+					   "tls_verify",
+					   "tls_server_name",
+					   "sentinel_password",
+					   "sentinel_user",
+					   "sentinel_check_ms"};
 	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
 		(void)drl_uri_option(u, strs[i]);
 	memset(&err, 0, sizeof err);

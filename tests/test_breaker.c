@@ -332,10 +332,10 @@ static void test_mono_clock(void **state)
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		int64_t t = drl_mono_us();
 		clock_gettime(CLOCK_MONOTONIC, &b);
-		assert_true(t >= (int64_t)a.tv_sec * 1000000 +
-					 a.tv_nsec / 1000);
-		assert_true(t <= (int64_t)b.tv_sec * 1000000 +
-					 b.tv_nsec / 1000);
+		assert_true(t >=
+			    (int64_t)a.tv_sec * 1000000 + a.tv_nsec / 1000);
+		assert_true(t <=
+			    (int64_t)b.tv_sec * 1000000 + b.tv_nsec / 1000);
 		assert_true(t >= last);
 		last = t;
 	}

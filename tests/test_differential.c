@@ -577,7 +577,8 @@ static void log_trailer(const redisReply *r, int64_t out[4])
 		uint64_t v = 0;
 		for (int i = 7; i >= 0; i--)
 			v = v << 8 |
-			    (unsigned char)r->str[(size_t)r->len - 33 + 8 * f + i];
+			    (unsigned char)
+				    r->str[(size_t)r->len - 33 + 8 * f + i];
 		out[f] = (int64_t)v;
 	}
 }
@@ -603,7 +604,8 @@ static void test_sliding_log_states(void **state)
 			drl_store *s = redis_store(watch);
 			drl_limiter *l;
 			drl_error err = {0};
-			snprintf(prefix, sizeof prefix, "log%d%d:", watch, kind);
+			snprintf(prefix, sizeof prefix, "log%d%d:", watch,
+				 kind);
 			assert_int_equal(drl_limiter_new(&l, s,
 							 "sliding_log:5/1s",
 							 prefix, &err),
@@ -712,8 +714,7 @@ static void test_sliding_log_states(void **state)
 			/* when the entry at t - 300ms leaves: the twin reads
 			 * the first live one */
 			if (drl_allow_at(l, "k", 1, 1, t + 850 * MS, &res,
-					 &err) !=
-			    DRL_ECORRUPT)
+					 &err) != DRL_ECORRUPT)
 				fail_msg("tx=%s: bad 'S' state %d read",
 					 watch ? "watch" : "lua", i);
 		}
@@ -739,12 +740,11 @@ static void test_sliding_log_in_place(void **state)
 	drl_store *s = redis_store(0), *mem;
 	drl_limiter *l, *ml;
 	assert_int_equal(drl_store_open(&mem, "memory://", NULL), 0);
-	assert_int_equal(drl_limiter_new(&l, s, "sliding_log:40/1s", "inplace:",
-					 NULL),
-			 0);
-	assert_int_equal(drl_limiter_new(&ml, mem, "sliding_log:40/1s", "m:",
-					 NULL),
-			 0);
+	assert_int_equal(
+		drl_limiter_new(&l, s, "sliding_log:40/1s", "inplace:", NULL),
+		0);
+	assert_int_equal(
+		drl_limiter_new(&ml, mem, "sliding_log:40/1s", "m:", NULL), 0);
 	freeReplyObject(redisCommand(raw, "CONFIG RESETSTAT"));
 	int writes = 0;
 	size_t longest = 0;
@@ -759,7 +759,8 @@ static void test_sliding_log_in_place(void **state)
 		if (a.allowed != b.allowed || a.remaining != b.remaining ||
 		    a.reset_after_us != b.reset_after_us ||
 		    a.retry_after_us != b.retry_after_us)
-			fail_msg("step %d: redis allowed=%d rem=%lld retry=%lld, "
+			fail_msg("step %d: redis allowed=%d rem=%lld "
+				 "retry=%lld, "
 				 "memory allowed=%d rem=%lld retry=%lld",
 				 i, a.allowed, (long long)a.remaining,
 				 (long long)a.retry_after_us, b.allowed,
@@ -773,7 +774,8 @@ static void test_sliding_log_in_place(void **state)
 			longest = (size_t)r->integer;
 		freeReplyObject(r);
 	}
-	long long set = cmd_calls(raw, "set"), setrange = cmd_calls(raw, "setrange");
+	long long set = cmd_calls(raw, "set"),
+		  setrange = cmd_calls(raw, "setrange");
 	/* 25 live entries at most (one each 40ms in 1s): a rewrite after
 	 * ~33 entries left, every other write in place */
 	if (set < 2 || set > writes / 20 || setrange < writes - set)

@@ -523,14 +523,12 @@ static void test_sync_skips_far_keys(void **state)
 	fx f = fx_manual("gcra:5/1d;near_cache=1;near_cache_sync=1m");
 	assert_int_equal(now_(f.lim, "k", 1).remaining, 4);
 	assert_int_equal(
-		drl__near_sync_round_at(f.lim->near, drl_mono_us() + LATER),
-		0);
+		drl__near_sync_round_at(f.lim->near, drl_mono_us() + LATER), 0);
 	assert_int_equal(tu_stats(f.store).near_syncs, 0);
 	assert_int_equal(now_(f.lim, "k", 1).remaining, 3);
 	assert_int_equal(now_(f.lim, "k", 1).remaining, 2);
 	assert_int_equal(
-		drl__near_sync_round_at(f.lim->near, drl_mono_us() + LATER),
-		1);
+		drl__near_sync_round_at(f.lim->near, drl_mono_us() + LATER), 1);
 	assert_int_equal(tu_stats(f.store).near_syncs, 1);
 	fx_free(&f);
 }

@@ -49,10 +49,23 @@ static void path(char *out, const drl_tls_pki *p, const char *name)
 static int make_ca(const drl_tls_pki *p, const char *cert, const char *key,
 		   const char *cn)
 {
-	const char *argv[] = {"openssl", "req", "-x509", "-newkey", "ec",
-			      "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-			      "-keyout", key, "-out", cert, "-days", "1",
-			      "-subj", cn, NULL};
+	const char *argv[] = {"openssl",
+			      "req",
+			      "-x509",
+			      "-newkey",
+			      "ec",
+			      "-pkeyopt",
+			      "ec_paramgen_curve:P-256",
+			      "-nodes",
+			      "-keyout",
+			      key,
+			      "-out",
+			      cert,
+			      "-days",
+			      "1",
+			      "-subj",
+			      cn,
+			      NULL};
 	return run_openssl(p->dir, argv);
 }
 
@@ -60,9 +73,11 @@ static int make_ca(const drl_tls_pki *p, const char *cert, const char *key,
 static int make_csr(const drl_tls_pki *p, const char *key, const char *csr,
 		    const char *cn)
 {
-	const char *argv[] = {"openssl", "req", "-newkey", "ec", "-pkeyopt",
-			      "ec_paramgen_curve:P-256", "-nodes", "-keyout",
-			      key, "-out", csr, "-subj", cn, NULL};
+	const char *argv[] = {"openssl", "req",      "-newkey",
+			      "ec",      "-pkeyopt", "ec_paramgen_curve:P-256",
+			      "-nodes",  "-keyout",  key,
+			      "-out",    csr,        "-subj",
+			      cn,        NULL};
 	return run_openssl(p->dir, argv);
 }
 
@@ -71,10 +86,10 @@ static int make_csr(const drl_tls_pki *p, const char *key, const char *csr,
 static int sign(const drl_tls_pki *p, const char *csr, const char *out,
 		const char *days, const char *ext, const char *serial)
 {
-	const char *argv[20] = {"openssl", "x509", "-req", "-in", csr,
-				"-CA", p->ca, "-CAkey", p->ca_key,
-				"-set_serial", serial, "-out", out, "-days",
-				days};
+	const char *argv[20] = {"openssl", "x509",        "-req", "-in",
+				csr,       "-CA",         p->ca,  "-CAkey",
+				p->ca_key, "-set_serial", serial, "-out",
+				out,       "-days",       days};
 	size_t n = 15;
 	if (ext) {
 		argv[n++] = "-extfile";
@@ -110,8 +125,8 @@ int drl_tls_pki_make(drl_tls_pki *p)
 	path(client_csr, p, "client.csr");
 	path(ext, p, "server.ext");
 	FILE *f = fopen(ext, "w");
-	if (f == NULL || fputs("subjectAltName=DNS:localhost,IP:127.0.0.1\n",
-			       f) < 0 ||
+	if (f == NULL ||
+	    fputs("subjectAltName=DNS:localhost,IP:127.0.0.1\n", f) < 0 ||
 	    fclose(f) != 0) {
 		fprintf(stderr, "tls fixture: cannot write %s\n", ext);
 		drl_tls_pki_free(p);
@@ -160,9 +175,9 @@ int drl_tls_pki_make(drl_tls_pki *p)
 void drl_tls_pki_free(drl_tls_pki *p)
 {
 	static const char *const names[] = {
-		"ca.crt",     "ca.key",     "other_ca.crt", "other_ca.key",
-		"server.crt", "server.key", "server.csr",   "server.ext",
-		"expired.crt", "client.crt", "client.key",  "client.csr",
+		"ca.crt",      "ca.key",     "other_ca.crt", "other_ca.key",
+		"server.crt",  "server.key", "server.csr",   "server.ext",
+		"expired.crt", "client.crt", "client.key",   "client.csr",
 		"openssl.log", "ca.srl"};
 	if (p == NULL || p->dir[0] == '\0')
 		return;

@@ -16,7 +16,7 @@
 typedef struct drl_tls_pki {
 	char dir[256];
 	/* Paths in dir, PEM. */
-	char ca[300], ca_key[300];           /* the CA the servers use */
+	char ca[300], ca_key[300];             /* the CA the servers use */
 	char other_ca[300], other_ca_key[300]; /* a CA nobody uses */
 	/* Signed by ca, for DNS:localhost and IP:127.0.0.1. */
 	char server[300], server_key[300];

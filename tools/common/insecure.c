@@ -20,7 +20,8 @@ void tl_warn_insecure(const char *who, const char *uri)
 			"%s: WARNING: tls_verify=no: the store's TLS "
 			"certificate is NOT verified; anyone who can reach the "
 			"network path can pose as the store and read or change "
-			"every decision. Use it only to test (docs/stores.md).\n",
+			"every decision. Use it only to test "
+			"(docs/stores.md).\n",
 			who);
 	drl_uri_free(u);
 }
