@@ -286,24 +286,7 @@ static void test_on_error_applies(void **state)
 		 "rediss://127.0.0.1:%d?tls_ca=%s&connect=lazy&breaker_"
 		 "failures=0",
 		 expired_srv.port, pki.ca);
-	drl_store *s = tu_store(uri);
-	drl_limiter *allow = tu_limiter(s, "gcra:5/1s;on_error=allow", "oe:a:");
-	drl_limiter *deny = tu_limiter(s, "gcra:5/1s;on_error=deny", "oe:d:");
-	drl_limiter *none = tu_limiter(s, "gcra:5/1s", "oe:n:");
-	drl_result r;
-	drl_error err = {0};
-	assert_int_equal(drl_allow(allow, "k", 1, 1, &r, &err), 0);
-	assert_true(r.allowed);
-	assert_int_equal(r.path, DRL_PATH_FAIL_OPEN);
-	assert_int_equal(drl_allow(deny, "k", 1, 1, &r, &err), 0);
-	assert_false(r.allowed);
-	assert_int_equal(r.path, DRL_PATH_FAIL_CLOSED);
-	assert_int_equal(drl_allow(none, "k", 1, 1, &r, &err), DRL_ESTORE);
-	assert_non_null(strstr(err.message, "expired"));
-	drl_limiter_free(allow);
-	drl_limiter_free(deny);
-	drl_limiter_free(none);
-	drl_store_free(s);
+	tu_on_error_paths(tu_store(uri), DRL_ESTORE, "expired");
 }
 
 static void test_verify_off(void **state)

@@ -59,6 +59,32 @@ static inline drl_limiter *tu_limiter(drl_store *s, const char *spec,
 	return l;
 }
 
+/* On store s, whose every call fails: a limit with on_error=allow answers
+ * allowed (DRL_PATH_FAIL_OPEN), one with on_error=deny denied
+ * (DRL_PATH_FAIL_CLOSED), one without returns `want` with a message that
+ * holds `says`. Frees s. */
+static inline void tu_on_error_paths(drl_store *s, int want, const char *says)
+{
+	drl_limiter *allow = tu_limiter(s, "gcra:5/1s;on_error=allow", "oe:a:");
+	drl_limiter *deny = tu_limiter(s, "gcra:5/1s;on_error=deny", "oe:d:");
+	drl_limiter *none = tu_limiter(s, "gcra:5/1s", "oe:n:");
+	drl_result r;
+	drl_error err = {0};
+	assert_int_equal(drl_allow(allow, "k", 1, 1, &r, &err), 0);
+	assert_true(r.allowed);
+	assert_int_equal(r.path, DRL_PATH_FAIL_OPEN);
+	assert_int_equal(drl_allow(deny, "k", 1, 1, &r, &err), 0);
+	assert_false(r.allowed);
+	assert_int_equal(r.path, DRL_PATH_FAIL_CLOSED);
+	assert_int_equal(drl_allow(none, "k", 1, 1, &r, &err), want);
+	if (strstr(err.message, says) == NULL)
+		fail_msg("\"%s\" does not say \"%s\"", err.message, says);
+	drl_limiter_free(allow);
+	drl_limiter_free(deny);
+	drl_limiter_free(none);
+	drl_store_free(s);
+}
+
 static inline void tu_free(tu *t)
 {
 	drl_limiter_free(t->lim);
