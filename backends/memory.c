@@ -963,6 +963,7 @@ static const drl_backend memory_vtable = {
 	/* eval_start */ NULL,
 	/* add_read */ NULL,
 	/* add_read_start */ NULL,
+	/* chan_open .. chan_close */ NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 /* ---- opening ----------------------------------------------------------- */

@@ -1050,7 +1050,7 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 	int rc = drl__redis_parse_uri(s, u, &server_clock, err);
 	if (rc)
 		return rc;
-	s->parent.version = 6; /* the vtable version this file fills */
+	s->parent.version = 7; /* the vtable version this file fills */
 	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
 	s->parent.name = s->cluster ? "redis-cluster" : "redis";
 	s->parent.destroy = r_destroy;
@@ -1070,6 +1070,11 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 		s->parent.caps |= DRL_CAP_EVAL_START;
 		s->parent.eval_start = drl__redis_eval_start;
 	}
+	/* Channels a loop drives: plaintext single-node stores (TLS and a
+	 * Sentinel's master keep the pipes' I/O thread, docs/threading.md). */
+	if (!s->watch_tx && !s->cluster && s->npipes > 0 && !s->tls &&
+	    !s->sentinel)
+		drl__redis_chan_methods(s);
 	/* tx=auto: the counters by plain commands (a Redis Cluster store
 	 * routes every command itself and offers none of this). */
 	if (s->plain_counters && !s->cluster) {

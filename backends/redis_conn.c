@@ -574,6 +574,15 @@ int drl__redis_read_now(rstore *s, conn *c, const char *what, drl_error *err)
 	}
 }
 
+int drl__redis_reply_now(rstore *s, conn *c, void **reply, const char *what,
+			 drl_error *err)
+{
+	*reply = NULL;
+	if (redisReaderGetReply(c->ctx->reader, reply) != REDIS_OK)
+		return reader_error(s, c, what, err);
+	return 0;
+}
+
 /*
  * Send what is queued on c and read one reply, all by c's deadline.
  *
@@ -710,6 +719,81 @@ static int setup_refused(rstore *s, drl_error *err)
  * one round trip (PING: a server that wants a password we lack, or is not
  * Redis, fails here rather than in the first call). All by the call's
  * deadline `dl`. */
+/* A conn around the new context ctx (NULL: out of memory; saved: the
+ * connect's errno), its reader limited: 0 and *out, or the connect's
+ * error (ctx freed). */
+static int conn_wrap(rstore *s, redisContext *ctx, int saved, conn **out,
+		     drl_error *err)
+{
+	*out = NULL;
+	conn *c = ctx ? calloc(1, sizeof *c) : NULL;
+	if (c == NULL) {
+		redisFree(ctx);
+		return drl_error_set(err, DRL_ENOMEM,
+				     "redis %s: out of memory connecting",
+				     s->where);
+	}
+	c->ctx = ctx;
+	if (ctx->reader != NULL)
+		limit_reader(c);
+	if (ctx->err) {
+		int rc = drl__redis_ctx_error(s, c, "connect", saved, err);
+		drl__redis_conn_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+int drl__redis_setup_append(rstore *s, conn *c, size_t *n, drl_error *err)
+{
+	int rc = 0;
+	*n = 0;
+	if (s->password) {
+		/* AUTH [user] password (a user: Redis 6 ACL). */
+		const char *argv[3] = {"AUTH", s->user, s->password};
+		size_t lens[3] = {4, s->user ? strlen(s->user) : 0,
+				  strlen(s->password)};
+		if (s->user == NULL) {
+			argv[1] = s->password;
+			lens[1] = lens[2];
+		}
+		rc = drl__redis_append(s, c, s->user ? 3 : 2, argv, lens, err);
+		(*n)++;
+	}
+	if (rc == 0 && s->db != 0) {
+		char db[24];
+		int dblen = snprintf(db, sizeof db, "%" PRId64, s->db);
+		const char *argv[2] = {"SELECT", db};
+		size_t lens[2] = {6, (size_t)dblen};
+		rc = drl__redis_append(s, c, 2, argv, lens, err);
+		(*n)++;
+	}
+	if (rc == 0) {
+		const char *argv[1] = {"PING"};
+		size_t lens[1] = {4};
+		rc = drl__redis_append(s, c, 1, argv, lens, err);
+		(*n)++;
+	}
+	return rc;
+}
+
+int drl__redis_setup_check(rstore *s, redisReply **r, size_t n, drl_error *err)
+{
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		bool ping = i == n - 1;
+		if (drl__redis_is_status(r[i], ping ? "PONG" : "OK"))
+			continue;
+		bool auth = s->password && i == 0;
+		rc = auth ? auth_error(s, r[i], err)
+			  : drl__redis_reply_error(s, ping ? "PING" : "SELECT",
+						   r[i], false, err);
+	}
+	drl__redis_free_replies(r, n);
+	return rc;
+}
+
 int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 			 drl_error *err)
 {
@@ -725,29 +809,13 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 	redisContext *ctx =
 		s->is_unix ? redisConnectUnixWithTimeout(s->host, tv)
 			   : redisConnectWithTimeout(s->host, s->port, tv);
-	int saved = errno;
-	if (ctx == NULL)
-		return drl_error_set(err, DRL_ENOMEM,
-				     "redis %s: out of memory connecting",
-				     s->where);
-	conn *c = calloc(1, sizeof *c);
-	if (c == NULL) {
-		redisFree(ctx);
-		return drl_error_set(err, DRL_ENOMEM,
-				     "redis %s: out of memory connecting",
-				     s->where);
-	}
-	c->ctx = ctx;
-	c->deadline = *dl;
-	if (ctx->reader != NULL)
-		limit_reader(c);
-	if (ctx->err) {
-		int rc = drl__redis_ctx_error(s, c, "connect", saved, err);
-		drl__redis_conn_free(c);
+	conn *c;
+	int rc = conn_wrap(s, ctx, errno, &c, err);
+	if (rc)
 		return rc;
-	}
+	c->deadline = *dl;
 	if (redisSetTimeout(ctx, s->timeout) != REDIS_OK) {
-		int rc = drl__redis_ctx_error(s, c, "setting the timeout",
+		rc = drl__redis_ctx_error(s, c, "setting the timeout",
 					      errno, err);
 		drl__redis_conn_free(c);
 		return rc;
@@ -760,7 +828,7 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 		char msg[300];
 		pipe_guard g;
 		drl__redis_sigpipe_block(&g);
-		int rc = drl__tls_connect(s->tls, ctx->fd, s->host, dl, &c->ssl,
+		rc = drl__tls_connect(s->tls, ctx->fd, s->host, dl, &c->ssl,
 					  msg, sizeof msg);
 		drl__redis_sigpipe_restore(&g, rc != 0);
 		if (rc) {
@@ -775,55 +843,30 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 
 	redisReply *r[3];
 	size_t n = 0;
-	int rc = 0;
-	if (s->password) {
-		/* AUTH [user] password (a user: Redis 6 ACL). */
-		const char *argv[3] = {"AUTH", s->user, s->password};
-		size_t lens[3] = {4, s->user ? strlen(s->user) : 0,
-				  strlen(s->password)};
-		if (s->user == NULL) {
-			argv[1] = s->password;
-			lens[1] = lens[2];
-		}
-		rc = drl__redis_append(s, c, s->user ? 3 : 2, argv, lens, err);
-		n++;
-	}
-	if (rc == 0 && s->db != 0) {
-		char db[24];
-		int dblen = snprintf(db, sizeof db, "%" PRId64, s->db);
-		const char *argv[2] = {"SELECT", db};
-		size_t lens[2] = {6, (size_t)dblen};
-		rc = drl__redis_append(s, c, 2, argv, lens, err);
-		n++;
-	}
-	if (rc == 0) {
-		const char *argv[1] = {"PING"};
-		size_t lens[1] = {4};
-		rc = drl__redis_append(s, c, 1, argv, lens, err);
-		n++;
-	}
+	rc = drl__redis_setup_append(s, c, &n, err);
 	if (rc == 0)
 		rc = drl__redis_collect(s, c, n, r, "connection setup", err);
 	if (rc) {
 		drl__redis_conn_free(c);
 		return rc == DRL_EUNAVAILABLE ? setup_refused(s, err) : rc;
 	}
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		bool ping = i == n - 1;
-		if (drl__redis_is_status(r[i], ping ? "PONG" : "OK"))
-			continue;
-		bool auth = s->password && i == 0;
-		rc = auth ? auth_error(s, r[i], err)
-			  : drl__redis_reply_error(s, ping ? "PING" : "SELECT",
-						   r[i], false, err);
-	}
-	drl__redis_free_replies(r, n);
+	rc = drl__redis_setup_check(s, r, n, err);
 	if (rc) {
 		drl__redis_conn_free(c);
 		return rc;
 	}
 	*out = c;
 	return 0;
+}
+
+int drl__redis_conn_start(rstore *s, conn **out, drl_error *err)
+{
+	redisContext *ctx = s->is_unix ? redisConnectUnixNonBlock(s->host)
+				       : redisConnectNonBlock(s->host, s->port);
+	int rc = conn_wrap(s, ctx, errno, out, err);
+	if (rc == 0 && !s->is_unix)
+		(void)redisEnableKeepAlive(ctx);
+	return rc;
 }
 
 /* Deadline `ms` from now on CLOCK_MONOTONIC. */

@@ -101,6 +101,9 @@ struct rreq {
 	 * start the call again (a NOSCRIPT's second round trip) or free
 	 * it. */
 	void (*complete)(rstore *s, rreq *q);
+	/* A started call on a channel (backends/redis_chan.c), or NULL: on
+	 * the pipes. Where drl__redis_req_queue() sends it, again too. */
+	drl_channel *chan;
 };
 
 typedef struct script_sha {
@@ -187,6 +190,17 @@ int64_t drl__redis_coarse_ms(void);
 int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 			 drl_error *err);
 void drl__redis_conn_free(conn *c);
+/* Queue a new connection's setup on c: AUTH (with a password), SELECT
+ * (a db other than 0), PING; *n commands. */
+int drl__redis_setup_append(rstore *s, conn *c, size_t *n, drl_error *err);
+/* The setup's n replies r[] (freed here): 0, or the error (an AUTH
+ * refused never quotes the server's text: it may hold the password). */
+int drl__redis_setup_check(rstore *s, redisReply **r, size_t n, drl_error *err);
+/* Begin connecting to s (plaintext) without waiting: a non-blocking
+ * socket whose connect may still be under way (a write waits for
+ * POLLOUT); the caller sends AUTH/SELECT/PING itself. 0 and *out, or the
+ * error (the address refused at once, no memory). */
+int drl__redis_conn_start(rstore *s, conn **out, drl_error *err);
 /* A pooled connection idle for a while that the server closed. */
 bool drl__redis_conn_stale(const conn *c);
 /* Wait for c's socket (poll events) until c->deadline: 1 ready, 0 out of
@@ -209,6 +223,10 @@ int drl__redis_get_reply(rstore *s, conn *c, void **reply, const char *what,
  * err set). For a connection that only listens (backends/redis_sub.c). */
 int drl__redis_read_now(rstore *s, conn *c, const char *what, drl_error *err);
 void drl__redis_free_replies(redisReply **r, size_t n);
+/* The next reply c's reader holds, without reading or waiting: 0 and
+ * *reply (NULL: none yet), or the reader's error (c broken, err set). */
+int drl__redis_reply_now(rstore *s, conn *c, void **reply, const char *what,
+			 drl_error *err);
 /* The call on c ran out of time: DRL_ETIMEDOUT, c broken. */
 int drl__redis_timeout_error(rstore *s, conn *c, const char *what,
 			     drl_error *err);
@@ -357,5 +375,26 @@ int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
  * possibly before this returns. 0, or DRL_ENOMEM when the I/O thread
  * cannot be started (q not queued, complete never runs). */
 int drl__redis_pipe_start(rstore *s, rreq *q, drl_error *err);
+
+/* ---- channels (backends/redis_chan.c) ----------------------------------- */
+
+/* The store's chan_* methods (drl/sys/backend.h), set by redis.c on a
+ * plaintext single-node store with shared connections. */
+void drl__redis_chan_methods(rstore *s);
+/* Queue the started call q (as drl__redis_pipe_start) where it goes: on
+ * q->chan when set (written at that channel's next chan_process), else on
+ * s's pipes. */
+int drl__redis_req_queue(rstore *s, rreq *q, drl_error *err);
+/* drl__redis_eval_start() and drl__redis_add_read_start() with the call
+ * queued on channel ch (NULL: the pipes). */
+int drl__redis_eval_start_on(rstore *s, drl_channel *ch,
+			     const drl_script *script, size_t nkeys,
+			     const drl_bytes *keys, size_t nargs,
+			     const int64_t *args, size_t nout,
+			     drl_eval_done_fn done, void *arg, drl_error *err);
+int drl__redis_add_read_start_on(rstore *s, drl_channel *ch, size_t n,
+				 const drl_bytes *keys, int64_t delta,
+				 int64_t ttl_us, drl_eval_done_fn done,
+				 void *arg, drl_error *err);
 
 #endif /* DRL_REDIS_CONN_H */

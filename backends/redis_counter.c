@@ -211,7 +211,15 @@ int drl__redis_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
 			      int64_t delta, int64_t ttl_us,
 			      drl_eval_done_fn done, void *arg, drl_error *err)
 {
-	rstore *s = (rstore *)b;
+	return drl__redis_add_read_start_on((rstore *)b, NULL, n, keys, delta,
+					    ttl_us, done, arg, err);
+}
+
+int drl__redis_add_read_start_on(rstore *s, drl_channel *ch, size_t n,
+				 const drl_bytes *keys, int64_t delta,
+				 int64_t ttl_us, drl_eval_done_fn done,
+				 void *arg, drl_error *err)
+{
 	int rc = check_args(s, n, keys, ttl_us, err);
 	if (rc)
 		return rc;
@@ -243,8 +251,9 @@ int drl__redis_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
 	a->q.r = a->r;
 	a->q.what = "INCRBY";
 	a->q.complete = add_complete;
+	a->q.chan = ch;
 	a->q.deadline = drl__redis_deadline_in(s->timeout_ms);
-	rc = drl__redis_pipe_start(s, &a->q, err);
+	rc = drl__redis_req_queue(s, &a->q, err);
 	if (rc)
 		add_call_free(a, false);
 	return rc;

@@ -386,7 +386,7 @@ static void eval_complete(rstore *s, rreq *q)
 		q->rc = 0;
 		rc = eval_format(s, e, NULL, &err);
 		if (rc == 0)
-			rc = drl__redis_pipe_start(s, q, &err);
+			rc = drl__redis_req_queue(s, q, &err);
 		if (rc == 0)
 			return; /* back here when its reply is in */
 	}
@@ -438,7 +438,16 @@ int drl__redis_eval_start(drl_backend *b, const drl_script *script,
 			  const int64_t *args, size_t nout,
 			  drl_eval_done_fn done, void *arg, drl_error *err)
 {
-	rstore *s = (rstore *)b;
+	return drl__redis_eval_start_on((rstore *)b, NULL, script, nkeys, keys,
+					nargs, args, nout, done, arg, err);
+}
+
+int drl__redis_eval_start_on(rstore *s, drl_channel *ch,
+			     const drl_script *script, size_t nkeys,
+			     const drl_bytes *keys, size_t nargs,
+			     const int64_t *args, size_t nout,
+			     drl_eval_done_fn done, void *arg, drl_error *err)
+{
 	char hex[41];
 	if (done == NULL || nout > ARGS_MAX)
 		return drl_error_set(err, DRL_EINVAL,
@@ -456,10 +465,11 @@ int drl__redis_eval_start(drl_backend *b, const drl_script *script,
 	e->done = done;
 	e->arg = arg;
 	e->q.complete = eval_complete;
+	e->q.chan = ch;
 	e->q.deadline = drl__redis_deadline_in(s->timeout_ms);
 	rc = eval_format(s, e, hex, err);
 	if (rc == 0)
-		rc = drl__redis_pipe_start(s, &e->q, err);
+		rc = drl__redis_req_queue(s, &e->q, err);
 	if (rc)
 		eval_call_free(e);
 	return rc;

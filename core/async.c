@@ -45,6 +45,7 @@
  * its done callback once nothing is pending and no callback is running
  * (`running`: callbacks begun, not yet returned).
  */
+#include "async_io.h"
 #include "internal.h"
 
 #include "drl/async.h"
@@ -107,6 +108,7 @@ struct drl_async {
 	size_t queue;        /* the bound on pending */
 	bool stopping;
 	int efd;
+	drl__aio io; /* drl_async_fd() and the channels (core/async_io.c) */
 	void (*notify)(void *); /* instead of the fd (drl_async_notify) */
 	void *notify_arg;
 	size_t nthreads;    /* started so far */
@@ -317,6 +319,13 @@ int drl_async_new(drl_async **out, const drl_async_opts *opts, drl_error *err)
 		return drl_error_set(err, DRL_ENOMEM,
 				     "drl_async_new: no eventfd or memory");
 	}
+	if (drl__aio_init(&a->io, a->efd) != 0) {
+		close(a->efd);
+		free(a->threads);
+		free(a);
+		return drl_error_set(err, DRL_ENOMEM,
+				     "drl_async_new: no epoll or timerfd");
+	}
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->work, NULL);
 	pthread_cond_init(&a->idle, NULL);
@@ -327,6 +336,12 @@ int drl_async_new(drl_async **out, const drl_async_opts *opts, drl_error *err)
 /* The context whose callback this thread is running, or NULL: so that
  * drl_async_process() from one of its own callbacks is refused. */
 static _Thread_local drl_async *delivering;
+/* The context whose drl_async_process() this thread is in (starts leave
+ * their writes to its end: one write per round), and the one whose
+ * channels it is reading (their requests need no eventfd signal: the
+ * done list is taken after). */
+static _Thread_local drl_async *processing;
+static _Thread_local drl_async *reaping;
 
 /* Run n's callback. */
 static void deliver(drl_async *a, node *n)
@@ -422,7 +437,16 @@ void drl_async_free(drl_async *a)
 	pthread_mutex_unlock(&a->mu);
 	for (size_t i = 0; i < nthreads; i++)
 		pthread_join(a->threads[i], NULL);
-	/* Requests in a started store call end by the store's timeout. */
+	/* Requests in a started store call end by the store's timeout: on
+	 * a channel, driven here (its deadlines ring the timerfd); on the
+	 * store's I/O thread, waited for. */
+	drl_async *outer = reaping;
+	reaping = a;
+	for (int ms; (ms = drl__aio_wait_ms(&a->io)) >= 0;) {
+		drl__aio_reap(&a->io, ms);
+		drl__aio_flush(&a->io);
+	}
+	reaping = outer;
 	pthread_mutex_lock(&a->mu);
 	while (a->started > 0)
 		pthread_cond_wait(&a->idle, &a->mu);
@@ -449,6 +473,7 @@ void drl_async_free(drl_async *a)
 	pthread_mutex_unlock(&a->mu);
 	if (had && ad.cleanup)
 		ad.cleanup(ad.arg);
+	drl__aio_free(&a->io);
 	free_nodes(a->spare);
 	pthread_cond_destroy(&a->idle);
 	pthread_cond_destroy(&a->work);
@@ -464,12 +489,15 @@ int drl_async_notify(drl_async *a, void (*notify)(void *arg), void *arg)
 		return DRL_EINVAL;
 	a->notify = notify;
 	a->notify_arg = arg;
+	/* No loop polls the channels: started calls keep the store's
+	 * I/O thread (set before the first start). */
+	a->io.off = notify != NULL;
 	return 0;
 }
 
 int drl_async_fd(const drl_async *a)
 {
-	return a ? a->efd : -1;
+	return a ? a->io.epfd : -1;
 }
 
 size_t drl_async_pending(const drl_async *a)
@@ -487,15 +515,24 @@ int drl_async_process(drl_async *a)
 {
 	if (a == NULL || delivering == a)
 		return DRL_EINVAL; /* none, or from its own callback */
-	uint64_t signals;
-	ssize_t r = read(a->efd, &signals, sizeof signals);
-	(void)r; /* EAGAIN: nothing signalled; the list says what waits */
+	drl_async *outer = processing, *outer_reap = reaping;
+	processing = a;
+	/* The eventfd is read first (when epfd says it was signalled) and
+	 * the done list taken second, so a request finished after the read
+	 * keeps the fd readable; the channels' replies are read (and their
+	 * requests decided) before the list is taken too. */
+	reaping = a;
+	drl__aio_reap(&a->io, 0);
+	reaping = outer_reap;
 	pthread_mutex_lock(&a->mu);
 	node *done = a->done.head;
 	a->done = (list){0};
 	pthread_mutex_unlock(&a->mu);
 	int ran = deliver_all(a, done);
 	drain_finish(a, false);
+	/* What the callbacks started, and give-backs: one write. */
+	drl__aio_flush(&a->io);
+	processing = outer;
 	return ran;
 }
 
@@ -656,10 +693,11 @@ static void store_call_finished(void *arg)
 	node *n = arg;
 	drl_async *a = n->ctx;
 	outcome(n);
+	bool quiet = reaping == a; /* the list is taken after the reading */
 	pthread_mutex_lock(&a->mu);
 	bool was_empty = a->done.head == NULL;
 	push(&a->done, n);
-	if (was_empty)
+	if (was_empty && !quiet)
 		signal_fd(a);
 	if (--a->started == 0 && a->stopping)
 		pthread_cond_broadcast(&a->idle);
@@ -683,8 +721,14 @@ static int start_store_call(drl_async *a, node *n)
 {
 	n->req.finished = store_call_finished;
 	n->req.arg = n;
+	n->req.via = drl__aio_via(&a->io, n->lim->store);
+	bool flush = n->req.via != NULL && processing != a;
 	started_add(a, n);
 	int rc = drl__req_start(&n->req);
+	/* Outside drl_async_process() the call goes out now; inside, with
+	 * the others at its end. (n is not touched: it may be done.) */
+	if (rc == 0 && flush)
+		drl__aio_flush(&a->io);
 	if (rc != 0) {
 		n->req.finished = NULL;
 		pthread_mutex_lock(&a->mu);

@@ -318,7 +318,7 @@ void drl__batch_start(drl__req *q, void (*done)(drl__req *q))
 {
 	started *st = q->chunk;
 	const drl__limit *lim = &q->l->limits[0];
-	drl_backend *b = q->l->store->backend;
+	drl_backend *b = q->via ? q->via : q->l->store->backend;
 	st->done = done;
 	chunk_args(q->l, &st->c, q->now);
 	for (size_t i = 0; i < q->n; i++)

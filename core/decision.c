@@ -675,8 +675,12 @@ static void start_one(drl__req *q)
 	call.key = &kb;
 	DRL__COUNT(call.stats, decisions);
 	int rc = DRL_ENOTSUP;
-	if (lim->algo->start && lim->algo->startable(lim, &call))
+	if (q->via) /* the calls go out through it (it starts them only) */
+		b = q->via;
+	if (lim->algo->start && lim->algo->startable(lim, &call)) {
+		call.backend = b;
 		rc = lim->algo->start(lim, &call, decided, q);
+	}
 	if (rc != DRL_ENOTSUP) {
 		if (rc)
 			decided(q,

@@ -530,7 +530,13 @@ struct drl_store {
 	drl_backend *backend;
 	drl__stats stats;
 	drl__breaker breaker;
+	/* The async contexts' channels of this store (core/async_io.c),
+	 * closed by drl_store_free(); guarded by that file's registry lock. */
+	struct drl__aio_chan *chans;
 };
+/* Close every async context's channel of s (core/async_io.c): before its
+ * backend is destroyed. */
+void drl__aio_store_gone(drl_store *s);
 
 /* ---- limiter object (core/limiter.c, core/batch.c) --------------------- */
 
@@ -680,6 +686,9 @@ typedef struct drl__req {
 	bool *skip;        /* BATCH: what the near cache denied, or NULL */
 	void *mem;         /* nq and skip */
 	void *chunk;       /* a started batch's call (core/batch.c) */
+	/* Started calls go through it instead of the store's backend (the
+	 * async API's channel, core/async_io.c); NULL: the store's. */
+	drl_backend *via;
 } drl__req;
 
 /* A request of `kind` on l for items[0..n) at now_us (explicit, checked,
@@ -705,6 +714,7 @@ static inline void drl__req_init(drl__req *q, drl__req_kind kind,
 	q->skip = NULL;
 	q->mem = NULL;
 	q->chunk = NULL;
+	q->via = NULL;
 }
 
 /* The id of item i's user key (made at begin). */

@@ -54,6 +54,17 @@ int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 				     "backend \"%s\" claims DRL_CAP_ADD_READ "
 				     "without add_read",
 				     b->name ? b->name : "?");
+	/* DRL_CAP_CHANNEL means something only from version 7 on;
+	 * chan_add_read_start is optional within it. */
+	if (b->version >= 7 && (b->caps & DRL_CAP_CHANNEL) &&
+	    (!(b->caps & DRL_CAP_EVAL_START) || !b->chan_open || !b->chan_fd ||
+	     !b->chan_eval_start || !b->chan_process || !b->chan_deadline ||
+	     !b->chan_close))
+		return drl_error_set(err, DRL_EINVAL,
+				     "backend \"%s\" claims DRL_CAP_CHANNEL "
+				     "without DRL_CAP_EVAL_START or a chan_ "
+				     "method",
+				     b->name ? b->name : "?");
 	drl_store *s = calloc(1, sizeof *s);
 	if (!s)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
@@ -206,6 +217,7 @@ void drl_store_free(drl_store *store)
 {
 	if (!store)
 		return;
+	drl__aio_store_gone(store);
 	store->backend->destroy(store->backend);
 	free(store);
 }

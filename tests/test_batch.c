@@ -975,6 +975,7 @@ static drl_backend stub = {
 	/* eval_start */ NULL,
 	/* add_read */ NULL,
 	/* add_read_start */ NULL,
+	/* chan_open .. chan_close */ NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 /* A version 1 store gets no batch scripts, whatever its caps say: its

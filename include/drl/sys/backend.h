@@ -122,8 +122,11 @@ extern "C" {
  * version >= 5: the async API decides on its workers otherwise).
  * 6: add_read and add_read_start (optional, DRL_CAP_ADD_READ; read only
  * from stores of version >= 6: the counter algorithms use incr and
- * get_many, or a script, otherwise). */
-#define DRL_BACKEND_VERSION 6
+ * get_many, or a script, otherwise).
+ * 7: chan_open .. chan_close (optional, DRL_CAP_CHANNEL; read only from
+ * stores of version >= 7: the async API's started calls go to the
+ * store's own I/O thread otherwise). */
+#define DRL_BACKEND_VERSION 7
 
 typedef struct drl_bytes {
 	const void *data;
@@ -157,8 +160,20 @@ enum {
 	 * for another process (a store inside this process, memory://):
 	 * the async API decides its requests at start, on the starting
 	 * thread, instead of on a worker. */
-	DRL_CAP_INPROC = 1u << 9
+	DRL_CAP_INPROC = 1u << 9,
+	/* chan_open .. chan_close (version >= 7, needs DRL_CAP_EVAL_START):
+	 * started calls on a connection a caller's thread drives (the
+	 * async API's event loop), with no thread of the store's. */
+	DRL_CAP_CHANNEL = 1u << 10
 };
+
+/* A channel (version >= 7, DRL_CAP_CHANNEL): a connection of the store's
+ * own, opened for one caller, whose started calls the caller's thread
+ * drives (as hiredis's async adapters do): it watches chan_fd() in its
+ * event loop and calls chan_process() when the descriptor is ready, and
+ * at chan_deadline(). The async API opens one per store and context, for
+ * its requests started in fd mode (drl_async_fd()). Opaque: the store's. */
+typedef struct drl_channel drl_channel;
 
 /* What eval() of a store with DRL_CAP_DECLARED_KEYS may return when it
  * cannot run a script now because its keys are split (Redis Cluster's
@@ -308,6 +323,53 @@ struct drl_backend {
 	int (*add_read_start)(drl_backend *b, size_t n, const drl_bytes *keys,
 			      int64_t delta, int64_t ttl_us,
 			      drl_eval_done_fn done, void *arg, drl_error *err);
+
+	/* Optional (version >= 7, DRL_CAP_CHANNEL): channels. A channel is
+	 * used by one thread at a time (its caller serialises every chan_*
+	 * call on it, done callbacks included: they run inside
+	 * chan_process()); different channels of one store, and the store's
+	 * other methods, may be used concurrently. No thread of the store's
+	 * ever touches a channel.
+	 *
+	 * chan_open: a new channel of b, *out (0), or an error (nothing
+	 * made). It may connect later: a channel (re)connects when calls
+	 * are queued on it without a connection, inside chan_process(), by
+	 * the first such call's deadline (a connection lost fails the calls
+	 * sent on it; the next call connects afresh). */
+	int (*chan_open)(drl_backend *b, drl_channel **out, drl_error *err);
+	/* The descriptor to watch (-1: none now) and the poll events it
+	 * waits for (POLLIN, POLLOUT) in *events. Both may change after any
+	 * other chan_* call: ask again after each. */
+	int (*chan_fd)(drl_channel *ch, short *events);
+	/* eval_start() and add_read_start() on the channel, with their
+	 * rules, but: the call is only queued (nothing is written before the
+	 * next chan_process()), and done runs inside chan_process() on the
+	 * channel's thread, never inside the start. done may start calls on
+	 * the same channel (they go out at the end of that chan_process()). */
+	int (*chan_eval_start)(drl_channel *ch, const drl_script *script,
+			       size_t nkeys, const drl_bytes *keys,
+			       size_t nargs, const int64_t *args, size_t nout,
+			       drl_eval_done_fn done, void *arg,
+			       drl_error *err);
+	int (*chan_add_read_start)(drl_channel *ch, size_t n,
+				   const drl_bytes *keys, int64_t delta,
+				   int64_t ttl_us, drl_eval_done_fn done,
+				   void *arg, drl_error *err);
+	/* Do what the channel can without waiting: read what revents (poll
+	 * events of chan_fd(), 0: none) say is there, run the done of every
+	 * call whose reply is in, fail the calls whose deadline passed
+	 * (DRL_ETIMEDOUT), then write every queued call (connecting first
+	 * when needed, the one wait a channel makes, bounded by the calls'
+	 * deadline), as one write where the socket takes it. */
+	void (*chan_process)(drl_channel *ch, short revents);
+	/* The earliest deadline of a call on the channel, in µs on
+	 * CLOCK_MONOTONIC; INT64_MAX when it has none. chan_process() at
+	 * that time fails it if its reply has not come. */
+	int64_t (*chan_deadline)(drl_channel *ch);
+	/* Close ch: a call still on it ends with DRL_ECANCELED (its done
+	 * runs here); the caller normally drives every call to its end
+	 * first (chan_process() until chan_deadline() is INT64_MAX). */
+	void (*chan_close)(drl_channel *ch);
 };
 
 /* The start of every store's drl_backend: the version the store was
