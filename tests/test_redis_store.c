@@ -344,7 +344,9 @@ static void test_caps(void **state)
 	assert_int_equal(lua->version, DRL_BACKEND_VERSION);
 	assert_string_equal(lua->name, "redis");
 	assert_int_equal(lua->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH |
-					    DRL_CAP_EVAL_START);
+					    DRL_CAP_EVAL_START |
+					    DRL_CAP_CHANNEL);
+	assert_non_null(lua->chan_open);
 	assert_non_null(lua->eval);
 	assert_non_null(lua->eval_start);
 	assert_null(lua->update);
@@ -353,7 +355,8 @@ static void test_caps(void **state)
 	assert_null(lua->add_read_start);
 	assert_int_equal(dflt->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH |
 					     DRL_CAP_EVAL_START |
-					     DRL_CAP_ADD_READ);
+					     DRL_CAP_ADD_READ |
+					     DRL_CAP_CHANNEL);
 	assert_non_null(dflt->add_read);
 	assert_non_null(dflt->add_read_start);
 	assert_int_equal(autos->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH |
@@ -363,6 +366,7 @@ static void test_caps(void **state)
 	assert_int_equal(alone->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH |
 					      DRL_CAP_ADD_READ);
 	assert_null(alone->eval_start);
+	assert_null(alone->chan_open);
 	assert_int_equal(watch->caps, base);
 	assert_null(watch->add_read);
 	assert_null(watch->eval);
