@@ -591,13 +591,27 @@ bool drl__req_startable(drl__req *q, const char **why)
 		probe.now = (b->caps & DRL_CAP_CLOCK) ? DRL__NOW_STORE
 						      : drl_now_us();
 	bool ok = true;
+	/* Who finishes it: the loop's thread on a store with channels (in
+	 * fd mode, core/async_io.c), else the store's I/O thread. */
+	bool chan = b->version >= 7 && (b->caps & DRL_CAP_CHANNEL);
 	if (q->kind == DRL__REQ_ONE && lim->algo->startable &&
 	    lim->algo->startable(lim, &probe)) {
-		w = "sent at start without a script (tx=auto's counter "
-		    "commands), finished by the store's I/O thread";
+		w = chan ? "sent at start without a script (tx=auto's counter "
+			   "commands) on the context's own connection, "
+			   "finished by the thread in drl_async_process() "
+			   "(with drl_async_notify(): by the store's I/O "
+			   "thread)"
+			 : "sent at start without a script (tx=auto's counter "
+			   "commands), finished by the store's I/O thread (a "
+			   "store without channels: TLS, Sentinel)";
 	} else if (drl__script_usable(lim, &probe)) {
-		w = "sent at start as the algorithm's server-side script, "
-		    "finished by the store's I/O thread";
+		w = chan ? "sent at start as the algorithm's server-side "
+			   "script on the context's own connection, finished "
+			   "by the thread in drl_async_process() (with "
+			   "drl_async_notify(): by the store's I/O thread)"
+			 : "sent at start as the algorithm's server-side "
+			   "script, finished by the store's I/O thread (a "
+			   "store without channels: TLS, Sentinel)";
 	} else {
 		w = !lim->lua_ok ? "the limit's numbers (max(LIMIT, burst) x "
 				   "PERIOD in us) pass 2^52, which the "
