@@ -77,6 +77,15 @@ static void uri_of(char *buf, size_t cap, const char *opts)
 		 opts ? opts : "");
 }
 
+/* timeout_ms, and no breaker: every call goes to the server. */
+static void uri_no_breaker(char *buf, size_t cap, int64_t timeout_ms)
+{
+	snprintf(buf, cap,
+		 "redis://127.0.0.1:%d?timeout_ms=%" PRId64
+		 "&breaker_failures=0",
+		 srv.port, timeout_ms);
+}
+
 static drl_async *ctx_new(void)
 {
 	drl_async *a = NULL;
@@ -337,10 +346,7 @@ static void test_stopped_server_times_out(void **state)
 	NEED_SERVER();
 	int64_t timeout = tu_bound_ms(100);
 	char uri[256];
-	snprintf(uri, sizeof uri,
-		 "redis://127.0.0.1:%d?timeout_ms=%" PRId64
-		 "&breaker_failures=0",
-		 srv.port, timeout);
+	uri_no_breaker(uri, sizeof uri, timeout);
 	tu t = tu_open(uri, "fixed_window:1000000/1h");
 	run r = {.a = ctx_new(), .lim = t.lim, .key = "stop", .total = 1};
 	run_all(&r, 1); /* connected */
@@ -374,10 +380,7 @@ static void test_stopped_before_connect(void **state)
 	NEED_SERVER();
 	int64_t timeout = tu_bound_ms(100);
 	char uri[256];
-	snprintf(uri, sizeof uri,
-		 "redis://127.0.0.1:%d?timeout_ms=%" PRId64
-		 "&breaker_failures=0",
-		 srv.port, timeout);
+	uri_no_breaker(uri, sizeof uri, timeout);
 	tu t = tu_open(uri, "fixed_window:5/1h");
 	assert_int_equal(drl_fixture_pause(&srv), 0);
 	run r = {.a = ctx_new(),
@@ -407,10 +410,7 @@ static void test_server_gone_reconnects(void **state)
 	(void)state;
 	NEED_SERVER();
 	char uri[256];
-	snprintf(uri, sizeof uri,
-		 "redis://127.0.0.1:%d?timeout_ms=%" PRId64
-		 "&breaker_failures=0",
-		 srv.port, tu_bound_ms(5000));
+	uri_no_breaker(uri, sizeof uri, tu_bound_ms(5000));
 	tu t = tu_open(uri, "fixed_window:1000000/1h");
 	run r = {.a = ctx_new(), .lim = t.lim, .key = "gone", .total = 1};
 	run_all(&r, 1);
