@@ -132,7 +132,7 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 # a third of this build's time; its concurrent parts all run.
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	DRLD_TEST_STORES="memory redis" \
-	MESON_TEST_ARGS="threads memory_store redis_store redis_pipe redis_tls redis_sentinel cross_process faults cluster near_cache near_cache_stores async async_cluster async_libuv async_libevent drld_input drld_decisions drld_shadow drld_service envoy" \
+	MESON_TEST_ARGS="threads memory_store redis_store redis_pipe redis_tls redis_sentinel cross_process faults cluster near_cache near_cache_stores async async_chan async_cluster async_libuv async_libevent drld_input drld_decisions drld_shadow drld_service envoy" \
 	run_suite tsan build-tsan -Db_sanitize=thread -Db_lundef=false \
 	-Dbuildtype=debugoptimized -Dbenchmarks=false
 # valgrind memcheck (setup 'valgrind' in tests/meson.build): every C test,
