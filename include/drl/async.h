@@ -9,8 +9,13 @@
  * server-side script decides it on a store that can send one without
  * waiting (a single request or a batch of one script call, a policy of
  * one limit, Redis tx=lua), by that
- * call sent at start and finished by the store's I/O thread through the
- * same steps; either way decisions, errors, timeouts, on_error policies,
+ * call sent at start and finished through the same steps: on a store
+ * with channels (Redis redis:// and redis+unix://, plaintext, one node),
+ * by the thread in drl_async_process() itself, which reads the replies of
+ * the context's own connection and writes what its callbacks started,
+ * with no thread between (as hiredis's async adapters); on the others
+ * (TLS, Sentinel), or with drl_async_notify() set, by the store's I/O
+ * thread. Either way decisions, errors, timeouts, on_error policies,
  * the circuit breaker and the near cache are exactly those of the
  * blocking API (docs/threading.md says which store completes how). Finished
  * requests wait in the context until the application calls
@@ -84,9 +89,13 @@ DRL_EXPORT int drl_async_new(drl_async **out, const drl_async_opts *opts,
  * returns). NULL is a no-op. */
 DRL_EXPORT void drl_async_free(drl_async *a);
 
-/* A descriptor that is readable (POLLIN) while finished requests (or a
- * drain's done callback) wait for drl_async_process(); the context's
- * only event. Owned by the context:
+/* A descriptor that is readable (POLLIN) while drl_async_process() has
+ * work: finished requests (or a drain's done callback) wait, a reply came
+ * on one of the context's store connections, or a deadline of a call on
+ * one passed (an epoll set of the context's eventfd, those connections'
+ * sockets and a timerfd: Linux). The context's only event: a loop that
+ * watches it and calls drl_async_process() when it is readable does the
+ * store's I/O for the context's started calls. Owned by the context:
  * valid and unchanged until drl_async_free(); only watch it. -1 for a
  * NULL context. */
 DRL_EXPORT int drl_async_fd(const drl_async *a);
@@ -100,7 +109,9 @@ DRL_EXPORT int drl_async_fd(const drl_async *a);
  * finished the request (a worker, a store's I/O thread, or the starting
  * thread for a request decided at start), possibly with the context's
  * lock held: it must return quickly and call no drl_async function. With
- * notify set the fd is never made readable. Set it before the first
+ * notify set the fd is never made readable, and started calls are
+ * finished by the store's I/O thread (nobody watches the context's own
+ * connections). Set it before the first
  * start (NULL: back to the fd); not thread-safe against starts. 0, or
  * DRL_EINVAL for a NULL context. */
 DRL_EXPORT int drl_async_notify(drl_async *a, void (*notify)(void *arg),
@@ -143,8 +154,9 @@ DRL_EXPORT int drl_async_drain(drl_async *a, drl_async_drained_cb done,
 /* 1 when a single request on `limiter` (drl_async_allow(),
  * drl_async_allow_at() at a time the store can take) needs no worker
  * thread: decided at start on a store inside the process (memory://), or
- * sent to the store at start and finished by the store's I/O thread
- * (Redis tx=auto and tx=lua with shared connections, a policy of one
+ * sent to the store at start and finished by the thread in
+ * drl_async_process() or by the store's I/O thread (Redis tx=auto and
+ * tx=lua with shared connections, a policy of one
  * limit whose numbers the server-side step computes exactly:
  * docs/threading.md has the full list); 0 when a worker decides it (or
  * for NULL). For a service that chooses between its own threads and the
