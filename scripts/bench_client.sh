@@ -15,7 +15,12 @@
 #                benchmark's tool, never a dependency of the library)
 #   async 16/64  drl bench --async 1: 16 (64) requests in flight on one
 #                event loop (drl_async_allow, Redis tx=auto: no worker)
-#   threads 16   drl bench: 16 threads calling drl_allow
+#   threads 16   drl bench: 16 threads calling drl_allow (and with
+#                pipelines=0: a pooled connection per thread)
+#   ceiling 16/64  bench/peers/hiredis_ceiling.c: one hiredis loop on one
+#                connection sending what a decision sends (INCRBY +
+#                PEXPIRE), 16 (64) decisions in flight, nothing else: the
+#                most any one-connection client reaches here
 # Per cell: decisions/s (median), the client's CPU per decision (user+sys
 # of the client process, from wait4's rusage, setup included) and
 # redis-server's CPU per decision (INFO cpu), and the rate over rlf's.
@@ -29,6 +34,10 @@ command -v node >/dev/null || { echo "node is needed for the peer" >&2; exit 2; 
 	rate-limiter-flexible ioredis >/dev/null 2>&1) ||
 	{ echo "npm could not install rate-limiter-flexible" >&2; exit 3; }
 cp bench/peers/rlf_client.js "$tmp/"
+# The ceiling of one loop on one connection: a hiredis C client sending
+# what a decision sends (INCRBY + PEXPIRE), nothing else per decision.
+cc -O2 -o "$tmp/hiredis_ceiling" bench/peers/hiredis_ceiling.c -lhiredis ||
+	{ echo "cannot build bench/peers/hiredis_ceiling.c" >&2; exit 3; }
 
 
 declare -A rate ccpu scpu
@@ -42,6 +51,11 @@ for ((k = 0; k < rounds; k++)); do
 		--keys 10000 --concurrency 64 --async 1 --duration "$secs"
 	cell "threads 16" "$drl" bench --json --store "$uri" --limit "$spec" \
 		--keys 10000 --concurrency 16 --duration "$secs"
+	cell "threads 16 pipelines=0" "$drl" bench --json \
+		--store "$uri&pipelines=0" --limit "$spec" \
+		--keys 10000 --concurrency 16 --duration "$secs"
+	cell "ceiling 16" "$tmp/hiredis_ceiling" "$port" "$secs" 16
+	cell "ceiling 64" "$tmp/hiredis_ceiling" "$port" "$secs" 64
 done
 
 base=$(median "${rate[rlf 16]}")
@@ -49,7 +63,8 @@ echo "redis-server $(redis-server --version | awk '{print $3}'), node $(node --v
 echo
 echo "| client (fixed_window, 10k keys) | decisions/s | × rlf | client CPU µs/decision | redis-server CPU µs/decision |"
 echo "|---|--:|--:|--:|--:|"
-for name in "rlf 16" "async 16" "async 64" "threads 16"; do
+for name in "rlf 16" "async 16" "async 64" "threads 16" \
+	"threads 16 pipelines=0" "ceiling 16" "ceiling 64"; do
 	r=$(median "${rate[$name]}")
 	echo "| $name | $r | $(awk -v a="$r" -v b="$base" 'BEGIN{printf "%.2f", a/b}') | $(median "${ccpu[$name]}") | $(median "${scpu[$name]}") |"
 done
