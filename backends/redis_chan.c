@@ -50,6 +50,10 @@ struct drl_channel {
 	size_t nread;      /* replies of *head read */
 	bool want_out;     /* a write would block: wait for POLLOUT */
 	bool ready;        /* the connection's setup was answered */
+	/* A connection dropped, closed at the next chan_process(): its
+	 * descriptor's number is not reused by a new connection before the
+	 * caller has seen chan_fd() change (its epoll registration). */
+	conn *dead;
 };
 
 /* A connection's setup (AUTH, SELECT, PING), sent ahead of the calls on
@@ -151,7 +155,8 @@ static void drop_conn(drl_channel *ch, const drl_error *e, ended *out)
 	ch->woff = 0;
 	ch->nread = 0;
 	ch->want_out = false;
-	drl__redis_conn_free(ch->c);
+	drl__redis_conn_free(ch->dead);
+	ch->dead = ch->c;
 	ch->c = NULL;
 	/* Never ready (refused, not answering, AUTH refused): the calls
 	 * queued behind would meet the same. */
@@ -415,6 +420,8 @@ static void chan_write(drl_channel *ch, ended *out)
 static void r_chan_process(drl_channel *ch, short revents)
 {
 	ended out = {0};
+	drl__redis_conn_free(ch->dead);
+	ch->dead = NULL;
 	if (ch->c && (revents & (POLLIN | POLLERR | POLLHUP)))
 		chan_read(ch, &out);
 	if (ch->head)
@@ -478,6 +485,7 @@ static void r_chan_close(drl_channel *ch)
 	/* A completion cannot queue on a closed channel: the caller
 	 * closes it only when it starts no more calls. */
 	drl__redis_conn_free(ch->c);
+	drl__redis_conn_free(ch->dead);
 	free(ch);
 }
 

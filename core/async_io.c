@@ -240,24 +240,24 @@ drl_backend *drl__aio_via(drl__aio *io, drl_store *owner)
 	return c ? &c->via : NULL;
 }
 
-/* Follow c's descriptor in epfd (io->mu held). MOD even when nothing
- * seems to change: the channel may have connected again on a descriptor
- * of the same number, whose registration the close removed (ENOENT:
- * ADD). */
+/* Follow c's descriptor in epfd (io->mu held): a number the channel
+ * gives stays one connection until it gives another (chan_fd's
+ * contract), so an unchanged number and events need no call. */
 static void follow(drl__aio *io, drl__aio_chan *c)
 {
 	short events = 0;
 	int fd = c->store->chan_fd(c->ch, &events);
+	if (fd == c->fd && events == c->events)
+		return;
 	struct epoll_event ev = {.data.ptr = c};
 	ev.events = ((events & POLLIN) ? EPOLLIN : 0) |
 		    ((events & POLLOUT) ? EPOLLOUT : 0);
 	if (c->fd >= 0 && c->fd != fd)
 		(void)epoll_ctl(io->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	if (fd >= 0 &&
-	    (c->fd != fd || c->events != events ||
-	     epoll_ctl(io->epfd, EPOLL_CTL_MOD, fd, &ev) != 0) &&
-	    epoll_ctl(io->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST)
+	if (fd >= 0 && c->fd == fd)
 		(void)epoll_ctl(io->epfd, EPOLL_CTL_MOD, fd, &ev);
+	else if (fd >= 0)
+		(void)epoll_ctl(io->epfd, EPOLL_CTL_ADD, fd, &ev);
 	c->fd = fd;
 	c->events = events;
 }

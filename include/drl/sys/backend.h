@@ -339,7 +339,10 @@ struct drl_backend {
 	int (*chan_open)(drl_backend *b, drl_channel **out, drl_error *err);
 	/* The descriptor to watch (-1: none now) and the poll events it
 	 * waits for (POLLIN, POLLOUT) in *events. Both may change after any
-	 * other chan_* call: ask again after each. */
+	 * other chan_* call: ask again after each. A number it gives names
+	 * one connection until chan_fd() gives another number or -1 (the
+	 * store keeps a dropped connection's descriptor open until then, so
+	 * a caller's epoll registration of it never silently goes). */
 	int (*chan_fd)(drl_channel *ch, short *events);
 	/* eval_start() and add_read_start() on the channel, with their
 	 * rules, but: the call is only queued (nothing is written before the
