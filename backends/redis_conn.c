@@ -360,37 +360,11 @@ void drl__redis_sigpipe_restore(pipe_guard *g, bool failed)
 static int append_shared(rstore *s, conn *c, int argc, const char **argv,
 			 const size_t *lens, drl_error *err)
 {
-	char *cmd = NULL;
-	int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
-	if (len < 0 || cmd == NULL)
+	if (drl__redis_resp_append(&c->qbuf, &c->qlen, &c->qcap, argc, argv,
+				   lens) != 0)
 		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
 				     s->where);
-	if (c->qlen == 0) {
-		/* The first command: its buffer becomes the call's. */
-		free(c->qbuf);
-		c->qbuf = cmd;
-		c->qlen = c->qcap = (size_t)len;
-		c->nqueued++;
-		return 0;
-	}
-	if (c->qcap - c->qlen < (size_t)len) {
-		size_t cap = c->qcap;
-		while (cap - c->qlen < (size_t)len)
-			cap *= 2;
-		char *q = realloc(c->qbuf, cap);
-		if (q == NULL) {
-			free(cmd);
-			return drl_error_set(err, DRL_ENOMEM,
-					     "redis %s: out of memory",
-					     s->where);
-		}
-		c->qbuf = q;
-		c->qcap = cap;
-	}
-	memcpy(c->qbuf + c->qlen, cmd, (size_t)len);
-	c->qlen += (size_t)len;
 	c->nqueued++;
-	free(cmd);
 	return 0;
 }
 

@@ -376,6 +376,14 @@ int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
  * cannot be started (q not queued, complete never runs). */
 int drl__redis_pipe_start(rstore *s, rreq *q, drl_error *err);
 
+/* ---- RESP (backends/redis_resp.c) --------------------------------------- */
+
+/* Append one command (argv with explicit lengths) in RESP at *buf + *len,
+ * growing *buf (*cap bytes, realloc) as needed: 0, or -1 out of memory
+ * (nothing changed). */
+int drl__redis_resp_append(char **buf, size_t *len, size_t *cap, int argc,
+			   const char **argv, const size_t *lens);
+
 /* ---- channels (backends/redis_chan.c) ----------------------------------- */
 
 /* The store's chan_* methods (drl/sys/backend.h), set by redis.c on a

@@ -266,10 +266,19 @@ static void check_vtable(void **state)
 	}
 	if (b->version >= 6 && (b->caps & DRL_CAP_ADD_READ))
 		assert_non_null(b->add_read);
+	if (b->version >= 7 && (b->caps & DRL_CAP_CHANNEL)) {
+		assert_true((b->caps & DRL_CAP_EVAL_START) != 0);
+		assert_non_null(b->chan_open);
+		assert_non_null(b->chan_fd);
+		assert_non_null(b->chan_eval_start);
+		assert_non_null(b->chan_process);
+		assert_non_null(b->chan_deadline);
+		assert_non_null(b->chan_close);
+	}
 	unsigned known = DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE |
 			 DRL_CAP_SCRIPT | DRL_CAP_CLOCK | DRL_CAP_BATCH |
 			 DRL_CAP_DECLARED_KEYS | DRL_CAP_EVAL_START |
-			 DRL_CAP_ADD_READ | DRL_CAP_INPROC;
+			 DRL_CAP_ADD_READ | DRL_CAP_INPROC | DRL_CAP_CHANNEL;
 	assert_int_equal(b->caps & ~known, 0);
 
 	/* Refused copies: newer than the library, a required method gone. */
