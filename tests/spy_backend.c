@@ -159,10 +159,12 @@ int spy_store(drl_store **out, spy **sp, drl_backend *inner, drl_error *err)
 	s->inner = inner;
 	s->parent = (drl_backend){
 		.version = inner->version,
-		/* no started calls: each call is counted as it is made;
-		 * no add_read: the counters' calls are counted one by one */
+		/* no started calls (nor channels): each call is counted as
+		 * it is made; no add_read: the counters' calls are counted
+		 * one by one */
 		.caps = inner->caps &
-			~(unsigned)(DRL_CAP_EVAL_START | DRL_CAP_ADD_READ),
+			~(unsigned)(DRL_CAP_EVAL_START | DRL_CAP_ADD_READ |
+				    DRL_CAP_CHANNEL),
 		.name = inner->name,
 		.destroy = s_destroy,
 		.incr = s_incr,
