@@ -15,7 +15,8 @@
  *   with DRL_ETIMEDOUT by timeout_ms, rung by the timerfd in
  *   drl_async_fd() (no thread counts the time), and the store decides
  *   again after SIGCONT; a server that stops before the connection is
- *   made keeps the calls unsent;
+ *   made keeps the calls unsent; more than the socket buffers hold
+ *   written to a stopped server waits for POLLOUT without a hang;
  * - a server that goes away (killed with calls written to it) fails the
  *   calls in flight with DRL_EUNAVAILABLE, and the next start connects
  *   afresh once it is back;
@@ -374,6 +375,71 @@ static void test_stopped_server_times_out(void **state)
 	tu_free(&t);
 }
 
+/* More than the socket buffers hold, written to a stopped server: the
+ * channel waits for POLLOUT (a partial write), nothing hangs, every
+ * batch's callback comes once, each item timed out; the store decides
+ * again after SIGCONT. */
+enum { BIG_BATCHES = 400, BIG_ITEMS = 200, BIG_KEY = 120 };
+
+static void big_cb(drl_async *a, int rc, const drl_batch_item *items, size_t n,
+		   const drl_error *err, void *arg)
+{
+	(void)a;
+	(void)rc;
+	(void)err;
+	int *counts = arg; /* [0] callbacks, [1] items timed out */
+	counts[0]++;
+	for (size_t i = 0; i < n; i++)
+		counts[1] += items[i].rc == DRL_ETIMEDOUT;
+}
+
+static void test_stopped_server_backpressure(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char uri[256];
+	uri_no_breaker(uri, sizeof uri, tu_bound_ms(300));
+	char full[300];
+	snprintf(full, sizeof full, "%s&tx=lua", uri);
+	tu t = tu_open(full, "fixed_window:1000000/1h");
+	run r = {.a = ctx_new(), .lim = t.lim, .key = "big", .total = 1};
+	run_all(&r, 1); /* connected */
+	assert_int_equal(r.allowed, 1);
+	static drl_batch_item items[BIG_ITEMS];
+	static char keys[BIG_ITEMS][BIG_KEY];
+	for (int i = 0; i < BIG_ITEMS; i++) {
+		memset(keys[i], 'k', BIG_KEY);
+		snprintf(keys[i], BIG_KEY, "%d", i);
+		keys[i][strlen(keys[i])] = 'k';
+		items[i] = (drl_batch_item){
+			.key = keys[i], .keylen = BIG_KEY, .cost = 1};
+	}
+	assert_int_equal(drl_fixture_pause(&srv), 0);
+	int counts[2] = {0, 0};
+	for (int b = 0; b < BIG_BATCHES; b++) {
+		drl_error e = {0};
+		if (drl_async_batch(r.a, t.lim, items, BIG_ITEMS, big_cb,
+				    counts, &e))
+			fail_msg("batch %d: %s", b, e.message);
+	}
+	int64_t end = tu_mono_ms() + tu_bound_ms(60000);
+	while (counts[0] < BIG_BATCHES && tu_mono_ms() < end) {
+		struct pollfd p = {.fd = drl_async_fd(r.a), .events = POLLIN};
+		if (poll(&p, 1, 100) > 0)
+			drl_async_process(r.a);
+	}
+	assert_int_equal(drl_fixture_resume(&srv), 0);
+	assert_int_equal(counts[0], BIG_BATCHES);
+	assert_int_equal(counts[1], BIG_BATCHES * BIG_ITEMS);
+	r = (run){.a = r.a, .lim = t.lim, .key = "big", .total = 2};
+	run_all(&r, 2);
+	if (r.allowed != 2)
+		fail_msg("%d of 2 allowed after SIGCONT; last: %s", r.allowed,
+			 r.last);
+	drl_async_free(r.a);
+	tu_free(&t);
+}
+
 /* Stopped before the connection is made: the setup is not answered, the
  * calls stay unsent (nothing of them runs when the server comes back). */
 static void test_stopped_before_connect(void **state)
@@ -536,6 +602,7 @@ int main(void)
 		cmocka_unit_test(test_hot_key_processes),
 		cmocka_unit_test(test_stopped_server_times_out),
 		cmocka_unit_test(test_stopped_before_connect),
+		cmocka_unit_test(test_stopped_server_backpressure),
 		cmocka_unit_test(test_server_gone_reconnects),
 		cmocka_unit_test(test_free_in_flight),
 		cmocka_unit_test(test_drain_in_flight),
