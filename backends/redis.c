@@ -247,6 +247,68 @@ int drl__redis_begin(rstore *s, conn *c, drl_error *err)
 	return 0;
 }
 
+/* Queue one command of a call on the shared connections: formatted (RESP)
+ * at the end of c->qbuf, which drl__redis_collect() hands to a
+ * pipe. */
+static int append_shared(rstore *s, conn *c, int argc, const char **argv,
+			 const size_t *lens, drl_error *err)
+{
+	char *cmd = NULL;
+	int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+	if (len < 0 || cmd == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
+				     s->where);
+	if (c->qlen == 0) {
+		/* The first command: its buffer becomes the call's. */
+		free(c->qbuf);
+		c->qbuf = cmd;
+		c->qlen = c->qcap = (size_t)len;
+		c->nqueued++;
+		return 0;
+	}
+	if (c->qcap - c->qlen < (size_t)len) {
+		size_t cap = c->qcap;
+		while (cap - c->qlen < (size_t)len)
+			cap *= 2;
+		char *q = realloc(c->qbuf, cap);
+		if (q == NULL) {
+			free(cmd);
+			return drl_error_set(err, DRL_ENOMEM,
+					     "redis %s: out of memory",
+					     s->where);
+		}
+		c->qbuf = q;
+		c->qcap = cap;
+	}
+	memcpy(c->qbuf + c->qlen, cmd, (size_t)len);
+	c->qlen += (size_t)len;
+	c->nqueued++;
+	free(cmd);
+	return 0;
+}
+
+/* A call's commands go to its own connection (the connection layer,
+ * backends/redis_conn.c) or, on a shared call, to s's pipes
+ * (backends/redis_pipe.c): the one place that chooses. */
+int drl__redis_append(rstore *s, conn *c, int argc, const char **argv,
+		      const size_t *lens, drl_error *err)
+{
+	if (c->shared)
+		return append_shared(s, c, argc, argv, lens, err);
+	return drl__redis_conn_append(s, c, argc, argv, lens, err);
+}
+
+int drl__redis_collect(rstore *s, conn *c, size_t n, redisReply **r,
+		       const char *what, drl_error *err)
+{
+	if (!c->shared)
+		return drl__redis_conn_collect(s, c, n, r, what, err);
+	int rc = drl__redis_pipe_call(s, c, n, r, what, err);
+	c->qlen = 0;
+	c->nqueued = 0;
+	return rc;
+}
+
 /*
  * Check the replies of MULTI, n-2 queued commands, EXEC (r[0..n)). The
  * first error wins (a command refused at queue time, e.g. OOM, beats
