@@ -784,7 +784,9 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 	return 0;
 }
 
-/* Deadline `ms` from now on CLOCK_MONOTONIC. */
+/* Deadline `ms` from now on CLOCK_MONOTONIC. A timespec, not
+ * drl_mono_us()'s µs: what waits for it takes one (poll through
+ * drl__poll_until, the pool's pthread_cond_timedwait). */
 struct timespec drl__redis_deadline_in(int64_t ms)
 {
 	struct timespec ts;
@@ -798,7 +800,9 @@ struct timespec drl__redis_deadline_in(int64_t ms)
 	return ts;
 }
 
-/* Milliseconds on CLOCK_MONOTONIC_COARSE (a few ns; ms resolution). */
+/* Milliseconds on CLOCK_MONOTONIC_COARSE (a few ns; ms resolution), not
+ * drl_mono_us(): read at every release of a connection, and only
+ * compared with IDLE_CHECK_MS, which a clock of a few ms serves. */
 int64_t drl__redis_coarse_ms(void)
 {
 	struct timespec ts;
