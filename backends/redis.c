@@ -25,15 +25,18 @@
  * that all threads share (backends/redis_pipe.c), unless this thread holds
  * a connection of the store (below) or the call sends ASKING; they still
  * format their commands with drl__redis_append() and read them with
- * drl__redis_collect(), on a proxy conn (drl__redis_acquire_shared()). The
- * connection layer these files use is declared in backends/redis_conn.h.
+ * drl__redis_collect(), on a proxy conn (drl__redis_acquire_shared()).
+ * Those two, here, are the one place that sends a call to its own
+ * connection (the connection layer) or to the pipes: the connection layer
+ * knows one connection and nothing above it, the pipes use it
+ * (backends/redis_conn.h draws the layers).
  *
  * load -> cas. WATCH belongs to a connection, so cas() must run on the
  * connection its load() watched. load() leaves that connection "held" by
  * the calling thread (one per thread, across all stores): the thread's
  * hold records the store, the key and the version token load() returned.
  * cas() on the same thread, store, key and version takes it back and
- * sends MULTI/SET/EXEC on it. Any other call on that thread takes the held
+ * sends MULTI/SET/EXEC on it (tx_call(), the store's one transaction). Any other call on that thread takes the held
  * connection too (same store) or gives it back to its pool (other store);
  * either way a connection whose WATCH may still be pending is marked
  * `watching` and its next user sends UNWATCH first, pipelined in front of

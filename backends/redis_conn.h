@@ -75,8 +75,9 @@ struct conn {
 	unsigned char *wkey;
 	size_t wkeylen, wkeycap;
 	/* A call on the shared connections (backends/redis_pipe.c): no
-	 * ctx; drl__redis_append() formats into qbuf, drl__redis_collect()
-	 * hands qbuf to a pipe. */
+	 * ctx; the store's drl__redis_append() formats into qbuf, its
+	 * drl__redis_collect() hands qbuf to a pipe. The connection layer
+	 * never sees such a proxy. */
 	bool shared;
 	char *qbuf;
 	size_t qlen, qcap;
