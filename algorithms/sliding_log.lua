@@ -162,7 +162,16 @@ local stamp = now
 if live > 0 and newest > now then
   stamp = newest
 end
+-- The key must live px ms more (until the newest entry leaves, and the
+-- grace). A write gives it `keep`: px and a quarter of the period more; a
+-- write in place asks PTTL first and extends the TTL only when it falls
+-- short of px, so most decisions send one write command, not two (a
+-- second write in a script costs the server about as much as the rest of
+-- the common path: docs/performance.md). PTTL is the server's own clock:
+-- callers' clock skew cannot make a key expire early. The keys of this
+-- twin may so live up to a quarter period longer than the C step's.
 local px = math.floor((stamp + period - now + A[9] + 999) / 1000)
+local keep = px + math.floor(period / 4000)
 local m, merge = live, live > 0 and newest == stamp
 if not merge then
   m = m + 1
@@ -189,7 +198,7 @@ if blob or live == 0 or dead + gone > live + 32 then
     body = body .. struct.pack('<i8i8', stamp, cost)
   end
   redis.call('SET', K, body .. struct.pack('<i8i8i8i8c1', 0, m, used + cost, first_t, 'S'),
-    'PX', px)
+    'PX', keep)
 else
   -- in place: the newest's count or our entry, then the trailer, over the
   -- old trailer. A string longer than its trailer says is caught here
@@ -205,7 +214,9 @@ else
   if redis.call('SETRANGE', K, at, v) ~= at + #v then
     return redis.error_reply(BAD)
   end
-  redis.call('PEXPIRE', K, px)
+  if redis.call('PTTL', K) < px then
+    redis.call('PEXPIRE', K, keep)
+  end
 end
 if stamp == now and A[1] + 0 >= 0 then
   return used -- written at the caller's own time: all it needs is `used`

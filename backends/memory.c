@@ -134,8 +134,9 @@ typedef struct store {
 
 /* ---- helpers ---------------------------------------------------------- */
 
-/* Now on CLOCK_MONOTONIC_COARSE, in microseconds. Expiry only cleans up
- * (every TTL carries a second of grace), so a clock that ticks every few
+/* Now on CLOCK_MONOTONIC_COARSE, in microseconds: not the library's
+ * drl_mono_us() (CLOCK_MONOTONIC). Expiry only cleans up (every TTL
+ * carries a second of grace), so a clock that ticks every few
  * milliseconds is exact enough, and it costs ~5 ns instead of ~24 ns: a
  * fifth of a decision's budget (bench/bench_memory.c). */
 static int64_t mono_us(void)

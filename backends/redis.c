@@ -25,15 +25,18 @@
  * that all threads share (backends/redis_pipe.c), unless this thread holds
  * a connection of the store (below) or the call sends ASKING; they still
  * format their commands with drl__redis_append() and read them with
- * drl__redis_collect(), on a proxy conn (drl__redis_acquire_shared()). The
- * connection layer these files use is declared in backends/redis_conn.h.
+ * drl__redis_collect(), on a proxy conn (drl__redis_acquire_shared()).
+ * Those two, here, are the one place that sends a call to its own
+ * connection (the connection layer) or to the pipes: the connection layer
+ * knows one connection and nothing above it, the pipes use it
+ * (backends/redis_conn.h draws the layers).
  *
  * load -> cas. WATCH belongs to a connection, so cas() must run on the
  * connection its load() watched. load() leaves that connection "held" by
  * the calling thread (one per thread, across all stores): the thread's
  * hold records the store, the key and the version token load() returned.
  * cas() on the same thread, store, key and version takes it back and
- * sends MULTI/SET/EXEC on it. Any other call on that thread takes the held
+ * sends MULTI/SET/EXEC on it (tx_call(), the store's one transaction). Any other call on that thread takes the held
  * connection too (same store) or gives it back to its pool (other store);
  * either way a connection whose WATCH may still be pending is marked
  * `watching` and its next user sends UNWATCH first, pipelined in front of
@@ -247,11 +250,48 @@ int drl__redis_begin(rstore *s, conn *c, drl_error *err)
 	return 0;
 }
 
+/* Queue one command of a call on the shared connections: formatted (RESP)
+ * at the end of c->qbuf, which drl__redis_collect() hands to a
+ * pipe. */
+static int append_shared(rstore *s, conn *c, int argc, const char **argv,
+			 const size_t *lens, drl_error *err)
+{
+	if (drl__redis_resp_append(&c->qbuf, &c->qlen, &c->qcap, argc, argv,
+				   lens) != 0)
+		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
+				     s->where);
+	c->nqueued++;
+	return 0;
+}
+
+/* A call's commands go to its own connection (the connection layer,
+ * backends/redis_conn.c) or, on a shared call, to s's pipes
+ * (backends/redis_pipe.c): the one place that chooses. */
+int drl__redis_append(rstore *s, conn *c, int argc, const char **argv,
+		      const size_t *lens, drl_error *err)
+{
+	if (c->shared)
+		return append_shared(s, c, argc, argv, lens, err);
+	return drl__redis_conn_append(s, c, argc, argv, lens, err);
+}
+
+int drl__redis_collect(rstore *s, conn *c, size_t n, redisReply **r,
+		       const char *what, drl_error *err)
+{
+	if (!c->shared)
+		return drl__redis_conn_collect(s, c, n, r, what, err);
+	int rc = drl__redis_pipe_call(s, c, n, r, what, err);
+	c->qlen = 0;
+	c->nqueued = 0;
+	return rc;
+}
+
 /*
  * Check the replies of MULTI, n-2 queued commands, EXEC (r[0..n)). The
  * first error wins (a command refused at queue time, e.g. OOM, beats
  * EXECABORT). On success *exec is the EXEC array (n-2 elements) or NULL
- * when EXEC returned nil (a watched key changed).
+ * when EXEC returned nil (a watched key changed). The replies stay the
+ * caller's.
  */
 static int exec_result(rstore *s, conn *c, redisReply **r, size_t n,
 		       const char *what, bool value_err_corrupt,
@@ -285,6 +325,46 @@ static int exec_result(rstore *s, conn *c, redisReply **r, size_t n,
 	if (e->type != REDIS_REPLY_ERROR)
 		c->broken = true;
 	return drl__redis_reply_error(s, "EXEC", e, false, err);
+}
+
+/* One command of a transaction: argv with explicit lengths. */
+typedef struct tx_cmd {
+	int argc;
+	const char **argv;
+	const size_t *lens;
+} tx_cmd;
+
+/*
+ * The transaction MULTI; cmd[0..n); EXEC on c's call (begun by the
+ * caller: drl__redis_begin(), or call_start() where c's WATCH must stay),
+ * in one round trip, its replies checked by exec_result(). On success
+ * r[0..n+2) hold the replies, for the caller to free, and *exec is the
+ * EXEC array (n elements) or NULL (EXEC returned nil: a watched key
+ * changed). On failure nothing is left in r[] and err is set; `what`
+ * names the transaction's first command in messages, and
+ * value_err_corrupt is as drl__redis_reply_error()'s for a command
+ * refused when queued.
+ */
+static int tx_call(rstore *s, conn *c, size_t n, const tx_cmd *cmd,
+		   redisReply **r, const char *what, bool value_err_corrupt,
+		   redisReply **exec, drl_error *err)
+{
+	const char *multi[1] = {"MULTI"}, *exec_argv[1] = {"EXEC"};
+	size_t multil[1] = {5}, execl[1] = {4};
+	int rc = drl__redis_append(s, c, 1, multi, multil, err);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = drl__redis_append(s, c, cmd[i].argc, cmd[i].argv,
+				       cmd[i].lens, err);
+	if (rc == 0)
+		rc = drl__redis_append(s, c, 1, exec_argv, execl, err);
+	if (rc == 0)
+		rc = drl__redis_collect(s, c, n + 2, r, what, err);
+	if (rc)
+		return rc;
+	rc = exec_result(s, c, r, n + 2, what, value_err_corrupt, exec, err);
+	if (rc)
+		drl__redis_free_replies(r, n + 2);
+	return rc;
 }
 
 /* ---- the pool ----------------------------------------------------------- */
@@ -555,32 +635,21 @@ static int r_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 		return rc;
 	}
 
-	const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
-	size_t multil[1] = {5}, execl[1] = {4};
 	const char *incr[3] = {"INCRBY", k.p, d};
 	size_t incrl[3] = {6, k.len, dlen};
 	const char *pexp[3] = {"PEXPIRE", k.p, ms};
 	size_t pexpl[3] = {7, k.len, mslen};
-	redisReply *r[4];
+	const tx_cmd cmd[2] = {{3, incr, incrl}, {3, pexp, pexpl}};
+	redisReply *r[4], *e;
 	rc = drl__redis_begin(s, c, err);
 	if (rc == 0)
-		rc = drl__redis_append(s, c, 1, multi, multil, err);
-	if (rc == 0)
-		rc = drl__redis_append(s, c, 3, incr, incrl, err);
-	if (rc == 0)
-		rc = drl__redis_append(s, c, 3, pexp, pexpl, err);
-	if (rc == 0)
-		rc = drl__redis_append(s, c, 1, exec, execl, err);
-	if (rc == 0)
-		rc = drl__redis_collect(s, c, 4, r, "INCRBY", err);
+		rc = tx_call(s, c, 2, cmd, r, "INCRBY", true, &e, err);
 	key_done(&k);
 	if (rc) {
 		drl__redis_release(s, c);
 		return rc;
 	}
-	redisReply *e;
-	rc = exec_result(s, c, r, 4, "INCRBY", true, &e, err);
-	if (rc == 0 && e == NULL)
+	if (e == NULL)
 		rc = drl_error_set(err, DRL_ESTORE,
 				   "redis %s: INCRBY: transaction aborted",
 				   s->where);
@@ -824,29 +893,21 @@ static int r_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 	redisReply *r[3];
 	if (checked) {
 		/* The held connection: its WATCH is the check. */
-		const char *multi[1] = {"MULTI"}, *exec[1] = {"EXEC"};
-		size_t multil[1] = {5}, execl[1] = {4};
+		const tx_cmd cmd[1] = {{5, set, setl}};
+		redisReply *e;
 		call_start(c);
-		rc = drl__redis_append(s, c, 1, multi, multil, err);
-		if (rc == 0)
-			rc = drl__redis_append(s, c, 5, set, setl, err);
-		if (rc == 0)
-			rc = drl__redis_append(s, c, 1, exec, execl, err);
-		if (rc == 0)
-			rc = drl__redis_collect(s, c, 3, r, "SET", err);
+		rc = tx_call(s, c, 1, cmd, r, "SET", false, &e, err);
 		key_done(&k);
 		if (rc) {
 			drl__redis_release(s, c);
 			return rc;
 		}
-		redisReply *e;
-		rc = exec_result(s, c, r, 3, "SET", false, &e, err);
-		if (rc == 0 && e == NULL)
+		if (e == NULL)
 			rc = drl_error_set(err, DRL_ECONFLICT,
 					   "redis %s: the state changed "
 					   "since it was loaded",
 					   s->where);
-		else if (rc == 0 && !drl__redis_is_status(e->element[0], "OK"))
+		else if (!drl__redis_is_status(e->element[0], "OK"))
 			rc = drl__redis_reply_error(s, "SET", e->element[0],
 						    false, err);
 		drl__redis_free_replies(r, 3);

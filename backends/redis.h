@@ -3,6 +3,8 @@
 #ifndef DRL_BACKENDS_REDIS_H
 #define DRL_BACKENDS_REDIS_H
 
+#include "redis_codes.h"
+
 #include <drl/sys/backend.h>
 
 #include <stdbool.h>
@@ -28,48 +30,7 @@ int drl__redis_open(drl_backend **out, drl_uri *uri, drl_error *err);
 
 /* ---- Redis Cluster nodes (used by backends/redis_cluster.c) ----------- */
 
-/* What a cluster node's store returns, instead of DRL_ESTORE, for a reply
- * the cluster store acts on (MOVED, ASK, TRYAGAIN, CLUSTERDOWN); the
- * calling thread's drl__redis_last_redirect() says which, and err holds
- * Redis's text. Never leaves the cluster store. */
-#define DRL__EREDIRECT (-1000)
-
-/*
- * What a watched node (drl__redis_watch: a Redis Sentinel's master)
- * returns, instead of `code`, for a failure after which nothing of the
- * call ran on the server, so the call may run again elsewhere: no
- * connection could be opened for it (refused, reset or refused at setup,
- * the TLS handshake), or the server refused its write with READONLY (it
- * is a replica now). err->code stays `code`. Never leaves the sentinel
- * store: drl__redis_code() gives `code` back.
- */
-#define DRL__UNSENT_BASE (-2000)
-#define DRL__UNSENT(code) (DRL__UNSENT_BASE + (code))
-static inline bool drl__redis_unsent(int rc)
-{
-	return rc < DRL__UNSENT_BASE && rc > DRL__UNSENT_BASE - 1000;
-}
-/* The code a caller outside the sentinel store may see. */
-static inline int drl__redis_code(int rc)
-{
-	return drl__redis_unsent(rc) ? rc - DRL__UNSENT_BASE : rc;
-}
-
-enum {
-	DRL__REDIS_MOVED = 1,    /* the slot lives on host:port now */
-	DRL__REDIS_ASK = 2,      /* this key: ask host:port, with ASKING */
-	DRL__REDIS_TRYAGAIN = 3, /* a multi-key call met half a migration */
-	DRL__REDIS_CLUSTERDOWN = 4
-};
-
-typedef struct drl__redis_redirect {
-	int kind; /* DRL__REDIS_* */
-	int slot;
-	char host[256];
-	int port;
-} drl__redis_redirect;
-
-const drl__redis_redirect *drl__redis_last_redirect(void);
+/* DRL__EREDIRECT, DRL__UNSENT and the redirect: backends/redis_codes.h. */
 
 /* Whether the calling thread's next calls on node stores send ASKING
  * before their commands (an ASK redirect). */

@@ -99,13 +99,6 @@ static void ended_run(rstore *s, ended *e)
 	e->head = e->tail = NULL;
 }
 
-static int64_t mono_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
-
 static int64_t ts_us(const struct timespec *t)
 {
 	return (int64_t)t->tv_sec * 1000000 + t->tv_nsec / 1000;
@@ -196,22 +189,25 @@ static int chan_connect(drl_channel *ch, drl_error *err)
 	if (u == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
 				     s->where);
-	conn pc = {.shared = true};
-	size_t n = 0;
-	int rc = drl__redis_begin(s, &pc, err);
-	if (rc == 0)
-		rc = drl__redis_setup_append(s, &pc, &n, err);
+	drl__redis_setup cmds;
+	drl__redis_setup_make(s, &cmds);
+	size_t len = 0, cap = 0;
+	int rc = 0;
+	for (size_t i = 0; i < cmds.n && rc == 0; i++)
+		if (drl__redis_resp_append(&u->cmd, &len, &cap, cmds.argc[i],
+					   cmds.argv[i], cmds.lens[i]) != 0)
+			rc = drl_error_set(err, DRL_ENOMEM,
+					   "redis %s: out of memory", s->where);
 	if (rc == 0)
 		rc = drl__redis_conn_start(s, &ch->c, err);
 	if (rc) {
-		free(pc.qbuf);
+		free(u->cmd);
 		free(u);
 		return rc;
 	}
-	u->cmd = pc.qbuf;
 	u->q = (rreq){.buf = u->cmd,
-		      .len = pc.qlen,
-		      .n = n,
+		      .len = len,
+		      .n = cmds.n,
 		      .r = u->r,
 		      .deadline = ch->head->deadline,
 		      .what = "connection setup",
@@ -313,7 +309,7 @@ static void chan_read(drl_channel *ch, ended *out)
 static void chan_expire(drl_channel *ch, ended *out)
 {
 	rstore *s = ch->s;
-	int64_t now = mono_us();
+	int64_t now = drl_mono_us();
 	drl_error e = {0};
 	rreq *prev = NULL;
 	for (rreq *q = ch->head; q;) {

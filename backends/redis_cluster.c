@@ -174,13 +174,6 @@ static size_t slot_run(const cstore *cs, size_t n, const drl_bytes *keys,
 
 /* ---- nodes -------------------------------------------------------------- */
 
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void sleep_us(int64_t us)
 {
 	struct timespec ts = {(time_t)(us / 1000000),
@@ -290,7 +283,7 @@ static int refresh(cstore *cs, bool force, drl_error *err)
 {
 	if (!force) {
 		int64_t last = atomic_load(&cs->refreshed_at);
-		if (last && mono_us() - last < REFRESH_US)
+		if (last && drl_mono_us() - last < REFRESH_US)
 			return 0;
 		if (pthread_mutex_trylock(&cs->refresh_mu) != 0)
 			return 0;
@@ -307,8 +300,8 @@ static int refresh(cstore *cs, bool force, drl_error *err)
 	drl_error last_err = {0};
 	size_t n = atomic_load_explicit(&cs->nnodes, memory_order_acquire);
 	size_t first = atomic_fetch_add(&cs->refresh_from, 1);
-	int64_t give_up = mono_us() + cs->timeout_ms * 1000;
-	for (size_t k = 0; k < n && (k == 0 || mono_us() < give_up); k++) {
+	int64_t give_up = drl_mono_us() + cs->timeout_ms * 1000;
+	for (size_t k = 0; k < n && (k == 0 || drl_mono_us() < give_up); k++) {
 		cnode *nd = node_at(cs, (first + k) % n);
 		memset(m->map, 0, sizeof m->map);
 		m->covered = 0;
@@ -334,7 +327,7 @@ static int refresh(cstore *cs, bool force, drl_error *err)
 			      last_err.message);
 		rc = rc == DRL__EREDIRECT ? DRL_EUNAVAILABLE : rc;
 	}
-	atomic_store(&cs->refreshed_at, mono_us());
+	atomic_store(&cs->refreshed_at, drl_mono_us());
 	free(m);
 	pthread_mutex_unlock(&cs->refresh_mu);
 	return rc;
@@ -357,7 +350,7 @@ typedef int (*node_fn)(drl_backend *node, void *arg, drl_error *err);
 static int route(cstore *cs, int slot, node_fn fn, void *arg, bool split_ok,
 		 size_t *served, bool *asked, drl_error *err)
 {
-	int64_t deadline = mono_us() + cs->timeout_ms * 1000;
+	int64_t deadline = drl_mono_us() + cs->timeout_ms * 1000;
 	int64_t wait = TRYAGAIN_US;
 	bool asking = false;
 	size_t target = 0;
@@ -383,7 +376,8 @@ static int route(cstore *cs, int slot, node_fn fn, void *arg, bool split_ok,
 		if (asked)
 			*asked = asking;
 		asking = false;
-		bool last = step + 1 >= REDIRECTS_MAX || mono_us() >= deadline;
+		bool last =
+			step + 1 >= REDIRECTS_MAX || drl_mono_us() >= deadline;
 		if (rc == DRL__EREDIRECT) {
 			const drl__redis_redirect *r =
 				drl__redis_last_redirect();

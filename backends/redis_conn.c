@@ -6,20 +6,23 @@
  * given the command timeout, and set up with AUTH, SELECT and PING in one
  * round trip (drl__redis_conn_open); a pooled one idle for a while is
  * checked for a server that closed it (drl__redis_conn_stale). A call
- * queues its commands (drl__redis_append: on the context, behind ASKING
- * when the call asks, or formatted for the shared connections of
- * backends/redis_pipe.c) and reads their replies by its deadline
- * (drl__redis_collect, drl__redis_get_reply). Context errors, unreadable
+ * queues its commands (drl__redis_conn_append: on the context, behind
+ * ASKING when the call asks) and reads their replies by its deadline
+ * (drl__redis_conn_collect, drl__redis_get_reply). Context errors, unreadable
  * replies and error replies become drl errors here, Redis Cluster
- * redirects included (DRL__EREDIRECT, redis.h); every reader refuses
+ * redirects included (DRL__EREDIRECT, redis_codes.h); every reader refuses
  * absurd arrays; SIGPIPE is blocked around a round trip's writes.
  *
- * The pool, the holds and the store's commands are backends/redis.c's.
+ * This layer knows one connection at a time and calls nothing above it:
+ * the shared connections (backends/redis_pipe.c) use it, and the choice
+ * between a shared call and a connection of the call's own is the
+ * store's (backends/redis.c), as are the pool, the holds and the
+ * commands.
  * Threading: a conn is used by one thread at a time; the thread-locals
  * here (the last redirect, the size of a refused array) are the calling
  * thread's.
  */
-#include "redis.h"
+#include "redis_codes.h"
 #include "redis_conn.h"
 
 #include <hiredis/hiredis.h>
@@ -355,19 +358,6 @@ void drl__redis_sigpipe_restore(pipe_guard *g, bool failed)
 	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
-/* Queue one command of a call on the shared connections: formatted (RESP)
- * at the end of c->qbuf, which drl__redis_collect() hands to a pipe. */
-static int append_shared(rstore *s, conn *c, int argc, const char **argv,
-			 const size_t *lens, drl_error *err)
-{
-	if (drl__redis_resp_append(&c->qbuf, &c->qlen, &c->qcap, argc, argv,
-				   lens) != 0)
-		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
-				     s->where);
-	c->nqueued++;
-	return 0;
-}
-
 /* 1 when argv[0] is `name`. */
 static bool is_command(const char *const *argv, const size_t *lens,
 		       const char *name)
@@ -382,13 +372,11 @@ static bool is_command(const char *const *argv, const size_t *lens,
  * only to a client that says ASKING first), ASKING goes in front of every
  * command outside MULTI; inside, the flag ASKING set before the MULTI
  * lasts until EXEC. Bit i of ask_bits records that command i has an
- * ASKING reply in front of its own, for drl__redis_collect().
+ * ASKING reply in front of its own, for drl__redis_conn_collect().
  */
-int drl__redis_append(rstore *s, conn *c, int argc, const char **argv,
-		      const size_t *lens, drl_error *err)
+int drl__redis_conn_append(rstore *s, conn *c, int argc, const char **argv,
+			   const size_t *lens, drl_error *err)
 {
-	if (c->shared)
-		return append_shared(s, c, argc, argv, lens, err);
 	if (c->asking && !c->in_multi) {
 		if (c->nqueued >= 64) {
 			c->broken = true; /* what is queued must not be sent */
@@ -601,18 +589,12 @@ void drl__redis_free_replies(redisReply **r, size_t n)
  * with freeReplyObject). The reply to a queued UNWATCH is read and checked
  * first. On failure nothing is left in r[], c is broken, the error set.
  */
-int drl__redis_collect(rstore *s, conn *c, size_t n, redisReply **r,
-		       const char *what, drl_error *err)
+int drl__redis_conn_collect(rstore *s, conn *c, size_t n, redisReply **r,
+			    const char *what, drl_error *err)
 {
 	pipe_guard g;
 	size_t got = 0;
 	int rc = 0;
-	if (c->shared) {
-		rc = drl__redis_pipe_call(s, c, n, r, what, err);
-		c->qlen = 0;
-		c->nqueued = 0;
-		return rc;
-	}
 	drl__redis_sigpipe_block(&g);
 	if (c->unwatch_queued) {
 		void *u = NULL;
@@ -719,37 +701,35 @@ static int conn_wrap(rstore *s, redisContext *ctx, int saved, conn **out,
 	return 0;
 }
 
-int drl__redis_setup_append(rstore *s, conn *c, size_t *n, drl_error *err)
+void drl__redis_setup_make(rstore *s, drl__redis_setup *u)
 {
-	int rc = 0;
-	*n = 0;
+	u->n = 0;
 	if (s->password) {
 		/* AUTH [user] password (a user: Redis 6 ACL). */
-		const char *argv[3] = {"AUTH", s->user, s->password};
-		size_t lens[3] = {4, s->user ? strlen(s->user) : 0,
-				  strlen(s->password)};
-		if (s->user == NULL) {
-			argv[1] = s->password;
-			lens[1] = lens[2];
+		size_t i = u->n++;
+		u->argc[i] = s->user ? 3 : 2;
+		u->argv[i][0] = "AUTH";
+		u->lens[i][0] = 4;
+		if (s->user) {
+			u->argv[i][1] = s->user;
+			u->lens[i][1] = strlen(s->user);
 		}
-		rc = drl__redis_append(s, c, s->user ? 3 : 2, argv, lens, err);
-		(*n)++;
+		u->argv[i][u->argc[i] - 1] = s->password;
+		u->lens[i][u->argc[i] - 1] = strlen(s->password);
 	}
-	if (rc == 0 && s->db != 0) {
-		char db[24];
-		int dblen = snprintf(db, sizeof db, "%" PRId64, s->db);
-		const char *argv[2] = {"SELECT", db};
-		size_t lens[2] = {6, (size_t)dblen};
-		rc = drl__redis_append(s, c, 2, argv, lens, err);
-		(*n)++;
+	if (s->db != 0) {
+		size_t i = u->n++;
+		int dblen = snprintf(u->db, sizeof u->db, "%" PRId64, s->db);
+		u->argc[i] = 2;
+		u->argv[i][0] = "SELECT";
+		u->lens[i][0] = 6;
+		u->argv[i][1] = u->db;
+		u->lens[i][1] = (size_t)dblen;
 	}
-	if (rc == 0) {
-		const char *argv[1] = {"PING"};
-		size_t lens[1] = {4};
-		rc = drl__redis_append(s, c, 1, argv, lens, err);
-		(*n)++;
-	}
-	return rc;
+	size_t i = u->n++;
+	u->argc[i] = 1;
+	u->argv[i][0] = "PING";
+	u->lens[i][0] = 4;
 }
 
 int drl__redis_setup_check(rstore *s, redisReply **r, size_t n, drl_error *err)
@@ -789,8 +769,8 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 		return rc;
 	c->deadline = *dl;
 	if (redisSetTimeout(ctx, s->timeout) != REDIS_OK) {
-		rc = drl__redis_ctx_error(s, c, "setting the timeout",
-					      errno, err);
+		rc = drl__redis_ctx_error(s, c, "setting the timeout", errno,
+					  err);
 		drl__redis_conn_free(c);
 		return rc;
 	}
@@ -803,7 +783,7 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 		pipe_guard g;
 		drl__redis_sigpipe_block(&g);
 		rc = drl__tls_connect(s->tls, ctx->fd, s->host, dl, &c->ssl,
-					  msg, sizeof msg);
+				      msg, sizeof msg);
 		drl__redis_sigpipe_restore(&g, rc != 0);
 		if (rc) {
 			c->broken = true;
@@ -817,9 +797,14 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 
 	redisReply *r[3];
 	size_t n = 0;
-	rc = drl__redis_setup_append(s, c, &n, err);
+	drl__redis_setup u;
+	drl__redis_setup_make(s, &u);
+	for (size_t i = 0; i < u.n && rc == 0; i++, n++)
+		rc = drl__redis_conn_append(s, c, u.argc[i], u.argv[i],
+					    u.lens[i], err);
 	if (rc == 0)
-		rc = drl__redis_collect(s, c, n, r, "connection setup", err);
+		rc = drl__redis_conn_collect(s, c, n, r, "connection setup",
+					     err);
 	if (rc) {
 		drl__redis_conn_free(c);
 		return rc == DRL_EUNAVAILABLE ? setup_refused(s, err) : rc;
@@ -843,7 +828,9 @@ int drl__redis_conn_start(rstore *s, conn **out, drl_error *err)
 	return rc;
 }
 
-/* Deadline `ms` from now on CLOCK_MONOTONIC. */
+/* Deadline `ms` from now on CLOCK_MONOTONIC. A timespec, not
+ * drl_mono_us()'s µs: what waits for it takes one (poll through
+ * drl__poll_until, the pool's pthread_cond_timedwait). */
 struct timespec drl__redis_deadline_in(int64_t ms)
 {
 	struct timespec ts;
@@ -857,7 +844,9 @@ struct timespec drl__redis_deadline_in(int64_t ms)
 	return ts;
 }
 
-/* Milliseconds on CLOCK_MONOTONIC_COARSE (a few ns; ms resolution). */
+/* Milliseconds on CLOCK_MONOTONIC_COARSE (a few ns; ms resolution), not
+ * drl_mono_us(): read at every release of a connection, and only
+ * compared with IDLE_CHECK_MS, which a clock of a few ms serves. */
 int64_t drl__redis_coarse_ms(void)
 {
 	struct timespec ts;

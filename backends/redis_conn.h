@@ -1,17 +1,25 @@
 /*
- * The Redis store's connection layer (backends/redis_conn.c: one
- * connection, a call's round trip on it, its replies and errors), shared
- * by backends/redis.c (the store: pool, holds, commands),
- * backends/redis_script.c (server-side scripts) and backends/redis_pipe.c
- * (the shared, pipelined connections), and what those files take from one
- * another: a call's start and its connection (redis.c), the script calls
- * (redis_script.c), the shared connections (redis_pipe.c). Internal:
- * nothing here is part of the API.
+ * The Redis store's internals, in three layers, each using only those
+ * below it (internal: nothing here is part of the API):
+ *
+ *   backends/redis.c       the store: pool, holds, commands, and the one
+ *                          choice of where a call goes (its own pooled
+ *                          connection, or s's shared ones: a "shared
+ *                          call", drl__redis_append/_collect);
+ *                          backends/redis_script.c and redis_counter.c
+ *                          make their calls through it
+ *   backends/redis_pipe.c  the shared, pipelined connections: owns them,
+ *                          and runs the calls queued on them over the
+ *                          layer below
+ *   backends/redis_conn.c  one connection and a call's round trip on it
+ *                          (drl__redis_conn_*): knows no pool, no pipe
  *
  * A conn is one hiredis blocking context with the state of the call on
- * it; an rstore is one Redis server (a plain store, or a node of a Redis
- * Cluster store). Threading: a conn is used by one thread at a time; an
- * rstore by any number (its pool and pipes have locks of their own).
+ * it (or, for a shared call, a proxy with no context: the store formats
+ * its commands into qbuf and hands them to a pipe); an rstore is one
+ * Redis server (a plain store, or a node of a Redis Cluster store).
+ * Threading: a conn is used by one thread at a time; an rstore by any
+ * number (its pool and pipes have locks of their own).
  */
 #ifndef DRL_REDIS_CONN_H
 #define DRL_REDIS_CONN_H
@@ -67,8 +75,9 @@ struct conn {
 	unsigned char *wkey;
 	size_t wkeylen, wkeycap;
 	/* A call on the shared connections (backends/redis_pipe.c): no
-	 * ctx; drl__redis_append() formats into qbuf, drl__redis_collect()
-	 * hands qbuf to a pipe. */
+	 * ctx; the store's drl__redis_append() formats into qbuf, its
+	 * drl__redis_collect() hands qbuf to a pipe. The connection layer
+	 * never sees such a proxy. */
 	bool shared;
 	char *qbuf;
 	size_t qlen, qcap;
@@ -190,9 +199,17 @@ int64_t drl__redis_coarse_ms(void);
 int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 			 drl_error *err);
 void drl__redis_conn_free(conn *c);
-/* Queue a new connection's setup on c: AUTH (with a password), SELECT
- * (a db other than 0), PING; *n commands. */
-int drl__redis_setup_append(rstore *s, conn *c, size_t *n, drl_error *err);
+/* A new connection's setup: AUTH (with a password), SELECT (a db other
+ * than 0), PING: n commands, argv[i][0..argc[i]) with lens (pointing into
+ * s and db), for a connection's own append or a channel's RESP buffer. */
+typedef struct drl__redis_setup {
+	size_t n;
+	int argc[3];
+	const char *argv[3][3];
+	size_t lens[3][3];
+	char db[24];
+} drl__redis_setup;
+void drl__redis_setup_make(rstore *s, drl__redis_setup *u);
 /* The setup's n replies r[] (freed here): 0, or the error (an AUTH
  * refused never quotes the server's text: it may hold the password). */
 int drl__redis_setup_check(rstore *s, redisReply **r, size_t n, drl_error *err);
@@ -238,17 +255,16 @@ void drl__redis_sigpipe_restore(pipe_guard *g, bool failed);
  * DRL_EUNAVAILABLE otherwise. */
 int drl__redis_ctx_error(rstore *s, conn *c, const char *what, int saved_errno,
 			 drl_error *err);
-/* Queue one command of c's call (argv with explicit lengths; nothing is
- * sent yet): behind ASKING when c->asking (outside MULTI), formatted into
- * c->qbuf when c->shared. On failure err is set. */
-int drl__redis_append(rstore *s, conn *c, int argc, const char **argv,
-		      const size_t *lens, drl_error *err);
-/* Send what was queued on c and read n replies into r[] by c's deadline
- * (on the shared connections when c->shared), checking the replies to a
- * queued UNWATCH and to ASKING on the way. On failure nothing is left in
- * r[] and err is set. */
-int drl__redis_collect(rstore *s, conn *c, size_t n, redisReply **r,
-		       const char *what, drl_error *err);
+/* Queue one command of c's call on c's context (argv with explicit
+ * lengths; nothing is sent yet), behind ASKING when c->asking (outside
+ * MULTI). On failure err is set. */
+int drl__redis_conn_append(rstore *s, conn *c, int argc, const char **argv,
+			   const size_t *lens, drl_error *err);
+/* Send what was queued on c and read n replies into r[] by c's deadline,
+ * checking the replies to a queued UNWATCH and to ASKING on the way. On
+ * failure nothing is left in r[], c is broken and err is set. */
+int drl__redis_conn_collect(rstore *s, conn *c, size_t n, redisReply **r,
+			    const char *what, drl_error *err);
 /* 1 when r is the status reply `text` ("OK", "QUEUED"). */
 bool drl__redis_is_status(const redisReply *r, const char *text);
 /* Reply r (NULL: none) of command `what` as a failure: DRL__EREDIRECT as
@@ -289,6 +305,17 @@ const char *drl__redis_reply_type_name(int type);
  * call with drl__redis_begin() and ends it with drl__redis_release(). */
 int drl__redis_acquire_shared(rstore *s, conn *proxy, conn **out,
 			      drl_error *err);
+/* Queue one command of c's call (argv with explicit lengths; nothing is
+ * sent yet): on c's own connection (drl__redis_conn_append), or
+ * formatted into c->qbuf when c->shared. On failure err is set. */
+int drl__redis_append(rstore *s, conn *c, int argc, const char **argv,
+		      const size_t *lens, drl_error *err);
+/* Send what was queued on c and read n replies into r[] by c's deadline:
+ * on c's own connection (drl__redis_conn_collect), or on s's shared
+ * connections when c->shared (drl__redis_pipe_call). On failure nothing
+ * is left in r[] and err is set. */
+int drl__redis_collect(rstore *s, conn *c, size_t n, redisReply **r,
+		       const char *what, drl_error *err);
 /* Start a call on c, before its first drl__redis_append(): its counts
  * start over, it sends ASKING when the thread says so
  * (drl__redis_asking), a shared call's buffer is emptied, and an UNWATCH

@@ -195,7 +195,7 @@ static void pipe_run(rstore *s, conn **cp, rreq *batch)
 {
 	drl_error e = {0};
 	rreq *first = NULL;
-	struct timespec now;
+	struct timespec now; /* as the calls' deadlines (redis_conn.h) */
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	for (rreq *q = batch; q; q = q->next) {
 		if (now.tv_sec > q->deadline.tv_sec ||

@@ -132,11 +132,12 @@ typedef struct sstore {
 
 /* ---- time --------------------------------------------------------------- */
 
+/* The sentinel store counts in ms (timeout_ms, sentinel_check_ms), on
+ * the library's monotonic clock; at_ms() makes the timespec its
+ * condition variable (on CLOCK_MONOTONIC) waits for. */
 static int64_t mono_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return drl_mono_us() / 1000;
 }
 
 static struct timespec at_ms(int64_t ms)

@@ -57,10 +57,10 @@ int drl__redis_sub_open(drl__redis_sub **out, drl_backend *node,
 	if (rc == 0) {
 		const char *argv[2] = {"SUBSCRIBE", channel};
 		size_t lens[2] = {9, strlen(channel)};
-		rc = drl__redis_append(s, sub->c, 2, argv, lens, err);
+		rc = drl__redis_conn_append(s, sub->c, 2, argv, lens, err);
 	}
 	if (rc == 0)
-		rc = drl__redis_collect(s, sub->c, 1, r, "SUBSCRIBE", err);
+		rc = drl__redis_conn_collect(s, sub->c, 1, r, "SUBSCRIBE", err);
 	if (rc == 0 && !is_push(r[0], "subscribe", channel))
 		rc = drl__redis_reply_error(s, "SUBSCRIBE", r[0], false, err);
 	if (rc == 0)

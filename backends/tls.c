@@ -154,7 +154,7 @@ void drl__tls_unref(drl__tls *t)
 
 int64_t drl__ms_until(const struct timespec *dl)
 {
-	struct timespec now;
+	struct timespec now; /* to the ns, as dl */
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	int64_t ns = (int64_t)(dl->tv_sec - now.tv_sec) * 1000000000 +
 		     (dl->tv_nsec - now.tv_nsec);

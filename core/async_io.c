@@ -135,13 +135,6 @@ void drl__aio_store_gone(drl_store *s)
 
 /* ---- the descriptor ----------------------------------------------------- */
 
-static int64_t mono_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
-
 int drl__aio_init(drl__aio *io, int efd)
 {
 	pthread_mutexattr_t at;
@@ -343,6 +336,6 @@ int drl__aio_wait_ms(drl__aio *io)
 	pthread_mutex_unlock(&io->mu);
 	if (d == INT64_MAX)
 		return -1;
-	int64_t left = (d - mono_us()) / 1000 + 1;
+	int64_t left = (d - drl_mono_us()) / 1000 + 1;
 	return left < 1 ? 1 : left > 60000 ? 60000 : (int)left;
 }

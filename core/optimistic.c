@@ -46,7 +46,7 @@ static uint64_t jitter(void)
 {
 	static _Thread_local uint64_t s;
 	if (s == 0) {
-		struct timespec ts;
+		struct timespec ts; /* a seed: the ns bits, not a time */
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		s = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)&s ^
 		    (uint64_t)ts.tv_sec;

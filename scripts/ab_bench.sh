@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A/B the cost per decision of two builds of drl on the network stores:
-# runs `drl bench` of OLD and NEW alternately, ROUNDS times per cell, on a
-# redis-server and a memcached this script starts on free loopback ports
-# (and stops), and prints the median rate and p50 of each with the ratio.
+# runs `drl bench` of OLD and NEW alternately, ROUNDS times per cell (1 and
+# 16 threads; on Redis tx=lua also 64 requests in flight on one event
+# loop, --async 1), on a redis-server and a memcached this script starts
+# on free loopback ports (and stops), and prints the median rate and p50
+# of each with the ratio.
 #
 # usage: scripts/ab_bench.sh OLD/tools/drl NEW/tools/drl [ROUNDS]
 #   e.g. git worktree add /tmp/old 0ac7b27 && meson setup /tmp/old/b
@@ -40,13 +42,19 @@ echo "# $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); token_bucket, 10k 
 for store in "redis://127.0.0.1:$rport?tx=lua&pool=32" \
 	"redis://127.0.0.1:$rport?tx=watch&pool=32" \
 	"memcached://127.0.0.1:$mport?pool=32"; do
-	for c in 1 16; do
+	# 64a: 64 requests in flight on one event loop (--async 1), Redis
+	# tx=lua only (the async API's native path)
+	cells="1 16"
+	case $store in redis://*tx=lua*) cells="1 16 64a" ;; esac
+	for c in $cells; do
+		callers=(-c "${c%a}")
+		[ "$c" != "${c%a}" ] && callers+=(--async 1)
 		for _ in $(seq "$rounds"); do
 			for v in old new; do
 				bin=$old
 				[ "$v" = new ] && bin=$new
 				"$bin" bench --store "$store" \
-					--limit token_bucket:1000000000/1s -c "$c" \
+					--limit token_bucket:1000000000/1s "${callers[@]}" \
 					-k 10000 -d 0.6 --json 2>/dev/null |
 					"$PYTHON3" -c 'import json,sys
 d = json.load(sys.stdin)[0]
@@ -65,11 +73,12 @@ for line in open(sys.argv[1]):
     scheme = store.split("://")[0]
     tx = [o for o in store.split("?")[1].split("&") if o.startswith("tx=")]
     store = scheme + (" " + tx[0] if tx else "")
-    rate[(store, int(c), v)].append(float(r))
-    p50[(store, int(c), v)].append(float(p))
-print("| store | callers | old decisions/s (p50 µs) | new decisions/s (p50 µs) | new/old |")
+    rate[(store, c, v)].append(float(r))
+    p50[(store, c, v)].append(float(p))
+print("| store | callers (a: async, one loop) | old decisions/s (p50 µs) | new decisions/s (p50 µs) | new/old |")
 print("|---|--:|--:|--:|--:|")
-for store, c in sorted({(k[0], k[1]) for k in rate}):
+for store, c in sorted({(k[0], k[1]) for k in rate},
+                       key=lambda k: (k[0], int(k[1].rstrip("a")))):
     o = statistics.median(rate[(store, c, "old")])
     n = statistics.median(rate[(store, c, "new")])
     print(f"| {store} | {c} | {o:.0f} ({statistics.median(p50[(store, c, 'old')]):.0f}) "

@@ -89,6 +89,19 @@ return 1" 1 "l$long{__rand_int__}" $A9
 	run "HDEL a missing field" hdel h:__rand_int__ 0
 	run "PEXPIRE" pexpire i:__rand_int__ 61000
 	run "PEXPIRE NX" pexpire i:__rand_int__ 61000 NX
+	# sliding_log's write in place: a second write command in a script
+	# (PEXPIRE after SETRANGE) against asking PTTL first (read-only)
+	run "GETRANGE + SETRANGE" "lua:redis.call('GETRANGE', KEYS[1], -49, -1)
+redis.call('SETRANGE', KEYS[1], 0, 'G1234567812345678123456781234567812345678x')
+return 1" 1 r:__rand_int__ $A9
+	run "GETRANGE + SETRANGE + PEXPIRE" "lua:redis.call('GETRANGE', KEYS[1], -49, -1)
+redis.call('SETRANGE', KEYS[1], 0, 'G1234567812345678123456781234567812345678x')
+redis.call('PEXPIRE', KEYS[1], 61000)
+return 1" 1 r:__rand_int__ $A9
+	run "GETRANGE + SETRANGE + PTTL" "lua:redis.call('GETRANGE', KEYS[1], -49, -1)
+redis.call('SETRANGE', KEYS[1], 0, 'G1234567812345678123456781234567812345678x')
+if redis.call('PTTL', KEYS[1]) < 0 then return 0 end
+return 1" 1 r:__rand_int__ $A9
 done
 
 echo "redis-server $(redis-server --version | awk '{print $3}'), $(nproc) CPUs, $rounds rounds: smallest (all)"
@@ -99,7 +112,8 @@ for name in "script returning 1, 1 arg" "script returning 1, 9 args" \
 	"GET + SET PX of 25 bytes, 77-byte key" "GET" "MGET of 9 missing keys" \
 	"MGET of 9 counters" "HMGET of 9 fields of a hash of 10" \
 	"INCRBY a counter" "HINCRBY a hash of 10" "HDEL a missing field" \
-	"PEXPIRE" "PEXPIRE NX"; do
+	"PEXPIRE" "PEXPIRE NX" "GETRANGE + SETRANGE" \
+	"GETRANGE + SETRANGE + PEXPIRE" "GETRANGE + SETRANGE + PTTL"; do
 	min=$(tr ' ' '\n' <<<"${res[$name]}" | grep . | sort -g | head -1)
 	printf '%-40s %6s µs  (%s)\n' "$name" "$min" "${res[$name]% }"
 done

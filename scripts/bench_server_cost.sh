@@ -29,6 +29,7 @@
 # prefix, the limit's tag and the user key: ~70 bytes here, measured after
 # the first cell): a key's length costs the server too (hashing, copies),
 # so the peers are measured with keys of the same length as ours.
+# BENCH_SPECS="spec ..." and BENCH_TXS="auto lua watch" pick cells (default: all).
 # Each figure is the median of ROUNDS rounds (default 3), the cells of a
 # round in turn. Prints a Markdown table; the ratios compare medians of
 # the same run.
@@ -127,6 +128,9 @@ specs=(
 	"sliding_log:10000/1m"
 )
 txs=(auto lua watch)
+# BENCH_SPECS / BENCH_TXS (space-separated) measure only those cells.
+[ -n "${BENCH_SPECS:-}" ] && read -r -a specs <<<"$BENCH_SPECS"
+[ -n "${BENCH_TXS:-}" ] && read -r -a txs <<<"$BENCH_TXS"
 
 declare -A ex cp rb
 # the other counters a tx=auto decision reads (MGET), per counter spec

@@ -795,6 +795,55 @@ static void test_sliding_log_in_place(void **state)
 	redisFree(raw);
 }
 
+/* The PTTL of key kn in ms. */
+static long long key_pttl(redisContext *raw, const char *key, size_t kn)
+{
+	redisReply *r = redisCommand(raw, "PTTL %b", key, kn);
+	assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+	long long t = r->integer;
+	freeReplyObject(r);
+	return t;
+}
+
+/* A sliding_log write in place sends one write command, not two: it asks
+ * PTTL and extends the TTL (a quarter period beyond what it needs) only
+ * when it falls short, on the server's clock. A write whose newest entry
+ * lies ahead of the caller's time (clock skew) needs longer, and gets it. */
+static void test_sliding_log_ttl_kept(void **state)
+{
+	(void)state;
+	if (!have_servers)
+		skip();
+	redisContext *raw = raw_redis();
+	const int64_t t0 = INT64_C(1700000000000000), S = 1000 * MS;
+	drl_store *s = redis_store(0);
+	drl_limiter *l;
+	assert_int_equal(
+		drl_limiter_new(&l, s, "sliding_log:1000/1h", "ttlkept:", NULL),
+		0);
+	freeReplyObject(redisCommand(raw, "CONFIG RESETSTAT"));
+	for (int i = 0; i < 20; i++)
+		assert_true(tu_at(l, "k", 1, t0 + i * S).allowed);
+	char key[512];
+	size_t kn = only_key(raw, "ttlkept:", key, sizeof key);
+	/* the first write is a SET (PX: 1h, the grace, 15 min), the others
+	 * in place: a PTTL each, no PEXPIRE (unless 15 min went by) */
+	assert_int_equal(cmd_calls(raw, "set"), 1);
+	assert_int_equal(cmd_calls(raw, "setrange"), 19);
+	assert_int_equal(cmd_calls(raw, "pttl"), 19);
+	assert_int_equal(cmd_calls(raw, "pexpire"), 0);
+	long long t = key_pttl(raw, key, kn);
+	assert_true(t > 3600 * 1000 + 1000 && t <= 4500 * 1000 + 1000);
+	/* 20 min behind the newest entry: it must live 1h20m more */
+	assert_true(tu_at(l, "k", 1, t0 + 19 * S - 1200 * S).allowed);
+	assert_int_equal(cmd_calls(raw, "pexpire"), 1);
+	t = key_pttl(raw, key, kn);
+	assert_true(t > 4800 * 1000 + 1000);
+	drl_limiter_free(l);
+	drl_store_free(s);
+	redisFree(raw);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -824,6 +873,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_state),
 		cmocka_unit_test(test_sliding_log_states),
 		cmocka_unit_test(test_sliding_log_in_place),
+		cmocka_unit_test(test_sliding_log_ttl_kept),
 		cmocka_unit_test(test_gcra_states),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
