@@ -11,6 +11,13 @@
  *   backends/redis_pipe.c  the shared, pipelined connections: owns them,
  *                          and runs the calls queued on them over the
  *                          layer below
+ *   backends/redis_chan.c  channels (DRL_CAP_CHANNEL): a connection per
+ *                          async context whose started calls (the same
+ *                          rreqs as the pipes', q->chan set) the
+ *                          context's loop thread writes and reads;
+ *                          drl__redis_req_queue() sends a started call
+ *                          to its channel or to the pipes
+ *   backends/redis_resp.c  RESP formatting (the shared calls' buffers)
  *   backends/redis_conn.c  one connection and a call's round trip on it
  *                          (drl__redis_conn_*): knows no pool, no pipe
  *
