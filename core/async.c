@@ -22,6 +22,11 @@
  * its call is started on the caller's thread (drl__req_start) and the
  * node moved to the done list by whichever thread finishes the store call
  * (`started` counts those in flight; drl_async_free() waits for them).
+ * In fd mode, on a store with channels, the call goes through the
+ * context's own channel of the store (core/async_io.c: req.via) and the
+ * thread in drl_async_process() finishes it: it reads the channels first
+ * (their requests reach the done list without an eventfd signal), runs
+ * the callbacks, then writes what they started, once.
  *
  * A request on a store inside the process (DRL_CAP_INPROC: memory://)
  * is decided at start, on the starting thread, by the blocking steps
