@@ -947,7 +947,7 @@ static void mem_destroy(drl_backend *b)
 }
 
 static const drl_backend memory_vtable = {
-	/* version */ 6, /* the vtable version this file fills */
+	/* version */ 7, /* the vtable version this file fills */
 	/* caps */ DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE |
 		DRL_CAP_INPROC,
 	/* name */ "memory",
@@ -963,6 +963,8 @@ static const drl_backend memory_vtable = {
 	/* eval_start */ NULL,
 	/* add_read */ NULL,
 	/* add_read_start */ NULL,
+	/* trim */ NULL,
+	/* trim_start */ NULL,
 };
 
 /* ---- opening ----------------------------------------------------------- */

@@ -122,8 +122,11 @@ extern "C" {
  * version >= 5: the async API decides on its workers otherwise).
  * 6: add_read and add_read_start (optional, DRL_CAP_ADD_READ; read only
  * from stores of version >= 6: the counter algorithms use incr and
- * get_many, or a script, otherwise). */
-#define DRL_BACKEND_VERSION 6
+ * get_many, or a script, otherwise).
+ * 7: trim and trim_start (optional, DRL_CAP_COUNTER_GROUPS; read only
+ * from stores of version >= 7: the core sends no grouped counter key to
+ * any other store). */
+#define DRL_BACKEND_VERSION 7
 
 typedef struct drl_bytes {
 	const void *data;
@@ -157,8 +160,38 @@ enum {
 	 * for another process (a store inside this process, memory://):
 	 * the async API decides its requests at start, on the starting
 	 * thread, instead of on a worker. */
-	DRL_CAP_INPROC = 1u << 9
+	DRL_CAP_INPROC = 1u << 9,
+	/* trim, trim_start (version >= 7): the store keeps the counters of
+	 * one group in one record (Redis: one hash). See "Counter groups"
+	 * above struct drl_backend. */
+	DRL_CAP_COUNTER_GROUPS = 1u << 11
 };
+
+/*
+ * Counter groups (DRL_CAP_COUNTER_GROUPS, version >= 7). A grouped
+ * counter key is `group "#" index`: the group's bytes, '#', then the
+ * index in decimal, '-' first when negative (the core's
+ * drl__key_grouped). The core sends such keys only to a store with this
+ * bit, in every counter method (incr, get_many, add_read,
+ * add_read_start, del) and in trim; a store parses a key from its end
+ * (the group may hold '#'). A key not of that form is an ordinary one.
+ * What the store promises: the counters of one group live in one record
+ * (the counter `index` of record `group`), each changed and read as an
+ * ordinary counter is. What the core promises in return, so no TTL per
+ * counter is needed:
+ *  - the record's TTL is the group's: incr() sets it, as for an ordinary
+ *    key; add_read() and add_read_start() of grouped keys may leave it
+ *    as it is; trim() sets it. A grouped counter is never removed by a
+ *    TTL of its own, only with its record or by trim() or del();
+ *  - after every add_read() (or add_read_start()) of a grouped key that
+ *    found its counter at 0 or below (values[0] - delta <= 0: absent,
+ *    so the record may be new and without a TTL), the core calls trim()
+ *    for the group, which sets the record's TTL;
+ *  - the core trims the counters of a group that no decision reads any
+ *    longer itself (it names them in trim()): the store never guesses.
+ * del() of the group's own key (the bytes before '#', an ordinary key)
+ * removes the whole record.
+ */
 
 /* What eval() of a store with DRL_CAP_DECLARED_KEYS may return when it
  * cannot run a script now because its keys are split (Redis Cluster's
@@ -308,6 +341,22 @@ struct drl_backend {
 	int (*add_read_start)(drl_backend *b, size_t n, const drl_bytes *keys,
 			      int64_t delta, int64_t ttl_us,
 			      drl_eval_done_fn done, void *arg, drl_error *err);
+
+	/* Optional (version >= 7, DRL_CAP_COUNTER_GROUPS; required with
+	 * it): remove the n grouped counters keys[0..n), all of one group
+	 * (absent ones are no error; n may be 0), and set the group's
+	 * record to live ttl_us more (nothing when the record is gone), in
+	 * one round trip. */
+	int (*trim)(drl_backend *b, size_t n, const drl_bytes *keys,
+		    int64_t ttl_us, drl_error *err);
+
+	/* Optional (version >= 7, DRL_CAP_COUNTER_GROUPS): trim() without
+	 * waiting, as add_read_start() is add_read() (the same rules; done
+	 * gets no values). Required with the bit when add_read_start is set
+	 * (a started decision may have to trim). */
+	int (*trim_start)(drl_backend *b, size_t n, const drl_bytes *keys,
+			  int64_t ttl_us, drl_eval_done_fn done, void *arg,
+			  drl_error *err);
 };
 
 /* The start of every store's drl_backend: the version the store was
