@@ -195,12 +195,22 @@ static void plan_make(const drl__limit *lim, const drl__call *call, plan *p,
 							 p->i - (int64_t)j);
 }
 
-/* The fields trim() removes for p (grouped), into keys[] (kbuf[]). */
-static size_t trim_keys(const plan *p, const drl__keybase *kb, drl__key *kbuf,
+/* The fields trim() removes for p (grouped), into keys[], their bytes in
+ * one allocation (*buf, to free; rare: a first write of a sub-window).
+ * 0: out of memory, nothing to trim. */
+static size_t trim_keys(const plan *p, const drl__keybase *kb, char **buf,
 			drl_bytes *keys)
 {
-	for (int64_t j = 0; j < p->ntrim; j++)
-		keys[j] = drl__key_grouped(&kbuf[j], kb, p->dead - j);
+	drl__key k;
+	size_t each = kb->len + 22; /* '#', '-' and 20 digits */
+	char *q = *buf = malloc(each * (size_t)p->ntrim);
+	if (q == NULL)
+		return 0;
+	for (int64_t j = 0; j < p->ntrim; j++, q += each) {
+		drl_bytes f = drl__key_grouped(&k, kb, p->dead - j);
+		memcpy(q, f.data, f.len);
+		keys[j] = (drl_bytes){q, f.len};
+	}
 	return (size_t)p->ntrim;
 }
 
@@ -216,10 +226,12 @@ static bool must_trim(const plan *p, int64_t v, int64_t delta)
  * until a later first write's trim or the record's TTL). */
 static void trim_group(drl_backend *b, const plan *p, const drl__keybase *kb)
 {
-	drl__key kbuf[GROUP_TRIM_MAX];
+	char *buf;
 	drl_bytes keys[GROUP_TRIM_MAX];
-	size_t n = trim_keys(p, kb, kbuf, keys);
-	(void)b->trim(b, n, keys, p->ttl, NULL);
+	size_t n = trim_keys(p, kb, &buf, keys);
+	if (n > 0)
+		(void)b->trim(b, n, keys, p->ttl, NULL);
+	free(buf);
 }
 
 /* The counts after our increment (k->c[0] is the current sub-window's
@@ -406,10 +418,12 @@ static void start_trim(started *st, int64_t v, int64_t delta)
 		len--;
 	kb.len = len ? len - 1 : 0;
 	memcpy(kb.buf, st->k0.buf, kb.len);
-	drl__key kbuf[GROUP_TRIM_MAX];
+	char *buf;
 	drl_bytes keys[GROUP_TRIM_MAX];
-	size_t n = trim_keys(&st->p, &kb, kbuf, keys);
-	(void)b->trim_start(b, n, keys, st->p.ttl, trimmed, NULL, NULL);
+	size_t n = trim_keys(&st->p, &kb, &buf, keys);
+	if (n > 0) /* the store copies the keys */
+		(void)b->trim_start(b, n, keys, st->p.ttl, trimmed, NULL, NULL);
+	free(buf);
 }
 
 static void started_end(started *st, int rc, const drl_result *res,

@@ -18,9 +18,8 @@
 # by `redis-benchmark -c 16 -P 16 -r 10000` (its script with the library's
 # own key and arguments, as drl bench --ceiling sends it, but with the
 # explicit time the library sends by default; tx=auto's counter commands:
-# one decision's commands pipelined together on one hash, as the library
-# sends them, by redis-cli --pipe, with each command timed alone and summed
-# printed below the table as a bound), as the peers' are sent:
+# each alone, summed, the trim at the rate it runs), as the peers' are
+# sent:
 #   rlf        rate-limiter-flexible's RateLimiterRedis script (Node.js),
 #              read at run time from the npm package installed into a
 #              temporary folder (skipped when npm cannot fetch it);
@@ -130,7 +129,7 @@ specs=(
 )
 txs=(auto lua watch)
 
-declare -A ex cp rb summed
+declare -A ex cp rb
 # per counter spec: the other counters a tx=auto decision reads (the
 # fields of its hash: HMGET), and how many fields its trim names (W,
 # algorithms/subwindow.c: n + 1 + 3 ceil(1 s / sub-window))
@@ -198,8 +197,7 @@ print("%.2f %.2f %d %s" % (c["server_exec_us"] or 0, c["server_cpu_us"] or 0,
 		[ "$measure" = instructions ] && rate=25000
 		f=$(awk -v r="$rate" -v w="${subsecs[$spec]}" \
 			'BEGIN{f = 10000 / (r * w); print (f > 1 ? 1 : f)}')
-		b=$(pipe_cost "${neighbours[$spec]}" "${trimmed[$spec]}" "$f")
-		summed["$spec"]+="$(plain_cost "${neighbours[$spec]}" "${trimmed[$spec]}" "$f") "
+		b=$(plain_cost "${neighbours[$spec]}" "${trimmed[$spec]}" "$f")
 	elif [ "$args" != - ] && [ -n "$args" ]; then
 		b=$(script_cost "$spec" $args)
 	fi
@@ -247,50 +245,6 @@ plain_cost() {
 	r=$(peer_once hdel "$(pk h:)" "${args[@]}") && trim=${r% *}
 	r=$(peer_once pexpire "$(pk h:)" 61000) && trim=$(awk -v a="$trim" -v b="${r% *}" 'BEGIN{print a+b}')
 	printf '%.2f' "$(awk -v a="$total" -v t="$trim" -v f="$f" 'BEGIN{print a + f * t}')"
-}
-
-# What tx=auto's commands for one counter decision cost sent as the
-# library sends them: HINCRBY and (when $1 > 0) the HMGET of $1 other
-# fields of the same hash, pipelined together, and for a fraction $3 of
-# the decisions the trim (HDEL of $2 fields, PEXPIRE), on keys drawn at
-# random from the 10,000 hashes (populate_hashes), by redis-cli --pipe:
-# "exec cpu" per decision (instructions: "exec all"). Summing each command
-# timed alone (plain_cost) charges each its own cold key lookup, which the
-# pipelined commands on one key do not pay: plain_cost is printed below
-# the table as the bound it is.
-pipe_cost() {
-	local o=$1 w=$2 f=$3 n=200000 pre c0
-	[ "$measure" = instructions ] && n=5000
-	pre=$(pk "h:")
-	awk -v pre="${pre%%\{*}" -v o="$o" -v w="$w" -v f="$f" -v n="$n" 'BEGIN {
-		srand(7)
-		for (d = 0; d < n; d++) {
-			key = sprintf("%s{%012d}", pre, int(rand() * 10000))
-			kl = length(key)
-			printf "*4\r\n$7\r\nHINCRBY\r\n$%d\r\n%s\r\n$4\r\n1010\r\n$1\r\n1\r\n", kl, key
-			if (o > 0) {
-				printf "*%d\r\n$5\r\nHMGET\r\n$%d\r\n%s\r\n", o + 2, kl, key
-				for (j = 1; j <= o; j++)
-					printf "$4\r\n%d\r\n", 1000 + j
-			}
-			if (rand() < f) {
-				printf "*%d\r\n$4\r\nHDEL\r\n$%d\r\n%s\r\n", w + 2, kl, key
-				for (j = 1; j <= w; j++)
-					printf "$3\r\n%d\r\n", 900 + j
-				printf "*3\r\n$7\r\nPEXPIRE\r\n$%d\r\n%s\r\n$5\r\n61000\r\n", kl, key
-			}
-		}
-	}' >"$tmp/pipe.resp"
-	if [ "$measure" = instructions ]; then
-		cg_zero
-		cli --pipe <"$tmp/pipe.resp" >/dev/null 2>&1
-		r=$(cg_per_decision "$n") && echo "${r% *}"
-		return
-	fi
-	cli CONFIG RESETSTAT >/dev/null
-	c0=$(cpu_now)
-	cli --pipe <"$tmp/pipe.resp" >/dev/null 2>&1
-	r=$(per_decision "$(stats)" "$c0" "$n") && echo "${r% *}"
 }
 
 # redis-benchmark's command once: "exec cpu" per request (instructions:
@@ -385,10 +339,6 @@ for spec in "${specs[@]}"; do
 		[ -n "${rb[$spec|$tx]:-}" ] && b=$(median "${rb[$spec|$tx]}")
 		echo "| libdrl \`$spec\` tx=$tx | $e | $c | ${b:-—} | $(ratio "$b" "$rlf_m") | $(ratio "$b" "$rr_m") |"
 	done
-done
-for spec in "${!summed[@]}"; do
-	sm=$(median "${summed[$spec]}")
-	echo "| (bound) \`$spec\` tx=auto, each command timed alone, summed | — | — | $sm | $(ratio "$sm" "$rlf_m") | $(ratio "$sm" "$rr_m") |"
 done
 [ -n "$rlf" ] && echo "| rate-limiter-flexible's script (EVALSHA) | — | — | $rlf_m | 1.00 | $(ratio "$rlf_m" "$rr_m") |"
 echo "| go-redis/redis_rate's GCRA script (EVALSHA) | — | — | $rr_m | $(ratio "$rr_m" "$rlf_m") | 1.00 |"
