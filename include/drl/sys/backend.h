@@ -172,9 +172,10 @@ enum {
  * counter key is `group "#" index`: the group's bytes, '#', then the
  * index in decimal, '-' first when negative (the core's
  * drl__key_grouped). The core sends such keys only to a store with this
- * bit, in every counter method (incr, get_many, add_read,
- * add_read_start, del) and in trim; a store parses a key from its end
- * (the group may hold '#'). A key not of that form is an ordinary one.
+ * bit, in the counter methods (incr, get_many, add_read,
+ * add_read_start) and in trim, never in del(); a store parses a key from
+ * its end (the group may hold '#'). A key not of that form is an
+ * ordinary one.
  * What the store promises: the counters of one group live in one record
  * (the counter `index` of record `group`), each changed and read as an
  * ordinary counter is. What the core promises in return, so no TTL per
@@ -182,11 +183,11 @@ enum {
  *  - the record's TTL is the group's: incr() sets it, as for an ordinary
  *    key; add_read() and add_read_start() of grouped keys may leave it
  *    as it is; trim() sets it. A grouped counter is never removed by a
- *    TTL of its own, only with its record or by trim() or del();
- *  - after every add_read() (or add_read_start()) of a grouped key that
- *    found its counter at 0 or below (values[0] - delta <= 0: absent,
- *    so the record may be new and without a TTL), the core calls trim()
- *    for the group, which sets the record's TTL;
+ *    TTL of its own, only with its record or by trim();
+ *  - after every write (incr, add_read, add_read_start) of a grouped key
+ *    that found its counter at 0 or below (new value - delta <= 0:
+ *    absent, so the record may be new and without a TTL), the core calls
+ *    trim() for the group, which sets the record's TTL;
  *  - the core trims the counters of a group that no decision reads any
  *    longer itself (it names them in trim()): the store never guesses.
  * del() of the group's own key (the bytes before '#', an ordinary key)
@@ -271,7 +272,10 @@ struct drl_backend {
 	 * The dialect is Redis's EVAL (Redis 6.2 and later, and servers that
 	 * speak it: Valkey, KeyDB, Dragonfly): Lua 5.1 with KEYS[] and ARGV[]
 	 * (the integers as decimal strings), redis.call() on GET, SET, INCRBY,
-	 * PEXPIRE, MGET and TIME, Redis's bundled `struct` library for blobs,
+	 * PEXPIRE, MGET and TIME (with DRL_CAP_COUNTER_GROUPS also HMGET,
+	 * HINCRBY and HDEL: the counter twin is then told, ARGV[8] + 2, that
+	 * its counters are the fields of the hash KEYS[1]), Redis's bundled
+	 * `struct` library for blobs,
 	 * and redis.error_reply(). A script answers an array of integers, or
 	 * an error whose text starts with "ECORRUPT " when the state it finds
 	 * is malformed: the store returns DRL_ECORRUPT for that one, and
