@@ -275,8 +275,7 @@ struct drl_backend {
 	 * PEXPIRE, MGET and TIME (with DRL_CAP_COUNTER_GROUPS also HMGET,
 	 * HINCRBY and HDEL: the counter twin is then told, ARGV[8] + 2, that
 	 * its counters are the fields of the hash KEYS[1]), Redis's bundled
-	 * `struct` library for blobs,
-	 * and redis.error_reply(). A script answers an array of integers, or
+	 * `struct` library for blobs, and redis.error_reply(). A script answers an array of integers, or
 	 * an error whose text starts with "ECORRUPT " when the state it finds
 	 * is malformed: the store returns DRL_ECORRUPT for that one, and
 	 * DRL_ESTORE with the server's text for any other error reply. A store
