@@ -13,6 +13,7 @@
  *    the hash living as long as the newest field needs;
  *  - processes of different tx on one Redis count the same counters:
  *    interleaved, they decide exactly as one limiter on memory://;
+ *  - a policy's give-back keeps the exact count and the hash's TTL;
  *  - drl_reset removes the hash; a key of another type is a clear error
  *    (WRONGTYPE), never a zero count; the longest keys still work.
  * Real redis-server started by the fixture.
@@ -378,6 +379,51 @@ static void test_wrongtype_and_long_keys(void **state)
 	redisFree(c);
 }
 
+/* A policy whose second limit denies gives the first one's increment
+ * back (drl__counter_refund, its field's index): the field keeps exactly
+ * the admitted count, the hash keeps a TTL, no field goes. Also on the
+ * last microsecond of a sub-window, the give-back landing as the next
+ * begins. */
+static void test_refund(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	redisContext *c = raw_open();
+	for (size_t t = 0; t < 3; t++) {
+		drl_store *s = store_tx(txs[t]);
+		char prefix[32];
+		snprintf(prefix, sizeof prefix, "rf:%s:", txs[t]);
+		drl_limiter *l = tu_limiter(
+			s, "subwindow:1000/10s,subwindows=10;fixed_window:2/1h",
+			prefix);
+		int64_t edge = T0 + 3 * S - 1; /* the end of sub-window 2 */
+		assert_true(tu_at(l, "k", 1, T0).allowed);
+		assert_true(tu_at(l, "k", 1, edge).allowed);
+		assert_false(tu_at(l, "k", 1, edge).allowed); /* fixed_window */
+		assert_false(tu_at(l, "k", 1, edge + 1).allowed);
+		char pattern[64];
+		snprintf(pattern, sizeof pattern, "%ssub", prefix);
+		char key[512];
+		size_t len = group_key(c, pattern, key, sizeof key);
+		char f0[24], f2[24];
+		snprintf(f0, sizeof f0, "%lld", (long long)(T0 / S));
+		snprintf(f2, sizeof f2, "%lld", (long long)(T0 / S + 2));
+		redisReply *r = redisCommand(c, "HMGET %b %s %s", key, len, f0,
+					     f2);
+		assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+		assert_string_equal(r->element[0]->str, "1");
+		assert_string_equal(r->element[1]->str, "1");
+		freeReplyObject(r);
+		/* the refunds left a 0 (or no field) in sub-window 3 */
+		long long n = raw_int(c, "HLEN %b", key, len, NULL);
+		assert_true(n == 2 || n == 3);
+		assert_true(raw_int(c, "PTTL %b", key, len, NULL) > 0);
+		drl_limiter_free(l);
+		drl_store_free(s);
+	}
+	redisFree(c);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -405,6 +451,7 @@ int main(void)
 		cmocka_unit_test(test_mixed_tx_same_counters),
 		cmocka_unit_test(test_reset_removes_hash),
 		cmocka_unit_test(test_wrongtype_and_long_keys),
+		cmocka_unit_test(test_refund),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
