@@ -55,6 +55,18 @@ static drl_store *store_tx(const char *tx)
 	return tu_store(uri);
 }
 
+#define PREFIX_MAX 64
+
+/* A store of tx txs[t] and a limiter of spec on it, its prefix
+ * "<name>:<tx>:" (into prefix, PREFIX_MAX bytes). */
+static drl_limiter *tx_limiter(size_t t, const char *name, const char *spec,
+			       drl_store **s, char *prefix)
+{
+	*s = store_tx(txs[t]);
+	snprintf(prefix, PREFIX_MAX, "%s:%s:", name, txs[t]);
+	return tu_limiter(*s, spec, prefix);
+}
+
 static redisContext *raw_open(void)
 {
 	redisContext *c = redisConnect("127.0.0.1", srv.port);
@@ -241,10 +253,9 @@ static void test_lagging_clock(void **state)
 	NEED_SERVER();
 	redisContext *c = raw_open();
 	for (size_t t = 0; t < 3; t++) {
-		drl_store *s = store_tx(txs[t]);
-		char prefix[64];
-		snprintf(prefix, sizeof prefix, "lag:%s:", txs[t]);
-		drl_limiter *l = tu_limiter(s, SPEC, prefix);
+		drl_store *s;
+		char prefix[PREFIX_MAX];
+		drl_limiter *l = tx_limiter(t, "lag", SPEC, &s, prefix);
 		int64_t now = T0 + 10 * MS;
 		assert_true(tu_at(l, "k", 1, now).allowed);
 		assert_true(tu_at(l, "k", 1, now - 20 * MS).allowed);
@@ -317,10 +328,9 @@ static void test_reset_removes_hash(void **state)
 	NEED_SERVER();
 	redisContext *c = raw_open();
 	for (size_t t = 0; t < 3; t++) {
-		drl_store *s = store_tx(txs[t]);
-		char prefix[32];
-		snprintf(prefix, sizeof prefix, "rs:%s:", txs[t]);
-		drl_limiter *l = tu_limiter(s, SPEC, prefix);
+		drl_store *s;
+		char prefix[PREFIX_MAX];
+		drl_limiter *l = tx_limiter(t, "rs", SPEC, &s, prefix);
 		for (int k = 0; k < 5; k++)
 			assert_true(tu_at(l, "k", 1, T0 + k * 3 * S).allowed);
 		char key[512];
@@ -345,10 +355,9 @@ static void test_wrongtype_and_long_keys(void **state)
 	NEED_SERVER();
 	redisContext *c = raw_open();
 	for (size_t t = 0; t < 3; t++) {
-		drl_store *s = store_tx(txs[t]);
-		char prefix[32];
-		snprintf(prefix, sizeof prefix, "wt:%s:", txs[t]);
-		drl_limiter *l = tu_limiter(s, SPEC, prefix);
+		drl_store *s;
+		char prefix[PREFIX_MAX];
+		drl_limiter *l = tx_limiter(t, "wt", SPEC, &s, prefix);
 		assert_true(tu_at(l, "k", 1, T0).allowed);
 		char key[512];
 		size_t len = group_key(c, prefix, key, sizeof key);
@@ -390,18 +399,15 @@ static void test_refund(void **state)
 	NEED_SERVER();
 	redisContext *c = raw_open();
 	for (size_t t = 0; t < 3; t++) {
-		drl_store *s = store_tx(txs[t]);
-		char prefix[32];
-		snprintf(prefix, sizeof prefix, "rf:%s:", txs[t]);
-		drl_limiter *l = tu_limiter(
-			s, "subwindow:1000/10s,subwindows=10;fixed_window:2/1h",
-			prefix);
+		drl_store *s;
+		char prefix[PREFIX_MAX];
+		drl_limiter *l = tx_limiter(t, "rf", "subwindow:1000/10s,subwindows=10;fixed_window:2/1h", &s, prefix);
 		int64_t edge = T0 + 3 * S - 1; /* the end of sub-window 2 */
 		assert_true(tu_at(l, "k", 1, T0).allowed);
 		assert_true(tu_at(l, "k", 1, edge).allowed);
 		assert_false(tu_at(l, "k", 1, edge).allowed); /* fixed_window */
 		assert_false(tu_at(l, "k", 1, edge + 1).allowed);
-		char pattern[64];
+		char pattern[PREFIX_MAX + 8];
 		snprintf(pattern, sizeof pattern, "%ssub", prefix);
 		char key[512];
 		size_t len = group_key(c, pattern, key, sizeof key);
