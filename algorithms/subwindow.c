@@ -150,8 +150,8 @@ bool drl__counter_grouped(const drl__limit *lim, const drl_backend *b)
 typedef struct plan {
 	int64_t s, i, e, ttl;
 	size_t nkeys;
-	bool consume; /* increment (and maybe give back) vs only read */
-	bool grouped; /* the keys are fields of one group */
+	bool consume;        /* increment (and maybe give back) vs only read */
+	bool grouped;        /* the keys are fields of one group */
 	int64_t dead, ntrim; /* grouped: trim fields dead-ntrim+1 .. dead */
 } plan;
 
@@ -188,11 +188,11 @@ static void plan_make(const drl__limit *lim, const drl__call *call, plan *p,
 	p->consume = !call->peek && call->cost <= lim->limit;
 	plan_group(lim, call->backend, p);
 	for (size_t j = 0; j < p->nkeys; j++)
-		pk->keys[j] = p->grouped
-				      ? drl__key_grouped(&pk->kbuf[j], call->key,
-							 p->i - (int64_t)j)
-				      : drl__key_indexed(&pk->kbuf[j], call->key,
-							 p->i - (int64_t)j);
+		pk->keys[j] =
+			p->grouped ? drl__key_grouped(&pk->kbuf[j], call->key,
+						      p->i - (int64_t)j)
+				   : drl__key_indexed(&pk->kbuf[j], call->key,
+						      p->i - (int64_t)j);
 }
 
 /* The fields trim() removes for p (grouped), into keys[], their bytes in

@@ -631,8 +631,8 @@ static int c_trim(drl_backend *b, size_t n, const drl_bytes *keys,
 		return drl_error_set(err, DRL_EINVAL,
 				     "redis cluster: trim of no keys");
 	trim_args a = {n, keys, ttl_us};
-	return route(cs, key_slot(cs, keys[0]), do_trim, &a, false, NULL,
-		     NULL, err);
+	return route(cs, key_slot(cs, keys[0]), do_trim, &a, false, NULL, NULL,
+		     err);
 }
 
 typedef struct del_args {

@@ -137,9 +137,10 @@ static int append_group_cmd(rstore *s, conn *c, const char *cmd,
 	const char *vstack[ARGV_STACK];
 	size_t lstack[ARGV_STACK];
 	size_t argc = 2 + (n - from) + (extra != NULL);
-	const char **argv = argc <= ARGV_STACK ? vstack
-					       : malloc(argc * sizeof *argv);
-	size_t *lens = argc <= ARGV_STACK ? lstack : malloc(argc * sizeof *lens);
+	const char **argv =
+		argc <= ARGV_STACK ? vstack : malloc(argc * sizeof *argv);
+	size_t *lens =
+		argc <= ARGV_STACK ? lstack : malloc(argc * sizeof *lens);
 	int rc = 0;
 	if (argv == NULL || lens == NULL) {
 		rc = drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
@@ -163,8 +164,8 @@ static int append_group_cmd(rstore *s, conn *c, const char *cmd,
 
 /* The group behind the store's prefix into buf (stack, else malloc'd:
  * *heap to free). NULL: out of memory. */
-static char *prefixed_group(rstore *s, drl_bytes key, size_t glen,
-			    char *stack, size_t cap, char **heap, size_t *len)
+static char *prefixed_group(rstore *s, drl_bytes key, size_t glen, char *stack,
+			    size_t cap, char **heap, size_t *len)
 {
 	*heap = NULL;
 	*len = s->prefixlen + glen;
@@ -186,8 +187,8 @@ static int append_group_add_read(rstore *s, conn *c, size_t n,
 {
 	char d[24], gstack[KEY_STACK], *heap;
 	size_t dlen = (size_t)snprintf(d, sizeof d, "%" PRId64, delta), pglen;
-	const char *pg = prefixed_group(s, keys[0], glen, gstack,
-					sizeof gstack, &heap, &pglen);
+	const char *pg = prefixed_group(s, keys[0], glen, gstack, sizeof gstack,
+					&heap, &pglen);
 	int rc = 0;
 	if (pg == NULL) {
 		c->broken = true;
@@ -317,8 +318,8 @@ static int append_trim(rstore *s, conn *c, size_t n, const drl_bytes *keys,
 	size_t mslen = 0, glen = 0, pglen;
 	(void)drl__redis_group_split(keys[0], &glen);
 	int rc = drl__redis_ttl_arg(s, ttl_us, ms, &mslen, err);
-	const char *pg = prefixed_group(s, keys[0], glen, gstack,
-					sizeof gstack, &heap, &pglen);
+	const char *pg = prefixed_group(s, keys[0], glen, gstack, sizeof gstack,
+					&heap, &pglen);
 	if (rc == 0 && pg == NULL)
 		rc = drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
 				   s->where);
@@ -340,8 +341,8 @@ static int trim_result(rstore *s, redisReply **r, drl_error *err)
 {
 	if (r[0]->type != REDIS_REPLY_INTEGER)
 		return drl__redis_refused(
-			s, r[0], drl__redis_reply_error(s, "HDEL", r[0], true,
-							err));
+			s, r[0],
+			drl__redis_reply_error(s, "HDEL", r[0], true, err));
 	if (r[1]->type != REDIS_REPLY_INTEGER)
 		return drl__redis_reply_error(s, "PEXPIRE", r[1], false, err);
 	return 0;
@@ -354,8 +355,8 @@ static int check_trim(rstore *s, size_t n, const drl_bytes *keys,
 	bool grouped = false;
 	int rc = n == 0 || n > ADD_READ_MAX || keys == NULL
 			 ? drl_error_set(err, DRL_EINVAL,
-					 "redis %s: trim of %zu keys",
-					 s->where, n)
+					 "redis %s: trim of %zu keys", s->where,
+					 n)
 			 : check_args(s, n, keys, ttl_us, &grouped, err);
 	if (rc == 0 && !grouped)
 		rc = drl_error_set(err, DRL_EINVAL,
@@ -462,8 +463,8 @@ static void add_complete(rstore *s, rreq *q)
 
 /* Start a (add_read or trim) call: its commands formatted into a
  * buffer of its own, then handed to a pipe. */
-static int call_start(rstore *s, size_t n, const drl_bytes *keys,
-		      int64_t delta, int64_t ttl_us, bool grouped, bool trim,
+static int call_start(rstore *s, size_t n, const drl_bytes *keys, int64_t delta,
+		      int64_t ttl_us, bool grouped, bool trim,
 		      drl_eval_done_fn done, void *arg, drl_error *err)
 {
 	if (done == NULL)

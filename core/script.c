@@ -46,8 +46,7 @@ void drl__script_args(const drl__limit *lim, const drl__call *call,
 	args[6] = lim->subwindows;
 	/* + 2: the counters are the fields of one hash (the twin's key) */
 	args[7] = lim->trailing +
-		  (lim->algo->grouped &&
-				   lim->algo->grouped(lim, call->backend)
+		  (lim->algo->grouped && lim->algo->grouped(lim, call->backend)
 			   ? 2
 			   : 0);
 	args[8] = DRL__TTL_GRACE_US;

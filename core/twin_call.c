@@ -66,7 +66,9 @@ int drl__twin_call_make(drl__twin_call *out, const char *spec,
 	/* as the limiter does for a decision, then drl__script_decide */
 	drl__keybase_make(&kb, prefix, plen, &lim, key, keylen);
 	drl_bytes kv = drl__key_plain(&k, &kb);
-	drl__call call = {.key = &kb, .now = now_us, .cost = cost,
+	drl__call call = {.key = &kb,
+			  .now = now_us,
+			  .cost = cost,
 			  .backend = (drl_backend *)&plain_redis};
 	out->name = lim.algo->lua->name;
 	out->source = lim.algo->lua->source;

@@ -366,7 +366,8 @@ static void test_wrongtype_and_long_keys(void **state)
 		drl_result r;
 		drl_error err = {0};
 		int rc = drl_allow_at(l, "k", 1, 1, T0, &r, &err);
-		if (rc != DRL_ESTORE || strstr(err.message, "WRONGTYPE") == NULL)
+		if (rc != DRL_ESTORE ||
+		    strstr(err.message, "WRONGTYPE") == NULL)
 			fail_msg("tx=%s: %s (%s)", txs[t], err.message,
 				 drl_err_name(rc));
 		drl_limiter_free(l);
@@ -401,7 +402,10 @@ static void test_refund(void **state)
 	for (size_t t = 0; t < 3; t++) {
 		drl_store *s;
 		char prefix[PREFIX_MAX];
-		drl_limiter *l = tx_limiter(t, "rf", "subwindow:1000/10s,subwindows=10;fixed_window:2/1h", &s, prefix);
+		drl_limiter *l = tx_limiter(
+			t, "rf",
+			"subwindow:1000/10s,subwindows=10;fixed_window:2/1h",
+			&s, prefix);
 		int64_t edge = T0 + 3 * S - 1; /* the end of sub-window 2 */
 		assert_true(tu_at(l, "k", 1, T0).allowed);
 		assert_true(tu_at(l, "k", 1, edge).allowed);
@@ -414,8 +418,8 @@ static void test_refund(void **state)
 		char f0[24], f2[24];
 		snprintf(f0, sizeof f0, "%lld", (long long)(T0 / S));
 		snprintf(f2, sizeof f2, "%lld", (long long)(T0 / S + 2));
-		redisReply *r = redisCommand(c, "HMGET %b %s %s", key, len, f0,
-					     f2);
+		redisReply *r =
+			redisCommand(c, "HMGET %b %s %s", key, len, f0, f2);
 		assert_int_equal(r->type, REDIS_REPLY_ARRAY);
 		assert_string_equal(r->element[0]->str, "1");
 		assert_string_equal(r->element[1]->str, "1");
