@@ -3,8 +3,16 @@
 -- or, when the store wants every key declared (Redis Cluster), the
 -- caller's KEYS[2 + j] for the j-th sub-window back from now (the same
 -- names: the C side builds them with drl__key_indexed).
+-- ARGV[8] (trailing) plus 2: the counters are the fields of the hash
+-- KEYS[1], sub-window k the field k (a store with counter groups; the
+-- C side's drl__key_grouped names the same), trimmed as
+-- algorithms/subwindow.c says at its top (the same D, W and TTL).
 -- Atomic on the server, so it checks first and increments only when
 -- admitting (the C path increments first and refunds: same decisions).
+local grouped = trailing >= 2
+if grouped then
+  trailing = trailing - 2
+end
 local n = subwindows
 local s = period / n -- a whole number: the spec parser checked it
 local i = fdiv(now, s)
@@ -15,10 +23,21 @@ if trailing == 1 then
   last = n
 end
 
-local keys, c = {}, {}
+local keys, c, got = {}, {}, nil
+if grouped then
+  for j = 0, last do
+    keys[j] = string.format('%d', i - j)
+  end
+  got = redis.call('HMGET', KEYS[1], unpack(keys, 0, last))
+end
 for j = 0, last do
-  keys[j] = KEYS[2 + j] or (KEYS[1] .. ':' .. string.format('%d', i - j))
-  local v = redis.call('GET', keys[j])
+  local v
+  if grouped then
+    v = got[j + 1]
+  else
+    keys[j] = KEYS[2 + j] or (KEYS[1] .. ':' .. string.format('%d', i - j))
+    v = redis.call('GET', keys[j])
+  end
   c[j] = 0
   if v then
     c[j] = tonumber(v)
@@ -101,7 +120,20 @@ end
 if est + cost > limit then
   return {0, limit - est, reset_after(), retry_after(), i}
 end
-if peek == 0 then
+if peek == 0 and grouped then
+  redis.call('HINCRBY', KEYS[1], keys[0], cost)
+  if c[0] == 0 then -- absent (or at most 0): the first write of its sub-window
+    local k = cdiv(grace, s)
+    local dead, dropped = i - (n + 1 + k), {}
+    for j = 0, n + 3 * k do
+      dropped[j + 1] = string.format('%d', dead - j)
+    end
+    redis.call('HDEL', KEYS[1], unpack(dropped))
+    redis.call('PEXPIRE', KEYS[1], cdiv(ttl + k * s, 1000))
+  end
+  c[0] = c[0] + cost
+  est = est + cost
+elseif peek == 0 then
   redis.call('INCRBY', keys[0], cost)
   redis.call('PEXPIRE', keys[0], cdiv(ttl, 1000)) -- µs to whole ms
   c[0] = c[0] + cost -- a negative count read as 0, as in C

@@ -28,4 +28,5 @@ const drl__algorithm drl__fixed_window = {
 	.keys = drl__counter_keys,
 	.startable = drl__counter_startable,
 	.start = drl__counter_start,
+	.grouped = drl__counter_grouped,
 };

@@ -12,6 +12,23 @@
  * (atomically), then the estimate is checked and an over-limit increment is
  * refunded. Every admitted request's increment is seen by every later one,
  * so concurrent callers can never admit more than LIMIT at one instant.
+ *
+ * Counter groups. On a store that keeps counters in groups
+ * (DRL_CAP_COUNTER_GROUPS: Redis, one hash per limit and user key) the
+ * sub-windows are the fields of one record, named drl__key_grouped, when
+ * trimming them stays cheap (group_plan). Fields have no TTL of their own,
+ * so this file removes them: a decision that found its field absent (the
+ * first of its sub-window) calls trim() with the fields whose flat keys'
+ * TTLs would have run out by now, and the record's TTL (the one a flat key
+ * of the current sub-window gets, plus the sub-windows the clock grace
+ * spans: a client whose clock lags may set it after one ahead did). Field
+ * j would have expired, as a flat key, at (j + n + 1) S + grace: with
+ * K = ceil(grace / S), every j <= i - D, D = n + 1 + K, has, at any time
+ * of sub-window i; trimmed: the W fields up to i - D, W = n + 1 + 3K,
+ * which reach back to the previous first decision of a sub-window (a
+ * record nobody wrote for longer than its TTL is gone as a whole), so no
+ * field outlives that under any traffic, and none is removed before a
+ * flat key would have expired. counter.lua does the same.
  */
 #include "internal.h"
 
@@ -104,6 +121,28 @@ static int check_counts(counts *k, size_t n, drl_error *err)
 	return 0;
 }
 
+/* The most fields one trim() names (W above): beyond it (sub-windows far
+ * shorter than the grace) the counters keep keys of their own. */
+#define GROUP_TRIM_MAX 64
+
+/* Counter groups for lim (see the top of the file): *k = K, *d = D,
+ * *w = W. False: flat keys. */
+static bool group_plan(const drl__limit *lim, int64_t *k, int64_t *d,
+		       int64_t *w)
+{
+	int64_t n = lim->subwindows, s = lim->period_us / n;
+	*k = DRL__TTL_GRACE_US / s + (DRL__TTL_GRACE_US % s != 0);
+	*d = n + 1 + *k;
+	*w = n + 1 + 3 * *k;
+	return *w <= GROUP_TRIM_MAX;
+}
+
+bool drl__counter_grouped(const drl__limit *lim, const drl_backend *b)
+{
+	int64_t k, d, w;
+	return b != NULL && drl__has_groups(b) && group_plan(lim, &k, &d, &w);
+}
+
 /* Where one decision's counters are and what it does with them: the
  * sub-window index i, the offset e into it, the sub-window length s, the
  * TTL of what it writes, and how many keys it reads. Shared by the
@@ -111,7 +150,9 @@ static int check_counts(counts *k, size_t n, drl_error *err)
 typedef struct plan {
 	int64_t s, i, e, ttl;
 	size_t nkeys;
-	bool consume; /* increment (and maybe give back) vs only read */
+	bool consume;        /* increment (and maybe give back) vs only read */
+	bool grouped;        /* the keys are fields of one group */
+	int64_t dead, ntrim; /* grouped: trim fields dead-ntrim+1 .. dead */
 } plan;
 
 /* The keys a plan reads (keys[0] the current sub-window): on the stack
@@ -121,6 +162,19 @@ typedef struct plan_keys {
 	drl__key kbuf[DRL_SUBWINDOWS_MAX + 1];
 	drl_bytes keys[DRL_SUBWINDOWS_MAX + 1];
 } plan_keys;
+
+/* p's group, once its s, i and flat ttl are known. */
+static void plan_group(const drl__limit *lim, const drl_backend *b, plan *p)
+{
+	int64_t k, d, w;
+	p->grouped = drl__counter_grouped(lim, b);
+	if (p->grouped) {
+		(void)group_plan(lim, &k, &d, &w);
+		p->ttl += k * p->s;
+		p->dead = p->i - d;
+		p->ntrim = w;
+	}
+}
 
 static void plan_make(const drl__limit *lim, const drl__call *call, plan *p,
 		      plan_keys *pk)
@@ -132,9 +186,52 @@ static void plan_make(const drl__limit *lim, const drl__call *call, plan *p,
 	p->ttl = (n + 1) * p->s - p->e + DRL__TTL_GRACE_US;
 	p->nkeys = (size_t)n + (lim->trailing ? 1 : 0);
 	p->consume = !call->peek && call->cost <= lim->limit;
+	plan_group(lim, call->backend, p);
 	for (size_t j = 0; j < p->nkeys; j++)
-		pk->keys[j] = drl__key_indexed(&pk->kbuf[j], call->key,
-					       p->i - (int64_t)j);
+		pk->keys[j] =
+			p->grouped ? drl__key_grouped(&pk->kbuf[j], call->key,
+						      p->i - (int64_t)j)
+				   : drl__key_indexed(&pk->kbuf[j], call->key,
+						      p->i - (int64_t)j);
+}
+
+/* The fields trim() removes for p (grouped), into keys[], their bytes in
+ * one allocation (*buf, to free; rare: a first write of a sub-window).
+ * 0: out of memory, nothing to trim. */
+static size_t trim_keys(const plan *p, const drl__keybase *kb, char **buf,
+			drl_bytes *keys)
+{
+	drl__key k;
+	size_t each = kb->len + 22; /* '#', '-' and 20 digits */
+	char *q = *buf = malloc(each * (size_t)p->ntrim);
+	if (q == NULL)
+		return 0;
+	for (int64_t j = 0; j < p->ntrim; j++, q += each) {
+		drl_bytes f = drl__key_grouped(&k, kb, p->dead - j);
+		memcpy(q, f.data, f.len);
+		keys[j] = (drl_bytes){q, f.len};
+	}
+	return (size_t)p->ntrim;
+}
+
+/* Whether a write of delta that left a grouped counter at v found it at
+ * 0 or absent: the first of its sub-window (or one after refunds), which
+ * trims the group and sets its TTL. */
+static bool must_trim(const plan *p, int64_t v, int64_t delta)
+{
+	return p->grouped && v - delta <= 0;
+}
+
+/* trim() after a first write (best effort: a failure leaves dead fields
+ * until a later first write's trim or the record's TTL). */
+static void trim_group(drl_backend *b, const plan *p, const drl__keybase *kb)
+{
+	char *buf;
+	drl_bytes keys[GROUP_TRIM_MAX];
+	size_t n = trim_keys(p, kb, &buf, keys);
+	if (n > 0)
+		(void)b->trim(b, n, keys, p->ttl, NULL);
+	free(buf);
 }
 
 /* The counts after our increment (k->c[0] is the current sub-window's
@@ -193,13 +290,17 @@ static void refunded(const drl__limit *lim, const drl__call *call,
 }
 
 /* Add delta to one counter: add_read() of that key alone where the store
- * has it (no transaction), incr() otherwise. */
-static int add_one(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl,
-		   int64_t *v, drl_error *err)
+ * has it (no transaction), incr() otherwise; a grouped one that it found
+ * absent trims its group (the record may be new, without a TTL). */
+static int add_one(drl_backend *b, const plan *p, const drl__keybase *kb,
+		   drl_bytes key, int64_t delta, int64_t *v, drl_error *err)
 {
-	if (drl__has_add_read(b))
-		return b->add_read(b, 1, &key, delta, ttl, v, err);
-	return b->incr(b, key, delta, ttl, v, err);
+	int rc = drl__has_add_read(b)
+			 ? b->add_read(b, 1, &key, delta, p->ttl, v, err)
+			 : b->incr(b, key, delta, p->ttl, v, err);
+	if (rc == 0 && must_trim(p, *v, delta))
+		trim_group(b, p, kb);
+	return rc;
 }
 
 /* The counts of a consuming call: our increment, then the reads of the
@@ -244,7 +345,9 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 	plan_keys pk;
 	plan_make(lim, call, &p, &pk);
 	if (!add_read_usable(call) && drl__script_usable(lim, call)) {
-		rc = drl__script_decide(lim, call, p.nkeys, pk.keys, res, undo);
+		/* grouped: the twin's one key is the group's */
+		rc = drl__script_decide(lim, call, p.grouped ? 0 : p.nkeys,
+					pk.keys, res, undo);
 		if (rc != DRL_BACKEND_ESPLIT)
 			return rc;
 	}
@@ -261,6 +364,8 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 	rc = add_and_read(b, &p, &pk, call->cost, &k, &made, call->err);
 	if (rc && !made)
 		return rc;
+	if ((rc == 0 || made) && must_trim(&p, k.c[0], call->cost))
+		trim_group(b, &p, call->key);
 	if (rc == 0)
 		rc = added_counts(&p, call->cost, &k, call->err);
 	if (rc == 0)
@@ -268,7 +373,7 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 	if (rc == 0 && !refund)
 		return 0;
 	int64_t v;
-	int rrc = add_one(b, pk.keys[0], -call->cost, p.ttl, &v, NULL);
+	int rrc = add_one(b, &p, call->key, pk.keys[0], -call->cost, &v, NULL);
 	if (rc)
 		return rc;
 	refunded(lim, call, &p, &k, rrc, v, res);
@@ -293,6 +398,34 @@ typedef struct started {
 	void *arg;
 } started;
 
+/* A started trim's end: nothing to do (best effort, as trim_group). */
+static void trimmed(void *arg, int rc, const int64_t *out, size_t nret,
+		    const drl_error *err)
+{
+	(void)arg, (void)rc, (void)out, (void)nret, (void)err;
+}
+
+/* trim_group() without waiting, for the started decision st whose write of
+ * delta left its counter at v. */
+static void start_trim(started *st, int64_t v, int64_t delta)
+{
+	drl_backend *b = st->call.backend;
+	if (!must_trim(&st->p, v, delta) || b->trim_start == NULL)
+		return;
+	drl__keybase kb; /* the group: key0 up to its '#' */
+	size_t len = st->key0.len;
+	while (len > 0 && st->k0.buf[len - 1] != '#')
+		len--;
+	kb.len = len ? len - 1 : 0;
+	memcpy(kb.buf, st->k0.buf, kb.len);
+	char *buf;
+	drl_bytes keys[GROUP_TRIM_MAX];
+	size_t n = trim_keys(&st->p, &kb, &buf, keys);
+	if (n > 0) /* the store copies the keys */
+		(void)b->trim_start(b, n, keys, st->p.ttl, trimmed, NULL, NULL);
+	free(buf);
+}
+
 static void started_end(started *st, int rc, const drl_result *res,
 			const drl_error *err)
 {
@@ -312,6 +445,8 @@ static void give_back_done(void *arg, int rc, const int64_t *out, size_t nret,
 		return;
 	}
 	rc = rc == 0 && nret < 1 ? DRL_ESTORE : rc;
+	if (rc == 0)
+		start_trim(st, out[0], -st->call.cost);
 	refunded(st->lim, &st->call, &st->p, &st->k, rc, rc ? 0 : out[0], &res);
 	started_end(st, 0, &res, NULL);
 }
@@ -333,6 +468,7 @@ static void added_done(void *arg, int rc, const int64_t *out, size_t nret,
 		return;
 	}
 	memcpy(st->k.c, out, nret * sizeof *out);
+	start_trim(st, out[0], st->call.cost);
 	st->rc = added_counts(&st->p, st->call.cost, &st->k, &st->err);
 	if (st->rc == 0)
 		judge(st->lim, &st->call, &st->p, &st->k, &res, &undo, &refund);
@@ -374,7 +510,9 @@ int drl__counter_start(const drl__limit *lim, const drl__call *call,
 	st->arg = arg;
 	plan_keys pk;
 	plan_make(lim, call, &st->p, &pk);
-	st->key0 = drl__key_indexed(&st->k0, call->key, st->p.i);
+	memcpy(st->k0.buf, pk.keys[0].data, pk.keys[0].len);
+	st->k0.len = pk.keys[0].len;
+	st->key0 = (drl_bytes){st->k0.buf, st->k0.len};
 	int rc = b->add_read_start(b, st->p.nkeys, pk.keys, call->cost,
 				   st->p.ttl, added_done, st, NULL);
 	if (rc)
@@ -389,18 +527,24 @@ int drl__counter_refund(const drl__limit *lim, const drl__call *call,
 	int64_t n = lim->subwindows, s = lim->period_us / n;
 	/* with the store's clock unread, the longest TTL the key can need */
 	int64_t e = call->now == DRL__NOW_STORE ? 0 : call->now % s;
-	int64_t ttl = (n + 1) * s - e + DRL__TTL_GRACE_US;
+	plan p = {.s = s, .i = undo->a};
+	p.ttl = (n + 1) * s - e + DRL__TTL_GRACE_US;
+	plan_group(lim, b, &p);
 	drl__key kbuf;
 	int64_t v;
-	return add_one(b, drl__key_indexed(&kbuf, call->key, undo->a),
-		       -call->cost, ttl, &v, call->err);
+	drl_bytes key = p.grouped ? drl__key_grouped(&kbuf, call->key, p.i)
+				  : drl__key_indexed(&kbuf, call->key, p.i);
+	return add_one(b, &p, call->key, key, -call->cost, &v, call->err);
 }
 
 /* The sub-windows a decision at t reads are floor(t / S) - j for j in
  * [0, nkeys); a reset at `now` removes those of every t within one
  * sub-window of now (clients whose clocks differ by up to S, or a reset
  * that races a window edge): indexes i - nkeys .. i + 1. Older windows are
- * read by no decision at now or later, and their TTL removes them. */
+ * read by no decision at now or later, and their TTL removes them. Last,
+ * the group that holds them all on a store with counter groups (its own
+ * key, the base: the whole record goes), whatever the store: a store
+ * without groups has no such key. */
 size_t drl__counter_keys(const drl__limit *lim, const drl__keybase *kb,
 			 int64_t now, drl__key *kbuf, drl_bytes *keys)
 {
@@ -410,7 +554,8 @@ size_t drl__counter_keys(const drl__limit *lim, const drl__keybase *kb,
 	size_t n = 0;
 	for (int64_t j = i + 1; j >= i - nkeys; j--, n++)
 		keys[n] = drl__key_indexed(&kbuf[n], kb, j);
-	return n;
+	keys[n] = drl__key_plain(&kbuf[n], kb);
+	return n + 1;
 }
 
 static int option(drl__limit *lim, const char *key, const char *value,
@@ -469,4 +614,5 @@ const drl__algorithm drl__subwindow = {
 	.keys = drl__counter_keys,
 	.startable = drl__counter_startable,
 	.start = drl__counter_start,
+	.grouped = drl__counter_grouped,
 };

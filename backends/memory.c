@@ -965,6 +965,9 @@ static const drl_backend memory_vtable = {
 	/* add_read */ NULL,
 	/* add_read_start */ NULL,
 	/* chan_open .. chan_close */ NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+	/* trim */ NULL,
+	/* trim_start */ NULL,
+	/* chan_trim_start */ NULL,
 };
 
 /* ---- opening ----------------------------------------------------------- */

@@ -613,7 +613,22 @@ int drl__redis_ttl_arg(rstore *s, int64_t ttl_us, char ms[24], size_t *len,
 
 /* ---- counters ----------------------------------------------------------- */
 
-/* MULTI; INCRBY k delta; PEXPIRE k ttl; EXEC — one round trip. */
+/* A grouped counter's key (DRL_CAP_COUNTER_GROUPS): true, and key cut to
+ * its group, *field to its index. */
+static bool grouped_key(const rstore *s, drl_bytes *key, drl_bytes *field)
+{
+	size_t glen;
+	if (!(s->parent.caps & DRL_CAP_COUNTER_GROUPS) ||
+	    !drl__redis_group_split(*key, &glen))
+		return false;
+	*field = (drl_bytes){(const char *)key->data + glen + 1,
+			     key->len - glen - 1};
+	key->len = glen;
+	return true;
+}
+
+/* MULTI; INCRBY k delta; PEXPIRE k ttl; EXEC — one round trip (a grouped
+ * counter: HINCRBY group field delta; PEXPIRE group ttl). */
 static int r_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 		  int64_t *value, drl_error *err)
 {
@@ -626,6 +641,8 @@ static int r_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 	if (rc)
 		return rc;
 	dlen = (size_t)snprintf(d, sizeof d, "%" PRId64, delta);
+	drl_bytes f = {NULL, 0};
+	bool g = grouped_key(s, &key, &f);
 	key_init(&k);
 	rc = key_make(s, &k, key, err);
 	if (rc == 0)
@@ -635,11 +652,12 @@ static int r_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 		return rc;
 	}
 
-	const char *incr[3] = {"INCRBY", k.p, d};
-	size_t incrl[3] = {6, k.len, dlen};
+	const char *incr[4] = {g ? "HINCRBY" : "INCRBY", k.p, g ? f.data : d,
+			       d};
+	size_t incrl[4] = {g ? 7 : 6, k.len, g ? f.len : dlen, dlen};
 	const char *pexp[3] = {"PEXPIRE", k.p, ms};
 	size_t pexpl[3] = {7, k.len, mslen};
-	const tx_cmd cmd[2] = {{3, incr, incrl}, {3, pexp, pexpl}};
+	const tx_cmd cmd[2] = {{g ? 4 : 3, incr, incrl}, {3, pexp, pexpl}};
 	redisReply *r[4], *e;
 	rc = drl__redis_begin(s, c, err);
 	if (rc == 0)
@@ -725,11 +743,14 @@ static int r_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 	key_init(&k);
 	rc = drl__redis_begin(s, c, err);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
-		rc = key_make(s, &k, keys[i], err);
+		drl_bytes key = keys[i], f = {NULL, 0};
+		bool g = grouped_key(s, &key, &f); /* HGET group field */
+		rc = key_make(s, &k, key, err);
 		if (rc == 0) {
-			const char *argv[2] = {"GET", k.p};
-			size_t lens[2] = {3, k.len};
-			rc = drl__redis_append(s, c, 2, argv, lens, err);
+			const char *argv[3] = {g ? "HGET" : "GET", k.p, f.data};
+			size_t lens[3] = {g ? 4 : 3, k.len, f.len};
+			rc = drl__redis_append(s, c, g ? 3 : 2, argv, lens,
+					       err);
 		}
 	}
 	key_done(&k);
@@ -1112,7 +1133,10 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 	if (rc)
 		return rc;
 	s->parent.version = 7; /* the vtable version this file fills */
-	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
+	/* Every strategy keeps counters in groups (one hash per limit and
+	 * user key), so processes of any tx count the same counters. */
+	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_COUNTER_GROUPS;
+	s->parent.trim = drl__redis_trim;
 	s->parent.name = s->cluster ? "redis-cluster" : "redis";
 	s->parent.destroy = r_destroy;
 	s->parent.incr = r_incr;
@@ -1141,8 +1165,10 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 	if (s->plain_counters && !s->cluster) {
 		s->parent.caps |= DRL_CAP_ADD_READ;
 		s->parent.add_read = drl__redis_add_read;
-		if (s->npipes > 0)
+		if (s->npipes > 0) {
 			s->parent.add_read_start = drl__redis_add_read_start;
+			s->parent.trim_start = drl__redis_trim_start;
+		}
 	}
 	if (server_clock) {
 		s->parent.caps |= DRL_CAP_CLOCK;

@@ -604,6 +604,31 @@ static int c_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 	return route(cs, slot, do_eval, &a, true, NULL, NULL, err);
 }
 
+typedef struct trim_args {
+	size_t n;
+	const drl_bytes *keys;
+	int64_t ttl_us;
+} trim_args;
+
+static int do_trim(drl_backend *node, void *arg, drl_error *err)
+{
+	trim_args *a = arg;
+	return node->trim(node, a->n, a->keys, a->ttl_us, err);
+}
+
+/* One group's counters: one key (the group's hash), one slot. */
+static int c_trim(drl_backend *b, size_t n, const drl_bytes *keys,
+		  int64_t ttl_us, drl_error *err)
+{
+	cstore *cs = (cstore *)b;
+	if (n == 0 || keys == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis cluster: trim of no keys");
+	trim_args a = {n, keys, ttl_us};
+	return route(cs, key_slot(cs, keys[0]), do_trim, &a, false, NULL, NULL,
+		     err);
+}
+
 typedef struct del_args {
 	size_t n;
 	const drl_bytes *keys;
@@ -734,6 +759,8 @@ int drl__redis_cluster_open(drl_backend **out, drl_uri *uri, drl_error *err)
 		cs->parent.eval = cs->tmpl->eval ? c_eval : NULL;
 		cs->parent.now = cs->tmpl->now ? c_now : NULL;
 		cs->parent.del = cs->tmpl->del ? c_del : NULL;
+		cs->parent.trim = cs->tmpl->trim ? c_trim : NULL;
+		cs->parent.trim_start = NULL; /* no started calls */
 		rc = add_seeds(cs, drl_uri_hosts(uri), err);
 	}
 	if (rc == 0 && !drl__redis_template_lazy(cs->tmpl))

@@ -389,6 +389,15 @@ int drl__redis_add_read(drl_backend *b, size_t n, const drl_bytes *keys,
 int drl__redis_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
 			      int64_t delta, int64_t ttl_us,
 			      drl_eval_done_fn done, void *arg, drl_error *err);
+/* Whether key is a grouped counter, `group "#" index` (drl/sys/backend.h,
+ * "Counter groups"): *glen gets the group's length. */
+bool drl__redis_group_split(drl_bytes key, size_t *glen);
+/* trim() and trim_start() (DRL_CAP_COUNTER_GROUPS, redis_counter.c). */
+int drl__redis_trim(drl_backend *b, size_t n, const drl_bytes *keys,
+		    int64_t ttl_us, drl_error *err);
+int drl__redis_trim_start(drl_backend *b, size_t n, const drl_bytes *keys,
+			  int64_t ttl_us, drl_eval_done_fn done, void *arg,
+			  drl_error *err);
 
 /* ---- shared, pipelined connections (backends/redis_pipe.c) ------------- */
 
@@ -438,5 +447,8 @@ int drl__redis_add_read_start_on(rstore *s, drl_channel *ch, size_t n,
 				 const drl_bytes *keys, int64_t delta,
 				 int64_t ttl_us, drl_eval_done_fn done,
 				 void *arg, drl_error *err);
+int drl__redis_trim_start_on(rstore *s, drl_channel *ch, size_t n,
+			     const drl_bytes *keys, int64_t ttl_us,
+			     drl_eval_done_fn done, void *arg, drl_error *err);
 
 #endif /* DRL_REDIS_CONN_H */

@@ -52,6 +52,22 @@ static int via_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
 					     done, arg, err);
 }
 
+static int via_trim_start(drl_backend *b, size_t n, const drl_bytes *keys,
+			  int64_t ttl_us, drl_eval_done_fn done, void *arg,
+			  drl_error *err)
+{
+	drl__aio_chan *c = (drl__aio_chan *)b;
+	return c->store->chan_trim_start(c->ch, n, keys, ttl_us, done, arg,
+					 err);
+}
+
+static int via_trim(drl_backend *b, size_t n, const drl_bytes *keys,
+		    int64_t ttl_us, drl_error *err)
+{
+	drl_backend *s = ((drl__aio_chan *)b)->store;
+	return s->trim(s, n, keys, ttl_us, err);
+}
+
 static int via_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 		    const drl_bytes *keys, size_t nargs, const int64_t *args,
 		    int64_t *out, size_t nout, size_t *nret, drl_error *err)
@@ -90,6 +106,13 @@ static void via_make(drl__aio_chan *c, drl_backend *store)
 		c->via.add_read_start = via_add_read_start;
 	if (store->now)
 		c->via.now = via_now;
+	/* Counter groups: the keys stay grouped (the same counters as every
+	 * other caller's), so a started decision that trims trims here
+	 * (drl_store_from_backend() made sure chan_trim_start is there). */
+	if (store->trim)
+		c->via.trim = via_trim;
+	if (store->trim_start && store->chan_trim_start)
+		c->via.trim_start = via_trim_start;
 }
 
 /* ---- the registry: which channels each store has ------------------------- */

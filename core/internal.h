@@ -140,6 +140,10 @@ void drl__keybase_make_id(drl__keybase *kb, const char *prefix, size_t plen,
 drl_bytes drl__key_plain(drl__key *k, const drl__keybase *kb);
 /* base + ":" + decimal suffix (e.g. a window index) */
 drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb, int64_t suffix);
+/* base + "#" + decimal index: counter `index` of the group named by the
+ * base, for a store with DRL_CAP_COUNTER_GROUPS (backend.h, "Counter
+ * groups"). */
+drl_bytes drl__key_grouped(drl__key *k, const drl__keybase *kb, int64_t index);
 
 /* ---- algorithms -------------------------------------------------------- */
 
@@ -250,13 +254,19 @@ typedef struct drl__algorithm {
 	bool (*startable)(const drl__limit *lim, const drl__call *call);
 	int (*start)(const drl__limit *lim, const drl__call *call,
 		     drl__decided_fn done, void *arg);
+	/* Optional: whether lim's state on b is counters in one group
+	 * (DRL_CAP_COUNTER_GROUPS): its twin is then told so (ARGV[8], the
+	 * trailing flag, plus 2; drl__script_args). NULL: never. */
+	bool (*grouped)(const drl__limit *lim, const drl_backend *b);
 } drl__algorithm;
 
 /* Most store keys one limit has for one user key (drl__algorithm.keys):
- * the counter engine's sub-windows and trailing one, and one either side. */
-#define DRL__LIMIT_KEYS_MAX (DRL_SUBWINDOWS_MAX + 3)
+ * the counter engine's sub-windows and trailing one, one either side, and
+ * the group holding them all (a store with DRL_CAP_COUNTER_GROUPS). */
+#define DRL__LIMIT_KEYS_MAX (DRL_SUBWINDOWS_MAX + 4)
 
 /* The counter engine's keys (algorithms/subwindow.c). */
+bool drl__counter_grouped(const drl__limit *lim, const drl_backend *b);
 size_t drl__counter_keys(const drl__limit *lim, const drl__keybase *kb,
 			 int64_t now, drl__key *kbuf, drl_bytes *keys);
 
@@ -443,6 +453,14 @@ static inline bool drl__has_add_read(const drl_backend *b)
 {
 	return b->version >= 6 && (b->caps & DRL_CAP_ADD_READ) &&
 	       b->add_read != NULL;
+}
+
+/* Whether b keeps counters in groups (DRL_CAP_COUNTER_GROUPS, version
+ * >= 7): the counter engine may then send it grouped keys. */
+static inline bool drl__has_groups(const drl_backend *b)
+{
+	return b->version >= 7 && (b->caps & DRL_CAP_COUNTER_GROUPS) &&
+	       b->trim != NULL;
 }
 
 /* Whether b answers without waiting for I/O (DRL_CAP_INPROC, version

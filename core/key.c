@@ -7,7 +7,9 @@
  * suffix of another), '#' cannot start a length, and hashing bounds every
  * store key to DRL__KEY_BUF bytes so no decision allocates for its keys.
  * Braces form a Redis Cluster hash tag: every key of one (limit, user key)
- * lands in one slot.
+ * lands in one slot. A counter is <base>:<index> (its own key), or
+ * <base>#<index> on a store that keeps counters in groups: counter <index>
+ * of the record <base> (include/drl/sys/backend.h, "Counter groups").
  */
 #include "internal.h"
 
@@ -90,11 +92,13 @@ drl_bytes drl__key_plain(drl__key *k, const drl__keybase *kb)
 	return (drl_bytes){k->buf, k->len};
 }
 
-drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb, int64_t suffix)
+/* kb, then sep, then suffix in decimal ('-' first when negative). */
+static drl_bytes key_numbered(drl__key *k, const drl__keybase *kb, char sep,
+			      int64_t suffix)
 {
 	memcpy(k->buf, kb->buf, kb->len);
 	char *p = k->buf + kb->len;
-	*p++ = ':';
+	*p++ = sep;
 	if (suffix < 0) {
 		*p++ = '-';
 		p += drl__put_uint(p, (uint64_t)0 - (uint64_t)suffix);
@@ -103,4 +107,14 @@ drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb, int64_t suffix)
 	}
 	k->len = (size_t)(p - k->buf);
 	return (drl_bytes){k->buf, k->len};
+}
+
+drl_bytes drl__key_indexed(drl__key *k, const drl__keybase *kb, int64_t suffix)
+{
+	return key_numbered(k, kb, ':', suffix);
+}
+
+drl_bytes drl__key_grouped(drl__key *k, const drl__keybase *kb, int64_t index)
+{
+	return key_numbered(k, kb, '#', index);
 }

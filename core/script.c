@@ -44,7 +44,11 @@ void drl__script_args(const drl__limit *lim, const drl__call *call,
 	args[4] = lim->period_us;
 	args[5] = lim->burst;
 	args[6] = lim->subwindows;
-	args[7] = lim->trailing;
+	/* + 2: the counters are the fields of one hash (the twin's key) */
+	args[7] = lim->trailing +
+		  (lim->algo->grouped && lim->algo->grouped(lim, call->backend)
+			   ? 2
+			   : 0);
 	args[8] = DRL__TTL_GRACE_US;
 }
 

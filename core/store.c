@@ -65,6 +65,16 @@ int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 				     "without DRL_CAP_EVAL_START or a chan_ "
 				     "method",
 				     b->name ? b->name : "?");
+	/* DRL_CAP_COUNTER_GROUPS means something only from version 7 on. */
+	if (b->version >= 7 && (b->caps & DRL_CAP_COUNTER_GROUPS) &&
+	    (!b->trim || (b->add_read_start && !b->trim_start) ||
+	     ((b->caps & DRL_CAP_CHANNEL) && !b->chan_trim_start)))
+		return drl_error_set(err, DRL_EINVAL,
+				     "backend \"%s\" claims "
+				     "DRL_CAP_COUNTER_GROUPS without trim "
+				     "(or trim_start beside add_read_start, "
+				     "or chan_trim_start beside channels)",
+				     b->name ? b->name : "?");
 	drl_store *s = calloc(1, sizeof *s);
 	if (!s)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");

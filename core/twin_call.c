@@ -15,6 +15,23 @@ _Static_assert(DRL__TWIN_KEY_MAX >= sizeof(((drl__key *)0)->buf),
 _Static_assert(DRL__TWIN_ARGS_MAX >= DRL__SCRIPT_NARGS,
 	       "a twin's arguments fit drl__twin_call.args");
 
+/* What the twins are told of plain Redis (backends/redis.c): it keeps
+ * counters in groups (the counter twin then reads and writes the fields
+ * of one hash). Never called. */
+static int no_trim(drl_backend *b, size_t n, const drl_bytes *keys,
+		   int64_t ttl_us, drl_error *err)
+{
+	(void)b, (void)n, (void)keys, (void)ttl_us;
+	return drl_error_set(err, DRL_EINTERNAL, "not a store");
+}
+
+static const drl_backend plain_redis = {
+	.version = 7,
+	.caps = DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_SCRIPT |
+		DRL_CAP_COUNTER_GROUPS,
+	.trim = no_trim,
+};
+
 int drl__twin_call_make(drl__twin_call *out, const char *spec,
 			const char *prefix, const void *key, size_t keylen,
 			int64_t now_us, int64_t cost, drl_error *err)
@@ -49,7 +66,10 @@ int drl__twin_call_make(drl__twin_call *out, const char *spec,
 	/* as the limiter does for a decision, then drl__script_decide */
 	drl__keybase_make(&kb, prefix, plen, &lim, key, keylen);
 	drl_bytes kv = drl__key_plain(&k, &kb);
-	drl__call call = {.key = &kb, .now = now_us, .cost = cost};
+	drl__call call = {.key = &kb,
+			  .now = now_us,
+			  .cost = cost,
+			  .backend = (drl_backend *)&plain_redis};
 	out->name = lim.algo->lua->name;
 	out->source = lim.algo->lua->source;
 	out->nkeys = 1;

@@ -18,7 +18,8 @@
 # by `redis-benchmark -c 16 -P 16 -r 10000` (its script with the library's
 # own key and arguments, as drl bench --ceiling sends it, but with the
 # explicit time the library sends by default; tx=auto's counter commands:
-# each alone, summed), as the peers' are sent:
+# each alone, summed, the trim at the rate it runs), as the peers' are
+# sent:
 #   rlf        rate-limiter-flexible's RateLimiterRedis script (Node.js),
 #              read at run time from the npm package installed into a
 #              temporary folder (skipped when npm cannot fetch it);
@@ -133,11 +134,24 @@ txs=(auto lua watch)
 [ -n "${BENCH_TXS:-}" ] && read -r -a txs <<<"$BENCH_TXS"
 
 declare -A ex cp rb
-# the other counters a tx=auto decision reads (MGET), per counter spec
+# per counter spec: the other counters a tx=auto decision reads (the
+# fields of its hash: HMGET), and how many fields its trim names (W,
+# algorithms/subwindow.c: n + 1 + 3 ceil(1 s / sub-window))
 declare -A neighbours=(
 	["fixed_window:1000000/1m"]=0
 	["sliding_window:1000000/1m"]=1
 	["subwindow:1000000/1m,subwindows=10"]=9
+)
+declare -A trimmed=(
+	["fixed_window:1000000/1m"]=5
+	["sliding_window:1000000/1m"]=5
+	["subwindow:1000000/1m,subwindows=10"]=14
+)
+# and its sub-window, in seconds
+declare -A subsecs=(
+	["fixed_window:1000000/1m"]=60
+	["sliding_window:1000000/1m"]=60
+	["subwindow:1000000/1m,subwindows=10"]=6
 )
 # One libdrl cell: spec $1, tx $2. `drl bench` measures the server itself
 # (server_exec_us, server_cpu_us: the library as the client); with
@@ -179,7 +193,15 @@ print("%.2f %.2f %d %s" % (c["server_exec_us"] or 0, c["server_cpu_us"] or 0,
 	cp["$spec|$tx"]+="$c "
 	b=-
 	if [ "$tx" = auto ] && [ -n "${neighbours[$spec]:-}" ]; then
-		b=$(plain_cost "${neighbours[$spec]}")
+		# trims per decision: 10,000 keys, each once per sub-window,
+		# over the decisions of a sub-window at the cell's rate (under
+		# callgrind the server is slowed 50x: a nominal 25,000/s)
+		local f rate
+		rate=$(awk -v n="$n" -v s="$secs" 'BEGIN{print n / s}')
+		[ "$measure" = instructions ] && rate=25000
+		f=$(awk -v r="$rate" -v w="${subsecs[$spec]}" \
+			'BEGIN{f = 10000 / (r * w); print (f > 1 ? 1 : f)}')
+		b=$(plain_cost "${neighbours[$spec]}" "${trimmed[$spec]}" "$f")
 	elif [ "$args" != - ] && [ -n "$args" ]; then
 		b=$(script_cost "$spec" $args)
 	fi
@@ -208,19 +230,25 @@ script_cost() {
 }
 
 # What tx=auto's commands for one counter decision cost, each sent by
-# redis-benchmark -c 16 -P 16 (keys as long as the library's): INCRBY,
-# PEXPIRE, and an MGET of $1 other keys when $1 > 0. The MGET reads keys
-# that exist (populate_mget_keys), as the library's does: an MGET of
-# missing keys costs a quarter of one of counters (no value to reply).
+# redis-benchmark -c 16 -P 16 (keys as long as the library's): HINCRBY of
+# the current sub-window's field, an HMGET of $1 other fields when $1 > 0
+# (of hashes that hold them: populate_hashes), and, for a fraction $3 of
+# the decisions, the trim of the first decision of a sub-window on a key
+# (HDEL of $2 fields, PEXPIRE). $3 is the steady state of the library
+# cell's rate: 10,000 keys each trimmed once per sub-window, over the
+# decisions the cell made in a sub-window's time (capped at 1).
 plain_cost() {
-	local n=$1 total=0 r args=()
-	r=$(peer_once incrby "$(pk cnt:)" 1) && total=$(awk -v a="$total" -v b="${r% *}" 'BEGIN{print a+b}')
-	r=$(peer_once pexpire "$(pk cnt:)" 61000) && total=$(awk -v a="$total" -v b="${r% *}" 'BEGIN{print a+b}')
+	local n=$1 w=$2 f=$3 total=0 r args=() trim=0
+	r=$(peer_once hincrby "$(pk h:)" 1010 1) && total=$(awk -v a="$total" -v b="${r% *}" 'BEGIN{print a+b}')
 	if [ "$n" -gt 0 ]; then
-		for ((j = 0; j < n; j++)); do args+=("$(pk "m$j:")"); done
-		r=$(peer_once mget "${args[@]}") && total=$(awk -v a="$total" -v b="${r% *}" 'BEGIN{print a+b}')
+		for ((j = 1; j <= n; j++)); do args+=("$((1000 + j))"); done
+		r=$(peer_once hmget "$(pk h:)" "${args[@]}") && total=$(awk -v a="$total" -v b="${r% *}" 'BEGIN{print a+b}')
 	fi
-	printf '%.2f' "$total"
+	args=()
+	for ((j = 1; j <= w; j++)); do args+=("$((900 + j))"); done
+	r=$(peer_once hdel "$(pk h:)" "${args[@]}") && trim=${r% *}
+	r=$(peer_once pexpire "$(pk h:)" 61000) && trim=$(awk -v a="$trim" -v b="${r% *}" 'BEGIN{print a+b}')
+	printf '%.2f' "$(awk -v a="$total" -v t="$trim" -v f="$f" 'BEGIN{print a + f * t}')"
 }
 
 # redis-benchmark's command once: "exec cpu" per request (instructions:
@@ -258,21 +286,23 @@ unset 'ex[gcra:1000000/1m|auto]' 'cp[gcra:1000000/1m|auto]' 'rb[gcra:1000000/1m|
 pad=$(printf '%*s' $((keylen - 14)) '' | tr ' ' 'p')
 pk() { echo "$1${pad:${#1}}{__rand_int__}"; }
 
-# Write a counter under each key the MGET of plain_cost reads: the 10,000
-# values redis-benchmark's -r 10000 puts for __rand_int__ (12 digits).
-populate_mget_keys() {
-	local j k
-	for ((j = 0; j < 9; j++)); do
-		k=$(pk "m$j:")
-		awk -v pre="${k%%\{*}" 'BEGIN {
-			for (i = 0; i < 10000; i++) {
-				key = sprintf("%s{%012d}", pre, i)
-				printf "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1\r\n7\r\n", length(key), key
-			}
-		}'
-	done | cli --pipe >/dev/null
+# A hash of 11 counters (fields 1000 to 1010) under each key plain_cost
+# reads: the 10,000 values redis-benchmark's -r 10000 puts for
+# __rand_int__ (12 digits), as the library's hashes hold the current
+# sub-window and the ones before it.
+populate_hashes() {
+	local k
+	k=$(pk "h:")
+	awk -v pre="${k%%\{*}" 'BEGIN {
+		for (i = 0; i < 10000; i++) {
+			key = sprintf("%s{%012d}", pre, i)
+			printf "*24\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n", length(key), key
+			for (f = 1000; f <= 1010; f++)
+				printf "$4\r\n%d\r\n$1\r\n7\r\n", f
+		}
+	}' | cli --pipe >/dev/null
 }
-populate_mget_keys
+populate_hashes
 
 for ((k = 0; k < rounds; k++)); do
 	for spec in "${specs[@]}"; do

@@ -140,6 +140,15 @@ static int s_del(drl_backend *b, size_t n, const drl_bytes *keys,
 	return s->inner->del(s->inner, n, keys, err);
 }
 
+/* trim (counter groups): passed through, neither counted nor failed nor
+ * recorded (a first write's upkeep, not a decision's call). */
+static int s_trim(drl_backend *b, size_t n, const drl_bytes *keys,
+		  int64_t ttl_us, drl_error *err)
+{
+	spy *s = (spy *)b;
+	return s->inner->trim(s->inner, n, keys, ttl_us, err);
+}
+
 static void s_destroy(drl_backend *b)
 {
 	spy *s = (spy *)b;
@@ -175,6 +184,7 @@ int spy_store(drl_store **out, spy **sp, drl_backend *inner, drl_error *err)
 		.eval = inner->eval ? s_eval : NULL,
 		.now = inner->now ? s_now : NULL,
 		.del = inner->version >= 4 && inner->del ? s_del : NULL,
+		.trim = inner->version >= 7 && inner->trim ? s_trim : NULL,
 	};
 	int rc = drl_store_from_backend(out, &s->parent, err);
 	if (rc) {

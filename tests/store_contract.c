@@ -278,8 +278,16 @@ static void check_vtable(void **state)
 	unsigned known = DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE |
 			 DRL_CAP_SCRIPT | DRL_CAP_CLOCK | DRL_CAP_BATCH |
 			 DRL_CAP_DECLARED_KEYS | DRL_CAP_EVAL_START |
-			 DRL_CAP_ADD_READ | DRL_CAP_INPROC | DRL_CAP_CHANNEL;
+			 DRL_CAP_ADD_READ | DRL_CAP_INPROC | DRL_CAP_CHANNEL |
+			 DRL_CAP_COUNTER_GROUPS;
 	assert_int_equal(b->caps & ~known, 0);
+	if (b->version >= 7 && (b->caps & DRL_CAP_COUNTER_GROUPS)) {
+		assert_non_null(b->trim);
+		if (b->add_read_start)
+			assert_non_null(b->trim_start);
+		if (b->caps & DRL_CAP_CHANNEL)
+			assert_non_null(b->chan_trim_start);
+	}
 
 	/* Refused copies: newer than the library, a required method gone. */
 	drl_backend copy = *b;
@@ -327,6 +335,14 @@ static void check_vtable(void **state)
 	copy.caps |= DRL_CAP_ADD_READ;
 	copy.add_read = NULL;
 	expect_refused("add_read", copy);
+
+	/* A version 7 store claiming counter groups without trim. */
+	copy = *b;
+	copy.destroy = spy_destroy;
+	copy.version = 7;
+	copy.caps |= DRL_CAP_COUNTER_GROUPS;
+	copy.trim = NULL;
+	expect_refused("trim", copy);
 
 	/* The backend itself is accepted; the store owns it from then on. */
 	drl_store *s = NULL;

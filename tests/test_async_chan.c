@@ -40,6 +40,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <hiredis/hiredis.h>
+
 #include <dirent.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -158,6 +160,46 @@ static void run_all(run *r, int inflight)
 		if (poll(&p, 1, 100) > 0)
 			drl_async_process(r->a);
 	}
+}
+
+/* ---- counter groups on a channel -------------------------------------------- */
+
+/* A started counter decision trims its group on the channel too: the
+ * Redis hash of its counters gets its TTL there (a decision whose trim
+ * was skipped left a hash without one: it never went), and still no
+ * thread is started. */
+static void test_group_trim_on_channel(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char uri[256];
+	uri_of(uri, sizeof uri, NULL);
+	tu t = tu_open(uri, "subwindow:100/1h,subwindows=4");
+	int before = threads_now();
+	run r = {.a = ctx_new(), .lim = t.lim, .key = "grouptrim", .total = 1};
+	run_all(&r, 1);
+	assert_int_equal(r.allowed, 1);
+	assert_int_equal(threads_now(), before);
+	redisContext *c = redisConnect("127.0.0.1", srv.port);
+	assert_non_null(c);
+	assert_int_equal(c->err, 0);
+	redisReply *k = redisCommand(c, "KEYS *grouptrim*");
+	assert_int_equal(k->type, REDIS_REPLY_ARRAY);
+	assert_int_equal(k->elements, 1);
+	redisReply *ty = redisCommand(c, "TYPE %b", k->element[0]->str,
+				      k->element[0]->len);
+	assert_string_equal(ty->str, "hash");
+	redisReply *p = redisCommand(c, "PTTL %b", k->element[0]->str,
+				     k->element[0]->len);
+	if (p->integer <= 0)
+		fail_msg("the group's hash has no TTL (PTTL %lld)",
+			 (long long)p->integer);
+	freeReplyObject(p);
+	freeReplyObject(ty);
+	freeReplyObject(k);
+	redisFree(c);
+	drl_async_free(r.a);
+	tu_free(&t);
 }
 
 /* ---- no thread ------------------------------------------------------------ */
@@ -596,6 +638,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_no_io_thread),
+		cmocka_unit_test(test_group_trim_on_channel),
 		cmocka_unit_test(test_notify_keeps_io_thread),
 		cmocka_unit_test(test_equals_blocking),
 		cmocka_unit_test(test_hot_key_one_loop),

@@ -134,6 +134,7 @@ static bool redis_read_only(const char *cmd)
 		"cmdstat_unwatch", "cmdstat_time",   "cmdstat_ping",
 		"cmdstat_info",    "cmdstat_dbsize", "cmdstat_script|load",
 		"cmdstat_pttl",    "cmdstat_exists", "cmdstat_getrange",
+		"cmdstat_hget",    "cmdstat_hmget", /* counter groups */
 	};
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
 		if (strcmp(cmd, ok[i]) == 0)

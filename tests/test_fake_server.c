@@ -321,17 +321,25 @@ static const target redis_lua_clock = {
 	LIT("*5\r\n:1\r\n:4\r\n:1552563\r\n:0\r\n:1795351356\r\n"),
 	0};
 
-/* tx=auto's counters: INCRBY, PEXPIRE, and an MGET of the other
- * sub-windows (sliding_window: one), pipelined, no script. */
-static const target redis_auto = {
-	"redis tx=auto (counter)", "redis", "tx=auto", "fixed_window:5/1s",
-	LIT(":1\r\n:1\r\n"),       0};
-static const target redis_auto_mget = {"redis tx=auto (counter, MGET)",
-				       "redis",
-				       "tx=auto",
-				       "sliding_window:5/1s",
-				       LIT(":1\r\n:1\r\n*1\r\n$-1\r\n"),
-				       0};
+/* tx=auto's counters, the fields of one hash (counter groups): HINCRBY,
+ * and an HMGET of the other sub-windows, pipelined, no script; then, the
+ * field being new, the trim: HDEL, PEXPIRE (its own request: the cut).
+ * Four sub-windows, not fixed_window: a lone HINCRBY's 4 bytes dribbled
+ * would arrive within SHORT_MS. */
+#define AUTO_OK ":1\r\n*3\r\n$-1\r\n$-1\r\n$-1\r\n"
+static const target redis_auto = {"redis tx=auto (counter)",
+				  "redis",
+				  "tx=auto",
+				  "subwindow:5/1s,subwindows=4",
+				  LIT(AUTO_OK ":0\r\n:1\r\n"),
+				  sizeof AUTO_OK - 1};
+static const target redis_auto_mget = {
+	"redis tx=auto (counter, HMGET)",
+	"redis",
+	"tx=auto",
+	"sliding_window:5/1s",
+	LIT(":1\r\n*1\r\n$-1\r\n:0\r\n:1\r\n"),
+	sizeof ":1\r\n*1\r\n$-1\r\n" - 1};
 
 static const target *const redis_targets[] = {
 	&redis_lua,       &redis_watch,       &redis_incr, &redis_clock,
@@ -420,13 +428,14 @@ static const typed redis_typed[] = {
 	{&redis_auto,
 	 H("INCRBY: WRONGTYPE", "-WRONGTYPE Operation against a key\r\n:1\r\n",
 	   0, 0, STORE)},
-	{&redis_auto, H("PEXPIRE: error", ":1\r\n-ERR nope\r\n", 0, 0, STORE)},
 	{&redis_auto_mget,
-	 H("MGET: not an array", ":1\r\n:1\r\n:7\r\n", 0, 0, STORE)},
-	{&redis_auto_mget, H("MGET: two values for one key",
-			     ":1\r\n:1\r\n*2\r\n$-1\r\n$-1\r\n", 0, 0, STORE)},
-	{&redis_auto_mget, H("MGET: not a number",
-			     ":1\r\n:1\r\n*1\r\n$2\r\nhi\r\n", 0, 0, CORRUPT)},
+	 H("HMGET: error", ":1\r\n-ERR nope\r\n", 0, 0, STORE)},
+	{&redis_auto_mget,
+	 H("HMGET: not an array", ":1\r\n:7\r\n", 0, 0, STORE)},
+	{&redis_auto_mget, H("HMGET: two values for one key",
+			     ":1\r\n*2\r\n$-1\r\n$-1\r\n", 0, 0, STORE)},
+	{&redis_auto_mget, H("HMGET: not a number",
+			     ":1\r\n*1\r\n$2\r\nhi\r\n", 0, 0, CORRUPT)},
 	{&redis_lua,
 	 HC("SCRIPT LOAD: status", "-NOSCRIPT gone\r\n+OK\r\n" EVAL_OK, 0, 0,
 	    STORE, sizeof "-NOSCRIPT gone\r\n" - 1)},

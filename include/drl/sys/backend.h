@@ -125,7 +125,9 @@ extern "C" {
  * get_many, or a script, otherwise).
  * 7: chan_open .. chan_close (optional, DRL_CAP_CHANNEL; read only from
  * stores of version >= 7: the async API's started calls go to the
- * store's own I/O thread otherwise). */
+ * store's own I/O thread otherwise); trim and trim_start (optional,
+ * DRL_CAP_COUNTER_GROUPS; read only from stores of version >= 7: the
+ * core sends no grouped counter key to any other store). */
 #define DRL_BACKEND_VERSION 7
 
 typedef struct drl_bytes {
@@ -164,7 +166,12 @@ enum {
 	/* chan_open .. chan_close (version >= 7, needs DRL_CAP_EVAL_START):
 	 * started calls on a connection a caller's thread drives (the
 	 * async API's event loop), with no thread of the store's. */
-	DRL_CAP_CHANNEL = 1u << 10
+	DRL_CAP_CHANNEL = 1u << 10,
+
+	/* trim, trim_start (version >= 7): the store keeps the counters of
+	 * one group in one record (Redis: one hash). See "Counter groups"
+	 * above struct drl_backend. */
+	DRL_CAP_COUNTER_GROUPS = 1u << 11
 };
 
 /* A channel (version >= 7, DRL_CAP_CHANNEL): a connection of the store's
@@ -174,6 +181,33 @@ enum {
  * at chan_deadline(). The async API opens one per store and context, for
  * its requests started in fd mode (drl_async_fd()). Opaque: the store's. */
 typedef struct drl_channel drl_channel;
+
+/*
+ * Counter groups (DRL_CAP_COUNTER_GROUPS, version >= 7). A grouped
+ * counter key is `group "#" index`: the group's bytes, '#', then the
+ * index in decimal, '-' first when negative (the core's
+ * drl__key_grouped). The core sends such keys only to a store with this
+ * bit, in the counter methods (incr, get_many, add_read,
+ * add_read_start) and in trim, never in del(); a store parses a key from
+ * its end (the group may hold '#'). A key not of that form is an
+ * ordinary one.
+ * What the store promises: the counters of one group live in one record
+ * (the counter `index` of record `group`), each changed and read as an
+ * ordinary counter is. What the core promises in return, so no TTL per
+ * counter is needed:
+ *  - the record's TTL is the group's: incr() sets it, as for an ordinary
+ *    key; add_read() and add_read_start() of grouped keys may leave it
+ *    as it is; trim() sets it. A grouped counter is never removed by a
+ *    TTL of its own, only with its record or by trim();
+ *  - after every write (incr, add_read, add_read_start) of a grouped key
+ *    that found its counter at 0 or below (new value - delta <= 0:
+ *    absent, so the record may be new and without a TTL), the core calls
+ *    trim() for the group, which sets the record's TTL;
+ *  - the core trims the counters of a group that no decision reads any
+ *    longer itself (it names them in trim()): the store never guesses.
+ * del() of the group's own key (the bytes before '#', an ordinary key)
+ * removes the whole record.
+ */
 
 /* What eval() of a store with DRL_CAP_DECLARED_KEYS may return when it
  * cannot run a script now because its keys are split (Redis Cluster's
@@ -253,8 +287,10 @@ struct drl_backend {
 	 * The dialect is Redis's EVAL (Redis 6.2 and later, and servers that
 	 * speak it: Valkey, KeyDB, Dragonfly): Lua 5.1 with KEYS[] and ARGV[]
 	 * (the integers as decimal strings), redis.call() on GET, SET, INCRBY,
-	 * PEXPIRE, MGET and TIME, Redis's bundled `struct` library for blobs,
-	 * and redis.error_reply(). A script answers an array of integers, or
+	 * PEXPIRE, MGET and TIME (with DRL_CAP_COUNTER_GROUPS also HMGET,
+	 * HINCRBY and HDEL: the counter twin is then told, ARGV[8] + 2, that
+	 * its counters are the fields of the hash KEYS[1]), Redis's bundled
+	 * `struct` library for blobs, and redis.error_reply(). A script answers an array of integers, or
 	 * an error whose text starts with "ECORRUPT " when the state it finds
 	 * is malformed: the store returns DRL_ECORRUPT for that one, and
 	 * DRL_ESTORE with the server's text for any other error reply. A store
@@ -373,6 +409,31 @@ struct drl_backend {
 	 * runs here); the caller normally drives every call to its end
 	 * first (chan_process() until chan_deadline() is INT64_MAX). */
 	void (*chan_close)(drl_channel *ch);
+
+	/* Optional (version >= 7, DRL_CAP_COUNTER_GROUPS; required with
+	 * it): remove the n grouped counters keys[0..n), all of one group
+	 * (absent ones are no error; n may be 0), and set the group's
+	 * record to live ttl_us more (nothing when the record is gone), in
+	 * one round trip. */
+	int (*trim)(drl_backend *b, size_t n, const drl_bytes *keys,
+		    int64_t ttl_us, drl_error *err);
+
+	/* Optional (version >= 7, DRL_CAP_COUNTER_GROUPS): trim() without
+	 * waiting, as add_read_start() is add_read() (the same rules; done
+	 * gets no values). Required with the bit when add_read_start is set
+	 * (a started decision may have to trim). */
+	int (*trim_start)(drl_backend *b, size_t n, const drl_bytes *keys,
+			  int64_t ttl_us, drl_eval_done_fn done, void *arg,
+			  drl_error *err);
+
+	/* Optional (version >= 7; required with both DRL_CAP_CHANNEL and
+	 * DRL_CAP_COUNTER_GROUPS): trim_start() on a channel, with the
+	 * rules of the other chan_ starts (queued, done inside
+	 * chan_process()). A started counter decision on a channel trims
+	 * there. */
+	int (*chan_trim_start)(drl_channel *ch, size_t n, const drl_bytes *keys,
+			       int64_t ttl_us, drl_eval_done_fn done, void *arg,
+			       drl_error *err);
 };
 
 /* The start of every store's drl_backend: the version the store was
