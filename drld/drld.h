@@ -16,13 +16,14 @@
 
 #include "adhoc.h"
 #include "config.h"
-#include "envoy_config.h"
 #include "limit.h"
 #include "metrics.h"
 #include "template.h"
 
 #include <stdbool.h>
 #include <stddef.h>
+
+struct drld_envoy_stats; /* envoy/envoy_stats.h */
 
 struct drld {
 	drl_store *store;
@@ -46,7 +47,7 @@ struct drld {
 	bool envoy_shadow;
 	bool envoy_headers;
 	/* --stop-cache-key-increment-when-overlimit: a call's descriptors
-	 * counted all or nothing (envoy_service.h) */
+	 * counted all or nothing (envoy/envoy_service.h) */
 	bool envoy_stop_increment;
 };
 

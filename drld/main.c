@@ -32,10 +32,11 @@
 #include "common/insecure.h"
 #include "common/json.h"
 #include "common/result.h"
-#include "async_loop.h"
 #include "drld.h"
-#include "grpc_service.h" /* plain C; defined only with DRLD_HAVE_ENVOY */
-#include "http.h"
+#include "envoy/envoy_config.h"
+#include "envoy/grpc_service.h" /* plain C; defined only with DRLD_HAVE_ENVOY */
+#include "http/async_loop.h"
+#include "http/http.h"
 #include "listen_addr.h"
 #include "reloader.h"
 #include "watcher.h"
@@ -573,7 +574,7 @@ static int open_store(struct drld *d, const struct opts *o, char **config_store)
 			  : *config_store ? *config_store
 					  : memory;
 	/* memory:// never waits for the network: gRPC calls on it are
-	 * decided where they are read (grpc_service.h) */
+	 * decided where they are read (envoy/grpc_service.h) */
 	d->store_in_process = strncasecmp(uri, "memory:", 7) == 0;
 	tl_warn_insecure("drld", uri);
 	int rc = drl_store_open(&d->store, uri, &err);

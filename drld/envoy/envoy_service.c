@@ -2,6 +2,7 @@
 #include "envoy_service.h"
 
 #include "drld.h"
+#include "envoy_config.h"
 
 #include <drl/async.h>
 
