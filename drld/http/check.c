@@ -1,9 +1,9 @@
 /*
  * The handlers that decide: POST /v1/check and protected paths, and the
- * one that forgets: POST /v1/reset. They speak in drld_reply (drld.h);
+ * one that forgets: POST /v1/reset. They speak in drld_reply (check.h);
  * http.c sends it.
  */
-#include "drld.h"
+#include "check.h"
 
 #include "common/args.h"
 #include "common/json.h"
