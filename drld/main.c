@@ -32,10 +32,10 @@
 #include "common/insecure.h"
 #include "common/json.h"
 #include "common/result.h"
-#include "async_loop.h"
 #include "drld.h"
-#include "grpc_service.h" /* plain C; defined only with DRLD_HAVE_ENVOY */
-#include "http.h"
+#include "envoy/envoy_config.h"
+#include "envoy/grpc_service.h" /* plain C; defined only with DRLD_HAVE_ENVOY */
+#include "http/http.h"
 #include "listen_addr.h"
 #include "reloader.h"
 #include "watcher.h"
@@ -540,6 +540,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 /* ---- the server's state ----------------------------------------------- */
 
+/* Whether `store` decides a one-limit policy without a worker
+ * (drl_async_direct()): both fronts then start decisions through the async
+ * API (http/async_loop.h, envoy/grpc_async.h). */
+static bool async_worth(drl_store *store)
+{
+	drl_limiter *l = NULL;
+	if (drl_limiter_new(&l, store, "fixed_window:1/1s", "probe:", NULL))
+		return false;
+	bool direct = drl_async_direct(l) != 0;
+	drl_limiter_free(l);
+	return direct;
+}
+
 /* Open the store: --store, else the config's "store", else memory://.
  * *config_store gets the config's (malloc'd, or NULL), for reloads to
  * compare with. Returns -1 to go on, or an exit status. */
@@ -573,7 +586,7 @@ static int open_store(struct drld *d, const struct opts *o, char **config_store)
 			  : *config_store ? *config_store
 					  : memory;
 	/* memory:// never waits for the network: gRPC calls on it are
-	 * decided where they are read (grpc_service.h) */
+	 * decided where they are read (envoy/grpc_service.h) */
 	d->store_in_process = strncasecmp(uri, "memory:", 7) == 0;
 	tl_warn_insecure("drld", uri);
 	int rc = drl_store_open(&d->store, uri, &err);
@@ -588,8 +601,8 @@ static int open_store(struct drld *d, const struct opts *o, char **config_store)
 	}
 	/* a store that decides without a thread waiting (Redis tx=lua on
 	 * shared connections): the servers start decisions through the
-	 * async API (async_loop.h) */
-	d->store_direct = !d->store_in_process && drld_async_worth(d->store);
+	 * async API */
+	d->store_direct = !d->store_in_process && async_worth(d->store);
 	return -1;
 }
 

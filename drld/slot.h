@@ -1,6 +1,6 @@
 /*
  * Where the current snapshot of a config lives (drld's config, config.h;
- * the Envoy config, envoy_config.h): an immutable, reference-counted
+ * the Envoy config, envoy/envoy_config.h): an immutable, reference-counted
  * object whose first member is its `atomic_size_t refs`. A request takes
  * a reference under a mutex held for one pointer load and one increment;
  * a SIGHUP reload swaps a new snapshot in and drops the old one's

@@ -3,7 +3,7 @@
  * --grpc-tls-key, --grpc-tls-client-ca), checked at start so a bad file
  * is a message naming it, not a server that cannot start. grpc reads
  * them itself, at start and every --grpc-tls-refresh seconds after
- * (grpc_service.cc).
+ * (envoy/grpc_service.cc).
  */
 #ifndef DRLD_TLS_H
 #define DRLD_TLS_H

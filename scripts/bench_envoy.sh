@@ -87,7 +87,7 @@ descriptors:
 EOF
 # The gRPC request h2load sends: a length-prefixed RateLimitRequest
 # {domain: "bench", descriptors: [{entries: [{key: "user", value:
-# "bench1"}]}]}, field numbers of drld/proto/envoy_rls.proto.
+# "bench1"}]}]}, field numbers of drld/envoy/proto/envoy_rls.proto.
 "$PYTHON3" - "$work/call.bin" <<'PYEOF'
 import struct, sys
 def field(number, data):  # a length-delimited field (wire type 2)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A real gRPC client of drld's Envoy rate limit service, for
 tests/test_envoy.sh (Debian's python3-grpcio;
-stubs generated at start from drld/proto/ by python3-grpc-tools, so the
+stubs generated at start from drld/envoy/proto/ by python3-grpc-tools, so the
 client speaks exactly the .proto drld was built from).
 
 Run it with /usr/bin/python3 (Debian's, which sees python3-grpcio).
@@ -9,7 +9,7 @@ PORT is 127.0.0.1's port, or for call and health "unix:/PATH" (a unix
 domain socket). With ENVOY_CLIENT_TLS=CA_FILE[,CERT_FILE,KEY_FILE] in the environment it
 connects over TLS, trusting CA_FILE, expecting the server's certificate to
 name drld.test, and presenting CERT_FILE/KEY_FILE when given.
-The health commands use drld/proto/grpc_health.proto (gRPC's health
+The health commands use drld/envoy/proto/grpc_health.proto (gRPC's health
 checking protocol), compiled the same way.
 
   envoy_client.py PROTO_DIR suite PORT DOMAIN HTTP_PORT

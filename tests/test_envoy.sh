@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # drld as Envoy's rate limit service (docs/envoy.md), end to end with a real
 # gRPC client (tests/envoy_client.py on Debian's python3-grpcio, its stubs
-# generated here from drld/proto/): the CLI and bad envoyproxy/ratelimit
+# generated here from drld/envoy/proto/): the CLI and bad envoyproxy/ratelimit
 # configs refused at start with file, line and key; the protocol suite
 # (allowed, over limit, statuses, hits_addend, overrides, shadow_mode,
 # unlimited, wildcard, share_threshold and nested matching, algorithms,
@@ -18,13 +18,13 @@
 # Every drld must stop with exit 0 on SIGTERM and print no sanitizer
 # report.
 #
-# usage: test_envoy.sh PATH/TO/drld PATH/TO/drld/proto
+# usage: test_envoy.sh PATH/TO/drld PATH/TO/drld/envoy/proto
 # A missing redis-server/memcached/curl or /usr/bin/python3 with grpcio
 # skips what needs it, except under CI=true, where it is a failure.
 set -u
 
-drld=${1:?usage: test_envoy.sh PATH/TO/drld PATH/TO/drld/proto}
-protos=${2:?usage: test_envoy.sh PATH/TO/drld PATH/TO/drld/proto}
+drld=${1:?usage: test_envoy.sh PATH/TO/drld PATH/TO/drld/envoy/proto}
+protos=${2:?usage: test_envoy.sh PATH/TO/drld PATH/TO/drld/envoy/proto}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 client=(/usr/bin/python3 "$here/envoy_client.py" "$protos")
 tmp=$(mktemp -d)

@@ -17,16 +17,6 @@ struct drld_async_loop {
 	pthread_t thread;
 };
 
-bool drld_async_worth(drl_store *store)
-{
-	drl_limiter *l = NULL;
-	if (drl_limiter_new(&l, store, "fixed_window:1/1s", "probe:", NULL))
-		return false;
-	bool direct = drl_async_direct(l) != 0;
-	drl_limiter_free(l);
-	return direct;
-}
-
 /* Run callbacks whenever the context's fd is readable; once told to stop,
  * go on until nothing is in flight. */
 static void *run(void *arg)

@@ -6,7 +6,7 @@
 #ifndef DRLD_HTTP_H
 #define DRLD_HTTP_H
 
-#include "drld.h"
+#include "check.h"
 
 #include <stddef.h>
 #include <sys/socket.h>

@@ -3,6 +3,8 @@
 
 #include "listen_addr.h"
 
+#include <drl/drl.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -75,11 +77,10 @@ struct drld_acceptor {
 	drld_closed_fn *closed;
 };
 
+/* CLOCK_MONOTONIC in ms (drl_mono_us(): the library's, in µs). */
 static int64_t now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return drl_mono_us() / 1000;
 }
 
 /* Close pending connection i (it sent no preface in time, or another

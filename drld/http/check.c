@@ -1,9 +1,9 @@
 /*
  * The handlers that decide: POST /v1/check and protected paths, and the
- * one that forgets: POST /v1/reset. They speak in drld_reply (drld.h);
+ * one that forgets: POST /v1/reset. They speak in drld_reply (check.h);
  * http.c sends it.
  */
-#include "drld.h"
+#include "check.h"
 
 #include "common/args.h"
 #include "common/json.h"
@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static void reply_reset(struct drld_reply *out, unsigned status,
 			const char *type)
@@ -54,14 +53,6 @@ void drld_reply_text(struct drld_reply *out, unsigned status, const char *text)
 	out->len = (size_t)snprintf(out->body, sizeof out->body, "%s", text);
 }
 
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Whether rc is the store failing (what on_error= answers, and 503). */
 static bool store_failure(int rc)
 {
@@ -70,11 +61,11 @@ static bool store_failure(int rc)
 	       rc == DRL_ECORRUPT || rc == DRL_ERANGE;
 }
 
-/* Count a decision on l (rc, *r) that began at t0 (mono_us). */
+/* Count a decision on l (rc, *r) that began at t0 (drl_mono_us). */
 static void count(struct drld *d, const struct drld_limit *l, int rc,
 		  const drl_result *r, int64_t t0)
 {
-	drld_metrics_duration(d->metrics, mono_us() - t0);
+	drld_metrics_duration(d->metrics, drl_mono_us() - t0);
 	if (rc == 0)
 		drld_metrics_decision(l->stats, r->allowed);
 	if (rc == 0 && r->allowed && !r->would_allow)
@@ -89,7 +80,7 @@ static void count(struct drld *d, const struct drld_limit *l, int rc,
 static int decide(struct drld *d, const struct drld_limit *l, const char *key,
 		  size_t keylen, int64_t cost, drl_result *r, drl_error *err)
 {
-	int64_t t0 = mono_us();
+	int64_t t0 = drl_mono_us();
 	int rc = drl_allow(l->lim, key, keylen, cost, r, err);
 
 	count(d, l, rc, r, t0);
@@ -475,7 +466,7 @@ int drld_check_start(struct drld *d, drl_async *as, const struct drld_config *c,
 	}
 	*s = (struct started_check){.d = d,
 				    .t = t,
-				    .t0 = mono_us(),
+				    .t0 = drl_mono_us(),
 				    .out = out,
 				    .done = done,
 				    .arg = arg};

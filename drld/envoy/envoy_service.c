@@ -2,6 +2,7 @@
 #include "envoy_service.h"
 
 #include "drld.h"
+#include "envoy_config.h"
 
 #include <drl/async.h>
 
@@ -10,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* What one descriptor resolved to before anything is decided. */
 struct plan {
@@ -284,14 +284,6 @@ static bool store_failure(int rc)
 	       rc == DRL_ECORRUPT || rc == DRL_ERANGE;
 }
 
-static int64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* The limiter plan p is decided by, or NULL (none, or no store call). */
 static drl_limiter *plan_limiter(const struct plan *p)
 {
@@ -329,7 +321,7 @@ static enum drld_envoy_outcome begin_one(const struct drld_envoy_request *q,
 	drl_limiter *l = plan_limiter(p);
 	if (l == NULL) { /* requests_per_unit 0: over, but for 0 hits */
 		int64_t unit = drld_envoy_unit_seconds(p->unit) * 1000000;
-		st->reset_us = unit - now_us() % unit;
+		st->reset_us = unit - drl_now_us() % unit;
 		p->over = p->hits > 0;
 		p->r.limit = 0;
 		return DRLD_ENVOY_OK;

@@ -5,7 +5,7 @@
  * Redis tx=lua with shared connections; docs/threading.md). It starts a
  * decision on the thread that read the request and finishes the request
  * from the callback, on this loop's thread. (The gRPC server runs its
- * callbacks on its own pollers instead: grpc_async.h.)
+ * callbacks on its own pollers instead: envoy/grpc_async.h.)
  */
 #ifndef DRLD_ASYNC_LOOP_H
 #define DRLD_ASYNC_LOOP_H
@@ -20,10 +20,6 @@ extern "C" {
 #endif
 
 struct drld_async_loop;
-
-/* Whether `store` decides a one-limit policy without a worker: worth a
- * loop. */
-bool drld_async_worth(drl_store *store);
 
 /* A context that holds at most `queue` decisions in flight (one more
  * start is DRL_EBUSY), and its thread. 0, or -1 with msg (n bytes). */

@@ -1,6 +1,8 @@
 /* Whole-request deadlines for HTTP connections: see deadline.h. */
 #include "deadline.h"
 
+#include <drl/drl.h>
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,11 +32,10 @@ struct drld_deadlines {
 	pthread_t thread;
 };
 
+/* CLOCK_MONOTONIC in ms (drl_mono_us(): the library's, in µs). */
 static int64_t now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return drl_mono_us() / 1000;
 }
 
 /* Every SCAN_MS until stopped: shut down the sockets past their
@@ -43,7 +44,6 @@ static int64_t now_ms(void)
 static void *run(void *arg)
 {
 	struct drld_deadlines *ds = arg;
-	struct timespec until;
 
 	(void)pthread_setname_np(pthread_self(), "drld-deadline");
 	pthread_mutex_lock(&ds->lock);
@@ -59,12 +59,10 @@ static void *run(void *arg)
 				(void)shutdown(c->fd, SHUT_RDWR);
 			}
 		}
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_nsec += SCAN_MS * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		/* on the condition's clock, CLOCK_MONOTONIC: drl_mono_us()'s */
+		int64_t wake_us = drl_mono_us() + SCAN_MS * 1000;
+		struct timespec until = {(time_t)(wake_us / 1000000),
+					 (long)(wake_us % 1000000) * 1000};
 		while (!ds->stop && pthread_cond_timedwait(&ds->wake, &ds->lock,
 							   &until) != ETIMEDOUT)
 			;
