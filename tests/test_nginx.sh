@@ -508,10 +508,24 @@ if in_part service; then
 	p=$(free_port)
 	conf svc "$p" 2 "
 	drl_zone \$arg_k zone=r spec=fixed_window:100000/1h store=redis://127.0.0.1:$rport?timeout_ms=2000 on_error=allow;"
-	locations svc 'location / { drl zone=r; }'
+	locations svc 'location / { drl zone=r; } location = /status { stub_status; }'
 	ngx_start svc "$p"
 	u=http://127.0.0.1:$p
 	pm=${npid[svc]}
+
+	# wait_writing N: wait (60 s at most) until nginx's stub_status
+	# counts N requests past reading their header (the status request
+	# itself is one): the others are inside their decision
+	wait_writing() {
+		local i w
+		for ((i = 0; i < 1200; i++)); do
+			w=$(curl -s --max-time 5 "$u/status" |
+				awk '/^Reading/ {print $4}')
+			[ "${w:-0}" -ge "$1" ] && return 0
+			sleep 0.05
+		done
+		return 1
+	}
 
 	# stalled_requests TAG: stall the store (SIGSTOP) and send 3
 	# requests (keys TAG1..TAG3) whose decisions then wait in flight
@@ -525,7 +539,10 @@ if in_part service; then
 			inflight+=($!)
 			pids+=($!)
 		done
-		wait_recvq "$rport"
+		# all three in nginx's hands, not only the first at the
+		# store: a quit closes the listener, and a request not yet
+		# read then never is
+		wait_recvq "$rport" && wait_writing 4
 		check $? "$1: decisions in flight (store stalled)"
 	}
 	# answered TAG: once TAG's requests ended, their statuses (each
@@ -581,7 +598,7 @@ if in_part service; then
 	p=$(free_port)
 	conf fast "$p" 1 "
 	drl_zone \$arg_k zone=r spec=fixed_window:100/1h store=redis://127.0.0.1:$rport?timeout_ms=1000;"
-	locations fast 'location / { drl zone=r; }'
+	locations fast 'location / { drl zone=r; } location = /status { stub_status; }'
 	ngx_start fast "$p"
 	u=http://127.0.0.1:$p
 	stalled_requests fast
