@@ -35,16 +35,22 @@ local dead, n, sum, first_t, newest, last, blob, from = 0, 0, 0, 0, -1, 0, nil, 
 local tail = redis.call('GETRANGE', K, -49, -1)
 local tl = #tail
 if tl > 0 and string.byte(tail, tl) == 83 then -- 'S'
-  if tl ~= 33 and tl ~= 49 then
+  -- one unpack of the newest entry and the trailer (each call into the
+  -- struct library costs the server)
+  local t, c
+  if tl == 49 then
+    t, c, dead, n, sum, first_t = struct.unpack('<i8i8i8i8i8i8', tail, 1)
+  elseif tl == 33 then
+    dead, n, sum, first_t = struct.unpack('<i8i8i8i8', tail, 1)
+  else
     return redis.error_reply(BAD)
   end
-  dead, n, sum, first_t = struct.unpack('<i8i8i8i8', tail, tl - 32)
   if dead < 0 or dead > limit + 32 or n < 0 or n > limit or sum < n
       or sum > limit or (n == 0 and sum ~= 0) or (n > 0 and tl ~= 49) then
     return redis.error_reply(BAD)
   end
   if n > 0 then
-    newest, last = struct.unpack('<i8i8', tail, 1)
+    newest, last = t, c
     if last < 1 or first_t < 0 or newest < first_t or newest > TMAX
         or sum < last + n - 1 or (n == 1 and (sum ~= last or first_t ~= newest)) then
       return redis.error_reply(BAD)
@@ -170,8 +176,10 @@ end
 -- the common path: docs/performance.md). PTTL is the server's own clock:
 -- callers' clock skew cannot make a key expire early. The keys of this
 -- twin may so live up to a quarter period longer than the C step's.
-local px = math.floor((stamp + period - now + A[9] + 999) / 1000)
-local keep = px + math.floor(period / 4000)
+local px = (stamp + period - now + A[9] + 999) / 1000
+px = px - px % 1 -- floor: integers below 2^53, no call into math
+local keep = period / 4000
+keep = px + keep - keep % 1
 local m, merge = live, live > 0 and newest == stamp
 if not merge then
   m = m + 1
@@ -204,12 +212,14 @@ else
   -- old trailer. A string longer than its trailer says is caught here
   -- (after the write: the state was malformed already), a shorter one
   -- when its entries are read (zeros padded in count 0)
-  local trailer = struct.pack('<i8i8i8i8c1', dead + gone, m, used + cost, first_t, 'S')
+  -- (one pack each: a Lua string made and hashed costs the server)
   local at, v = 16 * (dead + n), nil
   if merge then
-    at, v = at - 8, struct.pack('<i8', last + cost) .. trailer
+    at, v = at - 8, struct.pack('<i8i8i8i8i8c1', last + cost, dead + gone, m,
+      used + cost, first_t, 'S')
   else
-    v = struct.pack('<i8i8', stamp, cost) .. trailer
+    v = struct.pack('<i8i8i8i8i8i8c1', stamp, cost, dead + gone, m,
+      used + cost, first_t, 'S')
   end
   if redis.call('SETRANGE', K, at, v) ~= at + #v then
     return redis.error_reply(BAD)
