@@ -460,7 +460,8 @@ static void test_hostile_state(void **state)
 		size_t n = only_key(raw, prefix, key, sizeof key);
 		char prev[24];
 		snprintf(prev, sizeof prev, "%lld", (long long)(t / SEC - 1));
-		freeReplyObject(redisCommand(raw, "HSET %b %s -5", key, n, prev));
+		freeReplyObject(
+			redisCommand(raw, "HSET %b %s -5", key, n, prev));
 		int allowed = 0;
 		for (int i = 0; i < 20; i++) {
 			assert_int_equal(
@@ -469,9 +470,8 @@ static void test_hostile_state(void **state)
 		}
 		assert_int_equal(allowed, 10);
 		/* a count no limiter could have written */
-		freeReplyObject(redisCommand(raw,
-					     "HSET %b %s 1152921504606846976",
-					     key, n, prev));
+		freeReplyObject(redisCommand(
+			raw, "HSET %b %s 1152921504606846976", key, n, prev));
 		assert_int_equal(drl_allow_at(l, "k", 1, 1, t + 2, &r, &err),
 				 DRL_ECORRUPT);
 		drl_limiter_free(l);

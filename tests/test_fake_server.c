@@ -333,13 +333,12 @@ static const target redis_auto = {"redis tx=auto (counter)",
 				  "subwindow:5/1s,subwindows=4",
 				  LIT(AUTO_OK ":0\r\n:1\r\n"),
 				  sizeof AUTO_OK - 1};
-static const target redis_auto_mget = {
-	"redis tx=auto (counter, HMGET)",
-	"redis",
-	"tx=auto",
-	"sliding_window:5/1s",
-	LIT(":1\r\n*1\r\n$-1\r\n:0\r\n:1\r\n"),
-	sizeof ":1\r\n*1\r\n$-1\r\n" - 1};
+static const target redis_auto_mget = {"redis tx=auto (counter, HMGET)",
+				       "redis",
+				       "tx=auto",
+				       "sliding_window:5/1s",
+				       LIT(":1\r\n*1\r\n$-1\r\n:0\r\n:1\r\n"),
+				       sizeof ":1\r\n*1\r\n$-1\r\n" - 1};
 
 static const target *const redis_targets[] = {
 	&redis_lua,       &redis_watch,       &redis_incr, &redis_clock,
@@ -434,8 +433,8 @@ static const typed redis_typed[] = {
 	 H("HMGET: not an array", ":1\r\n:7\r\n", 0, 0, STORE)},
 	{&redis_auto_mget, H("HMGET: two values for one key",
 			     ":1\r\n*2\r\n$-1\r\n$-1\r\n", 0, 0, STORE)},
-	{&redis_auto_mget, H("HMGET: not a number",
-			     ":1\r\n*1\r\n$2\r\nhi\r\n", 0, 0, CORRUPT)},
+	{&redis_auto_mget,
+	 H("HMGET: not a number", ":1\r\n*1\r\n$2\r\nhi\r\n", 0, 0, CORRUPT)},
 	{&redis_lua,
 	 HC("SCRIPT LOAD: status", "-NOSCRIPT gone\r\n+OK\r\n" EVAL_OK, 0, 0,
 	    STORE, sizeof "-NOSCRIPT gone\r\n" - 1)},
