@@ -729,7 +729,18 @@ static int start_store_call(drl_async *a, node *n)
 	n->req.via = drl__aio_via(&a->io, n->lim->store);
 	bool flush = n->req.via != NULL && processing != a;
 	started_add(a, n);
+	/* A channel is driven by one thread at a time (its chan_ calls and
+	 * the done callbacks inside chan_process() run under io.mu): a start
+	 * from any other thread (drld's HTTP threads), or from a callback
+	 * while another thread starts, queues on it under the same lock.
+	 * Never held with a->mu (io.mu comes first: chan_process() finishes
+	 * requests, which takes a->mu). */
+	bool chan = n->req.via != NULL; /* n may be done once started */
+	if (chan)
+		pthread_mutex_lock(&a->io.mu);
 	int rc = drl__req_start(&n->req);
+	if (chan)
+		pthread_mutex_unlock(&a->io.mu);
 	/* Outside drl_async_process() the call goes out now; inside, with
 	 * the others at its end. (n is not touched: it may be done.) */
 	if (rc == 0 && flush)

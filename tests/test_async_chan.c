@@ -43,6 +43,8 @@
 #include <hiredis/hiredis.h>
 
 #include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -160,6 +162,74 @@ static void run_all(run *r, int inflight)
 		if (poll(&p, 1, 100) > 0)
 			drl_async_process(r->a);
 	}
+}
+
+/* ---- starts from other threads ------------------------------------------- */
+
+typedef struct mt_run {
+	drl_async *a;
+	drl_limiter *lim;
+	atomic_int done, allowed, errors;
+} mt_run;
+
+static void mt_cb(drl_async *a, int rc, const drl_result *res,
+		  const drl_error *err, void *arg)
+{
+	(void)a, (void)err;
+	mt_run *m = arg;
+	if (rc == 0 && res->allowed)
+		atomic_fetch_add(&m->allowed, 1);
+	else if (rc != 0)
+		atomic_fetch_add(&m->errors, 1);
+	atomic_fetch_add(&m->done, 1);
+}
+
+#define MT_THREADS 4
+#define MT_EACH 100
+
+static void *mt_starter(void *p)
+{
+	mt_run *m = p;
+	for (int i = 0; i < MT_EACH; i++) {
+		drl_error e = {0};
+		if (drl_async_allow(m->a, m->lim, "mt", 2, 1, mt_cb, m, &e))
+			atomic_fetch_add(&m->errors, 1000);
+	}
+	return NULL;
+}
+
+/* Threads that are not the loop's start requests on its context (drld's
+ * HTTP threads do) while the loop processes: each start queues on the
+ * channel under the lock the loop drives it with (TSan saw two threads
+ * write the channel's queue at once), every callback comes once, and the
+ * hot key admits exactly its limit. */
+static void test_starts_from_threads(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char uri[256];
+	uri_of(uri, sizeof uri, NULL);
+	tu t = tu_open(uri, "fixed_window:150/1h");
+	mt_run m = {.a = ctx_new(), .lim = t.lim};
+	pthread_t th[MT_THREADS];
+	for (int i = 0; i < MT_THREADS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, mt_starter, &m),
+				 0);
+	int64_t end = tu_mono_ms() + tu_bound_ms(60000);
+	while (atomic_load(&m.done) < MT_THREADS * MT_EACH) {
+		if (tu_mono_ms() > end)
+			fail_msg("%d of %d callbacks after the deadline",
+				 atomic_load(&m.done), MT_THREADS * MT_EACH);
+		struct pollfd p = {.fd = drl_async_fd(m.a), .events = POLLIN};
+		if (poll(&p, 1, 100) > 0)
+			drl_async_process(m.a);
+	}
+	for (int i = 0; i < MT_THREADS; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(atomic_load(&m.errors), 0);
+	assert_int_equal(atomic_load(&m.allowed), 150);
+	drl_async_free(m.a);
+	tu_free(&t);
 }
 
 /* ---- counter groups on a channel -------------------------------------------- */
@@ -639,6 +709,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_no_io_thread),
 		cmocka_unit_test(test_group_trim_on_channel),
+		cmocka_unit_test(test_starts_from_threads),
 		cmocka_unit_test(test_notify_keeps_io_thread),
 		cmocka_unit_test(test_equals_blocking),
 		cmocka_unit_test(test_hot_key_one_loop),
