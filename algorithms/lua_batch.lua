@@ -2,9 +2,10 @@
 -- a function; see scripts/embed_lua.py): decides many items of one limit
 -- in order, in one script call, each exactly as the twin alone would.
 -- KEYS[i]: item i's key (its key base, as the twin's KEYS[1]).
--- ARGV[1..9]: the twin's ARGV, shared by every item; ARGV[2] (cost) and
---   ARGV[3] (peek) are replaced per item by
--- ARGV[9 + i]: item i's cost; its peek flag is cost == 0, as
+-- ARGV[1..m]: the twin's ARGV (as many as it reads: m = #ARGV - #KEYS),
+--   shared by every item; ARGV[2] (cost) and ARGV[3] (peek) are replaced
+--   per item by
+-- ARGV[m + i]: item i's cost; its peek flag is cost == 0, as
 --   drl_allow_batch sets it.
 -- Returns 5 integers per item, in item order: the twin's own answer
 -- {allowed, remaining, reset_after_us, retry_after_us, undo} (a twin that
@@ -31,11 +32,12 @@ local function failure(e)
 end
 
 local key, args, out = {}, {}, {}
-for j = 1, 9 do
+local m = #ARGV - #KEYS
+for j = 1, m do
   args[j] = ARGV[j]
 end
 for i = 1, #KEYS do
-  local cost = tonumber(ARGV[9 + i])
+  local cost = tonumber(ARGV[m + i])
   key[1] = KEYS[i]
   args[2] = cost
   args[3] = cost == 0 and 1 or 0

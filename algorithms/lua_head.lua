@@ -1,7 +1,10 @@
 -- Lean head of the twins that answer in their own compact form (gcra,
--- token_bucket; prepended at build time). ARGV as for every twin: now
--- (-1: the server's TIME), cost, peek (0|1), limit, period_us, burst,
--- subwindows, trailing (0|1), ttl grace (µs), integers as decimal strings.
+-- token_bucket, sliding_log; prepended at build time). ARGV as for every
+-- twin (lua_prelude.lua): now (-1: the server's TIME), cost, peek (0|1),
+-- limit, period_us, ttl grace (µs), burst, ..., integers as decimal
+-- strings; a lean twin is sent only as many as it reads (its algorithm's
+-- lua_nargs: each ARGV costs the server a Lua string and, read, a strtod,
+-- together ~1,200 instructions, near a tenth of a twin's common path).
 -- What one decision costs the server is the deployment's capacity
 -- (docs/performance.md, "What a decision costs the server"), so a twin
 -- reads only the arguments it needs, by arithmetic coercion (ARGV[i] + 0:
@@ -10,6 +13,7 @@
 -- one integer where it can (a table costs more than the arithmetic).
 local A = ARGV
 local now = A[1] + 0
+local given = now >= 0 -- the caller's time, not the server's
 if now < 0 then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]

@@ -70,9 +70,12 @@ typedef struct chunk {
 	size_t cap, n;
 	drl__key *keybuf; /* the store keys' bytes */
 	drl_bytes *keys;
-	int64_t *args; /* DRL__SCRIPT_NARGS shared, then one cost per item */
-	int64_t *out;  /* DRL__SCRIPT_NOUT per item */
-	size_t *item;  /* which item entry j decides */
+	/* nargs shared (drl__script_nargs, in room for DRL__SCRIPT_NARGS),
+	 * then one cost per item */
+	size_t nargs;
+	int64_t *args;
+	int64_t *out; /* DRL__SCRIPT_NOUT per item */
+	size_t *item; /* which item entry j decides */
 } chunk;
 
 /* The bytes a chunk of cap items needs. */
@@ -193,7 +196,7 @@ static void run_chunk(drl__req *q, chunk *c, drl_error *gone)
 	int rc = ce.code;
 	if (rc == 0) {
 		rc = b->eval(b, lim->algo->lua_batch, c->n, c->keys,
-			     DRL__SCRIPT_NARGS + c->n, c->args, c->out,
+			     c->nargs + c->n, c->args, c->out,
 			     c->n * DRL__SCRIPT_NOUT, &nret, &ce);
 		rc = chunk_checked(lim, c, rc, nret, &ce);
 		if (rc == DRL_ETIMEDOUT)
@@ -224,7 +227,7 @@ static bool chunk_add(drl__req *q, chunk *c, size_t i)
 	drl__keybase_make_id(&kb, l->prefix, l->prefixlen, lim, id->bytes,
 			     id->len, id->digest);
 	c->keys[c->n] = drl__key_plain(&c->keybuf[c->n], &kb);
-	c->args[DRL__SCRIPT_NARGS + c->n] = it->cost;
+	c->args[c->nargs + c->n] = it->cost;
 	c->item[c->n++] = i;
 	DRL__COUNT(stats, decisions);
 	DRL__COUNT(stats, scripts);
@@ -238,6 +241,7 @@ static void chunk_args(const drl_limiter *l, chunk *c, int64_t now)
 {
 	drl__call shared = {.backend = l->store->backend, .now = now};
 	drl__script_args(&l->limits[0], &shared, c->args);
+	c->nargs = drl__script_nargs(&l->limits[0]);
 }
 
 int drl__batch_step(drl__req *q)
@@ -330,7 +334,7 @@ void drl__batch_start(drl__req *q, void (*done)(drl__req *q))
 	drl_error e = {0};
 	int rc =
 		b->eval_start(b, lim->algo->lua_batch, st->c.n, st->c.keys,
-			      DRL__SCRIPT_NARGS + st->c.n, st->c.args,
+			      st->c.nargs + st->c.n, st->c.args,
 			      st->c.n * DRL__SCRIPT_NOUT, started_done, st, &e);
 	if (rc) { /* nothing started: the chunk fails as a call would */
 		chunk_answer(q, &st->c, st->c.out, rc, &e);

@@ -707,8 +707,8 @@ static void start_one(drl__req *q)
 	int64_t args[DRL__SCRIPT_NARGS];
 	drl__script_args(lim, &call, args);
 	DRL__COUNT(call.stats, scripts);
-	rc = b->eval_start(b, lim->algo->lua, 1, &key, DRL__SCRIPT_NARGS, args,
-			   DRL__SCRIPT_NOUT, script_done, q, q->err);
+	rc = b->eval_start(b, lim->algo->lua, 1, &key, drl__script_nargs(lim),
+			   args, DRL__SCRIPT_NOUT, script_done, q, q->err);
 	if (rc)
 		decided(q, rc, NULL, NULL);
 }

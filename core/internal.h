@@ -235,6 +235,10 @@ typedef struct drl__algorithm {
 			  const int64_t *out, size_t nret, drl_result *res,
 			  drl__undo *undo, drl_error *err);
 	size_t lua_nout;
+	/* How many of the twin's arguments it reads: the first lua_nargs
+	 * of drl__script_args (0: all DRL__SCRIPT_NARGS); only those are
+	 * sent (drl__script_nargs). */
+	size_t lua_nargs;
 	/* For drl_reset: every store key a decision of a client whose clock
 	 * reads within DRL__RESET_SKEW of `now` may read or write for the
 	 * user key of kb, into keys[] (backed by kbuf[]), at most
@@ -255,7 +259,7 @@ typedef struct drl__algorithm {
 	int (*start)(const drl__limit *lim, const drl__call *call,
 		     drl__decided_fn done, void *arg);
 	/* Optional: whether lim's state on b is counters in one group
-	 * (DRL_CAP_COUNTER_GROUPS): its twin is then told so (ARGV[8], the
+	 * (DRL_CAP_COUNTER_GROUPS): its twin is then told so (ARGV[9], the
 	 * trailing flag, plus 2; drl__script_args). NULL: never. */
 	bool (*grouped)(const drl__limit *lim, const drl_backend *b);
 } drl__algorithm;
@@ -381,9 +385,8 @@ extern const drl_script drl__lua_token_bucket;
 extern const drl_script drl__lua_gcra;
 extern const drl_script drl__lua_sliding_log;
 /* Their batch variants (algorithms/lua_batch.lua): KEYS[i] is item i's key,
- * ARGV the twin's DRL__SCRIPT_NARGS integers (cost and peek replaced per
- * item) then item i's cost at ARGV[DRL__SCRIPT_NARGS + i] (peek: cost ==
- * 0); DRL__SCRIPT_NOUT integers back per item, the twin's answer or, when
+ * ARGV the twin's m = drl__script_nargs integers (cost and peek replaced
+ * per item) then item i's cost at ARGV[m + i] (peek: cost == 0); DRL__SCRIPT_NOUT integers back per item, the twin's answer or, when
  * it failed for that item, a negative DRL__BATCH_* kind and four zeros. */
 extern const drl_script drl__lua_batch_counter;
 extern const drl_script drl__lua_batch_token_bucket;
@@ -414,14 +417,16 @@ int drl__script_decide(const drl__limit *lim, const drl__call *call,
 		       drl_result *res, drl__undo *undo);
 
 /* What a twin is sent and answers (algorithms/lua_prelude.lua): the
- * integers of ARGV, and {allowed, remaining, reset_after, retry_after,
- * undo}. drl__script_decide and batches (core/batch.c) both go through
+ * integers of ARGV (the first drl__script_nargs of drl__script_args), and
+ * {allowed, remaining, reset_after, retry_after, undo}. drl__script_decide and batches (core/batch.c) both go through
  * these two, so the twin is always spoken to the same way. */
 #define DRL__SCRIPT_NARGS 9
 #define DRL__SCRIPT_NOUT 5
 /* The twin's arguments for deciding `call` on `lim`. */
 void drl__script_args(const drl__limit *lim, const drl__call *call,
 		      int64_t args[DRL__SCRIPT_NARGS]);
+/* How many of them lim's twin is sent: its algorithm's lua_nargs, or all. */
+size_t drl__script_nargs(const drl__limit *lim);
 /* The twin's answer (nret integers at out) as a decision: *res, *undo.
  * DRL_ECORRUPT (in err) when it is not one. */
 int drl__script_answer(const drl__limit *lim, const int64_t *out, size_t nret,

@@ -37,19 +37,27 @@ int drl__call_now(const drl__call *call, int64_t *now)
 void drl__script_args(const drl__limit *lim, const drl__call *call,
 		      int64_t args[DRL__SCRIPT_NARGS])
 {
+	/* What every twin reads first, then what only some do: a twin is
+	 * sent the first drl__script_nargs (ARGV[1..]). */
 	args[0] = call->now; /* DRL__NOW_STORE (-1): the twin reads TIME */
 	args[1] = call->cost;
 	args[2] = call->peek;
 	args[3] = lim->limit;
 	args[4] = lim->period_us;
-	args[5] = lim->burst;
-	args[6] = lim->subwindows;
+	args[5] = DRL__TTL_GRACE_US;
+	args[6] = lim->burst;
+	args[7] = lim->subwindows;
 	/* + 2: the counters are the fields of one hash (the twin's key) */
-	args[7] = lim->trailing +
+	args[8] = lim->trailing +
 		  (lim->algo->grouped && lim->algo->grouped(lim, call->backend)
 			   ? 2
 			   : 0);
-	args[8] = DRL__TTL_GRACE_US;
+}
+
+size_t drl__script_nargs(const drl__limit *lim)
+{
+	size_t n = lim->algo->lua_nargs;
+	return n > 0 && n < DRL__SCRIPT_NARGS ? n : DRL__SCRIPT_NARGS;
 }
 
 int drl__script_answer(const drl__limit *lim, const int64_t *out, size_t nret,
@@ -115,7 +123,7 @@ int drl__script_decide(const drl__limit *lim, const drl__call *call,
 	size_t nret = 0;
 	drl__script_args(lim, call, args);
 	DRL__COUNT(call->stats, scripts);
-	int rc = b->eval(b, lim->algo->lua, nkeys, keys, DRL__SCRIPT_NARGS,
+	int rc = b->eval(b, lim->algo->lua, nkeys, keys, drl__script_nargs(lim),
 			 args, out, DRL__SCRIPT_NOUT, &nret, call->err);
 	if (rc)
 		return rc;

@@ -75,7 +75,7 @@ int drl__twin_call_make(drl__twin_call *out, const char *spec,
 	out->nkeys = 1;
 	memcpy(out->key, kv.data, kv.len);
 	out->keylen = kv.len;
-	out->nargs = DRL__SCRIPT_NARGS;
+	out->nargs = drl__script_nargs(&lim);
 	drl__script_args(&lim, &call, out->args);
 	return 0;
 }

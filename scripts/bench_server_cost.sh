@@ -50,33 +50,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 measure=${BENCH_MEASURE:-time}
 if [ "$measure" = instructions ]; then
-	cgdir=$(mktemp -d)
-	export BENCH_REDIS_WRAP="valgrind --tool=callgrind --quiet --callgrind-out-file=$cgdir/cg.out"
+	. scripts/callgrind_redis.sh
+	export BENCH_REDIS_WRAP="$cg_wrap"
 fi
 . scripts/bench_redis.sh
 bench_redis_setup 2 "$@"
 if [ "$measure" = instructions ]; then
 	trap 'stop_pids $rpid; rm -rf "$tmp" "$cgdir"' EXIT
-	cg_zero() { callgrind_control --zero "$rpid" >/dev/null 2>&1; }
-	# "exec all" instructions per decision since cg_zero, for $1 decisions
-	cg_per_decision() {
-		rm -f "$cgdir"/cg.out.*
-		callgrind_control --dump "$rpid" >/dev/null 2>&1
-		callgrind_annotate --inclusive=yes --threshold=100 \
-			"$(ls "$cgdir"/cg.out.* | head -1)" 2>/dev/null |
-			"$PYTHON3" -c '
-import re, sys
-n = float(sys.argv[1])
-total = execi = 0
-for line in sys.stdin:
-    m = re.match(r"\s*([\d,]+)\s.*PROGRAM TOTALS", line)
-    if m:
-        total = int(m.group(1).replace(",", ""))
-    m = re.match(r"\s*([\d,]+)\s.*:processCommand\b", line)
-    if m and not execi:
-        execi = int(m.group(1).replace(",", ""))
-print("%.0f %.0f" % (execi / n, total / n))' "$1"
-	}
 fi
 
 # The peer's script from the npm package, when npm can fetch it.

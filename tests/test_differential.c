@@ -15,6 +15,7 @@
 #include "testutil.h"
 
 #include <hiredis/hiredis.h>
+#include <strings.h>
 
 static drl_server redis_srv, mc_srv;
 static int have_servers;
@@ -853,6 +854,62 @@ static void test_sliding_log_ttl_kept(void **state)
 	redisFree(raw);
 }
 
+/* The ARGV of the EVALSHA the last decision sent (SLOWLOG, every command
+ * logged), beyond the script's key: how many. */
+static long long last_evalsha_nargs(redisContext *raw)
+{
+	redisReply *r = redisCommand(raw, "SLOWLOG GET 16");
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	long long n = -1;
+	for (size_t i = 0; i < r->elements && n < 0; i++) {
+		redisReply *e = r->element[i], *argv = e->element[3];
+		if (argv->elements >= 3 &&
+		    strcasecmp(argv->element[0]->str, "evalsha") == 0)
+			n = (long long)argv->elements - 3 -
+			    atoll(argv->element[2]->str);
+	}
+	freeReplyObject(r);
+	return n;
+}
+
+/* A lean twin is sent the arguments it reads, no more (each costs the
+ * server a Lua string and a strtod): sliding_log six, gcra and
+ * token_bucket seven; the counter twin all nine. */
+static void test_twins_sent_what_they_read(void **state)
+{
+	(void)state;
+	if (!have_servers)
+		skip();
+	static const struct {
+		const char *spec;
+		long long nargs;
+	} cases[] = {
+		{"sliding_log:10/1m", 6},
+		{"gcra:10/1m", 7},
+		{"token_bucket:10/1m", 7},
+		{"fixed_window:10/1m", 9},
+	};
+	redisContext *raw = raw_redis();
+	drl_store *s = redis_store(0);
+	freeReplyObject(
+		redisCommand(raw, "CONFIG SET slowlog-log-slower-than 0"));
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		drl_limiter *l;
+		assert_int_equal(
+			drl_limiter_new(&l, s, cases[i].spec, "nargs:", NULL),
+			0);
+		freeReplyObject(redisCommand(raw, "SLOWLOG RESET"));
+		assert_true(
+			tu_at(l, "k", 1, INT64_C(1700000000000000)).allowed);
+		assert_int_equal(last_evalsha_nargs(raw), cases[i].nargs);
+		drl_limiter_free(l);
+	}
+	freeReplyObject(
+		redisCommand(raw, "CONFIG SET slowlog-log-slower-than 10000"));
+	drl_store_free(s);
+	redisFree(raw);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -883,6 +940,7 @@ int main(void)
 		cmocka_unit_test(test_sliding_log_states),
 		cmocka_unit_test(test_sliding_log_in_place),
 		cmocka_unit_test(test_sliding_log_ttl_kept),
+		cmocka_unit_test(test_twins_sent_what_they_read),
 		cmocka_unit_test(test_gcra_states),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
