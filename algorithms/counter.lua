@@ -3,7 +3,7 @@
 -- or, when the store wants every key declared (Redis Cluster), the
 -- caller's KEYS[2 + j] for the j-th sub-window back from now (the same
 -- names: the C side builds them with drl__key_indexed).
--- ARGV[9] (trailing) plus 2: the counters are the fields of the hash
+-- ARGV[7] (trailing) plus 2: the counters are the fields of the hash
 -- KEYS[1], sub-window k the field k (a store with counter groups; the
 -- C side's drl__key_grouped names the same), trimmed as
 -- algorithms/subwindow.c says at its top (the same D, W and TTL).

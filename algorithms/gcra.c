@@ -202,5 +202,5 @@ const drl__algorithm drl__gcra = {
 	.lua_batch = &drl__lua_batch_gcra,
 	.lua_answer = lua_answer,
 	.lua_nout = 2,
-	.lua_nargs = 7, /* to burst (gcra.lua) */
+	.lua_nargs = 5, /* to burst (gcra.lua) */
 };

@@ -6,7 +6,7 @@
 -- Writes when the C step would, and answers the debt before the call, or
 -- {debt, ahead} when NEWEST is ahead of now: gcra.c's lua_answer judges
 -- those exactly as its step does (every field of the decision follows).
-local limit, period, burst = A[4] + 0, A[5] + 0, A[7] + 0
+local limit, period, burst = A[3] + 0, A[4] + 0, A[5] + 0
 local tau = burst * period
 local ahead, debt = 0, 0
 local blob = redis.call('GET', KEYS[1])
@@ -66,7 +66,7 @@ if peek == 0 and cost > 0 and cost <= burst and new_debt <= tau then
   local rem = new_debt - us * limit
   -- the TTL: until the meter is empty (ahead + ceil(new_debt / limit)
   -- µs), plus the grace, in whole ms rounded up
-  local ttl = ahead + us + (rem > 0 and 1 or 0) + A[6]
+  local ttl = ahead + us + (rem > 0 and 1 or 0) + GRACE
   redis.call('SET', KEYS[1],
     struct.pack('<c1i8i8i8', 'G', now + ahead + us, rem, now + ahead),
     'PX', math.floor((ttl + 999) / 1000))

@@ -3,9 +3,9 @@
 -- in order, in one script call, each exactly as the twin alone would.
 -- KEYS[i]: item i's key (its key base, as the twin's KEYS[1]).
 -- ARGV[1..m]: the twin's ARGV (as many as it reads: m = #ARGV - #KEYS),
---   shared by every item; ARGV[2] (cost) and ARGV[3] (peek) are replaced
---   per item by
--- ARGV[m + i]: item i's cost; its peek flag is cost == 0, as
+--   shared by every item; ARGV[2] (the cost, -1 - cost for a peek) is
+--   replaced per item by
+-- ARGV[m + i]: item i's cost; it is a peek when the cost is 0, as
 --   drl_allow_batch sets it.
 -- Returns 5 integers per item, in item order: the twin's own answer
 -- {allowed, remaining, reset_after_us, retry_after_us, undo} (a twin that
@@ -39,8 +39,7 @@ end
 for i = 1, #KEYS do
   local cost = tonumber(ARGV[m + i])
   key[1] = KEYS[i]
-  args[2] = cost
-  args[3] = cost == 0 and 1 or 0
+  args[2] = cost == 0 and -1 or cost
   local ok, r = pcall(decide, key, args)
   local at = (i - 1) * 5
   local kind = 0

@@ -1,21 +1,24 @@
 -- Shared head of every libdrl script (prepended at build time).
--- ARGV: now (-1: use the server's TIME), cost, peek (0|1), limit,
---       period_us, ttl grace (µs), burst, subwindows, trailing (0|1)
+-- ARGV: now (-1: use the server's TIME), cost (a peek: -1 - cost), limit,
+--       period_us, burst, subwindows, trailing (0|1)
 --       (core/script.c: drl__script_args; a lean twin is sent the first
---       of them it reads, lua_head.lua).
+--       of them it reads, lua_head.lua). The TTL grace is a constant.
 -- Returns {allowed, remaining, reset_after_us, retry_after_us, undo}.
 -- Lua numbers are doubles: the core only sends a limit here when every
 -- product below stays under 2^53 (see drl__script_usable), and fdiv/cdiv
 -- correct the rounding of the division so the results are exact.
 local now = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
-local peek = tonumber(ARGV[3])
-local limit = tonumber(ARGV[4])
-local period = tonumber(ARGV[5])
-local grace = tonumber(ARGV[6])
-local burst = tonumber(ARGV[7])
-local subwindows = tonumber(ARGV[8])
-local trailing = tonumber(ARGV[9])
+local peek = 0
+if cost < 0 then
+  cost, peek = -1 - cost, 1
+end
+local limit = tonumber(ARGV[3])
+local period = tonumber(ARGV[4])
+local burst = tonumber(ARGV[5])
+local subwindows = tonumber(ARGV[6])
+local trailing = tonumber(ARGV[7])
+local grace = 1000000 -- DRL__TTL_GRACE_US (scripts/embed_lua.py checks it)
 
 -- floor(x / d) for integers |x| < 2^53, d > 0, exactly.
 local function fdiv(x, d)

@@ -308,5 +308,5 @@ const drl__algorithm drl__sliding_log = {
 	.lua_batch = &drl__lua_batch_sliding_log,
 	.lua_answer = lua_answer,
 	.lua_nout = 3,
-	.lua_nargs = 6, /* to the grace (sliding_log.lua) */
+	.lua_nargs = 4, /* to the period (sliding_log.lua) */
 };

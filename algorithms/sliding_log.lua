@@ -23,7 +23,7 @@
 -- caller's own time (the common case: a table costs more than the
 -- arithmetic). sliding_log.c's lua_answer decides from them exactly as its
 -- step does.
-local limit, period = A[4] + 0, A[5] + 0
+local limit, period = A[3] + 0, A[4] + 0
 local horizon = now - period
 local K = KEYS[1]
 local BAD = 'ECORRUPT sliding_log state in the store is malformed'
@@ -179,7 +179,7 @@ end
 -- the common path: docs/performance.md). PTTL is the server's own clock:
 -- callers' clock skew cannot make a key expire early. The keys of this
 -- twin may so live up to a quarter period longer than the C step's.
-local px = (stamp + period - now + A[6] + 999) / 1000
+local px = (stamp + period - now + GRACE + 999) / 1000
 px = px - px % 1 -- floor: integers below 2^53, no call into math
 local keep = period / 4000
 keep = px + keep - keep % 1

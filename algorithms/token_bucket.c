@@ -184,5 +184,5 @@ const drl__algorithm drl__token_bucket = {
 	.lua_batch = &drl__lua_batch_token_bucket,
 	.lua_answer = lua_answer,
 	.lua_nout = 2,
-	.lua_nargs = 7, /* to burst (token_bucket.lua) */
+	.lua_nargs = 5, /* to burst (token_bucket.lua) */
 };

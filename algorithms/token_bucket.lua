@@ -7,7 +7,7 @@
 -- would, and answers the level before the call (refilled), or {level,
 -- ahead} when the last refill is ahead of now: token_bucket.c's
 -- lua_answer judges those exactly as its step does.
-local limit, period, burst = A[4] + 0, A[5] + 0, A[7] + 0
+local limit, period, burst = A[3] + 0, A[4] + 0, A[5] + 0
 local full = burst * period
 local level, last = full, now
 local blob = redis.call('GET', KEYS[1])
@@ -51,7 +51,7 @@ if peek == 0 and cost > 0 and cost <= burst and level >= need then
   -- the TTL: until the bucket is full again (ahead + ceil((full - left) /
   -- limit) µs, here taken as floor + 1: a TTL only cleans up, and one µs
   -- more changes nothing), plus the grace, in whole ms rounded up
-  local ttl = ahead + math.floor((full - left) / limit) + 1 + A[6]
+  local ttl = ahead + math.floor((full - left) / limit) + 1 + GRACE
   redis.call('SET', KEYS[1],
     struct.pack('<c1i8i8i8', 'T', whole, left - whole * period, last),
     'PX', math.floor((ttl + 999) / 1000))

@@ -259,7 +259,7 @@ typedef struct drl__algorithm {
 	int (*start)(const drl__limit *lim, const drl__call *call,
 		     drl__decided_fn done, void *arg);
 	/* Optional: whether lim's state on b is counters in one group
-	 * (DRL_CAP_COUNTER_GROUPS): its twin is then told so (ARGV[9], the
+	 * (DRL_CAP_COUNTER_GROUPS): its twin is then told so (ARGV[7], the
 	 * trailing flag, plus 2; drl__script_args). NULL: never. */
 	bool (*grouped)(const drl__limit *lim, const drl_backend *b);
 } drl__algorithm;
@@ -385,8 +385,8 @@ extern const drl_script drl__lua_token_bucket;
 extern const drl_script drl__lua_gcra;
 extern const drl_script drl__lua_sliding_log;
 /* Their batch variants (algorithms/lua_batch.lua): KEYS[i] is item i's key,
- * ARGV the twin's m = drl__script_nargs integers (cost and peek replaced
- * per item) then item i's cost at ARGV[m + i] (peek: cost == 0); DRL__SCRIPT_NOUT integers back per item, the twin's answer or, when
+ * ARGV the twin's m = drl__script_nargs integers (the cost replaced per
+ * item) then item i's cost at ARGV[m + i] (a peek: cost 0); DRL__SCRIPT_NOUT integers back per item, the twin's answer or, when
  * it failed for that item, a negative DRL__BATCH_* kind and four zeros. */
 extern const drl_script drl__lua_batch_counter;
 extern const drl_script drl__lua_batch_token_bucket;
@@ -420,7 +420,7 @@ int drl__script_decide(const drl__limit *lim, const drl__call *call,
  * integers of ARGV (the first drl__script_nargs of drl__script_args), and
  * {allowed, remaining, reset_after, retry_after, undo}. drl__script_decide and batches (core/batch.c) both go through
  * these two, so the twin is always spoken to the same way. */
-#define DRL__SCRIPT_NARGS 9
+#define DRL__SCRIPT_NARGS 7
 #define DRL__SCRIPT_NOUT 5
 /* The twin's arguments for deciding `call` on `lim`. */
 void drl__script_args(const drl__limit *lim, const drl__call *call,

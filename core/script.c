@@ -40,15 +40,14 @@ void drl__script_args(const drl__limit *lim, const drl__call *call,
 	/* What every twin reads first, then what only some do: a twin is
 	 * sent the first drl__script_nargs (ARGV[1..]). */
 	args[0] = call->now; /* DRL__NOW_STORE (-1): the twin reads TIME */
-	args[1] = call->cost;
-	args[2] = call->peek;
-	args[3] = lim->limit;
-	args[4] = lim->period_us;
-	args[5] = DRL__TTL_GRACE_US;
-	args[6] = lim->burst;
-	args[7] = lim->subwindows;
+	/* a peek rides on the cost's sign: one argument fewer */
+	args[1] = call->peek ? -1 - call->cost : call->cost;
+	args[2] = lim->limit;
+	args[3] = lim->period_us;
+	args[4] = lim->burst;
+	args[5] = lim->subwindows;
 	/* + 2: the counters are the fields of one hash (the twin's key) */
-	args[8] = lim->trailing +
+	args[6] = lim->trailing +
 		  (lim->algo->grouped && lim->algo->grouped(lim, call->backend)
 			   ? 2
 			   : 0);

@@ -8,8 +8,8 @@
 #
 # A file FILE.lua with a FILE.lua.args beside it gets the arguments in that
 # (NOW for the time); else a file whose name contains "rlf" gets rate-limiter-flexible's arguments
-# (1 60); any other the twins' nine (now, cost 1, peek 0, limit 10000,
-# period 1 min, ..., grace 1 s), the time fixed for the run (so a
+# (1 60); any other the twins' seven (now, cost 1, limit 10000,
+# period 1 min, ...), the time fixed for the run (so a
 # sliding_log twin merges into its newest entry: one SETRANGE, as an
 # append costs). Every key is written once before the rounds. E.g. the
 # sliding_log twin at two commits, beside rate-limiter-flexible's script
@@ -46,7 +46,7 @@ args() {
 		sed "s/NOW/$now/g" "$1.args"
 		return
 	fi
-	case $1 in *rlf*) echo "1 60" ;; *) echo "$now 1 0 10000 60000000 0 1 0 1000000" ;; esac
+	case $1 in *rlf*) echo "1 60" ;; *) echo "$now 1 10000 60000000 0 1 0" ;; esac
 }
 bench() {
 	# shellcheck disable=SC2046

@@ -10,6 +10,8 @@
       followed by DRIVER (algorithms/lua_batch.lua), which calls decide()
       once per item.
 """
+import os
+import re
 import sys
 
 
@@ -27,6 +29,17 @@ if len(args) != (5 if batch else 4):
 out, name, prelude, body = args[:4]
 
 src = read(prelude) + read(body)
+
+# The TTL grace is a constant of the twins' heads (one argument fewer for
+# the server to take), written where the head says "-- DRL__TTL_GRACE_US":
+# it must be the core's (core/internal.h), or the build fails here.
+HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                      "core", "internal.h")
+core = re.search(r"#define DRL__TTL_GRACE_US INT64_C\((\d+)\)", read(HEADER))
+for m in re.finditer(r"= (\d+) -- DRL__TTL_GRACE_US", src):
+    if not core or m.group(1) != core.group(1):
+        sys.exit("%s: TTL grace %s in the Lua head, %s in core/internal.h"
+                 % (name, m.group(1), core.group(1) if core else "none"))
 symbol, label = "drl__lua_" + name, name
 if batch:
     if not src.endswith("\n"):

@@ -288,7 +288,7 @@ struct drl_backend {
 	 * speak it: Valkey, KeyDB, Dragonfly): Lua 5.1 with KEYS[] and ARGV[]
 	 * (the integers as decimal strings), redis.call() on GET, SET, INCRBY,
 	 * PEXPIRE, MGET and TIME (with DRL_CAP_COUNTER_GROUPS also HMGET,
-	 * HINCRBY and HDEL: the counter twin is then told, ARGV[9] + 2, that
+	 * HINCRBY and HDEL: the counter twin is then told, ARGV[7] + 2, that
 	 * its counters are the fields of the hash KEYS[1]), Redis's bundled
 	 * `struct` library for blobs, and redis.error_reply(). A script answers an array of integers, or
 	 * an error whose text starts with "ECORRUPT " when the state it finds
