@@ -42,7 +42,7 @@ for j = 0, last do
   if v then
     c[j] = tonumber(v)
     if not c[j] or c[j] > COUNT_MAX then
-      return corrupt('counter')
+      return redis.error_reply('ECORRUPT counter state in the store is malformed')
     end
     if c[j] < 0 then
       c[j] = 0 -- a refund that outlived its key: counts nothing
@@ -50,15 +50,14 @@ for j = 0, last do
   end
 end
 
-local function estimate()
-  local sum = 0
-  for j = 0, n - 1 do
-    sum = sum + c[j]
-  end
-  if trailing == 1 then
-    sum = sum + fdiv(c[n] * (s - e), s)
-  end
-  return sum
+-- the estimate (inline, and retry_after below only on a denial: a
+-- closure made per call costs the server more than its arithmetic)
+local est = 0
+for j = 0, n - 1 do
+  est = est + c[j]
+end
+if trailing == 1 then
+  est = est + fdiv(c[n] * (s - e), s)
 end
 
 local function reset_after()
@@ -74,43 +73,6 @@ local function reset_after()
   return 0
 end
 
-local function retry_after()
-  local need = limit - cost
-  local full = 0
-  for j = 0, n - 1 do
-    full = full + c[j]
-  end
-  for m = 0, n do
-    if m > 0 then
-      full = full - c[n - m]
-    end
-    if full <= need then
-      local start, base = 0, (s - e) + (m - 1) * s
-      if m == 0 then
-        start, base = e, 0
-      end
-      local old = 0
-      if trailing == 1 then
-        old = c[n - m]
-      end
-      if old == 0 then
-        return base
-      end
-      local rmax = cdiv((need - full + 1) * s, old) - 1
-      local at = 0
-      if rmax < s then
-        at = s - rmax
-      end
-      if at < start then
-        at = start
-      end
-      return base + (at - start)
-    end
-  end
-  return (s - e) + n * s
-end
-
-local est = estimate()
 if cost == 0 then
   return {1, limit - est, reset_after(), 0, i}
 end
@@ -118,10 +80,46 @@ if cost > limit then
   return {0, limit - est, reset_after(), -1, i}
 end
 if est + cost > limit then
+  local function retry_after()
+    local need = limit - cost
+    local full = 0
+    for j = 0, n - 1 do
+      full = full + c[j]
+    end
+    for m = 0, n do
+      if m > 0 then
+        full = full - c[n - m]
+      end
+      if full <= need then
+        local start, base = 0, (s - e) + (m - 1) * s
+        if m == 0 then
+          start, base = e, 0
+        end
+        local old = 0
+        if trailing == 1 then
+          old = c[n - m]
+        end
+        if old == 0 then
+          return base
+        end
+        local rmax = cdiv((need - full + 1) * s, old) - 1
+        local at = 0
+        if rmax < s then
+          at = s - rmax
+        end
+        if at < start then
+          at = start
+        end
+        return base + (at - start)
+      end
+    end
+    return (s - e) + n * s
+  end
   return {0, limit - est, reset_after(), retry_after(), i}
 end
 if peek == 0 and grouped then
-  redis.call('HINCRBY', KEYS[1], keys[0], cost)
+  -- ARGV[2]: the cost as sent (a number is formatted anew, lua_head.lua)
+  redis.call('HINCRBY', KEYS[1], keys[0], ARGV[2])
   if c[0] == 0 then -- absent (or at most 0): the first write of its sub-window
     local k = cdiv(grace, s)
     local dead, dropped = i - (n + 1 + k), {}
@@ -134,7 +132,7 @@ if peek == 0 and grouped then
   c[0] = c[0] + cost
   est = est + cost
 elseif peek == 0 then
-  redis.call('INCRBY', keys[0], cost)
+  redis.call('INCRBY', keys[0], ARGV[2])
   redis.call('PEXPIRE', keys[0], cdiv(ttl, 1000)) -- µs to whole ms
   c[0] = c[0] + cost -- a negative count read as 0, as in C
   est = est + cost
