@@ -21,6 +21,10 @@
 #                connection sending what a decision sends (INCRBY +
 #                PEXPIRE), 16 (64) decisions in flight, nothing else: the
 #                most any one-connection client reaches here
+#   ceiling 16 x2  the same, 16 in flight over 2 connections (8 on each,
+#                poll() for the ready ones): whether a second connection
+#                raises that ceiling here (it did not: docs/performance.md,
+#                so libdrl's loop keeps one connection per store)
 # Per cell: decisions/s (median), the client's CPU per decision (user+sys
 # of the client process, from wait4's rusage, setup included) and
 # redis-server's CPU per decision (INFO cpu), and the rate over rlf's.
@@ -55,6 +59,7 @@ for ((k = 0; k < rounds; k++)); do
 		--store "$uri&pipelines=0" --limit "$spec" \
 		--keys 10000 --concurrency 16 --duration "$secs"
 	cell "ceiling 16" "$tmp/hiredis_ceiling" "$port" "$secs" 16
+	cell "ceiling 16 x2" "$tmp/hiredis_ceiling" "$port" "$secs" 16 2
 	cell "ceiling 64" "$tmp/hiredis_ceiling" "$port" "$secs" 64
 done
 
@@ -64,7 +69,7 @@ echo
 echo "| client (fixed_window, 10k keys) | decisions/s | × rlf | client CPU µs/decision | redis-server CPU µs/decision |"
 echo "|---|--:|--:|--:|--:|"
 for name in "rlf 16" "async 16" "async 64" "threads 16" \
-	"threads 16 pipelines=0" "ceiling 16" "ceiling 64"; do
+	"threads 16 pipelines=0" "ceiling 16" "ceiling 16 x2" "ceiling 64"; do
 	r=$(median "${rate[$name]}")
 	echo "| $name | $r | $(awk -v a="$r" -v b="$base" 'BEGIN{printf "%.2f", a/b}') | $(median "${ccpu[$name]}") | $(median "${scpu[$name]}") |"
 done
