@@ -38,7 +38,6 @@
 #include <hiredis/hiredis.h>
 
 #include <pthread.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -92,6 +91,9 @@ struct conn {
 
 typedef struct rpipe rpipe;
 
+/* A waiting call's state (rreq.state). */
+enum { RREQ_WAITING, RREQ_DONE, RREQ_LEAD };
+
 /* One call on the shared connections (backends/redis_pipe.c): its
  * formatted commands, where their replies go, and how its owner learns
  * that they came. A waited-for call (drl__redis_pipe_call) has a thread
@@ -111,8 +113,12 @@ struct rreq {
 	int rc;
 	drl_error err;
 	bool unsent; /* it failed before any of it was sent */
-	bool done;   /* rc, err and r[] are final (set before `wake`) */
-	sem_t wake;  /* posted once: done, or this call leads next */
+	/* A waited-for call: RREQ_WAITING, then once RREQ_DONE (rc, err
+	 * and r[] are final) or RREQ_LEAD (this call leads next), stored
+	 * (release) before its pipe's bell rings for one of `bells`: the
+	 * bit of its batch and the bit of its thread (redis_pipe.c). */
+	_Atomic int state;
+	uint32_t bells;
 	/* A started call: run once, outside every lock of the pipe; it may
 	 * start the call again (a NOSCRIPT's second round trip) or free
 	 * it. */
