@@ -80,6 +80,15 @@ struct rpipe {
 	bool io_started, io_lead, io_stop;
 };
 
+void (*drl__redis_pipe_hook)(int event, size_t n);
+
+/* Tell the test hook, if any. */
+static void hook(int event, size_t n)
+{
+	if (drl__redis_pipe_hook)
+		drl__redis_pipe_hook(event, n);
+}
+
 /* Which pipe a thread tries first: threads spread over the pipes. */
 static _Atomic unsigned pipe_next_hint;
 static _Thread_local unsigned pipe_hint;
@@ -265,6 +274,11 @@ static void pipe_send(rstore *s, conn **cp, rreq *batch)
 				req_fail(q, &e);
 		drl__redis_conn_free(c);
 		c = NULL;
+	} else {
+		size_t n = 0;
+		for (rreq *q = first; q; q = q->next)
+			n += q->rc == 0;
+		hook(DRL__PIPE_SENT, n);
 	}
 	*cp = c;
 }
@@ -312,6 +326,10 @@ static rreq *pipe_take(rpipe *p)
 static void pipe_finish(rstore *s, rpipe *p, rreq *batch)
 {
 	uint32_t ring = 0;
+	size_t n = 0;
+	for (rreq *it = batch; it; it = it->next)
+		n++;
+	hook(DRL__PIPE_FINISH, n);
 	for (rreq *it = batch; it;) {
 		rreq *nx = it->next;
 		if (it->complete) {
@@ -332,6 +350,7 @@ static void pipe_finish(rstore *s, rpipe *p, rreq *batch)
 static void pipe_pass(rpipe *p, rreq *q)
 {
 	uint32_t bit = q->bells & ~BATCH_BELLS;
+	hook(DRL__PIPE_PASS, 0);
 	atomic_store_explicit(&q->state, RREQ_LEAD, memory_order_release);
 	drl__bell_ring(&p->bell, bit);
 }
@@ -351,7 +370,7 @@ static void pipe_pass(rpipe *p, rreq *q)
  * the lead, with the batch in flight, passes to that batch's first call,
  * or the pipe goes idle (nothing in flight, nothing queued).
  */
-#define LEAD_BATCHES 4
+#define LEAD_BATCHES DRL__PIPE_LEAD_BATCHES
 static void pipe_lead(rstore *s, rpipe *p)
 {
 	pipe_guard g;
@@ -428,6 +447,8 @@ static bool pipe_queue(rpipe *p, rreq *q)
 	bool lead = !atomic_load_explicit(&p->leading, memory_order_relaxed);
 	if (lead)
 		atomic_store_explicit(&p->leading, true, memory_order_relaxed);
+	else
+		hook(DRL__PIPE_QUEUED, 1);
 	return lead;
 }
 

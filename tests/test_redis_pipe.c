@@ -16,6 +16,11 @@
  *   allow it did not earn (on_error=deny), and the store recovers when
  *   the server is back;
  * - a caller alone uses one connection (the c=1 path is the old one);
+ * - the leader (driven by the pipe's test hook, no sleeps): it writes
+ *   the next batch before it wakes the last one's callers, and after
+ *   DRL__PIPE_LEAD_BATCHES batches passes the lead with the batch in
+ *   flight, which that batch's own caller then reads and finishes;
+ * - a hot key from 16 threads on one pipe: exactly the limit allowed;
  * - the async API's started calls (eval_start, no worker) on the pipes:
  *   SCRIPT FLUSH with 64 of them in flight from one loop (each decides,
  *   each script ran once), and 200 in flight on a stopped server (each
@@ -29,6 +34,8 @@
 #include <drl/drl.h>
 
 #include "backends/redis.h"
+#include "backends/redis_conn.h"
+#include "hot_threads.h"
 #include "internal.h"
 #include "server_fixture.h"
 #include "testutil.h"
@@ -756,6 +763,163 @@ static void test_one_caller_one_connection(void **state)
 	redisFree(raw);
 }
 
+/* ---- the leader: the next batch out before the last one's callers wake,
+ * and the lead passed with a batch in flight ------------------------------- */
+
+#define CHAIN (DRL__PIPE_LEAD_BATCHES + 2)
+
+/* What the pipe's leaders did, in order (the test hook). */
+static struct {
+	pthread_mutex_t mu;
+	int n;
+	struct {
+		int ev;
+		pthread_t who;
+	} log[64];
+	int queued, sent;
+	int hold_failed;
+} hk = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int hk_count(int *v)
+{
+	pthread_mutex_lock(&hk.mu);
+	int n = *v;
+	pthread_mutex_unlock(&hk.mu);
+	return n;
+}
+
+/* Log each event; hold the leader in the i-th SENT (i < CHAIN) until the
+ * i-th call queued behind it, so that every batch has one call and the
+ * next one is always waiting while a batch is in flight. */
+static void chain_hook(int ev, size_t n)
+{
+	(void)n;
+	pthread_mutex_lock(&hk.mu);
+	if (hk.n < 64)
+		hk.log[hk.n++].ev = ev, hk.log[hk.n - 1].who = pthread_self();
+	int i = ev == DRL__PIPE_SENT ? ++hk.sent : 0;
+	if (ev == DRL__PIPE_QUEUED)
+		hk.queued++;
+	pthread_mutex_unlock(&hk.mu);
+	if (i > 0 && i < CHAIN &&
+	    !TU_WAIT_FOR(hk_count(&hk.queued) >= i, tu_bound_ms(10000)))
+		hk.hold_failed = 1;
+}
+
+typedef struct chain_job {
+	drl_backend *b;
+	int id;
+	int rc;
+	int64_t v;
+	pthread_t self;
+} chain_job;
+
+static void *chain_worker(void *arg)
+{
+	chain_job *j = arg;
+	char key[32];
+	snprintf(key, sizeof key, "chain:%d", j->id);
+	drl_error e = {0};
+	j->rc = j->b->incr(j->b, (drl_bytes){key, strlen(key)}, j->id + 1,
+			   60 * SEC, &j->v, &e);
+	return NULL;
+}
+
+/* Batch i's SENT and FINISH in the log (i from 1): their positions. */
+static int nth(int ev, int i)
+{
+	for (int k = 0, seen = 0; k < hk.n; k++)
+		if (hk.log[k].ev == ev && ++seen == i)
+			return k;
+	return -1;
+}
+
+/* CHAIN threads, one call each, each queued while the batch before it is
+ * in flight: the leader writes batch i + 1 before it finishes batch i;
+ * after DRL__PIPE_LEAD_BATCHES batches it passes the lead, and the batch
+ * it wrote last is finished by that batch's own caller (woken by its
+ * thread's bell), not by the first leader. Every call gets its reply. */
+static void test_leader_overlaps_and_passes(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	redisContext *raw = raw_open();
+	raw_ok(raw, "FLUSHALL");
+	drl_backend *b = open_backend("pipelines=1");
+	int64_t v = 0;
+	drl_error e = {0};
+	assert_int_equal(
+		b->incr(b, (drl_bytes){"warm", 4}, 1, 60 * SEC, &v, &e),
+		0); /* the pipe's connection is open */
+	hk.n = hk.queued = hk.sent = hk.hold_failed = 0;
+	drl__redis_pipe_hook = chain_hook;
+	chain_job jobs[CHAIN];
+	pthread_t th[CHAIN];
+	for (int i = 0; i < CHAIN; i++) {
+		/* thread i once batch i is in flight (thread 0 first) */
+		assert_true(TU_WAIT_FOR(hk_count(&hk.sent) >= i,
+					tu_bound_ms(10000)));
+		jobs[i] = (chain_job){.b = b, .id = i, .rc = -1};
+		assert_int_equal(
+			pthread_create(&th[i], NULL, chain_worker, &jobs[i]),
+			0);
+	}
+	for (int i = 0; i < CHAIN; i++) {
+		pthread_join(th[i], NULL);
+		jobs[i].self = th[i];
+	}
+	drl__redis_pipe_hook = NULL;
+	assert_int_equal(hk.hold_failed, 0);
+	for (int i = 0; i < CHAIN; i++) {
+		assert_int_equal(jobs[i].rc, 0);
+		assert_int_equal(jobs[i].v, i + 1);
+	}
+	assert_int_equal(nth(DRL__PIPE_SENT, CHAIN + 1), -1);
+	for (int i = 1; i < CHAIN; i++)
+		if (nth(DRL__PIPE_SENT, i + 1) > nth(DRL__PIPE_FINISH, i))
+			fail_msg("batch %d was finished before batch %d was "
+				 "sent",
+				 i, i + 1);
+	int pass = nth(DRL__PIPE_PASS, 1);
+	int last = nth(DRL__PIPE_FINISH, DRL__PIPE_LEAD_BATCHES + 1);
+	assert_true(pass >= 0 && last > pass);
+	/* Batch LEAD_BATCHES + 1 went out from thread 0 (the first leader)
+	 * and was read and finished by its own caller's thread. */
+	int sent = nth(DRL__PIPE_SENT, DRL__PIPE_LEAD_BATCHES + 1);
+	assert_true(pthread_equal(hk.log[sent].who, jobs[0].self));
+	assert_true(pthread_equal(hk.log[last].who,
+				  jobs[DRL__PIPE_LEAD_BATCHES].self));
+	b->destroy(b);
+	redisFree(raw);
+}
+
+/* ---- a hot key across threads: exact ----------------------------------- */
+
+/* 16 threads on one key of one pipe, more calls than the limit at one
+ * instant: exactly the limit is allowed (the default tx and tx=lua). */
+static void test_hot_key_exact(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	static const char *const opts[] = {"pipelines=1", "pipelines=1&tx=lua"};
+	for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+		redisContext *raw = raw_open();
+		raw_ok(raw, "FLUSHALL");
+		char uri[256];
+		uri_of(uri, sizeof uri, opts[o]);
+		/* ROUNDS x 16 calls: 3200 (800 under valgrind) */
+		int limit = ROUNDS * THREADS * 5 / 16;
+		char spec[64];
+		snprintf(spec, sizeof spec, "fixed_window:%d/1h", limit);
+		int allowed = hot_threads_allowed(uri, spec, THREADS, ROUNDS,
+						  INT64_C(1795000000000000));
+		if (allowed != limit)
+			fail_msg("%s: %d allowed, limit %d", opts[o], allowed,
+				 limit);
+		redisFree(raw);
+	}
+}
+
 /* ---- bad option values ------------------------------------------------------ */
 
 static void test_bad_pipelines_option(void **state)
@@ -806,6 +970,8 @@ int main(void)
 		cmocka_unit_test(test_started_script_flush),
 		cmocka_unit_test(test_started_stalled),
 		cmocka_unit_test(test_bad_pipelines_option),
+		cmocka_unit_test(test_leader_overlaps_and_passes),
+		cmocka_unit_test(test_hot_key_exact),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
