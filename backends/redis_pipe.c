@@ -10,15 +10,13 @@
  * as before). A call formats its commands (append_shared) and queues them
  * on a pipe. Whoever finds the pipe without a leader leads: it takes every
  * queued call, writes them all with one writev(), reads the replies in
- * order and hands each call its own. Before it wakes that batch's
- * callers it writes the calls queued meanwhile (the next batch), so Redis
- * works on them while the woken threads get a CPU; it goes on so while
- * calls come, up to LEAD_BATCHES batches, then passes the lead, and the
- * batch in flight, to that batch's first call (pipe_lead). A thread alone
- * finds its pipe idle and makes the same round trip as with a connection
- * of its own; under concurrency, calls that are ready together share one
- * write and one read, on both sides. A batch's waiting callers are woken
- * by one ring of the pipe's bell (backends/bell.h), not a wake-up each.
+ * order and hands each call its own; then it runs what was queued
+ * meanwhile, up to LEAD_BATCHES batches, or passes the lead to the first
+ * call queued (pipe_lead). A thread alone finds its pipe idle and makes
+ * the same round trip as with a connection of its own; under
+ * concurrency, calls that are ready together share one write and one
+ * read, on both sides. A batch's waiting callers are woken by one ring
+ * of the pipe's bell (backends/bell.h), not a wake-up each.
  *
  * A started call (drl__redis_pipe_start: the async API's, through the
  * store's eval_start) has no thread waiting in it: it carries a
@@ -63,7 +61,6 @@ struct rpipe {
 	pthread_mutex_t mu;
 	conn *c; /* the shared connection; NULL: connect at the next batch */
 	rreq *head, *tail; /* queued, not yet sent */
-	rreq *fly;         /* sent, replies pending, while the lead passes */
 	uint64_t takes;    /* batches taken so far (under mu) */
 	/* What waiting callers sleep on: rung once per batch finished (for
 	 * its batch bit), and for one caller's thread bit when it is to
@@ -226,12 +223,10 @@ static void pipe_read(rstore *s, conn *c, rreq *batch)
 	}
 }
 
-/* Send batch on *cp (opened here when NULL; freed and set NULL when it
- * broke): a call past its deadline is refused unsent, the others are
- * written with one writev(). Every call that was not written ends with
- * its rc; the written ones await pipe_recv. SIGPIPE is blocked by the
- * leader (pipe_lead). */
-static void pipe_send(rstore *s, conn **cp, rreq *batch)
+/* Run one batch on the pipe's connection *cp (opened here when NULL;
+ * freed and set NULL when it broke). Each request ends with rc and, on
+ * success, its replies. */
+static void pipe_run(rstore *s, conn **cp, rreq *batch)
 {
 	drl_error e = {0};
 	rreq *first = NULL;
@@ -267,34 +262,21 @@ static void pipe_send(rstore *s, conn **cp, rreq *batch)
 		*cp = NULL;
 		return;
 	}
+	pipe_guard g;
+	drl__redis_sigpipe_block(&g);
 	c->deadline = first->deadline;
 	if (pipe_write(s, c, first, &e) != 0) {
 		for (rreq *q = first; q; q = q->next)
 			if (q->rc == 0)
 				req_fail(q, &e);
-		drl__redis_conn_free(c);
-		c = NULL;
 	} else {
 		size_t n = 0;
 		for (rreq *q = first; q; q = q->next)
 			n += q->rc == 0;
 		hook(DRL__PIPE_SENT, n);
+		pipe_read(s, c, first);
 	}
-	*cp = c;
-}
-
-/* Read the replies of a batch pipe_send wrote on *cp (freed and set NULL
- * when it broke). Each request ends with rc and, on success, its
- * replies. */
-static void pipe_recv(rstore *s, conn **cp, rreq *batch)
-{
-	conn *c = *cp;
-	bool live = false;
-	for (rreq *q = batch; q && !live; q = q->next)
-		live = q->rc == 0;
-	if (!live)
-		return;
-	pipe_read(s, c, batch);
+	drl__redis_sigpipe_restore(&g, c->broken);
 	if (c->broken) {
 		drl__redis_conn_free(c);
 		c = NULL;
@@ -356,77 +338,54 @@ static void pipe_pass(rpipe *p, rreq *q)
 }
 
 /*
- * Lead pipe p. The leader owns the connection and the batch in flight
- * (p->fly: written, replies pending; handed over with the lead). It
- * sends every queued call as one batch, reads the replies; then, before
- * it wakes that batch's callers, it writes the calls queued meanwhile,
- * so that Redis works on the next batch while the callers of this one
- * are being woken (waking a sleeping thread is the most a blocking
- * decision costs here). It goes on while calls come, up to LEAD_BATCHES
- * batches read: the thread already on a CPU carries on, instead of a
- * woken one that has yet to be scheduled (on a busy machine that costs
- * milliseconds per batch). The leader's own call is in its first batch,
- * so its caller waits at most LEAD_BATCHES - 1 round trips longer. Then
- * the lead, with the batch in flight, passes to that batch's first call,
- * or the pipe goes idle (nothing in flight, nothing queued).
+ * Lead pipe p: take every queued call and run them as one batch, then
+ * finish them (their owners wake in pipe_await, all at one ring). While
+ * calls are queued again, go on with the next batch, up to LEAD_BATCHES
+ * in all: the thread already on a CPU carries on, instead of a woken one
+ * that has yet to be scheduled (on a busy machine that costs milliseconds
+ * per batch). The leader's own call is in its first batch, so its caller
+ * waits at most LEAD_BATCHES - 1 round trips longer. After that the
+ * first queued call leads, or the pipe goes idle.
+ *
+ * One batch at a time: writing the next batch before waking the last
+ * one's callers (so that Redis works while they get a CPU) was measured
+ * and lost on the 2-core machine of docs/performance.md (16 threads:
+ * -9 % decisions/s, +5 % client CPU a decision): its batches are half as
+ * big, and every batch costs a write, a poll, a read and a ring here and
+ * a read and a write in Redis.
  */
 #define LEAD_BATCHES DRL__PIPE_LEAD_BATCHES
 static void pipe_lead(rstore *s, rpipe *p)
 {
-	pipe_guard g;
-	drl__redis_sigpipe_block(&g);
 	pthread_mutex_lock(&p->mu);
-	conn *c = p->c;
-	p->c = NULL;
-	rreq *fly = p->fly;
-	p->fly = NULL;
-	bool sent = fly != NULL;
-	if (!sent)
-		fly = pipe_take(p);
-	pthread_mutex_unlock(&p->mu);
-	if (!sent)
-		pipe_send(s, &c, fly);
-	bool broke = c == NULL;
-	for (int round = 1;; round++) {
-		pipe_recv(s, &c, fly);
-		broke |= c == NULL;
-		pthread_mutex_lock(&p->mu);
-		rreq *next = pipe_take(p);
+	for (int round = 0;; round++) {
+		rreq *batch = pipe_take(p);
+		conn *c = p->c;
+		p->c = NULL;
 		pthread_mutex_unlock(&p->mu);
-		if (next) {
-			pipe_send(s, &c, next);
-			broke |= c == NULL;
-		}
+		pipe_run(s, &c, batch);
+		pthread_mutex_lock(&p->mu);
+		p->c = c;
 		rreq *next_leader = NULL;
-		bool io_wake = false;
-		if (!next || round >= LEAD_BATCHES) {
-			pthread_mutex_lock(&p->mu);
-			p->c = c;
-			if (next) {
-				p->fly = next;
-				next_leader = next;
-			} else if (p->head) {
-				next_leader = p->head;
-			} else {
-				atomic_store_explicit(&p->leading, false,
-						      memory_order_relaxed);
-			}
-			/* a started call leads through the I/O thread */
-			io_wake = next_leader && next_leader->complete;
-			if (io_wake)
-				p->io_lead = true;
-			pthread_mutex_unlock(&p->mu);
-		}
+		bool again = p->head != NULL && round + 1 < LEAD_BATCHES;
+		if (p->head && !again)
+			next_leader = p->head;
+		else if (!p->head)
+			atomic_store_explicit(&p->leading, false,
+					      memory_order_relaxed);
+		bool io_wake = next_leader && next_leader->complete;
+		if (io_wake) /* a started call leads through the I/O thread */
+			p->io_lead = true;
+		pthread_mutex_unlock(&p->mu);
 		if (io_wake)
 			pthread_cond_signal(&p->io_cv);
 		else if (next_leader)
 			pipe_pass(p, next_leader);
-		pipe_finish(s, p, fly);
-		if (!next || round >= LEAD_BATCHES)
-			break;
-		fly = next;
+		pipe_finish(s, p, batch);
+		if (!again)
+			return;
+		pthread_mutex_lock(&p->mu);
 	}
-	drl__redis_sigpipe_restore(&g, broke);
 }
 
 /* Queue q on p (p->mu held): true when p had no leader, and the caller
