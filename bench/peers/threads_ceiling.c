@@ -9,7 +9,7 @@
  * queues itself; whoever finds no leader leads: takes every queued call,
  * writes them with one writev(), reads their replies, wakes their
  * threads (WAKE "sem": a semaphore each; "ring": one futex wake for the
- * batch), and leads again while calls are queued. Every decision is one
+ * batch, by the batch's bit), and leads again while calls are queued. Every decision is one
  * thread asleep and woken: what any blocking client pays here. Prints
  * "decisions seconds".
  *
@@ -36,12 +36,14 @@
 typedef struct call {
 	struct call *next;
 	int k;
-	_Atomic int state; /* 0 waiting, 1 done, 2 lead */
+	_Atomic int state; /* 0 waiting, 1 done */
+	uint32_t bit;      /* its batch's bit (ring) */
 	sem_t sem;
 } call;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static call *head, *tail;
+static unsigned batches; /* taken so far (mu) */
 static bool leading;
 static redisContext *ctx;
 static bool ring; /* WAKE: ring, else sem */
@@ -63,8 +65,8 @@ static void await(call *c)
 		if (atomic_load(&c->state))
 			return;
 		if (ring)
-			syscall(SYS_futex, &bell, FUTEX_WAIT_PRIVATE, seen,
-				NULL, NULL, 0);
+			syscall(SYS_futex, &bell, FUTEX_WAIT_BITSET_PRIVATE,
+				seen, NULL, NULL, c->bit);
 		else
 			while (sem_wait(&c->sem) != 0)
 				;
@@ -78,6 +80,7 @@ static void lead(void)
 	for (;;) {
 		call *batch = head;
 		head = tail = NULL;
+		uint32_t bit = 1u << (++batches & 31);
 		if (batch == NULL) {
 			leading = false;
 			pthread_mutex_unlock(&mu);
@@ -103,8 +106,8 @@ static void lead(void)
 		}
 		if (ring) {
 			atomic_fetch_add(&bell, 1);
-			syscall(SYS_futex, &bell, FUTEX_WAKE_PRIVATE, INT_MAX,
-				NULL, NULL, 0);
+			syscall(SYS_futex, &bell, FUTEX_WAKE_BITSET_PRIVATE,
+				INT_MAX, NULL, NULL, bit);
 		}
 		pthread_mutex_lock(&mu);
 	}
@@ -125,6 +128,7 @@ static void *caller(void *arg)
 		else
 			head = &c;
 		tail = &c;
+		c.bit = 1u << ((batches + 1) & 31);
 		bool me = !leading;
 		leading = true;
 		pthread_mutex_unlock(&mu);
