@@ -97,9 +97,9 @@ enum { RREQ_WAITING, RREQ_DONE, RREQ_LEAD };
 /* One call on the shared connections (backends/redis_pipe.c): its
  * formatted commands, where their replies go, and how its owner learns
  * that they came. A waited-for call (drl__redis_pipe_call) has a thread
- * asleep on its pipe's bell (state, bells); a started one (drl__redis_pipe_start) has
- * `complete`, run by whichever thread leads its pipe once rc, err and
- * r[] are final. */
+ * asleep on its pipe's bell (state, bells); a started one
+ * (drl__redis_pipe_start) has `complete`, run by whichever thread leads
+ * its pipe once rc, err and r[] are final. */
 typedef struct rstore rstore;
 typedef struct rreq rreq;
 struct rreq {
