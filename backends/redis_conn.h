@@ -38,7 +38,6 @@
 #include <hiredis/hiredis.h>
 
 #include <pthread.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -92,12 +91,15 @@ struct conn {
 
 typedef struct rpipe rpipe;
 
+/* A waiting call's state (rreq.state). */
+enum { RREQ_WAITING, RREQ_DONE, RREQ_LEAD };
+
 /* One call on the shared connections (backends/redis_pipe.c): its
  * formatted commands, where their replies go, and how its owner learns
  * that they came. A waited-for call (drl__redis_pipe_call) has a thread
- * asleep on `wake`; a started one (drl__redis_pipe_start) has
- * `complete`, run by whichever thread leads its pipe once rc, err and
- * r[] are final. */
+ * asleep on its pipe's bell (state, bells); a started one
+ * (drl__redis_pipe_start) has `complete`, run by whichever thread leads
+ * its pipe once rc, err and r[] are final. */
 typedef struct rstore rstore;
 typedef struct rreq rreq;
 struct rreq {
@@ -111,8 +113,12 @@ struct rreq {
 	int rc;
 	drl_error err;
 	bool unsent; /* it failed before any of it was sent */
-	bool done;   /* rc, err and r[] are final (set before `wake`) */
-	sem_t wake;  /* posted once: done, or this call leads next */
+	/* A waited-for call: RREQ_WAITING, then once RREQ_DONE (rc, err
+	 * and r[] are final) or RREQ_LEAD (this call leads next), stored
+	 * (release) before its pipe's bell rings for one of `bells`: the
+	 * bit of its batch and the bit of its thread (redis_pipe.c). */
+	_Atomic int state;
+	uint32_t bells;
 	/* A started call: run once, outside every lock of the pipe; it may
 	 * start the call again (a NOSCRIPT's second round trip) or free
 	 * it. */
@@ -418,6 +424,16 @@ int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
  * possibly before this returns. 0, or DRL_ENOMEM when the I/O thread
  * cannot be started (q not queued, complete never runs). */
 int drl__redis_pipe_start(rstore *s, rreq *q, drl_error *err);
+/* Batches a leader reads before it passes the lead (redis_pipe.c). */
+#define DRL__PIPE_LEAD_BATCHES 4
+/* For tests: when set (while no call runs), a pipe's leader calls it
+ * with what it does: DRL__PIPE_SENT (a batch of n calls written),
+ * DRL__PIPE_FINISH (a batch of n calls about to be finished: callers
+ * woken), DRL__PIPE_PASS (the lead passed to a waiting caller); and a
+ * call queued behind a leader calls it with DRL__PIPE_QUEUED under the
+ * pipe's lock (that one must not block). NULL: nothing is called. */
+enum { DRL__PIPE_QUEUED, DRL__PIPE_SENT, DRL__PIPE_FINISH, DRL__PIPE_PASS };
+extern void (*drl__redis_pipe_hook)(int event, size_t n);
 
 /* ---- RESP (backends/redis_resp.c) --------------------------------------- */
 

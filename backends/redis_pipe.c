@@ -11,10 +11,12 @@
  * on a pipe. Whoever finds the pipe without a leader leads: it takes every
  * queued call, writes them all with one writev(), reads the replies in
  * order and hands each call its own; then it runs what was queued
- * meanwhile, or passes the lead to the first call queued (pipe_lead). A
- * thread alone finds its pipe idle and makes the same round trip as with a
- * connection of its own; under concurrency, calls that are ready together
- * share one write and one read, on both sides.
+ * meanwhile, up to LEAD_BATCHES batches, or passes the lead to the first
+ * call queued (pipe_lead). A thread alone finds its pipe idle and makes
+ * the same round trip as with a connection of its own; under
+ * concurrency, calls that are ready together share one write and one
+ * read, on both sides. A batch's waiting callers are woken by one ring
+ * of the pipe's bell (backends/bell.h), not a wake-up each.
  *
  * A started call (drl__redis_pipe_start: the async API's, through the
  * store's eval_start) has no thread waiting in it: it carries a
@@ -36,18 +38,21 @@
  * position is lost is never read again.
  *
  * Lock order: a pipe's mu, then nothing (the leader does its I/O, and
- * runs completions, without it). Waiting calls sleep on a semaphore of their own, posted once, after
+ * runs completions, without it). Waiting calls sleep on the pipe's bell,
+ * each for its batch's bit and its thread's (rreq.bells); the leader
+ * marks each call done (rreq.state), then rings once for the batch after
  * the lock is released (a woken caller does not queue on the leader's
- * mutex); only the leader, bounded by deadlines, does I/O, so a waiting
- * call needs no timed wait.
+ * mutex), or rings one thread's bit to make its call lead (RREQ_LEAD).
+ * Only the leader, bounded by deadlines, does I/O, so a waiting call
+ * needs no timed wait.
  */
+#include "bell.h"
 #include "redis_conn.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
-#include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -56,6 +61,11 @@ struct rpipe {
 	pthread_mutex_t mu;
 	conn *c; /* the shared connection; NULL: connect at the next batch */
 	rreq *head, *tail; /* queued, not yet sent */
+	uint64_t takes;    /* batches taken so far (under mu) */
+	/* What waiting callers sleep on: rung once per batch finished (for
+	 * its batch bit), and for one caller's thread bit when it is to
+	 * lead (RREQ_LEAD). */
+	drl__bell bell;
 	_Atomic bool leading;
 	_Atomic size_t queued;
 	/* The pipe's I/O thread, started by the first started call (one
@@ -67,10 +77,35 @@ struct rpipe {
 	bool io_started, io_lead, io_stop;
 };
 
+void (*drl__redis_pipe_hook)(int event, size_t n);
+
+/* Tell the test hook, if any. */
+static void hook(int event, size_t n)
+{
+	if (drl__redis_pipe_hook)
+		drl__redis_pipe_hook(event, n);
+}
+
 /* Which pipe a thread tries first: threads spread over the pipes. */
 static _Atomic unsigned pipe_next_hint;
 static _Thread_local unsigned pipe_hint;
 static _Thread_local bool pipe_hinted;
+
+/* A waiting call's bells (rreq.bells): bit (batch number & 3) for the
+ * batch it goes out in (a ring for a batch may wake a caller of the
+ * batch four later: it checks its state and sleeps again), and one of
+ * the bits 4..31 for its thread (threads share one bit 28 apart). */
+#define BATCH_BELLS 0xfu
+static _Atomic unsigned pipe_next_slot;
+static _Thread_local uint32_t pipe_slot_bell;
+
+static uint32_t thread_bell(void)
+{
+	if (pipe_slot_bell == 0)
+		pipe_slot_bell =
+			1u << (4 + atomic_fetch_add(&pipe_next_slot, 1) % 28);
+	return pipe_slot_bell;
+}
 
 /* The pipe for a call: the first without a leader from this thread's
  * own, else the one with the fewest calls queued. */
@@ -235,6 +270,10 @@ static void pipe_run(rstore *s, conn **cp, rreq *batch)
 			if (q->rc == 0)
 				req_fail(q, &e);
 	} else {
+		size_t n = 0;
+		for (rreq *q = first; q; q = q->next)
+			n += q->rc == 0;
+		hook(DRL__PIPE_SENT, n);
 		pipe_read(s, c, first);
 	}
 	drl__redis_sigpipe_restore(&g, c->broken);
@@ -247,28 +286,82 @@ static void pipe_run(rstore *s, conn **cp, rreq *batch)
 	*cp = c;
 }
 
+/* Take every call queued on p (p->mu held). */
+static rreq *pipe_take(rpipe *p)
+{
+	rreq *batch = p->head;
+	size_t taken = 0;
+	for (rreq *it = batch; it; it = it->next)
+		taken++;
+	p->head = p->tail = NULL;
+	if (batch)
+		p->takes++;
+	atomic_fetch_sub_explicit(&p->queued, taken, memory_order_relaxed);
+	return batch;
+}
+
+/* Finish a batch's calls: run a started call's completion, mark a
+ * waiting call done, then ring once for every waiting caller of the
+ * batch (a woken caller may return and free its rreq at once, a
+ * completion may free its own or queue it again: read `next` and `bells`
+ * first). No lock held. */
+static void pipe_finish(rstore *s, rpipe *p, rreq *batch)
+{
+	uint32_t ring = 0;
+	size_t n = 0;
+	for (rreq *it = batch; it; it = it->next)
+		n++;
+	hook(DRL__PIPE_FINISH, n);
+	for (rreq *it = batch; it;) {
+		rreq *nx = it->next;
+		if (it->complete) {
+			it->next = NULL;
+			it->complete(s, it);
+		} else {
+			ring |= it->bells & BATCH_BELLS;
+			atomic_store_explicit(&it->state, RREQ_DONE,
+					      memory_order_release);
+		}
+		it = nx;
+	}
+	if (ring)
+		drl__bell_ring(&p->bell, ring);
+}
+
+/* Make waiting call q (asleep in pipe_await) lead next. */
+static void pipe_pass(rpipe *p, rreq *q)
+{
+	uint32_t bit = q->bells & ~BATCH_BELLS;
+	hook(DRL__PIPE_PASS, 0);
+	atomic_store_explicit(&q->state, RREQ_LEAD, memory_order_release);
+	drl__bell_ring(&p->bell, bit);
+}
+
 /*
  * Lead pipe p: take every queued call and run them as one batch, then
- * complete them (their owners wake in sem_wait). While calls are queued
- * again, go on with the next batch, up to LEAD_BATCHES in all: the thread
- * already on a CPU carries on, instead of a woken one that has yet to be
- * scheduled (on a busy machine that costs milliseconds per batch). The
- * leader's own call is in its first batch, so its caller waits at most
- * LEAD_BATCHES - 1 round trips longer. After that the first queued call
- * leads, or the pipe goes idle.
+ * finish them (their owners wake in pipe_await, all at one ring). While
+ * calls are queued again, go on with the next batch, up to LEAD_BATCHES
+ * in all: the thread already on a CPU carries on, instead of a woken one
+ * that has yet to be scheduled (on a busy machine that costs milliseconds
+ * per batch). The leader's own call is in its first batch, so its caller
+ * waits at most LEAD_BATCHES - 1 round trips longer. After that the
+ * first queued call leads, or the pipe goes idle.
+ *
+ * One batch at a time: writing the next batch before waking the last
+ * one's callers (so that Redis works while they get a CPU) was measured
+ * and lost on the 2-core machine of docs/performance.md (16 threads:
+ * -9 % decisions/s, +5 % client CPU a decision): its batches are half as
+ * big, and every batch costs a write, a poll, a read and a ring here and
+ * a read and a write in Redis. So did the leader spinning on its socket
+ * (poll with no wait) for 20 or 60 µs before it sleeps: -6 % and -19 %
+ * decisions/s, the CPU it burns is what the woken callers and Redis need.
  */
-#define LEAD_BATCHES 4
+#define LEAD_BATCHES DRL__PIPE_LEAD_BATCHES
 static void pipe_lead(rstore *s, rpipe *p)
 {
 	pthread_mutex_lock(&p->mu);
 	for (int round = 0;; round++) {
-		rreq *batch = p->head;
-		size_t taken = 0;
-		for (rreq *it = batch; it; it = it->next)
-			taken++;
-		p->head = p->tail = NULL;
-		atomic_fetch_sub_explicit(&p->queued, taken,
-					  memory_order_relaxed);
+		rreq *batch = pipe_take(p);
 		conn *c = p->c;
 		p->c = NULL;
 		pthread_mutex_unlock(&p->mu);
@@ -288,23 +381,9 @@ static void pipe_lead(rstore *s, rpipe *p)
 		pthread_mutex_unlock(&p->mu);
 		if (io_wake)
 			pthread_cond_signal(&p->io_cv);
-		/* Finish the batch's calls (and wake the next leader) without
-		 * the lock: a woken caller may return and free its rreq at
-		 * once, a completion may free its own or queue it again, so
-		 * read `next` first. */
-		for (rreq *it = batch; it;) {
-			rreq *nx = it->next;
-			if (it->complete) {
-				it->next = NULL;
-				it->complete(s, it);
-			} else {
-				it->done = true;
-				sem_post(&it->wake);
-			}
-			it = nx;
-		}
-		if (next_leader && !io_wake)
-			sem_post(&next_leader->wake);
+		else if (next_leader)
+			pipe_pass(p, next_leader);
+		pipe_finish(s, p, batch);
 		if (!again)
 			return;
 		pthread_mutex_lock(&p->mu);
@@ -316,6 +395,10 @@ static void pipe_lead(rstore *s, rpipe *p)
 static bool pipe_queue(rpipe *p, rreq *q)
 {
 	q->next = NULL;
+	atomic_store_explicit(&q->state, RREQ_WAITING, memory_order_relaxed);
+	q->bells = 1u << ((p->takes + 1) & 3);
+	if (!q->complete)
+		q->bells |= thread_bell();
 	if (p->tail)
 		p->tail->next = q;
 	else
@@ -325,7 +408,21 @@ static bool pipe_queue(rpipe *p, rreq *q)
 	bool lead = !atomic_load_explicit(&p->leading, memory_order_relaxed);
 	if (lead)
 		atomic_store_explicit(&p->leading, true, memory_order_relaxed);
+	else
+		hook(DRL__PIPE_QUEUED, 1);
 	return lead;
+}
+
+/* Sleep until waiting call q is done or is to lead: its state. */
+static int pipe_await(rpipe *p, rreq *q)
+{
+	for (;;) {
+		uint32_t seen = drl__bell_peek(&p->bell);
+		int st = atomic_load_explicit(&q->state, memory_order_acquire);
+		if (st != RREQ_WAITING)
+			return st;
+		drl__bell_wait(&p->bell, seen, q->bells);
+	}
 }
 
 /*
@@ -350,23 +447,14 @@ int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
 		  .r = r,
 		  .deadline = proxy->deadline,
 		  .what = what};
-	if (sem_init(&q.wake, 0, 0) != 0)
-		return drl_error_set(err, DRL_ENOMEM,
-				     "redis %s: cannot make a semaphore",
-				     s->where);
 	rpipe *p = pipe_pick(s);
 	pthread_mutex_lock(&p->mu);
 	bool lead = pipe_queue(p, &q);
 	pthread_mutex_unlock(&p->mu);
-	if (!lead) {
-		/* Woken once: done, or made the next leader. */
-		while (sem_wait(&q.wake) != 0 && errno == EINTR)
-			;
-		lead = !q.done;
-	}
+	if (!lead)
+		lead = pipe_await(p, &q) == RREQ_LEAD;
 	if (lead)
 		pipe_lead(s, p);
-	sem_destroy(&q.wake);
 	if (q.rc && err)
 		*err = q.err;
 	return q.unsent ? drl__redis_unsent_mark(s, q.rc) : q.rc;
@@ -460,6 +548,7 @@ int drl__redis_pipes_init(rstore *s)
 		p->store = s;
 		atomic_init(&p->leading, false);
 		atomic_init(&p->queued, 0);
+		atomic_init(&p->bell.word, 0);
 	}
 	return 0;
 }

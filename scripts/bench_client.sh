@@ -25,6 +25,10 @@
 #                poll() for the ready ones): whether a second connection
 #                raises that ceiling here (it did not: docs/performance.md,
 #                so libdrl's loop keeps one connection per store)
+#   threads ceiling 16  bench/peers/threads_ceiling.c: 16 threads making
+#                the same decisions blocking, meeting on one shared
+#                connection as libdrl's pipes do (one futex wake a batch),
+#                nothing else: what blocking callers reach here
 # Per cell: decisions/s (median), the client's CPU per decision (user+sys
 # of the client process, from wait4's rusage, setup included) and
 # redis-server's CPU per decision (INFO cpu), and the rate over rlf's.
@@ -42,6 +46,9 @@ cp bench/peers/rlf_client.js "$tmp/"
 # what a decision sends (INCRBY + PEXPIRE), nothing else per decision.
 cc -O2 -o "$tmp/hiredis_ceiling" bench/peers/hiredis_ceiling.c -lhiredis ||
 	{ echo "cannot build bench/peers/hiredis_ceiling.c" >&2; exit 3; }
+cc -O2 -pthread -o "$tmp/threads_ceiling" bench/peers/threads_ceiling.c \
+	-lhiredis ||
+	{ echo "cannot build bench/peers/threads_ceiling.c" >&2; exit 3; }
 
 
 declare -A rate ccpu scpu
@@ -61,6 +68,7 @@ for ((k = 0; k < rounds; k++)); do
 	cell "ceiling 16" "$tmp/hiredis_ceiling" "$port" "$secs" 16
 	cell "ceiling 16 x2" "$tmp/hiredis_ceiling" "$port" "$secs" 16 2
 	cell "ceiling 64" "$tmp/hiredis_ceiling" "$port" "$secs" 64
+	cell "threads ceiling 16" "$tmp/threads_ceiling" "$port" "$secs" 16 ring
 done
 
 base=$(median "${rate[rlf 16]}")
@@ -69,7 +77,8 @@ echo
 echo "| client (fixed_window, 10k keys) | decisions/s | × rlf | client CPU µs/decision | redis-server CPU µs/decision |"
 echo "|---|--:|--:|--:|--:|"
 for name in "rlf 16" "async 16" "async 64" "threads 16" \
-	"threads 16 pipelines=0" "ceiling 16" "ceiling 16 x2" "ceiling 64"; do
+	"threads 16 pipelines=0" "ceiling 16" "ceiling 16 x2" "ceiling 64" \
+	"threads ceiling 16"; do
 	r=$(median "${rate[$name]}")
 	echo "| $name | $r | $(awk -v a="$r" -v b="$base" 'BEGIN{printf "%.2f", a/b}') | $(median "${ccpu[$name]}") | $(median "${scpu[$name]}") |"
 done

@@ -16,6 +16,10 @@
  *   allow it did not earn (on_error=deny), and the store recovers when
  *   the server is back;
  * - a caller alone uses one connection (the c=1 path is the old one);
+ * - the leader (driven by the pipe's test hook, no sleeps): batches in
+ *   turn, and after DRL__PIPE_LEAD_BATCHES of them the lead passes to the
+ *   caller queued next, woken alone by its thread's bell;
+ * - a hot key from 16 threads on one pipe: exactly the limit allowed;
  * - the async API's started calls (eval_start, no worker) on the pipes:
  *   SCRIPT FLUSH with 64 of them in flight from one loop (each decides,
  *   each script ran once), and 200 in flight on a stopped server (each
@@ -29,6 +33,8 @@
 #include <drl/drl.h>
 
 #include "backends/redis.h"
+#include "backends/redis_conn.h"
+#include "hot_threads.h"
 #include "internal.h"
 #include "server_fixture.h"
 #include "testutil.h"
@@ -756,6 +762,175 @@ static void test_one_caller_one_connection(void **state)
 	redisFree(raw);
 }
 
+/* ---- the leader: batches in turn, the lead passed by a thread's bell --- */
+
+#define CHAIN (DRL__PIPE_LEAD_BATCHES + 2)
+
+/* What the pipe's leaders did, in order (the test hook). */
+static struct {
+	pthread_mutex_t mu;
+	int n;
+	struct {
+		int ev;
+		pthread_t who;
+	} log[64];
+	int queued, sent;
+	int hold_failed;
+} hk = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static atomic_int chain_done;
+
+static int hk_count(int *v)
+{
+	pthread_mutex_lock(&hk.mu);
+	int n = *v;
+	pthread_mutex_unlock(&hk.mu);
+	return n;
+}
+
+/* Log each event; hold the leader in the i-th SENT (i < CHAIN) until the
+ * i-th call queued behind it, so that every batch has one call and the
+ * next one is always waiting while a batch is in flight. */
+static void chain_hook(int ev, size_t n)
+{
+	(void)n;
+	pthread_mutex_lock(&hk.mu);
+	if (hk.n < 64) {
+		hk.log[hk.n].ev = ev;
+		hk.log[hk.n++].who = pthread_self();
+	}
+	int i = ev == DRL__PIPE_SENT ? ++hk.sent : 0;
+	if (ev == DRL__PIPE_QUEUED)
+		hk.queued++;
+	pthread_mutex_unlock(&hk.mu);
+	if (i > 0 && i < CHAIN &&
+	    !TU_WAIT_FOR(hk_count(&hk.queued) >= i, tu_bound_ms(10000)))
+		hk.hold_failed = 1;
+}
+
+typedef struct chain_job {
+	drl_backend *b;
+	int id;
+	int rc;
+	int64_t v;
+} chain_job;
+
+static void *chain_worker(void *arg)
+{
+	chain_job *j = arg;
+	char key[32];
+	snprintf(key, sizeof key, "chain:%d", j->id);
+	drl_error e = {0};
+	j->rc = j->b->incr(j->b, (drl_bytes){key, strlen(key)}, j->id + 1,
+			   60 * SEC, &j->v, &e);
+	atomic_fetch_add(&chain_done, 1);
+	return NULL;
+}
+
+/* Where batch i's event ev is in the log (i from 1), or -1. */
+static int nth(int ev, int i)
+{
+	for (int k = 0, seen = 0; k < hk.n; k++)
+		if (hk.log[k].ev == ev && ++seen == i)
+			return k;
+	return -1;
+}
+
+/* CHAIN threads, one call each, each queued while the batch before it is
+ * in flight: the first leader runs DRL__PIPE_LEAD_BATCHES batches, each
+ * finished (its caller woken) before the next is sent, then passes the
+ * lead to the caller queued next, whose thread alone its bell wakes:
+ * that caller sends and finishes the remaining batches. Every call gets
+ * its own reply, and every caller returns (a lost wake-up fails here,
+ * by a bound, instead of hanging). */
+static void test_leader_passes(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	redisContext *raw = raw_open();
+	raw_ok(raw, "FLUSHALL");
+	drl_backend *b = open_backend("pipelines=1");
+	int64_t v = 0;
+	drl_error e = {0};
+	assert_int_equal(
+		b->incr(b, (drl_bytes){"warm", 4}, 1, 60 * SEC, &v, &e),
+		0); /* the pipe's connection is open */
+	hk.n = hk.queued = hk.sent = hk.hold_failed = 0;
+	atomic_store(&chain_done, 0);
+	drl__redis_pipe_hook = chain_hook;
+	chain_job jobs[CHAIN];
+	pthread_t th[CHAIN];
+	for (int i = 0; i < CHAIN; i++) {
+		/* thread i once batch i is in flight (thread 0 first) */
+		assert_true(TU_WAIT_FOR(hk_count(&hk.sent) >= i,
+					tu_bound_ms(10000)));
+		jobs[i] = (chain_job){.b = b, .id = i, .rc = -1};
+		assert_int_equal(
+			pthread_create(&th[i], NULL, chain_worker, &jobs[i]),
+			0);
+	}
+	assert_true(TU_WAIT_FOR(atomic_load(&chain_done) == CHAIN,
+				tu_bound_ms(20000)));
+	for (int i = 0; i < CHAIN; i++)
+		pthread_join(th[i], NULL);
+	drl__redis_pipe_hook = NULL;
+	assert_int_equal(hk.hold_failed, 0);
+	for (int i = 0; i < CHAIN; i++) {
+		assert_int_equal(jobs[i].rc, 0);
+		assert_int_equal(jobs[i].v, i + 1);
+	}
+	assert_int_equal(nth(DRL__PIPE_SENT, CHAIN + 1), -1);
+	/* One leader finishes a batch before it sends the next (at the
+	 * pass, the new leader may send before the old one finishes). */
+	for (int i = 1; i < CHAIN; i++)
+		if (i != DRL__PIPE_LEAD_BATCHES)
+			assert_true(nth(DRL__PIPE_FINISH, i) <
+				    nth(DRL__PIPE_SENT, i + 1));
+	/* Batches 1..LEAD_BATCHES by thread 0, then one pass, then the rest
+	 * by the caller of batch LEAD_BATCHES + 1. */
+	int first = DRL__PIPE_LEAD_BATCHES + 1;
+	int pass = nth(DRL__PIPE_PASS, 1);
+	assert_int_equal(nth(DRL__PIPE_PASS, 2), -1);
+	assert_true(pass > nth(DRL__PIPE_SENT, first - 1) &&
+		    pass < nth(DRL__PIPE_SENT, first));
+	for (int i = 1; i <= CHAIN; i++) {
+		pthread_t want = th[i < first ? 0 : first - 1];
+		assert_true(pthread_equal(hk.log[nth(DRL__PIPE_SENT, i)].who,
+					  want));
+		assert_true(pthread_equal(hk.log[nth(DRL__PIPE_FINISH, i)].who,
+					  want));
+	}
+	b->destroy(b);
+	redisFree(raw);
+}
+
+/* ---- a hot key across threads: exact ----------------------------------- */
+
+/* 16 threads on one key of one pipe, more calls than the limit at one
+ * instant: exactly the limit is allowed (the default tx and tx=lua). */
+static void test_hot_key_exact(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	static const char *const opts[] = {"pipelines=1", "pipelines=1&tx=lua"};
+	for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+		redisContext *raw = raw_open();
+		raw_ok(raw, "FLUSHALL");
+		char uri[256];
+		uri_of(uri, sizeof uri, opts[o]);
+		/* ROUNDS x 16 calls: 3200 (800 under valgrind) */
+		int limit = ROUNDS * THREADS * 5 / 16;
+		char spec[64];
+		snprintf(spec, sizeof spec, "fixed_window:%d/1h", limit);
+		int allowed = hot_threads_allowed(uri, spec, THREADS, ROUNDS,
+						  INT64_C(1795000000000000));
+		if (allowed != limit)
+			fail_msg("%s: %d allowed, limit %d", opts[o], allowed,
+				 limit);
+		redisFree(raw);
+	}
+}
+
 /* ---- bad option values ------------------------------------------------------ */
 
 static void test_bad_pipelines_option(void **state)
@@ -806,6 +981,8 @@ int main(void)
 		cmocka_unit_test(test_started_script_flush),
 		cmocka_unit_test(test_started_stalled),
 		cmocka_unit_test(test_bad_pipelines_option),
+		cmocka_unit_test(test_leader_passes),
+		cmocka_unit_test(test_hot_key_exact),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,50 +1,13 @@
 /* Many threads on one hot key of the memory store: total allowed equals
  * the limit exactly, for every algorithm and for a policy. */
-#include "testutil.h"
-
-#include <pthread.h>
+#include "hot_threads.h"
 
 enum { THREADS = 8, CALLS = 400, LIMIT = 1000 };
 
-typedef struct job {
-	drl_limiter *lim;
-	int64_t now;
-	int allowed;
-	int errors;
-} job;
-
-static void *worker(void *arg)
-{
-	job *j = arg;
-	for (int i = 0; i < CALLS; i++) {
-		drl_result r;
-		if (drl_allow_at(j->lim, "hot", 3, 1, j->now, &r, NULL))
-			j->errors++;
-		else if (r.allowed)
-			j->allowed++;
-	}
-	return NULL;
-}
-
 static int run(const char *spec)
 {
-	tu t = tu_open(NULL, spec);
-	pthread_t th[THREADS];
-	job jobs[THREADS];
-	for (int i = 0; i < THREADS; i++) {
-		jobs[i] = (job){t.lim, 1700000000 * SEC + 12345, 0, 0};
-		assert_int_equal(pthread_create(&th[i], NULL, worker, &jobs[i]),
-				 0);
-	}
-	int allowed = 0, errors = 0;
-	for (int i = 0; i < THREADS; i++) {
-		pthread_join(th[i], NULL);
-		allowed += jobs[i].allowed;
-		errors += jobs[i].errors;
-	}
-	assert_int_equal(errors, 0);
-	tu_free(&t);
-	return allowed;
+	return hot_threads_allowed(NULL, spec, THREADS, CALLS,
+				   1700000000 * SEC + 12345);
 }
 
 static void test_hot_key_exact(void **state)

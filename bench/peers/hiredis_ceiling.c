@@ -13,6 +13,8 @@
  *
  *   hiredis_ceiling PORT SECONDS INFLIGHT [CONNS]
  */
+#include "ceiling_cmds.h"
+
 #include <hiredis/hiredis.h>
 
 #include <poll.h>
@@ -21,43 +23,10 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-/* Every decision's commands, formatted once at start (a client's own
- * formatting is not what is measured): keys as long as libdrl's (about
- * 70 bytes), 10,000 of them. */
-#define KEYS 10000
-static char *cmds[KEYS];
-static int lens[KEYS];
-
-static void format_all(void)
-{
-	for (int i = 0; i < KEYS; i++) {
-		char key[96], *a = NULL, *b = NULL;
-		snprintf(key, sizeof key,
-			 "drl:fixed_window:1000000/1m:ceiling-user-key-%05d:"
-			 "{29603620}",
-			 i);
-		int la = redisFormatCommand(&a, "INCRBY %s 1", key);
-		int lb = redisFormatCommand(&b, "PEXPIRE %s 61000", key);
-		cmds[i] = malloc((size_t)(la + lb));
-		memcpy(cmds[i], a, (size_t)la);
-		memcpy(cmds[i] + la, b, (size_t)lb);
-		lens[i] = la + lb;
-		free(a);
-		free(b);
-	}
-}
-
 static void send_one(redisContext *c, unsigned *seed)
 {
 	int k = (int)(rand_r(seed) % KEYS);
-	redisAppendFormattedCommand(c, cmds[k], (size_t)lens[k]);
+	redisAppendFormattedCommand(c, cmds[k], lens[k]);
 }
 
 #define CONNS_MAX 16
