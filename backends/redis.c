@@ -607,7 +607,7 @@ int drl__redis_ttl_arg(rstore *s, int64_t ttl_us, char ms[24], size_t *len,
 				     " us is not positive",
 				     s->where, ttl_us);
 	int64_t v = ttl_us / 1000 + (ttl_us % 1000 != 0);
-	*len = (size_t)snprintf(ms, 24, "%" PRId64, v);
+	*len = drl__redis_i64(ms, v);
 	return 0;
 }
 
@@ -640,7 +640,7 @@ static int r_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 	int rc = drl__redis_ttl_arg(s, ttl_us, ms, &mslen, err);
 	if (rc)
 		return rc;
-	dlen = (size_t)snprintf(d, sizeof d, "%" PRId64, delta);
+	dlen = drl__redis_i64(d, delta);
 	drl_bytes f = {NULL, 0};
 	bool g = grouped_key(s, &key, &f);
 	key_init(&k);

@@ -186,7 +186,7 @@ static int append_group_add_read(rstore *s, conn *c, size_t n,
 				 int64_t delta, drl_error *err)
 {
 	char d[24], gstack[KEY_STACK], *heap;
-	size_t dlen = (size_t)snprintf(d, sizeof d, "%" PRId64, delta), pglen;
+	size_t dlen = drl__redis_i64(d, delta), pglen;
 	const char *pg = prefixed_group(s, keys[0], glen, gstack, sizeof gstack,
 					&heap, &pglen);
 	int rc = 0;
@@ -229,7 +229,7 @@ static int append_add_read(rstore *s, conn *c, size_t n, const drl_bytes *keys,
 	const char *vstack[ARGV_STACK];
 	size_t lstack[ARGV_STACK], mslen = 0, need = 0;
 	int rc = drl__redis_ttl_arg(s, ttl_us, ms, &mslen, err);
-	size_t dlen = (size_t)snprintf(d, sizeof d, "%" PRId64, delta);
+	size_t dlen = drl__redis_i64(d, delta);
 	for (size_t j = 0; j < n; j++)
 		need += s->prefixlen + keys[j].len;
 	char *kb = need <= sizeof kstack ? kstack : malloc(need);

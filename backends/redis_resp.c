@@ -11,6 +11,7 @@
  */
 #include "redis_conn.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,19 +26,38 @@ static size_t digits(size_t v)
 	return n;
 }
 
-/* Write "<mark><v>\r\n" at p; returns the end. */
-static char *line(char *p, char mark, size_t v)
+/* v in decimal at p (digits(v) bytes); returns the end. */
+static char *decimal(char *p, uint64_t v)
 {
-	size_t n = digits(v);
-	*p++ = mark;
+	size_t n = 1;
+	for (uint64_t w = v; w >= 10; w /= 10)
+		n++;
 	for (size_t i = n; i > 0; i--) {
 		p[i - 1] = (char)('0' + v % 10);
 		v /= 10;
 	}
-	p += n;
+	return p + n;
+}
+
+/* Write "<mark><v>\r\n" at p; returns the end. */
+static char *line(char *p, char mark, size_t v)
+{
+	*p++ = mark;
+	p = decimal(p, v);
 	*p++ = '\r';
 	*p++ = '\n';
 	return p;
+}
+
+size_t drl__redis_i64(char buf[24], int64_t v)
+{
+	char *p = buf;
+	uint64_t u = (uint64_t)v;
+	if (v < 0) {
+		*p++ = '-';
+		u = 0 - u; /* INT64_MIN too: unsigned arithmetic */
+	}
+	return (size_t)(decimal(p, u) - buf);
 }
 
 int drl__redis_resp_append(char **buf, size_t *len, size_t *cap, int argc,

@@ -203,13 +203,12 @@ static int append_script_call(rstore *s, conn *c, const char hex[41],
 	argv[1] = source ? source : hex;
 	lens[1] = source ? strlen(source) : 40;
 	argv[2] = p;
-	lens[2] = (size_t)snprintf(p, 24, "%zu", nkeys);
+	lens[2] = drl__redis_i64(p, (int64_t)nkeys);
 	p += lens[2];
 	p += drl__redis_prefixed_keys(s, nkeys, keys, p, argv + 3, lens + 3);
 	for (size_t i = 0; i < nargs; i++) {
 		argv[3 + nkeys + i] = p;
-		lens[3 + nkeys + i] =
-			(size_t)snprintf(p, 24, "%" PRId64, args[i]);
+		lens[3 + nkeys + i] = drl__redis_i64(p, args[i]);
 		p += lens[3 + nkeys + i];
 	}
 	rc = drl__redis_append(s, c, (int)argc, argv, lens, err);
