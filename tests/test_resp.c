@@ -43,8 +43,10 @@ static void test_i64(void **state)
 		}
 	unsigned seed = 42;
 	for (int i = 0; i < 10000; i++) {
-		int64_t v = ((int64_t)rand_r(&seed) << 33) ^
-			    ((int64_t)rand_r(&seed) << 2) ^ rand_r(&seed);
+		uint64_t u = ((uint64_t)rand_r(&seed) << 33) ^
+			     ((uint64_t)rand_r(&seed) << 2) ^
+			     (uint64_t)rand_r(&seed);
+		int64_t v = (int64_t)(u & (uint64_t)INT64_MAX);
 		check_i64(v);
 		check_i64(-v);
 	}
