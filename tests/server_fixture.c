@@ -935,14 +935,27 @@ int drl_fixture_resume(drl_server *s)
 	return kill(s->pid, SIGCONT) == 0 ? 0 : -1;
 }
 
-int drl_fixture_start_pair(drl_server *redis, int *have_redis, drl_server *mc,
-			   int *have_mc)
+int drl_fixture_start_redis(drl_server *redis, int *have)
 {
 	int rc = drl_fixture_redis_start(redis, NULL);
 	if (rc < 0)
 		return -1;
-	*have_redis = rc == 0;
-	rc = drl_fixture_memcached_start(mc, NULL);
+	*have = rc == 0;
+	return 0;
+}
+
+void drl_fixture_stop_redis(drl_server *redis, int have)
+{
+	if (have)
+		drl_fixture_stop(redis);
+}
+
+int drl_fixture_start_pair(drl_server *redis, int *have_redis, drl_server *mc,
+			   int *have_mc)
+{
+	if (drl_fixture_start_redis(redis, have_redis) < 0)
+		return -1;
+	int rc = drl_fixture_memcached_start(mc, NULL);
 	if (rc < 0)
 		return -1;
 	*have_mc = rc == 0;
@@ -952,8 +965,7 @@ int drl_fixture_start_pair(drl_server *redis, int *have_redis, drl_server *mc,
 void drl_fixture_stop_pair(drl_server *redis, int have_redis, drl_server *mc,
 			   int have_mc)
 {
-	if (have_redis)
-		drl_fixture_stop(redis);
+	drl_fixture_stop_redis(redis, have_redis);
 	if (have_mc)
 		drl_fixture_stop(mc);
 }

@@ -85,6 +85,10 @@ int drl_fixture_under_ci(void);
  * drl_fixture_stop_pair stops the ones that run. */
 int drl_fixture_start_pair(drl_server *redis, int *have_redis, drl_server *mc,
 			   int *have_mc);
+/* The same for a group with redis-server alone: 0 (*have says whether it
+ * runs), or -1; drl_fixture_stop_redis stops it when it runs. */
+int drl_fixture_start_redis(drl_server *redis, int *have);
+void drl_fixture_stop_redis(drl_server *redis, int have);
 void drl_fixture_stop_pair(drl_server *redis, int have_redis, drl_server *mc,
 			   int have_mc);
 

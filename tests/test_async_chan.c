@@ -689,18 +689,13 @@ static void test_store_freed_first(void **state)
 static int setup(void **state)
 {
 	(void)state;
-	int rc = drl_fixture_redis_start(&srv, NULL);
-	if (rc < 0)
-		return -1;
-	have_srv = rc == 0;
-	return 0;
+	return drl_fixture_start_redis(&srv, &have_srv);
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	if (have_srv)
-		drl_fixture_stop(&srv);
+	drl_fixture_stop_redis(&srv, have_srv);
 	return 0;
 }
 

@@ -1088,17 +1088,13 @@ static void test_stub_protocol(void **state)
 static int setup(void **state)
 {
 	(void)state;
-	int rc = drl_fixture_redis_start(&srv, NULL);
-	if (rc < 0)
-		return -1;
-	have_redis = rc == 0;
-	return 0;
+	return drl_fixture_start_redis(&srv, &have_redis);
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	drl_fixture_stop(&srv);
+	drl_fixture_stop_redis(&srv, have_redis);
 	return 0;
 }
 

@@ -1499,18 +1499,14 @@ static void test_public_open(void **state)
 static int group_setup(void **state)
 {
 	(void)state;
-	int rc = drl_fixture_redis_start(&srv, NULL);
-	if (rc < 0)
-		return -1; /* fails every test (CI=true: binary missing) */
-	have_srv = rc == 0;
-	return 0;
+	/* -1 fails every test (CI=true: binary missing) */
+	return drl_fixture_start_redis(&srv, &have_srv);
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
-	if (have_srv)
-		drl_fixture_stop(&srv);
+	drl_fixture_stop_redis(&srv, have_srv);
 	return 0;
 }
 
