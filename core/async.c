@@ -360,6 +360,26 @@ static void deliver(drl_async *a, node *n)
 	delivering = outer;
 }
 
+/* Within drl_async_process(), the requests the callbacks start go out
+ * in WRITE_PARTS writes a round when many are in flight (one every
+ * pending / WRITE_PARTS callbacks, at least 2 apart), not in one at the
+ * round's end. One write a round makes the loop and the server take
+ * turns: the server idles while the loop runs the round's callbacks, and
+ * the loop idles while the server decides what they started (measured:
+ * one context switch a round, each side busy half the time). Written in
+ * parts, the server decides the first part while the loop runs the
+ * callbacks of the next. docs/performance.md ("The async loop writes in
+ * parts") has the sweep this comes from: with 16 in flight on one
+ * connection, 2 apart to 6 parts all beat one write; 5 was best at 16,
+ * 32 and 64 in flight, and changed nothing at 1 to 4. */
+#define WRITE_PARTS 5
+
+static size_t write_every(size_t pending)
+{
+	size_t k = pending / WRITE_PARTS;
+	return k < 2 ? 2 : k;
+}
+
 /* Deliver the nodes from n on (taken off the context), in order: each
  * leaves `pending` (and counts in `running`) as its callback begins and
  * is released after it (one lock per node: the previous node's release
@@ -367,6 +387,7 @@ static void deliver(drl_async *a, node *n)
 static int deliver_all(drl_async *a, node *n)
 {
 	int count = 0;
+	size_t every = 0, since = 0;
 	node *prev = NULL;
 	for (; n; count++) {
 		node *next = n->next;
@@ -375,6 +396,8 @@ static int deliver_all(drl_async *a, node *n)
 			recycle(a, prev);
 			a->running--;
 		}
+		if (every == 0)
+			every = write_every(a->pending);
 		a->pending--;
 		a->running++;
 		busy_update(a);
@@ -382,6 +405,10 @@ static int deliver_all(drl_async *a, node *n)
 		deliver(a, n);
 		prev = n;
 		n = next;
+		if (n && processing == a && ++since >= every) {
+			since = 0;
+			drl__aio_flush(&a->io);
+		}
 	}
 	if (prev) {
 		pthread_mutex_lock(&a->mu);

@@ -11,6 +11,8 @@
  *   message (tests/async_check.c), and a hot key admits exactly its limit
  *   with 400 requests in flight on one loop, and from 3 processes, each
  *   with its own loop and connection (total allowed == limit);
+ * - the requests a round's callbacks start reach the server while the
+ *   round goes on (written in parts, not all at its end);
  * - a server that stops answering (SIGSTOP) fails every call in flight
  *   with DRL_ETIMEDOUT by timeout_ms, rung by the timerfd in
  *   drl_async_fd() (no thread counts the time), and the store decides
@@ -162,6 +164,119 @@ static void run_all(run *r, int inflight)
 		if (poll(&p, 1, 100) > 0)
 			drl_async_process(r->a);
 	}
+}
+
+/* ---- a round's writes ------------------------------------------------------ */
+
+#define ROUND 20
+
+/* One round of ROUND callbacks, each starting a request on a key of its
+ * own; the last one asks the server (on a connection of the test's)
+ * whether the first one's request has reached it. */
+typedef struct parts {
+	drl_async *a;
+	drl_limiter *lim;
+	redisContext *peek;
+	int round;        /* drl_async_process() calls so far */
+	int first[ROUND]; /* the round each first-batch callback ran in */
+	int done, more_done, errors;
+	bool seen; /* the last callback saw the first request */
+} parts;
+
+static long long dbsize(redisContext *c)
+{
+	redisReply *r = redisCommand(c, "DBSIZE");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+	long long n = r->integer;
+	freeReplyObject(r);
+	return n;
+}
+
+static void parts_more_cb(drl_async *a, int rc, const drl_result *res,
+			  const drl_error *err, void *arg)
+{
+	(void)a, (void)res, (void)err;
+	parts *p = arg;
+	p->more_done++;
+	p->errors += rc != 0;
+}
+
+static void parts_cb(drl_async *a, int rc, const drl_result *res,
+		     const drl_error *err, void *arg)
+{
+	(void)res, (void)err;
+	parts *p = arg;
+	p->errors += rc != 0;
+	p->first[p->done] = p->round;
+	char key[16];
+	int n = snprintf(key, sizeof key, "more%d", p->done);
+	drl_error e = {0};
+	if (drl_async_allow(a, p->lim, key, (size_t)n, 1, parts_more_cb, p, &e))
+		fail_msg("start: %s", e.message);
+	if (++p->done < ROUND)
+		return;
+	/* The round's last callback: "more0" is the round's first start.
+	 * Written at the round's end, it could not reach the server while
+	 * this callback waits; written in parts, it has (ROUND keys of the
+	 * first batch, one more when it is decided). */
+	p->seen = TU_WAIT_FOR(dbsize(p->peek) > ROUND, tu_bound_ms(10000));
+}
+
+/* The requests a round's callbacks start go out while the round goes on
+ * (core/async.c, WRITE_PARTS), not all at its end: the server decides
+ * the first while the loop runs the others' callbacks. A new channel
+ * holds its calls until its connection's setup is answered, then writes
+ * them in one sendmsg(); their replies come back in one write, and one
+ * drl_async_process() delivers all ROUND (asserted: a round of one
+ * would prove nothing). */
+static void test_round_writes_in_parts(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char uri[256];
+	/* Calls outlive the last callback's wait, also when it fails. */
+	uri_no_breaker(uri, sizeof uri, tu_bound_ms(30000));
+	tu t = tu_open(uri, "fixed_window:1000000/1h");
+	parts p = {.a = ctx_new(), .lim = t.lim};
+	p.peek = redisConnect("127.0.0.1", srv.port);
+	assert_non_null(p.peek);
+	assert_int_equal(p.peek->err, 0);
+	freeReplyObject(redisCommand(p.peek, "FLUSHDB"));
+	for (int i = 0; i < ROUND; i++) {
+		char key[16];
+		int n = snprintf(key, sizeof key, "first%d", i);
+		drl_error e = {0};
+		assert_int_equal(drl_async_allow(p.a, t.lim, key, (size_t)n, 1,
+						 parts_cb, &p, &e),
+				 0);
+	}
+	int64_t end = tu_mono_ms() + tu_bound_ms(60000);
+	while (p.more_done < ROUND) {
+		if (tu_mono_ms() > end)
+			fail_msg("%d + %d of %d callbacks after the deadline",
+				 p.done, p.more_done, 2 * ROUND);
+		struct pollfd pf = {.fd = drl_async_fd(p.a), .events = POLLIN};
+		if (poll(&pf, 1, 100) > 0) {
+			p.round++;
+			drl_async_process(p.a);
+		}
+	}
+	for (int i = 1; i < ROUND; i++)
+		if (p.first[i] != p.first[0])
+			fail_msg(
+				"the first batch's replies came in more than "
+				"one round (callback %d in round %d, the first "
+				"in %d)",
+				i, p.first[i], p.first[0]);
+	if (!p.seen)
+		fail_msg("the round's first request had not reached the "
+			 "server by its last callback");
+	assert_int_equal(p.errors, 0);
+	assert_int_equal(dbsize(p.peek), 2 * ROUND);
+	redisFree(p.peek);
+	drl_async_free(p.a);
+	tu_free(&t);
 }
 
 /* ---- starts from other threads ------------------------------------------- */
@@ -707,6 +822,7 @@ int main(void)
 		cmocka_unit_test(test_starts_from_threads),
 		cmocka_unit_test(test_notify_keeps_io_thread),
 		cmocka_unit_test(test_equals_blocking),
+		cmocka_unit_test(test_round_writes_in_parts),
 		cmocka_unit_test(test_hot_key_one_loop),
 		cmocka_unit_test(test_hot_key_processes),
 		cmocka_unit_test(test_stopped_server_times_out),
