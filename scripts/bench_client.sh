@@ -19,8 +19,11 @@
 #                pipelines=0: a pooled connection per thread)
 #   ceiling 16/64  bench/peers/hiredis_ceiling.c: one hiredis loop on one
 #                connection sending what a decision sends (INCRBY +
-#                PEXPIRE), 16 (64) decisions in flight, nothing else: the
-#                most any one-connection client reaches here
+#                PEXPIRE), 16 (64) decisions in flight, nothing else,
+#                one write a round (what it reads, it answers in one
+#                write): what a loop that takes turns with the server
+#                reaches here. libdrl's loop writes in parts and passes
+#                it (docs/performance.md, "The loop writes in parts")
 #   ceiling 16 x2  the same, 16 in flight over 2 connections (8 on each,
 #                poll() for the ready ones): whether a second connection
 #                raises that ceiling here (it did not: docs/performance.md,

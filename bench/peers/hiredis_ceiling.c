@@ -7,7 +7,9 @@
  * (the commands formatted before the clock starts, no decision made):
  * each round reads what came on a connection, counts the decisions whose
  * two replies are in, sends as many new ones on that connection, and
- * writes them in one write (what libdrl's loop does, minus the library).
+ * writes them in one write (what libdrl's loop did before it wrote a
+ * round in parts, minus the library: the two processes take turns, and
+ * libdrl's loop now passes this figure; docs/performance.md).
  * With one connection the read blocks; with several, poll() says which
  * are readable. Prints "decisions seconds".
  *
