@@ -426,13 +426,24 @@ int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
 int drl__redis_pipe_start(rstore *s, rreq *q, drl_error *err);
 /* Batches a leader reads before it passes the lead (redis_pipe.c). */
 #define DRL__PIPE_LEAD_BATCHES 4
+/* Times a waiting caller yields its CPU before it sleeps (redis_pipe.c,
+ * pipe_await). */
+#define DRL__PIPE_AWAIT_YIELDS 8
 /* For tests: when set (while no call runs), a pipe's leader calls it
  * with what it does: DRL__PIPE_SENT (a batch of n calls written),
  * DRL__PIPE_FINISH (a batch of n calls about to be finished: callers
- * woken), DRL__PIPE_PASS (the lead passed to a waiting caller); and a
+ * woken), DRL__PIPE_PASS (the lead passed to a waiting caller); a
  * call queued behind a leader calls it with DRL__PIPE_QUEUED under the
- * pipe's lock (that one must not block). NULL: nothing is called. */
-enum { DRL__PIPE_QUEUED, DRL__PIPE_SENT, DRL__PIPE_FINISH, DRL__PIPE_PASS };
+ * pipe's lock (that one must not block), and with DRL__PIPE_SLEEP (n:
+ * the times it yielded first) when it goes to sleep on the pipe's bell.
+ * NULL: nothing is called. */
+enum {
+	DRL__PIPE_QUEUED,
+	DRL__PIPE_SENT,
+	DRL__PIPE_FINISH,
+	DRL__PIPE_PASS,
+	DRL__PIPE_SLEEP
+};
 extern void (*drl__redis_pipe_hook)(int event, size_t n);
 
 /* ---- RESP (backends/redis_resp.c) --------------------------------------- */

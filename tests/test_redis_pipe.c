@@ -904,6 +904,76 @@ static void test_leader_passes(void **state)
 	redisFree(raw);
 }
 
+/* ---- a waiting caller yields, then sleeps ------------------------------- */
+
+static struct {
+	atomic_int sent, slept;
+	atomic_long yields; /* what the sleeping caller reported */
+	atomic_int hold_failed;
+} yk;
+
+/* Hold the first batch's leader, after its write, until a caller queued
+ * behind it has gone to sleep on the bell. */
+static void yield_hook(int ev, size_t n)
+{
+	if (ev == DRL__PIPE_SLEEP) {
+		atomic_store(&yk.yields, (long)n);
+		atomic_fetch_add(&yk.slept, 1);
+	} else if (ev == DRL__PIPE_SENT && atomic_fetch_add(&yk.sent, 1) == 0 &&
+		   !TU_WAIT_FOR(atomic_load(&yk.slept) > 0,
+				tu_bound_ms(10000))) {
+		atomic_store(&yk.hold_failed, 1);
+	}
+}
+
+/* A caller whose call is in another's batch yields its CPU
+ * DRL__PIPE_AWAIT_YIELDS times before it sleeps on the pipe's bell
+ * (redis_pipe.c, pipe_await: fails when it goes to sleep at once), and
+ * a caller that did sleep after yielding is still woken with its own
+ * reply (no lost wake-up). */
+static void test_waiter_yields_then_sleeps(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	redisContext *raw = raw_open();
+	raw_ok(raw, "FLUSHALL");
+	drl_backend *b = open_backend("pipelines=1");
+	int64_t v = 0;
+	drl_error e = {0};
+	assert_int_equal(
+		b->incr(b, (drl_bytes){"warm", 4}, 1, 60 * SEC, &v, &e), 0);
+	atomic_store(&yk.sent, 0);
+	atomic_store(&yk.slept, 0);
+	atomic_store(&yk.yields, -1);
+	atomic_store(&yk.hold_failed, 0);
+	atomic_store(&chain_done, 0);
+	drl__redis_pipe_hook = yield_hook;
+	chain_job jobs[2] = {{.b = b, .id = 0, .rc = -1},
+			     {.b = b, .id = 1, .rc = -1}};
+	pthread_t th[2];
+	assert_int_equal(pthread_create(&th[0], NULL, chain_worker, &jobs[0]),
+			 0);
+	/* the first call is written, its leader held: the second queues */
+	assert_true(
+		TU_WAIT_FOR(atomic_load(&yk.sent) >= 1, tu_bound_ms(10000)));
+	assert_int_equal(pthread_create(&th[1], NULL, chain_worker, &jobs[1]),
+			 0);
+	assert_true(
+		TU_WAIT_FOR(atomic_load(&chain_done) == 2, tu_bound_ms(20000)));
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	drl__redis_pipe_hook = NULL;
+	assert_int_equal(atomic_load(&yk.hold_failed), 0);
+	assert_int_equal(atomic_load(&yk.slept), 1);
+	assert_int_equal(atomic_load(&yk.yields), DRL__PIPE_AWAIT_YIELDS);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(jobs[i].rc, 0);
+		assert_int_equal(jobs[i].v, i + 1);
+	}
+	b->destroy(b);
+	redisFree(raw);
+}
+
 /* ---- a hot key across threads: exact ----------------------------------- */
 
 /* 16 threads on one key of one pipe, more calls than the limit at one
@@ -977,6 +1047,7 @@ int main(void)
 		cmocka_unit_test(test_started_stalled),
 		cmocka_unit_test(test_bad_pipelines_option),
 		cmocka_unit_test(test_leader_passes),
+		cmocka_unit_test(test_waiter_yields_then_sleeps),
 		cmocka_unit_test(test_hot_key_exact),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
