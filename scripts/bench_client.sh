@@ -30,8 +30,10 @@
 #                so libdrl's loop keeps one connection per store)
 #   threads ceiling 16  bench/peers/threads_ceiling.c: 16 threads making
 #                the same decisions blocking, meeting on one shared
-#                connection as libdrl's pipes do (one futex wake a batch),
-#                nothing else: what blocking callers reach here
+#                connection as libdrl's pipes did (one futex wake a batch,
+#                every waiting caller asleep), nothing else
+#   threads ceiling 16 yield  the same, each waiting caller yielding its
+#                CPU 8 times before it sleeps, as libdrl's pipes do now
 # Per cell: decisions/s (median), the client's CPU per decision (user+sys
 # of the client process, from wait4's rusage, setup included) and
 # redis-server's CPU per decision (INFO cpu), and the rate over rlf's.
@@ -72,6 +74,8 @@ for ((k = 0; k < rounds; k++)); do
 	cell "ceiling 16 x2" "$tmp/hiredis_ceiling" "$port" "$secs" 16 2
 	cell "ceiling 64" "$tmp/hiredis_ceiling" "$port" "$secs" 64
 	cell "threads ceiling 16" "$tmp/threads_ceiling" "$port" "$secs" 16 ring
+	cell "threads ceiling 16 yield" "$tmp/threads_ceiling" "$port" "$secs" \
+		16 yield
 done
 
 base=$(median "${rate[rlf 16]}")
@@ -81,7 +85,7 @@ echo "| client (fixed_window, 10k keys) | decisions/s | × rlf | client CPU µs/
 echo "|---|--:|--:|--:|--:|"
 for name in "rlf 16" "async 16" "async 64" "threads 16" \
 	"threads 16 pipelines=0" "ceiling 16" "ceiling 16 x2" "ceiling 64" \
-	"threads ceiling 16"; do
+	"threads ceiling 16" "threads ceiling 16 yield"; do
 	r=$(median "${rate[$name]}")
 	echo "| $name | $r | $(awk -v a="$r" -v b="$base" 'BEGIN{printf "%.2f", a/b}') | $(median "${ccpu[$name]}") | $(median "${scpu[$name]}") |"
 done
