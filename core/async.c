@@ -342,7 +342,7 @@ int drl_async_new(drl_async **out, const drl_async_opts *opts, drl_error *err)
  * drl_async_process() from one of its own callbacks is refused. */
 static _Thread_local drl_async *delivering;
 /* The context whose drl_async_process() this thread is in (starts leave
- * their writes to its end: one write per round), and the one whose
+ * their writes to it: a few writes a round, see WRITE_PARTS), and the one whose
  * channels it is reading (their requests need no eventfd signal: the
  * done list is taken after). */
 static _Thread_local drl_async *processing;
@@ -562,7 +562,7 @@ int drl_async_process(drl_async *a)
 	pthread_mutex_unlock(&a->mu);
 	int ran = deliver_all(a, done);
 	drain_finish(a, false);
-	/* What the callbacks started, and give-backs: one write. */
+	/* What the last part of the callbacks started, and give-backs. */
 	drl__aio_flush(&a->io);
 	processing = outer;
 	return ran;
