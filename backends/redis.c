@@ -713,6 +713,7 @@ int drl__redis_counter_value(rstore *s, const redisReply *r, int64_t *v,
  * n pipelined GETs, one round trip. Not MGET: MGET reads a key of another
  * type (a list, a hash) as nil, i.e. as a zero counter; GET reports it
  * (WRONGTYPE), so a damaged key can never look like an unused one.
+ * Grouped counters of one group: one HMGET (WRONGTYPE too).
  */
 static int r_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 		      int64_t *values, drl_error *err)
@@ -725,6 +726,8 @@ static int r_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 	int rc;
 	if (n == 0)
 		return 0;
+	if (drl__redis_get_group(s, n, keys, values, &rc, err))
+		return rc;
 	if (n > SIZE_MAX / sizeof *r)
 		return drl_error_set(err, DRL_EINVAL, "redis: too many keys");
 	if (n > GET_STACK) {

@@ -398,6 +398,12 @@ int drl__redis_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
 /* Whether key is a grouped counter, `group "#" index` (drl/sys/backend.h,
  * "Counter groups"): *glen gets the group's length. */
 bool drl__redis_group_split(drl_bytes key, size_t *glen);
+/* get_many() of n >= 2 grouped counters of one group: one HMGET of
+ * their fields instead of an HGET each (a peek of a sub-window limiter:
+ * one key looked up, not n). false: they are not, and nothing was done;
+ * true: *rc is the outcome (values[0..n) on 0). */
+bool drl__redis_get_group(rstore *s, size_t n, const drl_bytes *keys,
+			  int64_t *values, int *rc, drl_error *err);
 /* trim() and trim_start() (DRL_CAP_COUNTER_GROUPS, redis_counter.c). */
 int drl__redis_trim(drl_backend *b, size_t n, const drl_bytes *keys,
 		    int64_t ttl_us, drl_error *err);

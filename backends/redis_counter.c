@@ -261,6 +261,26 @@ static int append_add_read(rstore *s, conn *c, size_t n, const drl_bytes *keys,
 	return argv_done(c, rc, argv, vstack, lens, lstack);
 }
 
+/* The n counters of an (H)MGET reply m into values[0..n). */
+static int many_values(rstore *s, const redisReply *m, const char *what,
+		       size_t n, int64_t *values, drl_error *err)
+{
+	if (m->type != REDIS_REPLY_ARRAY)
+		return drl__redis_reply_error(s, what, m, false, err);
+	if (m->elements != n)
+		return drl_error_set(err, DRL_ESTORE,
+				     "redis %s: %s of %zu keys answered %zu "
+				     "values",
+				     s->where, what, n, (size_t)m->elements);
+	for (size_t j = 0; j < n; j++) {
+		int rc = drl__redis_counter_value(s, m->element[j], &values[j],
+						  err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 /* The replies of append_add_read() into values[0..n). */
 static int add_read_result(rstore *s, redisReply **r, size_t n, bool grouped,
 			   int64_t *values, drl_error *err)
@@ -275,23 +295,8 @@ static int add_read_result(rstore *s, redisReply **r, size_t n, bool grouped,
 	values[0] = r[0]->integer;
 	if (n == 1)
 		return 0;
-	const redisReply *m = r[grouped ? 1 : 2];
-	if (m->type != REDIS_REPLY_ARRAY)
-		return drl__redis_reply_error(s, grouped ? "HMGET" : "MGET", m,
-					      false, err);
-	if (m->elements != n - 1)
-		return drl_error_set(err, DRL_ESTORE,
-				     "redis %s: %s of %zu keys answered %zu "
-				     "values",
-				     s->where, grouped ? "HMGET" : "MGET",
-				     n - 1, (size_t)m->elements);
-	for (size_t j = 1; j < n; j++) {
-		int rc = drl__redis_counter_value(s, m->element[j - 1],
-						  &values[j], err);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	return many_values(s, r[grouped ? 1 : 2], grouped ? "HMGET" : "MGET",
+			   n - 1, values + 1, err);
 }
 
 /* Bad arguments refused before a connection is taken (a call that
@@ -307,6 +312,43 @@ static int check_args(rstore *s, size_t n, const drl_bytes *keys,
 				     n);
 	int rc = group_of(s, n, keys, grouped, &glen, err);
 	return rc ? rc : drl__redis_ttl_arg(s, ttl_us, ms, &mslen, err);
+}
+
+bool drl__redis_get_group(rstore *s, size_t n, const drl_bytes *keys,
+			  int64_t *values, int *rc, drl_error *err)
+{
+	bool grouped = false;
+	size_t glen = 0;
+	drl_error mixed = {0};
+	if (n < 2 || group_of(s, n, keys, &grouped, &glen, &mixed) != 0 ||
+	    !grouped)
+		return false;
+	char gstack[KEY_STACK], *heap;
+	size_t pglen;
+	const char *pg = prefixed_group(s, keys[0], glen, gstack, sizeof gstack,
+					&heap, &pglen);
+	conn proxy, *c;
+	if (pg == NULL)
+		*rc = drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
+				    s->where);
+	else
+		*rc = drl__redis_acquire_shared(s, &proxy, &c, err);
+	if (pg && *rc == 0) {
+		redisReply *r = NULL;
+		*rc = drl__redis_begin(s, c, err);
+		if (*rc == 0)
+			*rc = append_group_cmd(s, c, "HMGET", pg, pglen, 0, n,
+					       keys, glen, NULL, 0, err);
+		if (*rc == 0)
+			*rc = drl__redis_collect(s, c, 1, &r, "HMGET", err);
+		if (*rc == 0) {
+			*rc = many_values(s, r, "HMGET", n, values, err);
+			drl__redis_free_replies(&r, 1);
+		}
+		drl__redis_release(s, c);
+	}
+	free(heap);
+	return true;
 }
 
 /* trim(): HDEL group fields; PEXPIRE group ttl (checked by the caller:

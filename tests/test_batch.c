@@ -18,6 +18,7 @@
  * (fails).
  */
 #include "internal.h"
+#include "redis_info.h"
 #include "server_fixture.h"
 #include "testutil.h"
 
@@ -100,19 +101,6 @@ static void raw_ok(redisContext *c, const char *fmt, const char *arg)
 	freeReplyObject(r);
 }
 
-/* The number after `field` in INFO `section` (0 when absent). */
-static long long info_num(redisContext *c, const char *section,
-			  const char *field)
-{
-	redisReply *r = redisCommand(c, "INFO %s", section);
-	assert_non_null(r);
-	assert_int_equal(r->type, REDIS_REPLY_STRING);
-	const char *p = strstr(r->str, field);
-	long long v = p ? atoll(p + strlen(field)) : 0;
-	freeReplyObject(r);
-	return v;
-}
-
 /* What the server has seen: reads (one per round trip and socket read),
  * EVALSHA calls, SCRIPT LOAD calls. */
 typedef struct server_counts {
@@ -122,10 +110,10 @@ typedef struct server_counts {
 static server_counts counts(redisContext *c)
 {
 	server_counts n;
-	n.reads = info_num(c, "stats", "total_reads_processed:");
-	n.evalsha = info_num(c, "commandstats", "cmdstat_evalsha:calls=");
+	n.reads = redis_info_num(c, "stats", "total_reads_processed:");
+	n.evalsha = redis_info_num(c, "commandstats", "cmdstat_evalsha:calls=");
 	n.script_load =
-		info_num(c, "commandstats", "cmdstat_script|load:calls=");
+		redis_info_num(c, "commandstats", "cmdstat_script|load:calls=");
 	return n;
 }
 
@@ -872,7 +860,8 @@ static void test_denied_peek_writes_nothing(void **state)
 	assert_int_equal(drl_allow_at(l, "p", 1, 1, T0 + 10 * SEC, &r, NULL),
 			 0);
 	assert_int_equal(r.allowed, 1);
-	long long sets = info_num(raw, "commandstats", "cmdstat_set:calls=");
+	long long sets =
+		redis_info_num(raw, "commandstats", "cmdstat_set:calls=");
 	drl_batch_item it = {.key = "p", .keylen = 1, .cost = 0};
 	assert_int_equal(drl_allow_batch_at(l, &it, 1, T0 + 5 * SEC, NULL), 0);
 	assert_int_equal(it.rc, 0);
@@ -880,7 +869,9 @@ static void test_denied_peek_writes_nothing(void **state)
 	assert_int_equal(it.result.remaining, 2);
 	assert_int_equal(it.result.limit_index, 1); /* gcra: least left */
 	assert_int_equal(
-		info_num(raw, "commandstats", "cmdstat_set:calls=") - sets, 0);
+		redis_info_num(raw, "commandstats", "cmdstat_set:calls=") -
+			sets,
+		0);
 	drl_limiter_free(l);
 	drl_store_free(s);
 	redisFree(raw);

@@ -14,6 +14,7 @@
  *  - processes of different tx on one Redis count the same counters:
  *    interleaved, they decide exactly as one limiter on memory://;
  *  - a policy's give-back keeps the exact count and the hash's TTL;
+ *  - a peek reads the group with one HMGET;
  *  - drl_reset removes the hash; a key of another type is a clear error
  *    (WRONGTYPE), never a zero count; the longest keys still work.
  * Real redis-server started by the fixture.
@@ -21,6 +22,7 @@
 #include <drl/async.h>
 #include <drl/drl.h>
 
+#include "redis_info.h"
 #include "server_fixture.h"
 #include "testutil.h"
 
@@ -321,6 +323,29 @@ static void test_mixed_tx_same_counters(void **state)
 	}
 }
 
+/* A peek (cost 0) on tx=auto reads the group's counters with one HMGET,
+ * not an HGET each, and counts what the decisions wrote. */
+static void test_peek_one_hmget(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	drl_store *s;
+	char prefix[PREFIX_MAX];
+	drl_limiter *l = tx_limiter(0, "peek", SPEC, &s, prefix);
+	for (int64_t k = 0; k < 3; k++)
+		assert_true(tu_at(l, "k", 1, T0 + k * S).allowed);
+	redisContext *c = raw_open();
+	freeReplyObject(redisCommand(c, "CONFIG RESETSTAT"));
+	drl_result r = tu_at(l, "k", 0, T0 + 3 * S);
+	assert_true(r.allowed);
+	assert_int_equal(r.remaining, 1000 - 3);
+	assert_int_equal(redis_cmd_calls(c, "hmget"), 1);
+	assert_int_equal(redis_cmd_calls(c, "hget"), 0);
+	redisFree(c);
+	drl_limiter_free(l);
+	drl_store_free(s);
+}
+
 /* drl_reset removes the hash itself (every field, the dead ones too). */
 static void test_reset_removes_hash(void **state)
 {
@@ -454,6 +479,7 @@ int main(void)
 		cmocka_unit_test(test_sparse_started),
 		cmocka_unit_test(test_lagging_clock),
 		cmocka_unit_test(test_mixed_tx_same_counters),
+		cmocka_unit_test(test_peek_one_hmget),
 		cmocka_unit_test(test_reset_removes_hash),
 		cmocka_unit_test(test_wrongtype_and_long_keys),
 		cmocka_unit_test(test_refund),

@@ -11,6 +11,7 @@
  * every key written to Redis has a TTL, and tx=lua really ran the twins
  * (EVALSHA calls counted by the server) while tx=watch ran none.
  */
+#include "redis_info.h"
 #include "server_fixture.h"
 #include "testutil.h"
 
@@ -44,25 +45,12 @@ static const char *const specs[] = {
 	"sliding_log:4/1s;gcra:2/1s,burst=3",
 };
 
-/* calls= of `cmd` in INFO commandstats of c. */
-static long long cmd_calls(redisContext *c, const char *cmd)
-{
-	char field[64];
-	snprintf(field, sizeof field, "cmdstat_%s:calls=", cmd);
-	redisReply *r = redisCommand(c, "INFO commandstats");
-	assert_int_equal(r->type, REDIS_REPLY_STRING);
-	const char *p = strstr(r->str, field);
-	long long n = p ? atoll(p + strlen(field)) : 0;
-	freeReplyObject(r);
-	return n;
-}
-
 static long long redis_evalsha_calls(void)
 {
 	redisContext *c = redisConnect("127.0.0.1", redis_srv.port);
 	assert_non_null(c);
 	assert_int_equal(c->err, 0);
-	long long calls = cmd_calls(c, "evalsha");
+	long long calls = redis_cmd_calls(c, "evalsha");
 	redisFree(c);
 	return calls;
 }
@@ -784,8 +772,8 @@ static void test_sliding_log_in_place(void **state)
 			longest = (size_t)r->integer;
 		freeReplyObject(r);
 	}
-	long long set = cmd_calls(raw, "set"),
-		  setrange = cmd_calls(raw, "setrange");
+	long long set = redis_cmd_calls(raw, "set"),
+		  setrange = redis_cmd_calls(raw, "setrange");
 	/* 25 live entries at most (one each 40ms in 1s): a rewrite after
 	 * ~33 entries left, every other write in place */
 	if (set < 2 || set > writes / 20 || setrange < writes - set)
@@ -838,15 +826,15 @@ static void test_sliding_log_ttl_kept(void **state)
 	size_t kn = only_key(raw, "ttlkept:", key, sizeof key);
 	/* the first write is a SET (PX: 1h, the grace, 15 min), the others
 	 * in place: a PTTL each, no PEXPIRE (unless 15 min went by) */
-	assert_int_equal(cmd_calls(raw, "set"), 1);
-	assert_int_equal(cmd_calls(raw, "setrange"), 19);
-	assert_int_equal(cmd_calls(raw, "pttl"), 19);
-	assert_int_equal(cmd_calls(raw, "pexpire"), 0);
+	assert_int_equal(redis_cmd_calls(raw, "set"), 1);
+	assert_int_equal(redis_cmd_calls(raw, "setrange"), 19);
+	assert_int_equal(redis_cmd_calls(raw, "pttl"), 19);
+	assert_int_equal(redis_cmd_calls(raw, "pexpire"), 0);
 	long long t = key_pttl(raw, key, kn);
 	assert_true(t > 3600 * 1000 + 1000 && t <= 4500 * 1000 + 1000);
 	/* 20 min behind the newest entry: it must live 1h20m more */
 	assert_true(tu_at(l, "k", 1, t0 + 19 * S - 1200 * S).allowed);
-	assert_int_equal(cmd_calls(raw, "pexpire"), 1);
+	assert_int_equal(redis_cmd_calls(raw, "pexpire"), 1);
 	t = key_pttl(raw, key, kn);
 	assert_true(t > 4800 * 1000 + 1000);
 	drl_limiter_free(l);
