@@ -30,11 +30,13 @@ typedef struct aslot {
 	int64_t t0;
 } aslot;
 
-static void async_start(aslot *s);
+static void async_start(aslot *s, int64_t t0);
 
-/* A decision of the throughput phase: run_loop's accounting. */
-static void async_run_done(aloop *lp, int64_t t0, int rc, const drl_result *r,
-			   const drl_error *err)
+/* A decision of the throughput phase: run_loop's accounting. Returns
+ * the time it ended (the clock is read once a decision: a loop's
+ * decisions are cheap enough for clock reads to show). */
+static int64_t async_run_done(aloop *lp, int64_t t0, int rc,
+			      const drl_result *r, const drl_error *err)
 {
 	tally *t = &lp->w->t;
 	int64_t t1 = tl_mono_ns();
@@ -50,6 +52,7 @@ static void async_run_done(aloop *lp, int64_t t0, int rc, const drl_result *r,
 	if ((t->calls & 63) == 0)
 		atomic_store_explicit(&lp->w->progress, t->calls,
 				      memory_order_relaxed);
+	return t1;
 }
 
 /* A decision of the exactness phase: exact_loop's accounting; whether
@@ -79,20 +82,27 @@ static void async_done(drl_async *a, int rc, const drl_result *r,
 	(void)a;
 	aslot *s = arg;
 	aloop *lp = s->lp;
-	bool more = lp->exact ? async_exact_done(lp, rc, r, err)
-			      : (async_run_done(lp, s->t0, rc, r, err), true);
+	bool more = true;
+	int64_t now;
+	if (lp->exact) {
+		more = async_exact_done(lp, rc, r, err);
+		now = tl_mono_ns();
+	} else {
+		now = async_run_done(lp, s->t0, rc, r, err);
+	}
 	lp->inflight--;
-	if (more && tl_mono_ns() < lp->w->p->deadline_ns)
-		async_start(s);
+	if (more && now < lp->w->p->deadline_ns)
+		async_start(s, now); /* it starts when the last one ended */
 }
 
-static void async_start(aslot *s)
+/* Start slot s's next request; t0: now. */
+static void async_start(aslot *s, int64_t t0)
 {
 	aloop *lp = s->lp;
 	proc_ctx *p = lp->w->p;
 	drl_error err = {0};
 	int rc;
-	s->t0 = tl_mono_ns();
+	s->t0 = t0;
 	if (lp->exact) {
 		rc = drl_async_allow_at(lp->a, p->xlim, "x", 1, 1,
 					p->cfg->exact_now_us, async_done, s,
@@ -112,7 +122,7 @@ static void async_start(aslot *s)
 	if (lp->exact)
 		(void)async_exact_done(lp, rc, &r, &err);
 	else
-		async_run_done(lp, s->t0, rc, &r, &err);
+		(void)async_run_done(lp, s->t0, rc, &r, &err);
 }
 
 /* Keep p->nthreads requests in flight until the phase ends; then wait
@@ -135,7 +145,7 @@ void bench_async_loop(worker *w, bool exact)
 	aslot *slots = calloc((size_t)p->nthreads, sizeof *slots);
 	for (int i = 0; slots && i < p->nthreads; i++) {
 		slots[i].lp = &lp;
-		async_start(&slots[i]);
+		async_start(&slots[i], tl_mono_ns());
 	}
 	struct pollfd pfd = {.fd = drl_async_fd(lp.a), .events = POLLIN};
 	while (lp.inflight > 0) {
