@@ -342,9 +342,9 @@ int drl_async_new(drl_async **out, const drl_async_opts *opts, drl_error *err)
  * drl_async_process() from one of its own callbacks is refused. */
 static _Thread_local drl_async *delivering;
 /* The context whose drl_async_process() this thread is in (starts leave
- * their writes to it: a few writes a round, see WRITE_PARTS), and the one whose
- * channels it is reading (their requests need no eventfd signal: the
- * done list is taken after). */
+ * their writes to it: a few a round, see WRITE_PARTS), and the one
+ * whose channels it is reading (their requests need no eventfd signal:
+ * the done list is taken after). */
 static _Thread_local drl_async *processing;
 static _Thread_local drl_async *reaping;
 
@@ -368,10 +368,12 @@ static void deliver(drl_async *a, node *n)
  * the loop idles while the server decides what they started (measured:
  * one context switch a round, each side busy half the time). Written in
  * parts, the server decides the first part while the loop runs the
- * callbacks of the next. docs/performance.md ("The async loop writes in
- * parts") has the sweep this comes from: with 16 in flight on one
- * connection, 2 apart to 6 parts all beat one write; 5 was best at 16,
- * 32 and 64 in flight, and changed nothing at 1 to 4. */
+ * callbacks of the next. docs/performance.md ("The loop writes in
+ * parts") has the sweep this comes from, on one connection: a write
+ * every 2 or 3 callbacks doubled the rate at 16 in flight, every 6
+ * gained nothing there, a write after every callback lost; a fifth of
+ * what is in flight was best or near it at 16, 32 and 64 in flight, and
+ * changed nothing at 1 to 4. */
 #define WRITE_PARTS 5
 
 static size_t write_every(size_t pending)
