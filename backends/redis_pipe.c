@@ -38,8 +38,9 @@
  * position is lost is never read again.
  *
  * Lock order: a pipe's mu, then nothing (the leader does its I/O, and
- * runs completions, without it). Waiting calls sleep on the pipe's bell,
- * each for its batch's bit and its thread's (rreq.bells); the leader
+ * runs completions, without it). Waiting calls yield their CPU a few
+ * times (pipe_await), then sleep on the pipe's bell, each for its
+ * batch's bit and its thread's (rreq.bells); the leader
  * marks each call done (rreq.state), then rings once for the batch after
  * the lock is released (a woken caller does not queue on the leader's
  * mutex), or rings one thread's bit to make its call lead (RREQ_LEAD).
