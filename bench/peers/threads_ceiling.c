@@ -49,7 +49,7 @@ static call *head, *tail;
 static unsigned batches; /* taken so far (mu) */
 static bool leading;
 static redisContext *ctx;
-static bool ring; /* WAKE: ring or yield, else sem */
+static bool ring;  /* WAKE: ring or yield, else sem */
 static int yields; /* WAKE yield: 8 */
 static _Atomic uint32_t bell;
 static _Atomic bool stop;
