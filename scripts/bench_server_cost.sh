@@ -30,6 +30,13 @@
 # prefix, the limit's tag and the user key: ~70 bytes here, measured after
 # the first cell): a key's length costs the server too (hashing, copies),
 # so the peers are measured with keys of the same length as ours.
+# memcached, the other store with a server, is measured too when it is
+# installed (timed runs only): a memcached started here on a free
+# loopback port, a `drl bench` cell per algorithm (10,000 keys, 16
+# callers, as above) and memcached's own CPU per decision (`stats`:
+# rusage_user + rusage_system, all its threads). memcached times no
+# command, so it has no exec figure; its CPU column compares with the
+# library's CPU column of the Redis cells. BENCH_MEMCACHED=0 leaves it out.
 # BENCH_SPECS="spec ..." and BENCH_TXS="auto lua watch" pick cells (default: all).
 # Each figure is the median of ROUNDS rounds (default 3), the cells of a
 # round in turn. Prints a Markdown table; the ratios compare medians of
@@ -284,11 +291,54 @@ populate_hashes() {
 }
 populate_hashes
 
+# memcached: started here (see the header), its CPU from its `stats`.
+mc_port=""
+if [ "$measure" = time ] && [ "${BENCH_MEMCACHED:-1}" != 0 ] &&
+	command -v memcached >/dev/null; then
+	mc_port=$(free_port)
+	start_memcached "$mc_port" "$tmp"
+	mpid=$!
+	trap 'stop_pids $rpid $mpid; rm -rf "$tmp"' EXIT
+	wait_port "$mc_port" || { echo "memcached did not start" >&2; exit 3; }
+fi
+
+# The seconds of CPU memcached has used (user + system), from `stats` on
+# a connection of the shell's own (bash's /dev/tcp).
+mc_cpu() {
+	local line s=0
+	exec 5<>"/dev/tcp/127.0.0.1/$mc_port"
+	printf 'stats\r\n' >&5
+	while IFS= read -r line <&5; do
+		line=${line%$'\r'}
+		case $line in
+		"STAT rusage_user "* | "STAT rusage_system "*)
+			s=$(awk -v a="$s" -v b="${line##* }" 'BEGIN{printf "%.6f", a + b}') ;;
+		END) break ;;
+		esac
+	done
+	exec 5<&-
+	echo "$s"
+}
+
+declare -A mc
+# One memcached cell: spec $1; memcached's CPU µs per decision into mc.
+mc_cell() {
+	local spec=$1 c0 c1 n
+	c0=$(mc_cpu)
+	n=$("$drl" bench --json --store "memcached://127.0.0.1:$mc_port?pool=16" \
+		--limit "$spec" --keys 10000 --concurrency 16 \
+		--duration "$secs" 2>/dev/null |
+		"$PYTHON3" -c 'import json, sys; print(json.load(sys.stdin)[0]["decisions"])')
+	c1=$(mc_cpu)
+	mc["$spec"]+="$(awk -v a="$c0" -v b="$c1" -v n="$n" 'BEGIN{printf "%.2f", (b - a) * 1e6 / n}') "
+}
+
 for ((k = 0; k < rounds; k++)); do
 	for spec in "${specs[@]}"; do
 		for tx in "${txs[@]}"; do
 			libdrl_cell "$spec" "$tx"
 		done
+		if [ -n "$mc_port" ]; then mc_cell "$spec"; fi
 	done
 	if [ -n "$rlf" ]; then
 		sha=$(cli SCRIPT LOAD "$rlf")
@@ -324,6 +374,11 @@ for spec in "${specs[@]}"; do
 		echo "| libdrl \`$spec\` tx=$tx | $e | $c | ${b:-—} | $(ratio "$b" "$rlf_m") | $(ratio "$b" "$rr_m") |"
 	done
 done
+if [ -n "$mc_port" ]; then
+	for spec in "${specs[@]}"; do
+		echo "| libdrl \`$spec\` on memcached (incr; gets/cas) | — | $(median "${mc[$spec]}") | — | — | — |"
+	done
+fi
 [ -n "$rlf" ] && echo "| rate-limiter-flexible's script (EVALSHA) | — | — | $rlf_m | 1.00 | $(ratio "$rlf_m" "$rr_m") |"
 echo "| go-redis/redis_rate's GCRA script (EVALSHA) | — | — | $rr_m | $(ratio "$rr_m" "$rlf_m") | 1.00 |"
 echo "| Envoy's INCRBY + EXPIRE (pipelined) | — | — | $env_m | $(ratio "$env_m" "$rlf_m") | $(ratio "$env_m" "$rr_m") |"
