@@ -836,6 +836,36 @@ static int nth(int ev, int i)
 	return -1;
 }
 
+/* An empty server and a backend of one pipe whose connection is open
+ * (one call made): for the tests that drive its leaders by the hook. */
+static drl_backend *warm_pipe(redisContext **raw)
+{
+	*raw = raw_open();
+	raw_ok(*raw, "FLUSHALL");
+	drl_backend *b = open_backend("pipelines=1");
+	int64_t v = 0;
+	drl_error e = {0};
+	assert_int_equal(
+		b->incr(b, (drl_bytes){"warm", 4}, 1, 60 * SEC, &v, &e), 0);
+	atomic_store(&chain_done, 0);
+	return b;
+}
+
+/* Wait for the n chain_workers th[] (by a bound), join them, take the
+ * hook off, and check each got its own reply. */
+static void chain_end(pthread_t *th, const chain_job *jobs, int n)
+{
+	assert_true(
+		TU_WAIT_FOR(atomic_load(&chain_done) == n, tu_bound_ms(20000)));
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	drl__redis_pipe_hook = NULL;
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(jobs[i].rc, 0);
+		assert_int_equal(jobs[i].v, i + 1);
+	}
+}
+
 /* CHAIN threads, one call each, each queued while the batch before it is
  * in flight: the first leader runs DRL__PIPE_LEAD_BATCHES batches, each
  * finished (its caller woken) before the next is sent, then passes the
@@ -847,16 +877,9 @@ static void test_leader_passes(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	redisContext *raw = raw_open();
-	raw_ok(raw, "FLUSHALL");
-	drl_backend *b = open_backend("pipelines=1");
-	int64_t v = 0;
-	drl_error e = {0};
-	assert_int_equal(
-		b->incr(b, (drl_bytes){"warm", 4}, 1, 60 * SEC, &v, &e),
-		0); /* the pipe's connection is open */
+	redisContext *raw;
+	drl_backend *b = warm_pipe(&raw);
 	hk.n = hk.queued = hk.sent = hk.hold_failed = 0;
-	atomic_store(&chain_done, 0);
 	drl__redis_pipe_hook = chain_hook;
 	chain_job jobs[CHAIN];
 	pthread_t th[CHAIN];
@@ -869,16 +892,8 @@ static void test_leader_passes(void **state)
 			pthread_create(&th[i], NULL, chain_worker, &jobs[i]),
 			0);
 	}
-	assert_true(TU_WAIT_FOR(atomic_load(&chain_done) == CHAIN,
-				tu_bound_ms(20000)));
-	for (int i = 0; i < CHAIN; i++)
-		pthread_join(th[i], NULL);
-	drl__redis_pipe_hook = NULL;
+	chain_end(th, jobs, CHAIN);
 	assert_int_equal(hk.hold_failed, 0);
-	for (int i = 0; i < CHAIN; i++) {
-		assert_int_equal(jobs[i].rc, 0);
-		assert_int_equal(jobs[i].v, i + 1);
-	}
 	assert_int_equal(nth(DRL__PIPE_SENT, CHAIN + 1), -1);
 	/* One leader finishes a batch before it sends the next (at the
 	 * pass, the new leader may send before the old one finishes). */
@@ -935,18 +950,12 @@ static void test_waiter_yields_then_sleeps(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	redisContext *raw = raw_open();
-	raw_ok(raw, "FLUSHALL");
-	drl_backend *b = open_backend("pipelines=1");
-	int64_t v = 0;
-	drl_error e = {0};
-	assert_int_equal(
-		b->incr(b, (drl_bytes){"warm", 4}, 1, 60 * SEC, &v, &e), 0);
+	redisContext *raw;
+	drl_backend *b = warm_pipe(&raw);
 	atomic_store(&yk.sent, 0);
 	atomic_store(&yk.slept, 0);
 	atomic_store(&yk.yields, -1);
 	atomic_store(&yk.hold_failed, 0);
-	atomic_store(&chain_done, 0);
 	drl__redis_pipe_hook = yield_hook;
 	chain_job jobs[2] = {{.b = b, .id = 0, .rc = -1},
 			     {.b = b, .id = 1, .rc = -1}};
@@ -958,18 +967,10 @@ static void test_waiter_yields_then_sleeps(void **state)
 		TU_WAIT_FOR(atomic_load(&yk.sent) >= 1, tu_bound_ms(10000)));
 	assert_int_equal(pthread_create(&th[1], NULL, chain_worker, &jobs[1]),
 			 0);
-	assert_true(
-		TU_WAIT_FOR(atomic_load(&chain_done) == 2, tu_bound_ms(20000)));
-	for (int i = 0; i < 2; i++)
-		pthread_join(th[i], NULL);
-	drl__redis_pipe_hook = NULL;
+	chain_end(th, jobs, 2);
 	assert_int_equal(atomic_load(&yk.hold_failed), 0);
 	assert_int_equal(atomic_load(&yk.slept), 1);
 	assert_int_equal(atomic_load(&yk.yields), DRL__PIPE_AWAIT_YIELDS);
-	for (int i = 0; i < 2; i++) {
-		assert_int_equal(jobs[i].rc, 0);
-		assert_int_equal(jobs[i].v, i + 1);
-	}
 	b->destroy(b);
 	redisFree(raw);
 }
