@@ -6,6 +6,7 @@
 # nothing (and needs no root). It starts no service: the tests start their
 # own redis-server / memcached on free ports and never use a system one.
 set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packages=(
 	meson ninja-build pkg-config gcc g++   # build
@@ -33,6 +34,15 @@ packages=(
 	libsqlite3-dev                         # examples/store_sqlite (its tests)
 	nginx nginx-dev                        # nginx/: the module, its tests
 )
+# Each binding lists its own packages, one a line ('#' comments), in
+# python/deps.txt and node/deps.txt.
+for list in python/deps.txt node/deps.txt; do
+	[ -f "$list" ] || continue
+	while read -r p _; do
+		case "$p" in '' | '#'*) continue ;; esac
+		packages+=("$p")
+	done <"$list"
+done
 
 # Whether dpkg has package $1 fully installed.
 installed() {
