@@ -688,6 +688,19 @@ static int s_add_read(drl_backend *b, size_t n, const drl_bytes *keys,
 	return run((sstore *)b, do_add_read, &a, err);
 }
 
+static int do_trim(drl_backend *m, void *p, drl_error *err)
+{
+	args *a = p;
+	return m->trim(m, a->n, a->keys, a->ttl_us, err);
+}
+
+static int s_trim(drl_backend *b, size_t n, const drl_bytes *keys,
+		  int64_t ttl_us, drl_error *err)
+{
+	args a = {.n = n, .keys = keys, .ttl_us = ttl_us};
+	return run((sstore *)b, do_trim, &a, err);
+}
+
 /* A started call goes to the current master as it is; none known yet:
  * DRL_EUNAVAILABLE at once (an event loop must not wait for the
  * sentinels), the resolver kicked. */
@@ -724,6 +737,16 @@ static int s_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
 	if (m == NULL)
 		return DRL_EUNAVAILABLE;
 	return m->add_read_start(m, n, keys, delta, ttl_us, done, arg, err);
+}
+
+static int s_trim_start(drl_backend *b, size_t n, const drl_bytes *keys,
+			int64_t ttl_us, drl_eval_done_fn done, void *arg,
+			drl_error *err)
+{
+	drl_backend *m = master_now((sstore *)b, err);
+	if (m == NULL)
+		return DRL_EUNAVAILABLE;
+	return m->trim_start(m, n, keys, ttl_us, done, arg, err);
 }
 
 /* ---- open, destroy ------------------------------------------------------ */
@@ -882,7 +905,14 @@ int drl__redis_sentinel_open(drl_backend **out, drl_uri *uri, drl_error *err)
 	int rc = parse(ss, uri, err);
 	if (rc == 0) {
 		ss->timeout_ms = drl__redis_timeout_ms(ss->tmpl);
-		ss->parent = *ss->tmpl; /* version and caps; methods below */
+		/* The template's version and caps, and every method of our
+		 * own: a slot copied from the template would call a Redis
+		 * store's function on this struct (a trim_start copied so was
+		 * a SIGSEGV on the first started counter decision). A slot
+		 * the template fills and this list forgets stays NULL, which
+		 * the core reads as "not offered". */
+		ss->parent = (drl_backend){.version = ss->tmpl->version,
+					   .caps = ss->tmpl->caps};
 		ss->parent.name = "redis-sentinel";
 		ss->parent.destroy = s_destroy;
 		ss->parent.incr = s_incr;
@@ -898,6 +928,9 @@ int drl__redis_sentinel_open(drl_backend **out, drl_uri *uri, drl_error *err)
 			ss->tmpl->eval_start ? s_eval_start : NULL;
 		ss->parent.add_read_start =
 			ss->tmpl->add_read_start ? s_add_read_start : NULL;
+		ss->parent.trim = ss->tmpl->trim ? s_trim : NULL;
+		ss->parent.trim_start =
+			ss->tmpl->trim_start ? s_trim_start : NULL;
 		if (!drl__redis_template_lazy(ss->tmpl))
 			rc = resolve(ss, err);
 	}

@@ -28,6 +28,7 @@
  * Printed (not asserted): the time from SENTINEL FAILOVER, and from the
  * kill, to the first decision on the new master (docs/performance.md).
  */
+#include "async_check.h"
 #include "backends/redis.h"
 #include "hot_key.h"
 #include "server_fixture.h"
@@ -340,6 +341,49 @@ static void test_finds_master_exact(void **state)
 	if (getenv("DRL_VALGRIND") == NULL)
 		hot_key_run(uri_of(uri, sizeof uri, "ga", "&tx=lua"),
 			    "sliding_window:200/1m", 1);
+}
+
+/* attack: a started decision of every algorithm on a Sentinel store, the
+ * default tx=auto (the counters on plain commands) and tx=lua: no crash,
+ * exactly the limit on a hot key, the blocking calls' answers. The
+ * counters' first write to a group trims it (trim_start); a trim_start
+ * copied from the Redis template once ran a Redis store's function on
+ * the Sentinel struct: SIGSEGV on the first fixed_window check. */
+static void test_attack_started_counters(void **state)
+{
+	(void)state;
+	if (!have)
+		skip();
+	static const char *const specs[] = {
+		"fixed_window:100/1h",
+		"sliding_window:100/1h",
+		"subwindow:100/1h,subwindows=6",
+		"token_bucket:100/1h",
+		"gcra:100/1h",
+		"sliding_log:100/1h",
+		"fixed_window:100/1h;sliding_window:1000/1d",
+	};
+	static const char *const tx[] = {"", "&tx=lua"};
+	drl_async *a = NULL;
+	drl_error err = {0};
+	assert_int_equal(drl_async_new(&a, NULL, &err), 0);
+	int n = 0;
+	for (size_t t = 0; t < 2; t++) {
+		char uri[600], what[128], prefix[48];
+		drl_store *s = tu_store(uri_of(uri, sizeof uri, "ga", tx[t]));
+		for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+			snprintf(what, sizeof what, "sentinel%s %s", tx[t],
+				 specs[i]);
+			snprintf(prefix, sizeof prefix, "sst:%d:%d:",
+				 (int)getpid(), n++);
+			drl_limiter *l = tu_limiter(s, specs[i], prefix);
+			async_check_hot(a, l, what, false);
+			drl_limiter_free(l);
+			async_check_equal(a, s, specs[i], what, 9000 + n);
+		}
+		drl_store_free(s);
+	}
+	drl_async_free(a);
 }
 
 /* ---- a failover while threads decide -------------------------------------- */
@@ -730,6 +774,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_on_error_applies),
 		cmocka_unit_test(test_finds_master_exact),
+		cmocka_unit_test(test_attack_started_counters),
 		cmocka_unit_test(test_sentinel_failover),
 		cmocka_unit_test(test_unsent_signal),
 		cmocka_unit_test(test_master_killed),
