@@ -514,7 +514,7 @@ int drl__counter_start(const drl__limit *lim, const drl__call *call,
 	st->k0.len = pk.keys[0].len;
 	st->key0 = (drl_bytes){st->k0.buf, st->k0.len};
 	int rc = b->add_read_start(b, st->p.nkeys, pk.keys, call->cost,
-				   st->p.ttl, added_done, st, NULL);
+				   st->p.ttl, added_done, st, call->err);
 	if (rc)
 		free(st);
 	return rc;

@@ -691,16 +691,19 @@ static void start_one(drl__req *q)
 	int rc = DRL_ENOTSUP;
 	if (q->via) /* the calls go out through it (it starts them only) */
 		b = q->via;
+	if (q->err)
+		q->err->code = 0;
 	if (lim->algo->start && lim->algo->startable(lim, &call)) {
 		call.backend = b;
 		rc = lim->algo->start(lim, &call, decided, q);
 	}
 	if (rc != DRL_ENOTSUP) {
+		/* The store's own message when it gave one (a Sentinel store
+		 * with no master known says so); ours only when none did. */
+		if (rc && (q->err == NULL || q->err->code != rc))
+			drl_error_set(q->err, rc, "could not start a decision");
 		if (rc)
-			decided(q,
-				drl_error_set(q->err, rc,
-					      "could not start a decision"),
-				NULL, NULL);
+			decided(q, rc, NULL, NULL);
 		return;
 	}
 	drl_bytes key = drl__key_plain(&k, &kb);

@@ -386,6 +386,42 @@ static void test_attack_started_counters(void **state)
 	drl_async_free(a);
 }
 
+/* attack: a started decision on a Sentinel store that knows no master
+ * yet fails with the store's own word for it, not a bare "could not
+ * start a decision" (the counters' started call and the scripts' alike). */
+static void test_attack_no_master_message(void **state)
+{
+	(void)state;
+	if (!have)
+		skip();
+	char uri[300];
+	snprintf(uri, sizeof uri,
+		 "redis-sentinel://127.0.0.1:1/ga?connect=lazy&timeout_ms=%lld"
+		 "&breaker_failures=0",
+		 (long long)tu_bound_ms(200));
+	drl_store *s = tu_store(uri);
+	drl_async *a = NULL;
+	drl_error err = {0};
+	drl_async_opts o = {.threads = DRL_ASYNC_THREADS_NONE};
+	assert_int_equal(drl_async_new(&a, &o, &err), 0);
+	static const char *const specs[] = {"fixed_window:10/1h",
+					    "gcra:10/1h"};
+	for (size_t i = 0; i < 2; i++) {
+		drl_limiter *l = tu_limiter(s, specs[i], "nomaster:");
+		async_one one = {0};
+		assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, ASYNC_T0,
+						    async_one_cb, &one, NULL),
+				 0);
+		async_process_until(a, &one.count, 1);
+		assert_int_equal(one.rc, DRL_EUNAVAILABLE);
+		if (strstr(one.err.message, "no master known") == NULL)
+			fail_msg("%s: \"%s\"", specs[i], one.err.message);
+		drl_limiter_free(l);
+	}
+	drl_async_free(a);
+	drl_store_free(s);
+}
+
 /* ---- a failover while threads decide -------------------------------------- */
 
 typedef struct runner {
@@ -775,6 +811,7 @@ int main(void)
 		cmocka_unit_test(test_on_error_applies),
 		cmocka_unit_test(test_finds_master_exact),
 		cmocka_unit_test(test_attack_started_counters),
+		cmocka_unit_test(test_attack_no_master_message),
 		cmocka_unit_test(test_sentinel_failover),
 		cmocka_unit_test(test_unsent_signal),
 		cmocka_unit_test(test_master_killed),
