@@ -173,6 +173,19 @@ static ngx_flag_t param(ngx_str_t *arg, const char *name, ngx_str_t *v)
 	return 1;
 }
 
+/* The name of a NAME=VALUE parameter (all of it when it has no '='):
+ * what an error may show of a parameter it does not know, whose value
+ * may be a password. */
+static ngx_str_t param_name(const ngx_str_t *arg)
+{
+	ngx_str_t n = *arg;
+	u_char *eq = ngx_strlchr(arg->data, arg->data + arg->len, '=');
+
+	if (eq != NULL)
+		n.len = (size_t)(eq - arg->data);
+	return n;
+}
+
 /* Whether v is the string lit. */
 static ngx_flag_t is(const ngx_str_t *v, const char *lit)
 {
@@ -303,10 +316,14 @@ static char *drl_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 		else if (param(&args[i], "on_error", &v))
 			on_error = v;
 		else {
+			/* The name only: a misspelled store= holds a URI,
+			 * and nginx -t output goes to terminals and CI logs. */
+			ngx_str_t pname = param_name(&args[i]);
 			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-					   "drl_zone: invalid parameter \"%V\""
+					   "drl_zone: invalid parameter \"%V%s\""
 					   " (zone=, spec=, store=, on_error=)",
-					   &args[i]);
+					   &pname,
+					   pname.len < args[i].len ? "=..." : "");
 			return NGX_CONF_ERROR;
 		}
 	}
@@ -383,9 +400,11 @@ static char *drl_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 	ngx_http_drl_limit_t *l;
 
 	if (!param(&args[1], "zone", &name)) {
+		ngx_str_t pname = param_name(&args[1]);
 		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-				   "drl: invalid parameter \"%V\" (zone=NAME)",
-				   &args[1]);
+				   "drl: invalid parameter \"%V%s\" (zone=NAME)",
+				   &pname,
+				   pname.len < args[1].len ? "=..." : "");
 		return NGX_CONF_ERROR;
 	}
 	zone = find_zone(mcf, &name);

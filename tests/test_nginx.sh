@@ -267,7 +267,17 @@ if in_part input; then
 		'on_error="maybe": expected allow, deny or local'
 	bad twice "$z $z" 'drl_zone "a" is already defined'
 	bad param 'drl_zone $remote_addr zone=a spec=fixed_window:1/1s rate=1r/s;' \
-		'drl_zone: invalid parameter "rate=1r/s"'
+		'drl_zone: invalid parameter "rate=..."'
+	# attack: a misspelled store= is an unknown parameter whose value
+	# holds a password: nginx -t names the parameter, not its value.
+	bad misspelled 'drl_zone $remote_addr zone=a spec=fixed_window:1/1s stor=redis://:hunter2@127.0.0.1:1;' \
+		'drl_zone: invalid parameter "stor=..."'
+	! grep -q hunter2 "$tmp/misspelled/t.out"
+	check $? "attack: nginx -t shows no password of a misspelled store="
+	bad drlpw "$z" 'drl: invalid parameter "store=..."' \
+		'location / { drl store=redis://:hunter2@h:1; }'
+	! grep -q hunter2 "$tmp/drlpw/t.out"
+	check $? "attack: nginx -t shows no value of drl's unknown parameter"
 	bad unknown "$z" 'drl: unknown zone "nope"' 'location / { drl zone=nope; }'
 	bad dup "$z" 'is duplicate' 'location / { drl zone=a; drl zone=a; }'
 	bad status "$z" 'value must be between 400 and 599' \
