@@ -1047,6 +1047,26 @@ else
 	check 1 "drld starts with --memory-max-keys 12 --memory-max-keys-per-limit 4"
 fi
 
+# attack (issue 45, 8): an operator's explicit --store memory://?max_keys=N
+# had no per-limit shares: one client choosing one rule's keys filled the
+# store for every rule. A memory:// store the operator names gets drld's
+# bounds for those it does not name: here each limit's share is a quarter
+# of its max_keys=12 (3 keys).
+if start memexplicit --store 'memory://?max_keys=12' \
+	--config "$tmp/memkeys.json"; then
+	post_keys 5 o '"rule":"open"'
+	[ "$ok:$code" = 3:503 ]
+	check $? "attack: --store memory://?max_keys=12: a client choosing rule open's keys: 3 kept, the 4th refused (got $ok, then $code)"
+	expect_error "memory store full for this key's group (group_max_keys=3)" \
+		"a 4th key of rule open"
+	post_keys 3 o '"rule":"other"'
+	[ "$ok" = 3 ]
+	check $? "attack: meanwhile rule other takes 3 new keys (got $ok, then $code)"
+	stop memexplicit "$pid"
+else
+	check 1 "drld starts with --store memory://?max_keys=12"
+fi
+
 # --max-connections-per-ip: one client address cannot hold more; another
 # (127.0.0.2, loopback too) is served meanwhile.
 if start perip --max-connections-per-ip 2 --threads 1; then
