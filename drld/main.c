@@ -31,6 +31,7 @@
 #include "common/args.h"
 #include "common/insecure.h"
 #include "common/json.h"
+#include "common/memory_uri.h"
 #include "common/result.h"
 #include "drld.h"
 #include "envoy/envoy_config.h"
@@ -40,8 +41,6 @@
 #include "reloader.h"
 #include "watcher.h"
 #include "tls.h"
-
-#include <drl/sys/backend.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -556,52 +555,6 @@ static bool async_worth(drl_store *store)
 	return direct;
 }
 
-#define DRLD_MEMORY_URI_MAX 4200 /* a memory:// URI and two options */
-
-/* The memory:// URI `uri` with drld's bounds for those it does not name:
- * max_keys (--memory-max-keys) and group_max_keys (each limit's share:
- * --memory-max-keys-per-limit, else a quarter of max_keys; none when the
- * operator asked for max_keys=0, no bound). An option the URI names is
- * kept as the operator wrote it. */
-static int memory_uri(char *buf, size_t cap, const char *uri,
-		      const struct opts *o, drl_error *err)
-{
-	drl_uri *u = NULL;
-	int rc = drl_uri_parse(&u, uri, err);
-	if (rc)
-		return rc;
-	int64_t max = o->memory_max_keys;
-	const char *given_max = drl_uri_option(u, "max_keys");
-	bool given_group = drl_uri_option(u, "group_max_keys") != NULL;
-	if (given_max != NULL)
-		rc = drl_uri_option_int(u, "max_keys", 0, INT64_MAX, 0, &max,
-					err);
-	drl_uri_free(u);
-	if (rc)
-		return rc;
-	int64_t share = o->memory_limit_keys ? o->memory_limit_keys
-					     : (max + 3) / 4;
-	char opts[96] = "";
-	size_t n = 0;
-	if (given_max == NULL)
-		n += (size_t)snprintf(opts + n, sizeof opts - n,
-				      "&max_keys=%lld", (long long)max);
-	if (!given_group && max > 0)
-		snprintf(opts + n, sizeof opts - n, "&group_max_keys=%lld",
-			 (long long)share);
-	/* opts + 1: the options after their leading '&', which joins
-	 * them to a query or starts one */
-	size_t ulen = strlen(uri);
-	const char *sep = strchr(uri, '?') == NULL		  ? "?"
-			  : uri[ulen - 1] == '?' || uri[ulen - 1] == '&' ? ""
-									 : "&";
-	int len = snprintf(buf, cap, "%s%s%s", uri, opts[0] ? sep : "",
-			   opts[0] ? opts + 1 : "");
-	if (len < 0 || (size_t)len >= cap)
-		return drl_error_set(err, DRL_EINVAL, "store URI too long");
-	return 0;
-}
-
 /* Open the store: --store, else the config's "store", else memory://.
  * *config_store gets the config's (malloc'd, or NULL), for reloads to
  * compare with. Returns -1 to go on, or an exit status. */
@@ -631,13 +584,15 @@ static int open_store(struct drld *d, const struct opts *o, char **config_store)
 	/* memory:// never waits for the network: gRPC calls on it are
 	 * decided where they are read (envoy/grpc_service.h) */
 	d->store_in_process = strncasecmp(uri, "memory:", 7) == 0;
-	char memory[DRLD_MEMORY_URI_MAX];
+	char memory[TL_MEMORY_URI_MAX];
 	int rc = 0;
 	if (d->store_in_process) {
 		/* An operator's memory:// (--store, the config's "store") gets
 		 * the same protection: the bounds it does not name are
 		 * drld's (issue 45, hole 8). */
-		rc = memory_uri(memory, sizeof memory, uri, o, &err);
+		rc = tl_memory_uri(memory, sizeof memory, uri,
+				   o->memory_max_keys, o->memory_limit_keys,
+				   &err);
 		uri = memory;
 	}
 	tl_warn_insecure("drld", uri);

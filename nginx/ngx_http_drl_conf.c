@@ -15,6 +15,7 @@
  */
 #include "ngx_http_drl_module.h"
 
+#include "common/memory_uri.h"
 #include "common/ratelimit.h"
 
 #include <string.h>
@@ -281,6 +282,30 @@ static char *check_zone(ngx_conf_t *cf, ngx_http_drl_zone_t *z)
 	return NULL;
 }
 
+/* A memory:// zone store (the default) keeps at most
+ * NGX_HTTP_DRL_MEMORY_MAX_KEYS keys a worker, a quarter of them one
+ * limit's, unless its URI names its own bounds: the keys are the
+ * clients' to choose (issue 45, hole 9). Rewrites z->uri. */
+static ngx_int_t bound_memory(ngx_conf_t *cf, ngx_http_drl_zone_t *z)
+{
+	char bounded[TL_MEMORY_URI_MAX], shown[DRL_URI_SHOW_MAX];
+	drl_error err;
+
+	if (ngx_strncasecmp(z->uri.data, (u_char *)"memory:", 7) != 0)
+		return NGX_OK;
+	if (tl_memory_uri(bounded, sizeof bounded, (char *)z->uri.data,
+			  NGX_HTTP_DRL_MEMORY_MAX_KEYS, 0, &err) != 0) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+				   "drl_zone \"%V\": store=\"%s\": %s",
+				   &z->name,
+				   drl_uri_redact(shown, sizeof shown,
+						  (char *)z->uri.data),
+				   err.message);
+		return NGX_ERROR;
+	}
+	return dup_str(cf, &z->uri, (u_char *)bounded, strlen(bounded));
+}
+
 /* Whether a zone name is fit for the RateLimit headers: 1..64 bytes of
  * letters, digits, '_', '-' and '.' (a quoted string there). */
 static ngx_flag_t good_name(ngx_str_t *s)
@@ -360,7 +385,8 @@ static char *drl_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 		return NGX_CONF_ERROR;
 	*slot = z;
 	if (dup_str(cf, &z->name, name.data, name.len) != NGX_OK ||
-	    dup_str(cf, &z->uri, uri.data, uri.len) != NGX_OK)
+	    dup_str(cf, &z->uri, uri.data, uri.len) != NGX_OK ||
+	    bound_memory(cf, z) != NGX_OK)
 		return NGX_CONF_ERROR;
 	/* on_error= is one more segment of the spec (docs/failure.md) */
 	z->spec.len = spec.len + (on_error.len ? on_error.len + 10 : 0);

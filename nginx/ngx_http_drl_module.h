@@ -22,6 +22,10 @@
 
 /* Longest zone name (it is the name in the RateLimit headers). */
 #define NGX_HTTP_DRL_NAME_MAX 64
+/* A worker's memory:// store (the default store=): keys it keeps unless
+ * the URI says max_keys=, and of those, one limit's share (a quarter).
+ * About 191 bytes a key: 19 MB a worker when full (docs/security.md). */
+#define NGX_HTTP_DRL_MEMORY_MAX_KEYS 100000
 
 /* What $drl_status says (the values limit_req's $limit_req_status uses,
  * and ERROR for a decision that failed). */

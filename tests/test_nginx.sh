@@ -401,6 +401,29 @@ if in_part memory; then
 	[ "$good" = 1 ] && [ -n "$per" ]
 	check $? "memory:// per worker: each worker admits min(5, its requests) (passed/requests per worker: $per)"
 	ngx_stop workers
+
+	# attack (issue 45, 9): a worker's memory:// store had no key bound,
+	# and clients choose the keys. It is now bounded (100,000 keys a
+	# worker unless store= says max_keys=), each limit to a quarter: a
+	# client choosing zone a's keys fills a's share (here 2 of 8), a
+	# refused key is 503, and zone b still takes new keys.
+	p=$(free_port)
+	conf bound "$p" 1 '
+	drl_zone $arg_k zone=a spec=fixed_window:5/1h store=memory://?max_keys=8;
+	drl_zone $arg_k zone=b spec=fixed_window:6/1h store=memory://?max_keys=8;'
+	locations bound '
+		location /a { drl zone=a; try_files /index.html =404; }
+		location /b { drl zone=b; try_files /index.html =404; }'
+	ngx_start bound "$p"
+	for i in 1 2 3 4 5 6; do get "http://127.0.0.1:$p/a?k=a$i"; echo "$code"; done >"$tmp/bound_a"
+	[ "$(tr '\n' ' ' <"$tmp/bound_a")" = "200 200 503 503 503 503 " ]
+	check $? "attack: store=memory://?max_keys=8: a client choosing zone a's keys: 2 kept, then 503 ($(tr '\n' ' ' <"$tmp/bound_a"))"
+	for i in 1 2; do get "http://127.0.0.1:$p/b?k=b$i"; echo "$code"; done >"$tmp/bound_b"
+	[ "$(tr '\n' ' ' <"$tmp/bound_b")" = "200 200 " ]
+	check $? "attack: meanwhile zone b takes new keys ($(tr '\n' ' ' <"$tmp/bound_b"))"
+	grep -q 'memory store full' "$tmp/bound/error.log"
+	check $? "attack: the refusal is in the error log (memory store full)"
+	ngx_stop bound
 fi
 
 # ---- shared: two nginx, one store --------------------------------------
