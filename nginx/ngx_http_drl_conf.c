@@ -236,12 +236,26 @@ static ngx_int_t uri_index(ngx_conf_t *cf, ngx_http_drl_main_conf_t *mcf,
 	return (ngx_int_t)mcf->uris.nelts - 1;
 }
 
+/* nginx -t's word on z's store URI: the library's message, the URI
+ * without its password. */
+static void bad_store(ngx_conf_t *cf, ngx_http_drl_zone_t *z,
+		      const drl_error *err)
+{
+	char shown[DRL_URI_SHOW_MAX];
+
+	ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+			   "drl_zone \"%V\": store=\"%s\": %s", &z->name,
+			   drl_uri_redact(shown, sizeof shown,
+					  (char *)z->uri.data),
+			   err->message);
+}
+
 /* Open z's store (not connecting) and make its limiter, then free both:
  * the library's message for a bad URI or spec, NULL when they are good.
  * Fills z->policy and z->nlimits. */
 static char *check_zone(ngx_conf_t *cf, ngx_http_drl_zone_t *z)
 {
-	char lazy[4096], shown[DRL_URI_SHOW_MAX];
+	char lazy[4096];
 	drl_store *store = NULL;
 	drl_limiter *lim = NULL;
 	drl_error err;
@@ -256,12 +270,7 @@ static char *check_zone(ngx_conf_t *cf, ngx_http_drl_zone_t *z)
 	}
 	rc = drl_store_open(&store, lazy, &err);
 	if (rc != 0) {
-		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-				   "drl_zone \"%V\": store=\"%s\": %s",
-				   &z->name,
-				   drl_uri_redact(shown, sizeof shown,
-						  (char *)z->uri.data),
-				   err.message);
+		bad_store(cf, z, &err);
 		return NGX_CONF_ERROR;
 	}
 	rc = drl_limiter_new(&lim, store, (char *)z->spec.data, NULL, &err);
@@ -288,19 +297,14 @@ static char *check_zone(ngx_conf_t *cf, ngx_http_drl_zone_t *z)
  * clients' to choose (issue 45, hole 9). Rewrites z->uri. */
 static ngx_int_t bound_memory(ngx_conf_t *cf, ngx_http_drl_zone_t *z)
 {
-	char bounded[TL_MEMORY_URI_MAX], shown[DRL_URI_SHOW_MAX];
+	char bounded[TL_MEMORY_URI_MAX];
 	drl_error err;
 
 	if (ngx_strncasecmp(z->uri.data, (u_char *)"memory:", 7) != 0)
 		return NGX_OK;
 	if (tl_memory_uri(bounded, sizeof bounded, (char *)z->uri.data,
 			  NGX_HTTP_DRL_MEMORY_MAX_KEYS, 0, &err) != 0) {
-		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-				   "drl_zone \"%V\": store=\"%s\": %s",
-				   &z->name,
-				   drl_uri_redact(shown, sizeof shown,
-						  (char *)z->uri.data),
-				   err.message);
+		bad_store(cf, z, &err);
 		return NGX_ERROR;
 	}
 	return dup_str(cf, &z->uri, (u_char *)bounded, strlen(bounded));
