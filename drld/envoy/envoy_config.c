@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
+
+void (*drld_envoy_load_hook)(int step, size_t i);
 
 /* Largest config file read. */
 #define FILE_MAX (16 << 20)
@@ -31,7 +34,10 @@
 /* What the loader is working on: messages name the file, and through the
  * node and key, the line and the key. */
 struct loader {
-	const char *file;
+	const char *file; /* as messages name it: DIR/NAME */
+	const char *name; /* NAME, opened in dirfd */
+	int dirfd;        /* the directory read (a ConfigMap's version) */
+	size_t dirlen;    /* of the directory as messages name it */
 	drl_store *store;
 	unsigned flags; /* DRLD_ENVOY_* */
 	char *msg;
@@ -693,8 +699,8 @@ static int parse_file(const struct loader *ld, yaml_document_t *doc)
 {
 	yaml_parser_t p;
 	char why[128];
-	FILE *f = drld_open_regular(AT_FDCWD, ld->file, FILE_MAX, ld->seen, why,
-				    sizeof why);
+	FILE *f = drld_open_regular(ld->dirfd, ld->name, FILE_MAX, ld->seen,
+				    why, sizeof why);
 	int rc = 0;
 
 	if (f == NULL)
@@ -770,18 +776,25 @@ static int by_string(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The config files of dir, sorted, into *names (*count of them). */
+/* The config files in ld->dirfd, sorted, into *names (*count of them),
+ * each named "dir/NAME" (NAME: what follows strlen(dir) + 1 bytes). */
 static int list_files(const struct loader *ld, const char *dir, char ***names,
 		      size_t *count)
 {
-	DIR *d = opendir(dir);
+	int fd = dup(ld->dirfd);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	struct dirent *e = NULL;
 	size_t n = 0;
 
 	*names = NULL;
 	*count = 0;
-	if (d == NULL)
-		return fail(ld, NULL, NULL, "%s", strerror(errno));
+	if (d == NULL) {
+		int e0 = errno;
+		if (fd >= 0)
+			close(fd);
+		return fail(ld, NULL, NULL, "%s", strerror(e0));
+	}
+	rewinddir(d); /* the dup shares the offset an earlier listing left */
 	*names = calloc(DRLD_ENVOY_FILES_MAX, sizeof **names);
 	while (*names != NULL && (e = readdir(d)) != NULL) {
 		size_t len = strlen(e->d_name);
@@ -905,12 +918,15 @@ static int load_all(struct loader *ld, struct drld_envoy_config *c,
 		size_t at = c->ndomains;
 		struct drld_envoy_domain *dom = &c->domains[at];
 		ld->file = files[i];
+		ld->name = files[i] + ld->dirlen + 1;
 		ld->seen = &seen[i];
 		c->ndomains = at + 1; /* freed from now on */
 		if (load_file(ld, dom) != 0) {
 			rc = -1;
 			break;
 		}
+		if (drld_envoy_load_hook)
+			drld_envoy_load_hook(DRLD_ENVOY_HOOK_READ, i);
 		first[at] = files[i];
 		for (size_t j = 0; rc == 0 && j < at; j++) {
 			if (strcmp(c->domains[j].name, dom->name) != 0)
@@ -963,8 +979,11 @@ static bool unchanged(struct loader *ld, const char *dir, char **files,
 
 	for (size_t i = 0; same && i < n; i++) {
 		struct stat st;
+		if (drld_envoy_load_hook)
+			drld_envoy_load_hook(DRLD_ENVOY_HOOK_CHECK, i);
 		same = strcmp(now[i], files[i]) == 0 &&
-		       stat(files[i], &st) == 0 &&
+		       fstatat(ld->dirfd, files[i] + ld->dirlen + 1, &st, 0) ==
+			       0 &&
 		       st.st_dev == seen[i].st_dev &&
 		       st.st_ino == seen[i].st_ino &&
 		       st.st_size == seen[i].st_size &&
@@ -973,6 +992,26 @@ static bool unchanged(struct loader *ld, const char *dir, char **files,
 	}
 	free_names(now, nnow);
 	return same;
+}
+
+/* The directory one load reads, opened: a Kubernetes ConfigMap volume's
+ * current version (DIR/..data, a symbolic link to a directory the
+ * kubelet never changes, only replaces) when there is one, else DIR
+ * itself. Reading every file in the version the link named when it was
+ * opened makes one snapshot even while the link flips on: checking the
+ * names through the link afterwards could pass on a flip back and forth
+ * during the check (issue 45, hole 7). -1 (errno set) when DIR cannot be
+ * opened. */
+static int open_snapshot(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int version = openat(fd, "..data", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (version < 0)
+		return fd;
+	close(fd);
+	return version;
 }
 
 /* One attempt at loading dir into *out: 0, -1 (the message in ld), or 1
@@ -993,7 +1032,11 @@ static int load_once(struct loader *ld, const char *dir,
 	}
 	atomic_init(&c->refs, 1);
 	ld->nodes = 0;
-	if (list_files(ld, dir, &files, &nfiles) == 0) {
+	ld->dirfd = open_snapshot(dir);
+	ld->dirlen = strlen(dir);
+	if (ld->dirfd < 0)
+		fail(ld, NULL, NULL, "%s", strerror(errno));
+	else if (list_files(ld, dir, &files, &nfiles) == 0) {
 		seen = calloc(nfiles, sizeof *seen);
 		if (seen == NULL)
 			fail(ld, NULL, NULL, "out of memory");
@@ -1002,6 +1045,9 @@ static int load_once(struct loader *ld, const char *dir,
 	}
 	free(seen);
 	free_names(files, nfiles);
+	if (ld->dirfd >= 0)
+		close(ld->dirfd);
+	ld->dirfd = -1;
 	if (rc == 0) {
 		c->nfiles = nfiles;
 		*out = c;
@@ -1020,6 +1066,7 @@ int drld_envoy_config_load(struct drld_envoy_config **out, const char *dir,
 			   struct drld_envoy_stats *stats, char *msg, size_t n)
 {
 	struct loader ld = {.file = dir,
+			    .dirfd = -1,
 			    .store = store,
 			    .flags = flags,
 			    .msg = msg,
@@ -1030,8 +1077,10 @@ int drld_envoy_config_load(struct drld_envoy_config **out, const char *dir,
 	 * ConfigMap volume swaps every file at once (a "..data" symbolic
 	 * link), and reading some files before and some after a swap made
 	 * a config that was never deployed (22 of 30 reloads, issue 33).
-	 * So the files are read, then checked unchanged; a change means
-	 * reading them all again. */
+	 * So the files are read from the version ..data names when the
+	 * load starts (open_snapshot), then checked unchanged; a change
+	 * (a plain directory edited meanwhile) means reading them all
+	 * again. */
 	for (int i = 0; i < LOAD_TRIES; i++) {
 		int rc = load_once(&ld, dir, out, stats);
 		if (rc <= 0)

@@ -130,6 +130,15 @@ int drld_envoy_config_load(struct drld_envoy_config **out, const char *dir,
 			   drl_store *store, unsigned flags,
 			   struct drld_envoy_stats *stats, char *msg, size_t n);
 
+/* A test's hook into drld_envoy_config_load() (NULL in drld): called
+ * with DRLD_ENVOY_HOOK_READ and i after the load read the i-th file of
+ * the directory (sorted), and with DRLD_ENVOY_HOOK_CHECK and i before it
+ * looks at the i-th file again to see that nothing changed meanwhile. A
+ * test changes the directory there, at exactly those moments
+ * (tests/test_envoy_config.c). */
+enum { DRLD_ENVOY_HOOK_READ, DRLD_ENVOY_HOOK_CHECK };
+extern void (*drld_envoy_load_hook)(int step, size_t i);
+
 /* Drop a reference; the last frees the snapshot. NULL is a no-op. */
 void drld_envoy_config_release(struct drld_envoy_config *c);
 
