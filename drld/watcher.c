@@ -66,7 +66,13 @@ static void split(const char *path, char *dir, size_t dn, char *name, size_t nn)
 	}
 }
 
-/* (Re)add the watches of x. Returns 0, or -1 (errno set). */
+/* (Re)add the watches of x. Returns 0, or -1 (errno set). Every watch
+ * adds to the mask of one the directory already has (IN_MASK_ADD): paths
+ * share directories (two files in one, a directory watched as another
+ * path's parent), and a directory has one watch whose mask the last
+ * inotify_add_watch() sets; a directory's parent watched for its name
+ * alone once took the in-place edits of a file beside it (issue 45,
+ * hole 10). */
 static int watch(struct drld_watcher *wt, struct watched *x)
 {
 	struct stat st;
@@ -78,25 +84,52 @@ static int watch(struct drld_watcher *wt, struct watched *x)
 	split(x->path, parent, sizeof parent, x->name, sizeof x->name);
 	if (x->is_dir) {
 		snprintf(x->dir, sizeof x->dir, "%s", x->path);
-		x->parent_wd = inotify_add_watch(
-			wt->ifd, parent,
-			IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO);
+		x->parent_wd = inotify_add_watch(wt->ifd, parent,
+						 IN_CREATE | IN_DELETE |
+							 IN_MOVED_FROM |
+							 IN_MOVED_TO |
+							 IN_MASK_ADD);
 	} else {
 		snprintf(x->dir, sizeof x->dir, "%s", parent);
 		x->parent_wd = -1;
 	}
-	x->wd = inotify_add_watch(wt->ifd, x->dir, DIR_EVENTS);
+	x->wd = inotify_add_watch(wt->ifd, x->dir, DIR_EVENTS | IN_MASK_ADD);
 	return x->wd < 0 ? -1 : 0;
 }
 
-/* Move x's directory watch to what its path names now (a symbolic link
- * swapped, a directory replaced); the parent's watch stays. When the
- * path is gone for now, the next event of its parent brings it back. */
-static void rewatch_dir(struct drld_watcher *wt, struct watched *x)
+static bool holds(const int *wds, size_t n, int wd)
 {
-	if (x->wd >= 0)
-		inotify_rm_watch(wt->ifd, x->wd);
-	x->wd = inotify_add_watch(wt->ifd, x->dir, DIR_EVENTS);
+	for (size_t i = 0; i < n; i++)
+		if (wds[i] == wd)
+			return true;
+	return false;
+}
+
+/* Watch again what every path names now (a symbolic link swapped, a
+ * directory replaced, events lost), then drop the watches no path uses
+ * any more. All paths at once: paths share watches, and moving one
+ * path's would take another's. A path gone for now keeps -1 until the
+ * next event of its parent brings it back. */
+static void rewatch_all(struct drld_watcher *wt)
+{
+	int old[2 * WATCHED_MAX], now[2 * WATCHED_MAX];
+	size_t nold = 0, nnow = 0;
+
+	for (size_t i = 0; i < wt->n; i++) {
+		old[nold++] = wt->w[i].wd;
+		old[nold++] = wt->w[i].parent_wd;
+	}
+	for (size_t i = 0; i < wt->n; i++) {
+		struct watched *x = &wt->w[i];
+		if (watch(wt, x) != 0 && x->is_dir)
+			x->wd = -1; /* the directory is gone for now */
+		now[nnow++] = x->wd;
+		now[nnow++] = x->parent_wd;
+	}
+	for (size_t i = 0; i < nold; i++)
+		if (old[i] >= 0 && !holds(now, nnow, old[i]) &&
+		    !holds(old, i, old[i]))
+			inotify_rm_watch(wt->ifd, old[i]);
 }
 
 /* Whether event e (on watch wd) changes what x names; *rewatch: x's own
@@ -106,6 +139,8 @@ static bool relevant(const struct watched *x, const struct inotify_event *e,
 {
 	const char *nm = e->len ? e->name : "";
 
+	if (e->mask & IN_Q_OVERFLOW) /* events were lost: any of them */
+		return (*rewatch = true);
 	if (e->wd == x->parent_wd)
 		return (*rewatch = strcmp(nm, x->name) == 0);
 	if (e->wd != x->wd)
@@ -123,7 +158,7 @@ static bool relevant(const struct watched *x, const struct inotify_event *e,
 static bool read_events(struct drld_watcher *wt)
 {
 	_Alignas(struct inotify_event) char buf[16384];
-	bool any = false;
+	bool any = false, rewatch_needed = false;
 	ssize_t got;
 
 	while ((got = read(wt->ifd, buf, sizeof buf)) > 0) {
@@ -134,11 +169,13 @@ static bool read_events(struct drld_watcher *wt)
 				if (!relevant(&wt->w[i], e, &rewatch))
 					continue;
 				any = true;
-				if (rewatch)
-					rewatch_dir(wt, &wt->w[i]);
+				rewatch_needed |= rewatch;
 			}
 			p += sizeof *e + e->len;
 		}
+		if (rewatch_needed)
+			rewatch_all(wt);
+		rewatch_needed = false;
 	}
 	return any;
 }

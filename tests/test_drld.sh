@@ -1254,6 +1254,40 @@ else
 	check 1 "drld starts with --config and --watch-config"
 fi
 
+# attack (issue 45, 12): an inotify queue overflow (IN_Q_OVERFLOW: more
+# changes than the kernel keeps while drld does not read) lost the change
+# until the next one. drld is stopped (SIGSTOP) while a deploy touches
+# more files beside the config than the queue holds and then edits the
+# config in place (its event is dropped); once drld runs again, the
+# overflow alone must reload it.
+mkdir -p "$tmp/ovf"
+cp "$tmp/r2.json" "$tmp/ovf/drld.json"
+if start overflow --config "$tmp/ovf/drld.json" --watch-config; then
+	before=$(metric 'drld_config_reloads_total{result="ok"}')
+	q=$(cat /proc/sys/fs/inotify/max_queued_events 2>/dev/null || echo 16384)
+	kill -STOP "$pid"
+	# two events a file (IN_CREATE, IN_CLOSE_WRITE): past the queue
+	"$PYTHON3" - "$tmp/ovf" $((q / 2 + 1000)) <<'PY'
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    open(os.path.join(d, "f%d" % i), "w").close()
+PY
+	cp "$tmp/r5.json" "$tmp/ovf/drld.json" # in place: the same inode
+	kill -CONT "$pid"
+	for ((i = 0; i < 600; i++)); do
+		[ "$(metric 'drld_config_reloads_total{result="ok"}')" -gt "$before" ] &&
+			break
+		sleep 0.05
+	done
+	check_post '{"key":"ov","rule":"r"}'
+	expect_hdr RateLimit-Policy '"r";q=5;w=3600' "attack: a change lost in an inotify queue overflow is reloaded"
+	stop overflow "$pid"
+else
+	check 1 "drld starts with --config and --watch-config (overflow)"
+fi
+rm -rf "$tmp/ovf"
+
 # attack (issue 33, 6): SIGHUP's reload read the config on the thread that
 # reads signals, so a read that hung (a config on a stalled NFS or FUSE
 # mount) made drld ignore SIGTERM until the read returned. The config is

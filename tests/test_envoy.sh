@@ -791,6 +791,29 @@ if start watching --envoy-config "$tmp/watch" --watch-config; then
 else
 	check 1 "drld starts with --watch-config"
 fi
+# attack (issue 45, 10): --config FILE and --envoy-config DIR in one
+# parent directory: the watch of DIR's name in its parent replaced the
+# mask of the parent's watch, which FILE's in-place edits came through:
+# an edit of the JSON file was never picked up.
+mkdir -p "$tmp/both/envoy"
+printf '{"rules": {"r": {"limit": "fixed_window:2/1h"}}}\n' >"$tmp/both/drld.json"
+printf 'domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n' \
+	>"$tmp/both/envoy/b.yaml"
+if start both --config "$tmp/both/drld.json" --envoy-config "$tmp/both/envoy" --watch-config; then
+	ok=$(metric 'drld_config_reloads_total{result="ok"}')
+	# in place: the same inode, written and closed (IN_CLOSE_WRITE)
+	printf '{"rules": {"r": {"limit": "fixed_window:5/1h"}}}\n' >"$tmp/both/drld.json"
+	reloads_grow ok "$ok"
+	check $? "attack: --config's file edited in place beside --envoy-config's directory: reloads"
+	got=$(curl -s -o /dev/null -D - -X POST -d '{"key":"bk","rule":"r"}' \
+		"http://127.0.0.1:$port/v1/check" | tr -d '\r' |
+		sed -n 's/^RateLimit-Policy: //Ip')
+	[ "$got" = '"r";q=5;w=3600' ]
+	check $? "attack: the edited rule decides (RateLimit-Policy $got)"
+	stop both "$pid"
+else
+	check 1 "drld starts with --config and --envoy-config in one directory"
+fi
 mkdir -p "$tmp/root/v1" "$tmp/root/v2"
 printf 'domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n' >"$tmp/root/v1/r.yaml"
 printf 'domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n' >"$tmp/root/v2/r.yaml"
