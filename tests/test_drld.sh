@@ -1235,6 +1235,18 @@ else
 	check 1 "drld starts for the reload tests"
 fi
 
+# ok_reloads_pass BEFORE: wait (30 s at most) for
+# drld_config_reloads_total{result="ok"} to pass BEFORE.
+ok_reloads_pass() {
+	local i
+	for ((i = 0; i < 600; i++)); do
+		[ "$(metric 'drld_config_reloads_total{result="ok"}')" -gt "$1" ] &&
+			return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 # --watch-config (issue 32, 5): the config file replaced on disk (renamed
 # over, as an editor or a deploy does) is reloaded with no signal.
 cp "$tmp/r2.json" "$tmp/watched.json"
@@ -1242,11 +1254,7 @@ if start watched --config "$tmp/watched.json" --watch-config; then
 	before=$(metric 'drld_config_reloads_total{result="ok"}')
 	cp "$tmp/r5.json" "$tmp/watched.json.new"
 	mv "$tmp/watched.json.new" "$tmp/watched.json"
-	for ((i = 0; i < 600; i++)); do
-		[ "$(metric 'drld_config_reloads_total{result="ok"}')" -gt "$before" ] &&
-			break
-		sleep 0.05
-	done
+	ok_reloads_pass "$before"
 	check_post '{"key":"wk","rule":"r"}'
 	expect_hdr RateLimit-Policy '"r";q=5;w=3600' "watch: the file renamed over the config is reloaded, no signal"
 	stop watched "$pid"
@@ -1275,11 +1283,7 @@ for i in range(n):
 PY
 	cp "$tmp/r5.json" "$tmp/ovf/drld.json" # in place: the same inode
 	kill -CONT "$pid"
-	for ((i = 0; i < 600; i++)); do
-		[ "$(metric 'drld_config_reloads_total{result="ok"}')" -gt "$before" ] &&
-			break
-		sleep 0.05
-	done
+	ok_reloads_pass "$before"
 	check_post '{"key":"ov","rule":"r"}'
 	expect_hdr RateLimit-Policy '"r";q=5;w=3600' "attack: a change lost in an inotify queue overflow is reloaded"
 	stop overflow "$pid"
