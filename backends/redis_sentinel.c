@@ -3,9 +3,11 @@
  * sentinels name master, moved to the new master after a failover.
  *
  * Each master address is a store of backends/redis.c (its own pool,
- * pipes, holds and script cache), made when a sentinel first names it and
- * kept until destroy; each sentinel is a small store of its own (its
- * credentials, one connection). This file only decides which master the
+ * pipes, holds and script cache), made when a sentinel first names it;
+ * each sentinel is a small store of its own (its credentials, one
+ * connection). MASTERS_MAX addresses are kept at once: a new address
+ * beyond them (a failover to a new pod IP) takes the place of the one
+ * longest out of use, once no call is on it (the master's `users`). This file only decides which master the
  * calls go to. hiredis stays in redis.c and its connection layer.
  *
  * Finding the master. The sentinels are asked in turn, the one that
@@ -54,10 +56,13 @@
  * or was demoted are lost with it (Redis replication is asynchronous):
  * docs/failure.md says what that means for the limits.
  *
- * Threading: every method from any number of threads at once (the current
- * master is an atomic pointer; masters are never freed before destroy);
- * the sentinels' and masters' lists are the resolver's (and open's,
- * before the resolver starts).
+ * Threading: every method from any number of threads at once. The current
+ * master is an atomic pointer; a call counts itself among its master's
+ * users, then checks that it is still the current one (else it lets go
+ * and looks again): so the resolver, which switches first and then finds
+ * a master with no users, never frees a store a call is on (every access
+ * sequentially consistent). The sentinels' and masters' lists are the
+ * resolver's (and open's, before the resolver starts).
  */
 #include "redis.h"
 #include "redis_sentinel.h"
@@ -76,7 +81,7 @@
 #include <unistd.h>
 
 #define SENTINELS_MAX 16
-#define MASTERS_MAX 16 /* master addresses a store keeps track of */
+#define MASTERS_MAX 16 /* master addresses a store keeps at once */
 #define SENTINEL_PORT 26379
 #define DEFAULT_CHECK_MS 1000
 #define CHECK_MS_MAX 3600000
@@ -89,6 +94,8 @@ typedef struct mnode {
 	drl_backend *b; /* the master's store (redis.c) */
 	char host[256];
 	int port;
+	atomic_int users; /* calls on b now (hold()) */
+	uint64_t left;    /* ss->switches when it stopped being current */
 } mnode;
 
 typedef struct sstore {
@@ -112,8 +119,10 @@ typedef struct sstore {
 	drl__redis_sub *sub[SENTINELS_MAX];
 	int64_t sub_at[SENTINELS_MAX], sub_gap[SENTINELS_MAX];
 
-	/* The current master's store; NULL: none known yet. */
-	_Atomic(drl_backend *) cur;
+	/* The current master; NULL: none known yet. switches: how often it
+	 * changed (the resolver's). */
+	_Atomic(mnode *) cur;
+	uint64_t switches;
 
 	/* The resolver: kicked on trouble (a byte on the `wake` pipe, which
 	 * its poll() watches with the subscriptions; wake_sent: one is
@@ -149,38 +158,98 @@ static struct timespec at_ms(int64_t ms)
 
 /* ---- finding the master ------------------------------------------------- */
 
-/* The store of the master at host:port, made (and watched) on first
- * sight. */
-static void on_trouble(void *arg);
-static int master_node(sstore *ss, const char *host, int port,
-		       drl_backend **out, drl_error *err)
+/* m becomes the current master (the resolver's). */
+static void set_current(sstore *ss, mnode *m)
+{
+	mnode *was = atomic_load(&ss->cur);
+	if (was == m)
+		return;
+	atomic_store(&ss->cur, m);
+	if (was)
+		was->left = ++ss->switches;
+}
+
+/* The current master, counted among its users (NULL: none known); let_go()
+ * it when the call is made. */
+static mnode *hold(sstore *ss)
+{
+	for (;;) {
+		mnode *m = atomic_load(&ss->cur);
+		if (m == NULL)
+			return NULL;
+		atomic_fetch_add(&m->users, 1);
+		if (atomic_load(&ss->cur) == m)
+			return m;
+		atomic_fetch_sub(&m->users, 1); /* switched meanwhile */
+	}
+}
+
+static void let_go(mnode *m)
+{
+	atomic_fetch_sub(&m->users, 1);
+}
+
+/* A place for a new master address: a free one, else the one longest
+ * out of use that no call is on (its store freed: every call it had
+ * started ends first, redis_pipe.c). NULL when every one is in use. */
+static mnode *free_place(sstore *ss)
 {
 	for (size_t i = 0; i < ss->nmasters; i++)
-		if (ss->masters[i].port == port &&
+		if (ss->masters[i].b == NULL) /* a store that failed to open */
+			return &ss->masters[i];
+	if (ss->nmasters < MASTERS_MAX) {
+		mnode *m = &ss->masters[ss->nmasters++];
+		atomic_init(&m->users, 0);
+		return m;
+	}
+	mnode *cur = atomic_load(&ss->cur), *best = NULL;
+	for (size_t i = 0; i < ss->nmasters; i++) {
+		mnode *m = &ss->masters[i];
+		if (m != cur && atomic_load(&m->users) == 0 &&
+		    (best == NULL || m->left < best->left))
+			best = m;
+	}
+	if (best) {
+		best->b->destroy(best->b);
+		best->b = NULL;
+	}
+	return best;
+}
+
+/* The master at host:port, its store made (and watched) on first sight. */
+static void on_trouble(void *arg);
+static int master_node(sstore *ss, const char *host, int port, mnode **out,
+		       drl_error *err)
+{
+	for (size_t i = 0; i < ss->nmasters; i++)
+		if (ss->masters[i].b && ss->masters[i].port == port &&
 		    strcmp(ss->masters[i].host, host) == 0) {
-			*out = ss->masters[i].b;
+			*out = &ss->masters[i];
 			return 0;
 		}
-	if (ss->nmasters == MASTERS_MAX)
-		return drl_error_set(err, DRL_ESTORE,
-				     "redis sentinel \"%.64s\": more than %d "
-				     "master addresses seen",
-				     ss->name, MASTERS_MAX);
-	mnode *m = &ss->masters[ss->nmasters];
+	mnode *m = free_place(ss);
+	if (m == NULL)
+		return drl_error_set(err, DRL_EUNAVAILABLE,
+				     "redis sentinel \"%.64s\": calls are on "
+				     "all %d master addresses kept; %.64s:%d "
+				     "must wait",
+				     ss->name, MASTERS_MAX, host, port);
 	int rc = drl__redis_node(&m->b, ss->tmpl, host, port, err);
-	if (rc)
+	if (rc) {
+		m->b = NULL; /* a free place, found again next time */
 		return rc;
+	}
 	drl__redis_watch(m->b, on_trouble, ss);
 	snprintf(m->host, sizeof m->host, "%s", host);
 	m->port = port;
-	ss->nmasters++;
-	*out = m->b;
+	m->left = ss->switches;
+	*out = m;
 	return 0;
 }
 
 /* Ask sentinel i for the master and check it: 0 with *out the master's
  * store, or an error saying what sentinel i said or why it did not. */
-static int ask_one(sstore *ss, size_t i, drl_backend **out, bool *unknown,
+static int ask_one(sstore *ss, size_t i, mnode **out, bool *unknown,
 		   drl_error *err)
 {
 	char host[256], role[16];
@@ -197,10 +266,10 @@ static int ask_one(sstore *ss, size_t i, drl_backend **out, bool *unknown,
 				     "redis sentinel %s monitors no master "
 				     "named \"%.64s\"",
 				     where, ss->name);
-	drl_backend *m;
+	mnode *m;
 	rc = master_node(ss, host, port, &m, err);
 	if (rc == 0)
-		rc = drl__redis_role(m, role, err);
+		rc = drl__redis_role(m->b, role, err);
 	if (rc) {
 		char was[160];
 		snprintf(was, sizeof was, "%.150s", err ? err->message : "");
@@ -231,13 +300,13 @@ static int resolve(sstore *ss, drl_error *err)
 	int rc = DRL_EUNAVAILABLE;
 	for (size_t k = 0; k < ss->nsentinels; k++) {
 		size_t i = (ss->ask_first + k) % ss->nsentinels;
-		drl_backend *m = NULL;
+		mnode *m = NULL;
 		bool no_such = false;
 		memset(&e, 0, sizeof e);
 		rc = ask_one(ss, i, &m, &no_such, &e);
 		if (rc == 0) {
 			ss->ask_first = i;
-			atomic_store(&ss->cur, m);
+			set_current(ss, m);
 			return 0;
 		}
 		if (no_such)
@@ -308,7 +377,7 @@ static void resolution_done(sstore *ss, int rc, const drl_error *e)
  */
 static void on_switch(sstore *ss, size_t i, const char *host, int port)
 {
-	drl_backend *m = NULL;
+	mnode *m = NULL;
 	drl_error e = {0};
 	char role[16];
 	int rc = master_node(ss, host, port, &m, &e);
@@ -318,7 +387,7 @@ static void on_switch(sstore *ss, size_t i, const char *host, int port)
 	ss->running = true;
 	pthread_mutex_unlock(&ss->mu);
 	if (rc == 0)
-		rc = drl__redis_role(m, role, &e);
+		rc = drl__redis_role(m->b, role, &e);
 	if (rc == 0 && strcmp(role, "master") != 0)
 		rc = drl_error_set(&e, DRL_EUNAVAILABLE,
 				   "redis sentinel %s: +switch-master to "
@@ -326,7 +395,7 @@ static void on_switch(sstore *ss, size_t i, const char *host, int port)
 				   ss->sentinel_where[i], host, port, role);
 	if (rc == 0) {
 		ss->ask_first = i;
-		atomic_store(&ss->cur, m);
+		set_current(ss, m);
 	}
 	resolution_done(ss, rc, &e);
 	if (rc)
@@ -485,16 +554,16 @@ static void await_resolution(sstore *ss, int64_t dl_ms)
 	pthread_mutex_unlock(&ss->mu);
 }
 
-/* The current master for a blocking call; when none is known yet (open
- * was lazy, or no resolution has succeeded), one resolution is awaited,
- * then its error returned. */
-static drl_backend *master(sstore *ss, drl_error *err)
+/* The current master for a blocking call, held (let_go() it); when none
+ * is known yet (open was lazy, or no resolution has succeeded), one
+ * resolution is awaited, then its error returned. */
+static mnode *master(sstore *ss, drl_error *err)
 {
-	drl_backend *m = atomic_load(&ss->cur);
+	mnode *m = hold(ss);
 	if (m)
 		return m;
 	await_resolution(ss, mono_ms() + ss->timeout_ms);
-	m = atomic_load(&ss->cur);
+	m = hold(ss);
 	if (m)
 		return m;
 	pthread_mutex_lock(&ss->mu);
@@ -529,16 +598,21 @@ static bool may_rerun(int rc)
 static int run(sstore *ss, op_fn op, void *arg, drl_error *err)
 {
 	drl_error e = {0};
-	drl_backend *m = master(ss, &e);
-	int rc = m ? op(m, arg, &e) : e.code;
+	mnode *m = master(ss, &e);
+	int rc = m ? op(m->b, arg, &e) : e.code;
 	if (rc && m && may_rerun(rc)) {
+		/* m stays held: its place is not taken while n is compared */
 		await_resolution(ss, mono_ms() + ss->timeout_ms);
-		drl_backend *n = atomic_load(&ss->cur);
+		mnode *n = hold(ss);
 		if (n && n != m) {
 			memset(&e, 0, sizeof e);
-			rc = op(n, arg, &e);
+			rc = op(n->b, arg, &e);
 		}
+		if (n)
+			let_go(n);
 	}
+	if (m)
+		let_go(m);
 	rc = drl__redis_code(rc);
 	if (rc && err)
 		*err = e;
@@ -701,12 +775,13 @@ static int s_trim(drl_backend *b, size_t n, const drl_bytes *keys,
 	return run((sstore *)b, do_trim, &a, err);
 }
 
-/* A started call goes to the current master as it is; none known yet:
- * DRL_EUNAVAILABLE at once (an event loop must not wait for the
- * sentinels), the resolver kicked. */
-static drl_backend *master_now(sstore *ss, drl_error *err)
+/* A started call goes to the current master as it is, held while it
+ * starts (let_go() it after: the master's store ends what it started
+ * even when it is freed); none known yet: DRL_EUNAVAILABLE at once (an
+ * event loop must not wait for the sentinels), the resolver kicked. */
+static mnode *master_now(sstore *ss, drl_error *err)
 {
-	drl_backend *m = atomic_load(&ss->cur);
+	mnode *m = hold(ss);
 	if (m == NULL) {
 		on_trouble(ss);
 		drl_error_set(err, DRL_EUNAVAILABLE,
@@ -722,31 +797,38 @@ static int s_eval_start(drl_backend *b, const drl_script *script, size_t nkeys,
 			const int64_t *iargs, size_t nout,
 			drl_eval_done_fn done, void *arg, drl_error *err)
 {
-	drl_backend *m = master_now((sstore *)b, err);
+	mnode *m = master_now((sstore *)b, err);
 	if (m == NULL)
 		return DRL_EUNAVAILABLE;
-	return m->eval_start(m, script, nkeys, keys, nargs, iargs, nout, done,
-			     arg, err);
+	int rc = m->b->eval_start(m->b, script, nkeys, keys, nargs, iargs,
+				  nout, done, arg, err);
+	let_go(m);
+	return rc;
 }
 
 static int s_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
 			    int64_t delta, int64_t ttl_us,
 			    drl_eval_done_fn done, void *arg, drl_error *err)
 {
-	drl_backend *m = master_now((sstore *)b, err);
+	mnode *m = master_now((sstore *)b, err);
 	if (m == NULL)
 		return DRL_EUNAVAILABLE;
-	return m->add_read_start(m, n, keys, delta, ttl_us, done, arg, err);
+	int rc = m->b->add_read_start(m->b, n, keys, delta, ttl_us, done, arg,
+				      err);
+	let_go(m);
+	return rc;
 }
 
 static int s_trim_start(drl_backend *b, size_t n, const drl_bytes *keys,
 			int64_t ttl_us, drl_eval_done_fn done, void *arg,
 			drl_error *err)
 {
-	drl_backend *m = master_now((sstore *)b, err);
+	mnode *m = master_now((sstore *)b, err);
 	if (m == NULL)
 		return DRL_EUNAVAILABLE;
-	return m->trim_start(m, n, keys, ttl_us, done, arg, err);
+	int rc = m->b->trim_start(m->b, n, keys, ttl_us, done, arg, err);
+	let_go(m);
+	return rc;
 }
 
 /* ---- open, destroy ------------------------------------------------------ */
@@ -767,7 +849,8 @@ static void s_destroy(drl_backend *b)
 	for (size_t i = 0; i < ss->nsentinels; i++)
 		drl__redis_sub_close(ss->sub[i]);
 	for (size_t i = 0; i < ss->nmasters; i++)
-		ss->masters[i].b->destroy(ss->masters[i].b);
+		if (ss->masters[i].b)
+			ss->masters[i].b->destroy(ss->masters[i].b);
 	for (size_t i = 0; i < ss->nsentinels; i++)
 		ss->sentinel[i]->destroy(ss->sentinel[i]);
 	if (ss->tmpl)

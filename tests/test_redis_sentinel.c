@@ -30,6 +30,7 @@
  */
 #include "async_check.h"
 #include "backends/redis.h"
+#include "fake_sentinel.h"
 #include "hot_key.h"
 #include "server_fixture.h"
 #include "testutil.h"
@@ -422,6 +423,74 @@ static void test_attack_no_master_message(void **state)
 	drl_store_free(s);
 }
 
+/* Whether the server on port holds a key that starts with prefix. */
+static bool has_prefix_key(int port, const char *prefix)
+{
+	redisReply *r = cmd(port, NULL, "KEYS %s*", prefix);
+	bool any = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0;
+	freeReplyObject(r);
+	return any;
+}
+
+/* One decision under a prefix of its own; true once its key is on the
+ * server at port (the store decides there). */
+static bool decides_on(drl_store *s, int port, const char *prefix)
+{
+	drl_limiter *l = tu_limiter(s, "fixed_window:100/1h", prefix);
+	drl_result r;
+	drl_error err = {0};
+	bool there = drl_allow(l, "k", 1, 1, &r, &err) == 0 &&
+		     has_prefix_key(port, prefix);
+	drl_limiter_free(l);
+	return there;
+}
+
+/* attack: a store followed at most 16 master addresses (MASTERS_MAX): a
+ * failover to a 17th (a new pod IP) was never followed, and the store
+ * decided on the old master for good. A fake sentinel names 40 addresses
+ * in turn (two real servers, each address a new spelling of 127.0.0.1:
+ * "127.0.0.01", "127.0.0.001", ...); the store must decide on each. */
+static void test_attack_many_master_addresses(void **state)
+{
+	(void)state;
+	if (!have)
+		skip();
+	drl_server srv[2];
+	assert_int_equal(drl_fixture_redis_start(&srv[0], NULL), 0);
+	assert_int_equal(drl_fixture_redis_start(&srv[1], NULL), 0);
+	fake_sentinel *fs = NULL;
+	assert_int_equal(fake_sentinel_start(&fs), 0);
+	char host[64] = "127.0.0.";
+	size_t base = strlen(host);
+	host[base] = '1';
+	fake_sentinel_set(fs, host, srv[0].port);
+	char uri[300];
+	snprintf(uri, sizeof uri,
+		 "redis-sentinel://127.0.0.1:%d/fm?sentinel_check_ms=20"
+		 "&timeout_ms=%lld",
+		 fake_sentinel_port(fs), (long long)tu_bound_ms(1000));
+	drl_store *s = tu_store(uri);
+	for (int k = 0; k < 40; k++) {
+		int port = srv[k % 2].port;
+		char prefix[32];
+		/* k + 1 zeros before the 1: octal, still 127.0.0.1 */
+		memset(host + base, '0', (size_t)k + 1);
+		host[base + (size_t)k + 1] = '1';
+		host[base + (size_t)k + 2] = '\0';
+		fake_sentinel_set(fs, host, port);
+		snprintf(prefix, sizeof prefix, "mm%d:", k);
+		if (!TU_WAIT_FOR(decides_on(s, port, prefix),
+				 tu_bound_ms(10000)))
+			fail_msg("master address %d of %d (%s:%d) is never "
+				 "followed",
+				 k + 2, 41, host, port);
+	}
+	drl_store_free(s);
+	fake_sentinel_stop(fs);
+	drl_fixture_stop(&srv[0]);
+	drl_fixture_stop(&srv[1]);
+}
+
 /* ---- a failover while threads decide -------------------------------------- */
 
 typedef struct runner {
@@ -812,6 +881,7 @@ int main(void)
 		cmocka_unit_test(test_finds_master_exact),
 		cmocka_unit_test(test_attack_started_counters),
 		cmocka_unit_test(test_attack_no_master_message),
+		cmocka_unit_test(test_attack_many_master_addresses),
 		cmocka_unit_test(test_sentinel_failover),
 		cmocka_unit_test(test_unsent_signal),
 		cmocka_unit_test(test_master_killed),
