@@ -118,7 +118,10 @@ static bool store_on(int port, int db)
 		char l[1024];
 		snprintf(l, sizeof l, "%.*s", (int)(n < 1000 ? n : 1000), line);
 		const char *c = strstr(l, " cmd=");
-		on = strstr(l, want) && c && strncmp(c, " cmd=role", 9) &&
+		/* a normal client (flags=N): not the replication link
+		 * (flags=M), whose db= and cmd= are the master's writes */
+		on = strstr(l, want) && c && strstr(l, " flags=N ") &&
+		     strncmp(c, " cmd=role", 9) &&
 		     strncmp(c, " cmd=ping", 9) && strncmp(c, " cmd=auth", 9) &&
 		     strncmp(c, " cmd=select", 11) &&
 		     strncmp(c, " cmd=NULL", 9);
