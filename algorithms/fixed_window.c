@@ -19,6 +19,7 @@ static int finish(drl__limit *lim, drl_error *err)
 const drl__algorithm drl__fixed_window = {
 	.name = "fixed_window",
 	.tag = "fw",
+	.counts_usage = true,
 	.option = NULL, /* no options */
 	.finish = finish,
 	.decide = drl__counter_decide,

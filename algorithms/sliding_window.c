@@ -20,6 +20,7 @@ static int finish(drl__limit *lim, drl_error *err)
 const drl__algorithm drl__sliding_window = {
 	.name = "sliding_window",
 	.tag = "sw",
+	.counts_usage = true,
 	.option = NULL, /* no options */
 	.finish = finish,
 	.decide = drl__counter_decide,

@@ -605,6 +605,7 @@ static int finish(drl__limit *lim, drl_error *err)
 const drl__algorithm drl__subwindow = {
 	.name = "subwindow",
 	.tag = "sub",
+	.counts_usage = true,
 	.option = option,
 	.finish = finish,
 	.decide = drl__counter_decide,

@@ -198,6 +198,14 @@ typedef void (*drl__decided_fn)(void *arg, int rc, const drl_result *res,
 typedef struct drl__algorithm {
 	const char *name; /* as written in specs */
 	const char *tag;  /* short name used in keys */
+	/* Whether the state counts consumption alone (the counters): what
+	 * was used means the same under any LIMIT, so the key tag leaves
+	 * LIMIT out and a changed LIMIT keeps the count (c + cost <= L'),
+	 * as envoyproxy/ratelimit's keys do. false: LIMIT (and burst) are in
+	 * the tag, and a changed limit starts afresh (token_bucket, gcra,
+	 * sliding_log: their state holds times measured in the limit's
+	 * rate). docs/algorithms.md, "When a limit changes". */
+	bool counts_usage;
 	/* Take one algorithm-specific option; DRL_EINVAL if unknown/bad. */
 	int (*option)(drl__limit *lim, const char *key, const char *value,
 		      drl_error *err);

@@ -90,7 +90,8 @@ static int add_limit(drl_limiter *l, const char *spec, const char *seg,
 			return drl_error_set(
 				err, DRL_EINVAL,
 				"limit \"%.*s\" appears twice in the policy "
-				"\"%.64s\"",
+				"\"%.64s\" (or counts what another limit of "
+				"it counts: the same algorithm and period)",
 				(int)(n < 64 ? n : 64), seg, spec);
 	l->nlimits++;
 	return 0;

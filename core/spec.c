@@ -54,14 +54,20 @@ int drl__parse_duration(const char *s, size_t len, int64_t max_us, int64_t *out)
 	return DRL_EINVAL;
 }
 
-/* Append the key tag naming this limit: every parameter that changes what
- * the stored state means is in it, so two different limits never share
- * state, and changing a limit starts it afresh. */
+/* Append the key tag naming this limit's state: every parameter that
+ * changes what the stored state means is in it, so two limits never
+ * share state they would read differently. A counter's state is what
+ * was used in each window: its LIMIT is not in the tag, so a changed
+ * LIMIT keeps counting (drl__algorithm.counts_usage); PERIOD and the
+ * sub-windows cut the windows, and are. */
 static void make_tag(drl__limit *lim)
 {
-	int n = snprintf(lim->tag, sizeof lim->tag, "%s:%lld:%lld",
-			 lim->algo->tag, (long long)lim->limit,
-			 (long long)lim->period_us);
+	int n = lim->algo->counts_usage
+			? snprintf(lim->tag, sizeof lim->tag, "%s:%lld",
+				   lim->algo->tag, (long long)lim->period_us)
+			: snprintf(lim->tag, sizeof lim->tag, "%s:%lld:%lld",
+				   lim->algo->tag, (long long)lim->limit,
+				   (long long)lim->period_us);
 	if (lim->burst)
 		n += snprintf(lim->tag + n, sizeof lim->tag - (size_t)n,
 			      ":b%lld", (long long)lim->burst);

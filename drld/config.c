@@ -17,7 +17,6 @@
 struct loader {
 	const char *path;
 	drl_store *store;
-	bool own_prefix; /* "drld:rule:NAME:" per rule */
 	struct drld_metrics *metrics;
 	char *msg;
 	size_t n;
@@ -195,7 +194,7 @@ static int load_rule(const struct loader *ld, struct drld_rule *r,
 	char prefix[sizeof "drld:rule::" + DRLD_RULE_NAME_MAX];
 	snprintf(prefix, sizeof prefix, "drld:rule:%s:", name);
 	int rc = drld_limit_init(&r->limit, ld->store, spec,
-				 ld->own_prefix ? prefix : NULL, name, NULL,
+				 prefix, name, NULL,
 				 &err);
 	free(spec);
 	if (rc != 0)
@@ -374,12 +373,11 @@ static void config_free(struct drld_config *c)
 }
 
 int drld_config_load(struct drld_config **out, const char *path,
-		     drl_store *store, bool own_prefix,
-		     struct drld_metrics *metrics, char *msg, size_t n)
+		     drl_store *store, struct drld_metrics *metrics, char *msg,
+		     size_t n)
 {
 	struct loader ld = {.path = path,
 			    .store = store,
-			    .own_prefix = own_prefix,
 			    .metrics = metrics,
 			    .msg = msg,
 			    .n = n};

@@ -66,15 +66,17 @@ struct drld_config {
 int drld_config_peek_store(const char *path, char **store, char *msg, size_t n);
 
 /* Load the config file at `path` into a snapshot holding one reference,
- * with each rule's limiter on `store` counting into `metrics`; with
- * `own_prefix`, each rule's keys are behind a prefix of its own,
- * "drld:rule:NAME:" (drld's default memory store bounds keys per prefix:
- * DRLD_LIMIT_PREFIX_MAX), else the library's default prefix. path NULL
+ * with each rule's limiter on `store` counting into `metrics`. Each
+ * rule's keys are behind a prefix of its own, "drld:rule:NAME:", on every
+ * store: a rule's state is named by the rule, not by its limit (a counter
+ * keeps counting when the limit changes, docs/algorithms.md), so two
+ * rules never count into one key; drld's memory store also bounds keys
+ * per prefix (DRLD_LIMIT_PREFIX_MAX). path NULL
  * gives an empty config (no rules). Returns 0, or -1 with a message in
  * msg (n bytes) that names the file, the rule or entry, and the problem. */
 int drld_config_load(struct drld_config **out, const char *path,
-		     drl_store *store, bool own_prefix,
-		     struct drld_metrics *metrics, char *msg, size_t n);
+		     drl_store *store, struct drld_metrics *metrics, char *msg,
+		     size_t n);
 
 /* Drop a reference; the last one frees the snapshot and its limiters.
  * NULL is a no-op. */

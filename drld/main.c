@@ -604,6 +604,8 @@ static int open_store(struct drld *d, const struct opts *o, char **config_store)
 		rc = drl_store_open(&d->store, uri, &err);
 	if (rc == 0 && d->store_in_process)
 		rc = drl_store_open(&d->adhoc_store, memory, &err);
+	if (rc == 0 && d->adhoc_store)
+		drld_metrics_second_store(d->metrics, d->adhoc_store);
 	if (rc != 0) {
 		/* the library's messages never quote a password */
 		fprintf(stderr, "drld: %s: %s (%s)\n",
@@ -685,7 +687,7 @@ static int setup(struct drld *d, const struct opts *o, char **config_store)
 		fputs("drld: out of memory\n", stderr);
 		return EXIT_SERVE;
 	}
-	if (drld_config_load(&cfg, o->config, d->store, d->adhoc_store != NULL,
+	if (drld_config_load(&cfg, o->config, d->store,
 			     d->metrics, msg, sizeof msg) != 0) {
 		fprintf(stderr, "drld: bad config: %s\n", msg);
 		return EXIT_USAGE;
@@ -752,7 +754,7 @@ static void reload(struct drld *d, const struct opts *o,
 			fputs("drld: SIGHUP: no --config to reload\n", stderr);
 		return;
 	}
-	if (drld_config_load(&cfg, o->config, d->store, d->adhoc_store != NULL,
+	if (drld_config_load(&cfg, o->config, d->store,
 			     d->metrics, msg, sizeof msg) != 0) {
 		fprintf(stderr,
 			"drld: reload failed, keeping the old config: "

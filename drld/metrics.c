@@ -42,6 +42,7 @@ struct drld_metrics {
 	atomic_uint_fast64_t hist_sum_us;
 	void (*extra)(FILE *, void *); /* drld_metrics_extra() */
 	void *extra_arg;
+	const drl_store *second; /* drld_metrics_second_store() */
 };
 
 int drld_metrics_new(struct drld_metrics **out)
@@ -256,18 +257,31 @@ static const struct {
 	 "Denials of shadowed limits answered allowed."},
 };
 
-static void render_store(FILE *f, const drl_store *store)
+void drld_metrics_second_store(struct drld_metrics *m, const drl_store *s)
 {
-	drl_store_stats s;
+	m->second = s;
+}
+
+/* The counters of store and second (NULL: none), added up. */
+static void render_store(FILE *f, const drl_store *store,
+			 const drl_store *second)
+{
+	drl_store_stats s, s2;
 	char name[96];
 
 	if (drl_store_stats_get(store, &s) != 0)
 		return;
+	if (second != NULL && drl_store_stats_get(second, &s2) != 0)
+		second = NULL;
 	for (size_t i = 0; i < sizeof store_counters / sizeof store_counters[0];
 	     i++) {
-		uint64_t v;
+		uint64_t v, v2 = 0;
 		memcpy(&v, (const char *)&s + store_counters[i].offset,
 		       sizeof v);
+		if (second != NULL)
+			memcpy(&v2, (const char *)&s2 + store_counters[i].offset,
+			       sizeof v2);
+		v += v2;
 		snprintf(name, sizeof name, "drld_store_%s_total",
 			 store_counters[i].name);
 		header(f, name, "counter", store_counters[i].help);
@@ -307,7 +321,7 @@ char *drld_metrics_render(struct drld_metrics *m, const drl_store *store,
 	       "HTTP requests whose headers arrived and that are not yet "
 	       "answered (this scrape is one).");
 	fprintf(f, "drld_http_requests_in_flight %ld\n", g->requests_in_flight);
-	render_store(f, store);
+	render_store(f, store, m->second);
 	if (m->extra != NULL)
 		m->extra(f, m->extra_arg);
 	if (fclose(f) != 0 || buf == NULL) {

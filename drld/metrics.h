@@ -79,7 +79,12 @@ void drld_metrics_reload(struct drld_metrics *m, bool ok);
 void drld_metrics_extra(struct drld_metrics *m, void (*fn)(FILE *, void *),
 			void *arg);
 
-/* Render every counter, the gauges and the store's drl_store_stats as
+/* drld's second store (the limits clients choose, beside the default
+ * memory://): its drl_store_stats are added to the store's in
+ * drld_store_*_total. Call it before any request. */
+void drld_metrics_second_store(struct drld_metrics *m, const drl_store *s);
+
+/* Render every counter, the gauges and the stores' drl_store_stats as
  * Prometheus text (version 0.0.4) into a malloc'd buffer of *len bytes
  * (the caller frees it). Returns NULL when out of memory. */
 char *drld_metrics_render(struct drld_metrics *m, const drl_store *store,

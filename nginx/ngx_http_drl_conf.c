@@ -273,7 +273,8 @@ static char *check_zone(ngx_conf_t *cf, ngx_http_drl_zone_t *z)
 		bad_store(cf, z, &err);
 		return NGX_CONF_ERROR;
 	}
-	rc = drl_limiter_new(&lim, store, (char *)z->spec.data, NULL, &err);
+	rc = drl_limiter_new(&lim, store, (char *)z->spec.data,
+			     (char *)z->prefix.data, &err);
 	drl_limiter_free(lim);
 	drl_store_free(store);
 	if (rc != 0) {
@@ -388,6 +389,11 @@ static char *drl_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 	if (z == NULL || slot == NULL)
 		return NGX_CONF_ERROR;
 	*slot = z;
+	z->prefix.len = name.len + 5;
+	z->prefix.data = ngx_pnalloc(cf->pool, z->prefix.len + 1);
+	if (z->prefix.data == NULL)
+		return NGX_CONF_ERROR;
+	*ngx_sprintf(z->prefix.data, "ngx:%V:", &name) = '\0';
 	if (dup_str(cf, &z->name, name.data, name.len) != NGX_OK ||
 	    dup_str(cf, &z->uri, uri.data, uri.len) != NGX_OK ||
 	    bound_memory(cf, z) != NGX_OK)

@@ -44,6 +44,10 @@ typedef struct {
 	ngx_str_t name; /* '\0'-ended */
 	ngx_str_t uri;  /* store URI as written, '\0'-ended */
 	ngx_str_t spec; /* spec with on_error= appended, '\0'-ended */
+	/* the limiter's key prefix, "ngx:NAME:" ('\0'-ended): a zone's
+	 * state is named by the zone (two zones never count into one key,
+	 * and a changed limit keeps counting: docs/algorithms.md) */
+	ngx_str_t prefix;
 	ngx_http_complex_value_t key;
 	/* RateLimit-Policy value (tools/common/ratelimit.h); "" to leave
 	 * the header out */

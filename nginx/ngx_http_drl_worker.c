@@ -125,8 +125,8 @@ static void make_limiters(ngx_cycle_t *cycle)
 		drl_store *s = w.stores[z->store_index];
 		z->limiter = NULL;
 		if (s != NULL &&
-		    drl_limiter_new(&z->limiter, s, (char *)z->spec.data, NULL,
-				    &err) != 0) {
+		    drl_limiter_new(&z->limiter, s, (char *)z->spec.data,
+				    (char *)z->prefix.data, &err) != 0) {
 			z->limiter = NULL;
 			ngx_log_error(NGX_LOG_ERR, cycle->log, 0,
 				      "drl zone \"%V\": %s", &z->name,

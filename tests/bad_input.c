@@ -13,9 +13,9 @@
 
 /* A policy of DRL_POLICY_LIMITS_MAX + 1 different limits. */
 #define NINE_LIMITS                                                            \
-	"fixed_window:1/1s;fixed_window:2/1s;fixed_window:3/1s;"               \
-	"fixed_window:4/1s;fixed_window:5/1s;fixed_window:6/1s;"               \
-	"fixed_window:7/1s;fixed_window:8/1s;fixed_window:9/1s"
+	"fixed_window:1/1s;fixed_window:2/2s;fixed_window:3/3s;"               \
+	"fixed_window:4/4s;fixed_window:5/5s;fixed_window:6/6s;"               \
+	"fixed_window:7/7s;fixed_window:8/8s;fixed_window:9/9s"
 
 #define SPEC(s, m)                                                             \
 	{                                                                      \

@@ -440,9 +440,9 @@ bad() {
 	expect_untouched "$before"
 }
 
-nine="fixed_window:1/1s;fixed_window:2/1s;fixed_window:3/1s"
-nine="$nine;fixed_window:4/1s;fixed_window:5/1s;fixed_window:6/1s"
-nine="$nine;fixed_window:7/1s;fixed_window:8/1s;fixed_window:9/1s"
+nine="fixed_window:1/1s;fixed_window:2/2s;fixed_window:3/3s"
+nine="$nine;fixed_window:4/4s;fixed_window:5/5s;fixed_window:6/6s"
+nine="$nine;fixed_window:7/7s;fixed_window:8/8s;fixed_window:9/9s"
 C=(check --store "$S")
 bad 'LIMIT "0" must be an integer from 1 to 1000000000' \
 	"${C[@]}" --limit fixed_window:0/1s k

@@ -873,7 +873,9 @@ fi
 clear_of_hour_edge
 if start specs --max-specs 2; then
 	for i in 1 2 3 1; do
-		check_post "{\"key\":\"e\",\"limit\":\"fixed_window:$((i + 4))/1h\"}"
+		# three specs of distinct state (periods: a counter's LIMIT
+		# names no state of its own)
+		check_post "{\"key\":\"e\",\"limit\":\"fixed_window:5/${i}h\"}"
 	done
 	expect_field remaining 3 "fixed_window:5/1h again after its eviction"
 	expect_metric drld_adhoc_limiters 2 "--max-specs 2"
@@ -1019,9 +1021,11 @@ if start memkeys --memory-max-keys 12 --memory-max-keys-per-limit 4 \
 	check $? "attack: ad-hoc keys of 366 days: one spec holds 4 (got $ok, then $code)"
 	expect_error "memory store full for this key's group (group_max_keys=4)" \
 		"a 5th key of one ad-hoc spec"
-	post_keys 4 fillb '"limit":"fixed_window:6/366d"'
-	post_keys 4 fillc '"limit":"fixed_window:7/366d"'
-	post_keys 1 filld '"limit":"fixed_window:8/366d"'
+	# specs of distinct state: distinct periods (a counter's LIMIT
+	# names no state of its own)
+	post_keys 4 fillb '"limit":"fixed_window:5/365d"'
+	post_keys 4 fillc '"limit":"fixed_window:5/364d"'
+	post_keys 1 filld '"limit":"fixed_window:5/363d"'
 	[ "$ok:$code" = 0:503 ]
 	check $? "attack: three ad-hoc specs fill --memory-max-keys 12 (got $ok, then $code)"
 	expect_error 'memory store full (max_keys=12)' "a 13th ad-hoc key"
@@ -1193,9 +1197,11 @@ if start reload --config "$tmp/live.json"; then
 	expect_field allowed false "rule r at 2/1h, 3rd"
 	reload_to "$tmp/r5.json" ok
 	check $? "SIGHUP with a valid config: reloads{ok} grows"
+	# the count carries over (issue 42): 2 used of the new 5, so
+	# exactly 3 more are allowed in this window, not a fresh 5
 	check_post '{"key":"rk","rule":"r"}'
-	expect_field allowed true "after the reload to 5/1h (a new limit)"
-	expect_field remaining 4 "after the reload to 5/1h"
+	expect_field allowed true "after the reload to 5/1h, the 3rd request of the window"
+	expect_field remaining 2 "after the reload to 5/1h: the 2 used before it still count"
 	expect_hdr RateLimit-Policy '"r";q=5;w=3600' "after the reload"
 	grep -qF "drld: reloaded $tmp/live.json: 1 rules" "$tmp/reload.err"
 	check $? "the reload is reported on stderr"
@@ -1211,7 +1217,10 @@ if start reload --config "$tmp/live.json"; then
 	check $? "SIGHUP with broken JSON: reloads{error} grows"
 	check_post '{"key":"rk","rule":"r"}'
 	expect_field allowed true "the old config (5/1h) still serves"
-	expect_field remaining 3 "the old config (5/1h) still serves"
+	expect_field remaining 1 "the old config (5/1h) still serves"
+	check_post '{"key":"rk","rule":"r"}'
+	check_post '{"key":"rk","rule":"r"}'
+	expect_field allowed false "attack: a raised limit admits what it adds and no more (6th of 5 after 2 of 2)"
 	expect_hdr RateLimit-Policy '"r";q=5;w=3600' "the old config"
 	expect_metric 'drld_config_reloads_total{result="ok"}' 1 "reloads"
 	expect_metric 'drld_config_reloads_total{result="error"}' 2 "reloads"

@@ -111,9 +111,9 @@ static void test_bad_specs(void **state)
 	bad("on_error=deny", "no limit");
 	bad("fixed_window:1/1s;onerror=deny", "unknown policy option");
 	bad("fixed_window:1/1s,on_error=deny", "unknown option \"on_error\"");
-	bad("fixed_window:1/1s;fixed_window:2/1s;fixed_window:3/1s;"
-	    "fixed_window:4/1s;fixed_window:5/1s;fixed_window:6/1s;"
-	    "fixed_window:7/1s;fixed_window:8/1s;fixed_window:9/1s",
+	bad("fixed_window:1/1s;fixed_window:2/2s;fixed_window:3/3s;"
+	    "fixed_window:4/4s;fixed_window:5/5s;fixed_window:6/6s;"
+	    "fixed_window:7/7s;fixed_window:8/8s;fixed_window:9/9s",
 	    "at most 8");
 }
 
