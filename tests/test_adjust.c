@@ -217,7 +217,8 @@ static void test_exact(void **state)
 	}
 }
 
-/* A policy: every limit moves; the answer is the limit that denies. */
+/* A policy: every limit moves (seen through a limiter of its second
+ * limit alone, on the same keys); the answer is the limit that denies. */
 static void test_policy(void **state)
 {
 	(void)state;
@@ -225,20 +226,29 @@ static void test_policy(void **state)
 	size_t n = store_uris(uris);
 	for (size_t u = 0; u < n; u++) {
 		const char *what = uris[u];
+		char prefix[64];
+		snprintf(prefix, sizeof prefix, "adjp%d.%zu:", (int)getpid(),
+			 u);
 		drl_store *st = tu_store(uris[u]);
-		drl_limiter *l =
-			fresh(st, "token_bucket:5/1m;fixed_window:8/3m");
+		drl_limiter *l = tu_limiter(
+			st, "token_bucket:5/1m;fixed_window:8/3m", prefix);
+		drl_limiter *fw = tu_limiter(st, "fixed_window:8/3m", prefix);
 		drl_result r = adj(l, "k", 6, T0, what);
 		CHECK_EQ(what, r.allowed, 0);
 		CHECK_EQ(what, r.limit_index, 0);
-		/* the window got 6 too: 2 left there */
-		r = adj(l, "k", -6, T0, what);
+		CHECK_EQ(what, dec(fw, "k", 0, T0, what).remaining, 2);
+		r = adj(l, "k", -4, T0, what);
 		CHECK_EQ(what, r.allowed, 1);
-		CHECK_EQ(what, r.remaining, 5);
+		CHECK_EQ(what, r.remaining, 3); /* the bucket's; 6 in the window */
+		CHECK_EQ(what, dec(fw, "k", 0, T0, what).remaining, 6);
+		/* both deny; a minute on, the window alone, until it ends */
 		r = adj(l, "k", 6, T0, what);
-		CHECK_EQ(what, dec(l, "k", 1, T0 + 3 * 60 * SEC / 5 * 2, what)
-				       .allowed,
-			 1);
+		CHECK_EQ(what, r.allowed, 0);
+		r = adj(l, "k", 0, T0 + 60 * SEC, what);
+		CHECK_EQ(what, r.allowed, 0);
+		CHECK_EQ(what, r.limit_index, 1);
+		CHECK_EQ(what, r.retry_after_us, 120 * SEC);
+		drl_limiter_free(fw);
 		drl_limiter_free(l);
 		drl_store_free(st);
 	}
