@@ -333,12 +333,14 @@ static int adjust_step(const drl__limit *lim, const drl__call *call,
 	return rc < 0 ? rc : 1;
 }
 
-/* The largest state the step writes (compacted: up to 2 x LIMIT live
- * entries after a penalty) and the largest one read: the twin's, with up
- * to 2 x LIMIT + DEAD_SLACK dead entries in front of those. */
+/* The largest state the step writes (compacted: an allowed write finds
+ * at most LIMIT - cost units live, so at most LIMIT entries; adjust_step
+ * writes up to 2 x LIMIT, into room for the largest state read) and the
+ * largest one read: the twin's, with up to 2 x LIMIT + DEAD_SLACK dead
+ * entries in front of up to 2 x LIMIT live ones (a penalty's). */
 static size_t state_size(const drl__limit *lim)
 {
-	return TRAILER + (size_t)(2 * lim->limit) * ENTRY;
+	return TRAILER + (size_t)lim->limit * ENTRY;
 }
 
 static size_t stored_size(const drl__limit *lim)
