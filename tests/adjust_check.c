@@ -427,3 +427,33 @@ void adjust_check_bad_input(const char *uri)
 		drl_store_free(st);
 	}
 }
+
+void adjust_check_options(const char *uri)
+{
+	char what[256];
+	drl_store *st = tu_store(uri);
+	/* the near cache: a denial blocks the key here; a reward lifts it */
+	snprintf(what, sizeof what, "block_on_exceed on %s", uri);
+	drl_limiter *l = fresh(st, "fixed_window:2/1m;block_on_exceed=30s");
+	CHECK_EQ(what, admitted(l, "n", T0, 5, what), 2);
+	drl_result r = dec(l, "n", 1, T0, what);
+	CHECK_EQ(what, r.path, DRL_PATH_NEAR);
+	r = adj(l, "n", -1, T0, what);
+	CHECK_EQ(what, r.allowed, 1);
+	r = dec(l, "n", 1, T0, what);
+	CHECK_EQ(what, r.allowed, 1);
+	CHECK_EQ(what, r.path, DRL_PATH_STORE);
+	drl_limiter_free(l);
+	/* shadow=1: answered allowed, the real answer in would_allow */
+	snprintf(what, sizeof what, "shadow=1 on %s", uri);
+	l = fresh(st, "gcra:2/1m;shadow=1");
+	r = adj(l, "s", 3, T0, what);
+	CHECK_EQ(what, r.allowed, 1);
+	CHECK_EQ(what, r.would_allow, 0);
+	CHECK_EQ(what, r.retry_after_us, 60 * SEC);
+	r = adj(l, "s", -2, T0, what);
+	CHECK_EQ(what, r.would_allow, 1);
+	CHECK_EQ(what, r.remaining, 1);
+	drl_limiter_free(l);
+	drl_store_free(st);
+}

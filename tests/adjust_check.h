@@ -28,5 +28,9 @@ void adjust_check_hot_key(const char *uri);
 /* Bad input (key, delta, time, NULL result or limiter) is DRL_EINVAL with
  * a message, a denial in *result, and changes nothing. */
 void adjust_check_bad_input(const char *uri);
+/* The policy options: a reward lifts the near cache's block of the key
+ * (block_on_exceed); under shadow=1 the answer is allowed, would_allow
+ * the real one. */
+void adjust_check_options(const char *uri);
 
 #endif

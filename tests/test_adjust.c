@@ -59,6 +59,12 @@ static void test_hot_key(void **state)
 	every_store(adjust_check_hot_key, false);
 }
 
+static void test_options(void **state)
+{
+	(void)state;
+	every_store(adjust_check_options, false);
+}
+
 static void test_bad_input(void **state)
 {
 	(void)state;
@@ -72,6 +78,7 @@ int main(void)
 		cmocka_unit_test(test_policy),
 		cmocka_unit_test(test_every_store_agrees),
 		cmocka_unit_test(test_hot_key),
+		cmocka_unit_test(test_options),
 		cmocka_unit_test(test_bad_input),
 	};
 	return cmocka_run_group_tests(tests, ops_servers_start,

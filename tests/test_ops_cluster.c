@@ -108,6 +108,7 @@ static void test_adjust(void **state)
 		adjust_check_policy(uri);
 		adjust_check_agrees(uri);
 		adjust_check_hot_key(uri);
+		adjust_check_options(uri);
 		adjust_check_bad_input(uri);
 	}
 }
