@@ -35,17 +35,7 @@ static int check(drl_limiter *l, const void *key, size_t keylen,
 	if (l == NULL || result == NULL)
 		return drl_error_set(err, DRL_EINVAL, "drl_adjust: NULL %s",
 				     l == NULL ? "limiter" : "result");
-	int rc = drl__key_check("drl_adjust", key, keylen, err);
-	if (rc)
-		return rc;
-	if (delta < -DRL_LIMIT_MAX || delta > DRL_LIMIT_MAX)
-		return drl_error_set(err, DRL_EINVAL,
-				     "drl_adjust: delta %lld is outside "
-				     "-%lld..%lld",
-				     (long long)delta,
-				     (long long)DRL_LIMIT_MAX,
-				     (long long)DRL_LIMIT_MAX);
-	return 0;
+	return drl__adjust_check("drl_adjust", key, keylen, delta, err);
 }
 
 int drl_adjust_at(drl_limiter *l, const void *key, size_t keylen,

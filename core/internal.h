@@ -620,6 +620,10 @@ int drl__key_check(const char *fn, const void *key, size_t keylen,
 /* DRL_EINVAL naming the bad part of one request (key, keylen, cost). */
 int drl__request_check(const void *key, size_t keylen, int64_t cost,
 		       drl_error *err);
+/* DRL_EINVAL naming the bad part of an adjustment (key, keylen, delta
+ * beyond +-DRL_LIMIT_MAX) for the public function fn. */
+int drl__adjust_check(const char *fn, const void *key, size_t keylen,
+		      int64_t delta, drl_error *err);
 /* The result every failed call leaves: a denial by the store path. */
 void drl__result_deny(drl_result *r);
 /* Parse "on_error=..." (value len bytes); DRL_EINVAL when unknown. */

@@ -1,6 +1,7 @@
 /* drl_adjust judged on one store: see adjust_check.h. */
 #include "adjust_check.h"
 
+#include "async_check.h"
 #include "ops_check.h"
 #include "testutil.h"
 
@@ -456,4 +457,58 @@ void adjust_check_options(const char *uri)
 	CHECK_EQ(what, r.remaining, 1);
 	drl_limiter_free(l);
 	drl_store_free(st);
+}
+
+void adjust_check_async(const char *uri)
+{
+	drl_async *a;
+	drl_error err = {0};
+	assert_int_equal(drl_async_new(&a, NULL, &err), 0);
+	drl_store *st = tu_store(uri);
+	for (size_t i = 0; i < ops_nspecs; i++) {
+		char what[256];
+		snprintf(what, sizeof what, "%s on %s (async)", ops_specs[i],
+			 uri);
+		drl_limiter *l = fresh(st, ops_specs[i]);
+		drl_limiter *twin = fresh(st, ops_specs[i]);
+		static const int64_t deltas[] = {3, 0, -1, 9, -20, 1, -2};
+		for (int k = 0; k < 7; k++) {
+			int64_t t = T0 + k * 7 * SEC;
+			async_one one = {0};
+			drl_result r;
+			drl_error e = {0};
+			int rc = drl_async_adjust_at(a, l, "k", 1, deltas[k], t,
+						     async_one_cb, &one, &err);
+			if (rc)
+				fail_msg("%s: %s", what, err.message);
+			async_process_until(a, &one.count, 1);
+			int rb = drl_adjust_at(twin, "k", 1, deltas[k], t, &r,
+					       &e);
+			async_same(one.rc, &one.result, &one.err, rb, &r, &e,
+				   what, k);
+		}
+		/* bad input: refused at start, no callback */
+		async_one none = {0};
+		if (drl_async_adjust(a, l, "k", 1, DRL_LIMIT_MAX + 1,
+				     async_one_cb, &none, &err) != DRL_EINVAL ||
+		    drl_async_adjust_at(a, l, "k", 0, 1, T0, async_one_cb,
+					&none, &err) != DRL_EINVAL ||
+		    drl_async_adjust_at(a, l, "k", 1, 1, -1, async_one_cb,
+					&none, &err) != DRL_EINVAL)
+			fail_msg("%s: bad input started", what);
+		/* at the real clock: a reward on a fresh key leaves it full */
+		async_one one = {0};
+		assert_int_equal(drl_async_adjust(a, l, "fresh", 5, -1,
+						  async_one_cb, &one, &err),
+				 0);
+		async_process_until(a, &one.count, 1);
+		CHECK_EQ(what, one.rc, 0);
+		CHECK_EQ(what, one.result.allowed, 1);
+		assert_int_equal(drl_async_process(a), 0);
+		CHECK_EQ(what, none.count, 0);
+		drl_limiter_free(twin);
+		drl_limiter_free(l);
+	}
+	drl_store_free(st);
+	drl_async_free(a);
 }

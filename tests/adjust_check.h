@@ -32,5 +32,9 @@ void adjust_check_bad_input(const char *uri);
  * (block_on_exceed); under shadow=1 the answer is allowed, would_allow
  * the real one. */
 void adjust_check_options(const char *uri);
+/* drl_async_adjust_at answers what drl_adjust_at does, step by step, on
+ * every spec of ops_specs; bad input is refused at start (no callback);
+ * drl_async_adjust at the real clock. */
+void adjust_check_async(const char *uri);
 
 #endif

@@ -107,6 +107,12 @@ static int teardown(void **state)
 	return ops_servers_stop(state);
 }
 
+static void test_async(void **state)
+{
+	(void)state;
+	every_store(adjust_check_async, false);
+}
+
 static void test_bad_input(void **state)
 {
 	(void)state;
@@ -122,6 +128,7 @@ int main(void)
 		cmocka_unit_test(test_hot_key),
 		cmocka_unit_test(test_options),
 		cmocka_unit_test(test_sentinel),
+		cmocka_unit_test(test_async),
 		cmocka_unit_test(test_bad_input),
 	};
 	return cmocka_run_group_tests(tests, ops_servers_start, teardown);

@@ -109,6 +109,7 @@ static void test_adjust(void **state)
 		adjust_check_agrees(uri);
 		adjust_check_hot_key(uri);
 		adjust_check_options(uri);
+		adjust_check_async(uri);
 		adjust_check_bad_input(uri);
 	}
 }
