@@ -638,7 +638,10 @@ bool drl__req_startable(drl__req *q, const char **why)
 	drl_limiter *l = q->l;
 	drl_backend *b = l->store->backend;
 	const char *no = NULL, *w;
-	if (l->nlimits != 1)
+	if (q->kind == DRL__REQ_ADJUST)
+		no = "an adjustment is made on a worker (its own steps, not "
+		     "a decision's started call)";
+	else if (l->nlimits != 1)
 		no = "a policy of several limits is decided on a worker (a "
 		     "denial gives back the others: more store calls)";
 	else if (b->version < 5 || !(b->caps & DRL_CAP_EVAL_START) ||

@@ -512,3 +512,36 @@ void adjust_check_async(const char *uri)
 	drl_store_free(st);
 	drl_async_free(a);
 }
+
+void adjust_check_real_clock(const char *uri)
+{
+	/* no window edge in sight: a day's windows (the check would have
+	 * to straddle midnight UTC), an hour's refill */
+	static const char *const real[] = {
+		"token_bucket:3/1h", "sliding_log:3/1h", "fixed_window:3/1d",
+		"sliding_window:3/1d;gcra:3/1h",
+		"subwindow:3/1d,subwindows=2,trailing=1"};
+	drl_store *st = tu_store(uri);
+	for (size_t i = 0; i < sizeof real / sizeof real[0]; i++) {
+		char what[256];
+		snprintf(what, sizeof what, "%s on %s (real clock)", real[i],
+			 uri);
+		drl_limiter *l = fresh(st, real[i]);
+		drl_result r;
+		drl_error err = {0};
+		if (drl_adjust(l, "k", 1, 3, &r, &err))
+			fail_msg("%s: %s", what, err.message);
+		CHECK_EQ(what, r.allowed, 0);
+		CHECK_EQ(what, drl_allow(l, "k", 1, 1, &r, &err), 0);
+		CHECK_EQ(what, r.allowed, 0);
+		CHECK_EQ(what, drl_adjust(l, "k", 1, -1, &r, &err), 0);
+		CHECK_EQ(what, r.allowed, 1);
+		CHECK_EQ(what, r.remaining, 1);
+		CHECK_EQ(what, drl_allow(l, "k", 1, 1, &r, &err), 0);
+		CHECK_EQ(what, r.allowed, 1);
+		CHECK_EQ(what, drl_allow(l, "k", 1, 1, &r, &err), 0);
+		CHECK_EQ(what, r.allowed, 0);
+		drl_limiter_free(l);
+	}
+	drl_store_free(st);
+}

@@ -36,5 +36,9 @@ void adjust_check_options(const char *uri);
  * every spec of ops_specs; bad input is refused at start (no callback);
  * drl_async_adjust at the real clock. */
 void adjust_check_async(const char *uri);
+/* drl_adjust at the clock drl_allow uses (the real-time clock, or the
+ * store's with clock=server): a penalty denies, a reward of one admits
+ * exactly one. */
+void adjust_check_real_clock(const char *uri);
 
 #endif

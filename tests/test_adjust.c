@@ -113,6 +113,24 @@ static void test_async(void **state)
 	every_store(adjust_check_async, false);
 }
 
+/* At the real clock, and at the store's (clock=server, every tx). */
+static void test_real_clock(void **state)
+{
+	(void)state;
+	every_store(adjust_check_real_clock, false);
+	const drl_server *redis = ops_redis();
+	if (redis == NULL)
+		return;
+	static const char *const tx[] = {"auto", "lua", "watch"};
+	for (int i = 0; i < 3; i++) {
+		char uri[OPS_URI_MAX];
+		snprintf(uri, sizeof uri,
+			 "redis://127.0.0.1:%d?tx=%s&clock=server",
+			 redis->port, tx[i]);
+		adjust_check_real_clock(uri);
+	}
+}
+
 static void test_bad_input(void **state)
 {
 	(void)state;
@@ -128,6 +146,7 @@ int main(void)
 		cmocka_unit_test(test_hot_key),
 		cmocka_unit_test(test_options),
 		cmocka_unit_test(test_sentinel),
+		cmocka_unit_test(test_real_clock),
 		cmocka_unit_test(test_async),
 		cmocka_unit_test(test_bad_input),
 	};
