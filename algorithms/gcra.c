@@ -206,8 +206,8 @@ static int adjust_step(const drl__limit *lim, const drl__call *call,
 	drl__i128 floor_t = (drl__i128)m.newest * lim->limit;
 	drl__i128 top = floor_t + 2 * (drl__i128)lim->burst * lim->period_us;
 	drl__i128 tat = m.tat + (drl__i128)call->delta * lim->period_us;
-	if (call->delta > 0)
-		m.tat = tat > top ? (m.tat > top ? m.tat : top) : tat;
+	if (call->delta > 0) /* m.tat <= top: load_meter checked it */
+		m.tat = tat > top ? top : tat;
 	else
 		m.tat = tat < floor_t ? floor_t : tat;
 	(void)judge(lim, call, &m, res, undo);

@@ -559,15 +559,13 @@ static int penalize(const drl__limit *lim, const drl__call *call,
  * newest first (the trailing one last), each at most what it was read
  * holding; a counter a concurrent reward took below 0 meanwhile gets
  * back what went below (never below 0 once each call is over). */
-static int reward(const drl__limit *lim, const drl__call *call, const plan *p,
-		  const plan_keys *pk)
+static int reward(const drl__call *call, const plan *p, const plan_keys *pk)
 {
 	drl_backend *b = call->backend;
 	counts k;
 	int rc = b->get_many(b, p->nkeys, pk->keys, k.c, call->err);
 	if (rc == 0)
 		rc = check_counts(&k, p->nkeys, call->err);
-	(void)lim;
 	int64_t r = -call->delta;
 	for (size_t j = 0; rc == 0 && j < p->nkeys && r > 0; j++) {
 		int64_t take = drl__min64(r, k.c[j]), v;
@@ -603,7 +601,7 @@ int drl__counter_adjust(const drl__limit *lim, const drl__call *call,
 		return rc;
 	plan_make(lim, &c, &p, &pk);
 	rc = c.delta > 0 ? penalize(lim, &c, &p, &pk)
-			 : reward(lim, &c, &p, &pk);
+			 : reward(&c, &p, &pk);
 	if (rc)
 		return rc;
 	c.delta = 0; /* then the peek of cost 1 */
