@@ -237,8 +237,22 @@ static void differ(const char *what, int k, const drl_result *w,
 		 g->limit_index);
 }
 
-/* Random decisions and adjustments, times moving forward (now and then
- * a little back), recorded on memory:// and replayed on every store. */
+/* A batch of one item at now: what drl_allow_batch_at answers for it
+ * (tx=lua: the batch script, reading a penalty's states too). */
+static drl_result batch_one(drl_limiter *l, const char *key, int64_t cost,
+			    int64_t now, const char *what)
+{
+	drl_batch_item it = {.key = key, .keylen = strlen(key), .cost = cost};
+	drl_error err = {0};
+	if (drl_allow_batch_at(l, &it, 1, now, &err) || it.rc)
+		fail_msg("%s: drl_allow_batch_at(%lld) at %lld: %s", what,
+			 (long long)cost, (long long)now, err.message);
+	return it.result;
+}
+
+/* Random decisions (single, or a batch of one) and adjustments, times
+ * moving forward (now and then a little back), recorded on memory:// and
+ * replayed on every store. */
 static void traffic(drl_limiter *l, uint64_t seed, drl_result *out,
 		    const char *what)
 {
@@ -249,10 +263,13 @@ static void traffic(drl_limiter *l, uint64_t seed, drl_result *out,
 		now += (int64_t)(x % 9) * 2500 * MS;
 		int64_t t = (x >> 8) % 7 == 0 ? now - 3 * SEC : now;
 		int64_t delta = (int64_t)((x >> 16) % 23) - 11;
+		int64_t cost = (int64_t)((x >> 32) % 4);
 		if ((x >> 24) % 3 == 0)
 			out[i] = adj(l, "d", delta, t, what);
+		else if ((x >> 40) % 3 == 0)
+			out[i] = batch_one(l, "d", cost, t, what);
 		else
-			out[i] = dec(l, "d", (int64_t)((x >> 32) % 4), t, what);
+			out[i] = dec(l, "d", cost, t, what);
 	}
 }
 
