@@ -50,7 +50,8 @@ for j = 0, last do
   end
 end
 
--- Adjust mode (drl_adjust): ARGV[8] is the delta, the call a peek of
+-- Adjust mode (drl_adjust): ARGV[8] (after the seven, core/script.c) is
+-- the delta, the call a peek of
 -- cost 1 (ARGV[2]). A penalty adds to the current sub-window, never
 -- taking it beyond 2 * limit (nor adding when it is there); a reward takes
 -- from the sub-windows newest first, the trailing one last, none below 0

@@ -6,8 +6,8 @@
 -- Writes when the C step would, and answers the debt before the call, or
 -- {debt, ahead} when NEWEST is ahead of now: gcra.c's lua_answer judges
 -- those exactly as its step does (every field of the decision follows).
--- The debt runs to 2 * tau (a penalty's). Adjust mode (drl_adjust): A[6]
--- is the delta, the call a peek of cost 1; the debt moves by delta
+-- The debt runs to 2 * tau (a penalty's). Adjust mode (drl_adjust): A[8]
+-- (after all seven arguments, core/script.c) is the delta, the call a peek of cost 1; the debt moves by delta
 -- emission intervals within 0..2 * tau (adjust_step in gcra.c), is
 -- written, and the peek is answered after it.
 local limit, period, burst = A[3] + 0, A[4] + 0, A[5] + 0
@@ -62,7 +62,7 @@ end
 -- after an admitted cost
 local new_debt = debt + cost * period
 local write = peek == 0 and cost > 0 and cost <= burst and new_debt <= tau
-local adj = A[6]
+local adj = A[8]
 if adj then
   -- at most 2 * burst intervals either way can move the debt; a sum
   -- rounded beyond 0 or 2 * tau is clamped there (exact within)

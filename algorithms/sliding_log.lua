@@ -24,9 +24,10 @@
 -- arithmetic). sliding_log.c's lua_answer decides from them exactly as its
 -- step does.
 -- A penalty (drl_adjust) may take the live sum to 2 * limit (and the
--- entries with it). Adjust mode: A[5] is the delta, the call a peek of
--- cost 1: the log is read whole, moved as adjust_step in sliding_log.c
--- moves it, written compacted, and the peek answered {used, reset, retry}.
+-- entries with it). Adjust mode: A[8] (after all seven arguments,
+-- core/script.c) is the delta, the call a peek of cost 1: the log is read
+-- whole, moved as adjust_step in sliding_log.c moves it, written
+-- compacted, and the peek answered {used, reset, retry}.
 local limit, period = A[3] + 0, A[4] + 0
 local horizon = now - period
 local K = KEYS[1]
@@ -36,7 +37,7 @@ local TMAX = 4611686018427387904
 -- newest (time, count); blob: an 'M' or 'L' state read whole, its entries
 -- from byte `from`
 local dead, n, sum, first_t, newest, last, blob, from = 0, 0, 0, 0, -1, 0, nil, 1
-local adj = A[5]
+local adj = A[8]
 if adj then
   adj = adj + 0
   local whole = redis.call('GET', K)

@@ -9,9 +9,10 @@
 -- as a failure), or {used, ahead} when the last refill is ahead of now:
 -- token_bucket.c's lua_answer judges those exactly as its step does.
 -- The level runs from -full (a penalty's debt) to full.
--- Adjust mode (drl_adjust): A[6] is the delta, the call a peek of cost 1;
--- the level moves by -delta tokens within -full..full (adjust_step in
--- token_bucket.c), is written, and the peek is answered after it.
+-- Adjust mode (drl_adjust): A[8] (after all seven arguments,
+-- core/script.c) is the delta, the call a peek of cost 1; the level moves
+-- by -delta tokens within -full..full (adjust_step in token_bucket.c), is
+-- written, and the peek is answered after it.
 local limit, period, burst = A[3] + 0, A[4] + 0, A[5] + 0
 local full = burst * period
 local level, last = full, now
@@ -47,7 +48,7 @@ local need = cost * period
 -- the level to write: the adjusted one (adjust mode), or what is left
 -- after an admitted cost; nil: nothing written
 local left = nil
-local adj = A[6]
+local adj = A[8]
 if adj then
   -- at most 2 * burst tokens either way can move the level (products
   -- below 2^53); rounding beyond -full or full is clamped there

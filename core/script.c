@@ -121,10 +121,14 @@ int drl__script_decide(const drl__limit *lim, const drl__call *call,
 	int64_t out[DRL__SCRIPT_NOUT];
 	size_t nret = 0, nargs = drl__script_nargs(lim);
 	drl__script_args(lim, call, args);
-	/* drl_adjust: the twin's adjust mode is one argument more, the
-	 * delta, after the ones it reads (a batch never sends it) */
-	if (call->delta != 0)
+	/* drl_adjust: the twin's adjust mode is ARGV[DRL__SCRIPT_NARGS + 1],
+	 * the delta, after all seven arguments (a lean twin's decision is
+	 * sent fewer, a batch's never more: so no decision, nor a tool that
+	 * sends a twin all seven, can look like an adjustment) */
+	if (call->delta != 0) {
+		nargs = DRL__SCRIPT_NARGS;
 		args[nargs++] = call->delta;
+	}
 	DRL__COUNT(call->stats, scripts);
 	int rc = b->eval(b, lim->algo->lua, nkeys, keys, nargs, args, out,
 			 DRL__SCRIPT_NOUT, &nret, call->err);
