@@ -50,6 +50,59 @@ for j = 0, last do
   end
 end
 
+-- Adjust mode (drl_adjust): ARGV[8] (after the seven, core/script.c) is
+-- the delta, the call a peek of
+-- cost 1 (ARGV[2]). A penalty adds to the current sub-window, never
+-- taking it beyond 2 * limit (nor adding when it is there); a reward takes
+-- from the sub-windows newest first, the trailing one last, none below 0
+-- (drl__counter_adjust in subwindow.c). Then the peek, after it.
+local adj = ARGV[8]
+if adj then
+  adj = adj + 0
+  if adj > 0 then
+    local add = 2 * limit - c[0]
+    if add > adj then
+      add = adj
+    end
+    if add > 0 then
+      local a = string.format('%d', add)
+      if grouped then
+        redis.call('HINCRBY', KEYS[1], keys[0], a)
+        if c[0] == 0 then -- the first write of its sub-window: trim
+          local k = cdiv(grace, s)
+          local dead, dropped = i - (n + 1 + k), {}
+          for j = 0, n + 3 * k do
+            dropped[j + 1] = string.format('%d', dead - j)
+          end
+          redis.call('HDEL', KEYS[1], unpack(dropped))
+          redis.call('PEXPIRE', KEYS[1], cdiv(ttl + k * s, 1000))
+        end
+      else
+        redis.call('INCRBY', keys[0], a)
+        redis.call('PEXPIRE', keys[0], cdiv(ttl, 1000))
+      end
+      c[0] = c[0] + add
+    end
+  else
+    local r = -adj
+    for j = 0, last do
+      local take = c[j]
+      if take > r then
+        take = r
+      end
+      if take > 0 then
+        local a = string.format('%d', -take)
+        if grouped then
+          redis.call('HINCRBY', KEYS[1], keys[j], a)
+        else
+          redis.call('INCRBY', keys[j], a)
+        end
+        c[j], r = c[j] - take, r - take
+      end
+    end
+  end
+end
+
 -- the estimate (inline, and retry_after below only on a denial: a
 -- closure made per call costs the server more than its arithmetic)
 local est = 0

@@ -17,7 +17,9 @@
  *
  * State (25 bytes): 'G', TAT in whole µs, TAT's remainder in ticks
  * (0..LIMIT-1), NEWEST in µs; int64 little-endian. Always
- * NEWEST <= TAT <= NEWEST + burst*T. The 17-byte state written before
+ * NEWEST <= TAT <= NEWEST + 2*burst*T: beyond burst*T only through a
+ * penalty (drl_adjust leaves at most 2 x burst used), which clients built
+ * before drl_adjust read as malformed. The 17-byte state written before
  * NEWEST existed ('G', TAT µs, remainder) is still read, with NEWEST the
  * earliest that TAT allows, ceil(TAT - burst*T): never more quota than the
  * true NEWEST would give, and the old decision for every now from
@@ -54,7 +56,7 @@ static int load_meter(const drl__limit *lim, const void *old, size_t oldlen,
 		newest = drl__get64(p + 17);
 		if (newest < 0 || newest > DRL_TIME_MAX_US ||
 		    tat < (drl__i128)newest * lim->limit ||
-		    tat - (drl__i128)newest * lim->limit > tau)
+		    tat - (drl__i128)newest * lim->limit > 2 * tau)
 			return DRL_ECORRUPT;
 	} else {
 		newest = drl__i128_ceil_div(tat - tau, lim->limit);
@@ -158,8 +160,8 @@ static int lua_answer(const drl__limit *lim, const drl__call *call,
 	drl__call rel;
 	int rc = drl__twin_pair(
 		lim, call, out, nret,
-		drl__i128_clamp((drl__i128)lim->burst * lim->period_us), &debt,
-		&ahead, &rel, err);
+		drl__i128_clamp(2 * (drl__i128)lim->burst * lim->period_us),
+		&debt, &ahead, &rel, err);
 	if (rc)
 		return rc;
 	meter m = {.tat = (drl__i128)ahead * lim->limit + debt,
@@ -188,6 +190,32 @@ static int refund_step(const drl__limit *lim, const drl__call *call,
 	return 1;
 }
 
+/* drl_adjust: call->delta emission intervals added to the TAT (never to
+ * more than 2 x burst x T after max(now, NEWEST), nor lowered when it is
+ * there already) or taken off it (never before max(now, NEWEST)); then
+ * the peek of call (cost 1). */
+static int adjust_step(const drl__limit *lim, const drl__call *call,
+		       const void *old, size_t oldlen, void *out, size_t cap,
+		       size_t *outlen, int64_t *ttl_us, drl_result *res,
+		       drl__undo *undo)
+{
+	(void)cap;
+	meter m;
+	if (load_meter(lim, old, oldlen, call->now, &m))
+		return drl__state_corrupt(lim, call);
+	drl__i128 floor_t = (drl__i128)m.newest * lim->limit;
+	drl__i128 top = floor_t + 2 * (drl__i128)lim->burst * lim->period_us;
+	drl__i128 tat = m.tat + (drl__i128)call->delta * lim->period_us;
+	if (call->delta > 0) /* m.tat <= top: load_meter checked it */
+		m.tat = tat > top ? top : tat;
+	else
+		m.tat = tat < floor_t ? floor_t : tat;
+	(void)judge(lim, call, &m, res, undo);
+	store_meter(lim, &m, out, outlen);
+	*ttl_us = settled_after(lim, &m, call->now) + DRL__TTL_GRACE_US;
+	return 1;
+}
+
 const drl__algorithm drl__gcra = {
 	.name = "gcra",
 	.tag = "gcra",
@@ -197,6 +225,8 @@ const drl__algorithm drl__gcra = {
 	.refund = drl__state_refund,
 	.step = step,
 	.unstep = refund_step,
+	.adjust = drl__state_adjust,
+	.adjust_step = adjust_step,
 	.state_len = STATE_LEN,
 	.lua = &drl__lua_gcra,
 	.lua_batch = &drl__lua_batch_gcra,

@@ -6,6 +6,10 @@
 -- Writes when the C step would, and answers the debt before the call, or
 -- {debt, ahead} when NEWEST is ahead of now: gcra.c's lua_answer judges
 -- those exactly as its step does (every field of the decision follows).
+-- The debt runs to 2 * tau (a penalty's). Adjust mode (drl_adjust): A[8]
+-- (after all seven arguments, core/script.c) is the delta, the call a peek of cost 1; the debt moves by delta
+-- emission intervals within 0..2 * tau (adjust_step in gcra.c), is
+-- written, and the peek is answered after it.
 local limit, period, burst = A[3] + 0, A[4] + 0, A[5] + 0
 local tau = burst * period
 local ahead, debt = 0, 0
@@ -25,9 +29,9 @@ if blob then
     return redis.error_reply('ECORRUPT gcra state in the store is malformed')
   end
   if n == 25 then
-    -- NEWEST <= TAT <= NEWEST + tau
+    -- NEWEST <= TAT <= NEWEST + 2 * tau
     local d = us - newest
-    if newest < 0 or newest > 4611686018427387904 or d < 0 or d * limit + rem > tau then
+    if newest < 0 or newest > 4611686018427387904 or d < 0 or d * limit + rem > 2 * tau then
       return redis.error_reply('ECORRUPT gcra state in the store is malformed')
     end
   else
@@ -54,8 +58,29 @@ if blob then
   end
 end
 
+-- written when `write`: the adjusted debt (adjust mode), or the one
+-- after an admitted cost
 local new_debt = debt + cost * period
-if peek == 0 and cost > 0 and cost <= burst and new_debt <= tau then
+local write = peek == 0 and cost > 0 and cost <= burst and new_debt <= tau
+local adj = A[8]
+if adj then
+  -- at most 2 * burst intervals either way can move the debt; a sum
+  -- rounded beyond 0 or 2 * tau is clamped there (exact within)
+  adj = adj + 0
+  if adj > 2 * burst then
+    adj = 2 * burst
+  elseif adj < -2 * burst then
+    adj = -2 * burst
+  end
+  debt = debt + adj * period
+  if debt > 2 * tau then
+    debt = 2 * tau
+  elseif debt < 0 then
+    debt = 0
+  end
+  new_debt, write = debt, true
+end
+if write then
   -- TAT = now + ahead + new_debt ticks: whole µs (floor) and remainder
   local us = math.floor(new_debt / limit)
   if us * limit > new_debt then

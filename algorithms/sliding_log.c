@@ -7,7 +7,10 @@
  *
  * The log holds at most LIMIT live entries (each count >= 1 and their sum
  * is at most LIMIT), hence LIMIT <= DRL_SLIDING_LOG_LIMIT_MAX for this
- * algorithm: its state is up to 16 bytes per admitted request.
+ * algorithm: its state is up to 16 bytes per admitted request. A penalty
+ * (drl_adjust) may take the sum to 2 x LIMIT, so a log holds up to
+ * 2 x LIMIT live entries; clients built before drl_adjust read a log
+ * beyond LIMIT as malformed.
  *
  * State 'S': (dead + n) entries of 16 bytes (time µs, count), times
  * strictly increasing, then a trailer of 33 bytes: dead, n, the sum of the
@@ -65,8 +68,8 @@ static int locate(const drl__limit *lim, const unsigned char *p, size_t len,
 	if (len >= TRAILER && p[len - 1] == 'S') {
 		const unsigned char *t = p + len - TRAILER;
 		int64_t dead = drl__get64(t), n = drl__get64(t + 8);
-		if (dead < 0 || dead > lim->limit + DEAD_SLACK || n < 0 ||
-		    n > lim->limit ||
+		if (dead < 0 || dead > 2 * lim->limit + DEAD_SLACK || n < 0 ||
+		    n > 2 * lim->limit ||
 		    len != TRAILER + (size_t)(dead + n) * ENTRY)
 			return DRL_ECORRUPT;
 		v->p = p + dead * ENTRY;
@@ -81,7 +84,7 @@ static int locate(const drl__limit *lim, const unsigned char *p, size_t len,
 	if (len < header || (p[0] != 'M' && p[0] != 'L'))
 		return DRL_ECORRUPT;
 	int64_t n = drl__get64(p + 1);
-	if (n < 0 || n > lim->limit || len != header + (size_t)n * ENTRY)
+	if (n < 0 || n > 2 * lim->limit || len != header + (size_t)n * ENTRY)
 		return DRL_ECORRUPT;
 	v->p = p + header;
 	v->n = n;
@@ -111,7 +114,7 @@ static int read_log(const drl__limit *lim, const void *old, size_t oldlen,
 		    (i > 0 && t <= ts_at(v, i - 1)))
 			return DRL_ECORRUPT;
 		sum += c;
-		if (sum > lim->limit)
+		if (sum > 2 * lim->limit)
 			return DRL_ECORRUPT;
 	}
 	if ((said.sum && said.sum_v != sum) ||
@@ -127,6 +130,8 @@ static int64_t first_live(const drl__limit *lim, const log_view *v, int64_t now)
 		i++;
 	return i;
 }
+
+static void put_trailer(unsigned char *out, int64_t n, size_t *outlen);
 
 /* Write entries [from, n) of v, then (stamp, add) merged or appended when
  * add > 0; entries whose count drops to 0 through `add < 0` vanish. */
@@ -154,6 +159,13 @@ static void write_log(const log_view *v, int64_t from, int64_t stamp,
 		drl__put64(q + 8, add);
 		n++;
 	}
+	put_trailer(out, n, outlen);
+}
+
+/* The trailer after the n entries at out (dead 0): the whole state's
+ * length in *outlen. */
+static void put_trailer(unsigned char *out, int64_t n, size_t *outlen)
+{
 	int64_t sum = 0;
 	for (int64_t i = 0; i < n; i++)
 		sum += drl__get64(out + i * ENTRY + 8);
@@ -239,7 +251,8 @@ static int lua_answer(const drl__limit *lim, const drl__call *call,
 		      out[0] <= lim->limit - call->cost;
 	bool alone = nret == 1 ||
 		     (nret == 3 && writes && out[1] == 0 && out[2] == 0);
-	if ((nret != 1 && nret != 3) || out[0] < 0 || out[0] > lim->limit ||
+	if ((nret != 1 && nret != 3) || out[0] < 0 ||
+	    out[0] > 2 * lim->limit ||
 	    (nret == 3 && (out[1] < 0 || out[1] > DRL_TIME_MAX_US ||
 			   out[2] < 0 || out[2] > DRL_TIME_MAX_US)) ||
 	    (alone && (!writes || call->now == DRL__NOW_STORE)))
@@ -270,9 +283,61 @@ static int unstep(const drl__limit *lim, const drl__call *call, const void *old,
 	return 1;
 }
 
-/* The largest state the step writes (compacted) and the largest one read:
- * the twin's, with up to LIMIT + DEAD_SLACK dead entries in front of
- * LIMIT live ones. */
+/* drl_adjust: a penalty appends call->delta units at max(now, newest)
+ * (merged into the newest entry when it has that time), but never beyond
+ * 2 x LIMIT in the log (nor any when it is there already); a reward drops
+ * -call->delta units from the newest entries back (never below an empty
+ * log). The log is written compacted; then the peek of call (cost 1). */
+static int adjust_step(const drl__limit *lim, const drl__call *call,
+		       const void *old, size_t oldlen, void *out, size_t cap,
+		       size_t *outlen, int64_t *ttl_us, drl_result *res,
+		       drl__undo *undo)
+{
+	(void)cap;
+	log_view v;
+	if (read_log(lim, old, oldlen, &v))
+		return drl__state_corrupt(lim, call);
+	int64_t now = call->now, first = first_live(lim, &v, now), used = 0;
+	for (int64_t i = first; i < v.n; i++)
+		used += count_at(&v, i);
+	int64_t newest = v.n > first ? ts_at(&v, v.n - 1) : -1;
+	unsigned char *o = out;
+	if (call->delta > 0) {
+		int64_t add = drl__min64(call->delta,
+					 drl__max64(0, 2 * lim->limit - used));
+		write_log(&v, first, drl__max64(now, newest), add, o, outlen);
+	} else {
+		write_log(&v, first, 0, 0, o, outlen);
+		int64_t n = (int64_t)((*outlen - TRAILER) / ENTRY);
+		for (int64_t r = -call->delta; r > 0 && n > 0;) {
+			unsigned char *e = o + (size_t)(n - 1) * ENTRY;
+			int64_t c = drl__get64(e + 8);
+			if (c > r) {
+				drl__put64(e + 8, c - r);
+				break;
+			}
+			r -= c;
+			n--;
+		}
+		put_trailer(o, n, outlen);
+	}
+	int64_t n = (int64_t)((*outlen - TRAILER) / ENTRY);
+	int64_t last = n ? drl__get64(o + (size_t)(n - 1) * ENTRY)
+			 : now - lim->period_us;
+	*ttl_us = last + lim->period_us - now + DRL__TTL_GRACE_US;
+	/* the peek, on the log as written (it writes nothing) */
+	size_t ignored_len;
+	int64_t ignored_ttl;
+	int rc = step(lim, call, o, *outlen, NULL, 0, &ignored_len,
+				 &ignored_ttl, res, undo);
+	return rc < 0 ? rc : 1;
+}
+
+/* The largest state the step writes (compacted: an allowed write finds
+ * at most LIMIT - cost units live, so at most LIMIT entries; adjust_step
+ * writes up to 2 x LIMIT, into room for the largest state read) and the
+ * largest one read: the twin's, with up to 2 x LIMIT + DEAD_SLACK dead
+ * entries in front of up to 2 x LIMIT live ones (a penalty's). */
 static size_t state_size(const drl__limit *lim)
 {
 	return TRAILER + (size_t)lim->limit * ENTRY;
@@ -280,7 +345,7 @@ static size_t state_size(const drl__limit *lim)
 
 static size_t stored_size(const drl__limit *lim)
 {
-	return TRAILER + (size_t)(2 * lim->limit + DEAD_SLACK) * ENTRY;
+	return TRAILER + (size_t)(4 * lim->limit + DEAD_SLACK) * ENTRY;
 }
 
 static int finish(drl__limit *lim, drl_error *err)
@@ -302,6 +367,8 @@ const drl__algorithm drl__sliding_log = {
 	.refund = drl__state_refund,
 	.step = step,
 	.unstep = unstep,
+	.adjust = drl__state_adjust,
+	.adjust_step = adjust_step,
 	.state_size = state_size,
 	.stored_size = stored_size,
 	.lua = &drl__lua_sliding_log,

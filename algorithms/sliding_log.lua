@@ -23,6 +23,11 @@
 -- caller's own time (the common case: a table costs more than the
 -- arithmetic). sliding_log.c's lua_answer decides from them exactly as its
 -- step does.
+-- A penalty (drl_adjust) may take the live sum to 2 * limit (and the
+-- entries with it). Adjust mode: A[8] (after all seven arguments,
+-- core/script.c) is the delta, the call a peek of cost 1: the log is read
+-- whole, moved as adjust_step in sliding_log.c moves it, written
+-- compacted, and the peek answered {used, reset, retry}.
 local limit, period = A[3] + 0, A[4] + 0
 local horizon = now - period
 local K = KEYS[1]
@@ -32,6 +37,110 @@ local TMAX = 4611686018427387904
 -- newest (time, count); blob: an 'M' or 'L' state read whole, its entries
 -- from byte `from`
 local dead, n, sum, first_t, newest, last, blob, from = 0, 0, 0, 0, -1, 0, nil, 1
+local adj = A[8]
+if adj then
+  adj = adj + 0
+  local whole = redis.call('GET', K)
+  local ts, cs, m = {}, {}, 0 -- the live entries
+  if whole then
+    local len, at, cnt = #whole, 1, 0
+    if len >= 33 and string.byte(whole, len) == 83 then -- 'S'
+      local d, k = struct.unpack('<i8i8', whole, len - 32)
+      if d < 0 or d > 2 * limit + 32 or k < 0 or k > 2 * limit
+          or len ~= 33 + 16 * (d + k) then
+        return redis.error_reply(BAD)
+      end
+      at, cnt = 1 + 16 * d, k
+    else
+      local kind = string.byte(whole, 1)
+      if kind == 77 and len >= 17 then
+        at = 18
+      elseif kind == 76 and len >= 9 then
+        at = 10
+      else
+        return redis.error_reply(BAD)
+      end
+      cnt = struct.unpack('<i8', whole, 2)
+      if cnt < 0 or cnt > 2 * limit or len ~= at - 1 + 16 * cnt then
+        return redis.error_reply(BAD)
+      end
+    end
+    local prev, total = -1, 0
+    for j = 1, cnt do
+      local t, c = struct.unpack('<i8i8', whole, at + 16 * (j - 1))
+      total = total + c
+      if c < 1 or t <= prev or t > TMAX or total > 2 * limit then
+        return redis.error_reply(BAD)
+      end
+      prev = t
+      if t > horizon then
+        m = m + 1
+        ts[m], cs[m] = t, c
+      end
+    end
+  end
+  local used = 0
+  for j = 1, m do
+    used = used + cs[j]
+  end
+  if adj > 0 then
+    local add = 2 * limit - used
+    if add > adj then
+      add = adj
+    end
+    if add > 0 then
+      local stamp = now
+      if m > 0 and ts[m] > now then
+        stamp = ts[m]
+      end
+      if m > 0 and ts[m] == stamp then
+        cs[m] = cs[m] + add
+      else
+        m = m + 1
+        ts[m], cs[m] = stamp, add
+      end
+      used = used + add
+    end
+  else
+    local r = -adj
+    while r > 0 and m > 0 do
+      if cs[m] > r then
+        cs[m], used, r = cs[m] - r, used - r, 0
+      else
+        r, used, m = r - cs[m], used - cs[m], m - 1
+      end
+    end
+  end
+  local parts, first = {}, 0
+  for j = 1, m do
+    parts[j] = struct.pack('<i8i8', ts[j], cs[j])
+  end
+  if m > 0 then
+    first = ts[1]
+  end
+  parts[m + 1] = struct.pack('<i8i8i8i8c1', 0, m, used, first, 'S')
+  local top = now - period
+  if m > 0 then
+    top = ts[m]
+  end
+  redis.call('SET', K, table.concat(parts, '', 1, m + 1), 'PX',
+    math.floor((top + period - now + GRACE + 999) / 1000))
+  -- the peek of cost 1 on the log as written
+  local reset = 0
+  if m > 0 then
+    reset = ts[m] + period - now
+  end
+  if used + 1 > limit then
+    local excess, got = used + 1 - limit, 0
+    for j = 1, m do
+      got = got + cs[j]
+      if got >= excess then
+        return {used, reset, ts[j] + period - now}
+      end
+    end
+  end
+  return {used, reset, 0}
+end
 -- (constant arguments as strings: Redis 7.0 formats a Lua number passed
 -- to redis.call with "%.17g", about 2,300 instructions each, a tenth of
 -- the common path: scripts/bench_twin_ab.sh BENCH_MEASURE=instructions)
@@ -48,8 +157,8 @@ if tl > 0 and string.byte(tail, tl) == 83 then -- 'S'
   else
     return redis.error_reply(BAD)
   end
-  if dead < 0 or dead > limit + 32 or n < 0 or n > limit or sum < n
-      or sum > limit or (n == 0 and sum ~= 0) or (n > 0 and tl ~= 49) then
+  if dead < 0 or dead > 2 * limit + 32 or n < 0 or n > 2 * limit or sum < n
+      or sum > 2 * limit or (n == 0 and sum ~= 0) or (n > 0 and tl ~= 49) then
     return redis.error_reply(BAD)
   end
   if n > 0 then
@@ -72,7 +181,7 @@ elseif tl > 0 then
     return redis.error_reply(BAD)
   end
   n = struct.unpack('<i8', blob, 2)
-  if n < 0 or n > limit or len ~= from - 1 + 16 * n then
+  if n < 0 or n > 2 * limit or len ~= from - 1 + 16 * n then
     return redis.error_reply(BAD)
   end
   local prev, pos = -1, from
@@ -82,7 +191,7 @@ elseif tl > 0 then
       return redis.error_reply(BAD)
     end
     sum = sum + c
-    if sum > limit then
+    if sum > 2 * limit then
       return redis.error_reply(BAD)
     end
     if j == 1 then

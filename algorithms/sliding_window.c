@@ -25,6 +25,7 @@ const drl__algorithm drl__sliding_window = {
 	.finish = finish,
 	.decide = drl__counter_decide,
 	.refund = drl__counter_refund,
+	.adjust = drl__counter_adjust,
 	.lua = &drl__lua_counter,
 	.lua_batch = &drl__lua_batch_counter,
 	.keys = drl__counter_keys,

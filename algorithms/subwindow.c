@@ -537,6 +537,77 @@ int drl__counter_refund(const drl__limit *lim, const drl__call *call,
 	return add_one(b, &p, call->key, key, -call->cost, &v, call->err);
 }
 
+/* ---- drl_adjust ---------------------------------------------------------- */
+
+/* A penalty by counter commands: call->delta added to the current
+ * sub-window, then what took it beyond 2 x LIMIT given back (all of it
+ * when it was there already), as a denied decision gives its increment
+ * back. A give-back that fails leaves more used: the safe direction. */
+static int penalize(const drl__limit *lim, const drl__call *call,
+		    const plan *p, const plan_keys *pk)
+{
+	drl_backend *b = call->backend;
+	int64_t d = call->delta, cap = drl__adjust_cap(lim), v;
+	int rc = add_one(b, p, call->key, pk->keys[0], d, &v, call->err);
+	if (rc == 0 && v > cap)
+		(void)add_one(b, p, call->key, pk->keys[0],
+			      -drl__min64(d, v - cap), &v, NULL);
+	return rc;
+}
+
+/* A reward by counter commands: -call->delta taken from the sub-windows
+ * newest first (the trailing one last), each at most what it was read
+ * holding; a counter a concurrent reward took below 0 meanwhile gets
+ * back what went below (never below 0 once each call is over). */
+static int reward(const drl__call *call, const plan *p, const plan_keys *pk)
+{
+	drl_backend *b = call->backend;
+	counts k;
+	int rc = b->get_many(b, p->nkeys, pk->keys, k.c, call->err);
+	if (rc == 0)
+		rc = check_counts(&k, p->nkeys, call->err);
+	int64_t r = -call->delta;
+	for (size_t j = 0; rc == 0 && j < p->nkeys && r > 0; j++) {
+		int64_t take = drl__min64(r, k.c[j]), v;
+		if (take <= 0)
+			continue;
+		rc = add_one(b, p, call->key, pk->keys[j], -take, &v,
+			     call->err);
+		if (rc == 0 && v < 0)
+			(void)add_one(b, p, call->key, pk->keys[j],
+				      drl__min64(take, -v), &v, NULL);
+		r -= take;
+	}
+	return rc;
+}
+
+int drl__counter_adjust(const drl__limit *lim, const drl__call *call,
+			drl_result *res)
+{
+	drl__undo undo;
+	plan p;
+	plan_keys pk;
+	plan_make(lim, call, &p, &pk);
+	if (drl__script_usable(lim, call)) {
+		/* the twin's adjust mode: atomic on the server */
+		int rc = drl__script_decide(lim, call, p.grouped ? 0 : p.nkeys,
+					    pk.keys, res, &undo);
+		if (rc != DRL_BACKEND_ESPLIT)
+			return rc;
+	}
+	drl__call c = *call;
+	int rc = drl__call_now(call, &c.now);
+	if (rc)
+		return rc;
+	plan_make(lim, &c, &p, &pk);
+	rc = c.delta > 0 ? penalize(lim, &c, &p, &pk)
+			 : reward(&c, &p, &pk);
+	if (rc)
+		return rc;
+	c.delta = 0; /* then the peek of cost 1 */
+	return drl__counter_decide(lim, &c, res, &undo);
+}
+
 /* The sub-windows a decision at t reads are floor(t / S) - j for j in
  * [0, nkeys); a reset at `now` removes those of every t within one
  * sub-window of now (clients whose clocks differ by up to S, or a reset
@@ -610,6 +681,7 @@ const drl__algorithm drl__subwindow = {
 	.finish = finish,
 	.decide = drl__counter_decide,
 	.refund = drl__counter_refund,
+	.adjust = drl__counter_adjust,
 	.lua = &drl__lua_counter,
 	.lua_batch = &drl__lua_batch_counter,
 	.keys = drl__counter_keys,

@@ -13,8 +13,11 @@
  * and reset_after are counted from the caller's own now
  * (docs/algorithms.md).
  *
- * State (25 bytes): 'T', whole tokens, fraction (0..PERIOD-1 units), time
- * of the last refill; all int64 little-endian.
+ * State (25 bytes): 'T', whole tokens (floor), fraction (0..PERIOD-1
+ * units), time of the last refill; all int64 little-endian. The level runs
+ * from -burst (a penalty's debt: drl_adjust leaves at most 2 x burst
+ * used) to burst tokens; clients built before drl_adjust read a bucket in
+ * debt as malformed.
  */
 #include "internal.h"
 
@@ -41,11 +44,11 @@ static int load_bucket(const drl__limit *lim, const void *old, size_t oldlen,
 		return DRL_ECORRUPT;
 	int64_t whole = drl__get64(p + 1), frac = drl__get64(p + 9);
 	bk->last = drl__get64(p + 17);
-	if (whole < 0 || frac < 0 || frac >= lim->period_us || bk->last < 0 ||
-	    bk->last > DRL_TIME_MAX_US)
+	if (whole < -lim->burst || frac < 0 || frac >= lim->period_us ||
+	    bk->last < 0 || bk->last > DRL_TIME_MAX_US)
 		return DRL_ECORRUPT;
 	bk->level = (drl__i128)whole * lim->period_us + frac;
-	if (bk->level > full)
+	if (bk->level > full || bk->level < -full)
 		return DRL_ECORRUPT;
 	if (now > bk->last) {
 		bk->level += (drl__i128)(now - bk->last) * lim->limit;
@@ -59,9 +62,11 @@ static int load_bucket(const drl__limit *lim, const void *old, size_t oldlen,
 static void store_bucket(const drl__limit *lim, const bucket *bk,
 			 unsigned char *out, size_t *outlen)
 {
+	int64_t whole = drl__i128_floor_div(bk->level, lim->period_us);
 	out[0] = 'T';
-	drl__put64(out + 1, (int64_t)(bk->level / lim->period_us));
-	drl__put64(out + 9, (int64_t)(bk->level % lim->period_us));
+	drl__put64(out + 1, whole);
+	drl__put64(out + 9,
+		   (int64_t)(bk->level - (drl__i128)whole * lim->period_us));
 	drl__put64(out + 17, bk->last);
 	*outlen = STATE_LEN;
 }
@@ -129,8 +134,10 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 	return write;
 }
 
-/* The twin's answer (token_bucket.lua): the level before the call (units
- * of 1/PERIOD token, refilled to max(now, last)) and (when a second value
+/* The twin's answer (token_bucket.lua): what is used before the call,
+ * burst x PERIOD - level (units of 1/PERIOD token, refilled to max(now,
+ * last); 0..2 x burst x PERIOD: a bucket in debt answers no negative
+ * number, which a batch would take for a failure) and (when a second value
  * comes) how far `last` is ahead of the call's now, in µs. Every field of
  * the decision depends on those two alone: the bucket is rebuilt relative
  * to a now of 0 and judged as the C step judges it. */
@@ -138,15 +145,14 @@ static int lua_answer(const drl__limit *lim, const drl__call *call,
 		      const int64_t *out, size_t nret, drl_result *res,
 		      drl__undo *undo, drl_error *err)
 {
-	int64_t level, ahead;
+	int64_t used, ahead;
 	drl__call rel;
-	int rc = drl__twin_pair(
-		lim, call, out, nret,
-		drl__i128_clamp((drl__i128)lim->burst * lim->period_us), &level,
-		&ahead, &rel, err);
+	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
+	int rc = drl__twin_pair(lim, call, out, nret, drl__i128_clamp(2 * full),
+				&used, &ahead, &rel, err);
 	if (rc)
 		return rc;
-	bucket bk = {.level = level, .last = ahead};
+	bucket bk = {.level = full - used, .last = ahead};
 	(void)judge(lim, &rel, &bk, res, undo);
 	return 0;
 }
@@ -170,6 +176,30 @@ static int refund_step(const drl__limit *lim, const drl__call *call,
 	return 1;
 }
 
+/* drl_adjust: call->delta tokens taken (the level never below -burst,
+ * nor lowered when it is there already) or given back (never above
+ * burst), at max(now, last refill); then the peek of call (cost 1). */
+static int adjust_step(const drl__limit *lim, const drl__call *call,
+		       const void *old, size_t oldlen, void *out, size_t cap,
+		       size_t *outlen, int64_t *ttl_us, drl_result *res,
+		       drl__undo *undo)
+{
+	(void)cap;
+	bucket bk;
+	if (load_bucket(lim, old, oldlen, call->now, &bk))
+		return drl__state_corrupt(lim, call);
+	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
+	drl__i128 d = (drl__i128)call->delta * lim->period_us;
+	if (d > 0)
+		bk.level = bk.level - d < -full ? -full : bk.level - d;
+	else
+		bk.level = bk.level - d > full ? full : bk.level - d;
+	(void)judge(lim, call, &bk, res, undo);
+	store_bucket(lim, &bk, out, outlen);
+	*ttl_us = settled_after(lim, &bk, call->now) + DRL__TTL_GRACE_US;
+	return 1;
+}
+
 const drl__algorithm drl__token_bucket = {
 	.name = "token_bucket",
 	.tag = "tb",
@@ -179,6 +209,8 @@ const drl__algorithm drl__token_bucket = {
 	.refund = drl__state_refund,
 	.step = step,
 	.unstep = refund_step,
+	.adjust = drl__state_adjust,
+	.adjust_step = adjust_step,
 	.state_len = STATE_LEN,
 	.lua = &drl__lua_token_bucket,
 	.lua_batch = &drl__lua_batch_token_bucket,

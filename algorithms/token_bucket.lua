@@ -4,9 +4,15 @@
 -- after now. The level is kept relative (units of 1/period token, at most
 -- burst * period < 2^53: the core sends no limit whose numbers do not
 -- fit), so no product leaves the exact range. Writes when the C step
--- would, and answers the level before the call (refilled), or {level,
--- ahead} when the last refill is ahead of now: token_bucket.c's
--- lua_answer judges those exactly as its step does.
+-- would, and answers what is used before the call, full - level
+-- (refilled; 0..2 * full, never negative: a batch reads a negative answer
+-- as a failure), or {used, ahead} when the last refill is ahead of now:
+-- token_bucket.c's lua_answer judges those exactly as its step does.
+-- The level runs from -full (a penalty's debt) to full.
+-- Adjust mode (drl_adjust): A[8] (after all seven arguments,
+-- core/script.c) is the delta, the call a peek of cost 1; the level moves
+-- by -delta tokens within -full..full (adjust_step in token_bucket.c), is
+-- written, and the peek is answered after it.
 local limit, period, burst = A[3] + 0, A[4] + 0, A[5] + 0
 local full = burst * period
 local level, last = full, now
@@ -16,11 +22,11 @@ if blob then
     return redis.error_reply('ECORRUPT token_bucket state in the store is malformed')
   end
   local _, whole, frac, l = struct.unpack('<c1i8i8i8', blob)
-  if whole < 0 or whole > burst or frac < 0 or frac >= period or l < 0 or l > 4611686018427387904 then
+  if whole < -burst or whole > burst or frac < 0 or frac >= period or l < 0 or l > 4611686018427387904 then
     return redis.error_reply('ECORRUPT token_bucket state in the store is malformed')
   end
   level, last = whole * period + frac, l
-  if level > full then
+  if level > full or level < -full then
     return redis.error_reply('ECORRUPT token_bucket state in the store is malformed')
   end
   if now > last then
@@ -39,8 +45,30 @@ end
 
 local ahead = last - now
 local need = cost * period
-if peek == 0 and cost > 0 and cost <= burst and level >= need then
-  local left = level - need
+-- the level to write: the adjusted one (adjust mode), or what is left
+-- after an admitted cost; nil: nothing written
+local left = nil
+local adj = A[8]
+if adj then
+  -- at most 2 * burst tokens either way can move the level (products
+  -- below 2^53); rounding beyond -full or full is clamped there
+  adj = adj + 0
+  if adj > 2 * burst then
+    adj = 2 * burst
+  elseif adj < -2 * burst then
+    adj = -2 * burst
+  end
+  level = level - adj * period
+  if level < -full then
+    level = -full
+  elseif level > full then
+    level = full
+  end
+  left = level
+elseif peek == 0 and cost > 0 and cost <= burst and level >= need then
+  left = level - need
+end
+if left then
   -- whole tokens and the fraction: floor(left / period), exactly
   local whole = math.floor(left / period)
   if whole * period > left then
@@ -57,6 +85,6 @@ if peek == 0 and cost > 0 and cost <= burst and level >= need then
     'PX', math.floor((ttl + 999) / 1000))
 end
 if ahead == 0 then
-  return level
+  return full - level
 end
-return {level, ahead}
+return {full - level, ahead}

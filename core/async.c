@@ -805,13 +805,21 @@ static int node_go(drl_async *a, node *n, drl_error *err)
 	return rc;
 }
 
-static int start_one(drl_async *a, drl_limiter *l, const void *key,
-		     size_t keylen, int64_t cost, int64_t now_us,
-		     enum kind kind, drl_async_cb cb, void *arg, drl_error *err)
+/* A request of one key: a decision of `cost` (DRL__REQ_ONE), or an
+ * adjustment by it (DRL__REQ_ADJUST). */
+static int start_one(drl_async *a, drl_limiter *l, drl__req_kind rk,
+		     const void *key, size_t keylen, int64_t cost,
+		     int64_t now_us, enum kind kind, drl_async_cb cb, void *arg,
+		     drl_error *err)
 {
-	int rc = start_check(a, l, cb != NULL, "drl_async_allow", err);
+	bool adjust = rk == DRL__REQ_ADJUST;
+	int rc = start_check(a, l, cb != NULL,
+			     adjust ? "drl_async_adjust" : "drl_async_allow",
+			     err);
 	if (rc == 0)
-		rc = drl__request_check(key, keylen, cost, err);
+		rc = adjust ? drl__adjust_check("drl_async_adjust", key,
+						keylen, cost, err)
+			    : drl__request_check(key, keylen, cost, err);
 	if (rc == 0 && kind == ONE_AT)
 		rc = drl__time_check(now_us, err);
 	if (rc)
@@ -836,7 +844,7 @@ static int start_one(drl_async *a, drl_limiter *l, const void *key,
 	/* The request's id may point at the key: the node's copy, which
 	 * lives as long as the request. */
 	n->one = (drl_batch_item){.key = copy, .keylen = keylen, .cost = cost};
-	drl__req_init(&n->req, DRL__REQ_ONE, l, &n->one, 1,
+	drl__req_init(&n->req, rk, l, &n->one, 1,
 		      kind == ONE ? DRL__NOW_READ : now_us, &n->err);
 	return node_go(a, n, err);
 }
@@ -869,15 +877,32 @@ int drl_async_allow(drl_async *a, drl_limiter *limiter, const void *key,
 		    size_t keylen, int64_t cost, drl_async_cb cb, void *arg,
 		    drl_error *err)
 {
-	return start_one(a, limiter, key, keylen, cost, 0, ONE, cb, arg, err);
+	return start_one(a, limiter, DRL__REQ_ONE, key, keylen, cost, 0, ONE,
+			 cb, arg, err);
 }
 
 int drl_async_allow_at(drl_async *a, drl_limiter *limiter, const void *key,
 		       size_t keylen, int64_t cost, int64_t now_us,
 		       drl_async_cb cb, void *arg, drl_error *err)
 {
-	return start_one(a, limiter, key, keylen, cost, now_us, ONE_AT, cb, arg,
-			 err);
+	return start_one(a, limiter, DRL__REQ_ONE, key, keylen, cost, now_us,
+			 ONE_AT, cb, arg, err);
+}
+
+int drl_async_adjust(drl_async *a, drl_limiter *limiter, const void *key,
+		     size_t keylen, int64_t delta, drl_async_cb cb, void *arg,
+		     drl_error *err)
+{
+	return start_one(a, limiter, DRL__REQ_ADJUST, key, keylen, delta, 0,
+			 ONE, cb, arg, err);
+}
+
+int drl_async_adjust_at(drl_async *a, drl_limiter *limiter, const void *key,
+			size_t keylen, int64_t delta, int64_t now_us,
+			drl_async_cb cb, void *arg, drl_error *err)
+{
+	return start_one(a, limiter, DRL__REQ_ADJUST, key, keylen, delta,
+			 now_us, ONE_AT, cb, arg, err);
 }
 
 /* Whether item it's key is copied: one the blocking call will read. A bad

@@ -38,3 +38,18 @@ int drl__request_check(const void *key, size_t keylen, int64_t cost,
 				     (long long)cost);
 	return 0;
 }
+
+int drl__adjust_check(const char *fn, const void *key, size_t keylen,
+		      int64_t delta, drl_error *err)
+{
+	int rc = drl__key_check(fn, key, keylen, err);
+	if (rc)
+		return rc;
+	if (delta < -DRL_LIMIT_MAX || delta > DRL_LIMIT_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "%s: delta %lld is outside -%lld..%lld",
+				     fn, (long long)delta,
+				     (long long)DRL_LIMIT_MAX,
+				     (long long)DRL_LIMIT_MAX);
+	return 0;
+}

@@ -206,6 +206,60 @@ static int reset_step(drl_limiter *l, const drl__key_id_buf *id, int64_t now,
 	return rc;
 }
 
+/* ---- adjust's step: every limit's state moved ---------------------------- */
+
+/* delta on every limit of l for the user key id at now (explicit, or
+ * DRL__NOW_STORE); *result the peek of cost 1 after it, combined over the
+ * limits as step() combines a decision's. delta 0 changes nothing: the
+ * limits are only asked. */
+static int adjust_step(drl_limiter *l, const drl__key_id_buf *id,
+		       int64_t delta, int64_t now, drl_result *result,
+		       drl_error *err)
+{
+	drl__call call = {
+		.backend = l->store->backend,
+		.now = now,
+		.cost = 1,
+		.peek = true,
+		.delta = delta,
+		.err = err,
+		.stats = &l->store->stats,
+	};
+	drl__keybase kb;
+	drl_result best = {0}, r;
+	bool denied = false;
+	for (size_t i = 0; i < l->nlimits; i++) {
+		drl__limit *lim = &l->limits[i];
+		drl__undo undo;
+		int rc;
+		drl__keybase_make_id(&kb, l->prefix, l->prefixlen, lim,
+				     id->bytes, id->len, id->digest);
+		call.key = &kb;
+		memset(&r, 0, sizeof r);
+		if (delta == 0)
+			rc = lim->algo->decide(lim, &call, &r, &undo);
+		else if (lim->algo->adjust == NULL)
+			rc = drl_error_set(err, DRL_ENOTSUP,
+					   "drl_adjust: %s cannot adjust",
+					   lim->algo->name);
+		else
+			rc = lim->algo->adjust(lim, &call, &r);
+		if (rc)
+			return rc;
+		r.limit_index = (int)i;
+		if (denied) {
+			widen(&best, &r);
+		} else if (!r.allowed) {
+			best = r;
+			denied = true;
+		} else if (i == 0 || r.remaining < best.remaining) {
+			best = r;
+		}
+	}
+	*result = best;
+	return 0;
+}
+
 /* ---- begin ------------------------------------------------------------- */
 
 /* A batch's begin: every checked item's id (nq[i]); with a near cache,
@@ -462,9 +516,13 @@ void drl__req_end(drl__req *q)
 					 : store_outcome(q->items, q->n));
 	if (q->rc)
 		fail_left(q);
-	if (q->kind == DRL__REQ_RESET) {
+	if (q->kind == DRL__REQ_RESET || q->kind == DRL__REQ_ADJUST) {
+		/* a reward may lift a block; a penalty's denials are the
+		 * store's to say: either way the key's block goes */
 		if (q->rc == 0 && q->items[0].rc == 0 && l->near != NULL)
 			drl__near_forget(l->near, &q->one);
+		if (q->kind == DRL__REQ_ADJUST && q->items[0].rc == 0)
+			shadow_answer(l, &q->items[0].result);
 	} else {
 		for (size_t i = 0; i < q->n; i++)
 			end_item(q, i);
@@ -518,10 +576,28 @@ static COLD void reset_run(drl__req *q)
 	drl__req_end(q);
 }
 
+/* An adjustment: enter, every limit's state moved, end (no on_error
+ * fallback: nothing was decided for the caller to act on). */
+static COLD void adjust_run(drl__req *q)
+{
+	drl_batch_item *it = &q->items[0];
+	if (enter(q, true, q->err) == 0) {
+		it->rc = adjust_step(q->l, &q->one.id, it->cost, q->now,
+				     &it->result, q->err);
+		if (it->rc)
+			drl__req_fail(q, 0, it->rc, q->err);
+	}
+	drl__req_end(q);
+}
+
 void drl__req_run(drl__req *q)
 {
 	if (q->kind == DRL__REQ_RESET) {
 		reset_run(q);
+		return;
+	}
+	if (q->kind == DRL__REQ_ADJUST) {
+		adjust_run(q);
 		return;
 	}
 	if (q->left > 0 && q->rc == 0 && enter(q, true, detail(q)) == 0) {
@@ -562,7 +638,10 @@ bool drl__req_startable(drl__req *q, const char **why)
 	drl_limiter *l = q->l;
 	drl_backend *b = l->store->backend;
 	const char *no = NULL, *w;
-	if (l->nlimits != 1)
+	if (q->kind == DRL__REQ_ADJUST)
+		no = "an adjustment is made on a worker (its own steps, not "
+		     "a decision's started call)";
+	else if (l->nlimits != 1)
 		no = "a policy of several limits is decided on a worker (a "
 		     "denial gives back the others: more store calls)";
 	else if (b->version < 5 || !(b->caps & DRL_CAP_EVAL_START) ||

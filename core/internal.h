@@ -169,6 +169,11 @@ typedef struct drl__call {
 	int64_t now;  /* µs since the epoch, >= 0, or DRL__NOW_STORE */
 	int64_t cost; /* >= 0 */
 	bool peek;    /* decide, but consume nothing and write nothing */
+	/* drl_adjust (algorithm.adjust only; 0 for a decision): units to
+	 * consume unconditionally (> 0) or give back (< 0), |delta| <=
+	 * DRL_LIMIT_MAX. The call is then a peek of cost 1: what it answers
+	 * is the state after the adjustment. */
+	int64_t delta;
 	drl_error *err;
 	drl__stats *stats; /* the store's counters */
 } drl__call;
@@ -270,6 +275,16 @@ typedef struct drl__algorithm {
 	 * (DRL_CAP_COUNTER_GROUPS): its twin is then told so (ARGV[7], the
 	 * trailing flag, plus 2; drl__script_args). NULL: never. */
 	bool (*grouped)(const drl__limit *lim, const drl_backend *b);
+	/* drl_adjust: move the state of call->key by call->delta units
+	 * atomically (the bounds are drl_adjust's, include/drl/drl.h), then
+	 * fill *res as a peek of cost 1 of the state after it (call->cost
+	 * is 1, call->peek true). Optimistic-state algorithms use
+	 * drl__state_adjust, which runs adjust_step (a drl__step_fn that
+	 * always writes, reading call->delta) or the twin with the delta
+	 * as one more argument (its adjust mode). */
+	int (*adjust)(const drl__limit *lim, const drl__call *call,
+		      drl_result *res);
+	drl__step_fn adjust_step;
 } drl__algorithm;
 
 /* Most store keys one limit has for one user key (drl__algorithm.keys):
@@ -311,6 +326,15 @@ int drl__state_decide(const drl__limit *lim, const drl__call *call,
 		      drl_result *res, drl__undo *undo);
 int drl__state_refund(const drl__limit *lim, const drl__call *call,
 		      const drl__undo *undo);
+/* adjust of every optimistic-state algorithm: the twin in its adjust
+ * mode where it runs, else lim->algo->adjust_step as decide runs step. */
+int drl__state_adjust(const drl__limit *lim, const drl__call *call,
+		      drl_result *res);
+/* The most a penalty leaves used: twice the capacity (LIMIT, or burst). */
+static inline int64_t drl__adjust_cap(const drl__limit *lim)
+{
+	return 2 * (lim->burst ? lim->burst : lim->limit);
+}
 
 /* How long a key outlives the last moment an algorithm may read it: room
  * for client clocks that lag by up to this much. */
@@ -323,6 +347,8 @@ int drl__counter_decide(const drl__limit *lim, const drl__call *call,
 			drl_result *res, drl__undo *undo);
 int drl__counter_refund(const drl__limit *lim, const drl__call *call,
 			const drl__undo *undo);
+int drl__counter_adjust(const drl__limit *lim, const drl__call *call,
+			drl_result *res);
 bool drl__counter_startable(const drl__limit *lim, const drl__call *call);
 int drl__counter_start(const drl__limit *lim, const drl__call *call,
 		       drl__decided_fn done, void *arg);
@@ -602,6 +628,10 @@ int drl__key_check(const char *fn, const void *key, size_t keylen,
 /* DRL_EINVAL naming the bad part of one request (key, keylen, cost). */
 int drl__request_check(const void *key, size_t keylen, int64_t cost,
 		       drl_error *err);
+/* DRL_EINVAL naming the bad part of an adjustment (key, keylen, delta
+ * beyond +-DRL_LIMIT_MAX) for the public function fn. */
+int drl__adjust_check(const char *fn, const void *key, size_t keylen,
+		      int64_t delta, drl_error *err);
 /* The result every failed call leaves: a denial by the store path. */
 void drl__result_deny(drl_result *r);
 /* Parse "on_error=..." (value len bytes); DRL_EINVAL when unknown. */
@@ -684,7 +714,8 @@ size_t drl__near_sync_round_at(struct drl__near *n, int64_t now);
 typedef enum drl__req_kind {
 	DRL__REQ_ONE,   /* decide items[0]; its error detail is *err itself */
 	DRL__REQ_BATCH, /* decide items[0..n); *err names the first failed */
-	DRL__REQ_RESET  /* forget items[0].key on every limit (drl_reset) */
+	DRL__REQ_RESET, /* forget items[0].key on every limit (drl_reset) */
+	DRL__REQ_ADJUST /* items[0].cost units on every limit (drl_adjust) */
 } drl__req_kind;
 
 /* One request carried through a decision's steps (core/decision.c has

@@ -139,13 +139,17 @@ static int cas_loop(step_ctx *c, drl_bytes key)
 	return rc;
 }
 
+/* step against call's key; it writes at most the largest state a decision
+ * writes, or (`wide`: adjust_step, unstep) the largest state read. */
 static int run(const drl__limit *lim, const drl__call *call, drl__step_fn step,
-	       drl_result *res, drl__undo *undo)
+	       bool wide, drl_result *res, drl__undo *undo)
 {
 	unsigned char stackout[STACK_STATE];
 	const drl__algorithm *a = lim->algo;
 	size_t cap = a->state_size ? a->state_size(lim) : a->state_len;
 	size_t stored = a->stored_size ? a->stored_size(lim) : cap;
+	if (wide)
+		cap = stored;
 	step_ctx c = {lim, call, step, stackout, cap, stored, res, undo};
 	if (cap > sizeof stackout) {
 		c.out = malloc(cap);
@@ -176,7 +180,7 @@ int drl__state_decide(const drl__limit *lim, const drl__call *call,
 		if (rc != DRL_BACKEND_ESPLIT)
 			return rc;
 	}
-	return run(lim, call, lim->algo->step, res, undo);
+	return run(lim, call, lim->algo->step, false, res, undo);
 }
 
 int drl__state_refund(const drl__limit *lim, const drl__call *call,
@@ -188,5 +192,22 @@ int drl__state_refund(const drl__limit *lim, const drl__call *call,
 	int rc = drl__call_now(call, &c.now);
 	if (rc)
 		return rc;
-	return run(lim, &c, lim->algo->unstep, &r, &u);
+	/* wide: a penalty since the decision may have grown the state */
+	return run(lim, &c, lim->algo->unstep, true, &r, &u);
+}
+
+int drl__state_adjust(const drl__limit *lim, const drl__call *call,
+		      drl_result *res)
+{
+	drl__undo undo;
+	if (drl__script_usable(lim, call)) {
+		int rc = drl__script_decide(lim, call, 0, NULL, res, &undo);
+		if (rc != DRL_BACKEND_ESPLIT)
+			return rc;
+	}
+	drl__call c = *call;
+	int rc = drl__call_now(call, &c.now);
+	if (rc)
+		return rc;
+	return run(lim, &c, lim->algo->adjust_step, true, res, &undo);
 }

@@ -117,13 +117,21 @@ int drl__script_decide(const drl__limit *lim, const drl__call *call,
 		memcpy(keys + 1, derived, nderived * sizeof *derived);
 		nkeys += nderived;
 	}
-	int64_t args[DRL__SCRIPT_NARGS];
+	int64_t args[DRL__SCRIPT_NARGS + 1];
 	int64_t out[DRL__SCRIPT_NOUT];
-	size_t nret = 0;
+	size_t nret = 0, nargs = drl__script_nargs(lim);
 	drl__script_args(lim, call, args);
+	/* drl_adjust: the twin's adjust mode is ARGV[DRL__SCRIPT_NARGS + 1],
+	 * the delta, after all seven arguments (a lean twin's decision is
+	 * sent fewer, a batch's never more: so no decision, nor a tool that
+	 * sends a twin all seven, can look like an adjustment) */
+	if (call->delta != 0) {
+		nargs = DRL__SCRIPT_NARGS;
+		args[nargs++] = call->delta;
+	}
 	DRL__COUNT(call->stats, scripts);
-	int rc = b->eval(b, lim->algo->lua, nkeys, keys, drl__script_nargs(lim),
-			 args, out, DRL__SCRIPT_NOUT, &nret, call->err);
+	int rc = b->eval(b, lim->algo->lua, nkeys, keys, nargs, args, out,
+			 DRL__SCRIPT_NOUT, &nret, call->err);
 	if (rc)
 		return rc;
 	return drl__twin_answer(lim, call, out, nret, res, undo, call->err);

@@ -125,6 +125,37 @@
 					 .msg = "item 0: cost -1 is negative"  \
 	}
 
+/* Rows given to both drl_adjust (E = BI_ADJUST) and drl_adjust_at: the
+ * cost is the delta. */
+#define ADJUST_ROWS(E)                                                         \
+	{E, "limiter NULL", .nulls = BI_NULL_LIMITER, .code = EINVAL_,         \
+	 .msg = "drl_adjust: NULL limiter"},                                   \
+		{E, "result NULL", .nulls = BI_NULL_RESULT, .code = EINVAL_,   \
+		 .msg = "drl_adjust: NULL result"},                            \
+		{E, "key NULL", .nulls = BI_NULL_KEY, .code = EINVAL_,         \
+		 .msg = "drl_adjust: NULL key"},                               \
+		{E, "key length 0", .set = BI_SET_KEYLEN, .keylen = 0,         \
+		 .code = EINVAL_, .msg = "key length 0 is outside"},           \
+		{E, "key length DRL_KEY_MAX + 1", .set = BI_SET_KEYLEN,        \
+		 .keylen = DRL_KEY_MAX + 1, .code = EINVAL_,                   \
+		 .msg = "key length 1048577 is outside"},                      \
+		{E, "key length SIZE_MAX", .set = BI_SET_KEYLEN,               \
+		 .keylen = SIZE_MAX, .code = EINVAL_, .msg = "is outside 1.."}, \
+		{E, "delta DRL_LIMIT_MAX + 1", .set = BI_SET_COST,             \
+		 .cost = DRL_LIMIT_MAX + 1, .code = EINVAL_,                   \
+		 .msg = "delta 1000000001 is outside -1000000000..1000000000"}, \
+		{E, "delta -DRL_LIMIT_MAX - 1", .set = BI_SET_COST,            \
+		 .cost = -DRL_LIMIT_MAX - 1, .code = EINVAL_,                  \
+		 .msg = "delta -1000000001 is outside"},                       \
+		{E, "delta INT64_MIN", .set = BI_SET_COST,                     \
+		 .cost = INT64_MIN, .code = EINVAL_,                           \
+		 .msg = "delta -9223372036854775808 is outside"},              \
+	{                                                                      \
+		E, "delta INT64_MAX", .set = BI_SET_COST, .cost = INT64_MAX,   \
+				      .code = EINVAL_,                         \
+				      .msg = "delta 9223372036854775807 is"    \
+	}
+
 const bi_row bi_rows[] = {
 	/* drl_limiter_new: arguments */
 	{BI_LIMITER_NEW, "out NULL", .nulls = BI_NULL_OUT, .code = EINVAL_,
@@ -247,12 +278,16 @@ const bi_row bi_rows[] = {
 	BATCH_ROWS(BI_BATCH),
 	BATCH_ROWS(BI_BATCH_AT),
 	TIME_ROWS(BI_BATCH_AT),
+	ADJUST_ROWS(BI_ADJUST),
+	ADJUST_ROWS(BI_ADJUST_AT),
+	TIME_ROWS(BI_ADJUST_AT),
 };
 const size_t bi_nrows = sizeof bi_rows / sizeof bi_rows[0];
 
 static const char *const entry_names[] = {
 	"drl_limiter_new", "drl_allow",          "drl_allow_at",
-	"drl_allow_batch", "drl_allow_batch_at",
+	"drl_allow_batch", "drl_allow_batch_at", "drl_adjust",
+	"drl_adjust_at",
 };
 
 /* DRL_KEY_MAX + 1 bytes of 'k': every key a row passes points here, so a
@@ -311,7 +346,7 @@ static void run_limiter_new(const bi_target *t, const bi_row *row)
 			 row->what);
 }
 
-static void run_allow(drl_limiter *good, const bi_row *row)
+static void run_one(drl_limiter *good, const bi_row *row)
 {
 	drl_result r;
 	drl_error err = {0};
@@ -323,9 +358,21 @@ static void run_allow(drl_limiter *good, const bi_row *row)
 	int64_t cost = row->set & BI_SET_COST ? row->cost : 1;
 	int64_t now = row->set & BI_SET_NOW ? row->now : BI_NOW;
 	drl_result *res = row->nulls & BI_NULL_RESULT ? NULL : &r;
-	int rc = row->entry == BI_ALLOW
-			 ? drl_allow(l, key, keylen, cost, res, &err)
-			 : drl_allow_at(l, key, keylen, cost, now, res, &err);
+	int rc;
+	switch (row->entry) {
+	case BI_ALLOW:
+		rc = drl_allow(l, key, keylen, cost, res, &err);
+		break;
+	case BI_ADJUST:
+		rc = drl_adjust(l, key, keylen, cost, res, &err);
+		break;
+	case BI_ADJUST_AT:
+		rc = drl_adjust_at(l, key, keylen, cost, now, res, &err);
+		break;
+	default:
+		rc = drl_allow_at(l, key, keylen, cost, now, res, &err);
+		break;
+	}
 	expect_refused(row, rc, &err);
 	if (res != NULL && r.allowed)
 		fail_msg("%s, %s: result says allowed after an error",
@@ -407,7 +454,9 @@ void bi_run_rows(const bi_target *t)
 			break;
 		case BI_ALLOW:
 		case BI_ALLOW_AT:
-			run_allow(good, row);
+		case BI_ADJUST:
+		case BI_ADJUST_AT:
+			run_one(good, row);
 			break;
 		case BI_BATCH:
 		case BI_BATCH_AT:

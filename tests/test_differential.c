@@ -540,12 +540,13 @@ static void test_gcra_states(void **state)
 		/* now NEWEST is t: 300ms behind is charged nothing more */
 		EXPECT(tu_at(l, "k", 1, t - 300 * MS), 1, 0, 800 * MS, 0);
 
-		/* malformed: TAT before NEWEST, TAT beyond NEWEST + 500ms,
-		 * an old TAT a burst past the end of time */
+		/* malformed: TAT before NEWEST, TAT beyond NEWEST + 2 x
+		 * 500ms (a penalty's debt, drl_adjust, reaches 2 x burst x T
+		 * at most), an old TAT a burst past the end of time */
 		unsigned char bad[3][25] = {{'G'}, {'G'}, {'G'}};
 		pack(bad[0] + 1, t - 1);
 		pack(bad[0] + 17, t);
-		pack(bad[1] + 1, t + 500 * MS);
+		pack(bad[1] + 1, t + 1000 * MS);
 		pack(bad[1] + 9, 1);
 		pack(bad[1] + 17, t);
 		pack(bad[2] + 1, INT64_MAX);
@@ -677,7 +678,8 @@ static void test_sliding_log_states(void **state)
 		}
 		/* malformed 'S' (one dead entry, two live at t - 300ms and
 		 * t - 100ms counting 1 and 2): a sum of 2 (below the newest's
-		 * count and one more entry), a sum of 6 (above the limit), a
+		 * count and one more entry), a sum of 11 (above 2 x the limit,
+		 * what a penalty may reach: drl_adjust), a
 		 * first live time that is not the first live entry's, one
 		 * dead entry too few, two live entries said for one */
 		unsigned char sb[5][3 * 16 + 33];
@@ -694,7 +696,7 @@ static void test_sliding_log_states(void **state)
 			unsigned char *tr = p + 48;
 			pack(tr, i == 3 ? 0 : 1);
 			pack(tr + 8, 2);
-			pack(tr + 16, i == 0 ? 2 : i == 1 ? 6 : 3);
+			pack(tr + 16, i == 0 ? 2 : i == 1 ? 11 : 3);
 			pack(tr + 24, i == 2 ? t - 200 * MS : t - 300 * MS);
 			tr[32] = 'S';
 			sl[i] = sizeof sb[i];

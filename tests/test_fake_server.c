@@ -294,15 +294,16 @@ static fake_plan hostile_plan(char *buf, size_t cap, const char *setup,
 #define CUT_LOAD (sizeof LOAD_NIL - 1) /* WATCH/GET answered, then cas */
 
 /* fixed_window's twin answers the five fields of the common form;
- * token_bucket's its level before the call (one integer, or {level,
- * ahead}): 5 tokens of 1/PERIOD each, full. */
+ * token_bucket's what is used before the call (one integer, or {used,
+ * ahead}): 0 units of 1/PERIOD token, full, as {0, 0} (long enough for
+ * "dribbles a valid reply" to outlast the timeout). */
 static const target redis_lua = {"redis tx=lua",      "redis",      "tx=lua",
 				 "fixed_window:5/1s", LIT(EVAL_OK), 0};
 static const target redis_lua_compact = {"redis tx=lua (compact answer)",
 					 "redis",
 					 "tx=lua",
 					 "token_bucket:5/1s",
-					 LIT(":5000000\r\n"),
+					 LIT("*2\r\n:0\r\n:0\r\n"),
 					 0};
 static const target redis_watch = {
 	"redis tx=watch (state)", "redis", "tx=watch", "gcra:5/1s",
@@ -410,16 +411,17 @@ static const typed redis_typed[] = {
 	{&redis_lua,
 	 H("EVALSHA: nested array",
 	   "*5\r\n*1\r\n:1\r\n:1\r\n:1\r\n:0\r\n:1\r\n", 0, 0, SHAPE)},
-	/* A compact answer (token_bucket: its level, and how far ahead):
-	 * out of its range or of its shape. */
+	/* A compact answer (token_bucket: what is used, 0 .. 2 x burst x
+	 * PERIOD with a penalty's debt, and how far ahead): out of its
+	 * range or of its shape. */
 	{&redis_lua_compact,
-	 H("EVALSHA: level above full", ":5000001\r\n", 0, 0, CORRUPT)},
+	 H("EVALSHA: used above 2 x full", ":10000001\r\n", 0, 0, CORRUPT)},
 	{&redis_lua_compact,
-	 H("EVALSHA: negative level", ":-1\r\n", 0, 0, CORRUPT)},
+	 H("EVALSHA: negative used", ":-1\r\n", 0, 0, CORRUPT)},
 	{&redis_lua_compact, H("EVALSHA: negative ahead",
-			       "*2\r\n:5000000\r\n:-1\r\n", 0, 0, CORRUPT)},
+			       "*2\r\n:0\r\n:-1\r\n", 0, 0, CORRUPT)},
 	{&redis_lua_compact,
-	 H("EVALSHA: three values", "*3\r\n:5000000\r\n:0\r\n:0\r\n", 0, 0,
+	 H("EVALSHA: three values", "*3\r\n:0\r\n:0\r\n:0\r\n", 0, 0,
 	   CORRUPT)},
 	{&redis_lua_compact, H("EVALSHA: no value", "*0\r\n", 0, 0, CORRUPT)},
 	/* tx=auto's counter commands. */

@@ -2,8 +2,10 @@
  * drl_reset and shadow=1 on a real Redis Cluster of three masters
  * (tx=lua and tx=watch): the checks of tests/ops_check.c, whose neighbours
  * share the reset key's hash tag and so its slot and node; and a reset of
- * a policy is one DEL.
+ * a policy is one DEL. drl_adjust: the checks of tests/adjust_check.c
+ * (tx=auto, tx=lua, tx=watch).
  */
+#include "adjust_check.h"
 #include "cluster_fixture.h"
 #include "ops_check.h"
 #include "testutil.h"
@@ -84,6 +86,34 @@ static void test_reset_and_shadow(void **state)
 	}
 }
 
+/* drl_adjust on the cluster test_reset_and_shadow started (its own when
+ * run alone). */
+static void test_adjust(void **state)
+{
+	(void)state;
+	if (cl.masters == 0) {
+		int rc = drl_fixture_cluster_start(&cl, 3, 0);
+		if (rc == 1)
+			skip();
+		assert_int_equal(rc, 0);
+		assert_non_null(
+			drl_fixture_cluster_hosts(&cl, hosts, sizeof hosts));
+	}
+	static const char *const tx[] = {"auto", "lua", "watch"};
+	for (int i = 0; i < 3; i++) {
+		char uri[600];
+		snprintf(uri, sizeof uri, "redis-cluster://%s?tx=%s", hosts,
+			 tx[i]);
+		adjust_check_exact(uri);
+		adjust_check_policy(uri);
+		adjust_check_agrees(uri);
+		adjust_check_hot_key(uri);
+		adjust_check_options(uri);
+		adjust_check_async(uri);
+		adjust_check_bad_input(uri);
+	}
+}
+
 static int teardown(void **state)
 {
 	(void)state;
@@ -95,6 +125,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reset_and_shadow),
+		cmocka_unit_test(test_adjust),
 	};
 	return cmocka_run_group_tests(tests, NULL, teardown);
 }

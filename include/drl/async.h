@@ -200,6 +200,23 @@ DRL_EXPORT int drl_async_allow_at(drl_async *a, drl_limiter *limiter,
 				  int64_t now_us, drl_async_cb cb, void *arg,
 				  drl_error *err);
 
+/* Start drl_adjust(limiter, key, keylen, delta) (penalty > 0, reward
+ * < 0; include/drl/drl.h), as drl_async_allow() starts a decision: the
+ * same callback (its result the peek of cost 1 after the adjustment),
+ * the same start errors (bad input as drl_adjust() rejects it). It is
+ * made on a worker (or at start on a store inside the process): never
+ * sent without one, so a context of DRL_ASYNC_THREADS_NONE refuses it
+ * (DRL_ENOTSUP). */
+DRL_EXPORT int drl_async_adjust(drl_async *a, drl_limiter *limiter,
+				const void *key, size_t keylen, int64_t delta,
+				drl_async_cb cb, void *arg, drl_error *err);
+
+/* The same as drl_adjust_at() at now_us (checked at start, as there). */
+DRL_EXPORT int drl_async_adjust_at(drl_async *a, drl_limiter *limiter,
+				   const void *key, size_t keylen,
+				   int64_t delta, int64_t now_us,
+				   drl_async_cb cb, void *arg, drl_error *err);
+
 /* A batch's callback: rc and *err as drl_allow_batch() returned and wrote
  * them; items[0..n) are copies of the started items with each rc and
  * result filled (their keys point at the library's copies), valid only

@@ -180,6 +180,42 @@ DRL_EXPORT int drl_reset(drl_limiter *limiter, const void *key, size_t keylen,
 DRL_EXPORT int drl_reset_at(drl_limiter *limiter, const void *key,
 			    size_t keylen, int64_t now_us, drl_error *err);
 
+/* Adjust `key` (keylen bytes, 1..DRL_KEY_MAX) by `delta` units on every
+ * limit of the limiter's policy, at the real-time clock (or the store's,
+ * as drl_allow() chooses): rate-limiter-flexible's penalty and reward.
+ * - delta > 0 (penalty): delta units consumed unconditionally, as if a
+ *   request of that cost had been admitted now, even past the limit (later
+ *   requests are then denied until the key recovers). Bound: a penalty
+ *   never leaves more than twice the limit's capacity (2 x LIMIT, or
+ *   2 x burst) used: exact while the usage it finds plus delta stays
+ *   within that, capped there otherwise (never lowered).
+ * - delta < 0 (reward): -delta units given back, never beyond a full
+ *   quota (a counter never below 0, a bucket never above burst, a GCRA
+ *   TAT never before now, a sliding log drops its newest units).
+ * - delta == 0: nothing changes.
+ * docs/algorithms.md says what each algorithm's state does.
+ * *result is then filled as a decision of cost 1 that consumes nothing
+ * (limit_index, remaining, reset_after_us, retry_after_us as for
+ * drl_allow(); allowed: whether a request of cost 1 would now be
+ * admitted), over every limit of the policy. Atomic per limit on every
+ * store and strategy (the twin, WATCH, counter commands, memcached cas,
+ * the memory store's lock): a concurrent decision sees the adjustment
+ * whole or not at all. A policy's limits are adjusted one after another:
+ * when the store fails on one, the ones before it stay adjusted and the
+ * call returns the error. on_error= does not apply (a failed adjustment
+ * returns the store's error; the on_error=local copy is not adjusted);
+ * the near cache forgets the key. DRL_EINVAL (nothing changed) for a NULL
+ * limiter or result, a bad key, delta beyond +-DRL_LIMIT_MAX. On failure
+ * *result is a denial, as for drl_allow(). */
+DRL_EXPORT int drl_adjust(drl_limiter *limiter, const void *key, size_t keylen,
+			  int64_t delta, drl_result *result, drl_error *err);
+
+/* The same at an explicit time (as drl_allow_at(); a time outside
+ * 0..DRL_TIME_MAX_US is DRL_EINVAL, nothing changed). */
+DRL_EXPORT int drl_adjust_at(drl_limiter *limiter, const void *key,
+			     size_t keylen, int64_t delta, int64_t now_us,
+			     drl_result *result, drl_error *err);
+
 /* ---- batches ---------------------------------------------------------- */
 
 /* Most items one drl_allow_batch() call takes. */
