@@ -1,0 +1,104 @@
+/*
+ * The module: one addon state per environment (the main thread and each
+ * worker_thread load the addon once each), its exports, and its cleanup
+ * when the environment ends. index.js is the public API; these exports
+ * are its private helpers:
+ *   open(uri, spec, prefix)       -> Promise<handle>        (limiter.c)
+ *   decide(handle, key, pts, get) -> Promise<RateLimiterRes> (decide.c)
+ *   reset(handle, key)            -> Promise<true>          (blocking.c)
+ *   adjust(handle, key, delta)    -> Promise<RateLimiterRes> (blocking.c)
+ *   init(RateLimiterRes)          the class results are made of
+ *   hasAdjust, version
+ */
+#include "addon.h"
+
+#include <stdlib.h>
+
+/* The environment is ending: settle nothing more in JS, stop the async
+ * context (its callbacks run now and only free their requests), free
+ * what the addon holds. */
+static void cleanup(void *arg)
+{
+	addon *ad = arg;
+	ad->closing = 1;
+	drl_async_free(ad->async);
+	ad->async = NULL;
+	drl_store_free(ad->check);
+	ad->check = NULL;
+	if (ad->actx != NULL)
+		napi_async_destroy(ad->env, ad->actx);
+	ad->actx = NULL;
+}
+
+static void finalize(napi_env env, void *data, void *hint)
+{
+	(void)env;
+	(void)hint;
+	free(data);
+}
+
+/* init(RateLimiterRes): the class consume() results are instances of. */
+static napi_value js_init(napi_env env, napi_callback_info info)
+{
+	size_t argc = 1;
+	napi_value cls, resource, name;
+	addon *ad = NULL;
+	napi_get_cb_info(env, info, &argc, &cls, NULL, (void **)&ad);
+	if (ad->res_class != NULL)
+		napi_delete_reference(env, ad->res_class);
+	napi_create_reference(env, cls, 1, &ad->res_class);
+	if (ad->actx == NULL) {
+		napi_create_object(env, &resource);
+		napi_create_string_utf8(env, "drl:decision", NAPI_AUTO_LENGTH,
+					&name);
+		napi_create_reference(env, resource, 1, &ad->resource);
+		napi_async_init(env, resource, name, &ad->actx);
+	}
+	return NULL;
+}
+
+static napi_value init_module(napi_env env, napi_value exports)
+{
+	addon *ad = calloc(1, sizeof *ad);
+	drl_error err = {0, {0}};
+	if (ad == NULL)
+		return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
+	ad->env = env;
+	int rc = drl_store_open(&ad->check, "memory://", &err);
+	if (rc != 0) {
+		free(ad);
+		return throw_drl(env, rc, err.message, 0);
+	}
+	napi_set_instance_data(env, ad, finalize, NULL);
+	napi_add_env_cleanup_hook(env, cleanup, ad);
+
+	napi_property_descriptor fns[] = {
+		{"open", NULL, js_open, NULL, NULL, NULL, napi_default, ad},
+		{"decide", NULL, js_decide, NULL, NULL, NULL, napi_default,
+		 ad},
+		{"reset", NULL, js_reset, NULL, NULL, NULL, napi_default, ad},
+		{"adjust", NULL, js_adjust, NULL, NULL, NULL, napi_default,
+		 ad},
+		{"init", NULL, js_init, NULL, NULL, NULL, napi_default, ad},
+	};
+	napi_define_properties(env, exports, sizeof fns / sizeof fns[0], fns);
+	napi_value v;
+#ifdef DRL_NODE_HAVE_ADJUST
+	napi_get_boolean(env, true, &v);
+#else
+	napi_get_boolean(env, false, &v);
+#endif
+	napi_set_named_property(env, exports, "hasAdjust", v);
+	napi_create_string_utf8(env, drl_version(), NAPI_AUTO_LENGTH, &v);
+	napi_set_named_property(env, exports, "version", v);
+	return exports;
+}
+
+/* The macro defines exported functions without prototypes. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+NAPI_MODULE_INIT()
+{
+	return init_module(env, exports);
+}
+#pragma GCC diagnostic pop
