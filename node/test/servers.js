@@ -87,6 +87,7 @@ async function serve(bin, argsOf, bus) {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'drl-node-'));
     const proc = spawn(bin, argsOf(port, dir), { stdio: 'ignore', cwd: dir });
     started.add(proc);
+    proc.unref(); // never what keeps a test alive: killed at exit
     let exited = false;
     proc.on('exit', () => { exited = true; started.delete(proc); });
     const deadline = Date.now() + 30000;
@@ -122,7 +123,10 @@ async function redis(t) {
 // A memcached; null (skipped) when missing.
 async function memcached(t) {
   const bin = need(t, 'memcached');
-  return bin && serve(bin, (port) => ['-p', String(port), '-l', '127.0.0.1', '-U', '0', '-t', '2']);
+  // memcached refuses to run as root without -u.
+  const root = process.getuid && process.getuid() === 0 ? ['-u', 'root'] : [];
+  return bin && serve(bin, (port) => ['-p', String(port), '-l', '127.0.0.1', '-U', '0', '-t', '2']
+    .concat(root));
 }
 
 // A Redis Cluster of 3 masters, no replicas: { ports, uri, stop() }.
