@@ -5,9 +5,11 @@
  * are its private helpers:
  *   open(uri, spec, prefix)       -> Promise<handle>        (limiter.c)
  *   decide(handle, key, pts, get) -> Promise<RateLimiterRes> (decide.c)
+ *   decideNow(handle, key, pts, get) -> 1|0|-1, fields in init's array
+ *                                 (memory:// only; decide.c)
  *   reset(handle, key)            -> Promise<true>          (blocking.c)
  *   adjust(handle, key, delta)    -> Promise<RateLimiterRes> (blocking.c)
- *   init(RateLimiterRes)          the class results are made of
+ *   init(RateLimiterRes, Float64Array(4))
  *   hasAdjust, version
  */
 #include "addon.h"
@@ -37,16 +39,29 @@ static void finalize(napi_env env, void *data, void *hint)
 	free(data);
 }
 
-/* init(RateLimiterRes): the class consume() results are instances of. */
+/* init(RateLimiterRes, Float64Array(4)): the class results are
+ * instances of, and where decideNow() writes its result's fields. */
 static napi_value js_init(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
-	napi_value cls, resource, name;
+	size_t argc = 2, len = 0;
+	napi_value argv[2], resource, name;
 	addon *ad = NULL;
-	napi_get_cb_info(env, info, &argc, &cls, NULL, (void **)&ad);
+	napi_typedarray_type type;
+	void *data = NULL;
+	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&ad);
+	if (argc < 2 ||
+	    napi_get_typedarray_info(env, argv[1], &type, &len, &data, NULL,
+				     NULL) != napi_ok ||
+	    type != napi_float64_array || len < 4)
+		return throw_drl(env, DRL_EINVAL,
+				 "init(RateLimiterRes, Float64Array(4))", 1);
 	if (ad->res_class != NULL)
 		napi_delete_reference(env, ad->res_class);
-	napi_create_reference(env, cls, 1, &ad->res_class);
+	if (ad->out_ref != NULL)
+		napi_delete_reference(env, ad->out_ref);
+	napi_create_reference(env, argv[0], 1, &ad->res_class);
+	napi_create_reference(env, argv[1], 1, &ad->out_ref);
+	ad->out = data;
 	if (ad->actx == NULL) {
 		napi_create_object(env, &resource);
 		napi_create_string_utf8(env, "drl:decision", NAPI_AUTO_LENGTH,
@@ -76,6 +91,8 @@ static napi_value init_module(napi_env env, napi_value exports)
 		{"open", NULL, js_open, NULL, NULL, NULL, napi_default, ad},
 		{"decide", NULL, js_decide, NULL, NULL, NULL, napi_default,
 		 ad},
+		{"decideNow", NULL, js_decide_now, NULL, NULL, NULL,
+		 napi_default, ad},
 		{"reset", NULL, js_reset, NULL, NULL, NULL, napi_default, ad},
 		{"adjust", NULL, js_adjust, NULL, NULL, NULL, napi_default,
 		 ad},

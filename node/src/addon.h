@@ -30,6 +30,9 @@ typedef struct addon {
 	drl_store *check;      /* memory:// store the constructor checks
 				  specs on (no I/O) */
 	napi_ref res_class;    /* RateLimiterRes, from index.js */
+	napi_ref out_ref;      /* keeps `out` alive */
+	double *out;           /* init()'s Float64Array(4): decideNow()'s
+				  result fields (decide.c) */
 	napi_ref resource;     /* the async resource of our callbacks */
 	napi_async_context actx;
 	int closing;           /* the environment is being torn down */
@@ -42,6 +45,7 @@ typedef struct lim {
 	drl_store *store;
 	drl_limiter *limiter;
 	int refs;
+	int inproc; /* memory://: decided at once on the JS thread (decide.c) */
 } lim;
 
 void lim_release(lim *l);
@@ -98,6 +102,7 @@ void with_callback_scope(addon *ad, void (*fn)(void *), void *arg);
 /* ---- the exported functions ------------------------------------------ */
 napi_value js_open(napi_env env, napi_callback_info info);
 napi_value js_decide(napi_env env, napi_callback_info info);
+napi_value js_decide_now(napi_env env, napi_callback_info info);
 napi_value js_reset(napi_env env, napi_callback_info info);
 napi_value js_adjust(napi_env env, napi_callback_info info);
 

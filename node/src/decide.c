@@ -9,7 +9,8 @@
  *            RateLimiterRes, or null when the key's quota is full (RLF's
  *            "no record").
  * Start errors (bad key or points, a full queue) throw; index.js turns
- * them into rejections.
+ * them into rejections. On memory:// index.js calls decideNow() instead,
+ * which decides at once (below).
  */
 #include "addon.h"
 
@@ -29,12 +30,11 @@ static double ms_of(int64_t us)
 	return us <= 0 ? 0 : (double)((us + 999) / 1000);
 }
 
-/* RateLimiterRes(remainingPoints, msBeforeNext, consumedPoints,
- * isFirstInDuration) for result r of a request of `cost`. */
-static napi_value make_res(napi_env env, addon *ad, const drl_result *r,
-			   int64_t cost)
+/* RateLimiterRes's fields (remainingPoints, msBeforeNext,
+ * consumedPoints, isFirstInDuration) for result r of a request of
+ * `cost`, into f[0..3]. */
+static void fields(const drl_result *r, int64_t cost, double f[4])
 {
-	napi_value ctor, argv[4], res = NULL;
 	int64_t consumed = r->limit - r->remaining;
 	/* A denial says when it could pass (retry_after); an admission
 	 * when the limit is full again (reset_after). DRL_NEVER (the cost
@@ -42,18 +42,64 @@ static napi_value make_res(napi_env env, addon *ad, const drl_result *r,
 	int64_t next = r->allowed || r->retry_after_us == DRL_NEVER
 			       ? r->reset_after_us
 			       : r->retry_after_us;
-	napi_create_double(env, (double)(r->remaining < 0 ? 0 : r->remaining),
-			   &argv[0]);
-	napi_create_double(env, ms_of(next), &argv[1]);
-	napi_create_double(env, (double)(consumed < 0 ? 0 : consumed),
-			   &argv[2]);
-	napi_get_boolean(env, r->allowed && cost > 0 && consumed == cost,
-			 &argv[3]);
+	f[0] = (double)(r->remaining < 0 ? 0 : r->remaining);
+	f[1] = ms_of(next);
+	f[2] = (double)(consumed < 0 ? 0 : consumed);
+	f[3] = r->allowed && cost > 0 && consumed == cost;
+}
+
+/* RateLimiterRes(...fields) for result r of a request of `cost`. */
+static napi_value make_res(napi_env env, addon *ad, const drl_result *r,
+			   int64_t cost)
+{
+	napi_value ctor, argv[4], res = NULL;
+	double f[4];
+	fields(r, cost, f);
+	for (int i = 0; i < 3; i++)
+		napi_create_double(env, f[i], &argv[i]);
+	napi_get_boolean(env, f[3] != 0, &argv[3]);
 	napi_get_reference_value(env, ad->res_class, &ctor);
 	napi_new_instance(env, ctor, 4, argv, &res);
 	return res;
 }
 
+/* Settle q's promise with the decision (rc, result, err). */
+static void settle(napi_env env, decide_req *q, int rc,
+		   const drl_result *result, const drl_error *err)
+{
+	napi_value v;
+	addon *ad = q->ad;
+	if (rc != 0) {
+		napi_reject_deferred(env, q->deferred,
+				     make_drl_error(env, rc, err->message, 0));
+	} else if (q->get && result->remaining >= result->limit) {
+		napi_get_null(env, &v);
+		napi_resolve_deferred(env, q->deferred, v);
+	} else {
+		v = make_res(env, ad, result, q->cost);
+		if (result->allowed)
+			napi_resolve_deferred(env, q->deferred, v);
+		else
+			napi_reject_deferred(env, q->deferred, v);
+	}
+}
+
+typedef struct outcome {
+	decide_req *q;
+	int rc;
+	const drl_result *result;
+	const drl_error *err;
+} outcome;
+
+static void settle_outcome(void *arg)
+{
+	outcome *o = arg;
+	settle(o->q->ad->env, o->q, o->rc, o->result, o->err);
+}
+
+/* The decision's callback, in drl_async_process(): settle the promise in
+ * a callback scope of its own, whose close runs the promise's reactions
+ * now (loop.c says why). */
 static void decided(drl_async *a, int rc, const drl_result *result,
 		    const drl_error *err, void *arg)
 {
@@ -61,48 +107,76 @@ static void decided(drl_async *a, int rc, const drl_result *result,
 	addon *ad = q->ad;
 	(void)a;
 	if (!ad->closing) {
-		napi_env env = ad->env;
-		napi_handle_scope hs;
-		napi_value v;
-		napi_open_handle_scope(env, &hs);
-		if (rc != 0) {
-			napi_reject_deferred(
-				env, q->deferred,
-				make_drl_error(env, rc, err->message, 0));
-		} else if (q->get && result->remaining >= result->limit) {
-			napi_get_null(env, &v);
-			napi_resolve_deferred(env, q->deferred, v);
-		} else {
-			v = make_res(env, ad, result, q->cost);
-			if (result->allowed)
-				napi_resolve_deferred(env, q->deferred, v);
-			else
-				napi_reject_deferred(env, q->deferred, v);
-		}
-		napi_close_handle_scope(env, hs);
+		outcome o = {q, rc, result, err};
+		with_callback_scope(ad, settle_outcome, &o);
 	}
 	lim_release(q->l);
 	free(q);
 }
 
+/* The arguments of decide() and decideNow(): 0, or -1 with an error
+ * thrown. */
+static int decide_args(napi_env env, napi_callback_info info, addon **ad,
+		       lim **l, keybuf *k, int64_t *cost, bool *get)
+{
+	size_t argc = 4;
+	napi_value argv[4];
+	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)ad);
+	*get = false;
+	*cost = 0;
+	if ((*l = get_lim(env, argv[0])) == NULL || get_key(env, argv[1], k))
+		return -1;
+	napi_get_value_bool(env, argv[3], get);
+	if (!*get && get_points(env, argv[2], "points", cost) != 0) {
+		keybuf_free(k);
+		return -1;
+	}
+	return 0;
+}
+
+/* decideNow(handle, key, points, get) -> 1 allowed, 0 denied, -1 (get:
+ * nothing used), the result's fields in init()'s Float64Array; a store
+ * error throws. For memory:// only (index.js asks lim.inproc): the
+ * store is this process's memory, so the blocking call is a hash lookup
+ * under a shard's lock, no I/O, and deciding at once costs less than a
+ * promise through the loop. */
+napi_value js_decide_now(napi_env env, napi_callback_info info)
+{
+	addon *ad;
+	lim *l;
+	keybuf k;
+	int64_t cost;
+	bool get;
+	drl_result r;
+	drl_error err = {0, {0}};
+	napi_value v;
+	if (decide_args(env, info, &ad, &l, &k, &cost, &get) != 0)
+		return NULL;
+	if (!l->inproc) {
+		keybuf_free(&k);
+		return throw_drl(env, DRL_EINVAL, "decideNow: not memory://", 1);
+	}
+	int rc = drl_allow(l->limiter, k.bytes, k.len, cost, &r, &err);
+	keybuf_free(&k);
+	if (rc != 0)
+		return throw_drl(env, rc, err.message, 0);
+	fields(&r, cost, ad->out);
+	napi_create_int32(env, get && r.remaining >= r.limit ? -1 : r.allowed,
+			  &v);
+	return v;
+}
+
 /* decide(handle, key, points, get: boolean) -> Promise */
 napi_value js_decide(napi_env env, napi_callback_info info)
 {
-	size_t argc = 4;
-	napi_value argv[4], promise;
-	addon *ad = NULL;
-	bool get = false;
+	addon *ad;
+	lim *l;
 	keybuf k;
-	int64_t cost = 0;
-	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&ad);
-	lim *l = get_lim(env, argv[0]);
-	if (l == NULL || get_key(env, argv[1], &k) != 0)
+	int64_t cost;
+	bool get;
+	napi_value promise;
+	if (decide_args(env, info, &ad, &l, &k, &cost, &get) != 0)
 		return NULL;
-	napi_get_value_bool(env, argv[3], &get);
-	if (!get && get_points(env, argv[2], "points", &cost) != 0) {
-		keybuf_free(&k);
-		return NULL;
-	}
 	drl_async *a = addon_async(env, ad);
 	decide_req *q = a ? calloc(1, sizeof *q) : NULL;
 	if (q == NULL) {
@@ -120,9 +194,8 @@ napi_value js_decide(napi_env env, napi_callback_info info)
 				 q, &err);
 	keybuf_free(&k);
 	if (rc != 0) {
-		/* No callback follows: settle here, as a throw. */
-		napi_value e = make_drl_error(env, rc, err.message, 0);
-		napi_reject_deferred(env, q->deferred, e);
+		/* No callback follows: settle here. */
+		settle(env, q, rc, NULL, &err);
 		free(q);
 		return promise;
 	}

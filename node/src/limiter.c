@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 const napi_type_tag lim_tag = {0x6c696264726c6e6fULL, 0x64656c696d697431ULL};
 
@@ -52,6 +53,7 @@ static void open_execute(napi_env env, void *data)
 		return;
 	}
 	r->l->refs = 1;
+	r->l->inproc = r->uri[0] == '\0' || strncmp(r->uri, "memory:", 7) == 0;
 	r->rc = drl_store_open(&r->l->store, r->uri, &r->err);
 	if (r->rc == 0)
 		r->rc = drl_limiter_new(&r->l->limiter, r->l->store, r->spec,

@@ -7,10 +7,12 @@
  * The adapter's poll callback runs drl_async_process(), whose callbacks
  * resolve promises. Code called by libuv (not by JS) must open a handle
  * scope and a callback scope, or the promises' reactions would wait for
- * some later JS callback: so the poll handle's callback is replaced by
- * on_poll(), which wraps the adapter's own in those scopes, once per
- * wake-up (so the microtasks of every callback of one wake-up run
- * together when the scope closes).
+ * some later JS callback. Each decision's callback opens its own
+ * (with_callback_scope, from decide.c), so the reactions (an awaiting
+ * caller's next consume()) run inside drl_async_process(): the requests
+ * they start go out together in one write at its end, rather than one
+ * write each after it. The poll handle's callback is replaced by
+ * on_poll(), which adds the handle scope around the adapter's own.
  */
 #include <drl/adapters/libuv.h>
 
@@ -22,21 +24,17 @@
  * environment: the main thread or a worker_thread). */
 static _Thread_local addon *tl_addon;
 
-static void run_poll(void *arg)
-{
-	void **a = arg;
-	drl_libuv__on_poll(a[0], *(int *)a[1], *(int *)a[2]);
-}
-
 static void on_poll(uv_poll_t *poll, int status, int events)
 {
 	addon *ad = tl_addon;
-	if (ad == NULL || ad->closing) {
+	napi_handle_scope hs;
+	if (ad == NULL || ad->closing ||
+	    napi_open_handle_scope(ad->env, &hs) != napi_ok) {
 		drl_libuv__on_poll(poll, status, events);
 		return;
 	}
-	void *a[3] = {poll, &status, &events};
-	with_callback_scope(ad, run_poll, a);
+	drl_libuv__on_poll(poll, status, events);
+	napi_close_handle_scope(ad->env, hs);
 }
 
 void with_callback_scope(addon *ad, void (*fn)(void *), void *arg)
