@@ -66,3 +66,6 @@ export class RateLimiterDrl {
 
 /** The libdrl version the addon was built with. */
 export const version: string;
+
+/** Whether penalty() and reward() work: the libdrl loaded has drl_adjust(). */
+export const hasAdjust: boolean;

@@ -177,9 +177,8 @@ class RateLimiterDrl {
 
   _adjust(key, points, sign) {
     if (!native.hasAdjust) {
-      return Promise.reject(Object.assign(new Error(
-        'penalty/reward need drl_adjust(), not in this libdrl'),
-      { code: 'DRL_ENOTSUP' }));
+      return Promise.reject(Object.assign(new Error('penalty/reward need drl_adjust(), '
+        + 'not in this libdrl (' + native.version + ')'), { code: 'DRL_ENOTSUP' }));
     }
     if (typeof points === 'number' && points < 0) {
       return Promise.reject(new RangeError('points ' + points + ' is negative'));
@@ -189,4 +188,8 @@ class RateLimiterDrl {
   }
 }
 
-module.exports = { RateLimiterDrl, RateLimiterRes, version: native.version };
+// hasAdjust: whether penalty()/reward() work (the libdrl loaded has
+// drl_adjust()).
+module.exports = {
+  RateLimiterDrl, RateLimiterRes, version: native.version, hasAdjust: native.hasAdjust,
+};

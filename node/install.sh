@@ -32,13 +32,10 @@ pkg-config --exists libdrl || {
 		"install libdrl (meson install), or set LIBDRL_NODE_ADDON" >&2
 	exit 1
 }
-adjust=""
-incdir=$(pkg-config --variable=includedir libdrl)
-grep -q drl_adjust "$incdir/drl/drl.h" 2>/dev/null && adjust=-DDRL_NODE_HAVE_ADJUST
 inc=$(node -p 'require("path").resolve(process.execPath, "../../include/node")')
 [ -f "$inc/node_api.h" ] || inc=napi
 # shellcheck disable=SC2046
 ${CC:-cc} -std=c11 -O2 -fPIC -shared -fvisibility=hidden -D_GNU_SOURCE \
-	-DNAPI_VERSION=8 $adjust -I"$inc" $(pkg-config --cflags libdrl) \
+	-DNAPI_VERSION=8 -I"$inc" $(pkg-config --cflags libdrl) \
 	$(pkg-config --cflags libuv 2>/dev/null || true) \
 	-o build/drl.node src/*.c $(pkg-config --libs libdrl)

@@ -100,11 +100,7 @@ static napi_value init_module(napi_env env, napi_value exports)
 	};
 	napi_define_properties(env, exports, sizeof fns / sizeof fns[0], fns);
 	napi_value v;
-#ifdef DRL_NODE_HAVE_ADJUST
-	napi_get_boolean(env, true, &v);
-#else
-	napi_get_boolean(env, false, &v);
-#endif
+	napi_get_boolean(env, addon_has_adjust(), &v);
 	napi_set_named_property(env, exports, "hasAdjust", v);
 	napi_create_string_utf8(env, drl_version(), NAPI_AUTO_LENGTH, &v);
 	napi_set_named_property(env, exports, "version", v);

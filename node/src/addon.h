@@ -105,6 +105,8 @@ napi_value js_decide(napi_env env, napi_callback_info info);
 napi_value js_decide_now(napi_env env, napi_callback_info info);
 napi_value js_reset(napi_env env, napi_callback_info info);
 napi_value js_adjust(napi_env env, napi_callback_info info);
+/* Whether the libdrl loaded has drl_adjust() (blocking.c). */
+int addon_has_adjust(void);
 
 /* The handle's type tag (limiter.c). */
 extern const napi_type_tag lim_tag;

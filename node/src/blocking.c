@@ -11,6 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* drl_adjust() came with issue 41: a libdrl from before it has none. A
+ * weak reference is NULL then, and penalty()/reward() say DRL_ENOTSUP
+ * (addon_has_adjust()), so one addon source builds and loads with both. */
+int drl_adjust(drl_limiter *limiter, const void *key, size_t keylen,
+	       int64_t delta, drl_result *result, drl_error *err);
+#pragma weak drl_adjust
+
+int addon_has_adjust(void)
+{
+	return drl_adjust != NULL;
+}
+
 typedef struct block_req {
 	napi_async_work work;
 	napi_deferred deferred;
@@ -33,14 +45,16 @@ static void block_execute(napi_env env, void *data)
 		r->rc = drl_reset(r->l->limiter, r->key, r->keylen, &r->err);
 		return;
 	}
-#ifdef DRL_NODE_HAVE_ADJUST
+	if (!addon_has_adjust()) {
+		r->rc = DRL_ENOTSUP;
+		snprintf(r->err.message, sizeof r->err.message,
+			 "penalty/reward need drl_adjust(), not in this "
+			 "libdrl (%s)",
+			 drl_version());
+		return;
+	}
 	r->rc = drl_adjust(r->l->limiter, r->key, r->keylen, r->delta,
 			   &r->result, &r->err);
-#else
-	r->rc = DRL_ENOTSUP;
-	snprintf(r->err.message, sizeof r->err.message,
-		 "penalty/reward need drl_adjust(), not in this libdrl");
-#endif
 }
 
 /* RateLimiterRes-shaped: the quota after the adjustment. */

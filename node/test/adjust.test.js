@@ -5,7 +5,7 @@
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
-const { RateLimiterDrl, RateLimiterRes } = require('..');
+const { RateLimiterDrl, RateLimiterRes, hasAdjust } = require('..');
 const servers = require('./servers');
 
 const ALGORITHMS = ['fixed_window', 'sliding_window', 'subwindow', 'token_bucket', 'gcra',
@@ -63,16 +63,26 @@ async function exact(store) {
   }
 }
 
-test('memory://', () => exact('memory://'));
+// Before issue 41's C half (drl_adjust) is in the libdrl loaded, there is
+// nothing to test: penalty()/reward() reject DRL_ENOTSUP.
+const skip = !hasAdjust && 'the libdrl loaded has no drl_adjust()';
 
-test('redis://, each tx', async (t) => {
+test('without drl_adjust(), penalty and reward reject DRL_ENOTSUP', { skip: hasAdjust }, async () => {
+  const l = new RateLimiterDrl();
+  await assert.rejects(l.penalty('k'), (e) => e.code === 'DRL_ENOTSUP');
+  await assert.rejects(l.reward('k'), (e) => e.code === 'DRL_ENOTSUP');
+});
+
+test('memory://', { skip }, () => exact('memory://'));
+
+test('redis://, each tx', { skip }, async (t) => {
   const r = await servers.redis(t);
   if (!r) return;
   t.after(() => r.stop());
   for (const tx of ['auto', 'lua', 'watch']) await exact('redis://127.0.0.1:' + r.port + '?tx=' + tx);
 });
 
-test('memcached://', async (t) => {
+test('memcached://', { skip }, async (t) => {
   const m = await servers.memcached(t);
   if (!m) return;
   t.after(() => m.stop());
