@@ -18,7 +18,7 @@ fi
 mkdir -p build
 if [ -f ../meson.build ] && [ -f ../include/drl/drl.h ]; then
 	b=../build-npm
-	[ -f "$b/build.ninja" ] || meson setup "$b" -Dtests=false \
+	[ -f "$b/build.ninja" ] || meson setup "$b" .. -Dtests=false \
 		-Dbenchmarks=false -Ddrld=disabled -Dgrpc=disabled \
 		-Dnginx=disabled -Dpython=disabled -Dnode=enabled
 	ninja -C "$b" node/drl.node
