@@ -30,6 +30,12 @@ static void cleanup(void *arg)
 	if (ad->actx != NULL)
 		napi_async_destroy(ad->env, ad->actx);
 	ad->actx = NULL;
+	napi_ref *refs[] = {&ad->res_class, &ad->out_ref, &ad->resource};
+	for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
+		if (*refs[i] != NULL)
+			napi_delete_reference(ad->env, *refs[i]);
+		*refs[i] = NULL;
+	}
 }
 
 static void finalize(napi_env env, void *data, void *hint)
