@@ -190,15 +190,15 @@ napi_value js_decide(napi_env env, napi_callback_info info)
 	q->get = get;
 	drl_error err = {0, {0}};
 	napi_create_promise(env, &q->deferred, &promise);
+	l->refs++; /* the request's, released by its callback */
 	int rc = drl_async_allow(a, l->limiter, k.bytes, k.len, cost, decided,
 				 q, &err);
 	keybuf_free(&k);
 	if (rc != 0) {
 		/* No callback follows: settle here. */
 		settle(env, q, rc, NULL, &err);
+		lim_release(l);
 		free(q);
-		return promise;
 	}
-	l->refs++;
 	return promise;
 }

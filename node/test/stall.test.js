@@ -11,15 +11,16 @@ const servers = require('./servers');
 
 const TIMEOUT_MS = 400;
 
-// Start consume() on the stalled server; how it settled, how long it took
-// and how many times a 10 ms timer fired meanwhile.
-async function stalled(l, key) {
+// Start call() on the stalled server (default: l.consume(key)); how it
+// settled, how long it took and how many times a 10 ms timer fired
+// meanwhile.
+async function stalled(l, key, call = () => l.consume(key)) {
   let ticks = 0;
   const timer = setInterval(() => ticks++, 10);
   const t0 = process.hrtime.bigint();
   let guard;
   const outcome = await Promise.race([
-    l.consume(key).then((v) => ({ ok: v }), (e) => ({ err: e })),
+    call().then((v) => ({ ok: v }), (e) => ({ err: e })),
     new Promise((resolve) => { guard = setTimeout(() => resolve({ hung: true }), 30000); }),
   ]);
   clearTimeout(guard);
@@ -43,8 +44,12 @@ test('stalled redis-server: timers run, promises settle at timeout_ms', async (t
       for (const l of [plain, deny, allow]) await l.consume('warm');
       process.kill(r.pid, 'SIGSTOP');
       try {
-        const [p, d, a] = await Promise.all([stalled(plain, 'x'), stalled(deny, 'x'), stalled(allow, 'x')]);
-        for (const o of [p, d, a]) {
+        // delete() and a store's open run on libuv's thread pool: the
+        // JS thread does not wait for them either.
+        const [p, d, a, del, open] = await Promise.all([stalled(plain, 'x'), stalled(deny, 'x'),
+          stalled(allow, 'x'), stalled(plain, 'x', () => plain.delete('x')),
+          stalled(null, null, () => new RateLimiterDrl({ store }).ready())]);
+        for (const o of [p, d, a, del, open]) {
           assert.ok(!o.hung, tx + ': settled within 30 s');
           assert.ok(o.ms >= TIMEOUT_MS * 0.9, tx + ': settled after ' + o.ms + ' ms, before timeout_ms');
           assert.ok(o.ticks > 0, tx + ': the timer fired while the decision waited');
@@ -53,6 +58,8 @@ test('stalled redis-server: timers run, promises settle at timeout_ms', async (t
         assert.match(p.err.code, /^DRL_E(TIMEDOUT|UNAVAILABLE|STORE)$/);
         assert.ok(d.err instanceof RateLimiterRes, tx + ': on_error=deny rejects with a denial');
         assert.ok(a.ok instanceof RateLimiterRes, tx + ': on_error=allow resolves');
+        assert.ok(del.err instanceof Error && /^DRL_E/.test(del.err.code), tx + ': delete ' + del.err);
+        assert.ok(open.err instanceof Error && /^DRL_E/.test(open.err.code), tx + ': open ' + open.err);
       } finally {
         process.kill(r.pid, 'SIGCONT');
       }
