@@ -79,12 +79,14 @@ test('redis://, each tx', { skip }, async (t) => {
   const r = await servers.redis(t);
   if (!r) return;
   t.after(() => r.stop());
-  for (const tx of ['auto', 'lua', 'watch']) await exact('redis://127.0.0.1:' + r.port + '?tx=' + tx);
+  for (const tx of ['auto', 'lua', 'watch']) {
+    await exact('redis://127.0.0.1:' + r.port + '?timeout_ms=10000&tx=' + tx);
+  }
 });
 
 test('memcached://', { skip }, async (t) => {
   const m = await servers.memcached(t);
   if (!m) return;
   t.after(() => m.stop());
-  await exact('memcached://127.0.0.1:' + m.port);
+  await exact('memcached://127.0.0.1:' + m.port + '?timeout_ms=10000');
 });

@@ -47,7 +47,7 @@ test('redis://, each tx', async (t) => {
   if (!r) return;
   try {
     for (const tx of ['auto', 'lua', 'watch']) {
-      await semantics('redis://127.0.0.1:' + r.port + '?tx=' + tx);
+      await semantics('redis://127.0.0.1:' + r.port + '?timeout_ms=10000&tx=' + tx);
     }
   } finally {
     r.stop();

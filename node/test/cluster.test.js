@@ -55,12 +55,14 @@ test('4 cluster workers admit exactly the limit on one key', async (t) => {
     up.push(s);
   }
   const [r, m, c] = up;
+  // A generous timeout: the test is about exactness on a loaded machine.
+  const slow = 'timeout_ms=10000';
   const stores = {
-    redis_auto: 'redis://127.0.0.1:' + r.port + '?tx=auto',
-    redis_lua: 'redis://127.0.0.1:' + r.port + '?tx=lua',
-    redis_watch: 'redis://127.0.0.1:' + r.port + '?tx=watch',
-    memcached: 'memcached://127.0.0.1:' + m.port,
-    cluster: c.uri,
+    redis_auto: 'redis://127.0.0.1:' + r.port + '?tx=auto&' + slow,
+    redis_lua: 'redis://127.0.0.1:' + r.port + '?tx=lua&' + slow,
+    redis_watch: 'redis://127.0.0.1:' + r.port + '?tx=watch&' + slow,
+    memcached: 'memcached://127.0.0.1:' + m.port + '?' + slow,
+    cluster: c.uri + '?' + slow,
   };
   const port = await new Promise((resolve) => {
     const s = require('net').createServer().listen(0, '127.0.0.1', () => {
