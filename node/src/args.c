@@ -82,17 +82,27 @@ void keybuf_free(keybuf *k)
 	k->owned = NULL;
 }
 
-int get_points(napi_env env, napi_value v, const char *what, int64_t *out)
+/* 0 when v is of type `type`; else -1 with a TypeError "WHAT must be a
+ * NAME" thrown. */
+static int want_type(napi_env env, napi_value v, napi_valuetype type,
+		     const char *what, const char *name)
 {
 	napi_valuetype t;
-	double d = 0;
 	char msg[160];
 	napi_typeof(env, v, &t);
-	if (t != napi_number) {
-		snprintf(msg, sizeof msg, "%s must be a number", what);
-		napi_throw_type_error(env, "DRL_EINVAL", msg);
+	if (t == type)
+		return 0;
+	snprintf(msg, sizeof msg, "%s must be a %s", what, name);
+	napi_throw_type_error(env, "DRL_EINVAL", msg);
+	return -1;
+}
+
+int get_points(napi_env env, napi_value v, const char *what, int64_t *out)
+{
+	double d = 0;
+	char msg[160];
+	if (want_type(env, v, napi_number, what, "number") != 0)
 		return -1;
-	}
 	napi_get_value_double(env, v, &d);
 	if (!isfinite(d) || d != floor(d)) {
 		snprintf(msg, sizeof msg, "%s must be a whole number, got %g",
@@ -114,15 +124,10 @@ int get_points(napi_env env, napi_value v, const char *what, int64_t *out)
 
 char *get_string(napi_env env, napi_value v, const char *what)
 {
-	napi_valuetype t;
 	size_t n = 0;
 	char msg[160];
-	napi_typeof(env, v, &t);
-	if (t != napi_string) {
-		snprintf(msg, sizeof msg, "%s must be a string", what);
-		napi_throw_type_error(env, "DRL_EINVAL", msg);
+	if (want_type(env, v, napi_string, what, "string") != 0)
 		return NULL;
-	}
 	napi_get_value_string_utf8(env, v, NULL, 0, &n);
 	char *s = malloc(n + 1);
 	if (s == NULL) {
