@@ -57,6 +57,11 @@ const out = new Float64Array(4);
 native.init(RateLimiterRes, out);
 
 const ON_ERROR = new Set(['deny', 'allow', 'local']);
+// The options RateLimiterDrl takes. Any other (RLF's blockDuration,
+// execEvenly, insuranceLimiter, storeClient, ...) is a TypeError rather
+// than silently ignored: a limit must not change meaning in a migration.
+const OPTIONS = new Set(['store', 'points', 'duration', 'keyPrefix', 'algorithm', 'spec',
+  'onError']);
 
 // The libdrl spec for RLF's options: ALGORITHM:POINTS/DURATION, DURATION
 // in seconds (whole, or whole milliseconds). Values are passed on as
@@ -97,6 +102,12 @@ class RateLimiterDrl {
   constructor(opts = {}) {
     if (opts === null || typeof opts !== 'object') {
       throw new TypeError('options must be an object');
+    }
+    for (const name of Object.keys(opts)) {
+      if (!OPTIONS.has(name)) {
+        throw new TypeError('option ' + name + ' is not supported by RateLimiterDrl '
+          + '(docs/node.md: ' + [...OPTIONS].join(', ') + ')');
+      }
     }
     const store = opts.store === undefined ? 'memory://' : opts.store;
     const keyPrefix = opts.keyPrefix === undefined ? 'rlflx' : opts.keyPrefix;

@@ -54,6 +54,9 @@ test('bad specs throw a TypeError with the library message', async () => {
   await fails(() => new RateLimiterDrl({ onError: 'maybe' }), TypeError, /onError/);
   await fails(() => new RateLimiterDrl({ keyPrefix: 'p'.repeat(200) }), TypeError, /prefix/);
   await fails(() => new RateLimiterDrl({ store: 7 }), TypeError, /store must be/);
+  // RLF's options that RateLimiterDrl does not carry over are refused, not ignored.
+  await fails(() => new RateLimiterDrl({ blockDuration: 10 }), TypeError, /option blockDuration/);
+  await fails(() => new RateLimiterDrl({ storeClient: {} }), TypeError, /option storeClient/);
 });
 
 test('bad URIs reject every call with a TypeError and the library message', async () => {
