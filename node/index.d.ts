@@ -33,7 +33,7 @@ export interface RateLimiterDrlOptions {
   keyPrefix?: string;
   /** Default 'fixed_window' (rate-limiter-flexible's). */
   algorithm?: Algorithm;
-  /** A whole libdrl spec, instead of points/duration/algorithm/onError. */
+  /** A whole libdrl spec, instead of points/duration/algorithm/onError (not with them). */
   spec?: string;
   /** What to do when the store fails (libdrl's on_error=). */
   onError?: 'deny' | 'allow' | 'local';
@@ -47,8 +47,10 @@ export interface DrlError extends Error {
 export class RateLimiterDrl {
   constructor(opts?: RateLimiterDrlOptions);
   readonly spec: string;
-  readonly points: number;
-  readonly duration: number;
+  /** undefined when a spec was given */
+  readonly points: number | undefined;
+  /** undefined when a spec was given */
+  readonly duration: number | undefined;
   readonly keyPrefix: string;
   /** Resolves once the store is open. */
   ready(): Promise<this>;

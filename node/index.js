@@ -69,6 +69,11 @@ const OPTIONS = new Set(['store', 'points', 'duration', 'keyPrefix', 'algorithm'
 function specOf(opts) {
   if (opts.spec !== undefined) {
     if (typeof opts.spec !== 'string') throw new TypeError('spec must be a string');
+    for (const name of ['points', 'duration', 'algorithm', 'onError']) {
+      if (opts[name] !== undefined) {
+        throw new TypeError('spec replaces ' + name + ': give one or the other');
+      }
+    }
     return opts.spec;
   }
   const algorithm = opts.algorithm === undefined ? 'fixed_window' : opts.algorithm;
@@ -114,8 +119,10 @@ class RateLimiterDrl {
     if (typeof store !== 'string') throw new TypeError('store must be a URI string');
     if (typeof keyPrefix !== 'string') throw new TypeError('keyPrefix must be a string');
     this.spec = specOf(opts);
-    this.points = opts.points === undefined ? 4 : opts.points;
-    this.duration = opts.duration === undefined ? 1 : opts.duration;
+    // RLF's properties (undefined when a spec stands for them).
+    this.points = opts.spec !== undefined ? undefined : opts.points === undefined ? 4 : opts.points;
+    this.duration = opts.spec !== undefined ? undefined
+      : opts.duration === undefined ? 1 : opts.duration;
     this.keyPrefix = keyPrefix;
     this._handle = null;
     // memory:// decides on this thread at once (no I/O: decideNow).

@@ -56,6 +56,7 @@ test('bad specs throw a TypeError with the library message', async () => {
   await fails(() => new RateLimiterDrl({ store: 7 }), TypeError, /store must be/);
   // RLF's options that RateLimiterDrl does not carry over are refused, not ignored.
   await fails(() => new RateLimiterDrl({ blockDuration: 10 }), TypeError, /option blockDuration/);
+  await fails(() => new RateLimiterDrl({ spec: 'gcra:5/1s', points: 5 }), TypeError, /spec replaces points/);
   await fails(() => new RateLimiterDrl({ storeClient: {} }), TypeError, /option storeClient/);
 });
 
