@@ -11,10 +11,12 @@ const os = require('os');
 const path = require('path');
 
 const started = new Set();
+const dirs = new Set();
 process.on('exit', () => {
   for (const p of started) {
     try { p.kill('SIGKILL'); } catch (e) { /* gone already */ }
   }
+  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
 });
 
 // Where a binary is, or null.
@@ -85,6 +87,7 @@ async function serve(bin, argsOf, bus) {
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort(bus);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'drl-node-'));
+    dirs.add(dir);
     const proc = spawn(bin, argsOf(port, dir), { stdio: 'ignore', cwd: dir });
     started.add(proc);
     proc.unref(); // never what keeps a test alive: killed at exit
