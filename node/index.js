@@ -1,0 +1,213 @@
+// libdrl for Node.js: a drop-in for rate-limiter-flexible's limiters
+// (docs/node.md). Decisions run in C on Node's own event loop (libdrl's
+// async API on libuv); the JS thread never waits for a store.
+'use strict';
+const path = require('path');
+
+// The addon: LIBDRL_NODE_ADDON (a path; the build's tests set it), else
+// drl.node beside this file (meson install, npm install), else
+// build/drl.node (npm install from the repository builds it there).
+function loadAddon() {
+  const tries = [process.env.LIBDRL_NODE_ADDON,
+    path.join(__dirname, 'drl.node'),
+    path.join(__dirname, 'build', 'drl.node')].filter(Boolean);
+  let first = null;
+  for (const file of tries) {
+    try {
+      return require(file);
+    } catch (e) {
+      if (e.code !== 'MODULE_NOT_FOUND') throw e;
+      first = first || e;
+    }
+  }
+  throw first;
+}
+const native = loadAddon();
+
+// The outcome of a decision, shaped as rate-limiter-flexible's
+// RateLimiterRes: remainingPoints (requests of 1 point still allowed),
+// msBeforeNext (allowed: until the quota is full again; denied: until
+// this request could pass), consumedPoints (what the limit counts now;
+// a denied request consumes nothing), isFirstInDuration (this request
+// found the quota full).
+class RateLimiterRes {
+  constructor(remainingPoints = 0, msBeforeNext = 0, consumedPoints = 0,
+    isFirstInDuration = false) {
+    this.remainingPoints = remainingPoints;
+    this.msBeforeNext = msBeforeNext;
+    this.consumedPoints = consumedPoints;
+    this.isFirstInDuration = isFirstInDuration;
+  }
+
+  toJSON() {
+    return {
+      remainingPoints: this.remainingPoints,
+      msBeforeNext: this.msBeforeNext,
+      consumedPoints: this.consumedPoints,
+      isFirstInDuration: this.isFirstInDuration,
+    };
+  }
+
+  toString() {
+    return JSON.stringify(this.toJSON());
+  }
+}
+// decideNow() writes a memory:// decision's fields here.
+const out = new Float64Array(4);
+native.init(RateLimiterRes, out);
+
+const ON_ERROR = new Set(['deny', 'allow', 'local']);
+// The options RateLimiterDrl takes. Any other (RLF's blockDuration,
+// execEvenly, insuranceLimiter, storeClient, ...) is a TypeError rather
+// than silently ignored: a limit must not change meaning in a migration.
+const OPTIONS = new Set(['store', 'points', 'duration', 'keyPrefix', 'algorithm', 'spec',
+  'onError']);
+
+// The libdrl spec for RLF's options: ALGORITHM:POINTS/DURATION, DURATION
+// in seconds (whole, or whole milliseconds). Values are passed on as
+// written, so the library's own message names a bad one.
+function specOf(opts) {
+  if (opts.spec !== undefined) {
+    if (typeof opts.spec !== 'string') throw new TypeError('spec must be a string');
+    for (const name of ['points', 'duration', 'algorithm', 'onError']) {
+      if (opts[name] !== undefined) {
+        throw new TypeError('spec replaces ' + name + ': give one or the other');
+      }
+    }
+    return opts.spec;
+  }
+  const algorithm = opts.algorithm === undefined ? 'fixed_window' : opts.algorithm;
+  const points = opts.points === undefined ? 4 : opts.points;
+  const duration = opts.duration === undefined ? 1 : opts.duration;
+  if (typeof algorithm !== 'string') throw new TypeError('algorithm must be a string');
+  if (typeof points !== 'number') throw new TypeError('points must be a number');
+  if (typeof duration !== 'number') throw new TypeError('duration must be a number');
+  const ms = duration * 1000;
+  const period = Number.isInteger(duration) ? duration + 's'
+    : Number.isInteger(ms) ? ms + 'ms' : String(duration);
+  let spec = algorithm + ':' + points + '/' + period;
+  if (opts.onError !== undefined) {
+    if (!ON_ERROR.has(opts.onError)) {
+      throw new TypeError("onError must be 'deny', 'allow' or 'local'");
+    }
+    spec += ';on_error=' + opts.onError;
+  }
+  return spec;
+}
+
+// A limiter on a libdrl store, with rate-limiter-flexible's API.
+//   new RateLimiterDrl({ store: 'redis://127.0.0.1:6379', points: 10,
+//                        duration: 1, keyPrefix: 'api' })
+// store: a libdrl URI (default memory://); algorithm: one of libdrl's
+// (default fixed_window, RLF's); spec: a whole libdrl spec instead of
+// points/duration/algorithm; onError: the store-failure policy.
+// A bad spec throws a TypeError here; the store is opened on libuv's
+// thread pool, and a bad URI or unreachable store rejects every call.
+class RateLimiterDrl {
+  constructor(opts = {}) {
+    if (opts === null || typeof opts !== 'object') {
+      throw new TypeError('options must be an object');
+    }
+    for (const name of Object.keys(opts)) {
+      if (!OPTIONS.has(name)) {
+        throw new TypeError('option ' + name + ' is not supported by RateLimiterDrl '
+          + '(docs/node.md: ' + [...OPTIONS].join(', ') + ')');
+      }
+    }
+    const store = opts.store === undefined ? 'memory://' : opts.store;
+    const keyPrefix = opts.keyPrefix === undefined ? 'rlflx' : opts.keyPrefix;
+    if (typeof store !== 'string') throw new TypeError('store must be a URI string');
+    if (typeof keyPrefix !== 'string') throw new TypeError('keyPrefix must be a string');
+    this.spec = specOf(opts);
+    // RLF's properties (undefined when a spec stands for them).
+    this.points = opts.spec !== undefined ? undefined : opts.points === undefined ? 4 : opts.points;
+    this.duration = opts.spec !== undefined ? undefined
+      : opts.duration === undefined ? 1 : opts.duration;
+    this.keyPrefix = keyPrefix;
+    this._handle = null;
+    // memory:// decides on this thread at once (no I/O: decideNow).
+    this._inproc = store === '' || store.startsWith('memory:');
+    this._ready = native.open(store, this.spec, keyPrefix).then((h) => {
+      this._handle = h;
+      return h;
+    });
+    this._ready.catch(() => {}); // reported by the calls that use it
+  }
+
+  // Resolves once the store is open (rejects as the calls would).
+  ready() {
+    return this._ready.then(() => this);
+  }
+
+  _call(fn, a, b, c) {
+    const h = this._handle;
+    if (h === null) return this._ready.then((h2) => fn(h2, a, b, c));
+    try {
+      return fn(h, a, b, c);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  // Take `points` (default 1) from key's quota: resolves a RateLimiterRes
+  // when allowed, rejects with one when denied (consuming nothing), rejects
+  // with an Error (.code 'DRL_E...') when the store failed.
+  consume(key, points = 1) {
+    if (this._inproc && this._handle !== null) return this._now(key, points, false);
+    return this._call(native.decide, key, points, false);
+  }
+
+  // A memory:// decision, made now; settled as decide()'s promise would be.
+  _now(key, points, get) {
+    let allowed;
+    try {
+      allowed = native.decideNow(this._handle, key, points, get);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    if (allowed < 0) return Promise.resolve(null);
+    const res = new RateLimiterRes(out[0], out[1], out[2], out[3] === 1);
+    return allowed ? Promise.resolve(res) : Promise.reject(res);
+  }
+
+  // The key's quota now, consuming nothing: a RateLimiterRes, or null when
+  // nothing of it is used.
+  get(key) {
+    if (this._inproc && this._handle !== null) return this._now(key, 0, true);
+    return this._call(native.decide, key, 0, true);
+  }
+
+  // Forget the key on this limiter: resolves true (libdrl's reset does not
+  // say whether anything was stored).
+  delete(key) {
+    return this._call(native.reset, key);
+  }
+
+  // Consume `points` whatever the quota (may go over the limit).
+  penalty(key, points = 1) {
+    return this._adjust(key, points, 1);
+  }
+
+  // Give back `points` (never beyond a full quota).
+  reward(key, points = 1) {
+    return this._adjust(key, points, -1);
+  }
+
+  _adjust(key, points, sign) {
+    if (!native.hasAdjust) {
+      return Promise.reject(Object.assign(new Error('penalty/reward need drl_adjust(), '
+        + 'not in this libdrl (' + native.version + ')'), { code: 'DRL_ENOTSUP' }));
+    }
+    if (typeof points === 'number' && points < 0) {
+      return Promise.reject(new RangeError('points ' + points + ' is negative'));
+    }
+    return this._call(native.adjust, key,
+      typeof points === 'number' ? sign * points : points);
+  }
+}
+
+// hasAdjust: whether penalty()/reward() work (the libdrl loaded has
+// drl_adjust()).
+module.exports = {
+  RateLimiterDrl, RateLimiterRes, version: native.version, hasAdjust: native.hasAdjust,
+};

@@ -1,0 +1,114 @@
+/*
+ * The Node.js addon's shared state (docs/node.md). One idea per file:
+ *   addon.c     module init, the per-environment state and its cleanup
+ *   loop.c      the drl_async context on Node's own libuv loop
+ *   limiter.c   opening a store and limiter off the JS thread; lifetime
+ *   decide.c    consume() and get(): decisions through the async API
+ *   blocking.c  delete(), penalty(), reward(): blocking calls on the
+ *               thread pool (napi_create_async_work)
+ *   args.c      checking JS arguments, turning drl errors into JS errors
+ *
+ * Threading: everything here runs on the JS thread of one environment
+ * (the main thread or a worker_thread), except the execute callbacks of
+ * async work (blocking.c, limiter.c), which touch only their own request
+ * and the limiter it holds a reference to.
+ */
+#ifndef DRL_NODE_ADDON_H
+#define DRL_NODE_ADDON_H
+
+#define NAPI_VERSION 8
+#include <node_api.h>
+
+#include <drl/async.h>
+#include <drl/drl.h>
+
+/* One environment's state (napi_set_instance_data). */
+typedef struct addon {
+	napi_env env;
+	drl_async *async;      /* made at the first decision; NULL before */
+	struct drl_libuv *uv; /* its attachment to Node's loop (loop.c) */
+	drl_store *check;      /* memory:// store the constructor checks
+				  specs on (no I/O) */
+	napi_ref res_class;    /* RateLimiterRes, from index.js */
+	napi_ref out_ref;      /* keeps `out` alive */
+	double *out;           /* init()'s Float64Array(4): decideNow()'s
+				  result fields (decide.c) */
+	napi_ref resource;     /* the async resource of our callbacks */
+	napi_async_context actx;
+	int closing;           /* the environment is being torn down */
+} addon;
+
+/* A limiter and the store it alone uses, shared by the JS object that
+ * wraps it and by each request in flight: freed when the last of them
+ * lets go (lim_release), on the JS thread. */
+typedef struct lim {
+	drl_store *store;
+	drl_limiter *limiter;
+	int refs;
+	int inproc; /* memory://: decided at once on the JS thread (decide.c) */
+} lim;
+
+void lim_release(lim *l);
+
+/* ---- args.c ---------------------------------------------------------- */
+
+/* Throw a JS error for drl code `code` with `message`: TypeError for
+ * DRL_EINVAL when `type_error` is set, RangeError for DRL_EINVAL
+ * otherwise and for DRL_ERANGE, Error for the rest; .code is the drl
+ * name ("DRL_ETIMEDOUT"). Returns NULL (for `return throw_drl(...)`). */
+napi_value throw_drl(napi_env env, int code, const char *message,
+		     int type_error);
+/* The same error as a value (for a promise's rejection). */
+napi_value make_drl_error(napi_env env, int code, const char *message,
+			  int type_error);
+
+/* A key: a string (its UTF-8 bytes) or a Buffer/Uint8Array. 0 and *bytes,
+ * *len set (*owned: to free() after use, else NULL), or -1 with a
+ * TypeError thrown. Buffer bytes stay valid for this call only. */
+typedef struct keybuf {
+	char small[256];
+	char *owned;
+	const char *bytes;
+	size_t len;
+} keybuf;
+int get_key(napi_env env, napi_value v, keybuf *k);
+void keybuf_free(keybuf *k);
+
+/* Points: a whole Number in 0..2^53-1 (a negative one is passed on, for
+ * the library's own message). 0 and *out, or -1 with a TypeError (not a
+ * number) or RangeError (fractional, not finite, above 2^53) thrown.
+ * `what` names the argument in messages. */
+int get_points(napi_env env, napi_value v, const char *what, int64_t *out);
+
+/* A string argument copied into malloc'd memory (free() it); NULL with a
+ * TypeError thrown when v is not a string. */
+char *get_string(napi_env env, napi_value v, const char *what);
+
+/* The lim held by a limiter handle (made by limiter.c); NULL with a
+ * TypeError thrown for anything else. */
+lim *get_lim(napi_env env, napi_value v);
+
+/* ---- loop.c ---------------------------------------------------------- */
+
+/* The environment's drl_async context, made and attached to Node's loop
+ * at the first call; NULL with an Error thrown when that fails. */
+drl_async *addon_async(napi_env env, addon *ad);
+
+/* Open a handle scope and a callback scope (so promise reactions run
+ * when it closes), run fn(arg), close both. For code called by libuv
+ * rather than by JS. */
+void with_callback_scope(addon *ad, void (*fn)(void *), void *arg);
+
+/* ---- the exported functions ------------------------------------------ */
+napi_value js_open(napi_env env, napi_callback_info info);
+napi_value js_decide(napi_env env, napi_callback_info info);
+napi_value js_decide_now(napi_env env, napi_callback_info info);
+napi_value js_reset(napi_env env, napi_callback_info info);
+napi_value js_adjust(napi_env env, napi_callback_info info);
+/* Whether the libdrl loaded has drl_adjust() (blocking.c). */
+int addon_has_adjust(void);
+
+/* The handle's type tag (limiter.c). */
+extern const napi_type_tag lim_tag;
+
+#endif /* DRL_NODE_ADDON_H */

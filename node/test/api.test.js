@@ -1,0 +1,99 @@
+// RateLimiterDrl's API on memory:// and a real redis-server: what
+// consume/get/delete resolve and reject with, RLF's conventions.
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert');
+const { Worker } = require('worker_threads');
+const { RateLimiterDrl, RateLimiterRes } = require('..');
+const servers = require('./servers');
+
+const uniq = () => 'k' + process.pid + '-' + Math.random().toString(36).slice(2);
+
+// consume() admits exactly `points`, then rejects with RateLimiterRes;
+// get() reads without consuming; delete() forgets.
+async function semantics(store) {
+  const l = new RateLimiterDrl({ store, points: 3, duration: 3600, keyPrefix: 'api' });
+  const key = uniq();
+  assert.strictEqual(await l.get(key), null);
+  const first = await l.consume(key);
+  assert.ok(first instanceof RateLimiterRes);
+  assert.deepStrictEqual([first.remainingPoints, first.consumedPoints, first.isFirstInDuration],
+    [2, 1, true]);
+  assert.ok(first.msBeforeNext > 0 && first.msBeforeNext <= 3600 * 1000);
+  const second = await l.consume(key, 2);
+  assert.deepStrictEqual([second.remainingPoints, second.consumedPoints, second.isFirstInDuration],
+    [0, 3, false]);
+  const denied = await l.consume(key).then(() => null, (e) => e);
+  assert.ok(denied instanceof RateLimiterRes, 'a denial rejects with a RateLimiterRes');
+  assert.strictEqual(denied.remainingPoints, 0);
+  assert.strictEqual(denied.consumedPoints, 3, 'a denied request consumes nothing');
+  assert.ok(denied.msBeforeNext > 0);
+  const got = await l.get(key);
+  assert.deepStrictEqual([got.remainingPoints, got.consumedPoints], [0, 3]);
+  assert.strictEqual(await l.delete(key), true);
+  assert.strictEqual(await l.get(key), null);
+  assert.strictEqual((await l.consume(Buffer.from(key))).remainingPoints, 2,
+    'a Buffer key is the same key as its string');
+  // Too many points for the limit: never allowed.
+  const never = await l.consume(uniq(), 4).then(() => null, (e) => e);
+  assert.ok(never instanceof RateLimiterRes);
+  assert.strictEqual(JSON.parse(String(got)).consumedPoints, 3);
+}
+
+test('memory://', () => semantics('memory://'));
+
+test('redis://, each tx', async (t) => {
+  const r = await servers.redis(t);
+  if (!r) return;
+  try {
+    for (const tx of ['auto', 'lua', 'watch']) {
+      await semantics('redis://127.0.0.1:' + r.port + '?timeout_ms=10000&tx=' + tx);
+    }
+  } finally {
+    r.stop();
+  }
+});
+
+test('every algorithm by name; fixed_window by default', async () => {
+  assert.match(new RateLimiterDrl({ points: 5, duration: 60 }).spec, /^fixed_window:5\/60s$/);
+  for (const algorithm of ['fixed_window', 'sliding_window', 'subwindow', 'token_bucket',
+    'gcra', 'sliding_log']) {
+    const l = new RateLimiterDrl({ algorithm, points: 2, duration: 0.5 });
+    const key = uniq();
+    await l.consume(key);
+    await l.consume(key);
+    await assert.rejects(l.consume(key), RateLimiterRes, algorithm);
+  }
+});
+
+test('a store that cannot be reached rejects with an Error and the library message', async () => {
+  // A port nothing listens on (freed at once).
+  const net = require('net');
+  const port = await new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const p = s.address().port;
+      s.close(() => resolve(p));
+    });
+  });
+  const l = new RateLimiterDrl({ store: 'redis://127.0.0.1:' + port + '?timeout_ms=500' });
+  const e = await l.consume('a').then(() => null, (x) => x);
+  assert.ok(e instanceof Error, String(e));
+  assert.match(e.code, /^DRL_E/);
+  assert.match(e.message, /127\.0\.0\.1/);
+});
+
+test('a worker_thread has its own addon state and decides too', async () => {
+  const code = `
+    const { parentPort } = require('worker_threads');
+    const { RateLimiterDrl } = require(${JSON.stringify(require.resolve('..'))});
+    const l = new RateLimiterDrl({ points: 1, duration: 60 });
+    l.consume('w').then((r) => l.consume('w').then(() => 'allowed twice', () => r.remainingPoints))
+      .then((v) => parentPort.postMessage(v));`;
+  const w = new Worker(code, { eval: true });
+  const v = await new Promise((resolve, reject) => {
+    w.on('message', resolve);
+    w.on('error', reject);
+  });
+  assert.strictEqual(v, 0);
+  await w.terminate();
+});

@@ -1,0 +1,54 @@
+// The addon's C under valgrind memcheck (node/test/memcheck.sh runs this
+// file so in the 'valgrind' test setup; a plain smoke test otherwise):
+// every path of the addon once: open, consume (allowed, denied, store
+// error), get, delete, penalty/reward, bad input, a stalled call that
+// times out, on memory:// and a real redis-server (tx=auto: the loop's
+// own connection; tx=watch: the worker threads).
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert');
+const { RateLimiterDrl, RateLimiterRes, hasAdjust } = require('..');
+const servers = require('./servers');
+
+async function paths(store) {
+  const l = new RateLimiterDrl({ store, points: 2, duration: 60, keyPrefix: 'mc' });
+  await l.ready();
+  await l.consume('k');
+  await l.consume(Buffer.from('k'));
+  await assert.rejects(l.consume('k'), RateLimiterRes);
+  assert.strictEqual((await l.get('k')).consumedPoints, 2);
+  assert.strictEqual(await l.get('other'), null);
+  assert.strictEqual(await l.delete('k'), true);
+  await l.consume('x'.repeat(1000));
+  if (hasAdjust) {
+    await l.penalty('p', 3);
+    await l.reward('p', 1);
+  }
+  await assert.rejects(l.consume(7), TypeError);
+  await assert.rejects(l.consume('k', -1), RangeError);
+  await assert.rejects(l.consume('', 1), RangeError);
+  await assert.rejects(l.delete(''), RangeError);
+}
+
+test('memory://', () => paths('memory://'));
+
+test('bad spec, bad URI', async () => {
+  assert.throws(() => new RateLimiterDrl({ points: -1 }), TypeError);
+  await assert.rejects(new RateLimiterDrl({ store: 'nope://' }).consume('a'), TypeError);
+});
+
+test('redis://', async (t) => {
+  const r = await servers.redis(t);
+  if (!r) return;
+  t.after(() => r.stop());
+  for (const tx of ['auto', 'watch']) await paths('redis://127.0.0.1:' + r.port + '?tx=' + tx);
+  // A call that times out on a stopped server, then one that cannot connect.
+  const l = new RateLimiterDrl({ store: 'redis://127.0.0.1:' + r.port + '?timeout_ms=300' });
+  await l.consume('a');
+  process.kill(r.pid, 'SIGSTOP');
+  try {
+    await assert.rejects(l.consume('a'), Error);
+  } finally {
+    process.kill(r.pid, 'SIGCONT');
+  }
+});

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The Node.js addon against rate-limiter-flexible (RLF), each in one Node
+# process, on the same redis-server, memcached and in memory
+# (docs/performance.md, "Node.js: RateLimiterDrl against
+# rate-limiter-flexible").
+#
+#   bash scripts/bench_node.sh [BUILDDIR] [SECONDS] [ROUNDS]
+#
+# Every cell: node/bench/bench.js, IN_FLIGHT (16, 64) consume() calls in
+# flight on 10,000 distinct keys, fixed window, limits never reached, for
+# SECONDS (default 3) after a 0.5 s warm-up. RLF, ioredis and memcached
+# (its client) come from the npm registry into a temporary folder (as
+# scripts/bench_server_cost.sh does); the addon is BUILDDIR/node/drl.node
+# (default build). A redis-server and a memcached of its own on free
+# loopback ports, stopped on exit. Each figure is the median of ROUNDS
+# rounds (default 3), the cells of a round in turn (drl and rlf
+# alternate, so a noisy neighbour hits both); ratios are of medians of
+# the same run. Prints a Markdown table.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. scripts/ports.sh
+build=${1:-build}
+secs=${2:-3}
+rounds=${3:-3}
+addon="$build/node/drl.node"
+[ -f "$addon" ] || {
+	echo "no $addon: build first (meson setup $build && ninja -C $build)" >&2
+	exit 2
+}
+export LIBDRL_NODE_ADDON
+LIBDRL_NODE_ADDON=$(realpath "$addon")
+
+tmp=$(mktemp -d)
+rport=$(free_port)
+mport=$(free_port)
+redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
+	--dir "$tmp" >"$tmp/redis.log" 2>&1 &
+rpid=$!
+mc_user=()
+[ "$(id -u)" = 0 ] && mc_user=(-u root)
+memcached -p "$mport" -l 127.0.0.1 -U 0 "${mc_user[@]}" >"$tmp/mc.log" 2>&1 &
+mpid=$!
+trap 'stop_pids $rpid $mpid; rm -rf "$tmp"' EXIT
+wait_port "$rport" || { echo "redis-server did not start" >&2; exit 3; }
+wait_port "$mport" || { echo "memcached did not start" >&2; exit 3; }
+
+(cd "$tmp" && npm install --silent --no-audit --no-fund \
+	rate-limiter-flexible ioredis memcached >/dev/null 2>&1) ||
+	{ echo "npm could not install rate-limiter-flexible, ioredis, memcached" >&2; exit 3; }
+export NODE_PATH="$tmp/node_modules"
+rlf_version=$(node -p "require('rate-limiter-flexible/package.json').version")
+
+declare -A rate
+cells=()
+for store in redis memcached memory; do
+	for n in 16 64; do
+		cells+=("$store $n")
+	done
+done
+for ((round = 1; round <= rounds; round++)); do
+	for c in "${cells[@]}"; do
+		read -r store n <<<"$c"
+		port=$rport
+		[ "$store" = memcached ] && port=$mport
+		for lib in drl rlf; do
+			out=$(node node/bench/bench.js "$lib" "$store" "$port" "$n" "$secs")
+			r=$(awk '{printf "%.0f", $1 / $2}' <<<"$out")
+			rate["$lib $c"]+="$r "
+			echo "round $round: $lib $c: $r decisions/s" >&2
+		done
+	done
+done
+
+median() {
+	tr ' ' '\n' <<<"$1" | grep . | sort -g |
+		awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'
+}
+echo "rate-limiter-flexible $rlf_version, node $(node --version), $rounds rounds of $secs s, medians"
+echo
+echo "| store | in flight | RateLimiterDrl decisions/s | RLF decisions/s | × RLF | rounds (drl / rlf) |"
+echo "|---|---|---|---|---|---|"
+for c in "${cells[@]}"; do
+	read -r store n <<<"$c"
+	d=$(median "${rate[drl $c]}")
+	f=$(median "${rate[rlf $c]}")
+	printf '| %s | %s | %.0f | %.0f | %.2f | %s/ %s|\n' "$store" "$n" "$d" "$f" \
+		"$(awk -v a="$d" -v b="$f" 'BEGIN{print a / b}')" "${rate[drl $c]}" "${rate[rlf $c]}"
+done
