@@ -1,0 +1,66 @@
+"""asyncio decisions: one libdrl async context per event loop.
+
+The context's descriptor is watched with loop.add_reader(); when it is
+readable, process() runs the callbacks of the decisions finished, on the
+loop's thread. On memory:// a decision is made at start; on Redis (tx=auto,
+tx=lua, one node, plaintext) its commands go out at start on the context's
+own connection and the loop's thread reads the replies: no thread at all.
+Other stores decide on the context's worker threads (started only when
+needed). A stalled store never blocks the loop: the call fails at the
+store's timeout_ms, handled by the limiter's on_error= as in C.
+
+A task cancelled while it waits does not cancel the decision (it may have
+reached the store): its result is dropped.
+"""
+import asyncio
+import os
+import weakref
+
+from . import _drl
+
+_contexts = weakref.WeakKeyDictionary()  # loop -> _Context
+_leaked = []  # a forked child's inherited contexts: never freed (drlpy.h)
+
+
+class _Context:
+    """An Async context attached to `loop` in this process."""
+
+    def __init__(self, loop):
+        self.pid = os.getpid()
+        self.ctx = _drl.Async()
+        loop.add_reader(self.ctx.fd(), self.ctx.process)
+
+
+def _context(loop):
+    c = _contexts.get(loop)
+    if c is not None and c.pid == os.getpid():
+        return c
+    if c is not None:
+        # A forked child: the parent's context, its workers and connection
+        # are not ours; drop its reader and keep the object alive forever.
+        try:
+            loop.remove_reader(c.ctx.fd())
+        except (ValueError, OSError):
+            pass
+        _leaked.append(c)
+    c = _contexts[loop] = _Context(loop)
+    return c
+
+
+def _resolve(fut, result, error):
+    if fut.cancelled():
+        return
+    if error is None:
+        fut.set_result(result)
+    else:
+        fut.set_exception(error)
+
+
+async def allow(limiter, key, cost=1):
+    """limiter.allow(key, cost) on the running loop: a drl.Result, or the
+    drl.Error the blocking call would raise (bad input raises at once)."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    _context(loop).ctx.start(limiter, key, cost,
+                             lambda r, e: _resolve(fut, r, e))
+    return await fut
