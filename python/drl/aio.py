@@ -19,7 +19,6 @@ import weakref
 from . import _drl
 
 _contexts = weakref.WeakKeyDictionary()  # loop -> _Context
-_leaked = []  # a forked child's inherited contexts: never freed (drlpy.h)
 
 
 class _Context:
@@ -36,13 +35,12 @@ def _context(loop):
     if c is not None and c.pid == os.getpid():
         return c
     if c is not None:
-        # A forked child: the parent's context, its workers and connection
-        # are not ours; drop its reader and keep the object alive forever.
-        try:
-            loop.remove_reader(c.ctx.fd())
-        except (ValueError, OSError):
-            pass
-        _leaked.append(c)
+        # A loop carried across fork (asyncio does not support that
+        # either): the parent's context, its workers and its connection
+        # are not ours (never freed here: async.c), and its reader sits in
+        # the loop's selector, which the parent may still share.
+        raise RuntimeError("drl: this event loop was made before fork(); "
+                           "make a new loop in the child (asyncio.run)")
     c = _contexts[loop] = _Context(loop)
     return c
 

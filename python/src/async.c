@@ -7,14 +7,18 @@
  * and None, or None and the drl.Error instance.
  *
  * Not thread-safe: use one context from its loop's thread only. A context
- * belongs to the process that made it (drl/aio.py makes a new one in a
- * forked child and leaks the parent's, as drlpy.h says why).
+ * belongs to the process that made it: in a forked child it is never
+ * freed (its workers are the parent's; drlpy.h says why), and drl/aio.py
+ * makes the child a context of its own for a loop of its own.
  */
 #include "drlpy.h"
+
+#include <unistd.h>
 
 typedef struct {
 	PyObject_HEAD
 	drl_async *a;
+	pid_t pid; /* the process that made `a`: only it frees it */
 } AsyncObject;
 
 /* What one started decision holds until its callback. */
@@ -44,6 +48,7 @@ static int async_init(PyObject *obj, PyObject *args, PyObject *kw)
 		return -1;
 	}
 	opts.queue = (size_t)queue;
+	self->pid = getpid();
 	rc = drl_async_new(&self->a, &opts, &err);
 	if (rc != 0) {
 		drlpy_raise(rc, &err);
@@ -149,13 +154,17 @@ static PyObject *async_close(PyObject *obj, PyObject *unused)
 	drl_async *a = self->a;
 
 	self->a = NULL;
-	drl_async_free(a);
+	if (self->pid == getpid())
+		drl_async_free(a);
 	Py_RETURN_NONE;
 }
 
 static void async_dealloc(PyObject *obj)
 {
-	drl_async_free(((AsyncObject *)obj)->a);
+	AsyncObject *self = (AsyncObject *)obj;
+
+	if (self->pid == getpid())
+		drl_async_free(self->a);
 	Py_TYPE(obj)->tp_free(obj);
 }
 
