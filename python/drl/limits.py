@@ -77,8 +77,13 @@ class DrlStorage(Storage):
         last = self._last.__dict__
         if len(last) > 1024:
             last.clear()
-        last[(spec, key)] = (result, at_us)
+        last[(spec, key)] = last[None] = (result, at_us)
         return result
+
+    def latest(self):
+        """This thread's latest (drl.Result, decision time in µs), or None:
+        for logs and headers of an application's own."""
+        return self._last.__dict__.get(None)
 
     def last(self, spec, key):
         """This thread's latest (result, at_us) for spec and key, or None."""
