@@ -48,7 +48,7 @@ static int async_init(PyObject *obj, PyObject *args, PyObject *kw)
 		return -1;
 	}
 	opts.queue = (size_t)queue;
-	self->pid = getpid();
+	self->pid = drlpy_pid;
 	rc = drl_async_new(&self->a, &opts, &err);
 	if (rc != 0) {
 		drlpy_raise(rc, &err);
@@ -154,7 +154,7 @@ static PyObject *async_close(PyObject *obj, PyObject *unused)
 	drl_async *a = self->a;
 
 	self->a = NULL;
-	if (self->pid == getpid())
+	if (self->pid == drlpy_pid)
 		drl_async_free(a);
 	Py_RETURN_NONE;
 }
@@ -163,7 +163,7 @@ static void async_dealloc(PyObject *obj)
 {
 	AsyncObject *self = (AsyncObject *)obj;
 
-	if (self->pid == getpid())
+	if (self->pid == drlpy_pid)
 		drl_async_free(self->a);
 	Py_TYPE(obj)->tp_free(obj);
 }

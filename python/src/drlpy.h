@@ -50,6 +50,10 @@ extern PyTypeObject Limiter_Type;
 extern PyTypeObject Result_Type;
 extern PyTypeObject Async_Type;
 
+/* module.c: this process's pid, kept current by a pthread_atfork child
+ * handler (getpid() is a system call on every decision otherwise). */
+extern pid_t drlpy_pid;
+
 /* errors.c: the exception classes, one per DRL_E* code. */
 int drlpy_errors_init(PyObject *module);
 /* Raise the class of err->code (or rc when err is NULL) with the

@@ -134,7 +134,7 @@ static void limiter_dealloc(PyObject *obj)
 
 	if (s != NULL) {
 		if (self->lim != NULL && self->gen == s->gen &&
-		    s->pid == getpid())
+		    s->pid == drlpy_pid)
 			drl_limiter_free(self->lim);
 		if (self->prev != NULL)
 			self->prev->next = self->next;
@@ -291,6 +291,38 @@ static PyObject *limiter_direct(PyObject *obj, PyObject *unused)
 	return Py_BuildValue("(Os)", direct ? Py_True : Py_False, why);
 }
 
+/* _c_loop(key, n): ns per drl_allow(key, 1) over n calls made from C, GIL
+ * held: the C side of the binding's overhead, measured in the same
+ * process as the Python calls it is compared with (python/bench). */
+static PyObject *limiter_c_loop(PyObject *obj, PyObject *args)
+{
+	LimiterObject *self = (LimiterObject *)obj;
+	PyObject *key;
+	Py_ssize_t n;
+	const char *buf;
+	size_t len;
+	drl_limiter *lim;
+	drl_result r;
+	drl_error err;
+	int64_t t0;
+	double ns;
+
+	if (!PyArg_ParseTuple(args, "On:_c_loop", &key, &n) ||
+	    drlpy_key(key, &buf, &len) < 0)
+		return NULL;
+	if (n <= 0)
+		return drlpy_invalid("_c_loop: n must be > 0");
+	lim = drlpy_pin(self);
+	if (lim == NULL)
+		return NULL;
+	t0 = drl_mono_us();
+	for (Py_ssize_t i = 0; i < n; i++)
+		drl_allow(lim, buf, len, 1, &r, &err);
+	ns = (double)(drl_mono_us() - t0) * 1000.0 / (double)n;
+	drlpy_unpin(self);
+	return PyFloat_FromDouble(ns);
+}
+
 static PyMethodDef methods[] = {
 	{"allow", (PyCFunction)(void (*)(void))limiter_allow,
 	 METH_FASTCALL | METH_KEYWORDS,
@@ -302,6 +334,8 @@ static PyMethodDef methods[] = {
 	 "reset(key): forget key on every limit of the policy."},
 	{"reset_at", limiter_reset_at, METH_VARARGS,
 	 "reset_at(key, now_us): the same as of an explicit time."},
+	{"_c_loop", limiter_c_loop, METH_VARARGS,
+	 "_c_loop(key, n): ns per drl_allow() from C (benchmarks)."},
 	{"async_path", limiter_direct, METH_NOARGS,
 	 "(direct, why): whether an async decision needs no worker thread."},
 	{NULL},

@@ -9,7 +9,16 @@
  */
 #include "drlpy.h"
 
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
+
+pid_t drlpy_pid;
+
+static void forked_child(void)
+{
+	drlpy_pid = getpid();
+}
 
 static PyObject *now_us(PyObject *m, PyObject *unused)
 {
@@ -83,6 +92,9 @@ PyMODINIT_FUNC PyInit__drl(void)
 
 	if (check_version() < 0)
 		return NULL;
+	drlpy_pid = getpid();
+	if (pthread_atfork(NULL, NULL, forked_child) != 0)
+		return PyErr_Format(PyExc_ImportError, "drl: pthread_atfork");
 	m = PyModule_Create(&module);
 	if (m == NULL)
 		return NULL;

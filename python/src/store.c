@@ -25,7 +25,7 @@ static int open_native(StoreObject *s)
 		return -1;
 	}
 	s->store = store;
-	s->pid = getpid();
+	s->pid = drlpy_pid;
 	s->gen++;
 	return 0;
 }
@@ -36,7 +36,7 @@ int drlpy_store_current(StoreObject *s)
 		drlpy_invalid("the store is closed");
 		return -1;
 	}
-	if (s->pid == getpid())
+	if (s->pid == drlpy_pid)
 		return 0;
 	/* A forked child: leave the parent's store alone (leaked, see
 	 * drlpy.h) and open our own. Calls in flight were the parent's. */
@@ -67,7 +67,7 @@ static int store_init(PyObject *self, PyObject *args, PyObject *kw)
 /* Free the native limiters and store (not in a forked child: leaked). */
 static void close_native(StoreObject *s)
 {
-	int mine = s->pid == getpid();
+	int mine = s->pid == drlpy_pid;
 
 	for (LimiterObject *l = s->limiters; l != NULL; l = l->next) {
 		if (mine && l->gen == s->gen)
@@ -83,7 +83,7 @@ static PyObject *store_close(PyObject *self, PyObject *unused)
 {
 	StoreObject *s = (StoreObject *)self;
 
-	if (s->busy > 0 && s->pid == getpid()) {
+	if (s->busy > 0 && s->pid == drlpy_pid) {
 		drl_error err = {.code = DRL_EBUSY};
 		snprintf(err.message, sizeof err.message,
 			 "close: %zd calls in flight on this store",
