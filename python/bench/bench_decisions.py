@@ -86,8 +86,9 @@ def limits_threads(url):
     storage = storage_from_string(url)
     strategy = STRATEGIES[os.environ.get("STRATEGY", "moving-window")](storage)
     item = limits.parse(LIMIT)
+    name = os.environ.get("STRATEGY", "moving-window")  # keys of its own
     print("limits-threads %.0f decisions/s"
-          % threads(lambda key: strategy.hit(item, key)))
+          % threads(lambda key: strategy.hit(item, name, key)))
 
 
 if __name__ == "__main__":
