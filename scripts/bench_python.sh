@@ -89,8 +89,10 @@ for line in open(sys.argv[1]):
         cells.setdefault(("flask req/s", w[1]), []).append(float(w[2]))
         cells.setdefault(("flask Redis cmds/req", w[1]), []).append(float(w[3]))
     else:
-        cells.setdefault(("redis decisions/s", w[0] + " " + w[1]),
-                         []).append(float(w[2]))
+        name = w[0] + " " + w[1]
+        cells.setdefault(("redis decisions/s", name), []).append(float(w[2]))
+        cells.setdefault(("redis CPU us/decision, client + server", name),
+                         []).append(float(w[9]) + float(w[12]))
 med = {k: statistics.median(v) for k, v in cells.items()}
 print("\n| measure | cell | median | runs |\n|---|---|---|---|")
 for k, v in med.items():
@@ -106,6 +108,7 @@ def ratios(measure, base):
             print("  %s: %.2fx (rounds: %s)" % (k[1], med[k] / med[(measure, base)],
                   " ".join("%.2f" % (x / y) for x, y in zip(v, b))))
 ratios("redis decisions/s", "moving-window limits-threads")
+ratios("redis CPU us/decision, client + server", "moving-window limits-threads")
 ratios("flask req/s", "limits-moving-window")
 ratios("flask req/s", "limits-fixed-window")
 PY

@@ -10,6 +10,9 @@ usage: bench_decisions.py MODE [REDIS_URL]
 """
 import asyncio
 import os
+import re
+import resource
+import socket
 import sys
 import threading
 import time
@@ -20,6 +23,36 @@ THREADS, IN_FLIGHT, KEYS = 16, 64, 1000
 N = int(os.environ.get("N", "40000"))  # decisions per Redis run
 SPEC = os.environ.get("SPEC", "sliding_log:100/1m")
 LIMIT = os.environ.get("LIMIT", "100/minute")
+
+
+def server_cpu(url):
+    """redis-server's own CPU seconds (INFO cpu: user + sys, all threads)."""
+    host, port = re.match(r"redis://([^:/]+):(\d+)", url).groups()
+    with socket.create_connection((host, int(port)), 5) as s:
+        s.sendall(b"INFO cpu\r\n")
+        data = b""
+        while b"used_cpu_user:" not in data or not data.endswith(b"\r\n"):
+            data += s.recv(65536)
+    text = data.decode()
+    return sum(float(re.search(name + r":([\d.]+)", text).group(1))
+               for name in ("used_cpu_sys", "used_cpu_user"))
+
+
+def client_cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def measured(name, url, run):
+    """Print name's decisions/s and the CPU each decision cost this process
+    (all its threads) and redis-server, in µs: what the machine's other
+    load does not change."""
+    c0, s0 = client_cpu(), server_cpu(url)
+    rate, n = run()
+    c1, s1 = client_cpu(), server_cpu(url)
+    print("%s %.0f decisions/s, CPU per decision: client %.1f us, "
+          "server %.1f us" % (name, rate, (c1 - c0) * 1e6 / n,
+                              (s1 - s0) * 1e6 / n))
 
 
 def memory():
@@ -55,12 +88,13 @@ def threads(decide):
     t0 = time.perf_counter()
     for t in pool:
         t.join()
-    return per * THREADS / (time.perf_counter() - t0)
+    n = per * THREADS
+    return n / (time.perf_counter() - t0), n
 
 
 def drl_threads(url):
     lim = drl.Limiter(drl.Store(url), SPEC, "bench:t:")
-    print("drl-threads %.0f decisions/s" % threads(lim.allow))
+    measured("drl-threads", url, lambda: threads(lim.allow))
 
 
 def drl_asyncio(url):
@@ -75,8 +109,8 @@ def drl_asyncio(url):
         await lim.allow_async("warm")
         t0 = time.perf_counter()
         await asyncio.gather(*[flight() for _ in range(IN_FLIGHT)])
-        return N / (time.perf_counter() - t0)
-    print("drl-asyncio %.0f decisions/s" % asyncio.run(main()))
+        return N / (time.perf_counter() - t0), N
+    measured("drl-asyncio", url, lambda: asyncio.run(main()))
 
 
 def limits_threads(url):
@@ -87,8 +121,8 @@ def limits_threads(url):
     strategy = STRATEGIES[os.environ.get("STRATEGY", "moving-window")](storage)
     item = limits.parse(LIMIT)
     name = os.environ.get("STRATEGY", "moving-window")  # keys of its own
-    print("limits-threads %.0f decisions/s"
-          % threads(lambda key: strategy.hit(item, name, key)))
+    measured("limits-threads", url,
+             lambda: threads(lambda key: strategy.hit(item, name, key)))
 
 
 if __name__ == "__main__":

@@ -30,5 +30,7 @@ class Limiter(_drl.Limiter):
     async def allow_async(self, key, cost=1):
         """Decide on the running asyncio loop, without a thread per call:
         the loop watches the async context's descriptor (drl.aio)."""
-        from . import aio
         return await aio.allow(self, key, cost)
+
+
+from . import aio  # noqa: E402 (needs Limiter's module loaded first)

@@ -19,20 +19,29 @@ import weakref
 from . import _drl
 
 _contexts = weakref.WeakKeyDictionary()  # loop -> _Context
+_pid = os.getpid()  # this process's, without a system call per decision
+
+
+def _forked():
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 class _Context:
     """An Async context attached to `loop` in this process."""
 
     def __init__(self, loop):
-        self.pid = os.getpid()
+        self.pid = _pid
         self.ctx = _drl.Async()
         loop.add_reader(self.ctx.fd(), self.ctx.process)
 
 
 def _context(loop):
     c = _contexts.get(loop)
-    if c is not None and c.pid == os.getpid():
+    if c is not None and c.pid == _pid:
         return c
     if c is not None:
         # A loop carried across fork (asyncio does not support that
@@ -54,11 +63,12 @@ def _resolve(fut, result, error):
         fut.set_exception(error)
 
 
-async def allow(limiter, key, cost=1):
-    """limiter.allow(key, cost) on the running loop: a drl.Result, or the
-    drl.Error the blocking call would raise (bad input raises at once)."""
+def allow(limiter, key, cost=1):
+    """Start limiter.allow(key, cost) on the running loop: a future of the
+    drl.Result, or of the drl.Error the blocking call would raise. Bad
+    input raises here, at once, as the blocking call would."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     _context(loop).ctx.start(limiter, key, cost,
                              lambda r, e: _resolve(fut, r, e))
-    return await fut
+    return fut

@@ -34,12 +34,8 @@ drl_limiter *drlpy_pin(LimiterObject *self)
 {
 	StoreObject *s = self->store;
 
-	if (drlpy_store_current(s) < 0)
+	if (drlpy_store_current(s) < 0) /* closed: self->lim is NULL too */
 		return NULL;
-	if (self->lim == NULL && self->gen == s->gen) {
-		drlpy_invalid("the limiter's store is closed");
-		return NULL;
-	}
 	/* After a fork the old native limiter is the parent's: leaked. */
 	if (self->gen != s->gen && make_native(self) < 0)
 		return NULL;
