@@ -92,7 +92,7 @@ for line in open(sys.argv[1]):
         name = w[0] + " " + w[1]
         cells.setdefault(("redis decisions/s", name), []).append(float(w[2]))
         cells.setdefault(("redis CPU us/decision, client + server", name),
-                         []).append(float(w[9]) + float(w[12]))
+                         []).append(float(w[8]) + float(w[11]))
 med = {k: statistics.median(v) for k, v in cells.items()}
 print("\n| measure | cell | median | runs |\n|---|---|---|---|")
 for k, v in med.items():
