@@ -3,6 +3,7 @@ Cluster of their own, on free loopback ports, each stopped by its pid at
 the end (as tests/server_fixture.c does for the C tests). A missing server
 binary skips its tests, except under CI=true, where it fails them.
 """
+import ctypes
 import os
 import shutil
 import signal
@@ -53,6 +54,12 @@ def command(port, *args, timeout=5):
     return out.stdout
 
 
+def die_with_parent():
+    """In the server's process before exec: SIGKILL when the test process
+    dies (PR_SET_PDEATHSIG), so a killed pytest leaves no server behind."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
 class Server:
     """One server process on 127.0.0.1:port, logging into its own dir."""
 
@@ -63,7 +70,8 @@ class Server:
             log = open(os.path.join(self.dir, "server.log"), "w")
             self.proc = subprocess.Popen(argv_of_port(self.port, self.dir),
                                          stdout=log, stderr=log,
-                                         cwd=self.dir)
+                                         cwd=self.dir,
+                                         preexec_fn=die_with_parent)
             log.close()
             if self._wait_ready():
                 return
