@@ -10,16 +10,22 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Open s->uri, GIL released (a connect may wait up to its timeout). */
-static int open_native(StoreObject *s)
+/* Open s->uri; with the GIL released when `release` (a connect may wait
+ * up to its timeout). A reopen after a fork keeps the GIL: the child's
+ * other threads must not start a second reopen of the same store. */
+static int open_native(StoreObject *s, int release)
 {
 	drl_error err = {0};
 	drl_store *store = NULL;
 	int rc;
 
-	Py_BEGIN_ALLOW_THREADS
-	rc = drl_store_open(&store, s->uri, &err);
-	Py_END_ALLOW_THREADS
+	if (release) {
+		Py_BEGIN_ALLOW_THREADS
+		rc = drl_store_open(&store, s->uri, &err);
+		Py_END_ALLOW_THREADS
+	} else {
+		rc = drl_store_open(&store, s->uri, &err);
+	}
 	if (rc != 0) {
 		drlpy_raise(rc, &err);
 		return -1;
@@ -41,7 +47,7 @@ int drlpy_store_current(StoreObject *s)
 	/* A forked child: leave the parent's store alone (leaked, see
 	 * drlpy.h) and open our own. Calls in flight were the parent's. */
 	s->busy = 0;
-	return open_native(s);
+	return open_native(s, 0);
 }
 
 static int store_init(PyObject *self, PyObject *args, PyObject *kw)
@@ -61,7 +67,7 @@ static int store_init(PyObject *self, PyObject *args, PyObject *kw)
 		PyErr_NoMemory();
 		return -1;
 	}
-	return open_native(s);
+	return open_native(s, 1);
 }
 
 /* Free the native limiters and store (not in a forked child: leaked). */
