@@ -63,3 +63,26 @@ def test_child_can_close_without_touching_the_parent(redis_server):
         return store.closed
     assert in_child(child) == 0
     assert lim.allow("k")
+
+
+def test_child_threads_reopen_once(redis_server):
+    """Eight threads of a child use the store at once: one reopen, so the
+    child's store counts all eight decisions."""
+    import threading
+    store = drl.Store("redis://127.0.0.1:%d" % redis_server.port)
+    lim = drl.Limiter(store, "fixed_window:100/1h", "fork3:")
+    assert lim.allow("k")
+
+    def child():
+        start = threading.Barrier(8)
+
+        def one():
+            start.wait()
+            lim.allow("k")
+        threads = [threading.Thread(target=one) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return store.stats()["decisions"] == 8
+    assert in_child(child) == 0
