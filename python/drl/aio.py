@@ -54,21 +54,11 @@ def _context(loop):
     return c
 
 
-def _resolve(fut, result, error):
-    if fut.cancelled():
-        return
-    if error is None:
-        fut.set_result(result)
-    else:
-        fut.set_exception(error)
-
-
 def allow(limiter, key, cost=1):
     """Start limiter.allow(key, cost) on the running loop: a future of the
     drl.Result, or of the drl.Error the blocking call would raise. Bad
     input raises here, at once, as the blocking call would."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
-    _context(loop).ctx.start(limiter, key, cost,
-                             lambda r, e: _resolve(fut, r, e))
+    _context(loop).ctx.start(limiter, key, cost, fut)
     return fut

@@ -2,9 +2,9 @@
  * drl._drl.Async: a drl_async context for one event loop (drl/aio.py
  * attaches it to asyncio). start() begins a decision and returns at once;
  * the loop watches fd() and calls process() when it is readable, which
- * runs callback(result, error) on the loop's thread for each decision
- * finished: exactly one call per start that returned, with a drl.Result
- * and None, or None and the drl.Error instance.
+ * completes the decision's asyncio future on the loop's thread: exactly
+ * once per start that returned, set_result(drl.Result) or
+ * set_exception(drl.Error), unless future.cancelled().
  *
  * Not thread-safe: use one context from its loop's thread only. A context
  * belongs to the process that made it: in a forked child it is never
@@ -24,7 +24,7 @@ typedef struct {
 /* What one started decision holds until its callback. */
 typedef struct {
 	LimiterObject *limiter; /* strong: pinned store, see drlpy_pin() */
-	PyObject *callback;
+	PyObject *future;
 } pending;
 
 static int async_init(PyObject *obj, PyObject *args, PyObject *kw)
@@ -57,26 +57,31 @@ static int async_init(PyObject *obj, PyObject *args, PyObject *kw)
 	return 0;
 }
 
+/* Complete p->future (an asyncio.Future) unless its task gave up on it. */
 static void decided(drl_async *a, int rc, const drl_result *result,
 		    const drl_error *err, void *arg)
 {
 	pending *p = arg;
-	PyObject *value, *out;
+	PyObject *cancelled, *value = NULL, *out = NULL;
 
 	drlpy_unpin(p->limiter);
-	value = rc == 0 ? drlpy_result(result) : drlpy_exception(rc, err);
-	if (value != NULL)
-		out = rc == 0 ? PyObject_CallFunctionObjArgs(p->callback, value,
-							     Py_None, NULL)
-			      : PyObject_CallFunctionObjArgs(p->callback, Py_None,
-							     value, NULL);
-	else
-		out = NULL;
+	cancelled = PyObject_CallMethod(p->future, "cancelled", NULL);
+	if (cancelled != NULL && !PyObject_IsTrue(cancelled)) {
+		value = rc == 0 ? drlpy_result(result) : drlpy_exception(rc, err);
+		if (value != NULL)
+			out = PyObject_CallMethod(
+				p->future,
+				rc == 0 ? "set_result" : "set_exception", "O",
+				value);
+	} else if (cancelled != NULL) {
+		out = Py_NewRef(Py_None);
+	}
 	if (out == NULL)
-		PyErr_WriteUnraisable(p->callback);
+		PyErr_WriteUnraisable(p->future);
 	Py_XDECREF(out);
 	Py_XDECREF(value);
-	Py_DECREF(p->callback);
+	Py_XDECREF(cancelled);
+	Py_DECREF(p->future);
 	Py_DECREF(p->limiter);
 	PyMem_RawFree(p);
 }
@@ -85,7 +90,7 @@ static PyObject *async_start(PyObject *obj, PyObject *args)
 {
 	AsyncObject *self = (AsyncObject *)obj;
 	LimiterObject *limiter;
-	PyObject *key, *costobj, *callback;
+	PyObject *key, *costobj, *future;
 	int64_t cost;
 	const char *buf;
 	size_t len;
@@ -95,7 +100,7 @@ static PyObject *async_start(PyObject *obj, PyObject *args)
 	int rc;
 
 	if (!PyArg_ParseTuple(args, "O!OOO:start", &Limiter_Type, &limiter,
-			      &key, &costobj, &callback) ||
+			      &key, &costobj, &future) ||
 	    drlpy_key(key, &buf, &len) < 0 || drlpy_cost(costobj, &cost) < 0)
 		return NULL;
 	if (self->a == NULL)
@@ -109,11 +114,11 @@ static PyObject *async_start(PyObject *obj, PyObject *args)
 		return NULL;
 	}
 	p->limiter = (LimiterObject *)Py_NewRef(limiter);
-	p->callback = Py_NewRef(callback);
+	p->future = Py_NewRef(future);
 	rc = drl_async_allow(self->a, lim, buf, len, cost, decided, p, &err);
 	if (rc != 0) {
 		drlpy_unpin(limiter);
-		Py_DECREF(p->callback);
+		Py_DECREF(p->future);
 		Py_DECREF(p->limiter);
 		PyMem_RawFree(p);
 		return drlpy_raise(rc, &err);
@@ -170,7 +175,7 @@ static void async_dealloc(PyObject *obj)
 
 static PyMethodDef methods[] = {
 	{"start", async_start, METH_VARARGS,
-	 "start(limiter, key, cost, callback): begin a decision."},
+	 "start(limiter, key, cost, future): begin a decision."},
 	{"process", async_process, METH_NOARGS,
 	 "Run the callbacks of finished decisions; how many ran."},
 	{"fd", async_fd, METH_NOARGS, "The descriptor to watch for reading."},
