@@ -9,8 +9,11 @@
 #include "path.h"
 
 #include <arpa/inet.h>
+#include <drl/drl.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,6 +77,7 @@ struct req {
 	struct MHD_Connection *conn;
 	struct drld_reply *answer;
 	atomic_bool decided;
+	bool answered; /* `answer` was queued to libmicrohttpd */
 };
 
 /* ---- responses -------------------------------------------------------- */
@@ -115,6 +120,70 @@ static enum MHD_Result send_error(struct drld_http *h,
 	drld_reply_error(&reply, status, "%s", msg);
 	reply.allow = allow;
 	return send_reply(h, conn, &reply);
+}
+
+/* How long send_raw() waits for room in the socket's buffer, at most. */
+#define RAW_SEND_MS 200
+
+/* Write `reply` on the socket of conn directly, as a whole response
+ * ending the connection (Connection: close), and count it; best effort,
+ * the socket non-blocking. For a decided request whose connection
+ * libmicrohttpd is closing unanswered: libmicrohttpd 0.9.75 reads the
+ * socket of a resumed connection before it calls the access handler
+ * again, and a client that half-closed after its request (shutdown
+ * SHUT_WR, `nc -N`) shows it end of file there, which it takes for an
+ * aborted request: the answer would be lost, its decision counted. The
+ * request-completed callback runs before the socket is shut down, so the
+ * answer still goes out; a client that half-closes still reads (RFC 9112
+ * 9.6). */
+static void send_raw(struct drld_http *h, struct MHD_Connection *conn,
+		     const struct drld_reply *reply)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	char head[1024 + DRLD_POLICY_HEADER_MAX + DRLD_RATELIMIT_HEADER_MAX];
+	const char *reason = MHD_get_reason_phrase_for(reply->status);
+
+	if (ci == NULL)
+		return;
+	int n = snprintf(head, sizeof head,
+			 "HTTP/1.1 %u %s\r\nConnection: close\r\n"
+			 "Content-Type: %s\r\nContent-Length: %zu\r\n"
+			 "%s%s%s%s%s%s%s%s%s\r\n",
+			 reply->status, reason[0] ? reason : "Unknown",
+			 reply->type, reply->len,
+			 reply->policy[0] ? "RateLimit-Policy: " : "",
+			 reply->policy, reply->policy[0] ? "\r\n" : "",
+			 reply->ratelimit[0] ? "RateLimit: " : "",
+			 reply->ratelimit, reply->ratelimit[0] ? "\r\n" : "",
+			 reply->retry_after[0] ? "Retry-After: " : "",
+			 reply->retry_after,
+			 reply->retry_after[0] ? "\r\n" : "");
+	if (n < 0 || (size_t)n >= sizeof head)
+		return;
+	struct iovec part[2] = {{head, (size_t)n},
+				{(void *)reply->body, reply->len}};
+	int64_t end = drl_mono_us() + RAW_SEND_MS * 1000;
+	for (int i = 0; i < 2;) {
+		ssize_t w = send(ci->connect_fd, part[i].iov_base,
+				 part[i].iov_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			int64_t left = end - drl_mono_us();
+			struct pollfd p = {ci->connect_fd, POLLOUT, 0};
+			if (left <= 0 || poll(&p, 1, (int)(left / 1000) + 1) <= 0)
+				return;
+			continue;
+		}
+		if (w < 0)
+			return;
+		part[i].iov_base = (char *)part[i].iov_base + w;
+		part[i].iov_len -= (size_t)w;
+		if (part[i].iov_len == 0)
+			i++;
+	}
+	drld_metrics_http(h->d->metrics, reply->status);
 }
 
 /* GET /metrics: the Prometheus text. */
@@ -367,8 +436,10 @@ static enum MHD_Result check_async(struct drld_http *h,
 				   struct MHD_Connection *conn, struct req *rq,
 				   const struct drld_request_parts *parts)
 {
-	if (atomic_load(&rq->decided))
+	if (atomic_load(&rq->decided)) {
+		rq->answered = true;
 		return send_reply(h, conn, rq->answer);
+	}
 	rq->answer = malloc(sizeof *rq->answer);
 	if (rq->answer == NULL)
 		return send_error(h, conn, 500, NULL, "out of memory");
@@ -457,6 +528,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
 	drld_deadline_arm(h->deadlines, deadline_of(conn));
 	if (rq == NULL)
 		return;
+	/* decided, but closed before the answer was queued: a client that
+	 * half-closed (send_raw) */
+	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK &&
+	    atomic_load(&rq->decided) && !rq->answered)
+		send_raw(h, conn, rq->answer);
 	drld_config_release(rq->cfg);
 	free(rq->path);
 	free(rq->reply);
