@@ -846,7 +846,7 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	    drld_grpc_start(&g, d, o->grpc_listen, &go, msg, sizeof msg) != 0) {
 		fprintf(stderr, "drld: --grpc-listen %s: %s\n", o->grpc_listen,
 			msg);
-		drld_http_stop(h, 0);
+		(void)drld_http_stop(h, 0);
 		return EXIT_SERVE;
 	}
 	if (g != NULL)
@@ -860,7 +860,7 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 #if DRLD_HAVE_ENVOY
 		drld_grpc_stop(g, 0);
 #endif
-		drld_http_stop(h, 0);
+		(void)drld_http_stop(h, 0);
 		return EXIT_SERVE;
 	}
 	struct drld_watcher *wt = NULL;
@@ -875,7 +875,7 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 #if DRLD_HAVE_ENVOY
 		drld_grpc_stop(g, 0);
 #endif
-		drld_http_stop(h, 0);
+		(void)drld_http_stop(h, 0);
 		return EXIT_SERVE;
 	}
 	say_listening(o, drld_http_port(h));
@@ -902,7 +902,13 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 #if DRLD_HAVE_ENVOY
 	drld_grpc_stop(g, drain);
 #endif
-	drld_http_stop(h, drain);
+	if (!drld_http_stop(h, drain)) {
+		/* threads still wait in a stalled store, their requests
+		 * answered 503 (drld/http/http.c): end the process with them
+		 * in it, as below */
+		fflush(NULL);
+		_exit(EXIT_OK);
+	}
 	if (!drld_reloader_stop(rl)) {
 		/* the reload uses the store and the limits teardown() would
 		 * free: end the process with the reload in it (nothing is

@@ -20,7 +20,8 @@
 # decisions (decisions, headers, rules, metrics on each store), shadow
 # (shadow rules and POST /v1/reset on each store), service (bounds, a
 # graceful stop, reloads, a failing store, two drld sharing a limit),
-# attack (issue 45's holes: half-closed clients), or all.
+# attack (issue 45's holes: half-closed clients, SIGTERM on a stalled
+# blocking store), or all.
 # Starts its servers on free loopback ports and stops them by PID at exit.
 # A missing redis-server/memcached/curl skips what needs it, except under
 # CI=true, where it is a failure. Prints one "ok N - ..." / "not ok N -
@@ -1487,6 +1488,74 @@ if [ -n "$rport" ]; then
 		stop halfclose "$pid"
 	else
 		check 1 "drld starts on redis://127.0.0.1:$rport"
+	fi
+fi
+
+# ---- 3: SIGTERM, the blocking path, a stalled store -------------------
+
+# tx=watch with pipelines=0 decides on the HTTP thread, blocking in the
+# store call. With the store stopped (SIGSTOP) and a long timeout_ms, the
+# stop waited for every request's timeout, one after another, whatever
+# --drain-s said, and answered none. Now after --drain-s (1 s) the
+# request still waiting for the store is answered 503 and drld exits; a
+# request not yet read (behind the blocked thread) may only be refused.
+if [ -n "$rport" ]; then
+	sport=$(free_port)
+	start_redis "$sport" "$tmp"
+	spid=$!
+	pids+=("$spid")
+	wait_port "$sport"
+	check $? "a redis-server to stall listens on $sport"
+	suri="redis://127.0.0.1:$sport?tx=watch&pipelines=0&timeout_ms=30000&breaker_failures=0"
+	if start drain --store "$suri" --threads 1 --drain-s 1; then
+		code=$(curl -s -o /dev/null -w '%{http_code}' -X POST \
+			--data-binary '{"key":"warm","limit":"fixed_window:5/1h"}' \
+			"http://127.0.0.1:$port/v1/check")
+		[ "$code" = 200 ]
+		check $? "drain: the store answers before it is stopped (got $code)"
+		kill -STOP "$spid"
+		cpids=()
+		for i in 0 1 2; do
+			curl -s -o /dev/null -w '%{http_code}\n' -m 60 -X POST \
+				--data-binary "{\"key\":\"d$i\",\"limit\":\"fixed_window:5/1h\"}" \
+				"http://127.0.0.1:$port/v1/check" >"$tmp/dcode.$i" &
+			cpids+=($!)
+			# the first is read and blocks the thread; the others wait
+			# behind it (either order is fine: each ends answered or
+			# refused)
+			[ "$i" -eq 0 ] && sleep 1
+		done
+		sleep 0.5 # not a wait for a thread: each request is answered or refused
+		t0=$(date +%s)
+		kill -TERM "$pid"
+		# a bounded wait: without the fix drld exits only after the
+		# store's 30 s timeout
+		for ((i = 0; i < 400; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.05
+		done
+		alive=no
+		kill -0 "$pid" 2>/dev/null && alive=yes
+		[ "$alive" = no ]
+		check $? "attack: SIGTERM with a request blocked on a stalled store: drld exits after --drain-s 1, not the store's timeout_ms 30000 (still running 20 s later: $alive)"
+		kill -CONT "$spid"
+		wait "$pid"
+		st=$?
+		[ "$st" -eq 0 ]
+		check $? "drain: drld exits 0 (got $st)"
+		wait "${cpids[@]}"
+		codes=$(cat "$tmp"/dcode.* | tr '\n' ' ')
+		[ "$(cat "$tmp/dcode.0")" = 503 ] &&
+			! grep -qvE "^(503|000)$" "$tmp"/dcode.*
+		check $? "attack: the request waiting for the store is answered 503, the others 503 or refused (got $codes)"
+		grep -qF 'still waiting for the store' "$tmp/drain.err"
+		check $? "drain: drld says it answered the requests it could not wait for"
+		! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
+			"$tmp/drain.err"
+		check $? "drain: no sanitizer report on stderr"
+		echo "# drain: exited $(($(date +%s) - t0)) s after SIGTERM"
+	else
+		check 1 "drld starts on the redis-server to stall"
 	fi
 fi
 

@@ -14,6 +14,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -48,6 +49,12 @@ struct drld_http {
 	struct drld_deadlines *deadlines;
 	atomic_long active; /* requests begun and not yet completed */
 	unsigned port;
+	/* requests whose decision blocks their HTTP thread in the store
+	 * (the blocking path: tx=watch, pipelines=0, memcached, Cluster;
+	 * rules of several limits, protected paths, resets), so that a stop
+	 * past --drain-s can answer them without that thread */
+	pthread_mutex_t blocked_lock;
+	struct req *blocked;
 };
 
 /* What a request will be answered with once its body is in (answering
@@ -78,6 +85,11 @@ struct req {
 	struct drld_reply *answer;
 	atomic_bool decided;
 	bool answered; /* `answer` was queued to libmicrohttpd */
+	/* while in h->blocked: its socket, and the list; `stopped`: the
+	 * stop answered it (503) while its thread waited for the store */
+	int fd;
+	struct req *bprev, *bnext;
+	atomic_bool stopped;
 };
 
 /* ---- responses -------------------------------------------------------- */
@@ -122,7 +134,8 @@ static enum MHD_Result send_error(struct drld_http *h,
 	return send_reply(h, conn, &reply);
 }
 
-/* How long send_raw() waits for room in the socket's buffer, at most. */
+/* How long send_raw() waits for room in the socket's buffer, at most,
+ * on an HTTP thread. */
 #define RAW_SEND_MS 200
 
 /* Write `reply` on the socket of conn directly, as a whole response
@@ -136,43 +149,39 @@ static enum MHD_Result send_error(struct drld_http *h,
  * request-completed callback runs before the socket is shut down, so the
  * answer still goes out; a client that half-closes still reads (RFC 9112
  * 9.6). */
-static void send_raw(struct drld_http *h, struct MHD_Connection *conn,
-		     const struct drld_reply *reply)
+static void send_raw(struct drld_http *h, int fd,
+		     const struct drld_reply *reply, int wait_ms)
 {
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	char head[1024 + DRLD_POLICY_HEADER_MAX + DRLD_RATELIMIT_HEADER_MAX];
 	const char *reason = MHD_get_reason_phrase_for(reply->status);
 
-	if (ci == NULL)
-		return;
-	int n = snprintf(head, sizeof head,
-			 "HTTP/1.1 %u %s\r\nConnection: close\r\n"
-			 "Content-Type: %s\r\nContent-Length: %zu\r\n"
-			 "%s%s%s%s%s%s%s%s%s\r\n",
-			 reply->status, reason[0] ? reason : "Unknown",
-			 reply->type, reply->len,
-			 reply->policy[0] ? "RateLimit-Policy: " : "",
-			 reply->policy, reply->policy[0] ? "\r\n" : "",
-			 reply->ratelimit[0] ? "RateLimit: " : "",
-			 reply->ratelimit, reply->ratelimit[0] ? "\r\n" : "",
-			 reply->retry_after[0] ? "Retry-After: " : "",
-			 reply->retry_after,
-			 reply->retry_after[0] ? "\r\n" : "");
+	int n = snprintf(
+		head, sizeof head,
+		"HTTP/1.1 %u %s\r\nConnection: close\r\n"
+		"Content-Type: %s\r\nContent-Length: %zu\r\n"
+		"%s%s%s%s%s%s%s%s%s\r\n",
+		reply->status, reason[0] ? reason : "Unknown", reply->type,
+		reply->len, reply->policy[0] ? "RateLimit-Policy: " : "",
+		reply->policy, reply->policy[0] ? "\r\n" : "",
+		reply->ratelimit[0] ? "RateLimit: " : "", reply->ratelimit,
+		reply->ratelimit[0] ? "\r\n" : "",
+		reply->retry_after[0] ? "Retry-After: " : "",
+		reply->retry_after, reply->retry_after[0] ? "\r\n" : "");
 	if (n < 0 || (size_t)n >= sizeof head)
 		return;
 	struct iovec part[2] = {{head, (size_t)n},
 				{(void *)reply->body, reply->len}};
-	int64_t end = drl_mono_us() + RAW_SEND_MS * 1000;
+	int64_t end = drl_mono_us() + (int64_t)wait_ms * 1000;
 	for (int i = 0; i < 2;) {
-		ssize_t w = send(ci->connect_fd, part[i].iov_base,
-				 part[i].iov_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = send(fd, part[i].iov_base, part[i].iov_len,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			int64_t left = end - drl_mono_us();
-			struct pollfd p = {ci->connect_fd, POLLOUT, 0};
-			if (left <= 0 || poll(&p, 1, (int)(left / 1000) + 1) <= 0)
+			struct pollfd p = {fd, POLLOUT, 0};
+			if (left <= 0 ||
+			    poll(&p, 1, (int)(left / 1000) + 1) <= 0)
 				return;
 			continue;
 		}
@@ -306,6 +315,41 @@ static bool ambiguous_length(struct MHD_Connection *conn)
 	return f.conflict || (f.length != NULL && f.chunked);
 }
 
+/* rq's decision is about to block this HTTP thread in the store: list
+ * it, so that a stop past --drain-s can answer it (drld_http_stop). */
+static void blocking_begin(struct drld_http *h, struct MHD_Connection *conn,
+			   struct req *rq)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	rq->fd = ci != NULL ? ci->connect_fd : -1;
+	pthread_mutex_lock(&h->blocked_lock);
+	rq->bprev = NULL;
+	rq->bnext = h->blocked;
+	if (h->blocked != NULL)
+		h->blocked->bprev = rq;
+	h->blocked = rq;
+	pthread_mutex_unlock(&h->blocked_lock);
+}
+
+/* The store answered: unlist rq. Returns false when the stop answered
+ * it meanwhile (then the connection is to be closed, unanswered again).
+ * Under the lock, so the stop's write on the socket is over first. */
+static bool blocking_end(struct drld_http *h, struct req *rq)
+{
+	pthread_mutex_lock(&h->blocked_lock);
+	if (rq->bprev != NULL)
+		rq->bprev->bnext = rq->bnext;
+	else
+		h->blocked = rq->bnext;
+	if (rq->bnext != NULL)
+		rq->bnext->bprev = rq->bprev;
+	rq->bprev = rq->bnext = NULL;
+	pthread_mutex_unlock(&h->blocked_lock);
+	return !atomic_load(&rq->stopped);
+}
+
 /* Decide a request that is not a /v1/check POST nor a GET /metrics at
  * its headers, into rq->reply: /healthz, a protected path, 404, 405. */
 static void decide_now(struct drld_http *h, struct MHD_Connection *conn,
@@ -339,7 +383,9 @@ static void decide_now(struct drld_http *h, struct MHD_Connection *conn,
 		return;
 	}
 	struct drld_request_parts parts = parts_of(conn, url, method);
+	blocking_begin(h, conn, rq);
 	drld_protect(h->d, rule, &parts, reply);
+	(void)blocking_end(h, rq); /* answered later: on_request checks */
 }
 
 /* The first call for a request (headers read): route it. Requests are
@@ -444,9 +490,15 @@ static enum MHD_Result check_async(struct drld_http *h,
 	if (rq->answer == NULL)
 		return send_error(h, conn, 500, NULL, "out of memory");
 	rq->conn = conn;
-	if (drld_check_start(h->d, drld_async_loop_context(h->loop), rq->cfg,
-			     rq->body, rq->len, parts, rq->answer,
-			     suspend_request, resume_request, rq))
+	/* blocks when the limit does not decide without a worker */
+	blocking_begin(h, conn, rq);
+	int started =
+		drld_check_start(h->d, drld_async_loop_context(h->loop),
+				 rq->cfg, rq->body, rq->len, parts, rq->answer,
+				 suspend_request, resume_request, rq);
+	if (!blocking_end(h, rq))
+		return MHD_NO;
+	if (started)
 		return MHD_YES; /* resumed when decided */
 	return send_reply(h, conn, rq->answer);
 }
@@ -480,12 +532,15 @@ static enum MHD_Result answer(struct drld_http *h, struct MHD_Connection *conn,
 	if (rq->discarded != 0)
 		return send_error(h, conn, 413, NULL,
 				  "the body is larger than --max-body");
+	if (h->loop != NULL && !rq->reset)
+		return check_async(h, conn, rq, &parts);
+	blocking_begin(h, conn, rq);
 	if (rq->reset)
 		drld_reset(h->d, rq->cfg, rq->body, rq->len, &parts, &reply);
-	else if (h->loop != NULL)
-		return check_async(h, conn, rq, &parts);
 	else
 		drld_check(h->d, rq->cfg, rq->body, rq->len, &parts, &reply);
+	if (!blocking_end(h, rq))
+		return MHD_NO;
 	return send_reply(h, conn, &reply);
 }
 
@@ -507,8 +562,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		atomic_fetch_add(&h->active, 1);
 		if ((rq->path = drld_path_normalize(url)) == NULL)
 			return MHD_NO;
-		return first_call(h, conn, rq->path, method, rq);
+		enum MHD_Result r = first_call(h, conn, rq->path, method, rq);
+		return atomic_load(&rq->stopped) ? MHD_NO : r;
 	}
+	if (atomic_load(&rq->stopped)) /* answered by the stop (503) */
+		return MHD_NO;
 	if (*size != 0) {
 		bool ok = absorb(h, rq, data, *size);
 		*size = 0;
@@ -531,8 +589,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
 	/* decided, but closed before the answer was queued: a client that
 	 * half-closed (send_raw) */
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK &&
-	    atomic_load(&rq->decided) && !rq->answered)
-		send_raw(h, conn, rq->answer);
+	    atomic_load(&rq->decided) && !rq->answered &&
+	    !atomic_load(&rq->stopped)) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+			conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (ci != NULL)
+			send_raw(h, ci->connect_fd, rq->answer, RAW_SEND_MS);
+	}
 	drld_config_release(rq->cfg);
 	free(rq->path);
 	free(rq->reply);
@@ -593,8 +656,10 @@ int drld_http_start(struct drld_http **out, struct drld *d,
 	h->d = d;
 	h->max_body = o->max_body;
 	atomic_init(&h->active, 0);
+	pthread_mutex_init(&h->blocked_lock, NULL);
 	if (drld_deadlines_start(&h->deadlines, o->timeout_s) != 0) {
 		snprintf(msg, n, "out of memory");
+		pthread_mutex_destroy(&h->blocked_lock);
 		free(h);
 		return -1;
 	}
@@ -628,6 +693,7 @@ int drld_http_start(struct drld_http **out, struct drld *d,
 			 "the line above)");
 		drld_async_loop_stop(h->loop);
 		drld_deadlines_stop(h->deadlines);
+		pthread_mutex_destroy(&h->blocked_lock);
 		free(h);
 		return -1;
 	}
@@ -651,10 +717,33 @@ static void wait_idle(struct drld_http *h, unsigned grace_s)
 		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
 }
 
-void drld_http_stop(struct drld_http *h, unsigned grace_s)
+/* Answer 503 every request whose thread still waits for the store, on
+ * its socket (the thread cannot), and mark it so that the thread, once
+ * the store answers, closes the connection instead of answering again.
+ * Returns how many. */
+static unsigned answer_blocked(struct drld_http *h)
+{
+	struct drld_reply reply;
+	unsigned n = 0;
+
+	drld_reply_error(&reply, 503,
+			 "drld is stopping: the store did not answer within "
+			 "--drain-s");
+	pthread_mutex_lock(&h->blocked_lock);
+	for (struct req *rq = h->blocked; rq != NULL; rq = rq->bnext) {
+		atomic_store(&rq->stopped, true);
+		if (rq->fd >= 0)
+			send_raw(h, rq->fd, &reply, 0);
+		n++;
+	}
+	pthread_mutex_unlock(&h->blocked_lock);
+	return n;
+}
+
+bool drld_http_stop(struct drld_http *h, unsigned grace_s)
 {
 	if (h == NULL)
-		return;
+		return true;
 	/* Stop accepting. The listen socket is ours now, but it may be
 	 * closed only once MHD_stop_daemon() has joined the threads: they
 	 * take it out of their epoll sets after quiescing returns (closing
@@ -674,9 +763,24 @@ void drld_http_stop(struct drld_http *h, unsigned grace_s)
 		drld_async_loop_stop(h->loop);
 		wait_idle(h, grace_s);
 	}
+	/* a thread still in a store call would hold MHD_stop_daemon() (and
+	 * the requests read behind it) until the store's timeout_ms, once
+	 * per request: answer those now and leave the rest to the exit */
+	unsigned blocked = answer_blocked(h);
+	if (blocked != 0) {
+		fprintf(stderr,
+			"drld: %u request%s still waiting for the store after "
+			"--drain-s: answered 503; exiting without waiting for "
+			"%s\n",
+			blocked, blocked == 1 ? "" : "s",
+			blocked == 1 ? "it" : "them");
+		return false;
+	}
 	MHD_stop_daemon(h->daemon);
 	drld_deadlines_stop(h->deadlines);
 	if (ls != MHD_INVALID_SOCKET)
 		close(ls);
+	pthread_mutex_destroy(&h->blocked_lock);
 	free(h);
+	return true;
 }
