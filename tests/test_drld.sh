@@ -21,7 +21,7 @@
 # (shadow rules and POST /v1/reset on each store), service (bounds, a
 # graceful stop, reloads, a failing store, two drld sharing a limit),
 # attack (issue 45's holes: half-closed clients, SIGTERM on a stalled
-# blocking store), or all.
+# blocking store, slowloris past --max-connections), or all.
 # Starts its servers on free loopback ports and stops them by PID at exit.
 # A missing redis-server/memcached/curl skips what needs it, except under
 # CI=true, where it is a failure. Prints one "ok N - ..." / "not ok N -
@@ -1557,6 +1557,24 @@ if [ -n "$rport" ]; then
 	else
 		check 1 "drld starts on the redis-server to stall"
 	fi
+fi
+
+# ---- 5: slowloris past --max-connections -------------------------------
+
+# Connections trickling one header byte every 0.5 s are closed once their
+# request has not arrived whole within --timeout-s; but while they hold
+# every connection slot nobody else is served, and an attacker who
+# reconnects every --timeout-s keeps drld unreachable. Here --timeout-s is
+# long (600 s, an operator's choice) and 24 tricklers come for 16 slots:
+# a new client must still be answered (the connection that waited longest
+# for its request makes room).
+if start crowd --timeout-s 600 --max-connections 16 --threads 1; then
+	got=$("$PYTHON3" "$attack" crowd "$port" 24 2>&1)
+	[[ "$got" == *" healthz=200" ]]
+	check $? "attack: slowloris, 24 connections for --max-connections 16: a new client is answered (got $got)"
+	stop crowd "$pid"
+else
+	check 1 "drld starts with --max-connections 16"
 fi
 
 fi # in_part attack

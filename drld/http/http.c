@@ -47,6 +47,9 @@ struct drld_http {
 	size_t max_body;
 	/* every connection's whole-request deadline (--timeout-s) */
 	struct drld_deadlines *deadlines;
+	/* open connections past which a new one pushes out the one that
+	 * waited longest for its request (on_accept) */
+	size_t soft_connections;
 	atomic_long active; /* requests begun and not yet completed */
 	unsigned port;
 	/* requests whose decision blocks their HTTP thread in the store
@@ -626,6 +629,25 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
 	*socket_context = NULL;
 }
 
+/* A connection was accepted: make room for it, while libmicrohttpd
+ * still has some, by shutting down the connection that has waited
+ * longest for its request (deadline.h). libmicrohttpd stops accepting at
+ * --max-connections: without this, --max-connections clients trickling
+ * header bytes held every slot until --timeout-s, and held it again by
+ * reconnecting (issue 45). nginx does the like when it runs out of
+ * connections (it closes idle keep-alive ones, ngx_drain_connections);
+ * here connections whose request is still on its way go too. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
+				 socklen_t addrlen)
+{
+	struct drld_http *h = cls;
+
+	(void)addr;
+	(void)addrlen;
+	(void)drld_deadlines_make_room(h->deadlines, h->soft_connections);
+	return MHD_YES;
+}
+
 /* libmicrohttpd's own messages, on stderr with drld's prefix. */
 static void on_log(void *cls, const char *fmt, va_list ap)
 {
@@ -655,6 +677,15 @@ int drld_http_start(struct drld_http **out, struct drld *d,
 		flags |= MHD_USE_IPv6;
 	h->d = d;
 	h->max_body = o->max_body;
+	/* a margin of slots kept free: libmicrohttpd divides
+	 * --max-connections among its threads and each stops accepting
+	 * when full, so with fewer open in all, one of them still accepts
+	 * (and calls on_accept) */
+	size_t margin = o->max_connections / 16;
+	if (margin < o->threads)
+		margin = o->threads;
+	h->soft_connections =
+		o->max_connections > margin ? o->max_connections - margin : 1;
 	atomic_init(&h->active, 0);
 	pthread_mutex_init(&h->blocked_lock, NULL);
 	if (drld_deadlines_start(&h->deadlines, o->timeout_s) != 0) {
@@ -678,8 +709,8 @@ int drld_http_start(struct drld_http **out, struct drld *d,
 		flags |= MHD_ALLOW_SUSPEND_RESUME;
 	}
 	h->daemon = MHD_start_daemon(
-		flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
-		on_log, NULL, MHD_OPTION_SOCK_ADDR,
+		flags, 0, on_accept, h, on_request, h,
+		MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL, MHD_OPTION_SOCK_ADDR,
 		(const struct sockaddr *)&o->addr, MHD_OPTION_THREAD_POOL_SIZE,
 		o->threads, MHD_OPTION_CONNECTION_LIMIT, o->max_connections,
 		MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
