@@ -150,7 +150,7 @@ def hpack_literal(index, value):
     return out + bytes([len(value)]) + value
 
 
-def resets(port, n):
+def resets(port, n, hold=0.0):
     path = b"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
     block = (b"\x83\x86" + hpack_literal(4, path) +
              hpack_literal(1, b"127.0.0.1") +
@@ -192,6 +192,17 @@ def resets(port, n):
                 pass
             except OSError:
                 closed = True
+    hold_end = time.time() + hold
+    while time.time() < hold_end and not closed:
+        try:
+            b = s.recv(65536)
+            if not b:
+                closed = True
+            got = (got + b)[-65536:]
+        except BlockingIOError:
+            time.sleep(0.05)
+        except OSError:
+            closed = True
     i = 0
     while i + 9 <= len(got):  # only a rough scan: GOAWAY is type 7
         ln = int.from_bytes(got[i:i + 3], "big")
@@ -210,7 +221,8 @@ def main(argv):
     elif cmd == "crowd":
         crowd(int(argv[2]), int(argv[3]))
     elif cmd == "resets":
-        resets(int(argv[2]), int(argv[3]))
+        resets(int(argv[2]), int(argv[3]),
+               float(argv[4]) if len(argv) > 4 else 0.0)
     else:
         print(__doc__, file=sys.stderr)
         return 2
