@@ -858,7 +858,7 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	if (rc != 0) {
 		fprintf(stderr, "drld: the reload thread: %s\n", strerror(rc));
 #if DRLD_HAVE_ENVOY
-		drld_grpc_stop(g, 0);
+		(void)drld_grpc_stop(g, 0);
 #endif
 		(void)drld_http_stop(h, 0);
 		return EXIT_SERVE;
@@ -873,7 +873,7 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	if (rc == EXIT_SERVE) {
 		(void)drld_reloader_stop(rl);
 #if DRLD_HAVE_ENVOY
-		drld_grpc_stop(g, 0);
+		(void)drld_grpc_stop(g, 0);
 #endif
 		(void)drld_http_stop(h, 0);
 		return EXIT_SERVE;
@@ -899,13 +899,15 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	drld_watcher_stop(wt); /* no reload is asked for after this */
 	unsigned drain =
 		o->drain_s >= 0 ? (unsigned)o->drain_s : o->http.timeout_s;
+	bool stopped = true;
 #if DRLD_HAVE_ENVOY
-	drld_grpc_stop(g, drain);
+	stopped = drld_grpc_stop(g, drain);
 #endif
-	if (!drld_http_stop(h, drain)) {
+	if (!drld_http_stop(h, drain) || !stopped) {
 		/* threads still wait in a stalled store, their requests
-		 * answered 503 (drld/http/http.c): end the process with them
-		 * in it, as below */
+		 * answered 503 and their calls cancelled (http/http.c,
+		 * envoy/grpc_service.cc): end the process with them in it,
+		 * as below */
 		fflush(NULL);
 		_exit(EXIT_OK);
 	}

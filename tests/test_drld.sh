@@ -1529,14 +1529,10 @@ if [ -n "$rport" ]; then
 		sleep 0.5 # not a wait for a thread: each request is answered or refused
 		t0=$(date +%s)
 		kill -TERM "$pid"
-		# a bounded wait: without the fix drld exits only after the
-		# store's 30 s timeout
-		for ((i = 0; i < 400; i++)); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.05
-		done
+		# without the fix drld exits only after the store's 30 s
+		# timeout
 		alive=no
-		kill -0 "$pid" 2>/dev/null && alive=yes
+		gone_soon "$pid" || alive=yes
 		[ "$alive" = no ]
 		check $? "attack: SIGTERM with a request blocked on a stalled store: drld exits after --drain-s 1, not the store's timeout_ms 30000 (still running 20 s later: $alive)"
 		kill -CONT "$spid"

@@ -587,6 +587,12 @@ class Deciders
 			t.join();
 	}
 
+	// How many deciders are in a store call now.
+	int busy() const
+	{
+		return busy_.load(std::memory_order_acquire);
+	}
+
 	// Queue a call; false when the queue is full (--grpc-queue).
 	bool push(Call *c)
 	{
@@ -628,8 +634,11 @@ class Deciders
 					grpc::StatusCode::CANCELLED,
 					"the caller gave up before a "
 					"decider was free");
-			else
+			else {
+				busy_.fetch_add(1, std::memory_order_acq_rel);
 				c->service()->decide_and_finish(c);
+				busy_.fetch_sub(1, std::memory_order_acq_rel);
+			}
 		}
 	}
 
@@ -638,6 +647,7 @@ class Deciders
 	std::condition_variable cv_;
 	std::deque<Call *> q_;
 	bool stop_ = false;
+	std::atomic<int> busy_{0};
 	std::vector<std::thread> threads_;
 };
 
@@ -1167,10 +1177,10 @@ extern "C" unsigned drld_grpc_port(const struct drld_grpc *g)
 	return (unsigned)g->port;
 }
 
-extern "C" void drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s)
+extern "C" bool drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s)
 {
 	if (g == nullptr)
-		return;
+		return true;
 	// no new connections; then NOT_SERVING for every name: a health
 	// watcher (Envoy's, a load balancer's) learns drld is draining
 	// while the calls in flight finish
@@ -1203,7 +1213,24 @@ extern "C" void drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s)
 	if (!g->stopping.wait(g->shards.size(), deadline))
 		for (auto &s : g->shards)
 			grpc_server_cancel_all_calls(s->server->c_server());
+	// a decider still in a store call (a stalled store on the blocking
+	// path) holds its call, so the servers' shutdowns and the deciders'
+	// join until the store's timeout_ms: its caller has its CANCELLED,
+	// leave the rest to the exit
+	int busy = g->deciders != nullptr ? g->deciders->busy() : 0;
+	if (busy != 0) {
+		fprintf(stderr,
+			"drld: %d gRPC call%s still waiting for the store "
+			"after "
+			"--drain-s: cancelled; exiting without waiting for "
+			"%s\n",
+			busy, busy == 1 ? "" : "s", busy == 1 ? "it" : "them");
+		for (auto &t : stoppers)
+			t.detach();
+		return false;
+	}
 	for (auto &t : stoppers)
 		t.join();
 	delete g;
+	return true;
 }
