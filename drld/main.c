@@ -860,7 +860,7 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	    drld_grpc_start(&g, d, o->grpc_listen, &go, msg, sizeof msg) != 0) {
 		fprintf(stderr, "drld: --grpc-listen %s: %s\n", o->grpc_listen,
 			msg);
-		drld_http_stop(h, 0);
+		(void)drld_http_stop(h, 0);
 		return EXIT_SERVE;
 	}
 	if (g != NULL)
@@ -872,9 +872,9 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	if (rc != 0) {
 		fprintf(stderr, "drld: the reload thread: %s\n", strerror(rc));
 #if DRLD_HAVE_ENVOY
-		drld_grpc_stop(g, 0);
+		(void)drld_grpc_stop(g, 0);
 #endif
-		drld_http_stop(h, 0);
+		(void)drld_http_stop(h, 0);
 		return EXIT_SERVE;
 	}
 	struct drld_watcher *wt = NULL;
@@ -887,9 +887,9 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	if (rc == EXIT_SERVE) {
 		(void)drld_reloader_stop(rl);
 #if DRLD_HAVE_ENVOY
-		drld_grpc_stop(g, 0);
+		(void)drld_grpc_stop(g, 0);
 #endif
-		drld_http_stop(h, 0);
+		(void)drld_http_stop(h, 0);
 		return EXIT_SERVE;
 	}
 	say_listening(o, drld_http_port(h));
@@ -913,10 +913,18 @@ static int serve(struct drld *d, const struct opts *o, int sfd,
 	drld_watcher_stop(wt); /* no reload is asked for after this */
 	unsigned drain =
 		o->drain_s >= 0 ? (unsigned)o->drain_s : o->http.timeout_s;
+	bool stopped = true;
 #if DRLD_HAVE_ENVOY
-	drld_grpc_stop(g, drain);
+	stopped = drld_grpc_stop(g, drain);
 #endif
-	drld_http_stop(h, drain);
+	if (!drld_http_stop(h, drain) || !stopped) {
+		/* threads still wait in a stalled store, their requests
+		 * answered 503 and their calls cancelled (http/http.c,
+		 * envoy/grpc_service.cc): end the process with them in it,
+		 * as below */
+		fflush(NULL);
+		_exit(EXIT_OK);
+	}
 	if (!drld_reloader_stop(rl)) {
 		/* the reload uses the store and the limits teardown() would
 		 * free: end the process with the reload in it (nothing is

@@ -45,6 +45,18 @@ wait_more() {
 	return 1
 }
 
+# gone_soon PID [TRIES]: wait (TRIES x 50 ms, default 400: 20 s) for
+# process PID to end (a bounded wait, in count: for a stop that must not
+# wait for a stalled store). Returns nonzero when it still runs.
+gone_soon() {
+	local i
+	for ((i = 0; i < ${2:-400}; i++)); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 0.05
+	done
+	! kill -0 "$1" 2>/dev/null
+}
+
 # missing NAME: a program the script needs is not installed: skip what
 # needs it, or under CI=true fail (scripts/deps.sh installs it).
 missing() {

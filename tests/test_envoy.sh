@@ -13,8 +13,8 @@
 # certificates; SIGHUP reloads (a bad one keeps the old config); a store
 # that fails (UNAVAILABLE, or on_error) or stalls (deciders, cancellations,
 # --grpc-queue); two drld over one Redis and over one memcached sharing
-# one limit exactly; and the attacks of issue 33 (docs/security.md, "drld
-# under attack"), each assertion named "attack: ...".
+# one limit exactly; and the attacks of issues 33 and 45 (docs/security.md,
+# "drld under attack"), each assertion named "attack: ...".
 # Every drld must stop with exit 0 on SIGTERM and print no sanitizer
 # report.
 #
@@ -1400,5 +1400,54 @@ if [ -n "$rport" ]; then
 	share redis-watch "redis://127.0.0.1:$rport?tx=watch&pool=4"
 fi
 [ -n "$mport" ] && share memcached "memcached://127.0.0.1:$mport?pool=4"
+
+# attack (issue 45, 3): SIGTERM with calls on the deciders (tx=watch,
+# pipelines=0: the blocking path) and a stalled store with a long
+# timeout_ms. The stop waited for each decider's store call, 30 s here,
+# whatever --drain-s said. Now after --drain-s (1 s) the calls are
+# cancelled and drld exits without waiting for the store.
+if [ -n "$rport" ]; then
+	dport=$(free_port)
+	start_redis "$dport" "$tmp"
+	dpid=$!
+	pids+=("$dpid")
+	wait_port "$dport"
+	check $? "a redis-server to stall listens on $dport"
+	mkdir -p "$tmp/drain"
+	printf 'domain: drain\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n' \
+		>"$tmp/drain/drain.yaml"
+	if start drain --store "redis://127.0.0.1:$dport?tx=watch&pipelines=0&timeout_ms=30000&breaker_failures=0" \
+		--envoy-config "$tmp/drain" --drain-s 1; then
+		expect_call "OK OK 999" drain k=a
+		kill -STOP "$dpid"
+		"${client[@]}" flood "$gport" drain k=a 8 60 >"$tmp/drain.out" 2>&1 &
+		fl=$!
+		wait_line "$tmp/drain.out" sent
+		check $? "drain: 8 calls sent to the stalled store"
+		kill -TERM "$pid"
+		# without the fix drld exits only after the store's 30 s
+		# timeout
+		alive=no
+		gone_soon "$pid" || alive=yes
+		[ "$alive" = no ]
+		check $? "attack: SIGTERM with gRPC calls blocked on a stalled store: drld exits after --drain-s 1, not the store's timeout_ms 30000 (still running 20 s later: $alive)"
+		kill -CONT "$dpid"
+		wait "$pid"
+		st=$?
+		[ "$st" -eq 0 ]
+		check $? "drain: drld exits 0 (got $st)"
+		wait "$fl"
+		got=$(tail -n 1 "$tmp/drain.out")
+		[[ "$got" =~ ^(CANCELLED=[0-9]+)?\ ?(UNAVAILABLE=[0-9]+)?$ ]] && [ -n "$got" ]
+		check $? "attack: every call waiting for the store ends CANCELLED or UNAVAILABLE (got $got)"
+		grep -qF 'still waiting for the store' "$tmp/drain.err"
+		check $? "drain: drld says it cancelled the calls it could not wait for"
+		! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
+			"$tmp/drain.err"
+		check $? "drain: no sanitizer report on stderr"
+	else
+		check 1 "drld starts on the redis-server to stall"
+	fi
+fi
 
 finish

@@ -20,7 +20,12 @@
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
+#include <linux/tcp.h>
+#include <malloc.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -28,7 +33,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -580,6 +587,12 @@ class Deciders
 			t.join();
 	}
 
+	// How many deciders are in a store call now.
+	int busy() const
+	{
+		return busy_.load(std::memory_order_acquire);
+	}
+
 	// Queue a call; false when the queue is full (--grpc-queue).
 	bool push(Call *c)
 	{
@@ -621,8 +634,11 @@ class Deciders
 					grpc::StatusCode::CANCELLED,
 					"the caller gave up before a "
 					"decider was free");
-			else
+			else {
+				busy_.fetch_add(1, std::memory_order_acq_rel);
 				c->service()->decide_and_finish(c);
+				busy_.fetch_sub(1, std::memory_order_acq_rel);
+			}
 		}
 	}
 
@@ -631,6 +647,7 @@ class Deciders
 	std::condition_variable cv_;
 	std::deque<Call *> q_;
 	bool stop_ = false;
+	std::atomic<int> busy_{0};
 	std::vector<std::thread> threads_;
 };
 
@@ -721,6 +738,188 @@ struct Shard {
 	std::thread poller;               // not joinable: none started
 };
 
+namespace
+{
+
+// The plaintext gRPC connections drld's acceptor dealt to grpc, and the
+// bytes each had received at the last look: which one floods. A
+// connection is known by its descriptor and the socket's inode, so a
+// descriptor that grpc closed and the kernel gave to another socket is
+// never taken for it (it is forgotten at the next look).
+class Dealt
+{
+      public:
+	// A connection dealt to grpc (before grpc may close it).
+	void add(int fd)
+	{
+		struct stat st;
+		if (fstat(fd, &st) != 0)
+			return;
+		std::lock_guard<std::mutex> l(m_);
+		conns_.push_back({fd, st.st_ino, received(fd)});
+	}
+
+	// Look at every connection: forget those grpc closed and note what
+	// each received since the last look. When the heap grew by
+	// `grown` bytes meanwhile, at least kFloodRatio times what they all
+	// received, shut down the one that received the most, if more than
+	// kFloodBytes: grpc then closes it and stops reading its streams.
+	// Returns what that one received, or 0 when none was cut.
+	uint64_t look(size_t grown)
+	{
+		std::lock_guard<std::mutex> l(m_);
+		Conn *top = nullptr;
+		uint64_t top_delta = 0, all = 0;
+		for (size_t i = 0; i < conns_.size();) {
+			Conn &c = conns_[i];
+			struct stat st;
+			if (fstat(c.fd, &st) != 0 || st.st_ino != c.ino) {
+				c = conns_.back();
+				conns_.pop_back();
+				continue;
+			}
+			uint64_t now = received(c.fd);
+			uint64_t delta = now > c.bytes ? now - c.bytes : 0;
+			c.bytes = now;
+			all += delta;
+			if (delta > top_delta) {
+				top = &c;
+				top_delta = delta;
+			}
+			i++;
+		}
+		if (top == nullptr || top_delta <= kFloodBytes ||
+		    grown / kFloodRatio < all)
+			return 0;
+		(void)shutdown(top->fd, SHUT_RDWR);
+		*top = conns_.back();
+		conns_.pop_back();
+		return top_delta;
+	}
+
+	// bytes a connection may receive in a second of heap growth
+	// before it is taken for the flood
+	static constexpr uint64_t kFloodBytes = 1u << 20;
+	// heap growth per byte received that is a flood: a call costs its
+	// size on the heap while it is decided and then nothing but the
+	// new keys it makes (a few hundred bytes; under 2 bytes per byte
+	// received), a reset stream 5-12 KiB for its 100-odd bytes (40 and
+	// more)
+	static constexpr uint64_t kFloodRatio = 8;
+
+      private:
+	struct Conn {
+		int fd;
+		ino_t ino;
+		uint64_t bytes; // received at the last look
+	};
+
+	// Bytes the socket has received (0: not TCP, a unix socket).
+	static uint64_t received(int fd)
+	{
+		struct tcp_info ti;
+		socklen_t n = sizeof ti;
+		memset(&ti, 0, sizeof ti);
+		if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &n) != 0 ||
+		    n < offsetof(struct tcp_info, tcpi_bytes_received) +
+				    sizeof ti.tcpi_bytes_received)
+			return 0;
+		return ti.tcpi_bytes_received;
+	}
+
+	std::mutex m_;
+	std::vector<Conn> conns_;
+};
+
+// Once a second: cuts a flooding gRPC connection while the heap grows
+// fast, and gives the heap's free memory back to the system.
+//
+// Rapid reset (HEADERS then RST_STREAM, over and over on one connection:
+// CVE-2023-44487) makes grpc 1.51 create a call of 7-12 KiB for every
+// stream (its arena, in Server::ChannelData::AcceptStream) and free those
+// of reset streams later, on its own threads, slower than a client can
+// open them: 150,000 streams held 1.3 GB at once, none of them a call
+// drld saw, and grpc 1.51 has no setting against it (grpc 1.59 and 1.60
+// added max_requests_per_read and RST_STREAM pushback). So: when the heap
+// in use grows by more than kFloodGrowth in a second, and by more than
+// Dealt::kFloodRatio times what the plaintext connections received in
+// it, the one that received the most (over 1 MiB) is shut down (Dealt):
+// a flood is stopped after a second or two of it.
+//
+// And grpc frees them all in the end, but glibc keeps what was freed in
+// its arenas: drld stayed at its peak after the client had gone.
+// malloc_trim() returns the free pages of every arena when more than
+// kTrimAbove bytes are free (docs/security.md, "drld under attack").
+class HeapWatch
+{
+      public:
+	static constexpr size_t kTrimAbove = 64u << 20;
+	static constexpr size_t kFloodGrowth = 16u << 20;
+
+	explicit HeapWatch(Dealt *dealt)
+	    : dealt_(dealt), thread_([this] { run(); })
+	{
+	}
+
+	~HeapWatch()
+	{
+		{
+			std::lock_guard<std::mutex> l(m_);
+			stop_ = true;
+		}
+		wake_.notify_one();
+		thread_.join();
+	}
+
+      private:
+	void run()
+	{
+		(void)pthread_setname_np(pthread_self(), "drld-heap");
+		std::unique_lock<std::mutex> l(m_);
+		size_t last_used = 0;
+		// free bytes stay counted once their pages are returned: a
+		// trim that returns nothing waits twice as long for the next
+		// (at most 64 s), so a heap with a large free part that is
+		// already returned is not walked every second
+		int trim_wait = 1, trim_in = 1;
+		while (!wake_.wait_for(l, std::chrono::seconds(1),
+				       [this] { return stop_; })) {
+			struct mallinfo2 mi = mallinfo2();
+			size_t used = mi.uordblks + mi.hblkhd;
+			size_t grown = last_used != 0 && used > last_used
+					       ? used - last_used
+					       : 0;
+			last_used = used;
+			uint64_t cut =
+				dealt_->look(grown > kFloodGrowth ? grown : 0);
+			if (cut != 0)
+				fprintf(stderr,
+					"drld: grpc: the heap grew by %zu MiB "
+					"in "
+					"a second: closed the connection that "
+					"sent %llu KiB in it (an HTTP/2 rapid "
+					"reset?)\n",
+					grown >> 20,
+					(unsigned long long)(cut >> 10));
+			if (--trim_in > 0)
+				continue;
+			if (mi.fordblks <= kTrimAbove || malloc_trim(0))
+				trim_wait = 1;
+			else
+				trim_wait = std::min(trim_wait * 2, 64);
+			trim_in = trim_wait;
+		}
+	}
+
+	Dealt *dealt_;
+	std::mutex m_;
+	std::condition_variable wake_;
+	bool stop_ = false;
+	std::thread thread_; // last: starts once the rest is made
+};
+
+} // namespace
+
 struct drld_grpc {
 	Drain stopping; // before the shards, whose services point to it
 	std::unique_ptr<Deciders> deciders; // null: decisions inline
@@ -733,6 +932,10 @@ struct drld_grpc {
 	size_t next = 0; // the shard the acceptor deals to next
 	struct drld *d;
 	int port = 0;
+	// last, so destroyed first: the watch's thread stops before
+	// anything it looks at goes
+	Dealt dealt;
+	HeapWatch watch{&dealt};
 
 	explicit drld_grpc(struct drld *drld) : d(drld)
 	{
@@ -786,6 +989,7 @@ struct drld_grpc {
 		drld_grpc *g = static_cast<drld_grpc *>(arg);
 		size_t i = g->next++ % g->shards.size();
 		drld_envoy_connection_dealt(g->d, (unsigned)i);
+		g->dealt.add(fd);
 		grpc::AddInsecureChannelFromFd(g->shards[i]->server.get(), fd);
 	}
 
@@ -973,10 +1177,10 @@ extern "C" unsigned drld_grpc_port(const struct drld_grpc *g)
 	return (unsigned)g->port;
 }
 
-extern "C" void drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s)
+extern "C" bool drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s)
 {
 	if (g == nullptr)
-		return;
+		return true;
 	// no new connections; then NOT_SERVING for every name: a health
 	// watcher (Envoy's, a load balancer's) learns drld is draining
 	// while the calls in flight finish
@@ -1009,7 +1213,24 @@ extern "C" void drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s)
 	if (!g->stopping.wait(g->shards.size(), deadline))
 		for (auto &s : g->shards)
 			grpc_server_cancel_all_calls(s->server->c_server());
+	// a decider still in a store call (a stalled store on the blocking
+	// path) holds its call, so the servers' shutdowns and the deciders'
+	// join until the store's timeout_ms: its caller has its CANCELLED,
+	// leave the rest to the exit
+	int busy = g->deciders != nullptr ? g->deciders->busy() : 0;
+	if (busy != 0) {
+		fprintf(stderr,
+			"drld: %d gRPC call%s still waiting for the store "
+			"after "
+			"--drain-s: cancelled; exiting without waiting for "
+			"%s\n",
+			busy, busy == 1 ? "" : "s", busy == 1 ? "it" : "them");
+		for (auto &t : stoppers)
+			t.detach();
+		return false;
+	}
 	for (auto &t : stoppers)
 		t.join();
 	delete g;
+	return true;
 }

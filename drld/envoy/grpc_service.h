@@ -30,6 +30,7 @@
 #ifndef DRLD_GRPC_SERVICE_H
 #define DRLD_GRPC_SERVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -120,10 +121,13 @@ unsigned drld_grpc_pollers_default(void);
 unsigned drld_grpc_port(const struct drld_grpc *g);
 
 /* Stop accepting calls, wait up to timeout_s seconds for those in flight
- * (then cancel them; a call a decider has begun still finishes, within
- * the store's timeout_ms), stop the deciders and free g. NULL is a
- * no-op. */
-void drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s);
+ * (then cancel them: their callers get CANCELLED), stop the deciders and
+ * free g; returns true. NULL is a no-op (true). When a decider is still
+ * in a store call after timeout_s (a stalled store: it would hold the
+ * stop until the store's timeout_ms), g is left as it is and it returns
+ * false: the caller then ends the process without freeing what the
+ * deciders use (_exit). */
+bool drld_grpc_stop(struct drld_grpc *g, unsigned timeout_s);
 
 #ifdef __cplusplus
 }

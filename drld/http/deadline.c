@@ -21,12 +21,15 @@ struct drld_deadline {
 	/* CLOCK_MONOTONIC ms by which the request must be in; 0: none */
 	atomic_int_fast64_t due;
 	struct drld_deadline *prev, *next; /* under the list's lock */
+	bool pushed; /* shut down to make room (under the lock) */
 };
 
 struct drld_deadlines {
 	pthread_mutex_t lock; /* the list and stop */
 	pthread_cond_t wake;  /* stop */
 	struct drld_deadline *head;
+	size_t open;   /* connections in the list */
+	size_t pushed; /* of those, shut down to make room, not yet gone */
 	bool stop;
 	int64_t timeout_ms;
 	pthread_t thread;
@@ -108,6 +111,7 @@ struct drld_deadline *drld_deadline_add(struct drld_deadlines *ds, int fd)
 	if (ds->head != NULL)
 		ds->head->prev = c;
 	ds->head = c;
+	ds->open++;
 	pthread_mutex_unlock(&ds->lock);
 	return c;
 }
@@ -136,8 +140,40 @@ void drld_deadline_remove(struct drld_deadlines *ds, struct drld_deadline *c)
 		ds->head = c->next;
 	if (c->next != NULL)
 		c->next->prev = c->prev;
+	ds->open--;
+	if (c->pushed)
+		ds->pushed--;
 	pthread_mutex_unlock(&ds->lock);
 	free(c);
+}
+
+bool drld_deadlines_make_room(struct drld_deadlines *ds, size_t soft)
+{
+	struct drld_deadline *oldest = NULL;
+	int64_t oldest_due = 0;
+
+	pthread_mutex_lock(&ds->lock);
+	if (ds->open - ds->pushed >= soft) {
+		/* armed the earliest: all deadlines are timeout_ms long */
+		for (struct drld_deadline *c = ds->head; c != NULL;
+		     c = c->next) {
+			int64_t due = atomic_load_explicit(
+				&c->due, memory_order_relaxed);
+			if (due != 0 && !c->pushed &&
+			    (oldest == NULL || due < oldest_due)) {
+				oldest = c;
+				oldest_due = due;
+			}
+		}
+	}
+	if (oldest != NULL) {
+		oldest->pushed = true;
+		ds->pushed++;
+		atomic_store_explicit(&oldest->due, 0, memory_order_relaxed);
+		(void)shutdown(oldest->fd, SHUT_RDWR);
+	}
+	pthread_mutex_unlock(&ds->lock);
+	return oldest != NULL;
 }
 
 void drld_deadlines_stop(struct drld_deadlines *ds)

@@ -15,6 +15,9 @@
 #ifndef DRLD_DEADLINE_H
 #define DRLD_DEADLINE_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 struct drld_deadlines;
 struct drld_deadline;
 
@@ -37,6 +40,16 @@ void drld_deadline_disarm(struct drld_deadline *c);
 /* Stop tracking c (its socket is about to be closed) and free it. NULL
  * is a no-op. */
 void drld_deadline_remove(struct drld_deadlines *ds, struct drld_deadline *c);
+
+/* A new connection is coming: when the connections tracked (less those
+ * already shut down here and not yet removed) are `soft` or more, shut
+ * down the one that has waited longest for its request, idle keep-alive
+ * connections included (a connection whose request is in, being decided
+ * or answered, is never chosen). Returns whether one was. So a crowd of
+ * clients that never finish a request cannot hold every connection slot:
+ * each newcomer pushes the oldest of them out (docs/security.md, "drld
+ * under attack"). Linear in the connections tracked. */
+bool drld_deadlines_make_room(struct drld_deadlines *ds, size_t soft);
 
 /* Stop the thread and free ds; every connection must have been removed.
  * NULL is a no-op. */

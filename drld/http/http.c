@@ -9,8 +9,12 @@
 #include "path.h"
 
 #include <arpa/inet.h>
+#include <drl/drl.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -19,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,8 +47,17 @@ struct drld_http {
 	size_t max_body;
 	/* every connection's whole-request deadline (--timeout-s) */
 	struct drld_deadlines *deadlines;
+	/* open connections past which a new one pushes out the one that
+	 * waited longest for its request (on_accept) */
+	size_t soft_connections;
 	atomic_long active; /* requests begun and not yet completed */
 	unsigned port;
+	/* requests whose decision blocks their HTTP thread in the store
+	 * (the blocking path: tx=watch, pipelines=0, memcached, Cluster;
+	 * rules of several limits, protected paths, resets), so that a stop
+	 * past --drain-s can answer them without that thread */
+	pthread_mutex_t blocked_lock;
+	struct req *blocked;
 };
 
 /* What a request will be answered with once its body is in (answering
@@ -73,6 +87,12 @@ struct req {
 	struct MHD_Connection *conn;
 	struct drld_reply *answer;
 	atomic_bool decided;
+	bool answered; /* `answer` was queued to libmicrohttpd */
+	/* while in h->blocked: its socket, and the list; `stopped`: the
+	 * stop answered it (503) while its thread waited for the store */
+	int fd;
+	struct req *bprev, *bnext;
+	atomic_bool stopped;
 };
 
 /* ---- responses -------------------------------------------------------- */
@@ -115,6 +135,67 @@ static enum MHD_Result send_error(struct drld_http *h,
 	drld_reply_error(&reply, status, "%s", msg);
 	reply.allow = allow;
 	return send_reply(h, conn, &reply);
+}
+
+/* How long send_raw() waits for room in the socket's buffer, at most,
+ * on an HTTP thread. */
+#define RAW_SEND_MS 200
+
+/* Write `reply` on the socket of conn directly, as a whole response
+ * ending the connection (Connection: close), and count it; best effort,
+ * the socket non-blocking. For a decided request whose connection
+ * libmicrohttpd is closing unanswered: libmicrohttpd 0.9.75 reads the
+ * socket of a resumed connection before it calls the access handler
+ * again, and a client that half-closed after its request (shutdown
+ * SHUT_WR, `nc -N`) shows it end of file there, which it takes for an
+ * aborted request: the answer would be lost, its decision counted. The
+ * request-completed callback runs before the socket is shut down, so the
+ * answer still goes out; a client that half-closes still reads (RFC 9112
+ * 9.6). */
+static void send_raw(struct drld_http *h, int fd,
+		     const struct drld_reply *reply, int wait_ms)
+{
+	char head[1024 + DRLD_POLICY_HEADER_MAX + DRLD_RATELIMIT_HEADER_MAX];
+	const char *reason = MHD_get_reason_phrase_for(reply->status);
+
+	int n = snprintf(
+		head, sizeof head,
+		"HTTP/1.1 %u %s\r\nConnection: close\r\n"
+		"Content-Type: %s\r\nContent-Length: %zu\r\n"
+		"%s%s%s%s%s%s%s%s%s\r\n",
+		reply->status, reason[0] ? reason : "Unknown", reply->type,
+		reply->len, reply->policy[0] ? "RateLimit-Policy: " : "",
+		reply->policy, reply->policy[0] ? "\r\n" : "",
+		reply->ratelimit[0] ? "RateLimit: " : "", reply->ratelimit,
+		reply->ratelimit[0] ? "\r\n" : "",
+		reply->retry_after[0] ? "Retry-After: " : "",
+		reply->retry_after, reply->retry_after[0] ? "\r\n" : "");
+	if (n < 0 || (size_t)n >= sizeof head)
+		return;
+	struct iovec part[2] = {{head, (size_t)n},
+				{(void *)reply->body, reply->len}};
+	int64_t end = drl_mono_us() + (int64_t)wait_ms * 1000;
+	for (int i = 0; i < 2;) {
+		ssize_t w = send(fd, part[i].iov_base, part[i].iov_len,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			int64_t left = end - drl_mono_us();
+			struct pollfd p = {fd, POLLOUT, 0};
+			if (left <= 0 ||
+			    poll(&p, 1, (int)(left / 1000) + 1) <= 0)
+				return;
+			continue;
+		}
+		if (w < 0)
+			return;
+		part[i].iov_base = (char *)part[i].iov_base + w;
+		part[i].iov_len -= (size_t)w;
+		if (part[i].iov_len == 0)
+			i++;
+	}
+	drld_metrics_http(h->d->metrics, reply->status);
 }
 
 /* GET /metrics: the Prometheus text. */
@@ -237,6 +318,41 @@ static bool ambiguous_length(struct MHD_Connection *conn)
 	return f.conflict || (f.length != NULL && f.chunked);
 }
 
+/* rq's decision is about to block this HTTP thread in the store: list
+ * it, so that a stop past --drain-s can answer it (drld_http_stop). */
+static void blocking_begin(struct drld_http *h, struct MHD_Connection *conn,
+			   struct req *rq)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	rq->fd = ci != NULL ? ci->connect_fd : -1;
+	pthread_mutex_lock(&h->blocked_lock);
+	rq->bprev = NULL;
+	rq->bnext = h->blocked;
+	if (h->blocked != NULL)
+		h->blocked->bprev = rq;
+	h->blocked = rq;
+	pthread_mutex_unlock(&h->blocked_lock);
+}
+
+/* The store answered: unlist rq. Returns false when the stop answered
+ * it meanwhile (then the connection is to be closed, unanswered again).
+ * Under the lock, so the stop's write on the socket is over first. */
+static bool blocking_end(struct drld_http *h, struct req *rq)
+{
+	pthread_mutex_lock(&h->blocked_lock);
+	if (rq->bprev != NULL)
+		rq->bprev->bnext = rq->bnext;
+	else
+		h->blocked = rq->bnext;
+	if (rq->bnext != NULL)
+		rq->bnext->bprev = rq->bprev;
+	rq->bprev = rq->bnext = NULL;
+	pthread_mutex_unlock(&h->blocked_lock);
+	return !atomic_load(&rq->stopped);
+}
+
 /* Decide a request that is not a /v1/check POST nor a GET /metrics at
  * its headers, into rq->reply: /healthz, a protected path, 404, 405. */
 static void decide_now(struct drld_http *h, struct MHD_Connection *conn,
@@ -270,7 +386,9 @@ static void decide_now(struct drld_http *h, struct MHD_Connection *conn,
 		return;
 	}
 	struct drld_request_parts parts = parts_of(conn, url, method);
+	blocking_begin(h, conn, rq);
 	drld_protect(h->d, rule, &parts, reply);
+	(void)blocking_end(h, rq); /* answered later: on_request checks */
 }
 
 /* The first call for a request (headers read): route it. Requests are
@@ -367,15 +485,23 @@ static enum MHD_Result check_async(struct drld_http *h,
 				   struct MHD_Connection *conn, struct req *rq,
 				   const struct drld_request_parts *parts)
 {
-	if (atomic_load(&rq->decided))
+	if (atomic_load(&rq->decided)) {
+		rq->answered = true;
 		return send_reply(h, conn, rq->answer);
+	}
 	rq->answer = malloc(sizeof *rq->answer);
 	if (rq->answer == NULL)
 		return send_error(h, conn, 500, NULL, "out of memory");
 	rq->conn = conn;
-	if (drld_check_start(h->d, drld_async_loop_context(h->loop), rq->cfg,
-			     rq->body, rq->len, parts, rq->answer,
-			     suspend_request, resume_request, rq))
+	/* blocks when the limit does not decide without a worker */
+	blocking_begin(h, conn, rq);
+	int started =
+		drld_check_start(h->d, drld_async_loop_context(h->loop),
+				 rq->cfg, rq->body, rq->len, parts, rq->answer,
+				 suspend_request, resume_request, rq);
+	if (!blocking_end(h, rq))
+		return MHD_NO;
+	if (started)
 		return MHD_YES; /* resumed when decided */
 	return send_reply(h, conn, rq->answer);
 }
@@ -409,12 +535,15 @@ static enum MHD_Result answer(struct drld_http *h, struct MHD_Connection *conn,
 	if (rq->discarded != 0)
 		return send_error(h, conn, 413, NULL,
 				  "the body is larger than --max-body");
+	if (h->loop != NULL && !rq->reset)
+		return check_async(h, conn, rq, &parts);
+	blocking_begin(h, conn, rq);
 	if (rq->reset)
 		drld_reset(h->d, rq->cfg, rq->body, rq->len, &parts, &reply);
-	else if (h->loop != NULL)
-		return check_async(h, conn, rq, &parts);
 	else
 		drld_check(h->d, rq->cfg, rq->body, rq->len, &parts, &reply);
+	if (!blocking_end(h, rq))
+		return MHD_NO;
 	return send_reply(h, conn, &reply);
 }
 
@@ -436,8 +565,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		atomic_fetch_add(&h->active, 1);
 		if ((rq->path = drld_path_normalize(url)) == NULL)
 			return MHD_NO;
-		return first_call(h, conn, rq->path, method, rq);
+		enum MHD_Result r = first_call(h, conn, rq->path, method, rq);
+		return atomic_load(&rq->stopped) ? MHD_NO : r;
 	}
+	if (atomic_load(&rq->stopped)) /* answered by the stop (503) */
+		return MHD_NO;
 	if (*size != 0) {
 		bool ok = absorb(h, rq, data, *size);
 		*size = 0;
@@ -457,6 +589,16 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
 	drld_deadline_arm(h->deadlines, deadline_of(conn));
 	if (rq == NULL)
 		return;
+	/* decided, but closed before the answer was queued: a client that
+	 * half-closed (send_raw) */
+	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK &&
+	    atomic_load(&rq->decided) && !rq->answered &&
+	    !atomic_load(&rq->stopped)) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+			conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (ci != NULL)
+			send_raw(h, ci->connect_fd, rq->answer, RAW_SEND_MS);
+	}
 	drld_config_release(rq->cfg);
 	free(rq->path);
 	free(rq->reply);
@@ -485,6 +627,25 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
 	}
 	drld_deadline_remove(h->deadlines, *socket_context);
 	*socket_context = NULL;
+}
+
+/* A connection was accepted: make room for it, while libmicrohttpd
+ * still has some, by shutting down the connection that has waited
+ * longest for its request (deadline.h). libmicrohttpd stops accepting at
+ * --max-connections: without this, --max-connections clients trickling
+ * header bytes held every slot until --timeout-s, and held it again by
+ * reconnecting (issue 45). nginx does the like when it runs out of
+ * connections (it closes idle keep-alive ones, ngx_drain_connections);
+ * here connections whose request is still on its way go too. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
+				 socklen_t addrlen)
+{
+	struct drld_http *h = cls;
+
+	(void)addr;
+	(void)addrlen;
+	(void)drld_deadlines_make_room(h->deadlines, h->soft_connections);
+	return MHD_YES;
 }
 
 /* libmicrohttpd's own messages, on stderr with drld's prefix. */
@@ -516,9 +677,20 @@ int drld_http_start(struct drld_http **out, struct drld *d,
 		flags |= MHD_USE_IPv6;
 	h->d = d;
 	h->max_body = o->max_body;
+	/* a margin of slots kept free: libmicrohttpd divides
+	 * --max-connections among its threads and each stops accepting
+	 * when full, so with fewer open in all, one of them still accepts
+	 * (and calls on_accept) */
+	size_t margin = o->max_connections / 16;
+	if (margin < o->threads)
+		margin = o->threads;
+	h->soft_connections =
+		o->max_connections > margin ? o->max_connections - margin : 1;
 	atomic_init(&h->active, 0);
+	pthread_mutex_init(&h->blocked_lock, NULL);
 	if (drld_deadlines_start(&h->deadlines, o->timeout_s) != 0) {
 		snprintf(msg, n, "out of memory");
+		pthread_mutex_destroy(&h->blocked_lock);
 		free(h);
 		return -1;
 	}
@@ -537,8 +709,8 @@ int drld_http_start(struct drld_http **out, struct drld *d,
 		flags |= MHD_ALLOW_SUSPEND_RESUME;
 	}
 	h->daemon = MHD_start_daemon(
-		flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
-		on_log, NULL, MHD_OPTION_SOCK_ADDR,
+		flags, 0, on_accept, h, on_request, h,
+		MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL, MHD_OPTION_SOCK_ADDR,
 		(const struct sockaddr *)&o->addr, MHD_OPTION_THREAD_POOL_SIZE,
 		o->threads, MHD_OPTION_CONNECTION_LIMIT, o->max_connections,
 		MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
@@ -552,6 +724,7 @@ int drld_http_start(struct drld_http **out, struct drld *d,
 			 "the line above)");
 		drld_async_loop_stop(h->loop);
 		drld_deadlines_stop(h->deadlines);
+		pthread_mutex_destroy(&h->blocked_lock);
 		free(h);
 		return -1;
 	}
@@ -575,10 +748,33 @@ static void wait_idle(struct drld_http *h, unsigned grace_s)
 		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
 }
 
-void drld_http_stop(struct drld_http *h, unsigned grace_s)
+/* Answer 503 every request whose thread still waits for the store, on
+ * its socket (the thread cannot), and mark it so that the thread, once
+ * the store answers, closes the connection instead of answering again.
+ * Returns how many. */
+static unsigned answer_blocked(struct drld_http *h)
+{
+	struct drld_reply reply;
+	unsigned n = 0;
+
+	drld_reply_error(&reply, 503,
+			 "drld is stopping: the store did not answer within "
+			 "--drain-s");
+	pthread_mutex_lock(&h->blocked_lock);
+	for (struct req *rq = h->blocked; rq != NULL; rq = rq->bnext) {
+		atomic_store(&rq->stopped, true);
+		if (rq->fd >= 0)
+			send_raw(h, rq->fd, &reply, 0);
+		n++;
+	}
+	pthread_mutex_unlock(&h->blocked_lock);
+	return n;
+}
+
+bool drld_http_stop(struct drld_http *h, unsigned grace_s)
 {
 	if (h == NULL)
-		return;
+		return true;
 	/* Stop accepting. The listen socket is ours now, but it may be
 	 * closed only once MHD_stop_daemon() has joined the threads: they
 	 * take it out of their epoll sets after quiescing returns (closing
@@ -598,9 +794,24 @@ void drld_http_stop(struct drld_http *h, unsigned grace_s)
 		drld_async_loop_stop(h->loop);
 		wait_idle(h, grace_s);
 	}
+	/* a thread still in a store call would hold MHD_stop_daemon() (and
+	 * the requests read behind it) until the store's timeout_ms, once
+	 * per request: answer those now and leave the rest to the exit */
+	unsigned blocked = answer_blocked(h);
+	if (blocked != 0) {
+		fprintf(stderr,
+			"drld: %u request%s still waiting for the store after "
+			"--drain-s: answered 503; exiting without waiting for "
+			"%s\n",
+			blocked, blocked == 1 ? "" : "s",
+			blocked == 1 ? "it" : "them");
+		return false;
+	}
 	MHD_stop_daemon(h->daemon);
 	drld_deadlines_stop(h->deadlines);
 	if (ls != MHD_INVALID_SOCKET)
 		close(ls);
+	pthread_mutex_destroy(&h->blocked_lock);
 	free(h);
+	return true;
 }

@@ -8,6 +8,7 @@
 
 #include "check.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -38,7 +39,13 @@ unsigned drld_http_port(const struct drld_http *h);
 
 /* Stop: accept no more connections, wait (at most grace_s seconds) for
  * the requests in flight to be answered, close every connection, join
- * the threads and free h. NULL is a no-op. */
-void drld_http_stop(struct drld_http *h, unsigned grace_s);
+ * the threads and free h; returns true. NULL is a no-op (true).
+ *
+ * When requests are still in a blocking store call after grace_s (a
+ * stalled store on the blocking path), each is answered 503 on its
+ * socket, h is left as it is (its threads cannot be joined before the
+ * store's timeout_ms) and it returns false: the caller then ends the
+ * process without freeing what those threads use (_exit). */
+bool drld_http_stop(struct drld_http *h, unsigned grace_s);
 
 #endif /* DRLD_HTTP_H */
