@@ -462,6 +462,25 @@ if in_part shared; then
 	fi
 	[ -n "$mport" ] &&
 		share memcached "memcached://127.0.0.1:$mport" sliding_window:25/1h
+	# attack (issue 45, 1): on redis-sentinel:// with the default tx=auto
+	# a worker died (SIGSEGV) on every new key of a counter zone (the
+	# Sentinel store ran a Redis store's trim on its own struct): every
+	# counter algorithm, shared exactly, and no worker lost
+	if [ -n "$rport" ] && command -v redis-sentinel >/dev/null; then
+		sport=$(free_port)
+		start_sentinel "$sport" "$tmp" "$rport" nm
+		pids+=($!)
+		wait_port "$sport"
+		check $? "redis-sentinel listens on $sport"
+		for spec in fixed_window:25/1h sliding_window:25/1h \
+			subwindow:25/1h,subwindows=6; do
+			share "sentinel_${spec%%:*}" "redis-sentinel://127.0.0.1:$sport/nm" "$spec"
+		done
+		! grep -h 'exited on signal' "$tmp"/sentinel_*/error.log
+		check $? "attack: no nginx worker died on redis-sentinel:// counters"
+	elif [ -n "$rport" ]; then
+		missing redis-sentinel
+	fi
 fi
 
 # ---- failure: the store away -------------------------------------------
