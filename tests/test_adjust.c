@@ -9,6 +9,7 @@
 #include "adjust_check.h"
 #include "ops_check.h"
 #include "server_fixture.h"
+#include "spy_backend.h"
 #include "testutil.h"
 
 #include <stdio.h>
@@ -131,6 +132,30 @@ static void test_real_clock(void **state)
 	}
 }
 
+/* A store that fails: the store's error whatever on_error says (nothing
+ * was decided for a fallback to act on), and a denial in *result. */
+static void test_store_fails(void **state)
+{
+	(void)state;
+	static const char *const specs[] = {
+		"fixed_window:5/1m;on_error=allow", "gcra:5/1m;on_error=deny",
+		"sliding_log:5/1m;on_error=local", "token_bucket:5/1m"};
+	for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+		ops_spied s = ops_spied_open(specs[i]);
+		spy_fail(s.sp, DRL_EUNAVAILABLE);
+		drl_result r;
+		drl_error err = {0};
+		memset(&r, 0x5a, sizeof r);
+		int rc = drl_adjust_at(s.l, "k", 1, -2, INT64_C(1700006400000000),
+				       &r, &err);
+		if (rc != DRL_EUNAVAILABLE || r.allowed || r.would_allow)
+			fail_msg("%s: rc %s, allowed %d", specs[i],
+				 drl_err_name(rc), r.allowed);
+		assert_true(spy_total(s.sp) > 0);
+		ops_spied_free(&s);
+	}
+}
+
 static void test_bad_input(void **state)
 {
 	(void)state;
@@ -147,6 +172,7 @@ int main(void)
 		cmocka_unit_test(test_options),
 		cmocka_unit_test(test_sentinel),
 		cmocka_unit_test(test_real_clock),
+		cmocka_unit_test(test_store_fails),
 		cmocka_unit_test(test_async),
 		cmocka_unit_test(test_bad_input),
 	};
