@@ -92,8 +92,9 @@ static void test_sentinel(void **state)
 	static const char *const tx[] = {"auto", "lua", "watch"};
 	for (int i = 0; i < 3; i++) {
 		char uri[OPS_URI_MAX];
-		snprintf(uri, sizeof uri, "redis-sentinel://127.0.0.1:%d/adj?tx=%s",
-			 sen.port, tx[i]);
+		snprintf(uri, sizeof uri,
+			 "redis-sentinel://127.0.0.1:%d/adj?tx=%s", sen.port,
+			 tx[i]);
 		adjust_check_exact(uri);
 		adjust_check_policy(uri);
 		adjust_check_agrees(uri);
@@ -126,8 +127,8 @@ static void test_real_clock(void **state)
 	for (int i = 0; i < 3; i++) {
 		char uri[OPS_URI_MAX];
 		snprintf(uri, sizeof uri,
-			 "redis://127.0.0.1:%d?tx=%s&clock=server",
-			 redis->port, tx[i]);
+			 "redis://127.0.0.1:%d?tx=%s&clock=server", redis->port,
+			 tx[i]);
 		adjust_check_real_clock(uri);
 	}
 }
@@ -146,8 +147,8 @@ static void test_store_fails(void **state)
 		drl_result r;
 		drl_error err = {0};
 		memset(&r, 0x5a, sizeof r);
-		int rc = drl_adjust_at(s.l, "k", 1, -2, INT64_C(1700006400000000),
-				       &r, &err);
+		int rc = drl_adjust_at(s.l, "k", 1, -2,
+				       INT64_C(1700006400000000), &r, &err);
 		if (rc != DRL_EUNAVAILABLE || r.allowed || r.would_allow)
 			fail_msg("%s: rc %s, allowed %d", specs[i],
 				 drl_err_name(rc), r.allowed);
