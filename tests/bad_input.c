@@ -22,12 +22,10 @@
 		BI_LIMITER_NEW, s, .spec = s, .code = EINVAL_, .msg = m        \
 	}
 
-/* Rows given to both drl_allow (E = BI_ALLOW) and drl_allow_at. */
-#define REQUEST_ROWS(E)                                                        \
-	{E, "limiter NULL", .nulls = BI_NULL_LIMITER, .code = EINVAL_,         \
-	 .msg = "NULL limiter"},                                               \
-		{E, "key NULL", .nulls = BI_NULL_KEY, .code = EINVAL_,         \
-		 .msg = "NULL key"},                                           \
+/* The key rows of every call that takes one key (E: its entry point). */
+#define KEY_ROWS(E)                                                            \
+	{E, "key NULL", .nulls = BI_NULL_KEY, .code = EINVAL_,                 \
+	 .msg = "NULL key"},                                                   \
 		{E,                                                            \
 		 "key length 0",                                               \
 		 .set = BI_SET_KEYLEN,                                         \
@@ -40,12 +38,17 @@
 		 .keylen = DRL_KEY_MAX + 1,                                    \
 		 .code = EINVAL_,                                              \
 		 .msg = "key length 1048577 is outside"},                      \
-		{E,                                                            \
-		 "key length SIZE_MAX",                                        \
-		 .set = BI_SET_KEYLEN,                                         \
-		 .keylen = SIZE_MAX,                                           \
-		 .code = EINVAL_,                                              \
-		 .msg = "is outside 1.."},                                     \
+	{                                                                      \
+		E, "key length SIZE_MAX", .set = BI_SET_KEYLEN,                \
+					  .keylen = SIZE_MAX, .code = EINVAL_, \
+					  .msg = "is outside 1.."              \
+	}
+
+/* Rows given to both drl_allow (E = BI_ALLOW) and drl_allow_at. */
+#define REQUEST_ROWS(E)                                                        \
+	{E, "limiter NULL", .nulls = BI_NULL_LIMITER, .code = EINVAL_,         \
+	 .msg = "NULL limiter"},                                               \
+		KEY_ROWS(E),                                                   \
 		{E,          "cost -1",       .set = BI_SET_COST,              \
 		 .cost = -1, .code = EINVAL_, .msg = "cost -1 is negative"},   \
 		{E,                                                            \
@@ -132,26 +135,7 @@
 	 .msg = "drl_adjust: NULL limiter"},                                   \
 		{E, "result NULL", .nulls = BI_NULL_RESULT, .code = EINVAL_,   \
 		 .msg = "drl_adjust: NULL result"},                            \
-		{E, "key NULL", .nulls = BI_NULL_KEY, .code = EINVAL_,         \
-		 .msg = "drl_adjust: NULL key"},                               \
-		{E,                                                            \
-		 "key length 0",                                               \
-		 .set = BI_SET_KEYLEN,                                         \
-		 .keylen = 0,                                                  \
-		 .code = EINVAL_,                                              \
-		 .msg = "key length 0 is outside"},                            \
-		{E,                                                            \
-		 "key length DRL_KEY_MAX + 1",                                 \
-		 .set = BI_SET_KEYLEN,                                         \
-		 .keylen = DRL_KEY_MAX + 1,                                    \
-		 .code = EINVAL_,                                              \
-		 .msg = "key length 1048577 is outside"},                      \
-		{E,                                                            \
-		 "key length SIZE_MAX",                                        \
-		 .set = BI_SET_KEYLEN,                                         \
-		 .keylen = SIZE_MAX,                                           \
-		 .code = EINVAL_,                                              \
-		 .msg = "is outside 1.."},                                     \
+		KEY_ROWS(E),                                                   \
 		{E,                                                            \
 		 "delta DRL_LIMIT_MAX + 1",                                    \
 		 .set = BI_SET_COST,                                           \
