@@ -251,8 +251,7 @@ static int lua_answer(const drl__limit *lim, const drl__call *call,
 		      out[0] <= lim->limit - call->cost;
 	bool alone = nret == 1 ||
 		     (nret == 3 && writes && out[1] == 0 && out[2] == 0);
-	if ((nret != 1 && nret != 3) || out[0] < 0 ||
-	    out[0] > 2 * lim->limit ||
+	if ((nret != 1 && nret != 3) || out[0] < 0 || out[0] > 2 * lim->limit ||
 	    (nret == 3 && (out[1] < 0 || out[1] > DRL_TIME_MAX_US ||
 			   out[2] < 0 || out[2] > DRL_TIME_MAX_US)) ||
 	    (alone && (!writes || call->now == DRL__NOW_STORE)))
@@ -329,7 +328,7 @@ static int adjust_step(const drl__limit *lim, const drl__call *call,
 	size_t ignored_len;
 	int64_t ignored_ttl;
 	int rc = step(lim, call, o, *outlen, NULL, 0, &ignored_len,
-				 &ignored_ttl, res, undo);
+		      &ignored_ttl, res, undo);
 	return rc < 0 ? rc : 1;
 }
 

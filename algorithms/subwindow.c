@@ -543,8 +543,8 @@ int drl__counter_refund(const drl__limit *lim, const drl__call *call,
  * sub-window, then what took it beyond 2 x LIMIT given back (all of it
  * when it was there already), as a denied decision gives its increment
  * back. A give-back that fails leaves more used: the safe direction. */
-static int penalize(const drl__limit *lim, const drl__call *call,
-		    const plan *p, const plan_keys *pk)
+static int penalize(const drl__limit *lim, const drl__call *call, const plan *p,
+		    const plan_keys *pk)
 {
 	drl_backend *b = call->backend;
 	int64_t d = call->delta, cap = drl__adjust_cap(lim), v;
@@ -600,8 +600,7 @@ int drl__counter_adjust(const drl__limit *lim, const drl__call *call,
 	if (rc)
 		return rc;
 	plan_make(lim, &c, &p, &pk);
-	rc = c.delta > 0 ? penalize(lim, &c, &p, &pk)
-			 : reward(&c, &p, &pk);
+	rc = c.delta > 0 ? penalize(lim, &c, &p, &pk) : reward(&c, &p, &pk);
 	if (rc)
 		return rc;
 	c.delta = 0; /* then the peek of cost 1 */

@@ -13,9 +13,8 @@
 #include "internal.h"
 
 /* Checked arguments: the request's steps (core/decision.c). */
-static int adjust(drl_limiter *l, const void *key, size_t keylen,
-		  int64_t delta, int64_t now_us, drl_result *result,
-		  drl_error *err)
+static int adjust(drl_limiter *l, const void *key, size_t keylen, int64_t delta,
+		  int64_t now_us, drl_result *result, drl_error *err)
 {
 	drl_batch_item it = {.key = key, .keylen = keylen, .cost = delta};
 	drl__req q;
@@ -27,8 +26,8 @@ static int adjust(drl_limiter *l, const void *key, size_t keylen,
 
 /* drl_adjust_at's checks but the time's: DRL_EINVAL, nothing changed;
  * *result (when there is one) is a denial from here on. */
-static int check(drl_limiter *l, const void *key, size_t keylen,
-		 int64_t delta, drl_result *result, drl_error *err)
+static int check(drl_limiter *l, const void *key, size_t keylen, int64_t delta,
+		 drl_result *result, drl_error *err)
 {
 	if (result != NULL)
 		drl__result_deny(result);
@@ -38,9 +37,8 @@ static int check(drl_limiter *l, const void *key, size_t keylen,
 	return drl__adjust_check("drl_adjust", key, keylen, delta, err);
 }
 
-int drl_adjust_at(drl_limiter *l, const void *key, size_t keylen,
-		  int64_t delta, int64_t now_us, drl_result *result,
-		  drl_error *err)
+int drl_adjust_at(drl_limiter *l, const void *key, size_t keylen, int64_t delta,
+		  int64_t now_us, drl_result *result, drl_error *err)
 {
 	int rc = check(l, key, keylen, delta, result, err);
 	if (rc == 0)

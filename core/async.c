@@ -817,8 +817,8 @@ static int start_one(drl_async *a, drl_limiter *l, drl__req_kind rk,
 			     adjust ? "drl_async_adjust" : "drl_async_allow",
 			     err);
 	if (rc == 0)
-		rc = adjust ? drl__adjust_check("drl_async_adjust", key,
-						keylen, cost, err)
+		rc = adjust ? drl__adjust_check("drl_async_adjust", key, keylen,
+						cost, err)
 			    : drl__request_check(key, keylen, cost, err);
 	if (rc == 0 && kind == ONE_AT)
 		rc = drl__time_check(now_us, err);

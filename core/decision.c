@@ -212,9 +212,8 @@ static int reset_step(drl_limiter *l, const drl__key_id_buf *id, int64_t now,
  * DRL__NOW_STORE); *result the peek of cost 1 after it, combined over the
  * limits as step() combines a decision's. delta 0 changes nothing: the
  * limits are only asked. */
-static int adjust_step(drl_limiter *l, const drl__key_id_buf *id,
-		       int64_t delta, int64_t now, drl_result *result,
-		       drl_error *err)
+static int adjust_step(drl_limiter *l, const drl__key_id_buf *id, int64_t delta,
+		       int64_t now, drl_result *result, drl_error *err)
 {
 	drl__call call = {
 		.backend = l->store->backend,

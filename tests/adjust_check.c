@@ -20,15 +20,14 @@ static int prefixes;
 static drl_limiter *fresh(drl_store *st, const char *spec)
 {
 	char prefix[64];
-	snprintf(prefix, sizeof prefix, "adj%d.%d:", (int)getpid(),
-		 prefixes++);
+	snprintf(prefix, sizeof prefix, "adj%d.%d:", (int)getpid(), prefixes++);
 	return tu_limiter(st, spec, prefix);
 }
 
 /* drl_adjust_at (adjust) or drl_allow_at of n at now; fails the test on
  * an error. */
-static drl_result call(bool adjust, drl_limiter *l, const char *key,
-		       int64_t n, int64_t now, const char *what)
+static drl_result call(bool adjust, drl_limiter *l, const char *key, int64_t n,
+		       int64_t now, const char *what)
 {
 	drl_result r;
 	drl_error err = {0};
@@ -349,11 +348,11 @@ static void hot_key(const char *uri, const char *spec)
 	for (int i = 0; i < HOT_THREADS + 2; i++) {
 		jobs[i] = (hot_job){.l = l, .kind = 0, .n = 120};
 		if (i == HOT_THREADS)
-			jobs[i] = (hot_job){.l = l, .kind = 1,
-					    .n = HOT_PENALTIES};
+			jobs[i] = (hot_job){
+				.l = l, .kind = 1, .n = HOT_PENALTIES};
 		if (i == HOT_THREADS + 1)
-			jobs[i] = (hot_job){.l = l, .kind = 2,
-					    .n = HOT_REWARDS};
+			jobs[i] =
+				(hot_job){.l = l, .kind = 2, .n = HOT_REWARDS};
 		assert_int_equal(
 			pthread_create(&th[i], NULL, hot_worker, &jobs[i]), 0);
 	}
@@ -381,9 +380,12 @@ static void hot_key(const char *uri, const char *spec)
 void adjust_check_hot_key(const char *uri)
 {
 	static const char *const hot[] = {
-		"fixed_window:200/1h", "sliding_window:200/1h",
+		"fixed_window:200/1h",
+		"sliding_window:200/1h",
 		"subwindow:200/1h,subwindows=4,trailing=1",
-		"token_bucket:200/1h", "gcra:200/1h", "sliding_log:200/1h"};
+		"token_bucket:200/1h",
+		"gcra:200/1h",
+		"sliding_log:200/1h"};
 	for (size_t i = 0; i < sizeof hot / sizeof hot[0]; i++)
 		hot_key(uri, hot[i]);
 }
@@ -397,9 +399,9 @@ static void bad(drl_limiter *l, const void *key, size_t keylen, int64_t delta,
 	drl_error err = {0};
 	if (res)
 		memset(res, 0x5a, sizeof *res);
-	int rc = explicit_time ? drl_adjust_at(l, key, keylen, delta, now, res,
-					       &err)
-			       : drl_adjust(l, key, keylen, delta, res, &err);
+	int rc = explicit_time
+			 ? drl_adjust_at(l, key, keylen, delta, now, res, &err)
+			 : drl_adjust(l, key, keylen, delta, res, &err);
 	if (rc != DRL_EINVAL || err.code != DRL_EINVAL ||
 	    err.message[0] == '\0')
 		fail_msg("%s: delta %lld keylen %zu now %lld: rc %d, \"%s\"",

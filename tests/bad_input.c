@@ -22,12 +22,10 @@
 		BI_LIMITER_NEW, s, .spec = s, .code = EINVAL_, .msg = m        \
 	}
 
-/* Rows given to both drl_allow (E = BI_ALLOW) and drl_allow_at. */
-#define REQUEST_ROWS(E)                                                        \
-	{E, "limiter NULL", .nulls = BI_NULL_LIMITER, .code = EINVAL_,         \
-	 .msg = "NULL limiter"},                                               \
-		{E, "key NULL", .nulls = BI_NULL_KEY, .code = EINVAL_,         \
-		 .msg = "NULL key"},                                           \
+/* The key rows of every call that takes one key (E: its entry point). */
+#define KEY_ROWS(E)                                                            \
+	{E, "key NULL", .nulls = BI_NULL_KEY, .code = EINVAL_,                 \
+	 .msg = "NULL key"},                                                   \
 		{E,                                                            \
 		 "key length 0",                                               \
 		 .set = BI_SET_KEYLEN,                                         \
@@ -40,12 +38,17 @@
 		 .keylen = DRL_KEY_MAX + 1,                                    \
 		 .code = EINVAL_,                                              \
 		 .msg = "key length 1048577 is outside"},                      \
-		{E,                                                            \
-		 "key length SIZE_MAX",                                        \
-		 .set = BI_SET_KEYLEN,                                         \
-		 .keylen = SIZE_MAX,                                           \
-		 .code = EINVAL_,                                              \
-		 .msg = "is outside 1.."},                                     \
+	{                                                                      \
+		E, "key length SIZE_MAX", .set = BI_SET_KEYLEN,                \
+					  .keylen = SIZE_MAX, .code = EINVAL_, \
+					  .msg = "is outside 1.."              \
+	}
+
+/* Rows given to both drl_allow (E = BI_ALLOW) and drl_allow_at. */
+#define REQUEST_ROWS(E)                                                        \
+	{E, "limiter NULL", .nulls = BI_NULL_LIMITER, .code = EINVAL_,         \
+	 .msg = "NULL limiter"},                                               \
+		KEY_ROWS(E),                                                   \
 		{E,          "cost -1",       .set = BI_SET_COST,              \
 		 .cost = -1, .code = EINVAL_, .msg = "cost -1 is negative"},   \
 		{E,                                                            \
@@ -132,23 +135,25 @@
 	 .msg = "drl_adjust: NULL limiter"},                                   \
 		{E, "result NULL", .nulls = BI_NULL_RESULT, .code = EINVAL_,   \
 		 .msg = "drl_adjust: NULL result"},                            \
-		{E, "key NULL", .nulls = BI_NULL_KEY, .code = EINVAL_,         \
-		 .msg = "drl_adjust: NULL key"},                               \
-		{E, "key length 0", .set = BI_SET_KEYLEN, .keylen = 0,         \
-		 .code = EINVAL_, .msg = "key length 0 is outside"},           \
-		{E, "key length DRL_KEY_MAX + 1", .set = BI_SET_KEYLEN,        \
-		 .keylen = DRL_KEY_MAX + 1, .code = EINVAL_,                   \
-		 .msg = "key length 1048577 is outside"},                      \
-		{E, "key length SIZE_MAX", .set = BI_SET_KEYLEN,               \
-		 .keylen = SIZE_MAX, .code = EINVAL_, .msg = "is outside 1.."}, \
-		{E, "delta DRL_LIMIT_MAX + 1", .set = BI_SET_COST,             \
-		 .cost = DRL_LIMIT_MAX + 1, .code = EINVAL_,                   \
-		 .msg = "delta 1000000001 is outside -1000000000..1000000000"}, \
-		{E, "delta -DRL_LIMIT_MAX - 1", .set = BI_SET_COST,            \
-		 .cost = -DRL_LIMIT_MAX - 1, .code = EINVAL_,                  \
+		KEY_ROWS(E),                                                   \
+		{E,                                                            \
+		 "delta DRL_LIMIT_MAX + 1",                                    \
+		 .set = BI_SET_COST,                                           \
+		 .cost = DRL_LIMIT_MAX + 1,                                    \
+		 .code = EINVAL_,                                              \
+		 .msg = "delta 1000000001 is outside "                         \
+			"-1000000000..1000000000"},                            \
+		{E,                                                            \
+		 "delta -DRL_LIMIT_MAX - 1",                                   \
+		 .set = BI_SET_COST,                                           \
+		 .cost = -DRL_LIMIT_MAX - 1,                                   \
+		 .code = EINVAL_,                                              \
 		 .msg = "delta -1000000001 is outside"},                       \
-		{E, "delta INT64_MIN", .set = BI_SET_COST,                     \
-		 .cost = INT64_MIN, .code = EINVAL_,                           \
+		{E,                                                            \
+		 "delta INT64_MIN",                                            \
+		 .set = BI_SET_COST,                                           \
+		 .cost = INT64_MIN,                                            \
+		 .code = EINVAL_,                                              \
 		 .msg = "delta -9223372036854775808 is outside"},              \
 	{                                                                      \
 		E, "delta INT64_MAX", .set = BI_SET_COST, .cost = INT64_MAX,   \
@@ -285,9 +290,8 @@ const bi_row bi_rows[] = {
 const size_t bi_nrows = sizeof bi_rows / sizeof bi_rows[0];
 
 static const char *const entry_names[] = {
-	"drl_limiter_new", "drl_allow",          "drl_allow_at",
-	"drl_allow_batch", "drl_allow_batch_at", "drl_adjust",
-	"drl_adjust_at",
+	"drl_limiter_new",    "drl_allow",  "drl_allow_at",  "drl_allow_batch",
+	"drl_allow_batch_at", "drl_adjust", "drl_adjust_at",
 };
 
 /* DRL_KEY_MAX + 1 bytes of 'k': every key a row passes points here, so a

@@ -9,6 +9,7 @@
 #include "adjust_check.h"
 #include "ops_check.h"
 #include "server_fixture.h"
+#include "spy_backend.h"
 #include "testutil.h"
 
 #include <stdio.h>
@@ -91,8 +92,9 @@ static void test_sentinel(void **state)
 	static const char *const tx[] = {"auto", "lua", "watch"};
 	for (int i = 0; i < 3; i++) {
 		char uri[OPS_URI_MAX];
-		snprintf(uri, sizeof uri, "redis-sentinel://127.0.0.1:%d/adj?tx=%s",
-			 sen.port, tx[i]);
+		snprintf(uri, sizeof uri,
+			 "redis-sentinel://127.0.0.1:%d/adj?tx=%s", sen.port,
+			 tx[i]);
 		adjust_check_exact(uri);
 		adjust_check_policy(uri);
 		adjust_check_agrees(uri);
@@ -125,9 +127,33 @@ static void test_real_clock(void **state)
 	for (int i = 0; i < 3; i++) {
 		char uri[OPS_URI_MAX];
 		snprintf(uri, sizeof uri,
-			 "redis://127.0.0.1:%d?tx=%s&clock=server",
-			 redis->port, tx[i]);
+			 "redis://127.0.0.1:%d?tx=%s&clock=server", redis->port,
+			 tx[i]);
 		adjust_check_real_clock(uri);
+	}
+}
+
+/* A store that fails: the store's error whatever on_error says (nothing
+ * was decided for a fallback to act on), and a denial in *result. */
+static void test_store_fails(void **state)
+{
+	(void)state;
+	static const char *const specs[] = {
+		"fixed_window:5/1m;on_error=allow", "gcra:5/1m;on_error=deny",
+		"sliding_log:5/1m;on_error=local", "token_bucket:5/1m"};
+	for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+		ops_spied s = ops_spied_open(specs[i]);
+		spy_fail(s.sp, DRL_EUNAVAILABLE);
+		drl_result r;
+		drl_error err = {0};
+		memset(&r, 0x5a, sizeof r);
+		int rc = drl_adjust_at(s.l, "k", 1, -2,
+				       INT64_C(1700006400000000), &r, &err);
+		if (rc != DRL_EUNAVAILABLE || r.allowed || r.would_allow)
+			fail_msg("%s: rc %s, allowed %d", specs[i],
+				 drl_err_name(rc), r.allowed);
+		assert_true(spy_total(s.sp) > 0);
+		ops_spied_free(&s);
 	}
 }
 
@@ -147,6 +173,7 @@ int main(void)
 		cmocka_unit_test(test_options),
 		cmocka_unit_test(test_sentinel),
 		cmocka_unit_test(test_real_clock),
+		cmocka_unit_test(test_store_fails),
 		cmocka_unit_test(test_async),
 		cmocka_unit_test(test_bad_input),
 	};

@@ -299,12 +299,9 @@ static fake_plan hostile_plan(char *buf, size_t cap, const char *setup,
  * "dribbles a valid reply" to outlast the timeout). */
 static const target redis_lua = {"redis tx=lua",      "redis",      "tx=lua",
 				 "fixed_window:5/1s", LIT(EVAL_OK), 0};
-static const target redis_lua_compact = {"redis tx=lua (compact answer)",
-					 "redis",
-					 "tx=lua",
-					 "token_bucket:5/1s",
-					 LIT("*2\r\n:0\r\n:0\r\n"),
-					 0};
+static const target redis_lua_compact = {
+	"redis tx=lua (compact answer)", "redis", "tx=lua", "token_bucket:5/1s",
+	LIT("*2\r\n:0\r\n:0\r\n"),       0};
 static const target redis_watch = {
 	"redis tx=watch (state)", "redis", "tx=watch", "gcra:5/1s",
 	LIT(LOAD_NIL CAS_OK),     CUT_LOAD};
@@ -418,11 +415,10 @@ static const typed redis_typed[] = {
 	 H("EVALSHA: used above 2 x full", ":10000001\r\n", 0, 0, CORRUPT)},
 	{&redis_lua_compact,
 	 H("EVALSHA: negative used", ":-1\r\n", 0, 0, CORRUPT)},
-	{&redis_lua_compact, H("EVALSHA: negative ahead",
-			       "*2\r\n:0\r\n:-1\r\n", 0, 0, CORRUPT)},
 	{&redis_lua_compact,
-	 H("EVALSHA: three values", "*3\r\n:0\r\n:0\r\n:0\r\n", 0, 0,
-	   CORRUPT)},
+	 H("EVALSHA: negative ahead", "*2\r\n:0\r\n:-1\r\n", 0, 0, CORRUPT)},
+	{&redis_lua_compact,
+	 H("EVALSHA: three values", "*3\r\n:0\r\n:0\r\n:0\r\n", 0, 0, CORRUPT)},
 	{&redis_lua_compact, H("EVALSHA: no value", "*0\r\n", 0, 0, CORRUPT)},
 	/* tx=auto's counter commands. */
 	{&redis_auto, H("INCRBY: string", "$1\r\n1\r\n:1\r\n", 0, 0, STORE)},
