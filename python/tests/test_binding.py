@@ -134,7 +134,6 @@ def test_closed_store_raises_and_never_crashes():
         with pytest.raises(drl.InvalidError, match="closed"):
             call()
     s.close()  # twice is fine
-    del lim
 
 
 def test_unreachable_redis_is_a_store_error():
