@@ -9,7 +9,7 @@ Every libdrl error is a drl.Error subclass, one per DRL_E* code (bad
 input: drl.InvalidError, also a ValueError; a key of the wrong type or a
 cost that is not an int: TypeError).
 """
-from . import _drl
+from . import _drl, aio
 from ._drl import (  # noqa: F401
     LIBDRL_VERSION, NEVER, KEY_MAX, LIMIT_MAX, PATH_STORE, PATH_LOCAL,
     PATH_FAIL_OPEN, PATH_FAIL_CLOSED, PATH_NEAR, Store, Result, now_us,
@@ -32,5 +32,3 @@ class Limiter(_drl.Limiter):
         the loop watches the async context's descriptor (drl.aio)."""
         return await aio.allow(self, key, cost)
 
-
-from . import aio  # noqa: E402 (needs Limiter's module loaded first)

@@ -1,13 +1,14 @@
 """asyncio decisions: one libdrl async context per event loop.
 
 The context's descriptor is watched with loop.add_reader(); when it is
-readable, process() runs the callbacks of the decisions finished, on the
-loop's thread. On memory:// a decision is made at start; on Redis (tx=auto,
-tx=lua, one node, plaintext) its commands go out at start on the context's
-own connection and the loop's thread reads the replies: no thread at all.
-Other stores decide on the context's worker threads (started only when
-needed). A stalled store never blocks the loop: the call fails at the
-store's timeout_ms, handled by the limiter's on_error= as in C.
+readable, process() completes the futures of the decisions finished, on
+the loop's thread. On memory:// a decision is made at start; on Redis
+(tx=auto, tx=lua, one node, plaintext) its commands go out at start on the
+context's own connection and the loop's thread reads the replies: no thread
+at all. On the other stores the context's worker threads (started only
+when needed) or the store's I/O thread finish it. A stalled store never
+blocks the loop: the call fails at the store's timeout_ms, handled by the
+limiter's on_error= as in C.
 
 A task cancelled while it waits does not cancel the decision (it may have
 reached the store): its result is dropped.

@@ -174,8 +174,17 @@ static PyMethodDef methods[] = {
 	{NULL},
 };
 
+static PyObject *store_get_in_flight(PyObject *self, void *unused)
+{
+	StoreObject *s = (StoreObject *)self;
+
+	return PyLong_FromSsize_t(s->pid == drlpy_pid ? s->busy : 0);
+}
+
 static PyGetSetDef getset[] = {
 	{"uri", store_get_uri, NULL, "the URI, passwords replaced by ***", NULL},
+	{"in_flight", store_get_in_flight, NULL,
+	 "calls on the store running now (threads, asyncio)", NULL},
 	{"closed", store_get_closed, NULL, "True after close()", NULL},
 	{NULL},
 };

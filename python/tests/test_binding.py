@@ -134,7 +134,6 @@ def test_closed_store_raises_and_never_crashes():
         with pytest.raises(drl.InvalidError, match="closed"):
             call()
     s.close()  # twice is fine
-    del lim
 
 
 def test_unreachable_redis_is_a_store_error():
@@ -186,3 +185,31 @@ def test_the_gil_is_released_during_a_store_call(own_redis):
     finally:
         os.kill(own_redis.pid, signal.SIGCONT)
     assert len(ticks) >= 3  # the waiting call held no GIL (0 or 1 if it did)
+
+
+def test_close_during_a_call_is_busy_and_frees_nothing(own_redis):
+    """close() while another thread waits inside a call: drl.BusyError;
+    the call finishes on its store, and close() works afterwards."""
+    import signal
+    import time
+    s = drl.Store("redis://127.0.0.1:%d?timeout_ms=2000&breaker_failures=0"
+                  % own_redis.port)
+    lim = drl.Limiter(s, "fixed_window:10/1s")
+    outcome = []
+    os.kill(own_redis.pid, signal.SIGSTOP)
+    try:
+        t = threading.Thread(target=lambda: outcome.append(lim.allow("k")))
+        t.start()
+        deadline = time.monotonic() + 20
+        while s.in_flight == 0:  # until the thread is inside the call
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        with pytest.raises(drl.BusyError, match="in flight"):
+            s.close()
+        assert not s.closed
+    finally:
+        os.kill(own_redis.pid, signal.SIGCONT)
+    t.join()
+    assert outcome and outcome[0].allowed  # the server answered once resumed
+    s.close()
+    assert s.closed
