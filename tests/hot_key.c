@@ -134,7 +134,7 @@ hot_key_counts hot_key_fork(int procs,
 	int reports = 0;
 	/* Each report is one write below PIPE_BUF: never torn. */
 	while (read(fds[0], &in, sizeof in) == (ssize_t)sizeof in) {
-		reports++; /* in.lost, in.signal: 0 */
+		reports++; /* in.lost, .signal, .status: 0 */
 		sum.allowed += in.allowed;
 		sum.errors += in.errors;
 		sum.near += in.near;
@@ -144,6 +144,8 @@ hot_key_counts hot_key_fork(int procs,
 		int st = 0;
 		if (waitpid(kids[p], &st, 0) != kids[p] || WIFSIGNALED(st))
 			sum.signal = WIFSIGNALED(st) ? WTERMSIG(st) : -1;
+		else if (WEXITSTATUS(st) != 0)
+			sum.status = WEXITSTATUS(st);
 	}
 	sum.lost = procs - reports;
 	return sum;
@@ -183,10 +185,10 @@ int hot_key_run_opts(const char *uri_, const char *spec_, int n,
 		now = -1;
 	hot_run h = {.uri = uri, .spec = spec, .prefix = prefix, .now = now};
 	hot_key_counts c = hot_key_fork(HOT_PROCS, child, &h);
-	if (c.lost)
+	if (c.lost || c.status)
 		fail_msg("%s on %s: %d of %d processes reported nothing "
-			 "(signal %d)",
-			 spec, uri, c.lost, HOT_PROCS, c.signal);
+			 "(signal %d), exit status %d",
+			 spec, uri, c.lost, HOT_PROCS, c.signal, c.status);
 	int allowed = c.allowed, errors = c.errors, near = c.near;
 	int calls = HOT_PROCS * HOT_THREADS * HOT_CALLS;
 	if (o->real_clock && t0 / edge != drl_now_us() / edge)

@@ -21,14 +21,16 @@ typedef struct hot_key_counts {
 			not open its store) */
 	int near;    /* denials of the near cache (DRL_PATH_NEAR) */
 	/* hot_key_fork's sums only: processes that reported nothing (they
-	 * crashed), and the last one's signal (-1: none, 0: no crash) */
-	int lost, signal;
+	 * crashed), the last one's signal (-1: none, 0: no crash), and the
+	 * last nonzero exit status (valgrind's 99: a memory error in a
+	 * child) */
+	int lost, signal, status;
 } hot_key_counts;
 
 /* The processes of a run: fork `procs` children (1..16), each runs
  * body(arg, i, &counts) (i: 0..procs-1; counts zeroed) and exits, and
  * return the sums, with the processes that reported nothing (crashed) in
- * `lost`. The caller has no other thread running (TSan's children die
+ * `lost` and a nonzero exit in `status`. The caller has no other thread running (TSan's children die
  * otherwise, and so might a child's locks). */
 hot_key_counts hot_key_fork(int procs,
 			    void (*body)(void *arg, int i, hot_key_counts *out),

@@ -606,11 +606,11 @@ static int check_exact(const mx_store *st, int spec, const plan *p,
 	cell_spec(&c, spec, false);
 	snprintf(c.prefix, sizeof c.prefix, "mx%d:", cells++);
 	hot_key_counts n = hot_key_fork(c.procs, cell_child, &c);
-	if (n.lost) {
+	if (n.lost || n.status) {
 		snprintf(msg, cap,
-			 "%d of %d processes reported nothing "
-			 "(signal %d)",
-			 n.lost, c.procs, n.signal);
+			 "%d of %d processes reported nothing (signal %d), "
+			 "exit status %d",
+			 n.lost, c.procs, n.signal, n.status);
 		return -1;
 	}
 	if (n.allowed == LIMIT && n.errors == 0)
