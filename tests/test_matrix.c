@@ -510,6 +510,7 @@ enum { NA_MAX = NSTORES * NSPECS * NPATHS };
 static struct {
 	int run, na, failed;
 	int down_na; /* memory://: a store in the process is never away */
+	int forced;  /* worker cells run by drl__async_force_worker */
 	const char *why[NA_MAX]; /* each n/a cell's reason */
 	const char *where[NA_MAX][3];
 } rec;
@@ -668,6 +669,7 @@ static void test_row(void **state)
 				rc = check_down(st, (int)sp, &pl, msg,
 						sizeof msg);
 			rec.run++;
+			rec.forced += pl.force_worker;
 			printf(" %s%s:%s", path_names[p],
 			       pl.force_worker ? "(forced)" : "",
 			       rc ? "FAIL" : "ok");
@@ -701,8 +703,9 @@ static int teardown(void **state)
 		if (closed_fd[i] > 0)
 			close(closed_fd[i]);
 	/* The summary: n/a cells grouped by the library's reason. */
-	printf("matrix: %d cells run (%d failed), %d n/a, %lld s\n", rec.run,
-	       rec.failed, rec.na,
+	printf("matrix: %d cells run (%d failed; %d of them on a worker "
+	       "forced by the test hook), %d n/a, %lld s\n",
+	       rec.run, rec.failed, rec.forced, rec.na,
 	       (long long)((tu_mono_ms() - started_ms + 500) / 1000));
 	printf("  store down n/a (%d cells): in process (memory://)\n",
 	       rec.down_na);
