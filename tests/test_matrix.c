@@ -176,6 +176,23 @@ static int sentinels_start(void)
 	return drl_fixture_redis_sentinel_tls_start(&tls_sentinel, tls_confp);
 }
 
+/* Stop whatever setup started (a zeroed server is a no-op). */
+static void servers_stop(void)
+{
+	drl_fixture_stop(&tls_sentinel);
+	drl_fixture_stop(&sentinel);
+	drl_fixture_stop(&tls_redis);
+	drl_fixture_stop(&redis);
+	drl_fixture_stop(&mc[0]);
+	drl_fixture_stop(&mc[1]);
+	drl_fixture_cluster_stop(&cluster);
+	drl_tls_pki_free(&pki);
+	for (int i = 0; i < 2; i++)
+		if (closed_fd[i] > 0)
+			close(closed_fd[i]);
+	closed_fd[0] = closed_fd[1] = 0;
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -183,9 +200,11 @@ static int setup(void **state)
 	int rc = 0;
 	for (int i = 0; i < 2; i++)
 		if ((closed_port[i] = closed_port_open(&closed_fd[i])) < 0)
-			return -1;
-	if (started(&rc, drl_tls_pki_make(&pki)))
+			rc = -1;
+	if (rc || started(&rc, drl_tls_pki_make(&pki))) {
+		servers_stop();
 		return rc < 0 ? -1 : 0;
+	}
 	drl_tls_pki_redis_args(&pki, pki.server, pki.server_key, "yes",
 			       tls_args);
 	int have_cluster = 0;
@@ -196,8 +215,10 @@ static int setup(void **state)
 	    started(&rc, drl_fixture_memcached_start(&mc[1], NULL)) ||
 	    started(&rc, drl_fixture_cluster_setup(
 				 &cluster, 3, 0, cluster_hosts,
-				 sizeof cluster_hosts, &have_cluster)))
+				 sizeof cluster_hosts, &have_cluster))) {
+		servers_stop(); /* none runs without the others */
 		return rc < 0 ? -1 : 0;
+	}
 	have = have_cluster;
 	return 0;
 }
@@ -705,17 +726,7 @@ static void test_row(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	drl_fixture_stop(&tls_sentinel);
-	drl_fixture_stop(&sentinel);
-	drl_fixture_stop(&tls_redis);
-	drl_fixture_stop(&redis);
-	drl_fixture_stop(&mc[0]);
-	drl_fixture_stop(&mc[1]);
-	drl_fixture_cluster_stop(&cluster);
-	drl_tls_pki_free(&pki);
-	for (int i = 0; i < 2; i++)
-		if (closed_fd[i] > 0)
-			close(closed_fd[i]);
+	servers_stop();
 	/* The summary: n/a cells grouped by the library's reason. */
 	printf("matrix: %d cells run (%d failed; %d of them on a worker "
 	       "forced by the test hook), %d n/a, %lld s\n",
