@@ -16,10 +16,12 @@
  * A path some cells do not have (only plaintext single-node Redis has
  * channels; a policy, Cluster, memcached and tx=watch never start a call
  * without a worker) is asked of the library (drl_async_path()) and
- * printed "n/a: <its reason>"; a cell the library calls direct is run
- * on a context with no worker at all, so a request it could not start
- * fails the cell. The worker path runs on every cell: on a direct one by
- * the test hook drl__async_force_worker (core/internal.h).
+ * printed "n/a: <its reason>" (which must name the store, or a policy's
+ * "several limits"); a cell the library calls direct is run on a context
+ * with no worker at all, so a request it could not start fails the cell.
+ * The worker path runs on every cell: on a direct one by the test hook
+ * drl__async_force_worker (core/internal.h). "started" on memory:// is
+ * the decision at start (no I/O thread there), with drl_async_notify().
  *
  * The servers (redis, TLS redis, a 3-master cluster, a sentinel and a TLS
  * sentinel with quorum 1 on those two, two memcached) are started by the
