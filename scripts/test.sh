@@ -124,7 +124,7 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	-Db_lundef=false -Dbenchmarks=false
 # ThreadSanitizer on everything that runs threads against a store (TLS and
 # Sentinel included: the resolver thread, its subscriptions; the matrix,
-# every store x spec x path: about 200 s here, started first), and on
+# every store x spec x path: 80-200 s here, started first), and on
 # drld (HTTP threads, reloads, a graceful stop) under test_drld.sh, and its
 # gRPC threads under test_envoy.sh (which suppresses reports inside the
 # uninstrumented grpc++/abseil libraries: tests/tsan_grpc.supp).
