@@ -787,16 +787,19 @@ static int start_store_call(drl_async *a, node *n)
 /* n's request (filled) begun and then decided at start (every item
  * decided by the near cache, or a store inside the process), started, or
  * queued for a worker: 0, or (nothing queued, n dropped) the error. */
+bool drl__async_force_worker;
+
 static int node_go(drl_async *a, node *n, drl_error *err)
 {
 	int rc = 0;
+	bool worker = drl__async_force_worker;
 	if (drl__req_begin(&n->req) == 0) {
 		drl__req_end(&n->req);
 		outcome(n);
 		node_done(a, n);
-	} else if (drl__is_inproc(n->lim->store->backend)) {
+	} else if (!worker && drl__is_inproc(n->lim->store->backend)) {
 		decide_now(a, n);
-	} else if ((!drl__req_startable(&n->req, NULL) ||
+	} else if ((worker || !drl__req_startable(&n->req, NULL) ||
 		    start_store_call(a, n) != 0) &&
 		   (rc = node_queue(a, n, err)) != 0) {
 		drl__req_drop(&n->req);

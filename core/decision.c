@@ -643,14 +643,14 @@ bool drl__req_startable(drl__req *q, const char **why)
 	else if (l->nlimits != 1)
 		no = "a policy of several limits is decided on a worker (a "
 		     "denial gives back the others: more store calls)";
+	else if (b->caps & DRL_CAP_DECLARED_KEYS) /* first: no eval_start */
+		no = "Redis Cluster's calls may need ASKING, which shared "
+		     "connections never send: a worker decides";
 	else if (b->version < 5 || !(b->caps & DRL_CAP_EVAL_START) ||
 		 !b->eval_start)
 		no = "the store sends no call without waiting (tx=watch, "
 		     "pipelines=0, memcached, a store of your own): a worker "
 		     "decides";
-	else if (b->caps & DRL_CAP_DECLARED_KEYS)
-		no = "Redis Cluster's calls may need ASKING, which shared "
-		     "connections never send: a worker decides";
 	else if (q->kind == DRL__REQ_BATCH &&
 		 (!drl__has_batch(b) || !l->limits[0].algo->lua_batch ||
 		  q->n > drl__batch_chunk(&l->limits[0])))

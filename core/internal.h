@@ -818,6 +818,17 @@ void drl__req_fail(drl__req *q, size_t i, int rc, const drl_error *d);
 bool drl__req_peek(drl_limiter *l, const drl__key_id_buf *id, int64_t cost,
 		   int *rc, drl_result *result, drl_error *err);
 
+/* ---- the async API (core/async.c) -------------------------------------- */
+
+/* Test hook (tests/test_matrix.c): while true, every async request that
+ * the near cache leaves to the store goes to a worker thread, as those of
+ * a limiter drl_async_path() calls not direct do (never decided at start
+ * on an in-process store, never started on a channel or a pipe), so a
+ * test can run the worker path on every limiter. Set it with no request
+ * in flight and no thread starting any; false (the default) everywhere
+ * but in that test. */
+extern bool drl__async_force_worker;
+
 /* Batches' script calls (core/batch.c), for the steps. */
 /* Whether q's items (one limit) go to the store's batch script at now. */
 bool drl__batch_scripted(const drl_limiter *l, int64_t now);

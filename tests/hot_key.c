@@ -64,43 +64,91 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-/* One child process: its own store, HOT_THREADS threads; writes allowed,
- * errors and local (near cache) denials to fd. */
-static void child(int fd, const char *uri, const char *spec, const char *prefix,
-		  int64_t now)
+/* What one child process does. */
+typedef struct hot_run {
+	const char *uri, *spec, *prefix;
+	int64_t now;
+} hot_run;
+
+/* One child process: its own store, HOT_THREADS threads; counts its
+ * allowed decisions, errors and local (near cache) denials. */
+static void child(void *arg, int i, hot_key_counts *out)
 {
+	const hot_run *h = arg;
 	drl_store *s;
 	drl_limiter *l;
 	drl_error err = {0};
-	int out[3] = {0, HOT_CALLS * HOT_THREADS, 0};
-	int rc = nopeners
-			 ? drl_store_open_with(&s, uri, openers, nopeners, &err)
-			 : drl_store_open(&s, uri, &err);
-	if (rc || drl_limiter_new(&l, s, spec, prefix, &err)) {
+	(void)i;
+	int rc = nopeners ? drl_store_open_with(&s, h->uri, openers, nopeners,
+						&err)
+			  : drl_store_open(&s, h->uri, &err);
+	if (rc || drl_limiter_new(&l, s, h->spec, h->prefix, &err)) {
 		fprintf(stderr, "child: %s\n", err.message);
-		(void)!write(fd, out, sizeof out);
-		_exit(1);
+		out->errors = HOT_CALLS * HOT_THREADS;
+		return;
 	}
 	pthread_t th[HOT_THREADS];
 	job jobs[HOT_THREADS];
-	for (int i = 0; i < HOT_THREADS; i++) {
-		jobs[i] = (job){.lim = l, .now = now};
-		pthread_create(&th[i], NULL, worker, &jobs[i]);
+	for (int t = 0; t < HOT_THREADS; t++) {
+		jobs[t] = (job){.lim = l, .now = h->now};
+		pthread_create(&th[t], NULL, worker, &jobs[t]);
 	}
-	out[1] = 0;
-	for (int i = 0; i < HOT_THREADS; i++) {
-		pthread_join(th[i], NULL);
-		out[0] += jobs[i].allowed;
-		out[1] += jobs[i].errors;
-		out[2] += jobs[i].near;
-		if (jobs[i].errors)
+	for (int t = 0; t < HOT_THREADS; t++) {
+		pthread_join(th[t], NULL);
+		out->allowed += jobs[t].allowed;
+		out->errors += jobs[t].errors;
+		out->near += jobs[t].near;
+		if (jobs[t].errors)
 			fprintf(stderr, "child: %d errors, last: %s\n",
-				jobs[i].errors, jobs[i].last_error);
+				jobs[t].errors, jobs[t].last_error);
 	}
-	(void)!write(fd, out, sizeof out);
 	drl_limiter_free(l);
 	drl_store_free(s);
-	_exit(0);
+}
+
+hot_key_counts hot_key_fork(int procs,
+			    void (*body)(void *arg, int i, hot_key_counts *out),
+			    void *arg)
+{
+	enum { PROCS_MAX = 16 };
+	int fds[2];
+	assert_true(procs >= 1 && procs <= PROCS_MAX);
+	assert_int_equal(pipe(fds), 0);
+	fflush(NULL);
+	pid_t kids[PROCS_MAX];
+	for (int p = 0; p < procs; p++) {
+		pid_t pid = kids[p] = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			hot_key_counts c = {0};
+			close(fds[0]);
+			body(arg, p, &c);
+			fflush(NULL);
+			_exit(write(fds[1], &c, sizeof c) == (ssize_t)sizeof c
+				      ? 0
+				      : 1);
+		}
+	}
+	close(fds[1]);
+	hot_key_counts sum = {0}, in;
+	int reports = 0;
+	/* Each report is one write below PIPE_BUF: never torn. */
+	while (read(fds[0], &in, sizeof in) == (ssize_t)sizeof in) {
+		reports++; /* in.lost, .signal, .status: 0 */
+		sum.allowed += in.allowed;
+		sum.errors += in.errors;
+		sum.near += in.near;
+	}
+	close(fds[0]);
+	for (int p = 0; p < procs; p++) { /* not wait(): servers are kids */
+		int st = 0;
+		if (waitpid(kids[p], &st, 0) != kids[p] || WIFSIGNALED(st))
+			sum.signal = WIFSIGNALED(st) ? WTERMSIG(st) : -1;
+		else if (WEXITSTATUS(st) != 0)
+			sum.status = WEXITSTATUS(st);
+	}
+	sum.lost = procs - reports;
+	return sum;
 }
 
 void hot_key_run(const char *uri, const char *spec, int n)
@@ -135,31 +183,13 @@ int hot_key_run_opts(const char *uri_, const char *spec_, int n,
 	int64_t edge = HOT_DAY_EDGE_US, t0 = drl_now_us();
 	if (o->real_clock)
 		now = -1;
-	int fds[2];
-	assert_int_equal(pipe(fds), 0);
-	fflush(NULL);
-	pid_t kids[HOT_PROCS];
-	for (int p = 0; p < HOT_PROCS; p++) {
-		pid_t pid = kids[p] = fork();
-		assert_true(pid >= 0);
-		if (pid == 0) {
-			close(fds[0]);
-			child(fds[1], uri, spec, prefix, now);
-		}
-	}
-	close(fds[1]);
-	int allowed = 0, errors = 0, near = 0;
-	for (int p = 0; p < HOT_PROCS; p++) {
-		int in[3];
-		assert_int_equal(read(fds[0], in, sizeof in), (int)sizeof in);
-		allowed += in[0];
-		errors += in[1];
-		near += in[2];
-	}
-	close(fds[0]);
-	for (int p = 0; p < HOT_PROCS;
-	     p++) /* not wait(): servers are kids too */
-		waitpid(kids[p], NULL, 0);
+	hot_run h = {.uri = uri, .spec = spec, .prefix = prefix, .now = now};
+	hot_key_counts c = hot_key_fork(HOT_PROCS, child, &h);
+	if (c.lost || c.status)
+		fail_msg("%s on %s: %d of %d processes reported nothing "
+			 "(signal %d), exit status %d",
+			 spec, uri, c.lost, HOT_PROCS, c.signal, c.status);
+	int allowed = c.allowed, errors = c.errors, near = c.near;
 	int calls = HOT_PROCS * HOT_THREADS * HOT_CALLS;
 	if (o->real_clock && t0 / edge != drl_now_us() / edge)
 		return 1;

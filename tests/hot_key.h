@@ -14,6 +14,28 @@
 
 enum { HOT_PROCS = 3, HOT_THREADS = 4, HOT_CALLS = 60, HOT_LIMIT = 200 };
 
+/* What processes of a run count, each its own and summed. */
+typedef struct hot_key_counts {
+	int allowed; /* decisions allowed */
+	int errors;  /* calls that failed (all of them when a process could
+			not open its store) */
+	int near;    /* denials of the near cache (DRL_PATH_NEAR) */
+	/* hot_key_fork's sums only: processes that reported nothing (they
+	 * crashed), the last one's signal (-1: none, 0: no crash), and the
+	 * last nonzero exit status (valgrind's 99: a memory error in a
+	 * child) */
+	int lost, signal, status;
+} hot_key_counts;
+
+/* The processes of a run: fork `procs` children (1..16), each runs
+ * body(arg, i, &counts) (i: 0..procs-1; counts zeroed) and exits, and
+ * return the sums, with the processes that reported nothing (crashed) in
+ * `lost` and a nonzero exit in `status`. The caller has no other thread running (TSan's children die
+ * otherwise, and so might a child's locks). */
+hot_key_counts hot_key_fork(int procs,
+			    void (*body)(void *arg, int i, hot_key_counts *out),
+			    void *arg);
+
 /* Run spec (allowing HOT_LIMIT at one instant) on uri from HOT_PROCS
  * processes; fail the test unless exactly HOT_LIMIT were allowed. `n`
  * picks the instant and goes into the key prefix, so runs share nothing. */
