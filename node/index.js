@@ -56,6 +56,10 @@ class RateLimiterRes {
 const out = new Float64Array(4);
 native.init(RateLimiterRes, out);
 
+// A limiter's native handle is let go when the limiter is collected
+// (node/src/limiter.c says why not by a Node-API finalizer).
+const handles = new FinalizationRegistry((h) => native.release(h));
+
 const ON_ERROR = new Set(['deny', 'allow', 'local']);
 // The options RateLimiterDrl takes. Any other (RLF's blockDuration,
 // execEvenly, insuranceLimiter, storeClient, ...) is a TypeError rather
@@ -129,6 +133,7 @@ class RateLimiterDrl {
     this._inproc = store === '' || store.startsWith('memory:');
     this._ready = native.open(store, this.spec, keyPrefix).then((h) => {
       this._handle = h;
+      handles.register(this, h);
       return h;
     });
     this._ready.catch(() => {}); // reported by the calls that use it

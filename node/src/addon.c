@@ -10,6 +10,7 @@
  *   reset(handle, key)            -> Promise<true>          (blocking.c)
  *   adjust(handle, key, delta)    -> Promise<RateLimiterRes> (blocking.c)
  *   init(RateLimiterRes, Float64Array(4))
+ *   release(handle)               (limiter.c: FinalizationRegistry)
  *   hasAdjust, version
  */
 #include "addon.h"
@@ -25,6 +26,7 @@ static void cleanup(void *arg)
 	ad->closing = 1;
 	drl_async_free(ad->async);
 	ad->async = NULL;
+	lim_release_handles(ad);
 	drl_store_free(ad->check);
 	ad->check = NULL;
 	if (ad->actx != NULL)
@@ -103,6 +105,8 @@ static napi_value init_module(napi_env env, napi_value exports)
 		{"adjust", NULL, js_adjust, NULL, NULL, NULL, napi_default,
 		 ad},
 		{"init", NULL, js_init, NULL, NULL, NULL, napi_default, ad},
+		{"release", NULL, js_release, NULL, NULL, NULL, napi_default,
+		 ad},
 	};
 	napi_define_properties(env, exports, sizeof fns / sizeof fns[0], fns);
 	napi_value v;

@@ -36,6 +36,7 @@ typedef struct addon {
 	napi_ref resource;     /* the async resource of our callbacks */
 	napi_async_context actx;
 	int closing;           /* the environment is being torn down */
+	struct lim *handles;   /* limiters a JS handle holds (limiter.c) */
 } addon;
 
 /* A limiter and the store it alone uses, shared by the JS object that
@@ -45,10 +46,18 @@ typedef struct lim {
 	drl_store *store;
 	drl_limiter *limiter;
 	int refs;
+	/* While a JS handle holds it: in its addon's `handles` list. */
+	struct lim *next, **pprev;
 	int inproc; /* memory://: decided at once on the JS thread (decide.c) */
 } lim;
 
 void lim_release(lim *l);
+
+/* The environment ends: drop what every JS handle still holds. */
+void lim_release_handles(addon *ad);
+
+/* release(handle): index.js's FinalizationRegistry let go of a handle. */
+napi_value js_release(napi_env env, napi_callback_info info);
 
 /* ---- args.c ---------------------------------------------------------- */
 

@@ -18,6 +18,7 @@ const napi_type_tag lim_tag = {0x6c696264726c6e6fULL, 0x64656c696d697431ULL};
 
 typedef struct open_req {
 	napi_async_work work;
+	addon *ad;
 	napi_deferred deferred;
 	char *uri, *spec, *prefix;
 	lim *l;
@@ -34,12 +35,52 @@ void lim_release(lim *l)
 	free(l);
 }
 
-/* The handle's finalizer: the JS side let go of the limiter. */
-static void lim_finalize(napi_env env, void *data, void *hint)
+/*
+ * A handle is an external without a finalizer: index.js registers the
+ * limiter object in a FinalizationRegistry, whose callback (JS, on the
+ * JS thread, never during the environment's teardown) calls release().
+ * A Node-API finalizer would run from Node 20's deferred finalizer
+ * queue, which can be drained on an napi_env already freed at teardown
+ * (node_napi_env__::DrainFinalizerQueue: a SIGSEGV at exit, about 1 run
+ * in 25 of node/test/adjust.test.js). What is left at the end is
+ * released by the environment's cleanup hook (lim_release_handles).
+ */
+static void handle_take(addon *ad, lim *l)
 {
-	(void)env;
-	(void)hint;
-	lim_release(data);
+	l->next = ad->handles;
+	if (l->next)
+		l->next->pprev = &l->next;
+	l->pprev = &ad->handles;
+	ad->handles = l;
+}
+
+static void handle_drop(lim *l)
+{
+	if (l->pprev == NULL)
+		return; /* released already */
+	*l->pprev = l->next;
+	if (l->next)
+		l->next->pprev = l->pprev;
+	l->next = NULL;
+	l->pprev = NULL;
+	lim_release(l);
+}
+
+void lim_release_handles(addon *ad)
+{
+	while (ad->handles != NULL)
+		handle_drop(ad->handles);
+}
+
+napi_value js_release(napi_env env, napi_callback_info info)
+{
+	size_t argc = 1;
+	napi_value argv[1];
+	napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+	lim *l = argc == 1 ? get_lim(env, argv[0]) : NULL;
+	if (l != NULL)
+		handle_drop(l);
+	return NULL;
 }
 
 /* On the thread pool: the blocking part. */
@@ -74,9 +115,9 @@ static void open_complete(napi_env env, napi_status status, void *data)
 			 "opening the store was cancelled");
 	}
 	if (r->rc == 0 &&
-	    napi_create_external(env, r->l, lim_finalize, NULL, &v) ==
-		    napi_ok &&
+	    napi_create_external(env, r->l, NULL, NULL, &v) == napi_ok &&
 	    napi_type_tag_object(env, v, &lim_tag) == napi_ok) {
+		handle_take(r->ad, r->l); /* the handle's reference */
 		r->l = NULL;
 		napi_resolve_deferred(env, r->deferred, v);
 	} else {
@@ -121,6 +162,7 @@ napi_value js_open(napi_env env, napi_callback_info info)
 	open_req *r = calloc(1, sizeof *r);
 	if (r == NULL)
 		return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
+	r->ad = ad;
 	if ((r->uri = get_string(env, argv[0], "store")) == NULL ||
 	    (r->spec = get_string(env, argv[1], "spec")) == NULL ||
 	    (r->prefix = get_string(env, argv[2], "keyPrefix")) == NULL ||
