@@ -63,8 +63,9 @@ int drl__redis_sub_open(drl__redis_sub **out, drl_backend *node,
 		rc = drl__redis_conn_collect(s, sub->c, 1, r, "SUBSCRIBE", err);
 	if (rc == 0 && !is_push(r[0], "subscribe", channel))
 		rc = drl__redis_reply_error(s, "SUBSCRIBE", r[0], false, err);
-	if (rc == 0)
-		drl__redis_free_replies(r, 1);
+	/* also a refusal's reply (an error: a fake or locked-down
+	 * sentinel); none is left after a failed collect */
+	drl__redis_free_replies(r, 1);
 	if (rc) {
 		drl__redis_sub_close(sub);
 		return rc;
