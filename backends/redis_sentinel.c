@@ -800,8 +800,8 @@ static int s_eval_start(drl_backend *b, const drl_script *script, size_t nkeys,
 	mnode *m = master_now((sstore *)b, err);
 	if (m == NULL)
 		return DRL_EUNAVAILABLE;
-	int rc = m->b->eval_start(m->b, script, nkeys, keys, nargs, iargs,
-				  nout, done, arg, err);
+	int rc = m->b->eval_start(m->b, script, nkeys, keys, nargs, iargs, nout,
+				  done, arg, err);
 	let_go(m);
 	return rc;
 }

@@ -193,8 +193,7 @@ static int load_rule(const struct loader *ld, struct drld_rule *r,
 		 on_error ? on_error : "", shadowed ? ";shadow=1" : "");
 	char prefix[sizeof "drld:rule::" + DRLD_RULE_NAME_MAX];
 	snprintf(prefix, sizeof prefix, "drld:rule:%s:", name);
-	int rc = drld_limit_init(&r->limit, ld->store, spec,
-				 prefix, name, NULL,
+	int rc = drld_limit_init(&r->limit, ld->store, spec, prefix, name, NULL,
 				 &err);
 	free(spec);
 	if (rc != 0)

@@ -687,8 +687,8 @@ static int setup(struct drld *d, const struct opts *o, char **config_store)
 		fputs("drld: out of memory\n", stderr);
 		return EXIT_SERVE;
 	}
-	if (drld_config_load(&cfg, o->config, d->store,
-			     d->metrics, msg, sizeof msg) != 0) {
+	if (drld_config_load(&cfg, o->config, d->store, d->metrics, msg,
+			     sizeof msg) != 0) {
 		fprintf(stderr, "drld: bad config: %s\n", msg);
 		return EXIT_USAGE;
 	}
@@ -754,8 +754,8 @@ static void reload(struct drld *d, const struct opts *o,
 			fputs("drld: SIGHUP: no --config to reload\n", stderr);
 		return;
 	}
-	if (drld_config_load(&cfg, o->config, d->store,
-			     d->metrics, msg, sizeof msg) != 0) {
+	if (drld_config_load(&cfg, o->config, d->store, d->metrics, msg,
+			     sizeof msg) != 0) {
 		fprintf(stderr,
 			"drld: reload failed, keeping the old config: "
 			"%s\n",

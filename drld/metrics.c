@@ -279,7 +279,8 @@ static void render_store(FILE *f, const drl_store *store,
 		memcpy(&v, (const char *)&s + store_counters[i].offset,
 		       sizeof v);
 		if (second != NULL)
-			memcpy(&v2, (const char *)&s2 + store_counters[i].offset,
+			memcpy(&v2,
+			       (const char *)&s2 + store_counters[i].offset,
 			       sizeof v2);
 		v += v2;
 		snprintf(name, sizeof name, "drld_store_%s_total",

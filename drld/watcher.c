@@ -84,11 +84,10 @@ static int watch(struct drld_watcher *wt, struct watched *x)
 	split(x->path, parent, sizeof parent, x->name, sizeof x->name);
 	if (x->is_dir) {
 		snprintf(x->dir, sizeof x->dir, "%s", x->path);
-		x->parent_wd = inotify_add_watch(wt->ifd, parent,
-						 IN_CREATE | IN_DELETE |
-							 IN_MOVED_FROM |
-							 IN_MOVED_TO |
-							 IN_MASK_ADD);
+		x->parent_wd = inotify_add_watch(
+			wt->ifd, parent,
+			IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
+				IN_MASK_ADD);
 	} else {
 		snprintf(x->dir, sizeof x->dir, "%s", parent);
 		x->parent_wd = -1;

@@ -243,11 +243,11 @@ static void bad_store(ngx_conf_t *cf, ngx_http_drl_zone_t *z,
 {
 	char shown[DRL_URI_SHOW_MAX];
 
-	ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-			   "drl_zone \"%V\": store=\"%s\": %s", &z->name,
-			   drl_uri_redact(shown, sizeof shown,
-					  (char *)z->uri.data),
-			   err->message);
+	ngx_conf_log_error(
+		NGX_LOG_EMERG, cf, 0, "drl_zone \"%V\": store=\"%s\": %s",
+		&z->name,
+		drl_uri_redact(shown, sizeof shown, (char *)z->uri.data),
+		err->message);
 }
 
 /* Open z's store (not connecting) and make its limiter, then free both:
@@ -349,11 +349,11 @@ static char *drl_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 			/* The name only: a misspelled store= holds a URI,
 			 * and nginx -t output goes to terminals and CI logs. */
 			ngx_str_t pname = param_name(&args[i]);
-			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-					   "drl_zone: invalid parameter \"%V%s\""
-					   " (zone=, spec=, store=, on_error=)",
-					   &pname,
-					   pname.len < args[i].len ? "=..." : "");
+			ngx_conf_log_error(
+				NGX_LOG_EMERG, cf, 0,
+				"drl_zone: invalid parameter \"%V%s\""
+				" (zone=, spec=, store=, on_error=)",
+				&pname, pname.len < args[i].len ? "=..." : "");
 			return NGX_CONF_ERROR;
 		}
 	}
@@ -437,10 +437,10 @@ static char *drl_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
 	if (!param(&args[1], "zone", &name)) {
 		ngx_str_t pname = param_name(&args[1]);
-		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-				   "drl: invalid parameter \"%V%s\" (zone=NAME)",
-				   &pname,
-				   pname.len < args[1].len ? "=..." : "");
+		ngx_conf_log_error(
+			NGX_LOG_EMERG, cf, 0,
+			"drl: invalid parameter \"%V%s\" (zone=NAME)", &pname,
+			pname.len < args[1].len ? "=..." : "");
 		return NGX_CONF_ERROR;
 	}
 	zone = find_zone(mcf, &name);

@@ -26,8 +26,8 @@ typedef enum bi_entry {
 	BI_ALLOW_AT,    /* drl_allow_at(..., now, &r, &err) */
 	BI_BATCH,       /* drl_allow_batch(l, items, n, &err) */
 	BI_BATCH_AT,    /* drl_allow_batch_at(l, items, n, now, &err) */
-	BI_ADJUST,      /* drl_adjust(l, key, keylen, cost as delta, &r, &err) */
-	BI_ADJUST_AT,   /* drl_adjust_at(..., now, &r, &err) */
+	BI_ADJUST,    /* drl_adjust(l, key, keylen, cost as delta, &r, &err) */
+	BI_ADJUST_AT, /* drl_adjust_at(..., now, &r, &err) */
 } bi_entry;
 
 /* Arguments a row sets to NULL. */

@@ -80,7 +80,8 @@ static bool answer(fake_sentinel *fs, client *c)
 			snprintf(port, sizeof port, "%d", fs->master_port);
 			snprintf(out, sizeof out,
 				 "*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
-				 strlen(fs->host), fs->host, strlen(port), port);
+				 strlen(fs->host), fs->host, strlen(port),
+				 port);
 			pthread_mutex_unlock(&fs->mu);
 		} else if (strcasecmp(name, "PING") == 0) {
 			snprintf(out, sizeof out, "+PONG\r\n");

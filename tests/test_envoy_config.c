@@ -116,7 +116,8 @@ static void test_attack_snapshot_while_data_flips(void **state)
 	if (rc != 0)
 		fail_msg("load: %s", msg);
 	assert_int_equal(c->ndomains, NFILES);
-	uint32_t first = c->domains[0].root.children[0].limit->requests_per_unit;
+	uint32_t first =
+		c->domains[0].root.children[0].limit->requests_per_unit;
 	for (size_t i = 1; i < c->ndomains; i++) {
 		uint32_t v =
 			c->domains[i].root.children[0].limit->requests_per_unit;
@@ -152,8 +153,8 @@ static void test_plain_directory(void **state)
 						sizeof msg),
 			 0);
 	assert_int_equal(c->ndomains, 1);
-	assert_int_equal(c->domains[0].root.children[0].limit->requests_per_unit,
-			 3);
+	assert_int_equal(
+		c->domains[0].root.children[0].limit->requests_per_unit, 3);
 	drld_envoy_config_release(c);
 	snprintf(path, sizeof path, "%s/b.yaml", dir);
 	write_file(path, "domain: b\ndescriptors: [\n");

@@ -130,15 +130,15 @@ static void test_policy_shares_no_count(void **state)
 	drl_store *s = tu_store("memory://");
 	drl_limiter *l = NULL;
 	drl_error err = {0};
-	assert_int_equal(drl_limiter_new(&l, s,
-					 "fixed_window:10/1h;fixed_window:20/1h",
-					 NULL, &err),
-			 DRL_EINVAL);
+	assert_int_equal(
+		drl_limiter_new(&l, s, "fixed_window:10/1h;fixed_window:20/1h",
+				NULL, &err),
+		DRL_EINVAL);
 	assert_non_null(strstr(err.message, "the same algorithm and period"));
-	assert_int_equal(drl_limiter_new(&l, s,
-					 "fixed_window:10/1h;fixed_window:20/1d",
-					 NULL, &err),
-			 0);
+	assert_int_equal(
+		drl_limiter_new(&l, s, "fixed_window:10/1h;fixed_window:20/1d",
+				NULL, &err),
+		0);
 	drl_limiter_free(l);
 	drl_store_free(s);
 }

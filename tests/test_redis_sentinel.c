@@ -121,8 +121,8 @@ static bool store_on(int port, int db)
 		/* a normal client (flags=N): not the replication link
 		 * (flags=M), whose db= and cmd= are the master's writes */
 		on = strstr(l, want) && c && strstr(l, " flags=N ") &&
-		     strncmp(c, " cmd=role", 9) &&
-		     strncmp(c, " cmd=ping", 9) && strncmp(c, " cmd=auth", 9) &&
+		     strncmp(c, " cmd=role", 9) && strncmp(c, " cmd=ping", 9) &&
+		     strncmp(c, " cmd=auth", 9) &&
 		     strncmp(c, " cmd=select", 11) &&
 		     strncmp(c, " cmd=NULL", 9);
 		if (end == NULL)
@@ -378,8 +378,8 @@ static void test_attack_started_counters(void **state)
 		for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
 			snprintf(what, sizeof what, "sentinel%s %s", tx[t],
 				 specs[i]);
-			snprintf(prefix, sizeof prefix, "sst:%d:%d:",
-				 (int)getpid(), n++);
+			snprintf(prefix, sizeof prefix,
+				 "sst:%d:%d:", (int)getpid(), n++);
 			drl_limiter *l = tu_limiter(s, specs[i], prefix);
 			async_check_hot(a, l, what, false);
 			drl_limiter_free(l);
@@ -408,8 +408,7 @@ static void test_attack_no_master_message(void **state)
 	drl_error err = {0};
 	drl_async_opts o = {.threads = DRL_ASYNC_THREADS_NONE};
 	assert_int_equal(drl_async_new(&a, &o, &err), 0);
-	static const char *const specs[] = {"fixed_window:10/1h",
-					    "gcra:10/1h"};
+	static const char *const specs[] = {"fixed_window:10/1h", "gcra:10/1h"};
 	for (size_t i = 0; i < 2; i++) {
 		drl_limiter *l = tu_limiter(s, specs[i], "nomaster:");
 		async_one one = {0};

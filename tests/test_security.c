@@ -151,7 +151,8 @@ static const triple triples[] = {
 	{"a:", "fixed_window:10/1s", "\0", 1},
 	{"a:", "fixed_window:10/1s", "#x", 0},
 	{"a:", "fixed_window:10/2s", "x", 0},
-	{"a:", "sliding_log:11/1s", "x", 0}, /* a counter's LIMIT names no state */
+	{"a:", "sliding_log:11/1s", "x",
+	 0}, /* a counter's LIMIT names no state */
 	{"a:", "sliding_window:10/1s", "x", 0},
 	{"a:", "subwindow:10/1s,subwindows=2", "x", 0},
 	{"a:", "subwindow:10/1s,subwindows=2,trailing=1", "x", 0},

@@ -97,13 +97,11 @@ static napi_value init_module(napi_env env, napi_value exports)
 
 	napi_property_descriptor fns[] = {
 		{"open", NULL, js_open, NULL, NULL, NULL, napi_default, ad},
-		{"decide", NULL, js_decide, NULL, NULL, NULL, napi_default,
-		 ad},
+		{"decide", NULL, js_decide, NULL, NULL, NULL, napi_default, ad},
 		{"decideNow", NULL, js_decide_now, NULL, NULL, NULL,
 		 napi_default, ad},
 		{"reset", NULL, js_reset, NULL, NULL, NULL, napi_default, ad},
-		{"adjust", NULL, js_adjust, NULL, NULL, NULL, napi_default,
-		 ad},
+		{"adjust", NULL, js_adjust, NULL, NULL, NULL, napi_default, ad},
 		{"init", NULL, js_init, NULL, NULL, NULL, napi_default, ad},
 		{"release", NULL, js_release, NULL, NULL, NULL, napi_default,
 		 ad},

@@ -25,18 +25,18 @@
 /* One environment's state (napi_set_instance_data). */
 typedef struct addon {
 	napi_env env;
-	drl_async *async;      /* made at the first decision; NULL before */
+	drl_async *async;     /* made at the first decision; NULL before */
 	struct drl_libuv *uv; /* its attachment to Node's loop (loop.c) */
-	drl_store *check;      /* memory:// store the constructor checks
+	drl_store *check;     /* memory:// store the constructor checks
 				  specs on (no I/O) */
-	napi_ref res_class;    /* RateLimiterRes, from index.js */
-	napi_ref out_ref;      /* keeps `out` alive */
-	double *out;           /* init()'s Float64Array(4): decideNow()'s
+	napi_ref res_class;   /* RateLimiterRes, from index.js */
+	napi_ref out_ref;     /* keeps `out` alive */
+	double *out;          /* init()'s Float64Array(4): decideNow()'s
 				  result fields (decide.c) */
-	napi_ref resource;     /* the async resource of our callbacks */
+	napi_ref resource;    /* the async resource of our callbacks */
 	napi_async_context actx;
-	int closing;           /* the environment is being torn down */
-	struct lim *handles;   /* limiters a JS handle holds (limiter.c) */
+	int closing;         /* the environment is being torn down */
+	struct lim *handles; /* limiters a JS handle holds (limiter.c) */
 } addon;
 
 /* A limiter and the store it alone uses, shared by the JS object that

@@ -87,9 +87,9 @@ static void block_complete(napi_env env, napi_status status, void *data)
 			 "the call was cancelled");
 	}
 	if (r->rc != 0)
-		napi_reject_deferred(env, r->deferred,
-				     make_drl_error(env, r->rc, r->err.message,
-						    0));
+		napi_reject_deferred(
+			env, r->deferred,
+			make_drl_error(env, r->rc, r->err.message, 0));
 	else if (r->adjust)
 		napi_resolve_deferred(env, r->deferred,
 				      adjust_res(env, r->ad, &r->result));

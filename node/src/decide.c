@@ -154,7 +154,8 @@ napi_value js_decide_now(napi_env env, napi_callback_info info)
 		return NULL;
 	if (!l->inproc) {
 		keybuf_free(&k);
-		return throw_drl(env, DRL_EINVAL, "decideNow: not memory://", 1);
+		return throw_drl(env, DRL_EINVAL, "decideNow: not memory://",
+				 1);
 	}
 	int rc = drl_allow(l->limiter, k.bytes, k.len, cost, &r, &err);
 	keybuf_free(&k);

@@ -126,9 +126,9 @@ static void open_complete(napi_env env, napi_status status, void *data)
 			snprintf(r->err.message, sizeof r->err.message,
 				 "cannot make the limiter's handle");
 		}
-		napi_reject_deferred(env, r->deferred,
-				     make_drl_error(env, r->rc, r->err.message,
-						    1));
+		napi_reject_deferred(
+			env, r->deferred,
+			make_drl_error(env, r->rc, r->err.message, 1));
 	}
 	lim_release(r->l);
 	napi_delete_async_work(env, r->work);
@@ -170,8 +170,8 @@ napi_value js_open(napi_env env, napi_callback_info info)
 		goto fail;
 	napi_create_string_utf8(env, "drl:open", NAPI_AUTO_LENGTH, &name);
 	if (napi_create_promise(env, &r->deferred, &promise) != napi_ok ||
-	    napi_create_async_work(env, NULL, name, open_execute,
-				   open_complete, r, &r->work) != napi_ok ||
+	    napi_create_async_work(env, NULL, name, open_execute, open_complete,
+				   r, &r->work) != napi_ok ||
 	    napi_queue_async_work(env, r->work) != napi_ok) {
 		throw_drl(env, DRL_EINTERNAL, "cannot queue the store's open",
 			  0);

@@ -48,8 +48,7 @@ void with_callback_scope(addon *ad, void (*fn)(void *), void *arg)
 		return;
 	}
 	napi_get_reference_value(env, ad->resource, &resource);
-	if (napi_open_callback_scope(env, resource, ad->actx, &cs) !=
-	    napi_ok) {
+	if (napi_open_callback_scope(env, resource, ad->actx, &cs) != napi_ok) {
 		fn(arg);
 		napi_close_handle_scope(env, hs);
 		return;
@@ -75,8 +74,10 @@ drl_async *addon_async(napi_env env, addon *ad)
 		return ad->async;
 	uv_loop_t *loop = NULL;
 	if (napi_get_uv_event_loop(env, &loop) != napi_ok || loop == NULL) {
-		throw_drl(env, DRL_EINTERNAL, "no libuv loop for this "
-			  "environment (napi_get_uv_event_loop)", 0);
+		throw_drl(env, DRL_EINTERNAL,
+			  "no libuv loop for this "
+			  "environment (napi_get_uv_event_loop)",
+			  0);
 		return NULL;
 	}
 	/* A queue as deep as the library allows: a full queue rejects

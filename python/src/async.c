@@ -16,8 +16,7 @@
 #include <unistd.h>
 
 typedef struct {
-	PyObject_HEAD
-	drl_async *a;
+	PyObject_HEAD drl_async *a;
 	pid_t pid; /* the process that made `a`: only it frees it */
 } AsyncObject;
 
@@ -67,12 +66,13 @@ static void decided(drl_async *a, int rc, const drl_result *result,
 	drlpy_unpin(p->limiter);
 	cancelled = PyObject_CallMethod(p->future, "cancelled", NULL);
 	if (cancelled != NULL && !PyObject_IsTrue(cancelled)) {
-		value = rc == 0 ? drlpy_result(result) : drlpy_exception(rc, err);
+		value = rc == 0 ? drlpy_result(result)
+				: drlpy_exception(rc, err);
 		if (value != NULL)
-			out = PyObject_CallMethod(
-				p->future,
-				rc == 0 ? "set_result" : "set_exception", "O",
-				value);
+			out = PyObject_CallMethod(p->future,
+						  rc == 0 ? "set_result"
+							  : "set_exception",
+						  "O", value);
 	} else if (cancelled != NULL) {
 		out = Py_NewRef(Py_None);
 	}
@@ -186,8 +186,7 @@ static PyMethodDef methods[] = {
 };
 
 PyTypeObject Async_Type = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "drl._drl.Async",
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "drl._drl.Async",
 	.tp_doc = "Async(threads=0, queue=0): a drl_async context.",
 	.tp_basicsize = sizeof(AsyncObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT,

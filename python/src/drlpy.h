@@ -25,22 +25,20 @@
 typedef struct LimiterObject LimiterObject;
 
 typedef struct {
-	PyObject_HEAD
-	drl_store *store;       /* NULL once closed */
-	char *uri;              /* as given: reopened from it after a fork */
-	pid_t pid;              /* the process that opened `store` */
-	unsigned gen;           /* bumped at every reopen */
-	Py_ssize_t busy;        /* native calls in flight on it */
+	PyObject_HEAD drl_store *store; /* NULL once closed */
+	char *uri;               /* as given: reopened from it after a fork */
+	pid_t pid;               /* the process that opened `store` */
+	unsigned gen;            /* bumped at every reopen */
+	Py_ssize_t busy;         /* native calls in flight on it */
 	LimiterObject *limiters; /* live limiters (borrowed), for close() */
 } StoreObject;
 
 struct LimiterObject {
-	PyObject_HEAD
-	StoreObject *store; /* strong reference */
-	drl_limiter *lim;   /* NULL once its store is closed */
-	unsigned gen;       /* the store generation `lim` was made on */
+	PyObject_HEAD StoreObject *store; /* strong reference */
+	drl_limiter *lim;                 /* NULL once its store is closed */
+	unsigned gen; /* the store generation `lim` was made on */
 	char *spec;
-	char *prefix;       /* NULL: none */
+	char *prefix;        /* NULL: none */
 	LimiterObject *next; /* in store->limiters */
 	LimiterObject *prev;
 };

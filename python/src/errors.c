@@ -50,8 +50,9 @@ int drlpy_errors_init(PyObject *module)
 		PyObject *bases;
 
 		snprintf(qual, sizeof qual, "drl.%s", classes[i].name);
-		bases = classes[i].base ? PyTuple_Pack(2, Error, *classes[i].base)
-					: PyTuple_Pack(1, Error);
+		bases = classes[i].base
+				? PyTuple_Pack(2, Error, *classes[i].base)
+				: PyTuple_Pack(1, Error);
 		if (bases == NULL)
 			return -1;
 		classes[i].cls = PyErr_NewException(qual, bases, NULL);

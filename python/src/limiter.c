@@ -157,8 +157,8 @@ static int parse(const char *fn, PyObject *const *args, Py_ssize_t nargs,
 	Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
 
 	if (nargs > nmax) {
-		PyErr_Format(PyExc_TypeError, "%s() takes at most %zd arguments",
-			     fn, nmax);
+		PyErr_Format(PyExc_TypeError,
+			     "%s() takes at most %zd arguments", fn, nmax);
 		return -1;
 	}
 	for (Py_ssize_t i = 0; i < nargs; i++)
@@ -212,11 +212,10 @@ static PyObject *decide(LimiterObject *self, const char *fn,
 	lim = drlpy_pin(self);
 	if (lim == NULL)
 		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	rc = at ? drl_allow_at(lim, buf, len, cost, now_us, &r, &err)
-		: drl_allow(lim, buf, len, cost, &r, &err);
-	Py_END_ALLOW_THREADS
-	drlpy_unpin(self);
+	Py_BEGIN_ALLOW_THREADS rc =
+		at ? drl_allow_at(lim, buf, len, cost, now_us, &r, &err)
+		   : drl_allow(lim, buf, len, cost, &r, &err);
+	Py_END_ALLOW_THREADS drlpy_unpin(self);
 	if (rc != 0)
 		return drlpy_raise(rc, &err);
 	return drlpy_result(&r);
@@ -253,11 +252,10 @@ static PyObject *forget(LimiterObject *self, PyObject *args, int at)
 	lim = drlpy_pin(self);
 	if (lim == NULL)
 		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	rc = at ? drl_reset_at(lim, buf, len, now_us, &err)
-		: drl_reset(lim, buf, len, &err);
-	Py_END_ALLOW_THREADS
-	drlpy_unpin(self);
+	Py_BEGIN_ALLOW_THREADS rc =
+		at ? drl_reset_at(lim, buf, len, now_us, &err)
+		   : drl_reset(lim, buf, len, &err);
+	Py_END_ALLOW_THREADS drlpy_unpin(self);
 	if (rc != 0)
 		return drlpy_raise(rc, &err);
 	Py_RETURN_NONE;
@@ -364,8 +362,7 @@ static PyGetSetDef getset[] = {
 };
 
 PyTypeObject Limiter_Type = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "drl.Limiter",
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "drl.Limiter",
 	.tp_doc = "Limiter(store, spec, prefix=None): a limit or policy.",
 	.tp_basicsize = sizeof(LimiterObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,

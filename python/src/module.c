@@ -45,13 +45,14 @@ static int check_version(void)
 
 	if (strcmp(loaded, DRL_VERSION_STRING) == 0)
 		return 0;
-	PyErr_Format(PyExc_ImportError,
-		     "drl: this module was built against libdrl %s but loaded "
-		     "libdrl %s; its structs may be laid out differently, so it "
-		     "refuses to load: rebuild the binding against the installed "
-		     "libdrl (meson compile), or point LD_LIBRARY_PATH at the "
-		     "libdrl it was built with",
-		     DRL_VERSION_STRING, loaded);
+	PyErr_Format(
+		PyExc_ImportError,
+		"drl: this module was built against libdrl %s but loaded "
+		"libdrl %s; its structs may be laid out differently, so it "
+		"refuses to load: rebuild the binding against the installed "
+		"libdrl (meson compile), or point LD_LIBRARY_PATH at the "
+		"libdrl it was built with",
+		DRL_VERSION_STRING, loaded);
 	return -1;
 }
 

@@ -8,8 +8,7 @@
 #include <structmember.h>
 
 typedef struct {
-	PyObject_HEAD
-	drl_result r;
+	PyObject_HEAD drl_result r;
 } ResultObject;
 
 PyObject *drlpy_result(const drl_result *r)
@@ -23,26 +22,31 @@ PyObject *drlpy_result(const drl_result *r)
 
 static PyObject *get_bool(PyObject *self, void *field)
 {
-	return PyBool_FromLong(*(int *)((char *)&((ResultObject *)self)->r +
-					(size_t)field));
+	return PyBool_FromLong(
+		*(int *)((char *)&((ResultObject *)self)->r + (size_t)field));
 }
 
 #define R(f) ((void *)offsetof(drl_result, f))
 static PyGetSetDef getset[] = {
-	{"allowed", get_bool, NULL, "True when the request was allowed", R(allowed)},
+	{"allowed", get_bool, NULL, "True when the request was allowed",
+	 R(allowed)},
 	{"would_allow", get_bool, NULL,
 	 "the real decision (differs from allowed only under shadow=1)",
 	 R(would_allow)},
 	{NULL},
 };
 
-#define M(f, type, doc) \
-	{#f, type, offsetof(ResultObject, r) + offsetof(drl_result, f), READONLY, doc}
+#define M(f, type, doc)                                                        \
+	{                                                                      \
+#f, type, offsetof(ResultObject, r) + offsetof(drl_result, f), \
+			READONLY, doc                                          \
+	}
 static PyMemberDef members[] = {
 	M(limit, T_LONGLONG, "capacity of the limit that decided"),
 	M(remaining, T_LONGLONG, "cost-1 requests still allowed now"),
 	M(reset_after_us, T_LONGLONG, "until that limit is back to full quota"),
-	M(retry_after_us, T_LONGLONG, "0 when allowed; drl.NEVER when impossible"),
+	M(retry_after_us, T_LONGLONG,
+	  "0 when allowed; drl.NEVER when impossible"),
 	M(limit_index, T_INT, "which limit of a policy decided (0-based)"),
 	M(path, T_INT, "who decided: drl.PATH_STORE, PATH_LOCAL, ..."),
 	{NULL},
@@ -70,8 +74,7 @@ static PyObject *result_repr(PyObject *self)
 static PyNumberMethods as_number = {.nb_bool = result_bool};
 
 PyTypeObject Result_Type = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "drl.Result",
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "drl.Result",
 	.tp_doc = "One decision: the fields of drl_result.",
 	.tp_basicsize = sizeof(ResultObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT,

@@ -20,8 +20,8 @@ static int open_native(StoreObject *s, int release)
 	int rc;
 
 	if (release) {
-		Py_BEGIN_ALLOW_THREADS
-		rc = drl_store_open(&store, s->uri, &err);
+		Py_BEGIN_ALLOW_THREADS rc =
+			drl_store_open(&store, s->uri, &err);
 		Py_END_ALLOW_THREADS
 	} else {
 		rc = drl_store_open(&store, s->uri, &err);
@@ -59,7 +59,8 @@ static int store_init(PyObject *self, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|s:Store", names, &uri))
 		return -1;
 	if (s->uri != NULL || s->store != NULL) {
-		PyErr_SetString(PyExc_TypeError, "drl.Store is initialized once");
+		PyErr_SetString(PyExc_TypeError,
+				"drl.Store is initialized once");
 		return -1;
 	}
 	s->uri = strdup(uri);
@@ -125,9 +126,9 @@ static PyObject *store_stats(PyObject *self, PyObject *unused)
 		"cas_conflicts", st.cas_conflicts, "cas_exhausted",
 		st.cas_exhausted, "scripts", st.scripts, "store_failures",
 		st.store_failures, "breaker_opens", st.breaker_opens,
-		"breaker_rejects", st.breaker_rejects, "fallbacks", st.fallbacks,
-		"near_denials", st.near_denials, "near_syncs", st.near_syncs,
-		"shadow_denials", st.shadow_denials);
+		"breaker_rejects", st.breaker_rejects, "fallbacks",
+		st.fallbacks, "near_denials", st.near_denials, "near_syncs",
+		st.near_syncs, "shadow_denials", st.shadow_denials);
 }
 
 static PyObject *store_enter(PyObject *self, PyObject *unused)
@@ -182,7 +183,8 @@ static PyObject *store_get_in_flight(PyObject *self, void *unused)
 }
 
 static PyGetSetDef getset[] = {
-	{"uri", store_get_uri, NULL, "the URI, passwords replaced by ***", NULL},
+	{"uri", store_get_uri, NULL, "the URI, passwords replaced by ***",
+	 NULL},
 	{"in_flight", store_get_in_flight, NULL,
 	 "calls on the store running now (threads, asyncio)", NULL},
 	{"closed", store_get_closed, NULL, "True after close()", NULL},
@@ -190,8 +192,7 @@ static PyGetSetDef getset[] = {
 };
 
 PyTypeObject Store_Type = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "drl.Store",
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "drl.Store",
 	.tp_doc = "Store(uri='memory://'): a libdrl store opened from a URI.",
 	.tp_basicsize = sizeof(StoreObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT,

@@ -39,7 +39,7 @@ int tl_memory_uri(char *buf, size_t cap, const char *uri, int64_t max_keys,
 	/* opts + 1: the options after their leading '&', which joins them
 	 * to a query or starts one */
 	size_t ulen = strlen(uri);
-	const char *sep = strchr(uri, '?') == NULL		  ? "?"
+	const char *sep = strchr(uri, '?') == NULL                       ? "?"
 			  : uri[ulen - 1] == '?' || uri[ulen - 1] == '&' ? ""
 									 : "&";
 	int len = snprintf(buf, cap, "%s%s%s", uri, opts[0] ? sep : "",
