@@ -756,15 +756,19 @@ class Dealt
 		if (fstat(fd, &st) != 0)
 			return;
 		std::lock_guard<std::mutex> l(m_);
-		conns_.push_back({fd, st.st_ino, received(fd)});
+		conns_.push_back({fd, st.st_ino, received(fd), 0});
 	}
 
 	// Look at every connection: forget those grpc closed and note what
 	// each received since the last look. When the heap grew by
 	// `grown` bytes meanwhile, at least kFloodRatio times what they all
-	// received, shut down the one that received the most, if more than
-	// kFloodBytes: grpc then closes it and stops reading its streams.
-	// Returns what that one received, or 0 when none was cut.
+	// received, the one that received the most, if more than
+	// kFloodBytes, floods in this look; one that floods in kFloodLooks
+	// looks in a row is shut down: grpc then closes it and stops
+	// reading its streams. (A look alone could be one large allocation
+	// of the store's, such as a hash table's growth, beside a busy but
+	// honest connection; a flood goes on.) Returns what that one
+	// received, or 0 when none was cut.
 	uint64_t look(size_t grown)
 	{
 		std::lock_guard<std::mutex> l(m_);
@@ -788,8 +792,12 @@ class Dealt
 			}
 			i++;
 		}
-		if (top == nullptr || top_delta <= kFloodBytes ||
-		    grown / kFloodRatio < all)
+		bool flood = top != nullptr && top_delta > kFloodBytes &&
+			     grown / kFloodRatio >= all;
+		for (Conn &c : conns_)
+			if (!flood || &c != top)
+				c.floods = 0;
+		if (!flood || ++top->floods < kFloodLooks)
 			return 0;
 		(void)shutdown(top->fd, SHUT_RDWR);
 		*top = conns_.back();
@@ -797,21 +805,23 @@ class Dealt
 		return top_delta;
 	}
 
-	// bytes a connection may receive in a second of heap growth
-	// before it is taken for the flood
-	static constexpr uint64_t kFloodBytes = 1u << 20;
+	// bytes a connection may receive in a look (HeapWatch::kLookMs)
+	// of heap growth before it is taken for the flood: 1 MiB a second
+	static constexpr uint64_t kFloodBytes = (1u << 20) / 10;
 	// heap growth per byte received that is a flood: a call costs its
 	// size on the heap while it is decided and then nothing but the
 	// new keys it makes (a few hundred bytes; under 2 bytes per byte
 	// received), a reset stream 5-12 KiB for its 100-odd bytes (40 and
 	// more)
 	static constexpr uint64_t kFloodRatio = 8;
+	static constexpr int kFloodLooks = 2;
 
       private:
 	struct Conn {
 		int fd;
 		ino_t ino;
 		uint64_t bytes; // received at the last look
+		int floods;     // looks in a row it flooded in
 	};
 
 	// Bytes the socket has received (0: not TCP, a unix socket).
@@ -831,8 +841,8 @@ class Dealt
 	std::vector<Conn> conns_;
 };
 
-// Once a second: cuts a flooding gRPC connection while the heap grows
-// fast, and gives the heap's free memory back to the system.
+// Ten times a second: cuts a flooding gRPC connection while the heap
+// grows fast, and gives the heap's free memory back to the system.
 //
 // Rapid reset (HEADERS then RST_STREAM, over and over on one connection:
 // CVE-2023-44487) makes grpc 1.51 create a call of 7-12 KiB for every
@@ -841,10 +851,17 @@ class Dealt
 // open them: 150,000 streams held 1.3 GB at once, none of them a call
 // drld saw, and grpc 1.51 has no setting against it (grpc 1.59 and 1.60
 // added max_requests_per_read and RST_STREAM pushback). So: when the heap
-// in use grows by more than kFloodGrowth in a second, and by more than
+// in use grows by more than kFloodGrowth in a look, and by more than
 // Dealt::kFloodRatio times what the plaintext connections received in
-// it, the one that received the most (over 1 MiB) is shut down (Dealt):
-// a flood is stopped after a second or two of it.
+// it, the one that received the most (over Dealt::kFloodBytes) floods;
+// one that floods in two looks in a row is shut down (Dealt): a flood is
+// stopped within a few looks of it.
+//
+// Why ten times a second: a flood grows the heap by up to 300 MiB a
+// second on this project's 2-core machine when grpc's threads are
+// starved, so a look a second let one connection reach 1 GB before it
+// was cut. A look is one mallinfo2() (microseconds on drld's heap in
+// normal use) and one TCP_INFO per plaintext gRPC connection.
 //
 // And grpc frees them all in the end, but glibc keeps what was freed in
 // its arenas: drld stayed at its peak after the client had gone.
@@ -854,7 +871,10 @@ class HeapWatch
 {
       public:
 	static constexpr size_t kTrimAbove = 64u << 20;
-	static constexpr size_t kFloodGrowth = 16u << 20;
+	static constexpr int kLookMs = 100;
+	static constexpr int kLooksPerSecond = 1000 / kLookMs;
+	// heap growth in a look that may be a flood: 16 MiB a second
+	static constexpr size_t kFloodGrowth = (16u << 20) / kLooksPerSecond;
 
 	explicit HeapWatch(Dealt *dealt)
 	    : dealt_(dealt), thread_([this] { run(); })
@@ -880,9 +900,10 @@ class HeapWatch
 		// free bytes stay counted once their pages are returned: a
 		// trim that returns nothing waits twice as long for the next
 		// (at most 64 s), so a heap with a large free part that is
-		// already returned is not walked every second
-		int trim_wait = 1, trim_in = 1;
-		while (!wake_.wait_for(l, std::chrono::seconds(1),
+		// already returned is not walked every second. Counted in
+		// looks.
+		int trim_wait = kLooksPerSecond, trim_in = kLooksPerSecond;
+		while (!wake_.wait_for(l, std::chrono::milliseconds(kLookMs),
 				       [this] { return stop_; })) {
 			struct mallinfo2 mi = mallinfo2();
 			size_t used = mi.uordblks + mi.hblkhd;
@@ -894,19 +915,19 @@ class HeapWatch
 				dealt_->look(grown > kFloodGrowth ? grown : 0);
 			if (cut != 0)
 				fprintf(stderr,
-					"drld: grpc: the heap grew by %zu MiB "
-					"in "
-					"a second: closed the connection that "
-					"sent %llu KiB in it (an HTTP/2 rapid "
-					"reset?)\n",
-					grown >> 20,
+					"drld: grpc: the heap grew by %zu KiB "
+					"in %d ms: closed the connection that "
+					"sent %llu KiB in them (an HTTP/2 "
+					"rapid reset?)\n",
+					grown >> 10, kLookMs,
 					(unsigned long long)(cut >> 10));
 			if (--trim_in > 0)
 				continue;
 			if (mi.fordblks <= kTrimAbove || malloc_trim(0))
-				trim_wait = 1;
+				trim_wait = kLooksPerSecond;
 			else
-				trim_wait = std::min(trim_wait * 2, 64);
+				trim_wait = std::min(trim_wait * 2,
+						     64 * kLooksPerSecond);
 			trim_in = trim_wait;
 		}
 	}
