@@ -422,7 +422,8 @@ static void start_trim(started *st, int64_t v, int64_t delta)
 	drl_bytes keys[GROUP_TRIM_MAX];
 	size_t n = trim_keys(&st->p, &kb, &buf, keys);
 	if (n > 0) /* the store copies the keys */
-		(void)b->trim_start(b, n, keys, st->p.ttl, trimmed, NULL, NULL);
+		(void)b->trim_start(b, st->call.chan, n, keys, st->p.ttl,
+				    trimmed, NULL, NULL);
 	free(buf);
 }
 
@@ -476,8 +477,8 @@ static void added_done(void *arg, int rc, const int64_t *out, size_t nret,
 		started_end(st, 0, &res, NULL);
 		return;
 	}
-	if (b->add_read_start(b, 1, &st->key0, -st->call.cost, st->p.ttl,
-			      give_back_done, st, NULL) != 0)
+	if (b->add_read_start(b, st->call.chan, 1, &st->key0, -st->call.cost,
+			      st->p.ttl, give_back_done, st, NULL) != 0)
 		give_back_done(st, DRL_ESTORE, NULL, 0, NULL);
 }
 
@@ -513,8 +514,9 @@ int drl__counter_start(const drl__limit *lim, const drl__call *call,
 	memcpy(st->k0.buf, pk.keys[0].data, pk.keys[0].len);
 	st->k0.len = pk.keys[0].len;
 	st->key0 = (drl_bytes){st->k0.buf, st->k0.len};
-	int rc = b->add_read_start(b, st->p.nkeys, pk.keys, call->cost,
-				   st->p.ttl, added_done, st, call->err);
+	int rc = b->add_read_start(b, call->chan, st->p.nkeys, pk.keys,
+				   call->cost, st->p.ttl, added_done, st,
+				   call->err);
 	if (rc)
 		free(st);
 	return rc;

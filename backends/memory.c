@@ -948,7 +948,7 @@ static void mem_destroy(drl_backend *b)
 }
 
 static const drl_backend memory_vtable = {
-	/* version */ 7, /* the vtable version this file fills */
+	/* version */ 8, /* the vtable version this file fills */
 	/* caps */ DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE |
 		DRL_CAP_INPROC,
 	/* name */ "memory",
@@ -969,11 +969,8 @@ static const drl_backend memory_vtable = {
 	NULL,
 	NULL,
 	NULL,
-	NULL,
-	NULL,
 	/* trim */ NULL,
 	/* trim_start */ NULL,
-	/* chan_trim_start */ NULL,
 };
 
 /* ---- opening ----------------------------------------------------------- */

@@ -1135,7 +1135,7 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 	int rc = drl__redis_parse_uri(s, u, &server_clock, err);
 	if (rc)
 		return rc;
-	s->parent.version = 7; /* the vtable version this file fills */
+	s->parent.version = 8; /* the vtable version this file fills */
 	/* Every strategy keeps counters in groups (one hash per limit and
 	 * user key), so processes of any tx count the same counters. */
 	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_COUNTER_GROUPS;

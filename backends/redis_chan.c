@@ -485,32 +485,6 @@ static void r_chan_close(drl_channel *ch)
 	free(ch);
 }
 
-static int r_chan_eval_start(drl_channel *ch, const drl_script *script,
-			     size_t nkeys, const drl_bytes *keys, size_t nargs,
-			     const int64_t *args, size_t nout,
-			     drl_eval_done_fn done, void *arg, drl_error *err)
-{
-	return drl__redis_eval_start_on(ch->s, ch, script, nkeys, keys, nargs,
-					args, nout, done, arg, err);
-}
-
-static int r_chan_add_read_start(drl_channel *ch, size_t n,
-				 const drl_bytes *keys, int64_t delta,
-				 int64_t ttl_us, drl_eval_done_fn done,
-				 void *arg, drl_error *err)
-{
-	return drl__redis_add_read_start_on(ch->s, ch, n, keys, delta, ttl_us,
-					    done, arg, err);
-}
-
-static int r_chan_trim_start(drl_channel *ch, size_t n, const drl_bytes *keys,
-			     int64_t ttl_us, drl_eval_done_fn done, void *arg,
-			     drl_error *err)
-{
-	return drl__redis_trim_start_on(ch->s, ch, n, keys, ttl_us, done, arg,
-					err);
-}
-
 int drl__redis_req_queue(rstore *s, rreq *q, drl_error *err)
 {
 	drl_channel *ch = q->chan;
@@ -535,9 +509,6 @@ void drl__redis_chan_methods(rstore *s)
 	s->parent.caps |= DRL_CAP_CHANNEL;
 	s->parent.chan_open = r_chan_open;
 	s->parent.chan_fd = r_chan_fd;
-	s->parent.chan_eval_start = r_chan_eval_start;
-	s->parent.chan_add_read_start = r_chan_add_read_start;
-	s->parent.chan_trim_start = r_chan_trim_start;
 	s->parent.chan_process = r_chan_process;
 	s->parent.chan_deadline = r_chan_deadline;
 	s->parent.chan_close = r_chan_close;

@@ -355,14 +355,16 @@ int drl__redis_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 		    int64_t *out, size_t nout, size_t *nret, drl_error *err);
 /* s's eval_start() (tx=lua, s has shared connections and is no Redis
  * Cluster node; drl/sys/backend.h): drl__redis_eval() without waiting.
- * The EVALSHA is formatted now (keys and args copied) and queued on one
- * of s's pipes (drl__redis_pipe_start); done(arg, ...) gets what
+ * The EVALSHA is formatted now (keys and args copied) and queued on
+ * channel ch, or (NULL) on one of s's pipes (drl__redis_req_queue);
+ * done(arg, ...) gets what
  * drl__redis_eval() would have returned, exactly once, on the thread that
  * leads the pipe, possibly before this returns. A NOSCRIPT is answered
  * there by EVAL with the source. Any other return than 0: nothing
  * started, done never runs. */
-int drl__redis_eval_start(drl_backend *b, const drl_script *script,
-			  size_t nkeys, const drl_bytes *keys, size_t nargs,
+int drl__redis_eval_start(drl_backend *b, drl_channel *ch,
+			  const drl_script *script, size_t nkeys,
+			  const drl_bytes *keys, size_t nargs,
 			  const int64_t *args, size_t nout,
 			  drl_eval_done_fn done, void *arg, drl_error *err);
 
@@ -392,9 +394,10 @@ int drl__redis_counter_value(rstore *s, const redisReply *r, int64_t *v,
 int drl__redis_add_read(drl_backend *b, size_t n, const drl_bytes *keys,
 			int64_t delta, int64_t ttl_us, int64_t *values,
 			drl_error *err);
-int drl__redis_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
-			      int64_t delta, int64_t ttl_us,
-			      drl_eval_done_fn done, void *arg, drl_error *err);
+int drl__redis_add_read_start(drl_backend *b, drl_channel *ch, size_t n,
+			      const drl_bytes *keys, int64_t delta,
+			      int64_t ttl_us, drl_eval_done_fn done, void *arg,
+			      drl_error *err);
 /* Whether key is a grouped counter, `group "#" index` (drl/sys/backend.h,
  * "Counter groups"): *glen gets the group's length. */
 bool drl__redis_group_split(drl_bytes key, size_t *glen);
@@ -407,9 +410,9 @@ bool drl__redis_get_group(rstore *s, size_t n, const drl_bytes *keys,
 /* trim() and trim_start() (DRL_CAP_COUNTER_GROUPS, redis_counter.c). */
 int drl__redis_trim(drl_backend *b, size_t n, const drl_bytes *keys,
 		    int64_t ttl_us, drl_error *err);
-int drl__redis_trim_start(drl_backend *b, size_t n, const drl_bytes *keys,
-			  int64_t ttl_us, drl_eval_done_fn done, void *arg,
-			  drl_error *err);
+int drl__redis_trim_start(drl_backend *b, drl_channel *ch, size_t n,
+			  const drl_bytes *keys, int64_t ttl_us,
+			  drl_eval_done_fn done, void *arg, drl_error *err);
 
 /* ---- shared, pipelined connections (backends/redis_pipe.c) ------------- */
 
@@ -474,19 +477,5 @@ void drl__redis_chan_methods(rstore *s);
  * q->chan when set (written at that channel's next chan_process), else on
  * s's pipes. */
 int drl__redis_req_queue(rstore *s, rreq *q, drl_error *err);
-/* drl__redis_eval_start() and drl__redis_add_read_start() with the call
- * queued on channel ch (NULL: the pipes). */
-int drl__redis_eval_start_on(rstore *s, drl_channel *ch,
-			     const drl_script *script, size_t nkeys,
-			     const drl_bytes *keys, size_t nargs,
-			     const int64_t *args, size_t nout,
-			     drl_eval_done_fn done, void *arg, drl_error *err);
-int drl__redis_add_read_start_on(rstore *s, drl_channel *ch, size_t n,
-				 const drl_bytes *keys, int64_t delta,
-				 int64_t ttl_us, drl_eval_done_fn done,
-				 void *arg, drl_error *err);
-int drl__redis_trim_start_on(rstore *s, drl_channel *ch, size_t n,
-			     const drl_bytes *keys, int64_t ttl_us,
-			     drl_eval_done_fn done, void *arg, drl_error *err);
 
 #endif /* DRL_REDIS_CONN_H */

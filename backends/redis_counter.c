@@ -550,19 +550,12 @@ static int call_start(rstore *s, drl_channel *ch, size_t n,
 	return rc;
 }
 
-int drl__redis_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
-			      int64_t delta, int64_t ttl_us,
-			      drl_eval_done_fn done, void *arg, drl_error *err)
+int drl__redis_add_read_start(drl_backend *b, drl_channel *ch, size_t n,
+			      const drl_bytes *keys, int64_t delta,
+			      int64_t ttl_us, drl_eval_done_fn done, void *arg,
+			      drl_error *err)
 {
-	return drl__redis_add_read_start_on((rstore *)b, NULL, n, keys, delta,
-					    ttl_us, done, arg, err);
-}
-
-int drl__redis_add_read_start_on(rstore *s, drl_channel *ch, size_t n,
-				 const drl_bytes *keys, int64_t delta,
-				 int64_t ttl_us, drl_eval_done_fn done,
-				 void *arg, drl_error *err)
-{
+	rstore *s = (rstore *)b;
 	bool grouped = false;
 	int rc = check_args(s, n, keys, ttl_us, &grouped, err);
 	return rc ? rc
@@ -570,18 +563,11 @@ int drl__redis_add_read_start_on(rstore *s, drl_channel *ch, size_t n,
 			       done, arg, err);
 }
 
-int drl__redis_trim_start(drl_backend *b, size_t n, const drl_bytes *keys,
-			  int64_t ttl_us, drl_eval_done_fn done, void *arg,
-			  drl_error *err)
+int drl__redis_trim_start(drl_backend *b, drl_channel *ch, size_t n,
+			  const drl_bytes *keys, int64_t ttl_us,
+			  drl_eval_done_fn done, void *arg, drl_error *err)
 {
-	return drl__redis_trim_start_on((rstore *)b, NULL, n, keys, ttl_us,
-					done, arg, err);
-}
-
-int drl__redis_trim_start_on(rstore *s, drl_channel *ch, size_t n,
-			     const drl_bytes *keys, int64_t ttl_us,
-			     drl_eval_done_fn done, void *arg, drl_error *err)
-{
+	rstore *s = (rstore *)b;
 	int rc = check_trim(s, n, keys, ttl_us, err);
 	return rc ? rc
 		  : call_start(s, ch, n, keys, 0, ttl_us, true, true, done, arg,

@@ -432,21 +432,13 @@ static eval_call *eval_call_new(size_t nkeys, const drl_bytes *keys,
  * pipe; eval_complete() hands the outcome to done(arg, ...) on the thread
  * that leads the pipe (the pipe's I/O thread, or a blocking caller's).
  */
-int drl__redis_eval_start(drl_backend *b, const drl_script *script,
-			  size_t nkeys, const drl_bytes *keys, size_t nargs,
+int drl__redis_eval_start(drl_backend *b, drl_channel *ch,
+			  const drl_script *script, size_t nkeys,
+			  const drl_bytes *keys, size_t nargs,
 			  const int64_t *args, size_t nout,
 			  drl_eval_done_fn done, void *arg, drl_error *err)
 {
-	return drl__redis_eval_start_on((rstore *)b, NULL, script, nkeys, keys,
-					nargs, args, nout, done, arg, err);
-}
-
-int drl__redis_eval_start_on(rstore *s, drl_channel *ch,
-			     const drl_script *script, size_t nkeys,
-			     const drl_bytes *keys, size_t nargs,
-			     const int64_t *args, size_t nout,
-			     drl_eval_done_fn done, void *arg, drl_error *err)
-{
+	rstore *s = (rstore *)b;
 	char hex[41];
 	if (done == NULL || nout > ARGS_MAX)
 		return drl_error_set(err, DRL_EINVAL,

@@ -792,7 +792,10 @@ static mnode *master_now(sstore *ss, drl_error *err)
 	return m;
 }
 
-static int s_eval_start(drl_backend *b, const drl_script *script, size_t nkeys,
+/* The started calls go to the master on its own I/O: a Sentinel store
+ * has no channels (ch is NULL). */
+static int s_eval_start(drl_backend *b, drl_channel *ch,
+			const drl_script *script, size_t nkeys,
 			const drl_bytes *keys, size_t nargs,
 			const int64_t *iargs, size_t nout,
 			drl_eval_done_fn done, void *arg, drl_error *err)
@@ -800,33 +803,34 @@ static int s_eval_start(drl_backend *b, const drl_script *script, size_t nkeys,
 	mnode *m = master_now((sstore *)b, err);
 	if (m == NULL)
 		return DRL_EUNAVAILABLE;
-	int rc = m->b->eval_start(m->b, script, nkeys, keys, nargs, iargs, nout,
-				  done, arg, err);
+	int rc = m->b->eval_start(m->b, ch, script, nkeys, keys, nargs, iargs,
+				  nout, done, arg, err);
 	let_go(m);
 	return rc;
 }
 
-static int s_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
-			    int64_t delta, int64_t ttl_us,
-			    drl_eval_done_fn done, void *arg, drl_error *err)
+static int s_add_read_start(drl_backend *b, drl_channel *ch, size_t n,
+			    const drl_bytes *keys, int64_t delta,
+			    int64_t ttl_us, drl_eval_done_fn done, void *arg,
+			    drl_error *err)
 {
 	mnode *m = master_now((sstore *)b, err);
 	if (m == NULL)
 		return DRL_EUNAVAILABLE;
-	int rc = m->b->add_read_start(m->b, n, keys, delta, ttl_us, done, arg,
-				      err);
+	int rc = m->b->add_read_start(m->b, ch, n, keys, delta, ttl_us, done,
+				      arg, err);
 	let_go(m);
 	return rc;
 }
 
-static int s_trim_start(drl_backend *b, size_t n, const drl_bytes *keys,
-			int64_t ttl_us, drl_eval_done_fn done, void *arg,
-			drl_error *err)
+static int s_trim_start(drl_backend *b, drl_channel *ch, size_t n,
+			const drl_bytes *keys, int64_t ttl_us,
+			drl_eval_done_fn done, void *arg, drl_error *err)
 {
 	mnode *m = master_now((sstore *)b, err);
 	if (m == NULL)
 		return DRL_EUNAVAILABLE;
-	int rc = m->b->trim_start(m->b, n, keys, ttl_us, done, arg, err);
+	int rc = m->b->trim_start(m->b, ch, n, keys, ttl_us, done, arg, err);
 	let_go(m);
 	return rc;
 }

@@ -23,7 +23,7 @@
  * node moved to the done list by whichever thread finishes the store call
  * (`started` counts those in flight; drl_async_free() waits for them).
  * In fd mode, on a store with channels, the call goes through the
- * context's own channel of the store (core/async_io.c: req.via) and the
+ * context's own channel of the store (core/async_io.c: req.chan) and the
  * thread in drl_async_process() finishes it: it reads the channels first
  * (their requests reach the done list without an eventfd signal), runs
  * the callbacks, then writes what they started, once.
@@ -755,8 +755,8 @@ static int start_store_call(drl_async *a, node *n)
 {
 	n->req.finished = store_call_finished;
 	n->req.arg = n;
-	n->req.via = drl__aio_via(&a->io, n->lim->store);
-	bool flush = n->req.via != NULL && processing != a;
+	n->req.chan = drl__aio_channel(&a->io, n->lim->store);
+	bool flush = n->req.chan != NULL && processing != a;
 	started_add(a, n);
 	/* A channel is driven by one thread at a time (its chan_ calls and
 	 * the done callbacks inside chan_process() run under io.mu): a start
@@ -764,7 +764,7 @@ static int start_store_call(drl_async *a, node *n)
 	 * while another thread starts, queues on it under the same lock.
 	 * Never held with a->mu (io.mu comes first: chan_process() finishes
 	 * requests, which takes a->mu). */
-	bool chan = n->req.via != NULL; /* n may be done once started */
+	bool chan = n->req.chan != NULL; /* n may be done once started */
 	if (chan)
 		pthread_mutex_lock(&a->io.mu);
 	int rc = drl__req_start(&n->req);

@@ -1,12 +1,11 @@
 /*
  * The async API's channels and its one descriptor (core/async_io.h).
  *
- * A channel's calls are started through a backend of the context's own
- * (`via`, first in drl__aio_chan): the algorithms and the batch code start
- * their calls on it exactly as on the store (eval_start, add_read_start),
- * and it queues them on the channel instead. Its blocking methods the
- * started paths look at (eval, add_read, now) forward to the store; the
- * others are never called on it.
+ * A context opens one channel per store that has them, at the first
+ * request started on that store; the algorithms and the batch code name
+ * it in their started calls (drl__call.chan, the started slots' `ch`),
+ * and the store queues those calls on it. This file registers each
+ * channel's descriptor in the context's epoll set and drives it.
  */
 #include "async_io.h"
 #include "internal.h"
@@ -20,7 +19,6 @@
 #include <unistd.h>
 
 struct drl__aio_chan {
-	drl_backend via; /* first: started calls go through it */
 	drl_backend *store;
 	drl_channel *ch;
 	drl__aio_chan *next; /* the context's */
@@ -30,90 +28,6 @@ struct drl__aio_chan {
 	int fd;               /* registered in epfd, or -1 */
 	short events;         /* ... for these poll events */
 };
-
-/* ---- via: the store's started calls, on the channel --------------------- */
-
-static int via_eval_start(drl_backend *b, const drl_script *script,
-			  size_t nkeys, const drl_bytes *keys, size_t nargs,
-			  const int64_t *args, size_t nout,
-			  drl_eval_done_fn done, void *arg, drl_error *err)
-{
-	drl__aio_chan *c = (drl__aio_chan *)b;
-	return c->store->chan_eval_start(c->ch, script, nkeys, keys, nargs,
-					 args, nout, done, arg, err);
-}
-
-static int via_add_read_start(drl_backend *b, size_t n, const drl_bytes *keys,
-			      int64_t delta, int64_t ttl_us,
-			      drl_eval_done_fn done, void *arg, drl_error *err)
-{
-	drl__aio_chan *c = (drl__aio_chan *)b;
-	return c->store->chan_add_read_start(c->ch, n, keys, delta, ttl_us,
-					     done, arg, err);
-}
-
-static int via_trim_start(drl_backend *b, size_t n, const drl_bytes *keys,
-			  int64_t ttl_us, drl_eval_done_fn done, void *arg,
-			  drl_error *err)
-{
-	drl__aio_chan *c = (drl__aio_chan *)b;
-	return c->store->chan_trim_start(c->ch, n, keys, ttl_us, done, arg,
-					 err);
-}
-
-static int via_trim(drl_backend *b, size_t n, const drl_bytes *keys,
-		    int64_t ttl_us, drl_error *err)
-{
-	drl_backend *s = ((drl__aio_chan *)b)->store;
-	return s->trim(s, n, keys, ttl_us, err);
-}
-
-static int via_eval(drl_backend *b, const drl_script *script, size_t nkeys,
-		    const drl_bytes *keys, size_t nargs, const int64_t *args,
-		    int64_t *out, size_t nout, size_t *nret, drl_error *err)
-{
-	drl_backend *s = ((drl__aio_chan *)b)->store;
-	return s->eval(s, script, nkeys, keys, nargs, args, out, nout, nret,
-		       err);
-}
-
-static int via_add_read(drl_backend *b, size_t n, const drl_bytes *keys,
-			int64_t delta, int64_t ttl_us, int64_t *values,
-			drl_error *err)
-{
-	drl_backend *s = ((drl__aio_chan *)b)->store;
-	return s->add_read(s, n, keys, delta, ttl_us, values, err);
-}
-
-static int via_now(drl_backend *b, int64_t *now_us, drl_error *err)
-{
-	drl_backend *s = ((drl__aio_chan *)b)->store;
-	return s->now(s, now_us, err);
-}
-
-static void via_make(drl__aio_chan *c, drl_backend *store)
-{
-	static const drl_backend proto = DRL_BACKEND_INIT(7);
-	c->via = proto;
-	c->via.caps = store->caps;
-	c->via.name = store->name;
-	c->via.eval_start = via_eval_start;
-	if (store->eval)
-		c->via.eval = via_eval;
-	if (store->add_read)
-		c->via.add_read = via_add_read;
-	if (store->add_read_start && store->chan_add_read_start)
-		c->via.add_read_start = via_add_read_start;
-	if (store->now)
-		c->via.now = via_now;
-	/* Counter groups: the keys stay grouped (the same counters as every
-	 * other caller's), so a started decision that trims trims here
-	 * (drl_store_from_backend() made sure chan_trim_start is there). */
-	if (store->trim)
-		c->via.trim = via_trim;
-	if (store->trim_start && store->chan_trim_start)
-		c->via.trim_start = via_trim_start;
-}
 
 /* ---- the registry: which channels each store has ------------------------- */
 
@@ -207,9 +121,9 @@ void drl__aio_free(drl__aio *io)
 
 static bool has_channels(const drl_backend *b)
 {
-	return b->version >= 7 && (b->caps & DRL_CAP_CHANNEL) && b->chan_open &&
-	       b->chan_fd && b->chan_eval_start && b->chan_process &&
-	       b->chan_deadline && b->chan_close;
+	return b->version >= 8 && (b->caps & DRL_CAP_CHANNEL) && b->chan_open &&
+	       b->chan_fd && b->chan_process && b->chan_deadline &&
+	       b->chan_close;
 }
 
 /* io's channel of store, or NULL (io->mu held). */
@@ -221,7 +135,7 @@ static drl__aio_chan *find(drl__aio *io, const drl_store *owner)
 	return c;
 }
 
-drl_backend *drl__aio_via(drl__aio *io, drl_store *owner)
+drl_channel *drl__aio_channel(drl__aio *io, drl_store *owner)
 {
 	drl_backend *store = owner->backend;
 	if (io->off || !has_channels(store))
@@ -230,7 +144,7 @@ drl_backend *drl__aio_via(drl__aio *io, drl_store *owner)
 	drl__aio_chan *c = find(io, owner);
 	pthread_mutex_unlock(&io->mu);
 	if (c)
-		return &c->via;
+		return c->ch;
 	/* The first on this store: made under both locks, in their order. */
 	pthread_mutex_lock(&registry);
 	pthread_mutex_lock(&io->mu);
@@ -244,7 +158,6 @@ drl_backend *drl__aio_via(drl__aio *io, drl_store *owner)
 			c->owner = owner;
 			c->io = io;
 			c->fd = -1;
-			via_make(c, store);
 			c->next = io->chans;
 			io->chans = c;
 			c->snext = owner->chans;
@@ -253,7 +166,7 @@ drl_backend *drl__aio_via(drl__aio *io, drl_store *owner)
 	}
 	pthread_mutex_unlock(&io->mu);
 	pthread_mutex_unlock(&registry);
-	return c ? &c->via : NULL;
+	return c ? c->ch : NULL;
 }
 
 /* Follow c's descriptor in epfd (io->mu held): a number the channel

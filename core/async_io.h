@@ -39,11 +39,11 @@ int drl__aio_init(drl__aio *io, int efd);
 /* Close every channel (a call left on one ends DRL_ECANCELED) and the
  * descriptors. */
 void drl__aio_free(drl__aio *io);
-/* The backend a started call of `store` goes through: the context's
+/* The channel a started call of `store` goes out on: the context's
  * channel of it (opened here at first use), or NULL: the store's own
  * started calls (no channels, drl_async_notify(), or none could be
  * opened). */
-drl_backend *drl__aio_via(drl__aio *io, struct drl_store *store);
+drl_channel *drl__aio_channel(drl__aio *io, struct drl_store *store);
 /* Take what epfd reports ready within timeout_ms (0: none waited for):
  * each channel ready is processed (replies read, completions run, calls
  * past their deadline failed), the eventfd read. */

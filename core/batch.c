@@ -322,7 +322,7 @@ void drl__batch_start(drl__req *q, void (*done)(drl__req *q))
 {
 	started *st = q->chunk;
 	const drl__limit *lim = &q->l->limits[0];
-	drl_backend *b = q->via ? q->via : q->l->store->backend;
+	drl_backend *b = q->l->store->backend;
 	st->done = done;
 	chunk_args(q->l, &st->c, q->now);
 	for (size_t i = 0; i < q->n; i++)
@@ -333,8 +333,8 @@ void drl__batch_start(drl__req *q, void (*done)(drl__req *q))
 	}
 	drl_error e = {0};
 	int rc =
-		b->eval_start(b, lim->algo->lua_batch, st->c.n, st->c.keys,
-			      st->c.nargs + st->c.n, st->c.args,
+		b->eval_start(b, q->chan, lim->algo->lua_batch, st->c.n,
+			      st->c.keys, st->c.nargs + st->c.n, st->c.args,
 			      st->c.n * DRL__SCRIPT_NOUT, started_done, st, &e);
 	if (rc) { /* nothing started: the chunk fails as a call would */
 		chunk_answer(q, &st->c, st->c.out, rc, &e);

@@ -754,6 +754,7 @@ static void start_one(drl__req *q)
 	drl_batch_item *it = &q->items[0];
 	drl__call call = {
 		.backend = b,
+		.chan = q->chan,
 		.now = q->now,
 		.cost = it->cost,
 		.peek = it->cost == 0,
@@ -767,14 +768,10 @@ static void start_one(drl__req *q)
 	call.key = &kb;
 	DRL__COUNT(call.stats, decisions);
 	int rc = DRL_ENOTSUP;
-	if (q->via) /* the calls go out through it (it starts them only) */
-		b = q->via;
 	if (q->err)
 		q->err->code = 0;
-	if (lim->algo->start && lim->algo->startable(lim, &call)) {
-		call.backend = b;
+	if (lim->algo->start && lim->algo->startable(lim, &call))
 		rc = lim->algo->start(lim, &call, decided, q);
-	}
 	if (rc != DRL_ENOTSUP) {
 		/* The store's own message when it gave one (a Sentinel store
 		 * with no master known says so); ours only when none did. */
@@ -788,8 +785,9 @@ static void start_one(drl__req *q)
 	int64_t args[DRL__SCRIPT_NARGS];
 	drl__script_args(lim, &call, args);
 	DRL__COUNT(call.stats, scripts);
-	rc = b->eval_start(b, lim->algo->lua, 1, &key, drl__script_nargs(lim),
-			   args, DRL__SCRIPT_NOUT, script_done, q, q->err);
+	rc = b->eval_start(b, q->chan, lim->algo->lua, 1, &key,
+			   drl__script_nargs(lim), args, DRL__SCRIPT_NOUT,
+			   script_done, q, q->err);
 	if (rc)
 		decided(q, rc, NULL, NULL);
 }

@@ -165,6 +165,10 @@ typedef struct drl__stats {
 
 typedef struct drl__call {
 	drl_backend *backend;
+	/* Where started calls go (the started slots' `ch`): the async
+	 * API's channel of the store (core/async_io.c), or NULL: the
+	 * store's own I/O. Blocking calls ignore it. */
+	drl_channel *chan;
 	const drl__keybase *key;
 	int64_t now;  /* µs since the epoch, >= 0, or DRL__NOW_STORE */
 	int64_t cost; /* >= 0 */
@@ -748,9 +752,9 @@ typedef struct drl__req {
 	bool *skip;        /* BATCH: what the near cache denied, or NULL */
 	void *mem;         /* nq and skip */
 	void *chunk;       /* a started batch's call (core/batch.c) */
-	/* Started calls go through it instead of the store's backend (the
-	 * async API's channel, core/async_io.c); NULL: the store's. */
-	drl_backend *via;
+	/* The channel started calls go out on (the async API's,
+	 * core/async_io.c); NULL: the store's own I/O. */
+	drl_channel *chan;
 } drl__req;
 
 /* A request of `kind` on l for items[0..n) at now_us (explicit, checked,
@@ -776,7 +780,7 @@ static inline void drl__req_init(drl__req *q, drl__req_kind kind,
 	q->skip = NULL;
 	q->mem = NULL;
 	q->chunk = NULL;
-	q->via = NULL;
+	q->chan = NULL;
 }
 
 /* The id of item i's user key (made at begin). */

@@ -17,6 +17,22 @@ int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 				     "1 to %d",
 				     b->name ? b->name : "?", b->version,
 				     DRL_BACKEND_VERSION);
+	/* Version 8 changed the started slots' signatures and dropped the
+	 * channel twins (include/drl/sys/backend.h): from a store of 5 to 7
+	 * only the slots up to add_read() are where they were, so it is
+	 * taken only when it starts no calls. */
+	if (b->version >= 5 && b->version <= 7 &&
+	    (b->eval_start || (b->version >= 6 && b->add_read_start) ||
+	     (b->version >= 7 &&
+	      (b->caps & (DRL_CAP_CHANNEL | DRL_CAP_COUNTER_GROUPS)))))
+		return drl_error_set(err, DRL_EINVAL,
+				     "backend \"%s\" was written for store "
+				     "interface version %d and starts calls, "
+				     "whose slots changed in version %d: "
+				     "rebuild it for version %d "
+				     "(docs/stores.md)",
+				     b->name ? b->name : "?", b->version,
+				     DRL_BACKEND_VERSION, DRL_BACKEND_VERSION);
 	unsigned need = DRL_CAP_COUNTER | DRL_CAP_CAS;
 	if ((b->caps & need) != need || !b->incr || !b->get_many || !b->load ||
 	    !b->cas || !b->destroy)
@@ -54,26 +70,23 @@ int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 				     "backend \"%s\" claims DRL_CAP_ADD_READ "
 				     "without add_read",
 				     b->name ? b->name : "?");
-	/* DRL_CAP_CHANNEL means something only from version 7 on;
-	 * chan_add_read_start is optional within it. */
-	if (b->version >= 7 && (b->caps & DRL_CAP_CHANNEL) &&
+	/* DRL_CAP_CHANNEL means something only from version 8 on (7's
+	 * layout is refused above); the started slots take a channel. */
+	if (b->version >= 8 && (b->caps & DRL_CAP_CHANNEL) &&
 	    (!(b->caps & DRL_CAP_EVAL_START) || !b->chan_open || !b->chan_fd ||
-	     !b->chan_eval_start || !b->chan_process || !b->chan_deadline ||
-	     !b->chan_close))
+	     !b->chan_process || !b->chan_deadline || !b->chan_close))
 		return drl_error_set(err, DRL_EINVAL,
 				     "backend \"%s\" claims DRL_CAP_CHANNEL "
 				     "without DRL_CAP_EVAL_START or a chan_ "
 				     "method",
 				     b->name ? b->name : "?");
-	/* DRL_CAP_COUNTER_GROUPS means something only from version 7 on. */
-	if (b->version >= 7 && (b->caps & DRL_CAP_COUNTER_GROUPS) &&
-	    (!b->trim || (b->add_read_start && !b->trim_start) ||
-	     ((b->caps & DRL_CAP_CHANNEL) && !b->chan_trim_start)))
+	/* DRL_CAP_COUNTER_GROUPS means something only from version 8 on. */
+	if (b->version >= 8 && (b->caps & DRL_CAP_COUNTER_GROUPS) &&
+	    (!b->trim || (b->add_read_start && !b->trim_start)))
 		return drl_error_set(err, DRL_EINVAL,
 				     "backend \"%s\" claims "
 				     "DRL_CAP_COUNTER_GROUPS without trim "
-				     "(or trim_start beside add_read_start, "
-				     "or chan_trim_start beside channels)",
+				     "(or trim_start beside add_read_start)",
 				     b->name ? b->name : "?");
 	drl_store *s = calloc(1, sizeof *s);
 	if (!s)

@@ -266,11 +266,16 @@ static void check_vtable(void **state)
 	}
 	if (b->version >= 6 && (b->caps & DRL_CAP_ADD_READ))
 		assert_non_null(b->add_read);
-	if (b->version >= 7 && (b->caps & DRL_CAP_CHANNEL)) {
+	if (b->version >= 5 && b->version <= 7)
+		assert_true(b->eval_start == NULL &&
+			    (b->version < 6 || b->add_read_start == NULL) &&
+			    (b->version < 7 ||
+			     (b->caps & (DRL_CAP_CHANNEL |
+					 DRL_CAP_COUNTER_GROUPS)) == 0));
+	if (b->version >= 8 && (b->caps & DRL_CAP_CHANNEL)) {
 		assert_true((b->caps & DRL_CAP_EVAL_START) != 0);
 		assert_non_null(b->chan_open);
 		assert_non_null(b->chan_fd);
-		assert_non_null(b->chan_eval_start);
 		assert_non_null(b->chan_process);
 		assert_non_null(b->chan_deadline);
 		assert_non_null(b->chan_close);
@@ -281,12 +286,10 @@ static void check_vtable(void **state)
 			 DRL_CAP_ADD_READ | DRL_CAP_INPROC | DRL_CAP_CHANNEL |
 			 DRL_CAP_COUNTER_GROUPS;
 	assert_int_equal(b->caps & ~known, 0);
-	if (b->version >= 7 && (b->caps & DRL_CAP_COUNTER_GROUPS)) {
+	if (b->version >= 8 && (b->caps & DRL_CAP_COUNTER_GROUPS)) {
 		assert_non_null(b->trim);
 		if (b->add_read_start)
 			assert_non_null(b->trim_start);
-		if (b->caps & DRL_CAP_CHANNEL)
-			assert_non_null(b->chan_trim_start);
 	}
 
 	/* Refused copies: newer than the library, a required method gone. */
@@ -336,13 +339,28 @@ static void check_vtable(void **state)
 	copy.add_read = NULL;
 	expect_refused("add_read", copy);
 
-	/* A version 7 store claiming counter groups without trim. */
+	/* A version 8 store claiming counter groups without trim. */
 	copy = *b;
 	copy.destroy = spy_destroy;
-	copy.version = 7;
+	copy.version = 8;
 	copy.caps |= DRL_CAP_COUNTER_GROUPS;
 	copy.trim = NULL;
 	expect_refused("trim", copy);
+
+	/* A store written for 5 to 7 that starts calls: its started slots
+	 * have version 7's signatures and places (include/drl/sys/
+	 * backend.h, DRL_BACKEND_VERSION 8). */
+	copy = *b;
+	copy.destroy = spy_destroy;
+	copy.version = 7;
+	copy.caps |= DRL_CAP_CHANNEL;
+	expect_refused("version 7 with channels", copy);
+	if (b->eval_start) {
+		copy = *b;
+		copy.destroy = spy_destroy;
+		copy.version = 5;
+		expect_refused("version 5 with eval_start", copy);
+	}
 
 	/* The backend itself is accepted; the store owns it from then on. */
 	drl_store *s = NULL;
@@ -479,8 +497,8 @@ static int add_read_call(drl_backend *b, bool started, size_t n,
 		return b->add_read(b, n, keys, delta, LONG_TTL, v, &e);
 	added a = {.mu = PTHREAD_MUTEX_INITIALIZER,
 		   .cv = PTHREAD_COND_INITIALIZER};
-	int rc = b->add_read_start(b, n, keys, delta, LONG_TTL, added_cb, &a,
-				   &e);
+	int rc = b->add_read_start(b, NULL, n, keys, delta, LONG_TTL, added_cb,
+				   &a, &e);
 	if (rc)
 		return rc;
 	struct timespec dl;
@@ -993,7 +1011,7 @@ static int eval_rc(drl_backend *b, const drl_script *s, size_t nkeys,
 	assert_non_null(st);
 	pthread_mutex_init(&st->mu, NULL);
 	pthread_cond_init(&st->cv, NULL);
-	int rc = b->eval_start(b, s, nkeys, keys, nargs, args, nout,
+	int rc = b->eval_start(b, NULL, s, nkeys, keys, nargs, args, nout,
 			       started_done, st, e);
 	if (rc == 0) {
 		pthread_mutex_lock(&st->mu);
@@ -1198,7 +1216,7 @@ static void check_eval_start(void **state)
 		const int64_t args[2] = {1, 1000 + i};
 		drl_error e = {0};
 		expect_rc("eval_start",
-			  b->eval_start(b, &echo, 1, &k, 2, args, 2,
+			  b->eval_start(b, NULL, &echo, 1, &k, 2, args, 2,
 					started_done, &st[i], &e),
 			  0, &e);
 	}

@@ -980,11 +980,8 @@ static drl_backend stub = {
 	NULL,
 	NULL,
 	NULL,
-	NULL,
-	NULL,
 	/* trim */ NULL,
 	/* trim_start */ NULL,
-	/* chan_trim_start */ NULL,
 };
 
 /* A version 1 store gets no batch scripts, whatever its caps say: its

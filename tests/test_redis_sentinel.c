@@ -785,9 +785,9 @@ static void test_unsent_signal(void **state)
 	started st;
 	atomic_init(&st.rc, 0);
 	atomic_init(&st.done, false);
-	assert_int_equal(
-		b->add_read_start(b, 1, &key, 1, SEC, started_done, &st, &err),
-		0);
+	assert_int_equal(b->add_read_start(b, NULL, 1, &key, 1, SEC,
+					   started_done, &st, &err),
+			 0);
 	assert_true(TU_WAIT_FOR(atomic_load(&st.done), tu_bound_ms(5000)));
 	assert_int_equal(atomic_load(&st.rc), DRL_EUNAVAILABLE);
 	b->destroy(b);

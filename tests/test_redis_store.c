@@ -484,8 +484,8 @@ static int add_read_wait(drl_backend *b, size_t n, const drl_bytes *keys,
 	*o = (add_out){.mu = PTHREAD_MUTEX_INITIALIZER,
 		       .cv = PTHREAD_COND_INITIALIZER};
 	drl_error e = {0};
-	int rc =
-		b->add_read_start(b, n, keys, delta, ttl, add_read_done, o, &e);
+	int rc = b->add_read_start(b, NULL, n, keys, delta, ttl, add_read_done,
+				   o, &e);
 	if (rc)
 		return rc;
 	struct timespec dl;

@@ -12,10 +12,12 @@
  * below on each of them and on examples/store_sqlite.
  *
  * Versioning (as SQLite's sqlite3_vfs): `version` is the first field, new
- * slots are only ever appended, and the core checks version and capability
- * bits before calling an optional slot. A store built against version N
- * keeps working with a core that knows N+1; a core refuses a store written
- * for a version newer than its own. A store writes the number it was
+ * slots are appended, and the core checks version and capability bits
+ * before calling an optional slot. A store built against version N keeps
+ * working with a core that knows N+1; a core refuses a store written for a
+ * version newer than its own. Version 8 broke that rule once, for the
+ * started calls (see DRL_BACKEND_VERSION): a store written for 5 to 7 that
+ * starts calls is refused with a message to rebuild it. A store writes the number it was
  * written for (DRL_BACKEND_INIT(4)), never DRL_BACKEND_VERSION: raising
  * the header must not silently raise what an unchanged store promises.
  *
@@ -127,8 +129,17 @@ extern "C" {
  * stores of version >= 7: the async API's started calls go to the
  * store's own I/O thread otherwise); trim and trim_start (optional,
  * DRL_CAP_COUNTER_GROUPS; read only from stores of version >= 7: the
- * core sends no grouped counter key to any other store). */
-#define DRL_BACKEND_VERSION 7
+ * core sends no grouped counter key to any other store).
+ * 8: one slot per started operation. eval_start, add_read_start and
+ * trim_start name the channel they go out on (NULL: the store's own I/O),
+ * and version 7's three separate channel slots for them are gone (a store
+ * implemented each pair as one function, and the core folded them back
+ * into one with a stand-in backend). Not binary compatible with 5 to 7: drl_store_from_backend()
+ * takes a store written for 5 to 7 only when it starts no calls (no
+ * eval_start, add_read_start, DRL_CAP_CHANNEL or DRL_CAP_COUNTER_GROUPS),
+ * and uses nothing of it past del() and add_read(), whose places did not
+ * move; one that does is refused, naming the version to rebuild for. */
+#define DRL_BACKEND_VERSION 8
 
 typedef struct drl_bytes {
 	const void *data;
@@ -320,7 +331,9 @@ struct drl_backend {
 		   drl_error *err);
 
 	/* Optional (version >= 5, DRL_CAP_EVAL_START): eval() without
-	 * waiting, for callers that must not block (the async API). keys,
+	 * waiting, for callers that must not block (the async API). ch: the
+	 * channel to queue it on (version >= 8; see "Started calls on a
+	 * channel" at chan_open), or NULL: the store's own I/O. keys,
 	 * args and what they point at are copied before it returns. 0:
 	 * started, and done(arg, ...) is called exactly once with eval()'s
 	 * outcome (its timeout_ms counted from this start), on a thread of
@@ -329,8 +342,9 @@ struct drl_backend {
 	 * the calling thread. done must not block: it may start calls, never
 	 * wait for one. Any other return: nothing started, done never runs.
 	 * destroy() may be called only once every done has returned. */
-	int (*eval_start)(drl_backend *b, const drl_script *script,
-			  size_t nkeys, const drl_bytes *keys, size_t nargs,
+	int (*eval_start)(drl_backend *b, drl_channel *ch,
+			  const drl_script *script, size_t nkeys,
+			  const drl_bytes *keys, size_t nargs,
 			  const int64_t *args, size_t nout,
 			  drl_eval_done_fn done, void *arg, drl_error *err);
 
@@ -353,12 +367,13 @@ struct drl_backend {
 	 * rules: keys copied before it returns; 0: done(arg, rc, values, n,
 	 * err) runs exactly once, on a thread of the store's or of another
 	 * caller doing its I/O, never inside this call on the calling
-	 * thread; done may start calls, never wait for one). A store that
-	 * cannot start calls leaves it NULL: the async API then decides on
-	 * its workers. */
-	int (*add_read_start)(drl_backend *b, size_t n, const drl_bytes *keys,
-			      int64_t delta, int64_t ttl_us,
-			      drl_eval_done_fn done, void *arg, drl_error *err);
+	 * thread; done may start calls, never wait for one), and the same
+	 * `ch`. A store that cannot start calls leaves it NULL: the async
+	 * API then decides on its workers. */
+	int (*add_read_start)(drl_backend *b, drl_channel *ch, size_t n,
+			      const drl_bytes *keys, int64_t delta,
+			      int64_t ttl_us, drl_eval_done_fn done, void *arg,
+			      drl_error *err);
 
 	/* Optional (version >= 7, DRL_CAP_CHANNEL): channels. A channel is
 	 * used by one thread at a time (its caller serialises every chan_*
@@ -380,20 +395,13 @@ struct drl_backend {
 	 * store keeps a dropped connection's descriptor open until then, so
 	 * a caller's epoll registration of it never silently goes). */
 	int (*chan_fd)(drl_channel *ch, short *events);
-	/* eval_start() and add_read_start() on the channel, with their
-	 * rules, but: the call is only queued (nothing is written before the
-	 * next chan_process()), and done runs inside chan_process() on the
+	/* Started calls on a channel: eval_start(), add_read_start() and
+	 * trim_start() with a channel `ch` of b keep their rules, but the
+	 * call is only queued (nothing is written before the next
+	 * chan_process()), and done runs inside chan_process() on the
 	 * channel's thread, never inside the start. done may start calls on
-	 * the same channel (they go out at the end of that chan_process()). */
-	int (*chan_eval_start)(drl_channel *ch, const drl_script *script,
-			       size_t nkeys, const drl_bytes *keys,
-			       size_t nargs, const int64_t *args, size_t nout,
-			       drl_eval_done_fn done, void *arg,
-			       drl_error *err);
-	int (*chan_add_read_start)(drl_channel *ch, size_t n,
-				   const drl_bytes *keys, int64_t delta,
-				   int64_t ttl_us, drl_eval_done_fn done,
-				   void *arg, drl_error *err);
+	 * the same channel (they go out at the end of that chan_process()).
+	 * A store with channels takes every started slot it has on them. */
 	/* Do what the channel can without waiting: read what revents (poll
 	 * events of chan_fd(), 0: none) say is there, run the done of every
 	 * call whose reply is in, fail the calls whose deadline passed
@@ -419,21 +427,13 @@ struct drl_backend {
 		    int64_t ttl_us, drl_error *err);
 
 	/* Optional (version >= 7, DRL_CAP_COUNTER_GROUPS): trim() without
-	 * waiting, as add_read_start() is add_read() (the same rules; done
-	 * gets no values). Required with the bit when add_read_start is set
-	 * (a started decision may have to trim). */
-	int (*trim_start)(drl_backend *b, size_t n, const drl_bytes *keys,
-			  int64_t ttl_us, drl_eval_done_fn done, void *arg,
-			  drl_error *err);
-
-	/* Optional (version >= 7; required with both DRL_CAP_CHANNEL and
-	 * DRL_CAP_COUNTER_GROUPS): trim_start() on a channel, with the
-	 * rules of the other chan_ starts (queued, done inside
-	 * chan_process()). A started counter decision on a channel trims
-	 * there. */
-	int (*chan_trim_start)(drl_channel *ch, size_t n, const drl_bytes *keys,
-			       int64_t ttl_us, drl_eval_done_fn done, void *arg,
-			       drl_error *err);
+	 * waiting, as add_read_start() is add_read() (the same rules and
+	 * `ch`; done gets no values). Required with the bit when
+	 * add_read_start is set (a started decision may have to trim, on
+	 * the channel it decided on). */
+	int (*trim_start)(drl_backend *b, drl_channel *ch, size_t n,
+			  const drl_bytes *keys, int64_t ttl_us,
+			  drl_eval_done_fn done, void *arg, drl_error *err);
 };
 
 /* The start of every store's drl_backend: the version the store was
