@@ -5,9 +5,9 @@
 #include "drl_config.h"
 #include "memory.h"
 #if DRL_HAVE_REDIS
-#include "redis.h"
-#include "redis_cluster.h"
-#include "redis_sentinel.h"
+#include "redis/redis.h"
+#include "redis/cluster.h"
+#include "redis/sentinel.h"
 #endif
 #if DRL_HAVE_MEMCACHED
 #include "memcached.h"

@@ -15,7 +15,7 @@ _Static_assert(DRL__TWIN_KEY_MAX >= sizeof(((drl__key *)0)->buf),
 _Static_assert(DRL__TWIN_ARGS_MAX >= DRL__SCRIPT_NARGS,
 	       "a twin's arguments fit drl__twin_call.args");
 
-/* What the twins are told of plain Redis (backends/redis.c): it keeps
+/* What the twins are told of plain Redis (backends/redis/store.c): it keeps
  * counters in groups (the counter twin then reads and writes the fields
  * of one hash). Never called. */
 static int no_trim(drl_backend *b, size_t n, const drl_bytes *keys,

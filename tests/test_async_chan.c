@@ -1,7 +1,7 @@
 /*
  * The async API in fd mode on Redis: the loop's thread does the store's
  * I/O (a channel of the store per context, core/async_io.c and
- * backends/redis_chan.c), against a real redis-server:
+ * backends/redis/chan.c), against a real redis-server:
  *
  * - no thread is started for it: the process has as many threads after
  *   hundreds of decisions on tx=auto and tx=lua as before (with

@@ -1,5 +1,5 @@
 /*
- * backends/bell.h, the word the Redis pipes' waiting callers sleep on:
+ * backends/redis/bell.h, the word the Redis pipes' waiting callers sleep on:
  *
  * - a ring for a thread's bits wakes it: four threads, each asleep for a
  *   bit of its own and a condition of its own, return one by one as each
@@ -7,7 +7,7 @@
  * - a ring between the peek and the wait is not lost: the wait returns
  *   at once.
  */
-#include "backends/bell.h"
+#include "backends/redis/bell.h"
 #include "testutil.h"
 
 #include <setjmp.h>

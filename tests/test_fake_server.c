@@ -621,7 +621,7 @@ static int known_slow(const char *what, const outcome *o, const char *why)
 /* An array header of 2^29-1 elements: hiredis 0.14 would allocate the
  * whole element table (4 GiB) before any element arrives, and walk it
  * again to free it on EOF, seconds after timeout_ms; the store's readers
- * refuse arrays over 65536 elements (backends/redis.c), so this is a
+ * refuse arrays over 65536 elements (backends/redis/store.c), so this is a
  * quick DRL_EUNAVAILABLE. */
 static void test_redis_huge_array(void **state)
 {

@@ -1,6 +1,6 @@
 /*
  * The Redis store's shared, pipelined connections (pipelines=N, see
- * backends/redis_pipe.c) against a real redis-server:
+ * backends/redis/pipe.c) against a real redis-server:
  *
  * - every reply goes to its own caller: threads with distinct keys and
  *   distinct deltas, each checking every value it gets back against its
@@ -32,8 +32,8 @@
 #include <drl/backend.h>
 #include <drl/drl.h>
 
-#include "backends/redis.h"
-#include "backends/redis_conn.h"
+#include "backends/redis/redis.h"
+#include "backends/redis/internal.h"
 #include "hot_threads.h"
 #include "internal.h"
 #include "server_fixture.h"
@@ -943,7 +943,7 @@ static void yield_hook(int ev, size_t n)
 
 /* A caller whose call is in another's batch yields its CPU
  * DRL__PIPE_AWAIT_YIELDS times before it sleeps on the pipe's bell
- * (redis_pipe.c, pipe_await: fails when it goes to sleep at once), and
+ * (backends/redis/pipe.c, pipe_await: fails when it goes to sleep at once), and
  * a caller that did sleep after yielding is still woken with its own
  * reply (no lost wake-up). */
 static void test_waiter_yields_then_sleeps(void **state)

@@ -1,5 +1,5 @@
 /*
- * Redis Sentinel (redis-sentinel://, backends/redis_sentinel.c) against
+ * Redis Sentinel (redis-sentinel://, backends/redis/sentinel.c) against
  * real processes: two masters with a replica each (a password on the
  * masters: requirepass/masterauth), watched by three redis-sentinel
  * processes that want a password of their own, with short timeouts
@@ -29,7 +29,7 @@
  * kill, to the first decision on the new master (docs/performance.md).
  */
 #include "async_check.h"
-#include "backends/redis.h"
+#include "backends/redis/redis.h"
 #include "fake_sentinel.h"
 #include "hot_key.h"
 #include "server_fixture.h"
@@ -676,7 +676,7 @@ static void count_trouble(void *arg)
 }
 
 /* A store of the server on port, as the sentinel store makes one for a
- * master (redis_sentinel.c: drl__redis_node), with options opts; watched
+ * master (backends/redis/sentinel.c: drl__redis_node), with options opts; watched
  * (counting its trouble in *seen) or not. */
 static drl_backend *node_of(int port, const char *opts, atomic_int *seen)
 {

@@ -13,7 +13,7 @@
 #include <drl/backend.h>
 #include <drl/drl.h>
 
-#include "backends/redis.h"
+#include "backends/redis/redis.h"
 #include "internal.h"
 #include "server_fixture.h"
 #include "testutil.h"
@@ -533,7 +533,7 @@ static void test_add_read(void **state)
 
 	/* The current counter of another type: WRONGTYPE, blocking and
 	 * started. A neighbour of another type reads as an unused counter
-	 * (one MGET reads them all: backends/redis_counter.c says why); one
+	 * (one MGET reads them all: backends/redis/counter.c says why); one
 	 * that holds no integer is DRL_ECORRUPT, quoting nothing of it. */
 	raw_ok(raw, "RPUSH ar:lst x");
 	drl_bytes bad[2] = {B("lst"), B("cur")};

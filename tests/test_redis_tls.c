@@ -1,5 +1,5 @@
 /*
- * TLS to Redis (rediss://, backends/tls.c) against real TLS-only
+ * TLS to Redis (rediss://, backends/redis/tls.c) against real TLS-only
  * redis-servers (--port 0 --tls-port), with a CA and certificates made by
  * `openssl` at test time (tests/tls_fixture.h):
  *

@@ -1,10 +1,10 @@
 /*
- * The Redis store's hand-written RESP (backends/redis_resp.c) against
+ * The Redis store's hand-written RESP (backends/redis/resp.c) against
  * what it stands in for: drl__redis_i64 against snprintf("%" PRId64),
  * drl__redis_resp_append against hiredis's redisFormatCommandArgv, byte
  * for byte.
  */
-#include "backends/redis_conn.h"
+#include "backends/redis/internal.h"
 
 #include <hiredis/hiredis.h>
 

@@ -1,4 +1,4 @@
-/* The Redis Cluster store (backends/redis_cluster.c). */
+/* The Redis Cluster store (backends/redis/cluster.c). */
 #ifndef DRL_BACKENDS_REDIS_CLUSTER_H
 #define DRL_BACKENDS_REDIS_CLUSTER_H
 

@@ -2,13 +2,13 @@
  * The Redis Sentinel store: the Redis store of whichever server the
  * sentinels name master, moved to the new master after a failover.
  *
- * Each master address is a store of backends/redis.c (its own pool,
+ * Each master address is a store of backends/redis/store.c (its own pool,
  * pipes, holds and script cache), made when a sentinel first names it;
  * each sentinel is a small store of its own (its credentials, one
  * connection). MASTERS_MAX addresses are kept at once: a new address
  * beyond them (a failover to a new pod IP) takes the place of the one
  * longest out of use, once no call is on it (the master's `users`). This file only decides which master the
- * calls go to. hiredis stays in redis.c and its connection layer.
+ * calls go to. hiredis stays in store.c and its connection layer.
  *
  * Finding the master. The sentinels are asked in turn, the one that
  * answered last first, with SENTINEL GET-MASTER-ADDR-BY-NAME; the server
@@ -26,7 +26,7 @@
  * at most once every RETRY_GAP_MS while the trouble lasts; and every
  * sentinel_check_ms (default 1000, 0: never) in any case. And the
  * resolver keeps a subscription to every sentinel's +switch-master
- * (backends/redis_sub.c; one connection per sentinel and store, as
+ * (backends/redis/sub.c; one connection per sentinel and store, as
  * Jedis's sentinel pool does): a graceful failover (SENTINEL FAILOVER)
  * breaks none of this client's connections and leaves the old master a
  * writable master for seconds, so without the message the store would
@@ -65,7 +65,7 @@
  * resolver's (and open's, before the resolver starts).
  */
 #include "redis.h"
-#include "redis_sentinel.h"
+#include "sentinel.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -91,7 +91,7 @@
 #define SUB_RETRY_MAX_MS 8000 /* doubling up to this */
 
 typedef struct mnode {
-	drl_backend *b; /* the master's store (redis.c) */
+	drl_backend *b; /* the master's store (store.c) */
 	char host[256];
 	int port;
 	atomic_int users; /* calls on b now (hold()) */
@@ -191,7 +191,7 @@ static void let_go(mnode *m)
 
 /* A place for a new master address: a free one, else the one longest
  * out of use that no call is on (its store freed: every call it had
- * started ends first, redis_pipe.c). NULL when every one is in use. */
+ * started ends first, pipe.c). NULL when every one is in use. */
 static mnode *free_place(sstore *ss)
 {
 	for (size_t i = 0; i < ss->nmasters; i++)

@@ -3,7 +3,7 @@
  * rung for some bits at once (internal; Linux futexes: FUTEX_WAIT_BITSET
  * and FUTEX_WAKE_BITSET).
  *
- * Why not a semaphore per sleeper: the shared pipes (backends/redis_pipe.c)
+ * Why not a semaphore per sleeper: the shared pipes (backends/redis/pipe.c)
  * wake every caller of a batch at once, and one ring is one system call
  * for the whole batch where semaphores take one each, with the ringing
  * thread preempted by the first woken (16 threads on one pipe: 2.1 futex

@@ -5,11 +5,11 @@
  * async adapters do: the async API's event loop watches its socket, and
  * chan_process() reads the replies, runs each call's completion inline and
  * writes what was queued meanwhile in one sendmsg(). No thread of the
- * store's takes part: the pipes' I/O thread (backends/redis_pipe.c) is not
+ * store's takes part: the pipes' I/O thread (backends/redis/pipe.c) is not
  * started for them.
  *
  * The calls are the pipes' started calls (rreq, formatted by
- * redis_script.c and redis_counter.c with q->chan set), kept in the order
+ * script.c and counter.c with q->chan set), kept in the order
  * they were queued: everything before `unsent` was written (replies come
  * in that order), `unsent` and after are queued (woff bytes of `unsent`
  * written). A call's replies are matched by position, as on the pipes.
@@ -31,7 +31,7 @@
  * EVAL, a counter's give-back): they go out at the end of that
  * chan_process().
  */
-#include "redis_conn.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

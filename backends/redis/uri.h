@@ -1,11 +1,11 @@
 /*
- * The Redis store's URI into an rstore (backends/redis_uri.c), for the
- * store (backends/redis.c). Internal: nothing here is part of the API.
+ * The Redis store's URI into an rstore (backends/redis/uri.c), for the
+ * store (backends/redis/store.c). Internal: nothing here is part of the API.
  */
 #ifndef DRL_REDIS_URI_H
 #define DRL_REDIS_URI_H
 
-#include "redis_conn.h"
+#include "internal.h"
 
 #include <drl/sys/backend.h>
 
@@ -20,7 +20,7 @@
  * clock=server (set on success only). Marks the options used. DRL_EINVAL
  * names the part (never the password). The strings s gets (host, user,
  * password, prefix) are the caller's to free, also on failure. s->parent
- * is left alone: the store's methods are backends/redis.c's.
+ * is left alone: the store's methods are backends/redis/store.c's.
  */
 int drl__redis_parse_uri(rstore *s, drl_uri *u, bool *server_clock_out,
 			 drl_error *err);

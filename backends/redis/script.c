@@ -1,6 +1,6 @@
 /*
  * The Redis store's server-side scripts (tx=lua), declared in
- * backends/redis_conn.h: an algorithm's Lua twin run by EVALSHA (or EVAL
+ * backends/redis/internal.h: an algorithm's Lua twin run by EVALSHA (or EVAL
  * with its source), and the SHA1 of each script cached per store
  * (rstore's script cache).
  *
@@ -11,13 +11,12 @@
  * by EVAL with the source: one more round trip that cannot meet NOSCRIPT.
  *
  * Started calls travel on the store's shared connections
- * (backends/redis_pipe.c) and are finished by whichever thread leads
+ * (backends/redis/pipe.c) and are finished by whichever thread leads
  * their pipe (its I/O thread, or a blocking caller's). Blocking calls
  * take their connection from the store (drl__redis_acquire_shared,
- * backends/redis.c): a shared one, or one of the pool.
+ * backends/redis/store.c): a shared one, or one of the pool.
  */
-#include "redis.h"
-#include "redis_conn.h"
+#include "internal.h"
 
 #include <hiredis/hiredis.h>
 #include <openssl/evp.h>

@@ -1,6 +1,6 @@
 /*
  * A TLS client transport over a connected, non-blocking socket
- * (backends/tls.c): what a store needs to speak TLS on a socket it owns,
+ * (backends/redis/tls.c): what a store needs to speak TLS on a socket it owns,
  * with OpenSSL. Written here because the store's client library cannot:
  * Debian 12's hiredis is 0.14, which has no TLS (hiredis_ssl came with
  * 1.0); its reply reader and command formatter stay in use, only the

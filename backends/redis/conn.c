@@ -1,5 +1,5 @@
 /*
- * The Redis store's connection layer, declared in backends/redis_conn.h:
+ * The Redis store's connection layer, declared in backends/redis/internal.h:
  * one hiredis connection and a call's round trip on it.
  *
  * A connection is opened within what is left of the call's deadline,
@@ -10,20 +10,20 @@
  * ASKING when the call asks) and reads their replies by its deadline
  * (drl__redis_conn_collect, drl__redis_get_reply). Context errors, unreadable
  * replies and error replies become drl errors here, Redis Cluster
- * redirects included (DRL__EREDIRECT, redis_codes.h); every reader refuses
+ * redirects included (DRL__EREDIRECT, codes.h); every reader refuses
  * absurd arrays; SIGPIPE is blocked around a round trip's writes.
  *
  * This layer knows one connection at a time and calls nothing above it:
- * the shared connections (backends/redis_pipe.c) use it, and the choice
+ * the shared connections (backends/redis/pipe.c) use it, and the choice
  * between a shared call and a connection of the call's own is the
- * store's (backends/redis.c), as are the pool, the holds and the
+ * store's (backends/redis/store.c), as are the pool, the holds and the
  * commands.
  * Threading: a conn is used by one thread at a time; the thread-locals
  * here (the last redirect, the size of a refused array) are the calling
  * thread's.
  */
-#include "redis_codes.h"
-#include "redis_conn.h"
+#include "codes.h"
+#include "internal.h"
 
 #include <hiredis/hiredis.h>
 
@@ -204,7 +204,7 @@ const char *drl__redis_reply_type_name(int type)
 /* The calling thread's last redirect (set with DRL__EREDIRECT); see
  * redis.h. Thread-local because the vtable has no room for it, and a
  * call runs on one thread. (Whether its calls send ASKING is
- * backends/redis.c's.) */
+ * backends/redis/store.c's.) */
 static _Thread_local drl__redis_redirect last_redirect;
 
 const drl__redis_redirect *drl__redis_last_redirect(void)

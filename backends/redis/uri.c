@@ -1,12 +1,12 @@
 /*
- * The Redis store's URI into an rstore, declared in backends/redis_uri.h:
+ * The Redis store's URI into an rstore, declared in backends/redis/uri.h:
  * redis://, redis+unix://, redis-cluster:// and redis-sentinel:// and
- * their TLS twins (their options in backends/redis.h,
- * backends/redis_cluster.h and backends/redis_sentinel.h), everything checked
- * before any connection is made. The store (backends/redis.c) then fills
+ * their TLS twins (their options in backends/redis/redis.h,
+ * backends/redis/cluster.h and backends/redis/sentinel.h), everything checked
+ * before any connection is made. The store (backends/redis/store.c) then fills
  * in its methods.
  */
-#include "redis_uri.h"
+#include "uri.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -134,7 +134,7 @@ int drl__redis_parse_uri(rstore *s, drl_uri *u, bool *server_clock_out,
 		return rc;
 
 	/* auto (the default): each algorithm the cheapest exact way, the
-	 * counters by plain commands (backends/redis_counter.c), the rest
+	 * counters by plain commands (backends/redis/counter.c), the rest
 	 * by their scripts; lua: every algorithm by its script; watch:
 	 * WATCH/MULTI/EXEC, no script. */
 	const char *tx = drl_uri_option(u, "tx");
@@ -221,7 +221,7 @@ int drl__redis_parse_uri(rstore *s, drl_uri *u, bool *server_clock_out,
 		snprintf(s->where, sizeof s->where, "cluster");
 	} else if (s->sentinel) {
 		/* The hosts are the sentinels and the path the master's
-		 * name: the sentinel store's (backends/redis_sentinel.c);
+		 * name: the sentinel store's (backends/redis/sentinel.c);
 		 * the database only by db=. */
 		snprintf(s->where, sizeof s->where, "sentinel");
 	} else if (s->is_unix) {

@@ -1,6 +1,6 @@
 /*
  * RESP formatting of one command into a growing buffer, for the shared
- * connections and the channels (append_shared in backends/redis_conn.c).
+ * connections and the channels (append_shared in backends/redis/conn.c).
  *
  * Written here rather than with hiredis's redisFormatCommandArgv(): the
  * one in Debian 12 (hiredis 0.14) mallocs each command and writes every
@@ -9,7 +9,7 @@
  * flexible's shape"). The bytes are the same: *argc, then $len and the
  * argument for each, every line ending in CRLF.
  */
-#include "redis_conn.h"
+#include "internal.h"
 
 #include <stdint.h>
 #include <stdlib.h>

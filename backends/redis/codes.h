@@ -1,7 +1,7 @@
 /*
  * What a Redis node store's calls return besides the drl codes, set by
- * its connection layer (backends/redis_conn.c) and read by the Cluster
- * and Sentinel stores (through backends/redis.h). A header of its own so
+ * its connection layer (backends/redis/conn.c) and read by the Cluster
+ * and Sentinel stores (through backends/redis/redis.h). A header of its own so
  * that the connection layer needs nothing of the store above it.
  */
 #ifndef DRL_BACKENDS_REDIS_CODES_H

@@ -2,9 +2,9 @@
  * A connection that listens: SUBSCRIBE to one channel of a server (a
  * Redis Sentinel's "+switch-master"), then its messages read as they come
  * by a thread that polls the connection's socket among others
- * (backends/redis_sentinel.c's resolver). Declared in backends/redis.h.
+ * (backends/redis/sentinel.c's resolver). Declared in backends/redis/redis.h.
  *
- * The connection is the connection layer's (backends/redis_conn.c: TLS,
+ * The connection is the connection layer's (backends/redis/conn.c: TLS,
  * AUTH, the reader's limits), opened on its own, outside the node's pool,
  * and never used for a call. A dead peer is found by TCP keepalive
  * (hiredis's: about half a minute) or by the peer closing; the caller
@@ -12,8 +12,8 @@
  *
  * Threading: a subscription is used by one thread at a time.
  */
+#include "internal.h"
 #include "redis.h"
-#include "redis_conn.h"
 
 #include <hiredis/hiredis.h>
 

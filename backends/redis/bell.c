@@ -1,5 +1,5 @@
 /*
- * A bell on a Linux futex, see backends/bell.h. glibc has no wrapper for
+ * A bell on a Linux futex, see backends/redis/bell.h. glibc has no wrapper for
  * futex(2): the system call is made directly.
  */
 #include "bell.h"

@@ -1,11 +1,11 @@
 /*
  * The Redis Cluster store: a router over one Redis store per node.
  *
- * Each node is a store of backends/redis.c (its own connection pool,
+ * Each node is a store of backends/redis/store.c (its own connection pool,
  * WATCH holds, script cache), opened lazily from the URI's options; this
- * file only decides which node a call goes to. hiredis stays in redis.c
- * and its connection layer, redis_conn.c (and its scripts,
- * redis_script.c).
+ * file only decides which node a call goes to. hiredis stays in store.c
+ * and its connection layer, conn.c (and its scripts,
+ * script.c).
  *
  * Routing. A key's slot is CRC16 of its {hash tag} (the core puts every
  * key of one limit and user key in one tag, so a decision's keys share a
@@ -20,7 +20,7 @@
  * Redirects. MOVED: the slot now lives elsewhere; the map learns the new
  * owner at once (a refresh follows) and the call goes there. ASK: the
  * slot is being migrated and this key is on the importing node; the call
- * is sent there once, behind ASKING (redis_conn.c puts an ASKING before
+ * is sent there once, behind ASKING (conn.c puts an ASKING before
  * each of the call's commands). TRYAGAIN (a multi-key script met keys on
  * both sides of a migration): wait a little and try again. Each is
  * bounded: REDIRECTS_MAX per call, and the call's timeout_ms overall.
@@ -45,10 +45,11 @@
  * had not replicated when it died are lost with it (Redis replication is
  * asynchronous): docs/failure.md has the bound.
  *
- * Threading: as redis.c, every method from any number of threads.
+ * Threading: as store.c, every method from any number of threads.
  */
 #include "redis.h"
-#include "redis_cluster.h"
+#include "cluster.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -67,7 +68,7 @@
 #define HOST_MAX 255
 
 typedef struct cnode {
-	drl_backend *b; /* the node's store (redis.c) */
+	drl_backend *b; /* the node's store (store.c) */
 	char host[HOST_MAX + 1];
 	int port;
 } cnode;

@@ -1,7 +1,7 @@
 /*
  * The Redis store's shared, pipelined connections (auto-pipelining), see
- * backends/redis_conn.h. Which calls come here is the store's choice
- * (drl__redis_acquire_shared() in backends/redis.c).
+ * backends/redis/internal.h. Which calls come here is the store's choice
+ * (drl__redis_acquire_shared() in backends/redis/store.c).
  *
  * Calls that need no connection state of their own (scripts, counters,
  * GETs, TIME, DEL: everything but tx=watch's load/cas, and calls behind
@@ -16,7 +16,7 @@
  * the same round trip as with a connection of its own; under
  * concurrency, calls that are ready together share one write and one
  * read, on both sides. A batch's waiting callers are woken by one ring
- * of the pipe's bell (backends/bell.h), not a wake-up each.
+ * of the pipe's bell (backends/redis/bell.h), not a wake-up each.
  *
  * A started call (drl__redis_pipe_start: the async API's, through the
  * store's eval_start) has no thread waiting in it: it carries a
@@ -48,7 +48,7 @@
  * needs no timed wait.
  */
 #include "bell.h"
-#include "redis_conn.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -232,7 +232,7 @@ static void pipe_run(rstore *s, conn **cp, rreq *batch)
 {
 	drl_error e = {0};
 	rreq *first = NULL;
-	struct timespec now; /* as the calls' deadlines (redis_conn.h) */
+	struct timespec now; /* as the calls' deadlines (internal.h) */
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	for (rreq *q = batch; q; q = q->next) {
 		if (now.tv_sec > q->deadline.tv_sec ||

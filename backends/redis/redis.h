@@ -1,9 +1,10 @@
-/* The Redis store (backends/redis.c, with redis_conn.c, redis_script.c
- * and redis_uri.c), over hiredis. */
+/* The Redis store (backends/redis/store.c and the layers under it,
+ * backends/redis/internal.h), over hiredis: what registry.c and the
+ * stores over many servers (cluster.c, sentinel.c) use. */
 #ifndef DRL_BACKENDS_REDIS_H
 #define DRL_BACKENDS_REDIS_H
 
-#include "redis_codes.h"
+#include "codes.h"
 
 #include <drl/sys/backend.h>
 
@@ -28,13 +29,9 @@
  */
 int drl__redis_open(drl_backend **out, drl_uri *uri, drl_error *err);
 
-/* ---- Redis Cluster nodes (used by backends/redis_cluster.c) ----------- */
+/* ---- Redis Cluster nodes (used by backends/redis/cluster.c) ----------- */
 
-/* DRL__EREDIRECT, DRL__UNSENT and the redirect: backends/redis_codes.h. */
-
-/* Whether the calling thread's next calls on node stores send ASKING
- * before their commands (an ASK redirect). */
-void drl__redis_asking(bool on);
+/* DRL__EREDIRECT, DRL__UNSENT and the redirect: backends/redis/codes.h. */
 
 /* Parse a redis-cluster or redis-sentinel URI's options (everything but
  * its hosts and path: tx, clock, timeout_ms, pool, pipelines, prefix,
@@ -53,7 +50,7 @@ const char *drl__redis_prefix(const drl_backend *tmpl, size_t *len);
 int drl__redis_node(drl_backend **out, const drl_backend *tmpl,
 		    const char *host, int port, drl_error *err);
 
-/* ---- Redis Sentinel (used by backends/redis_sentinel.c) --------------- */
+/* ---- Redis Sentinel (used by backends/redis/sentinel.c) --------------- */
 
 /* A store for the sentinel at host:port: tmpl's TLS and timeout, the
  * credentials user, password (NULL password: no AUTH), database 0, one
@@ -74,7 +71,7 @@ void drl__redis_watch(drl_backend *node, void (*trouble)(void *arg), void *arg);
 int drl__redis_sentinel_master(drl_backend *sentinel, const char *name,
 			       char host[256], int *port, bool *known,
 			       drl_error *err);
-/* A connection to node subscribed to `channel` (backends/redis_sub.c),
+/* A connection to node subscribed to `channel` (backends/redis/sub.c),
  * opened within the node's timeout_ms with its TLS and credentials; a
  * subscription is used by one thread at a time and freed by
  * drl__redis_sub_close (NULL: no-op). */

@@ -1,25 +1,39 @@
 /*
- * The Redis store's internals, in three layers, each using only those
- * below it (internal: nothing here is part of the API):
+ * The Redis store's internals (internal: nothing here is part of the API),
+ * by layer. A file calls and includes only files of its own layer or of
+ * layers below it; no two files call each other.
  *
- *   backends/redis.c       the store: pool, holds, commands, and the one
- *                          choice of where a call goes (its own pooled
- *                          connection, or s's shared ones: a "shared
- *                          call", drl__redis_append/_collect);
- *                          backends/redis_script.c and redis_counter.c
- *                          make their calls through it
- *   backends/redis_pipe.c  the shared, pipelined connections: owns them,
- *                          and runs the calls queued on them over the
- *                          layer below
- *   backends/redis_chan.c  channels (DRL_CAP_CHANNEL): a connection per
- *                          async context whose started calls (the same
- *                          rreqs as the pipes', q->chan set) the
- *                          context's loop thread writes and reads;
- *                          drl__redis_req_queue() sends a started call
- *                          to its channel or to the pipes
- *   backends/redis_resp.c  RESP formatting (the shared calls' buffers)
- *   backends/redis_conn.c  one connection and a call's round trip on it
- *                          (drl__redis_conn_*): knows no pool, no pipe
+ *   layer  files (backends/redis/)   what
+ *   6      cluster.c, sentinel.c     the stores over many servers: each
+ *                                    call forwarded to a node store (5)
+ *   5      store.c                   open and destroy, the methods chosen
+ *                                    once; the node stores of 6
+ *          sub.c                     a subscribed connection (Sentinel's
+ *                                    +switch-master), over conn.c
+ *   4      counter.c                 incr, get_many, add_read(_start),
+ *                                    trim(_start): counters
+ *          state.c                   load, cas: WATCH, MULTI/SET/EXEC
+ *          script.c                  eval, eval_start: EVALSHA
+ *          command.c                 del, now: single commands
+ *   3      call.c                    where a call goes (a pooled
+ *                                    connection of its own, or the shared
+ *                                    ones: drl__redis_append/_collect),
+ *                                    the pool, the threads' holds, keys
+ *   2      chan.c                    channels (DRL_CAP_CHANNEL): started
+ *                                    calls on a connection an async
+ *                                    context's loop drives;
+ *                                    drl__redis_req_queue() sends a started
+ *                                    call to its channel or to the pipes
+ *          pipe.c, bell.c            the shared, pipelined connections
+ *                                    and the word their waiters sleep on
+ *   1      conn.c                    one connection and a call's round
+ *                                    trip on it: knows no pool, no pipe
+ *          resp.c, uri.c, tls.c      RESP formatting, the URI into
+ *                                    settings, TLS under hiredis
+ *
+ * Headers: redis.h is the store to registry.c and the layer-6 stores;
+ * this one is the rest; codes.h, uri.h, tls.h, cluster.h, sentinel.h,
+ * bell.h belong to their files.
  *
  * A conn is one hiredis blocking context with the state of the call on
  * it (or, for a shared call, a proxy with no context: the store formats
@@ -31,6 +45,7 @@
 #ifndef DRL_REDIS_CONN_H
 #define DRL_REDIS_CONN_H
 
+#include "codes.h"
 #include "tls.h"
 
 #include <drl/sys/backend.h>
@@ -47,13 +62,14 @@
 #define SCRIPT_CACHE 32  /* SHA1s remembered per store */
 #define MSG_ERR_MAX 200  /* bytes of a Redis error quoted in a message */
 #define ARGS_MAX 1000000 /* keys or args of one eval */
+#define KEY_STACK 512    /* prefixed keys up to this size need no malloc */
 
 typedef struct conn conn;
 struct conn {
 	/* hiredis formats commands and reads replies; the bytes go through
 	 * the socket (plaintext: hiredis's own read/write, and writev for
-	 * the pipes) or through ssl (TLS: backends/tls.c; hiredis 0.14 has
-	 * none), see drl__redis_writev() and the reads in redis_conn.c. */
+	 * the pipes) or through ssl (TLS: backends/redis/tls.c; hiredis 0.14 has
+	 * none), see drl__redis_writev() and the reads in conn.c. */
 	redisContext *ctx;
 	SSL *ssl;    /* NULL: plaintext */
 	short want;  /* poll events a TLS call waits for */
@@ -80,7 +96,7 @@ struct conn {
 	uint64_t hold_version;
 	unsigned char *wkey;
 	size_t wkeylen, wkeycap;
-	/* A call on the shared connections (backends/redis_pipe.c): no
+	/* A call on the shared connections (backends/redis/pipe.c): no
 	 * ctx; the store's drl__redis_append() formats into qbuf, its
 	 * drl__redis_collect() hands qbuf to a pipe. The connection layer
 	 * never sees such a proxy. */
@@ -94,7 +110,7 @@ typedef struct rpipe rpipe;
 /* A waiting call's state (rreq.state). */
 enum { RREQ_WAITING, RREQ_DONE, RREQ_LEAD };
 
-/* One call on the shared connections (backends/redis_pipe.c): its
+/* One call on the shared connections (backends/redis/pipe.c): its
  * formatted commands, where their replies go, and how its owner learns
  * that they came. A waited-for call (drl__redis_pipe_call) has a thread
  * asleep on its pipe's bell (state, bells); a started one
@@ -116,14 +132,14 @@ struct rreq {
 	/* A waited-for call: RREQ_WAITING, then once RREQ_DONE (rc, err
 	 * and r[] are final) or RREQ_LEAD (this call leads next), stored
 	 * (release) before its pipe's bell rings for one of `bells`: the
-	 * bit of its batch and the bit of its thread (redis_pipe.c). */
+	 * bit of its batch and the bit of its thread (pipe.c). */
 	_Atomic int state;
 	uint32_t bells;
 	/* A started call: run once, outside every lock of the pipe; it may
 	 * start the call again (a NOSCRIPT's second round trip) or free
 	 * it. */
 	void (*complete)(rstore *s, rreq *q);
-	/* A started call on a channel (backends/redis_chan.c), or NULL: on
+	/* A started call on a channel (backends/redis/chan.c), or NULL: on
 	 * the pipes. Where drl__redis_req_queue() sends it, again too. */
 	drl_channel *chan;
 };
@@ -151,10 +167,10 @@ struct rstore {
 	int64_t timeout_ms;
 	struct timeval timeout;
 	bool watch_tx;
-	/* tx=auto: the counters by add_read (backends/redis_counter.c) */
+	/* tx=auto: the counters by add_read (backends/redis/counter.c) */
 	bool plain_counters;
 	bool lazy; /* connect=lazy: no connection at open */
-	/* A node of a Redis Cluster store (backends/redis_cluster.c):
+	/* A node of a Redis Cluster store (backends/redis/cluster.c):
 	 * MOVED, ASK, TRYAGAIN and CLUSTERDOWN replies become
 	 * DRL__EREDIRECT with the details in the thread's redirect. */
 	bool cluster;
@@ -164,7 +180,7 @@ struct rstore {
 	/* Called (from any thread, no lock of s held) when a call on s met
 	 * what may mean a failover: the server cannot be reached, a
 	 * connection broke or timed out, a READONLY reply. Set by the
-	 * sentinel store on its master's store (backends/redis_sentinel.c);
+	 * sentinel store on its master's store (backends/redis/sentinel.c);
 	 * NULL: nobody asks. */
 	void (*trouble)(void *arg);
 	void *trouble_arg;
@@ -202,7 +218,7 @@ typedef struct pipe_guard {
 	bool pending_before;
 } pipe_guard;
 
-/* ---- the connection layer (backends/redis_conn.c) ------------------------ */
+/* ---- the connection layer (conn.c) --------------------------------------- */
 
 /* Deadline `ms` from now on CLOCK_MONOTONIC. */
 struct timespec drl__redis_deadline_in(int64_t ms);
@@ -250,7 +266,7 @@ int drl__redis_get_reply(rstore *s, conn *c, void **reply, const char *what,
 			 drl_error *err);
 /* What c's socket holds now (poll said readable), into c's reader,
  * without waiting; 0, or the error that ended the connection (c broken,
- * err set). For a connection that only listens (backends/redis_sub.c). */
+ * err set). For a connection that only listens (backends/redis/sub.c). */
 int drl__redis_read_now(rstore *s, conn *c, const char *what, drl_error *err);
 void drl__redis_free_replies(redisReply **r, size_t n);
 /* The next reply c's reader holds, without reading or waiting: 0 and
@@ -307,7 +323,69 @@ int drl__redis_refused(rstore *s, const redisReply *r, int rc);
 /* A reply type's name ("string", "array", ...) for messages. */
 const char *drl__redis_reply_type_name(int type);
 
-/* ---- a call's start and its connection (backends/redis.c) -------------- */
+/* ---- the call layer (call.c) ------------------------------------------- */
+
+/* Whether the calling thread's next calls on node stores send ASKING
+ * before their commands (an ASK redirect). */
+void drl__redis_asking(bool on);
+
+/* One command of a transaction: argv with explicit lengths. */
+typedef struct tx_cmd {
+	int argc;
+	const char **argv;
+	const size_t *lens;
+} tx_cmd;
+
+/* A store key: prefix + user key, on the stack when small. */
+typedef struct keybuf {
+	const char *p;
+	size_t len;
+	char *heap;
+	size_t heapcap;
+	char stack[KEY_STACK];
+} keybuf;
+
+/* Whether threads can hold connections (made at the first store's open);
+ * false only when the process has no thread-specific key left. */
+bool drl__redis_holds_ready(void);
+/* Enter s in the registry of live stores (holds find it by its id); take
+ * it out (no hold can reach it after; this thread's hold of it is
+ * forgotten: its connection is on s->held, freed with s). */
+void drl__redis_register(rstore *s);
+void drl__redis_unregister(rstore *s);
+/* A pooled connection of s by *dl (opened when fewer than s->pool are in
+ * use), or DRL_ETIMEDOUT. */
+int drl__redis_checkout(rstore *s, conn **out, const struct timespec *dl,
+			drl_error *err);
+/* A connection of s's own for a call: the one this thread holds for s,
+ * or one from the pool (a hold of another store's is given back). */
+int drl__redis_acquire(rstore *s, conn **out, drl_error *err);
+/* After a successful load(): keep c, watching `key`, for this thread's
+ * cas(). On failure c goes back to the pool and DRL_ENOMEM is returned. */
+int drl__redis_hold(rstore *s, conn *c, drl_bytes key, uint64_t version,
+		    drl_error *err);
+/* For cas(): the connection this thread holds when it watches `key` of s
+ * since the load() that returned `version`, or NULL (a hold that does not
+ * match is ended). */
+conn *drl__redis_take_held(rstore *s, drl_bytes key, uint64_t version);
+/* Start a call on c keeping its WATCH (drl__redis_begin() without the
+ * UNWATCH): for cas() on the held connection. */
+void drl__redis_call_start(conn *c);
+/* MULTI; cmd[0..n); EXEC on c's call in one round trip (see call.c). */
+int drl__redis_tx_call(rstore *s, conn *c, size_t n, const tx_cmd *cmd,
+		       redisReply **r, const char *what, bool value_err_corrupt,
+		       redisReply **exec, drl_error *err);
+/* One command on a connection of s (a shared one when s has them, set up
+ * in *proxy), one round trip: on success *r is its reply and *c the
+ * connection, both for the caller to give back (drl__redis_free_replies,
+ * drl__redis_release). */
+int drl__redis_one_command(rstore *s, int argc, const char **argv,
+			   const size_t *lens, conn *proxy, conn **c,
+			   redisReply **r, drl_error *err);
+/* A store key (s's prefix + key) in k: init, make (DRL_ENOMEM), done. */
+void drl__redis_key_init(keybuf *k);
+int drl__redis_key_make(rstore *s, keybuf *k, drl_bytes key, drl_error *err);
+void drl__redis_key_done(keybuf *k);
 
 /* A connection for a call that needs no connection state of its own: on
  * success *out is `proxy`, set up for s's shared connections, when s has
@@ -340,7 +418,22 @@ int drl__redis_begin(rstore *s, conn *c, drl_error *err);
  * buffer. */
 void drl__redis_release(rstore *s, conn *c);
 
-/* ---- server-side scripts (backends/redis_script.c) --------------------- */
+/* ---- the operations (counter.c, state.c, command.c, script.c) ---------- */
+
+/* s's methods of drl/sys/backend.h that store.c sets. */
+int drl__redis_incr(drl_backend *b, drl_bytes key, int64_t delta,
+		    int64_t ttl_us, int64_t *value, drl_error *err);
+int drl__redis_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
+			int64_t *values, drl_error *err);
+int drl__redis_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
+		    size_t *len, uint64_t *version, drl_error *err);
+int drl__redis_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
+		   uint64_t version, int64_t ttl_us, drl_error *err);
+int drl__redis_del(drl_backend *b, size_t n, const drl_bytes *keys,
+		   drl_error *err);
+int drl__redis_now(drl_backend *b, int64_t *now_us, drl_error *err);
+
+/* ---- server-side scripts (script.c) ------------------------------------ */
 
 /* s's eval() (tx=lua; drl/sys/backend.h): EVALSHA of script with nkeys
  * keys (the store's prefix added) and nargs integer arguments, one round
@@ -368,7 +461,7 @@ int drl__redis_eval_start(drl_backend *b, drl_channel *ch,
 			  const int64_t *args, size_t nout,
 			  drl_eval_done_fn done, void *arg, drl_error *err);
 
-/* ---- keys (backends/redis.c) ------------------------------------------- */
+/* ---- keys (call.c) ----------------------------------------------------- */
 
 /* Point argv[j], lens[j] at keys[j] behind s's prefix, for n keys: the
  * prefixed ones written into buf (room for the prefix and each key); a
@@ -378,7 +471,7 @@ size_t drl__redis_prefixed_keys(const rstore *s, size_t n,
 				const drl_bytes *keys, char *buf,
 				const char **argv, size_t *lens);
 
-/* ---- counters (backends/redis.c, backends/redis_counter.c) ------------ */
+/* ---- counters (counter.c) --------------------------------------------- */
 
 /* PX argument: ttl_us rounded up to whole milliseconds (>= 1), into ms
  * (*len bytes, no NUL needed); DRL_EINVAL when ttl_us is not positive. */
@@ -407,14 +500,14 @@ bool drl__redis_group_split(drl_bytes key, size_t *glen);
  * true: *rc is the outcome (values[0..n) on 0). */
 bool drl__redis_get_group(rstore *s, size_t n, const drl_bytes *keys,
 			  int64_t *values, int *rc, drl_error *err);
-/* trim() and trim_start() (DRL_CAP_COUNTER_GROUPS, redis_counter.c). */
+/* trim() and trim_start() (DRL_CAP_COUNTER_GROUPS, counter.c). */
 int drl__redis_trim(drl_backend *b, size_t n, const drl_bytes *keys,
 		    int64_t ttl_us, drl_error *err);
 int drl__redis_trim_start(drl_backend *b, drl_channel *ch, size_t n,
 			  const drl_bytes *keys, int64_t ttl_us,
 			  drl_eval_done_fn done, void *arg, drl_error *err);
 
-/* ---- shared, pipelined connections (backends/redis_pipe.c) ------------- */
+/* ---- shared, pipelined connections (pipe.c) ----------------------------- */
 
 /* Make s's s->npipes pipes; -1 when out of memory. */
 int drl__redis_pipes_init(rstore *s);
@@ -433,9 +526,9 @@ int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
  * possibly before this returns. 0, or DRL_ENOMEM when the I/O thread
  * cannot be started (q not queued, complete never runs). */
 int drl__redis_pipe_start(rstore *s, rreq *q, drl_error *err);
-/* Batches a leader reads before it passes the lead (redis_pipe.c). */
+/* Batches a leader reads before it passes the lead (pipe.c). */
 #define DRL__PIPE_LEAD_BATCHES 4
-/* Times a waiting caller yields its CPU before it sleeps (redis_pipe.c,
+/* Times a waiting caller yields its CPU before it sleeps (pipe.c,
  * pipe_await). */
 #define DRL__PIPE_AWAIT_YIELDS 8
 /* For tests: when set (while no call runs), a pipe's leader calls it
@@ -455,7 +548,7 @@ enum {
 };
 extern void (*drl__redis_pipe_hook)(int event, size_t n);
 
-/* ---- RESP (backends/redis_resp.c) --------------------------------------- */
+/* ---- RESP (resp.c) ------------------------------------------------------ */
 
 /* v in decimal at buf (at most 20 bytes, not NUL-terminated): its
  * length. What snprintf("%" PRId64) writes, without the format parsing
@@ -468,9 +561,9 @@ size_t drl__redis_i64(char buf[24], int64_t v);
 int drl__redis_resp_append(char **buf, size_t *len, size_t *cap, int argc,
 			   const char **argv, const size_t *lens);
 
-/* ---- channels (backends/redis_chan.c) ----------------------------------- */
+/* ---- channels (chan.c) -------------------------------------------------- */
 
-/* The store's chan_* methods (drl/sys/backend.h), set by redis.c on a
+/* The store's chan_* methods (drl/sys/backend.h), set by store.c on a
  * plaintext single-node store with shared connections. */
 void drl__redis_chan_methods(rstore *s);
 /* Queue the started call q (as drl__redis_pipe_start) where it goes: on

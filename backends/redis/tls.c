@@ -1,6 +1,6 @@
 /*
  * A TLS client transport over a connected socket, with OpenSSL; declared
- * in backends/tls.h.
+ * in backends/redis/tls.h.
  *
  * Why by hand: the Redis store talks through hiredis, and Debian 12's
  * hiredis (0.14) has no TLS; hiredis_ssl arrived with hiredis 1.0, which

@@ -1,4 +1,4 @@
-/* The Redis Sentinel store (backends/redis_sentinel.c). */
+/* The Redis Sentinel store (backends/redis/sentinel.c). */
 #ifndef DRL_BACKENDS_REDIS_SENTINEL_H
 #define DRL_BACKENDS_REDIS_SENTINEL_H
 

@@ -1,7 +1,8 @@
 /*
- * The Redis store's counters without a transaction or a script: add_read()
- * and add_read_start() (DRL_CAP_ADD_READ; tx=auto, the default), declared
- * in backends/redis_conn.h.
+ * The Redis store's counters: incr() and get_many() (every tx), and
+ * add_read() and add_read_start() without a transaction or a script
+ * (DRL_CAP_ADD_READ; tx=auto, the default), declared in
+ * backends/redis/internal.h.
  *
  * One decision of a counter algorithm is INCRBY of the current counter,
  * PEXPIRE of it, and one MGET of the other counters it reads, pipelined
@@ -29,7 +30,7 @@
  * PEXPIREAT per decision: not done.)
  *
  * A started call travels on the store's shared connections
- * (backends/redis_pipe.c) as a started script call does.
+ * (backends/redis/pipe.c) as a started script call does.
  *
  * Grouped counters (DRL_CAP_COUNTER_GROUPS; keys `group "#" index`,
  * include/drl/sys/backend.h "Counter groups"): the counters of one group
@@ -42,8 +43,7 @@
  * per sub-window and hash. HMGET reads a field as a value; a key of
  * another type is WRONGTYPE (no nil as MGET gives).
  */
-#include "redis.h"
-#include "redis_conn.h"
+#include "internal.h"
 
 #include <hiredis/hiredis.h>
 
@@ -52,9 +52,176 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KEY_STACK 512     /* prefixed keys up to this size need no malloc */
+#define GET_STACK 16      /* get_many replies on the stack */
 #define ADD_READ_MAX 4096 /* keys one call may name */
 #define ARGV_STACK 32     /* MGET argument vectors on the stack */
+
+/* ---- counters ----------------------------------------------------------- */
+
+/* A grouped counter's key (DRL_CAP_COUNTER_GROUPS): true, and key cut to
+ * its group, *field to its index. */
+static bool grouped_key(const rstore *s, drl_bytes *key, drl_bytes *field)
+{
+	size_t glen;
+	if (!(s->parent.caps & DRL_CAP_COUNTER_GROUPS) ||
+	    !drl__redis_group_split(*key, &glen))
+		return false;
+	*field = (drl_bytes){(const char *)key->data + glen + 1,
+			     key->len - glen - 1};
+	key->len = glen;
+	return true;
+}
+
+/* MULTI; INCRBY k delta; PEXPIRE k ttl; EXEC — one round trip (a grouped
+ * counter: HINCRBY group field delta; PEXPIRE group ttl). */
+int drl__redis_incr(drl_backend *b, drl_bytes key, int64_t delta,
+		    int64_t ttl_us, int64_t *value, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	char ms[24], d[24];
+	size_t mslen = 0, dlen;
+	keybuf k;
+	conn proxy, *c;
+	int rc = drl__redis_ttl_arg(s, ttl_us, ms, &mslen, err);
+	if (rc)
+		return rc;
+	dlen = drl__redis_i64(d, delta);
+	drl_bytes f = {NULL, 0};
+	bool g = grouped_key(s, &key, &f);
+	drl__redis_key_init(&k);
+	rc = drl__redis_key_make(s, &k, key, err);
+	if (rc == 0)
+		rc = drl__redis_acquire_shared(s, &proxy, &c, err);
+	if (rc) {
+		drl__redis_key_done(&k);
+		return rc;
+	}
+
+	const char *incr[4] = {g ? "HINCRBY" : "INCRBY", k.p, g ? f.data : d,
+			       d};
+	size_t incrl[4] = {g ? 7 : 6, k.len, g ? f.len : dlen, dlen};
+	const char *pexp[3] = {"PEXPIRE", k.p, ms};
+	size_t pexpl[3] = {7, k.len, mslen};
+	const tx_cmd cmd[2] = {{g ? 4 : 3, incr, incrl}, {3, pexp, pexpl}};
+	redisReply *r[4], *e;
+	rc = drl__redis_begin(s, c, err);
+	if (rc == 0)
+		rc = drl__redis_tx_call(s, c, 2, cmd, r, "INCRBY", true, &e,
+					err);
+	drl__redis_key_done(&k);
+	if (rc) {
+		drl__redis_release(s, c);
+		return rc;
+	}
+	if (e == NULL)
+		rc = drl_error_set(err, DRL_ESTORE,
+				   "redis %s: INCRBY: transaction aborted",
+				   s->where);
+	if (rc == 0) {
+		redisReply *v = e->element[0], *x = e->element[1];
+		if (v->type != REDIS_REPLY_INTEGER)
+			rc = drl__redis_reply_error(s, "INCRBY", v, true, err);
+		else if (x->type != REDIS_REPLY_INTEGER)
+			rc = drl__redis_reply_error(s, "PEXPIRE", x, false,
+						    err);
+		else
+			*value = v->integer;
+	}
+	drl__redis_free_replies(r, 4);
+	drl__redis_release(s, c);
+	return rc;
+}
+
+/* Parse a counter reply into *v: nil 0, a decimal string, an integer. */
+int drl__redis_counter_value(rstore *s, const redisReply *r, int64_t *v,
+			     drl_error *err)
+{
+	switch (r->type) {
+	case REDIS_REPLY_NIL:
+		*v = 0;
+		return 0;
+	case REDIS_REPLY_INTEGER:
+		*v = r->integer;
+		return 0;
+	case REDIS_REPLY_STRING:
+		if (r->str &&
+		    drl_parse_int(r->str, r->len, INT64_MIN, INT64_MAX, v) == 0)
+			return 0;
+		return drl_error_set(err, DRL_ECORRUPT,
+				     "redis %s: a counter holds a %zu-byte "
+				     "value that is not an integer",
+				     s->where, r->len);
+	}
+	return drl__redis_reply_error(s, "GET", r, false, err);
+}
+
+/*
+ * n pipelined GETs, one round trip. Not MGET: MGET reads a key of another
+ * type (a list, a hash) as nil, i.e. as a zero counter; GET reports it
+ * (WRONGTYPE), so a damaged key can never look like an unused one.
+ * Grouped counters of one group: one HMGET (WRONGTYPE too).
+ */
+int drl__redis_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
+			int64_t *values, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	redisReply *stack[GET_STACK];
+	redisReply **r = stack;
+	keybuf k;
+	conn proxy, *c;
+	int rc;
+	if (n == 0)
+		return 0;
+	if (drl__redis_get_group(s, n, keys, values, &rc, err))
+		return rc;
+	if (n > SIZE_MAX / sizeof *r)
+		return drl_error_set(err, DRL_EINVAL, "redis: too many keys");
+	if (n > GET_STACK) {
+		r = malloc(n * sizeof *r);
+		if (r == NULL)
+			return drl_error_set(err, DRL_ENOMEM,
+					     "redis %s: out of memory",
+					     s->where);
+	}
+	rc = drl__redis_acquire_shared(s, &proxy, &c, err);
+	if (rc) {
+		if (r != stack)
+			free(r);
+		return rc;
+	}
+	drl__redis_key_init(&k);
+	rc = drl__redis_begin(s, c, err);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		drl_bytes key = keys[i], f = {NULL, 0};
+		bool g = grouped_key(s, &key, &f); /* HGET group field */
+		rc = drl__redis_key_make(s, &k, key, err);
+		if (rc == 0) {
+			const char *argv[3] = {g ? "HGET" : "GET", k.p, f.data};
+			size_t lens[3] = {g ? 4 : 3, k.len, f.len};
+			rc = drl__redis_append(s, c, g ? 3 : 2, argv, lens,
+					       err);
+		}
+	}
+	drl__redis_key_done(&k);
+	if (rc) {
+		/* Queued but unsent commands would desync the next call. */
+		c->broken = true;
+	} else {
+		rc = drl__redis_collect(s, c, n, r, "GET", err);
+		if (rc == 0) {
+			for (size_t i = 0; i < n && rc == 0; i++)
+				rc = drl__redis_counter_value(s, r[i],
+							      &values[i], err);
+			drl__redis_free_replies(r, n);
+		}
+	}
+	drl__redis_release(s, c);
+	if (r != stack)
+		free(r);
+	return rc;
+}
+
+/* ---- add_read: no transaction, no script ------------------------------- */
 
 /* The end of a call that formats an argument vector: what it took from
  * the heap freed; on failure c is broken (what was queued must never
