@@ -49,6 +49,7 @@
  */
 #include "redis.h"
 #include "cluster.h"
+#include "forward.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -337,7 +338,6 @@ static int refresh(cstore *cs, bool force, drl_error *err)
 /* ---- routing ------------------------------------------------------------ */
 
 /* One call on one node's store. */
-typedef int (*node_fn)(drl_backend *node, void *arg, drl_error *err);
 
 /*
  * Run fn on the node serving `slot`, following MOVED, ASK, TRYAGAIN and
@@ -348,8 +348,8 @@ typedef int (*node_fn)(drl_backend *node, void *arg, drl_error *err);
  * becomes DRL_ESTORE (MOVED, ASK) or DRL_EUNAVAILABLE (the cluster is
  * down), with Redis's text.
  */
-static int route(cstore *cs, int slot, node_fn fn, void *arg, bool split_ok,
-		 size_t *served, bool *asked, drl_error *err)
+static int route(cstore *cs, int slot, drl__redis_fwd_fn fn, void *arg,
+		 bool split_ok, size_t *served, bool *asked, drl_error *err)
 {
 	int64_t deadline = drl_mono_us() + cs->timeout_ms * 1000;
 	int64_t wait = TRYAGAIN_US;
@@ -432,36 +432,14 @@ static int route(cstore *cs, int slot, node_fn fn, void *arg, bool split_ok,
 
 /* ---- the vtable --------------------------------------------------------- */
 
-typedef struct incr_args {
-	drl_bytes key;
-	int64_t delta, ttl_us, *value;
-} incr_args;
-
-static int do_incr(drl_backend *node, void *arg, drl_error *err)
-{
-	incr_args *a = arg;
-	return node->incr(node, a->key, a->delta, a->ttl_us, a->value, err);
-}
-
 static int c_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 		  int64_t *value, drl_error *err)
 {
 	cstore *cs = (cstore *)b;
-	incr_args a = {key, delta, ttl_us, value};
-	return route(cs, key_slot(cs, key), do_incr, &a, false, NULL, NULL,
-		     err);
-}
-
-typedef struct get_args {
-	size_t n;
-	const drl_bytes *keys;
-	int64_t *values;
-} get_args;
-
-static int do_get(drl_backend *node, void *arg, drl_error *err)
-{
-	get_args *a = arg;
-	return node->get_many(node, a->n, a->keys, a->values, err);
+	drl__redis_fwd a = {
+		.key = key, .delta = delta, .ttl_us = ttl_us, .values = value};
+	return route(cs, key_slot(cs, key), drl__redis_fwd_incr, &a, false,
+		     NULL, NULL, err);
 }
 
 /* Keys of one slot together (one round trip); when that is redirected,
@@ -475,19 +453,23 @@ static int c_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 	while (i < n) {
 		int slot;
 		size_t j = slot_run(cs, n, keys, i, &slot);
-		get_args a = {j - i, keys + i, values + i};
+		drl__redis_fwd a = {
+			.n = j - i, .keys = keys + i, .values = values + i};
 		long owner = slot_owner(cs, slot);
 		drl_error e1 = {0};
 		int rc = DRL__EREDIRECT;
 		if (owner >= 0)
-			rc = do_get(node_at(cs, (size_t)owner)->b, &a, &e1);
+			rc = drl__redis_fwd_get_many(
+				node_at(cs, (size_t)owner)->b, &a, &e1);
 		if (rc == DRL__EREDIRECT || is_unreachable(rc)) {
 			/* The long way, with every redirect followed. */
 			rc = 0;
 			for (size_t k = i; k < j && rc == 0; k++) {
-				get_args one = {1, keys + k, values + k};
-				rc = route(cs, slot, do_get, &one, false, NULL,
-					   NULL, err);
+				drl__redis_fwd one = {.n = 1,
+						      .keys = keys + k,
+						      .values = values + k};
+				rc = route(cs, slot, drl__redis_fwd_get_many,
+					   &one, false, NULL, NULL, err);
 			}
 		} else if (rc && err) {
 			*err = e1;
@@ -499,30 +481,20 @@ static int c_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 	return 0;
 }
 
-typedef struct load_args {
-	drl_bytes key;
-	void *buf;
-	size_t cap, *len;
-	uint64_t *version;
-} load_args;
-
-static int do_load(drl_backend *node, void *arg, drl_error *err)
-{
-	load_args *a = arg;
-	return node->load(node, a->key, a->buf, a->cap, a->len, a->version,
-			  err);
-}
-
 static int c_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 		  size_t *len, uint64_t *version, drl_error *err)
 {
 	cstore *cs = (cstore *)b;
-	load_args a = {key, buf, cap, len, version};
+	drl__redis_fwd a = {.key = key,
+			    .buf = buf,
+			    .cap = cap,
+			    .lenp = len,
+			    .versionp = version};
 	size_t node = 0;
 	bool asked = false;
 	load_at.store_id = 0;
-	int rc = route(cs, key_slot(cs, key), do_load, &a, false, &node, &asked,
-		       err);
+	int rc = route(cs, key_slot(cs, key), drl__redis_fwd_load, &a, false,
+		       &node, &asked, err);
 	if (rc == 0) {
 		load_at.store_id = cs->id;
 		load_at.node = node;
@@ -566,23 +538,6 @@ static int c_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 			     "load and cas");
 }
 
-typedef struct eval_args {
-	const drl_script *script;
-	size_t nkeys;
-	const drl_bytes *keys;
-	size_t nargs;
-	const int64_t *args;
-	int64_t *out;
-	size_t nout, *nret;
-} eval_args;
-
-static int do_eval(drl_backend *node, void *arg, drl_error *err)
-{
-	eval_args *a = arg;
-	return node->eval(node, a->script, a->nkeys, a->keys, a->nargs, a->args,
-			  a->out, a->nout, a->nret, err);
-}
-
 /* A script's keys must share a slot (Redis would answer CROSSSLOT): the
  * core's do, since they share a hash tag; anything else is refused
  * before it is sent. */
@@ -601,20 +556,15 @@ static int c_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 			return drl_error_set(err, DRL_EINVAL,
 					     "redis cluster: a script's keys "
 					     "span hash slots");
-	eval_args a = {script, nkeys, keys, nargs, args, out, nout, nret};
-	return route(cs, slot, do_eval, &a, true, NULL, NULL, err);
-}
-
-typedef struct trim_args {
-	size_t n;
-	const drl_bytes *keys;
-	int64_t ttl_us;
-} trim_args;
-
-static int do_trim(drl_backend *node, void *arg, drl_error *err)
-{
-	trim_args *a = arg;
-	return node->trim(node, a->n, a->keys, a->ttl_us, err);
+	drl__redis_fwd a = {.script = script,
+			    .n = nkeys,
+			    .keys = keys,
+			    .nargs = nargs,
+			    .args = args,
+			    .out = out,
+			    .nout = nout,
+			    .nret = nret};
+	return route(cs, slot, drl__redis_fwd_eval, &a, true, NULL, NULL, err);
 }
 
 /* One group's counters: one key (the group's hash), one slot. */
@@ -625,20 +575,9 @@ static int c_trim(drl_backend *b, size_t n, const drl_bytes *keys,
 	if (n == 0 || keys == NULL)
 		return drl_error_set(err, DRL_EINVAL,
 				     "redis cluster: trim of no keys");
-	trim_args a = {n, keys, ttl_us};
-	return route(cs, key_slot(cs, keys[0]), do_trim, &a, false, NULL, NULL,
-		     err);
-}
-
-typedef struct del_args {
-	size_t n;
-	const drl_bytes *keys;
-} del_args;
-
-static int do_del(drl_backend *node, void *arg, drl_error *err)
-{
-	del_args *a = arg;
-	return node->del(node, a->n, a->keys, err);
+	drl__redis_fwd a = {.n = n, .keys = keys, .ttl_us = ttl_us};
+	return route(cs, key_slot(cs, keys[0]), drl__redis_fwd_trim, &a, false,
+		     NULL, NULL, err);
 }
 
 /* The keys of one slot in one DEL, atomic (the core's keys of one reset
@@ -654,14 +593,15 @@ static int c_del(drl_backend *b, size_t n, const drl_bytes *keys,
 	while (i < n) {
 		int slot;
 		size_t j = slot_run(cs, n, keys, i, &slot);
-		del_args a = {j - i, keys + i};
-		int rc = route(cs, slot, do_del, &a, true, NULL, NULL, err);
+		drl__redis_fwd a = {.n = j - i, .keys = keys + i};
+		int rc = route(cs, slot, drl__redis_fwd_del, &a, true, NULL,
+			       NULL, err);
 		if (rc == DRL_BACKEND_ESPLIT) {
 			rc = 0;
 			for (size_t k = i; k < j && rc == 0; k++) {
-				del_args one = {1, keys + k};
-				rc = route(cs, slot, do_del, &one, false, NULL,
-					   NULL, err);
+				drl__redis_fwd one = {.n = 1, .keys = keys + k};
+				rc = route(cs, slot, drl__redis_fwd_del, &one,
+					   false, NULL, NULL, err);
 			}
 		}
 		if (rc)
@@ -671,16 +611,13 @@ static int c_del(drl_backend *b, size_t n, const drl_bytes *keys,
 	return 0;
 }
 
-static int do_now(drl_backend *node, void *arg, drl_error *err)
-{
-	return node->now(node, arg, err);
-}
-
 /* clock=server: the clock of slot 0's master, so every client reads one
  * clock (until that master fails over). */
 static int c_now(drl_backend *b, int64_t *now_us, drl_error *err)
 {
-	return route((cstore *)b, 0, do_now, now_us, false, NULL, NULL, err);
+	drl__redis_fwd a = {.values = now_us};
+	return route((cstore *)b, 0, drl__redis_fwd_now, &a, false, NULL, NULL,
+		     err);
 }
 
 static void c_destroy(drl_backend *b)

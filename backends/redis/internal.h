@@ -10,6 +10,9 @@
  *                                    once; the node stores of 6
  *          sub.c                     a subscribed connection (Sentinel's
  *                                    +switch-master), over conn.c
+ *          forward.c                 a store method called with its
+ *                                    arguments packed: how cluster.c and
+ *                                    sentinel.c forward every call
  *   4      counter.c                 incr, get_many, add_read(_start),
  *                                    trim(_start): counters
  *          state.c                   load, cas: WATCH, MULTI/SET/EXEC
@@ -33,7 +36,7 @@
  *
  * Headers: redis.h is the store to registry.c and the layer-6 stores;
  * this one is the rest; codes.h, uri.h, tls.h, cluster.h, sentinel.h,
- * bell.h belong to their files.
+ * forward.h, bell.h belong to their files.
  *
  * A conn is one hiredis blocking context with the state of the call on
  * it (or, for a shared call, a proxy with no context: the store formats

@@ -65,6 +65,7 @@
  * resolver's (and open's, before the resolver starts).
  */
 #include "redis.h"
+#include "forward.h"
 #include "sentinel.h"
 
 #include <errno.h>
@@ -581,8 +582,6 @@ static mnode *master(sstore *ss, drl_error *err)
 
 /* ---- calls -------------------------------------------------------------- */
 
-typedef int (*op_fn)(drl_backend *m, void *arg, drl_error *err);
-
 /* Whether a call that failed with rc may run on a new master: nothing of
  * it ran (the master's store says so: DRL__UNSENT, redis.h) and it did
  * not fail for want of time (its timeout_ms is spent) or memory. */
@@ -595,7 +594,7 @@ static bool may_rerun(int rc)
 
 /* Run op on the current master; once more on a new master when nothing
  * of it ran and the resolver moved the master meanwhile. */
-static int run(sstore *ss, op_fn op, void *arg, drl_error *err)
+static int run(sstore *ss, drl__redis_fwd_fn op, void *arg, drl_error *err)
 {
 	drl_error e = {0};
 	mnode *m = master(ss, &e);
@@ -619,160 +618,88 @@ static int run(sstore *ss, op_fn op, void *arg, drl_error *err)
 	return rc;
 }
 
-typedef struct args {
-	size_t n;
-	const drl_bytes *keys;
-	drl_bytes key;
-	int64_t delta, ttl_us;
-	int64_t *values;
-	void *buf;
-	const void *blob;
-	size_t cap, len, *lenp;
-	uint64_t version, *versionp;
-	const drl_script *script;
-	size_t nargs, nout, *nret;
-	const int64_t *iargs;
-	int64_t *out;
-} args;
-
-static int do_incr(drl_backend *m, void *p, drl_error *err)
-{
-	args *a = p;
-	return m->incr(m, a->key, a->delta, a->ttl_us, a->values, err);
-}
-
 static int s_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 		  int64_t *value, drl_error *err)
 {
-	args a = {
+	drl__redis_fwd a = {
 		.key = key, .delta = delta, .ttl_us = ttl_us, .values = value};
-	return run((sstore *)b, do_incr, &a, err);
-}
-
-static int do_get_many(drl_backend *m, void *p, drl_error *err)
-{
-	args *a = p;
-	return m->get_many(m, a->n, a->keys, a->values, err);
+	return run((sstore *)b, drl__redis_fwd_incr, &a, err);
 }
 
 static int s_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 		      int64_t *values, drl_error *err)
 {
-	args a = {.n = n, .keys = keys, .values = values};
-	return run((sstore *)b, do_get_many, &a, err);
-}
-
-static int do_load(drl_backend *m, void *p, drl_error *err)
-{
-	args *a = p;
-	return m->load(m, a->key, a->buf, a->cap, a->lenp, a->versionp, err);
+	drl__redis_fwd a = {.n = n, .keys = keys, .values = values};
+	return run((sstore *)b, drl__redis_fwd_get_many, &a, err);
 }
 
 static int s_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 		  size_t *len, uint64_t *version, drl_error *err)
 {
-	args a = {.key = key,
-		  .buf = buf,
-		  .cap = cap,
-		  .lenp = len,
-		  .versionp = version};
-	return run((sstore *)b, do_load, &a, err);
-}
-
-static int do_cas(drl_backend *m, void *p, drl_error *err)
-{
-	args *a = p;
-	return m->cas(m, a->key, a->blob, a->len, a->version, a->ttl_us, err);
+	drl__redis_fwd a = {.key = key,
+			    .buf = buf,
+			    .cap = cap,
+			    .lenp = len,
+			    .versionp = version};
+	return run((sstore *)b, drl__redis_fwd_load, &a, err);
 }
 
 static int s_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 		 uint64_t version, int64_t ttl_us, drl_error *err)
 {
-	args a = {.key = key,
-		  .blob = blob,
-		  .len = len,
-		  .version = version,
-		  .ttl_us = ttl_us};
-	return run((sstore *)b, do_cas, &a, err);
-}
-
-static int do_eval(drl_backend *m, void *p, drl_error *err)
-{
-	args *a = p;
-	return m->eval(m, a->script, a->n, a->keys, a->nargs, a->iargs, a->out,
-		       a->nout, a->nret, err);
+	drl__redis_fwd a = {.key = key,
+			    .blob = blob,
+			    .len = len,
+			    .version = version,
+			    .ttl_us = ttl_us};
+	return run((sstore *)b, drl__redis_fwd_cas, &a, err);
 }
 
 static int s_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 		  const drl_bytes *keys, size_t nargs, const int64_t *iargs,
 		  int64_t *out, size_t nout, size_t *nret, drl_error *err)
 {
-	args a = {.script = script,
-		  .n = nkeys,
-		  .keys = keys,
-		  .nargs = nargs,
-		  .iargs = iargs,
-		  .out = out,
-		  .nout = nout,
-		  .nret = nret};
-	return run((sstore *)b, do_eval, &a, err);
-}
-
-static int do_now(drl_backend *m, void *p, drl_error *err)
-{
-	args *a = p;
-	return m->now(m, a->values, err);
+	drl__redis_fwd a = {.script = script,
+			    .n = nkeys,
+			    .keys = keys,
+			    .nargs = nargs,
+			    .args = iargs,
+			    .out = out,
+			    .nout = nout,
+			    .nret = nret};
+	return run((sstore *)b, drl__redis_fwd_eval, &a, err);
 }
 
 static int s_now(drl_backend *b, int64_t *now_us, drl_error *err)
 {
-	args a = {.values = now_us};
-	return run((sstore *)b, do_now, &a, err);
-}
-
-static int do_del(drl_backend *m, void *p, drl_error *err)
-{
-	args *a = p;
-	return m->del(m, a->n, a->keys, err);
+	drl__redis_fwd a = {.values = now_us};
+	return run((sstore *)b, drl__redis_fwd_now, &a, err);
 }
 
 static int s_del(drl_backend *b, size_t n, const drl_bytes *keys,
 		 drl_error *err)
 {
-	args a = {.n = n, .keys = keys};
-	return run((sstore *)b, do_del, &a, err);
-}
-
-static int do_add_read(drl_backend *m, void *p, drl_error *err)
-{
-	args *a = p;
-	return m->add_read(m, a->n, a->keys, a->delta, a->ttl_us, a->values,
-			   err);
+	drl__redis_fwd a = {.n = n, .keys = keys};
+	return run((sstore *)b, drl__redis_fwd_del, &a, err);
 }
 
 static int s_add_read(drl_backend *b, size_t n, const drl_bytes *keys,
 		      int64_t delta, int64_t ttl_us, int64_t *values,
 		      drl_error *err)
 {
-	args a = {.n = n,
-		  .keys = keys,
-		  .delta = delta,
-		  .ttl_us = ttl_us,
-		  .values = values};
-	return run((sstore *)b, do_add_read, &a, err);
-}
-
-static int do_trim(drl_backend *m, void *p, drl_error *err)
-{
-	args *a = p;
-	return m->trim(m, a->n, a->keys, a->ttl_us, err);
+	drl__redis_fwd a = {.n = n,
+			    .keys = keys,
+			    .delta = delta,
+			    .ttl_us = ttl_us,
+			    .values = values};
+	return run((sstore *)b, drl__redis_fwd_add_read, &a, err);
 }
 
 static int s_trim(drl_backend *b, size_t n, const drl_bytes *keys,
 		  int64_t ttl_us, drl_error *err)
 {
-	args a = {.n = n, .keys = keys, .ttl_us = ttl_us};
-	return run((sstore *)b, do_trim, &a, err);
+	drl__redis_fwd a = {.n = n, .keys = keys, .ttl_us = ttl_us};
+	return run((sstore *)b, drl__redis_fwd_trim, &a, err);
 }
 
 /* A started call goes to the current master as it is, held while it

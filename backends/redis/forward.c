@@ -1,0 +1,60 @@
+/* A store method called with its arguments packed (forward.h). */
+#include "forward.h"
+
+int drl__redis_fwd_incr(drl_backend *node, void *fwd, drl_error *err)
+{
+	drl__redis_fwd *a = fwd;
+	return node->incr(node, a->key, a->delta, a->ttl_us, a->values, err);
+}
+
+int drl__redis_fwd_get_many(drl_backend *node, void *fwd, drl_error *err)
+{
+	drl__redis_fwd *a = fwd;
+	return node->get_many(node, a->n, a->keys, a->values, err);
+}
+
+int drl__redis_fwd_load(drl_backend *node, void *fwd, drl_error *err)
+{
+	drl__redis_fwd *a = fwd;
+	return node->load(node, a->key, a->buf, a->cap, a->lenp, a->versionp,
+			  err);
+}
+
+int drl__redis_fwd_cas(drl_backend *node, void *fwd, drl_error *err)
+{
+	drl__redis_fwd *a = fwd;
+	return node->cas(node, a->key, a->blob, a->len, a->version, a->ttl_us,
+			 err);
+}
+
+int drl__redis_fwd_eval(drl_backend *node, void *fwd, drl_error *err)
+{
+	drl__redis_fwd *a = fwd;
+	return node->eval(node, a->script, a->n, a->keys, a->nargs, a->args,
+			  a->out, a->nout, a->nret, err);
+}
+
+int drl__redis_fwd_now(drl_backend *node, void *fwd, drl_error *err)
+{
+	drl__redis_fwd *a = fwd;
+	return node->now(node, a->values, err);
+}
+
+int drl__redis_fwd_del(drl_backend *node, void *fwd, drl_error *err)
+{
+	drl__redis_fwd *a = fwd;
+	return node->del(node, a->n, a->keys, err);
+}
+
+int drl__redis_fwd_add_read(drl_backend *node, void *fwd, drl_error *err)
+{
+	drl__redis_fwd *a = fwd;
+	return node->add_read(node, a->n, a->keys, a->delta, a->ttl_us,
+			      a->values, err);
+}
+
+int drl__redis_fwd_trim(drl_backend *node, void *fwd, drl_error *err)
+{
+	drl__redis_fwd *a = fwd;
+	return node->trim(node, a->n, a->keys, a->ttl_us, err);
+}
