@@ -47,18 +47,9 @@ for tool in "$drld" "$drl"; do
 		exit 2
 	}
 done
-command -v wrk >/dev/null || {
-	echo "bench_drld: wrk is not installed (scripts/deps.sh)" >&2
-	exit 2
-}
+need_tools bench_drld wrk
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	stop_pids "${pids[@]}" # scripts/ports.sh
-	rm -rf "$work"
-}
-trap cleanup EXIT
+work_dir # $work, pids (scripts/ports.sh)
 
 cat >"$work/check.lua" <<EOF
 -- One /v1/check body per request, the key cycling over $keys keys.

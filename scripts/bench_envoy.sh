@@ -52,24 +52,13 @@ for tool in "$drld" "$drl"; do
 		exit 2
 	}
 done
-for tool in wrk h2load; do
-	command -v $tool >/dev/null || {
-		echo "bench_envoy: $tool is not installed (scripts/deps.sh)" >&2
-		exit 2
-	}
-done
+need_tools bench_envoy wrk h2load
 if [ "$conc" -lt 2 ] || [ $((conc % 2)) -ne 0 ]; then
 	echo "bench_envoy: CONCURRENCY must be even (2 connections for grpc-mux)" >&2
 	exit 2
 fi
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	stop_pids "${pids[@]}" # scripts/ports.sh
-	rm -rf "$work"
-}
-trap cleanup EXIT
+work_dir # $work, pids (scripts/ports.sh)
 
 cat >"$work/check.lua" <<EOF
 request = function()

@@ -37,21 +37,10 @@ keys=10000
 	echo "bench_nginx: no $build/nginx/ngx_http_drl_module.so (nginx-dev, ninja -C $build)" >&2
 	exit 2
 }
-for tool in wrk nginx redis-server; do
-	command -v "$tool" >/dev/null || {
-		echo "bench_nginx: $tool is not installed (scripts/deps.sh)" >&2
-		exit 2
-	}
-done
+need_tools bench_nginx wrk nginx redis-server
 
-work=$(mktemp -d)
+work_dir # $work, pids (scripts/ports.sh)
 chmod 755 "$work"
-pids=()
-cleanup() {
-	stop_pids "${pids[@]}" # scripts/ports.sh
-	rm -rf "$work"
-}
-trap cleanup EXIT
 
 redis_port=$(free_port)
 start_redis "$redis_port" "$work"

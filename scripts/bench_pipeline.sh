@@ -40,13 +40,7 @@ drl=$build/tools/drl
 	exit 2
 }
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	stop_pids "${pids[@]}" # scripts/ports.sh
-	rm -rf "$work"
-}
-trap cleanup EXIT
+work_dir # $work, pids (scripts/ports.sh)
 
 port=$(free_port)
 start_redis "$port" "$work"

@@ -38,6 +38,28 @@ stop_pids() {
 	done
 }
 
+# work_dir: $work, a fresh temporary folder, and pids=(), the processes
+# the script starts: at exit every one of them is stopped (stop_pids) and
+# the folder removed. For the benchmark scripts.
+work_dir() {
+	work=$(mktemp -d)
+	pids=()
+	trap 'stop_pids "${pids[@]}"; rm -rf "$work"' EXIT
+}
+
+# need_tools WHO TOOL...: exit 2, naming WHO and the tool, unless every
+# TOOL is on PATH (scripts/deps.sh installs them).
+need_tools() {
+	local who=$1 t
+	shift
+	for t in "$@"; do
+		command -v "$t" >/dev/null || {
+			echo "$who: $t is not installed (scripts/deps.sh)" >&2
+			exit 2
+		}
+	done
+}
+
 # start_redis PORT DIR [ARGS...]: start redis-server on 127.0.0.1:PORT in
 # the background, persistence off, its files and its log
 # (DIR/redis-PORT.log) in DIR, ARGS added (--requirepass PW). The caller
