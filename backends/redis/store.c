@@ -150,11 +150,11 @@ static void free_unregistered(rstore *s)
 	free(s);
 }
 
-int drl__redis_open(drl_backend **out, drl_uri *uri, drl_error *err)
+/* A new store of uri, registered: a store of its own (redis://,
+ * rediss://) with its pipes, or the template of a redis-cluster or
+ * redis-sentinel URI (never called, only copied into nodes). */
+static int new_store(rstore **out, drl_uri *uri, bool template, drl_error *err)
 {
-	if (out == NULL || uri == NULL || drl_uri_scheme(uri) == NULL)
-		return drl_error_set(err, DRL_EINVAL,
-				     "drl__redis_open: NULL argument");
 	*out = NULL;
 	if (!drl__redis_holds_ready())
 		return drl_error_set(err, DRL_ENOMEM,
@@ -163,21 +163,38 @@ int drl__redis_open(drl_backend **out, drl_uri *uri, drl_error *err)
 	if (s == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
 	int rc = parse_uri(s, uri, err);
+	if (rc == 0 && template && !s->cluster && !s->sentinel)
+		rc = drl_error_set(err, DRL_EINVAL,
+				   "drl__redis_template: not a redis-cluster "
+				   "or redis-sentinel URI");
+	else if (rc == 0 && !template && s->cluster)
+		rc = drl_error_set(err, DRL_EINVAL,
+				   "drl__redis_open: a redis-cluster URI");
 	if (rc == 0 && init_sync(s) != 0)
 		rc = drl_error_set(err, DRL_ENOMEM,
 				   "redis: cannot make a mutex");
-	else if (rc == 0 && drl__redis_pipes_init(s) != 0)
+	else if (rc == 0 && !template && drl__redis_pipes_init(s) != 0)
 		rc = drl_error_set(err, DRL_ENOMEM,
 				   "redis: out of memory for pipelines");
-	if (rc == 0 && s->cluster)
-		rc = drl_error_set(err, DRL_EINVAL,
-				   "drl__redis_open: a redis-cluster URI");
 	if (rc) {
 		free_unregistered(s);
 		return rc;
 	}
 	drl__redis_register(s);
+	*out = s;
+	return 0;
+}
 
+int drl__redis_open(drl_backend **out, drl_uri *uri, drl_error *err)
+{
+	if (out == NULL || uri == NULL || drl_uri_scheme(uri) == NULL)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl__redis_open: NULL argument");
+	*out = NULL;
+	rstore *s;
+	int rc = new_store(&s, uri, false, err);
+	if (rc)
+		return rc;
 	/* Connect now, so a wrong address or password fails at open
 	 * (unless connect=lazy). */
 	if (s->lazy) {
@@ -200,28 +217,10 @@ int drl__redis_open(drl_backend **out, drl_uri *uri, drl_error *err)
 
 int drl__redis_template(drl_backend **out, drl_uri *uri, drl_error *err)
 {
-	*out = NULL;
-	if (!drl__redis_holds_ready())
-		return drl_error_set(err, DRL_ENOMEM,
-				     "redis: no thread-specific key left");
-	rstore *s = calloc(1, sizeof *s);
-	if (s == NULL)
-		return drl_error_set(err, DRL_ENOMEM, "out of memory");
-	int rc = parse_uri(s, uri, err);
-	if (rc == 0 && !s->cluster && !s->sentinel)
-		rc = drl_error_set(err, DRL_EINVAL,
-				   "drl__redis_template: not a redis-cluster "
-				   "or redis-sentinel URI");
-	if (rc == 0 && init_sync(s) != 0)
-		rc = drl_error_set(err, DRL_ENOMEM,
-				   "redis: cannot make a mutex");
-	if (rc) {
-		free_unregistered(s);
-		return rc;
-	}
-	drl__redis_register(s);
-	*out = &s->parent;
-	return 0;
+	rstore *s;
+	int rc = new_store(&s, uri, true, err);
+	*out = rc ? NULL : &s->parent;
+	return rc;
 }
 
 bool drl__redis_template_lazy(const drl_backend *tmpl)
