@@ -143,7 +143,8 @@ static int store(const tl_opts *p, const tl_opt *o, const char *v, void *target)
 			    : !tl_parse_seconds(v, o->min, o->max, &n))
 			return bad_value(p, o, v);
 		if (o->size == sizeof(int32_t)) {
-			int32_t n32 = (int32_t)n; /* ranges fit: test_opts */
+			int32_t n32 =
+				(int32_t)n; /* fits: tl_opts_parse() checks */
 			memcpy(field, &n32, sizeof n32);
 		} else {
 			memcpy(field, &n, sizeof n);
@@ -200,10 +201,13 @@ int tl_opts_parse(const tl_opts *p, int argc, char **argv, void *target,
 	size_t ns = 2;
 	int c, st;
 
-	if (p->nopts > OPTS_MAX) /* a programming error: test_opts */
+	if (p->nopts > OPTS_MAX) /* a bad table: the CLI tests see it */
 		abort();
 	for (size_t i = 0; i < p->nopts; i++) {
 		const tl_opt *o = &p->opts[i];
+		if (o->type == TL_OPT_UINT && o->size == sizeof(int32_t) &&
+		    (o->min < 0 || o->max > INT32_MAX))
+			abort(); /* a range its field cannot hold */
 		int has = o->type == TL_OPT_FLAG || (o->type == TL_OPT_CALL &&
 						     o->arg == NULL)
 				  ? no_argument
