@@ -232,8 +232,7 @@ static const tl_opts cli = {
 		 "GET /healthz, and the path prefixes the config protects\n"
 		 "(docs/drld.md).\n"
 		 "\n",
-	.opts = options,
-	.nopts = sizeof options / sizeof options[0],
+	TL_TABLE(options),
 	.outro = "\n"
 		 "Signals: SIGHUP reloads the config on a thread of its own (a "
 		 "bad\n"

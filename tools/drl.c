@@ -273,8 +273,7 @@ static const tl_opts check_cli = {
 		    "KEY\n",
 	.intro = "\nDecide whether a request of COST units for KEY is "
 		 "allowed.\n\n",
-	.opts = check_opts,
-	.nopts = sizeof check_opts / sizeof check_opts[0],
+	TL_TABLE(check_opts),
 	.outro = "\n"
 		 "With shadow=1 in the policy a denial is printed as the "
 		 "decision\n"
@@ -296,8 +295,7 @@ static const tl_opts reset_cli = {
 		 "keys,\n"
 		 "limits and prefixes are untouched.\n"
 		 "\n",
-	.opts = reset_opts,
-	.nopts = sizeof reset_opts / sizeof reset_opts[0],
+	TL_TABLE(reset_opts),
 	.outro = "\n"
 		 "Exit status: 0 reset, 2 bad usage, spec, URI or key "
 		 "(nothing\n"

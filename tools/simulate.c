@@ -207,17 +207,8 @@ static const tl_opt sim_opts_table[] = {
 		  "boundary  LIMIT requests just before and LIMIT just\n"
 		  "          after every other window edge\n"
 		  "          (--rate unused)\n"),
-	{.name = "rate",
-	 .short_name = 'r',
-	 .type = TL_OPT_DOUBLE,
-	 .arg = "R",
-	 .offset = offsetof(O, rate),
-	 .size = sizeof(double),
-	 .dmin = 0,
-	 .dmax = RATE_MAX,
-	 .open_min = 1,
-	 .dflt = "2 x LIMIT/PERIOD",
-	 .help = "mean requests per second"},
+	TL_DOUBLE("rate", 'r', "R", O, rate, 0, 1, RATE_MAX, "2 x LIMIT/PERIOD",
+		  "mean requests per second"),
 	TL_SECONDS("duration", 'd', "S", O, duration_us, 1000, DURATION_MAX_US,
 		   "10 x PERIOD", "simulated seconds"),
 	TL_UINT("keys", 'k', "N", O, keys, 1, KEYS_MAX, "1000",
@@ -229,15 +220,10 @@ static const tl_opt sim_opts_table[] = {
 	TL_FLAG("no-timing", 0, O, no_timing,
 		"leave out decisions/s (output then depends only on the "
 		"options)"),
-	{.name = "plot",
-	 .type = TL_OPT_STRING,
-	 .arg = "DIR",
-	 .offset = offsetof(O, plot_dir),
-	 .size = sizeof(char *),
-	 .min = 1,
-	 .help = "write DIR/N-ALGORITHM.dat (time, admitted in the trailing "
-		 "PERIOD for key 0, the perfect window's, LIMIT) and render "
-		 "N-ALGORITHM.png and overview.png with gnuplot"},
+	TL_NONEMPTY("plot", 0, "DIR", O, plot_dir,
+		    "write DIR/N-ALGORITHM.dat (time, admitted in the trailing "
+		    "PERIOD for key 0, the perfect window's, LIMIT) and render "
+		    "N-ALGORITHM.png and overview.png with gnuplot"),
 };
 #undef O
 
@@ -258,8 +244,7 @@ const tl_opts tool_simulate_cli = {
 		 "sliding window, and report how far each algorithm is from "
 		 "it.\n"
 		 "\n",
-	.opts = sim_opts_table,
-	.nopts = sizeof sim_opts_table / sizeof sim_opts_table[0],
+	TL_TABLE(sim_opts_table),
 	.outro = "\n"
 		 "Per row: requests allowed, % wrongly allowed (allowed "
 		 "although the\n"

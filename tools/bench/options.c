@@ -198,8 +198,7 @@ const tl_opts tool_bench_cli = {
 		 "cell of the grid store x spec x keys x concurrency runs for\n"
 		 "--duration seconds under a key prefix of its own.\n"
 		 "\n",
-	.opts = bench_opts_table,
-	.nopts = sizeof bench_opts_table / sizeof bench_opts_table[0],
+	TL_TABLE(bench_opts_table),
 	.outro = "\n"
 		 "Per cell: decisions/s; p50/p99/p99.9 latency; round trips "
 		 "per\n"

@@ -90,6 +90,20 @@ typedef struct tl_opt {
 		.size = sizeof(((T *)0)->F), .min = MIN_US, .max = MAX_US,     \
 		.dflt = DFLT, .help = HELP                                     \
 	}
+#define TL_NONEMPTY(LONG, SHORT, ARG, T, F, HELP)                              \
+	{                                                                      \
+		.name = LONG, .short_name = SHORT, .type = TL_OPT_STRING,      \
+		.arg = ARG, .offset = offsetof(T, F),                          \
+		.size = sizeof(((T *)0)->F), .min = 1, .help = HELP            \
+	}
+/* OPEN 1: MIN itself is refused. */
+#define TL_DOUBLE(LONG, SHORT, ARG, T, F, MIN, OPEN, MAX, DFLT, HELP)          \
+	{                                                                      \
+		.name = LONG, .short_name = SHORT, .type = TL_OPT_DOUBLE,      \
+		.arg = ARG, .offset = offsetof(T, F),                          \
+		.size = sizeof(((T *)0)->F), .dmin = MIN, .open_min = OPEN,    \
+		.dmax = MAX, .dflt = DFLT, .help = HELP                        \
+	}
 #define TL_CHOICE(LONG, SHORT, ARG, T, F, CHOICES, HELP)                       \
 	{                                                                      \
 		.name = LONG, .short_name = SHORT, .type = TL_OPT_CHOICE,      \
@@ -101,6 +115,9 @@ typedef struct tl_opt {
 		.name = LONG, .short_name = SHORT, .type = TL_OPT_CALL,        \
 		.arg = ARG, .set = SET, .expect = EXPECT, .help = HELP         \
 	}
+
+/* .opts and .nopts of a tl_opts from the array TABLE. */
+#define TL_TABLE(TABLE) .opts = TABLE, .nopts = sizeof TABLE / sizeof TABLE[0]
 
 /* A program's command line. */
 typedef struct tl_opts {
