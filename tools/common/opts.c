@@ -188,9 +188,19 @@ static int bad_option(const tl_opts *p, int c, char **argv)
 				     p->opts[optopt - VAL_BASE].name);
 	if (optopt != 0) /* an unknown short option, maybe in a cluster */
 		return tl_opts_error(p, "unknown option '-%c'", optopt);
-	/* an unknown or ambiguous long option: its text up to '=' */
-	return tl_opts_error(p, "unknown option '%.*s'", (int)strcspn(arg, "="),
-			     arg);
+	/* an unknown long option, or the start of several: its text up to
+	 * '=' */
+	size_t len = strcspn(arg, "=");
+	const char *match[2] = {NULL, NULL};
+	int n = 0;
+	for (size_t i = 0; len > 2 && i < p->nopts; i++)
+		if (strncmp(p->opts[i].name, arg + 2, len - 2) == 0 && n++ < 2)
+			match[n - 1] = p->opts[i].name;
+	if (n > 1)
+		return tl_opts_error(p, "ambiguous option '%.*s': --%s, --%s%s",
+				     (int)len, arg, match[0], match[1],
+				     n > 2 ? ", ..." : "");
+	return tl_opts_error(p, "unknown option '%.*s'", (int)len, arg);
 }
 
 int tl_opts_parse(const tl_opts *p, int argc, char **argv, void *target,
