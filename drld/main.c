@@ -28,7 +28,6 @@
  * address is in use), 2 bad usage, store URI or config, 3 the store could
  * not be reached.
  */
-#include "common/args.h"
 #include "common/insecure.h"
 #include "common/json.h"
 #include "common/memory_uri.h"

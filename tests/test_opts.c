@@ -267,6 +267,8 @@ static void test_unknown_and_missing(void **state)
 	usage_is(&r, "prog: option '-t' needs a value");
 	parse(&r, "--json=yes", NULL);
 	usage_is(&r, "prog: option '--json' takes no value");
+	parse(&r, "--help=1", NULL);
+	usage_is(&r, "prog: option '--help' takes no value");
 }
 
 /* A scalar keeps the last value, a flag stays set, a setter sees all. */

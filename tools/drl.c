@@ -17,12 +17,12 @@
  * shadow=1), 1 denied, 2 bad usage / spec / URI / key, 3 store (or
  * output) error; reset: 0 reset, 2 and 3 as check; bench and simulate: see
  * bench.h and simulate.h. Subcommands live in one table (`commands`
- * below); a new one is a function and a row.
+ * below); a new one is a function and a row. Each command's options are a
+ * table of common/opts.h, which also writes its --help.
  */
 #include <drl/drl.h>
 
 #include "bench.h"
-#include "common/args.h"
 #include "common/insecure.h"
 #include "common/json.h"
 #include "common/opts.h"

@@ -143,8 +143,8 @@ static int store(const tl_opts *p, const tl_opt *o, const char *v, void *target)
 			    : !tl_parse_seconds(v, o->min, o->max, &n))
 			return bad_value(p, o, v);
 		if (o->size == sizeof(int32_t)) {
-			int32_t n32 =
-				(int32_t)n; /* fits: tl_opts_parse() checks */
+			/* it fits: tl_opts_parse() checks the table */
+			int32_t n32 = (int32_t)n;
 			memcpy(field, &n32, sizeof n32);
 		} else {
 			memcpy(field, &n, sizeof n);
@@ -183,9 +183,11 @@ static int bad_option(const tl_opts *p, int c, char **argv)
 
 	if (c == ':')
 		return tl_opts_error(p, "option '%s' needs a value", arg);
-	if (optopt >= VAL_BASE) /* a flag given a value: --json=1 */
+	if (optopt != 0 && strncmp(arg, "--", 2) == 0) /* --json=1 */
 		return tl_opts_error(p, "option '--%s' takes no value",
-				     p->opts[optopt - VAL_BASE].name);
+				     optopt >= VAL_BASE
+					     ? p->opts[optopt - VAL_BASE].name
+					     : "help");
 	if (optopt != 0) /* an unknown short option, maybe in a cluster */
 		return tl_opts_error(p, "unknown option '-%c'", optopt);
 	/* an unknown long option, or the start of several: its text up to
@@ -215,9 +217,11 @@ int tl_opts_parse(const tl_opts *p, int argc, char **argv, void *target,
 		abort();
 	for (size_t i = 0; i < p->nopts; i++) {
 		const tl_opt *o = &p->opts[i];
-		if (o->type == TL_OPT_UINT && o->size == sizeof(int32_t) &&
-		    (o->min < 0 || o->max > INT32_MAX))
-			abort(); /* a range its field cannot hold */
+		if ((o->type == TL_OPT_UINT || o->type == TL_OPT_SECONDS) &&
+		    (o->size == sizeof(int32_t)
+			     ? o->min < 0 || o->max > INT32_MAX
+			     : o->size != sizeof(int64_t)))
+			abort(); /* a field that cannot hold the range */
 		int has = o->type == TL_OPT_FLAG || (o->type == TL_OPT_CALL &&
 						     o->arg == NULL)
 				  ? no_argument
