@@ -28,10 +28,10 @@
  * address is in use), 2 bad usage, store URI or config, 3 the store could
  * not be reached.
  */
-#include "common/args.h"
 #include "common/insecure.h"
 #include "common/json.h"
 #include "common/memory_uri.h"
+#include "common/opts.h"
 #include "common/result.h"
 #include "drld.h"
 #include "envoy/envoy_config.h"
@@ -44,7 +44,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <malloc.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -59,145 +58,6 @@
 #include <unistd.h>
 
 enum { EXIT_OK = 0, EXIT_SERVE = 1, EXIT_USAGE = 2, EXIT_STORE = 3 };
-
-static const char synopsis[] =
-	"usage: drld [--listen HOST:PORT] [--store URI] [--config FILE]\n"
-	"            [--threads N] [--max-connections N]\n"
-	"            [--max-connections-per-ip N] [--timeout-s N] [--drain-s "
-	"N]\n"
-	"            [--max-body BYTES] [--conn-memory BYTES] [--max-specs N]\n"
-	"            [--memory-max-keys N] [--memory-max-keys-per-limit N]\n"
-	"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
-	"[--shadow]\n"
-	"            [--grpc-headers] "
-	"[--stop-cache-key-increment-when-overlimit]\n"
-	"            [--merge-domain-config] [--watch-config]\n"
-	"            [--grpc-threads N] [--grpc-pollers N]\n"
-	"            [--grpc-queue N]\n"
-	"            [--grpc-max-connection-age S]\n"
-	"            [--grpc-max-connection-age-grace S]\n"
-	"            [--grpc-max-connection-idle S]\n"
-	"            [--grpc-tls-cert FILE --grpc-tls-key FILE\n"
-	"             [--grpc-tls-client-ca FILE [--grpc-tls-client-san "
-	"NAME]]\n"
-	"             [--grpc-tls-refresh S]]\n"
-	"       drld --help | --version\n";
-
-static const char details[] =
-	"\n"
-	"Serve rate-limit decisions over HTTP: POST /v1/check, GET /metrics,\n"
-	"GET /healthz, and the path prefixes the config protects\n"
-	"(docs/drld.md).\n"
-	"\n"
-	"  -l, --listen HOST:PORT  numeric IPv4 or [IPv6] address and port\n"
-	"                          (default 127.0.0.1:8080; port 0 picks a\n"
-	"                          free one, printed when ready)\n"
-	"  -s, --store URI         the store every limit lives in (default:\n"
-	"                          the config's \"store\", else memory://)\n"
-	"  -c, --config FILE       named rules and protected prefixes (JSON);\n"
-	"                          reloaded on SIGHUP\n"
-	"  -t, --threads N         HTTP threads, each with its epoll\n"
-	"                          (default 2, 1..64)\n"
-	"      --max-connections N open connections at once (default 1024,\n"
-	"                          1..100000)\n"
-	"      --max-connections-per-ip N\n"
-	"                          open connections from one client address\n"
-	"                          (default 0: no bound; 0..100000)\n"
-	"      --timeout-s N       close a connection idle this long, or\n"
-	"                          whose request has not arrived whole in\n"
-	"                          this long (default 10, 1..3600)\n"
-	"      --drain-s N         on SIGTERM, how long the requests and\n"
-	"                          gRPC calls in flight get to finish\n"
-	"                          (default: --timeout-s, 0..3600); idle\n"
-	"                          connections are closed at once\n"
-	"      --max-body BYTES    largest /v1/check body; larger is 413\n"
-	"                          (default 8192, 64..67108864)\n"
-	"      --conn-memory BYTES memory per connection for the request "
-	"line,\n"
-	"                          headers and buffers; headers that do not\n"
-	"                          fit are 431 (default 32768, 4096..1048576)\n"
-	"      --max-specs N       limits given in requests (\"limit\") kept\n"
-	"                          at once, least recently used evicted\n"
-	"                          (default 256, 0..65536; 0 refuses them)\n"
-	"      --memory-max-keys N on memory:// (the default, or --store's\n"
-	"                          without max_keys=): keys kept for\n"
-	"                          the configured limits, and as many again\n"
-	"                          for those requests choose (default\n"
-	"                          250000, 1..1000000000)\n"
-	"      --memory-max-keys-per-limit N\n"
-	"                          and of those, keys one limit may hold:\n"
-	"                          a rule, an Envoy rate_limit, a spec\n"
-	"                          (default a quarter of --memory-max-keys)\n";
-
-/* The gRPC options' part of --help (one string would be longer than C99
- * compilers must support). */
-static const char details_grpc[] =
-	"      --grpc-listen HOST:PORT  also serve Envoy's rate limit service\n"
-	"                          (gRPC ShouldRateLimit) there, or on the\n"
-	"                          unix socket unix:/PATH; off by default\n"
-	"                          (docs/envoy.md)\n"
-	"      --envoy-config DIR  envoyproxy/ratelimit's YAML config: every\n"
-	"                          *.yaml/*.yml of DIR; reloaded on SIGHUP\n"
-	"      --shadow            answer every gRPC request OK, counting\n"
-	"                          what would have been over limit\n"
-	"      --grpc-headers      add RateLimit-Limit/-Remaining/-Reset to\n"
-	"                          gRPC answers (response_headers_to_add)\n"
-	"      --watch-config      reload --config and --envoy-config when\n"
-	"                          they change on disk (inotify; a\n"
-	"                          ConfigMap update too), as on SIGHUP\n"
-	"                          (also RUNTIME_WATCH_ROOT=true)\n"
-	"      --merge-domain-config\n"
-	"                          a domain in several files of\n"
-	"                          --envoy-config is one domain (also\n"
-	"                          MERGE_DOMAIN_CONFIG=true)\n"
-	"      --stop-cache-key-increment-when-overlimit\n"
-	"                          count a call's descriptors all or\n"
-	"                          nothing: none when one is over its limit\n"
-	"                          (also STOP_CACHE_KEY_INCREMENT_WHEN_\n"
-	"                          OVERLIMIT=true in the environment)\n"
-	"      --grpc-threads N    threads that decide gRPC calls on a store\n"
-	"                          over the network (default 16, 1..256;\n"
-	"                          memory:// decides on the pollers)\n"
-	"      --grpc-pollers N    gRPC shards: a thread each, answering\n"
-	"                          the connections dealt to it (default:\n"
-	"                          one per usable CPU, 1..8; max 64)\n"
-	"      --grpc-queue N      gRPC calls that may wait for them; one\n"
-	"                          more is RESOURCE_EXHAUSTED at once\n"
-	"                          (default 4096, 1..65536)\n"
-	"      --grpc-max-connection-age S\n"
-	"                          ask a client to move to a new connection\n"
-	"                          once one is S seconds old (GOAWAY), so\n"
-	"                          long-lived clients spread over new drld\n"
-	"                          (default 86400, 0..604800; 0: never)\n"
-	"      --grpc-max-connection-age-grace S\n"
-	"                          then close it after S more seconds\n"
-	"                          (default 3600; 0: once its calls end)\n"
-	"      --grpc-max-connection-idle S\n"
-	"                          close a connection without a call for S\n"
-	"                          seconds (GOAWAY; default 0: never,\n"
-	"                          0..604800)\n"
-	"      --grpc-tls-cert FILE, --grpc-tls-key FILE\n"
-	"                          serve gRPC over TLS with this PEM\n"
-	"                          certificate chain and unencrypted key\n"
-	"      --grpc-tls-client-ca FILE\n"
-	"                          and require client certificates signed by\n"
-	"                          these PEM CAs (mutual TLS)\n"
-	"      --grpc-tls-client-san NAME\n"
-	"                          and that name in their subjectAltName\n"
-	"      --grpc-tls-refresh S\n"
-	"                          read the TLS files again every S seconds,\n"
-	"                          serving renewed certificates (default 60,\n"
-	"                          1..86400)\n"
-	"  -h, --help              this text\n"
-	"  -V, --version           the version\n"
-	"\n"
-	"Signals: SIGHUP reloads the config on a thread of its own (a bad\n"
-	"one is reported and the old one kept); SIGTERM or SIGINT stop\n"
-	"accepting, finish the requests in flight and exit 0, without\n"
-	"waiting for a reload stuck in a read.\n"
-	"\n"
-	"Exit status: 0 stopped by a signal, 1 could not serve, 2 bad usage,\n"
-	"store URI or config, 3 the store could not be reached.\n";
 
 /* Everything the command line sets. */
 struct opts {
@@ -220,34 +80,173 @@ struct opts {
 	bool watch_config;   /* --watch-config */
 };
 
-/* Report a usage error: "drld: " and the message, then the synopsis.
- * Returns 2. */
-#if defined(__GNUC__)
-__attribute__((format(printf, 1, 2)))
-#endif
-static int
-usage_error(const char *fmt, ...)
+/* --version: print it and stop (exit 0). */
+static int print_version(void *target, const char *unused)
 {
-	va_list ap;
-
-	fputs("drld: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n%sTry 'drld --help' for more.\n", synopsis);
-	return EXIT_USAGE;
+	printf("drld %s\n", drl_version());
+	return EXIT_OK;
 }
 
-/* A numeric option in [min, max] into *out, or a usage error (2). */
-static int number(const char *name, const char *arg, int64_t min, int64_t max,
-		  int64_t *out)
-{
-	if (!tl_parse_uint(arg, min, max, out))
-		return usage_error("bad %s '%s': expected a whole number from "
-				   "%lld to %lld",
-				   name, arg, (long long)min, (long long)max);
-	return -1;
-}
+#define STR(x) #x
+#define XSTR(x) STR(x)
+#define O struct opts
+static const tl_opt options[] = {
+	TL_STRING("listen", 'l', "HOST:PORT", O, listen, "127.0.0.1:8080",
+		  "numeric IPv4 or [IPv6] address and port (port 0 picks a "
+		  "free one, printed when ready)"),
+	TL_STRING("store", 's', "URI", O, store,
+		  "the config's \"store\", else memory://",
+		  "the store every limit lives in"),
+	TL_STRING("config", 'c', "FILE", O, config, NULL,
+		  "named rules and protected prefixes (JSON); reloaded on "
+		  "SIGHUP"),
+	TL_UINT("threads", 't', "N", O, http.threads, 1, 64, "2",
+		"HTTP threads, each with its epoll"),
+	TL_UINT("max-connections", 0, "N", O, http.max_connections, 1, 100000,
+		"1024", "open connections at once"),
+	TL_UINT("max-connections-per-ip", 0, "N", O, http.max_per_ip, 0, 100000,
+		"0: no bound", "open connections from one client address"),
+	TL_UINT("timeout-s", 0, "N", O, http.timeout_s, 1, 3600, "10",
+		"close a connection idle this long, or whose request has not "
+		"arrived whole in this long"),
+	TL_UINT("drain-s", 0, "N", O, drain_s, 0, 3600, "--timeout-s",
+		"on SIGTERM, how long the requests and gRPC calls in flight "
+		"get to finish; idle connections are closed at once"),
+	TL_UINT("max-body", 0, "BYTES", O, http.max_body, 64, 64 << 20, "8192",
+		"largest /v1/check body; larger is 413"),
+	TL_UINT("conn-memory", 0, "BYTES", O, http.conn_memory, 4096, 1 << 20,
+		"32768",
+		"memory per connection for the request line, headers and "
+		"buffers; headers that do not fit are 431"),
+	TL_UINT("max-specs", 0, "N", O, max_specs, 0, 65536, "256",
+		"limits given in requests (\"limit\") kept at once, least "
+		"recently used evicted; 0 refuses them"),
+	TL_UINT("memory-max-keys", 0, "N", O, memory_max_keys, 1, 1000000000,
+		"250000",
+		"on memory:// (the default, or --store's without max_keys=): "
+		"keys kept for the configured limits, and as many again for "
+		"those requests choose"),
+	TL_UINT("memory-max-keys-per-limit", 0, "N", O, memory_limit_keys, 1,
+		1000000000, "a quarter of --memory-max-keys",
+		"and of those, keys one limit may hold: a rule, an Envoy "
+		"rate_limit, a spec"),
+	TL_STRING("grpc-listen", 0, "HOST:PORT", O, grpc_listen, NULL,
+		  "also serve Envoy's rate limit service (gRPC "
+		  "ShouldRateLimit) there, or on the unix socket unix:/PATH; "
+		  "off by default (docs/envoy.md)"),
+	TL_STRING("envoy-config", 0, "DIR", O, envoy_config, NULL,
+		  "envoyproxy/ratelimit's YAML config: every *.yaml/*.yml of "
+		  "DIR; reloaded on SIGHUP"),
+	TL_FLAG("shadow", 0, O, shadow,
+		"answer every gRPC request OK, counting what would have been "
+		"over limit"),
+	TL_FLAG("grpc-headers", 0, O, grpc_headers,
+		"add RateLimit-Limit/-Remaining/-Reset to gRPC answers "
+		"(response_headers_to_add)"),
+	TL_FLAG("watch-config", 0, O, watch_config,
+		"reload --config and --envoy-config when they change on disk "
+		"(inotify; a ConfigMap update too), as on SIGHUP (also "
+		"RUNTIME_WATCH_ROOT=true)"),
+	TL_FLAG("merge-domain-config", 0, O, merge_domains,
+		"a domain in several files of --envoy-config is one domain "
+		"(also MERGE_DOMAIN_CONFIG=true)"),
+	TL_FLAG("stop-cache-key-increment-when-overlimit", 0, O, stop_increment,
+		"count a call's descriptors all or nothing: none when one is "
+		"over its limit (also STOP_CACHE_KEY_INCREMENT_WHEN_"
+		"OVERLIMIT=true in the environment)"),
+	TL_UINT("grpc-threads", 0, "N", O, grpc.deciders, 1,
+		DRLD_GRPC_DECIDERS_MAX, XSTR(DRLD_GRPC_DECIDERS_DEFAULT),
+		"threads that decide gRPC calls on a store over the network "
+		"(memory:// decides on the pollers)"),
+	TL_UINT("grpc-pollers", 0, "N", O, grpc.pollers, 1,
+		DRLD_GRPC_POLLERS_MAX, "one per usable CPU, up to 8",
+		"gRPC shards: a thread each, answering the connections dealt "
+		"to it"),
+	TL_UINT("grpc-queue", 0, "N", O, grpc.queue, 1, DRLD_GRPC_QUEUE_MAX,
+		XSTR(DRLD_GRPC_QUEUE_DEFAULT),
+		"gRPC calls that may wait for them; one more is "
+		"RESOURCE_EXHAUSTED at once"),
+	TL_UINT("grpc-max-connection-age", 0, "S", O, grpc.max_connection_age_s,
+		0, DRLD_GRPC_AGE_MAX, XSTR(DRLD_GRPC_AGE_DEFAULT),
+		"ask a client to move to a new connection once one is S "
+		"seconds old (GOAWAY), so long-lived clients spread over new "
+		"drld; 0: never"),
+	TL_UINT("grpc-max-connection-age-grace", 0, "S", O,
+		grpc.max_connection_age_grace_s, 0, DRLD_GRPC_AGE_MAX,
+		XSTR(DRLD_GRPC_AGE_GRACE_DEFAULT),
+		"then close it after S more seconds; 0: once its calls end"),
+	TL_UINT("grpc-max-connection-idle", 0, "S", O,
+		grpc.max_connection_idle_s, 0, DRLD_GRPC_AGE_MAX, "0: never",
+		"close a connection without a call for S seconds (GOAWAY)"),
+	TL_STRING("grpc-tls-cert", 0, "FILE", O, grpc.tls_cert, NULL,
+		  "serve gRPC over TLS with this PEM certificate chain (and "
+		  "--grpc-tls-key)"),
+	TL_STRING("grpc-tls-key", 0, "FILE", O, grpc.tls_key, NULL,
+		  "and this unencrypted PEM key"),
+	TL_STRING("grpc-tls-client-ca", 0, "FILE", O, grpc.tls_client_ca, NULL,
+		  "and require client certificates signed by these PEM CAs "
+		  "(mutual TLS)"),
+	TL_STRING("grpc-tls-client-san", 0, "NAME", O, grpc.tls_client_san,
+		  NULL, "and that name in their subjectAltName"),
+	TL_UINT("grpc-tls-refresh", 0, "S", O, grpc.tls_refresh_s, 1,
+		DRLD_GRPC_TLS_REFRESH_MAX, XSTR(DRLD_GRPC_TLS_REFRESH_DEFAULT),
+		"read the TLS files again every S seconds, serving renewed "
+		"certificates"),
+	TL_CALL("version", 'V', NULL, print_version, NULL, "the version"),
+};
+#undef O
+
+static const tl_opts cli = {
+	.prog = "drld",
+	.synopsis =
+		"usage: drld [--listen HOST:PORT] [--store URI] [--config "
+		"FILE]\n"
+		"            [--threads N] [--max-connections N]\n"
+		"            [--max-connections-per-ip N] [--timeout-s N] "
+		"[--drain-s N]\n"
+		"            [--max-body BYTES] [--conn-memory BYTES] "
+		"[--max-specs N]\n"
+		"            [--memory-max-keys N] "
+		"[--memory-max-keys-per-limit "
+		"N]\n"
+		"            [--grpc-listen HOST:PORT] [--envoy-config DIR] "
+		"[--shadow]\n"
+		"            [--grpc-headers] "
+		"[--stop-cache-key-increment-when-overlimit]\n"
+		"            [--merge-domain-config] [--watch-config]\n"
+		"            [--grpc-threads N] [--grpc-pollers N]\n"
+		"            [--grpc-queue N]\n"
+		"            [--grpc-max-connection-age S]\n"
+		"            [--grpc-max-connection-age-grace S]\n"
+		"            [--grpc-max-connection-idle S]\n"
+		"            [--grpc-tls-cert FILE --grpc-tls-key FILE\n"
+		"             [--grpc-tls-client-ca FILE "
+		"[--grpc-tls-client-san "
+		"NAME]]\n"
+		"             [--grpc-tls-refresh S]]\n"
+		"       drld --help | --version\n",
+	.intro = "\n"
+		 "Serve rate-limit decisions over HTTP: POST /v1/check, GET "
+		 "/metrics,\n"
+		 "GET /healthz, and the path prefixes the config protects\n"
+		 "(docs/drld.md).\n"
+		 "\n",
+	TL_TABLE(options),
+	.outro = "\n"
+		 "Signals: SIGHUP reloads the config on a thread of its own (a "
+		 "bad\n"
+		 "one is reported and the old one kept); SIGTERM or SIGINT "
+		 "stop\n"
+		 "accepting, finish the requests in flight and exit 0, "
+		 "without\n"
+		 "waiting for a reload stuck in a read.\n"
+		 "\n"
+		 "Exit status: 0 stopped by a signal, 1 could not serve, 2 bad "
+		 "usage,\n"
+		 "store URI or config, 3 the store could not be reached.\n",
+};
+
+#define usage_error(...) tl_opts_error(&cli, __VA_ARGS__)
 
 /* envoyproxy/ratelimit's boolean setting `name` from the environment, read
  * as its Go strconv.ParseBool reads it: true sets *on (a flag already set
@@ -276,221 +275,32 @@ static int env_bool(const char *name, bool *on)
 /* Parse argv into *o. Returns -1 to go on, or an exit status. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum {
-		O_MAXCONN = 256,
-		O_PERIP,
-		O_TIMEOUT,
-		O_DRAIN,
-		O_MAXBODY,
-		O_CONNMEM,
-		O_MAXSPECS,
-		O_MEMKEYS,
-		O_LIMITKEYS,
-		O_GRPC,
-		O_ENVOY,
-		O_SHADOW,
-		O_HEADERS,
-		O_STOP_INCREMENT,
-		O_MERGE_DOMAINS,
-		O_WATCH,
-		O_GRPC_THREADS,
-		O_GRPC_POLLERS,
-		O_GRPC_QUEUE,
-		O_GRPC_AGE,
-		O_GRPC_AGE_GRACE,
-		O_GRPC_IDLE,
-		O_TLS_CERT,
-		O_TLS_KEY,
-		O_TLS_CA,
-		O_TLS_REFRESH,
-		O_TLS_SAN
-	};
-	static const struct option longopts[] = {
-		{"listen", required_argument, NULL, 'l'},
-		{"store", required_argument, NULL, 's'},
-		{"config", required_argument, NULL, 'c'},
-		{"threads", required_argument, NULL, 't'},
-		{"max-connections", required_argument, NULL, O_MAXCONN},
-		{"max-connections-per-ip", required_argument, NULL, O_PERIP},
-		{"timeout-s", required_argument, NULL, O_TIMEOUT},
-		{"drain-s", required_argument, NULL, O_DRAIN},
-		{"max-body", required_argument, NULL, O_MAXBODY},
-		{"conn-memory", required_argument, NULL, O_CONNMEM},
-		{"max-specs", required_argument, NULL, O_MAXSPECS},
-		{"memory-max-keys", required_argument, NULL, O_MEMKEYS},
-		{"memory-max-keys-per-limit", required_argument, NULL,
-		 O_LIMITKEYS},
-		{"grpc-listen", required_argument, NULL, O_GRPC},
-		{"envoy-config", required_argument, NULL, O_ENVOY},
-		{"shadow", no_argument, NULL, O_SHADOW},
-		{"grpc-headers", no_argument, NULL, O_HEADERS},
-		{"stop-cache-key-increment-when-overlimit", no_argument, NULL,
-		 O_STOP_INCREMENT},
-		{"merge-domain-config", no_argument, NULL, O_MERGE_DOMAINS},
-		{"watch-config", no_argument, NULL, O_WATCH},
-		{"grpc-threads", required_argument, NULL, O_GRPC_THREADS},
-		{"grpc-pollers", required_argument, NULL, O_GRPC_POLLERS},
-		{"grpc-queue", required_argument, NULL, O_GRPC_QUEUE},
-		{"grpc-max-connection-age", required_argument, NULL,
-		 O_GRPC_AGE},
-		{"grpc-max-connection-age-grace", required_argument, NULL,
-		 O_GRPC_AGE_GRACE},
-		{"grpc-max-connection-idle", required_argument, NULL,
-		 O_GRPC_IDLE},
-		{"grpc-tls-cert", required_argument, NULL, O_TLS_CERT},
-		{"grpc-tls-key", required_argument, NULL, O_TLS_KEY},
-		{"grpc-tls-client-ca", required_argument, NULL, O_TLS_CA},
-		{"grpc-tls-refresh", required_argument, NULL, O_TLS_REFRESH},
-		{"grpc-tls-client-san", required_argument, NULL, O_TLS_SAN},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
-	};
-	int64_t threads = 2, maxconn = 1024, timeout = 10, maxbody = 8192;
-	int64_t perip = 0;
-	int64_t deciders = DRLD_GRPC_DECIDERS_DEFAULT;
-	int64_t pollers = 0; /* drld_grpc_pollers_default() */
-	int64_t queue = DRLD_GRPC_QUEUE_DEFAULT, age = DRLD_GRPC_AGE_DEFAULT;
-	int64_t age_grace = DRLD_GRPC_AGE_GRACE_DEFAULT, idle = 0;
-	int64_t tls_refresh = DRLD_GRPC_TLS_REFRESH_DEFAULT;
-	int64_t connmem = 32768;
-	int c, st = -1;
+	int first, st;
 
-	o->listen = "127.0.0.1:8080";
-	o->max_specs = 256;
-	/* 250,000 keys a store, two stores (rules, ad-hoc limits): at
-	 * 200-450 bytes a key, 0.1-0.23 GB when both are full, inside the
-	 * 512 MiB deploy/kubernetes.yaml gives the pod (1,000,000 was up
-	 * to 0.9 GB: an OOM kill at the bound). docs/security.md 5. */
-	o->memory_max_keys = 250000;
-	o->drain_s = -1;
-	while (st < 0 && (c = getopt_long(argc, argv, ":l:s:c:t:hV", longopts,
-					  NULL)) != -1) {
-		switch (c) {
-		case 'l':
-			o->listen = optarg;
-			break;
-		case 's':
-			o->store = optarg;
-			break;
-		case 'c':
-			o->config = optarg;
-			break;
-		case 't':
-			st = number("--threads", optarg, 1, 64, &threads);
-			break;
-		case O_MAXCONN:
-			st = number("--max-connections", optarg, 1, 100000,
-				    &maxconn);
-			break;
-		case O_PERIP:
-			st = number("--max-connections-per-ip", optarg, 0,
-				    100000, &perip);
-			break;
-		case O_TIMEOUT:
-			st = number("--timeout-s", optarg, 1, 3600, &timeout);
-			break;
-		case O_DRAIN:
-			st = number("--drain-s", optarg, 0, 3600, &o->drain_s);
-			break;
-		case O_MAXBODY:
-			st = number("--max-body", optarg, 64, 64 << 20,
-				    &maxbody);
-			break;
-		case O_CONNMEM:
-			st = number("--conn-memory", optarg, 4096, 1 << 20,
-				    &connmem);
-			break;
-		case O_MAXSPECS:
-			st = number("--max-specs", optarg, 0, 65536,
-				    &o->max_specs);
-			break;
-		case O_MEMKEYS:
-			st = number("--memory-max-keys", optarg, 1, 1000000000,
-				    &o->memory_max_keys);
-			break;
-		case O_LIMITKEYS:
-			st = number("--memory-max-keys-per-limit", optarg, 1,
-				    1000000000, &o->memory_limit_keys);
-			break;
-		case O_GRPC:
-			o->grpc_listen = optarg;
-			break;
-		case O_ENVOY:
-			o->envoy_config = optarg;
-			break;
-		case O_SHADOW:
-			o->shadow = true;
-			break;
-		case O_HEADERS:
-			o->grpc_headers = true;
-			break;
-		case O_STOP_INCREMENT:
-			o->stop_increment = true;
-			break;
-		case O_MERGE_DOMAINS:
-			o->merge_domains = true;
-			break;
-		case O_WATCH:
-			o->watch_config = true;
-			break;
-		case O_GRPC_THREADS:
-			st = number("--grpc-threads", optarg, 1,
-				    DRLD_GRPC_DECIDERS_MAX, &deciders);
-			break;
-		case O_GRPC_POLLERS:
-			st = number("--grpc-pollers", optarg, 1,
-				    DRLD_GRPC_POLLERS_MAX, &pollers);
-			break;
-		case O_GRPC_QUEUE:
-			st = number("--grpc-queue", optarg, 1,
-				    DRLD_GRPC_QUEUE_MAX, &queue);
-			break;
-		case O_GRPC_AGE:
-			st = number("--grpc-max-connection-age", optarg, 0,
-				    DRLD_GRPC_AGE_MAX, &age);
-			break;
-		case O_GRPC_IDLE:
-			st = number("--grpc-max-connection-idle", optarg, 0,
-				    DRLD_GRPC_AGE_MAX, &idle);
-			break;
-		case O_GRPC_AGE_GRACE:
-			st = number("--grpc-max-connection-age-grace", optarg,
-				    0, DRLD_GRPC_AGE_MAX, &age_grace);
-			break;
-		case O_TLS_CERT:
-			o->grpc.tls_cert = optarg;
-			break;
-		case O_TLS_KEY:
-			o->grpc.tls_key = optarg;
-			break;
-		case O_TLS_CA:
-			o->grpc.tls_client_ca = optarg;
-			break;
-		case O_TLS_SAN:
-			o->grpc.tls_client_san = optarg;
-			break;
-		case O_TLS_REFRESH:
-			st = number("--grpc-tls-refresh", optarg, 1,
-				    DRLD_GRPC_TLS_REFRESH_MAX, &tls_refresh);
-			break;
-		case 'h':
-			fputs(synopsis, stdout);
-			fputs(details, stdout);
-			fputs(details_grpc, stdout);
-			return EXIT_OK;
-		case 'V':
-			printf("drld %s\n", drl_version());
-			return EXIT_OK;
-		case ':':
-			return usage_error("option '%s' needs a value",
-					   argv[optind - 1]);
-		default:
-			return usage_error("unknown option '%s'",
-					   argv[optind - 1]);
-		}
-	}
-	if (st >= 0)
+	*o = (struct opts){
+		.http = {.threads = 2,
+			 .max_connections = 1024,
+			 .timeout_s = 10,
+			 .max_body = 8192,
+			 .conn_memory = 32768},
+		.listen = "127.0.0.1:8080",
+		.max_specs = 256,
+		/* 250,000 keys a store, two stores (rules, ad-hoc limits):
+		 * at 200-450 bytes a key, 0.1-0.23 GB when both are full,
+		 * inside the 512 MiB deploy/kubernetes.yaml gives the pod
+		 * (1,000,000 was up to 0.9 GB: an OOM kill at the bound).
+		 * docs/security.md 5. */
+		.memory_max_keys = 250000,
+		.drain_s = -1,
+		.grpc = {.deciders = DRLD_GRPC_DECIDERS_DEFAULT,
+			 .pollers = 0, /* drld_grpc_pollers_default() */
+			 .queue = DRLD_GRPC_QUEUE_DEFAULT,
+			 .max_connection_age_s = DRLD_GRPC_AGE_DEFAULT,
+			 .max_connection_age_grace_s =
+				 DRLD_GRPC_AGE_GRACE_DEFAULT,
+			 .tls_refresh_s = DRLD_GRPC_TLS_REFRESH_DEFAULT},
+	};
+	if ((st = tl_opts_parse(&cli, argc, argv, o, &first)) >= 0)
 		return st;
 	if ((st = env_bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
 			   &o->stop_increment)) >= 0 ||
@@ -500,8 +310,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (!DRLD_HAVE_ENVOY && (o->grpc_listen || o->envoy_config))
 		return usage_error("this drld was built without gRPC "
 				   "(meson -Dgrpc=enabled)");
-	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (first < argc)
+		return usage_error("unexpected argument '%s'", argv[first]);
 	const struct drld_grpc_opts *g = &o->grpc;
 	if ((g->tls_cert == NULL) != (g->tls_key == NULL))
 		return usage_error("--grpc-tls-cert and --grpc-tls-key go "
@@ -528,19 +338,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			"address and a port, e.g. 127.0.0.1:8081, "
 			"or unix:/ABSOLUTE/PATH of at most %zu bytes",
 			o->grpc_listen, DRLD_UNIX_PATH_MAX);
-	o->grpc.deciders = (unsigned)deciders;
-	o->grpc.pollers = (unsigned)pollers;
-	o->grpc.queue = (unsigned)queue;
-	o->grpc.max_connection_age_s = (unsigned)age;
-	o->grpc.max_connection_age_grace_s = (unsigned)age_grace;
-	o->grpc.max_connection_idle_s = (unsigned)idle;
-	o->grpc.tls_refresh_s = (unsigned)tls_refresh;
-	o->http.threads = (unsigned)threads;
-	o->http.max_connections = (unsigned)maxconn;
-	o->http.max_per_ip = (unsigned)perip;
-	o->http.timeout_s = (unsigned)timeout;
-	o->http.max_body = (size_t)maxbody;
-	o->http.conn_memory = (size_t)connmem;
 	return -1;
 }
 

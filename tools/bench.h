@@ -5,14 +5,15 @@
  * time, and reports decisions/s, latency percentiles, the contention
  * counters of drl_store_stats, an exactness check at one fixed time and,
  * with --ceiling, the raw ceiling of the same server measured in the same
- * run. See bench_details for the options and the output.
+ * run. See tool_bench_cli for the options and the output.
  */
 #ifndef DRL_TOOLS_BENCH_H
 #define DRL_TOOLS_BENCH_H
 
-/* The --help text of `drl bench`: synopsis, then the details. */
-extern const char tool_bench_synopsis[];
-extern const char tool_bench_details[];
+#include "common/opts.h"
+
+/* Its command line (its --help too). */
+extern const tl_opts tool_bench_cli;
 
 /* `drl bench`: argv[0] names the subcommand. Returns the process exit
  * status: 0 every cell ran and none over-admitted, 1 some exactness check

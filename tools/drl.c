@@ -17,18 +17,18 @@
  * shadow=1), 1 denied, 2 bad usage / spec / URI / key, 3 store (or
  * output) error; reset: 0 reset, 2 and 3 as check; bench and simulate: see
  * bench.h and simulate.h. Subcommands live in one table (`commands`
- * below); a new one is a function and a row.
+ * below); a new one is a function and a row. Each command's options are a
+ * table of common/opts.h, which also writes its --help.
  */
 #include <drl/drl.h>
 
 #include "bench.h"
-#include "common/args.h"
 #include "common/insecure.h"
 #include "common/json.h"
+#include "common/opts.h"
 #include "common/result.h"
 #include "simulate.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -48,89 +48,25 @@ enum {
 
 /* ---- usage ------------------------------------------------------------ */
 
-static const char check_synopsis[] =
-	"usage: drl check [--store URI] --limit SPEC [--cost N]\n"
-	"                 [--now-ms MS] [--repeat N] [--json] KEY\n";
-
-static const char check_details[] =
-	"\n"
-	"Decide whether a request of COST units for KEY is allowed.\n"
-	"\n"
-	"  -s, --store URI   store holding the shared state\n"
-	"                    (default memory://)\n"
-	"  -l, --limit SPEC  ALGORITHM:LIMIT/PERIOD[,option=value...]\n"
-	"                    or a policy of limits joined by ';';\n"
-	"                    repeat --limit to add limits to the policy\n"
-	"  -c, --cost N      units this request takes (default 1;\n"
-	"                    0 consumes nothing and reports the quota)\n"
-	"      --now-ms MS   decide at this time (ms since the Unix\n"
-	"                    epoch) instead of the real-time clock\n"
-	"  -r, --repeat N    decide N times in this process (default 1,\n"
-	"                    max 1000000); the exit status is the last\n"
-	"                    decision's\n"
-	"  -j, --json        one JSON object per decision\n"
-	"  -h, --help        this text\n"
-	"\n"
-	"With shadow=1 in the policy a denial is printed as the decision\n"
-	"it would be, marked shadow=allowed, and exits 0.\n"
-	"\n"
-	"Exit status: 0 allowed, 1 denied, 2 bad usage, spec, URI or\n"
-	"key, 3 store error.\n";
-
-static const char reset_synopsis[] =
-	"usage: drl reset [--store URI] --limit SPEC [--now-ms MS]\n"
-	"                 [--json] KEY\n";
-
-static const char reset_details[] =
-	"\n"
-	"Forget KEY on every limit of the policy: afterwards it is decided\n"
-	"as if it had never been seen (docs/api.md, \"Reset\"). Other keys,\n"
-	"limits and prefixes are untouched.\n"
-	"\n"
-	"  -s, --store URI   store holding the shared state\n"
-	"                    (default memory://)\n"
-	"  -l, --limit SPEC  the policy whose state to forget, as for\n"
-	"                    drl check; repeat --limit to add limits\n"
-	"      --now-ms MS   the windows live at this time (ms since the\n"
-	"                    Unix epoch) instead of the real-time clock\n"
-	"  -j, --json        one JSON object\n"
-	"  -h, --help        this text\n"
-	"\n"
-	"Exit status: 0 reset, 2 bad usage, spec, URI or key (nothing\n"
-	"deleted), 3 store error (or a store that cannot delete).\n";
-
 /* A subcommand: `run` gets argv with argv[0] naming the subcommand and
- * returns the process exit status. `synopsis` + `details` is its --help. */
+ * returns the process exit status. `cli` is its command line (--help). */
 struct command {
 	const char *name;
 	int (*run)(int argc, char **argv);
 	const char *summary;
-	const char *synopsis;
-	const char *details;
+	const tl_opts *cli;
 };
 
 static int cmd_check(int argc, char **argv);
 static int cmd_reset(int argc, char **argv);
+static const tl_opts check_cli, reset_cli;
 
 static const struct command commands[] = {
-	{
-		"check",                     /* name */
-		cmd_check,                   /* run */
-		"decide requests for a key", /* summary */
-		check_synopsis,              /* synopsis */
-		check_details,               /* details */
-	},
-	{
-		"bench",                    /* name */
-		tool_cmd_bench,             /* run */
-		"measure what stores cost", /* summary */
-		tool_bench_synopsis,        /* synopsis */
-		tool_bench_details,         /* details */
-	},
+	{"check", cmd_check, "decide requests for a key", &check_cli},
+	{"bench", tool_cmd_bench, "measure what stores cost", &tool_bench_cli},
 	{"simulate", tool_cmd_simulate, "measure how accurate algorithms are",
-	 tool_simulate_synopsis, tool_simulate_details},
-	{"reset", cmd_reset, "forget a key's state", reset_synopsis,
-	 reset_details},
+	 &tool_simulate_cli},
+	{"reset", cmd_reset, "forget a key's state", &reset_cli},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -147,13 +83,6 @@ static void print_usage(FILE *out)
 		fprintf(out, "  %-10s %s\n", commands[i].name,
 			commands[i].summary);
 	fputs("\n'drl COMMAND --help' describes one command.\n", out);
-}
-
-/* Print the whole help of subcommand `cmd` to stdout. */
-static void print_help(const struct command *cmd)
-{
-	fputs(cmd->synopsis, stdout);
-	fputs(cmd->details, stdout);
 }
 
 /* The subcommand called `name`, or NULL. */
@@ -285,9 +214,92 @@ struct check_opts {
 	char *policy; /* malloc'd, the --limit specs joined by ';' */
 	int64_t cost;
 	int64_t now_us; /* -1: use the real-time clock */
+	int64_t now_ms; /* --now-ms; -1: not given */
 	int64_t repeat;
 	bool json;
 	const char *key;
+};
+
+/* --limit: add a limit to the policy. */
+static int add_limit(void *target, const char *spec)
+{
+	if (!policy_append(&((struct check_opts *)target)->policy, spec)) {
+		fputs("drl: out of memory\n", stderr);
+		return EXIT_STORE;
+	}
+	return TL_OPT_OK;
+}
+
+#define O struct check_opts
+#define STORE_OPT                                                              \
+	TL_STRING("store", 's', "URI", O, store, DEFAULT_STORE,                \
+		  "store holding the shared state")
+#define JSON_OPT TL_FLAG("json", 'j', O, json, "one JSON object per decision")
+
+static const tl_opt check_opts[] = {
+	STORE_OPT,
+	TL_CALL("limit", 'l', "SPEC", add_limit, NULL,
+		"ALGORITHM:LIMIT/PERIOD[,option=value...] or a policy of "
+		"limits joined by ';'; repeat --limit to add limits to the "
+		"policy"),
+	TL_UINT("cost", 'c', "N", O, cost, 0, INT64_MAX, "1",
+		"units this request takes (0 consumes nothing and reports "
+		"the quota)"),
+	TL_UINT("now-ms", 0, "MS", O, now_ms, 0, INT64_MAX / 1000, NULL,
+		"decide at this time (ms since the Unix epoch) instead of "
+		"the real-time clock"),
+	TL_UINT("repeat", 'r', "N", O, repeat, 1, REPEAT_MAX, "1",
+		"decide N times in this process; the exit status is the last "
+		"decision's"),
+	JSON_OPT,
+};
+
+static const tl_opt reset_opts[] = {
+	STORE_OPT,
+	TL_CALL("limit", 'l', "SPEC", add_limit, NULL,
+		"the policy whose state to forget, as for drl check; repeat "
+		"--limit to add limits"),
+	TL_UINT("now-ms", 0, "MS", O, now_ms, 0, INT64_MAX / 1000, NULL,
+		"the windows live at this time (ms since the Unix epoch) "
+		"instead of the real-time clock"),
+	TL_FLAG("json", 'j', O, json, "one JSON object"),
+};
+#undef O
+
+static const tl_opts check_cli = {
+	.prog = "drl check",
+	.synopsis = "usage: drl check [--store URI] --limit SPEC [--cost N]\n"
+		    "                 [--now-ms MS] [--repeat N] [--json] "
+		    "KEY\n",
+	.intro = "\nDecide whether a request of COST units for KEY is "
+		 "allowed.\n\n",
+	TL_TABLE(check_opts),
+	.outro = "\n"
+		 "With shadow=1 in the policy a denial is printed as the "
+		 "decision\n"
+		 "it would be, marked shadow=allowed, and exits 0.\n"
+		 "\n"
+		 "Exit status: 0 allowed, 1 denied, 2 bad usage, spec, URI or\n"
+		 "key, 3 store error.\n",
+};
+
+static const tl_opts reset_cli = {
+	.prog = "drl reset",
+	.synopsis = "usage: drl reset [--store URI] --limit SPEC [--now-ms "
+		    "MS]\n"
+		    "                 [--json] KEY\n",
+	.intro = "\n"
+		 "Forget KEY on every limit of the policy: afterwards it is "
+		 "decided\n"
+		 "as if it had never been seen (docs/api.md, \"Reset\"). Other "
+		 "keys,\n"
+		 "limits and prefixes are untouched.\n"
+		 "\n",
+	TL_TABLE(reset_opts),
+	.outro = "\n"
+		 "Exit status: 0 reset, 2 bad usage, spec, URI or key "
+		 "(nothing\n"
+		 "deleted), 3 store error (or a store that cannot delete).\n",
 };
 
 /* Report a library error on stderr: what was being done, then the
@@ -303,116 +315,33 @@ static int report(const char *what, int rc, const drl_error *err)
 	return rc == DRL_EINVAL ? EXIT_USAGE : EXIT_STORE;
 }
 
-/* What `drl check` and `drl reset` parse alike: the command's name and
- * --help, and whether it decides (--cost and --repeat are its options). */
-struct parse_for {
-	const char *name;
-	const char *synopsis;
-	const char *details;
-	bool decides;
-};
-
-/* Report a usage error (printf-style) of command `cmd` (a struct
- * parse_for *) on stderr, followed by its synopsis. Returns 2. */
-#define usage_error(cmd, ...)                                                  \
-	tl_usage_error((cmd)->name, (cmd)->synopsis, __VA_ARGS__)
-
-/* Parse `drl check` or `drl reset` arguments into *o. Returns -1 to go
- * on, or an exit status (0 after --help, 2 on bad usage). o->policy is
- * malloc'd and the caller frees it either way. */
-static int parse_opts(int argc, char **argv, const struct parse_for *cmd,
+/* Parse `drl check` or `drl reset` arguments (command line cli) into *o.
+ * Returns -1 to go on, or an exit status (0 after --help, 2 on bad usage).
+ * o->policy is malloc'd and the caller frees it either way. */
+static int parse_opts(int argc, char **argv, const tl_opts *cli,
 		      struct check_opts *o)
 {
-	enum { OPT_NOW_MS = 256 };
-	static const struct option longopts[] = {
-		{"store", required_argument, NULL, 's'},
-		{"limit", required_argument, NULL, 'l'},
-		{"cost", required_argument, NULL, 'c'},
-		{"now-ms", required_argument, NULL, OPT_NOW_MS},
-		{"repeat", required_argument, NULL, 'r'},
-		{"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	/* reset: --cost and --repeat are unknown options */
-	const struct option *opts = longopts;
-	static const struct option reset_opts[] = {
-		{"store", required_argument, NULL, 's'},
-		{"limit", required_argument, NULL, 'l'},
-		{"now-ms", required_argument, NULL, OPT_NOW_MS},
-		{"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	int c;
-	int64_t ms;
+	int first;
 
 	*o = (struct check_opts){
 		.store = DEFAULT_STORE,
 		.cost = 1,
-		.now_us = -1,
+		.now_ms = -1,
 		.repeat = 1,
 	};
-	if (!cmd->decides)
-		opts = reset_opts;
-	optind = 1;
-	while ((c = getopt_long(argc, argv,
-				cmd->decides ? ":s:l:c:r:jh" : ":s:l:jh", opts,
-				NULL)) != -1) {
-		switch (c) {
-		case 's':
-			o->store = optarg;
-			break;
-		case 'l':
-			if (!policy_append(&o->policy, optarg)) {
-				fprintf(stderr, "drl %s: out of memory\n",
-					cmd->name);
-				return EXIT_STORE;
-			}
-			break;
-		case 'c':
-			if (!tl_parse_uint(optarg, 0, INT64_MAX, &o->cost))
-				return usage_error(cmd,
-						   "bad --cost '%s': expected "
-						   "a whole number >= 0",
-						   optarg);
-			break;
-		case OPT_NOW_MS:
-			if (!tl_parse_uint(optarg, 0, INT64_MAX / 1000, &ms))
-				return usage_error(cmd,
-						   "bad --now-ms '%s': "
-						   "expected milliseconds "
-						   "since the Unix epoch",
-						   optarg);
-			o->now_us = ms * 1000;
-			break;
-		case 'r':
-			if (!tl_parse_uint(optarg, 1, REPEAT_MAX, &o->repeat))
-				return usage_error(cmd,
-						   "bad --repeat '%s': "
-						   "expected 1..1000000",
-						   optarg);
-			break;
-		case 'j':
-			o->json = true;
-			break;
-		case 'h':
-			fputs(cmd->synopsis, stdout);
-			fputs(cmd->details, stdout);
-			return EXIT_ALLOWED;
-		default: /* ':' or '?' */
-			return tl_bad_option(cmd->name, cmd->synopsis, c, argv);
-		}
-	}
+	int st = tl_opts_parse(cli, argc, argv, o, &first);
+	if (st >= 0)
+		return st;
+	o->now_us = o->now_ms >= 0 ? o->now_ms * 1000 : -1;
 	if (o->policy == NULL)
-		return usage_error(cmd, "missing --limit SPEC");
-	if (optind == argc)
-		return usage_error(cmd, "missing KEY");
-	if (argc - optind > 1)
-		return usage_error(cmd,
-				   "unexpected argument '%s' (one KEY only)",
-				   argv[optind + 1]);
-	o->key = argv[optind];
+		return tl_opts_error(cli, "missing --limit SPEC");
+	if (first == argc)
+		return tl_opts_error(cli, "missing KEY");
+	if (argc - first > 1)
+		return tl_opts_error(cli,
+				     "unexpected argument '%s' (one KEY only)",
+				     argv[first + 1]);
+	o->key = argv[first];
 	return -1;
 }
 
@@ -477,7 +406,7 @@ out:
 
 /* Parse the arguments of command `cmd` and run it on them. Returns the
  * process exit status. */
-static int parse_and_run(int argc, char **argv, const struct parse_for *cmd,
+static int parse_and_run(int argc, char **argv, const tl_opts *cmd,
 			 int (*run)(const struct check_opts *))
 {
 	struct check_opts o;
@@ -489,13 +418,10 @@ static int parse_and_run(int argc, char **argv, const struct parse_for *cmd,
 	return status;
 }
 
-/* `drl check`: see check_details. Returns the process exit status. */
+/* `drl check`: see check_cli. Returns the process exit status. */
 static int cmd_check(int argc, char **argv)
 {
-	static const struct parse_for check = {"check", check_synopsis,
-					       check_details, true};
-
-	return parse_and_run(argc, argv, &check, check_run);
+	return parse_and_run(argc, argv, &check_cli, check_run);
 }
 
 /* ---- drl reset -------------------------------------------------------- */
@@ -538,13 +464,10 @@ out:
 	return status;
 }
 
-/* `drl reset`: see reset_details. Returns the process exit status. */
+/* `drl reset`: see reset_cli. Returns the process exit status. */
 static int cmd_reset(int argc, char **argv)
 {
-	static const struct parse_for reset = {"reset", reset_synopsis,
-					       reset_details, false};
-
-	return parse_and_run(argc, argv, &reset, reset_run);
+	return parse_and_run(argc, argv, &reset_cli, reset_run);
 }
 
 /* ---- main ------------------------------------------------------------- */
@@ -562,7 +485,7 @@ static int dispatch(int argc, char **argv)
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
 		if (argc > 2 && (cmd = find_command(argv[2])) != NULL) {
-			print_help(cmd);
+			tl_opts_help(cmd->cli, stdout);
 			return EXIT_ALLOWED;
 		}
 		print_usage(stdout);

@@ -27,11 +27,11 @@
 #include "common/args.h"
 #include "common/clock.h"
 #include "common/json.h"
+#include "common/opts.h"
 
 #include <drl/drl.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -62,66 +62,6 @@ enum {
 #define BOUNDARY_SPREAD 100     /* boundary: bursts last PERIOD/100 */
 #define PLOT_SAMPLES 2000
 
-const char tool_simulate_synopsis[] =
-	"usage: drl simulate [--rate-limit LIMIT/PERIOD | --limit "
-	"SPEC[;SPEC...]]\n"
-	"                    [--traffic poisson|bursty|ramp|zipf|boundary]\n"
-	"                    [--rate R] [--duration S] [--keys N] [--seed N]\n"
-	"                    [--json] [--no-timing] [--plot DIR]\n";
-
-const char tool_simulate_details[] =
-	"\n"
-	"Replay one seeded request stream against every algorithm (each on\n"
-	"its own memory store, at simulated times) and against a perfect\n"
-	"sliding window, and report how far each algorithm is from it.\n"
-	"\n"
-	"  --rate-limit L/P  compare the six algorithms at LIMIT L per PERIOD "
-	"P:\n"
-	"                    fixed_window, sliding_window, subwindow (6\n"
-	"                    sub-windows), token_bucket, gcra, sliding_log\n"
-	"                    (left out when L > 10000); default 100/1m\n"
-	"  -l, --limit SPEC  compare these specs instead, one row each, "
-	"joined\n"
-	"                    by ';' (repeatable); all share one LIMIT/PERIOD\n"
-	"  -t, --traffic T   poisson   Poisson arrivals at --rate (default)\n"
-	"                    bursty    on/off: 10x --rate for the first 10% "
-	"of\n"
-	"                              each PERIOD-long cycle, idle otherwise\n"
-	"                    ramp      rate rising linearly from 0 to 2x "
-	"--rate\n"
-	"                    zipf      Poisson arrivals over --keys keys with\n"
-	"                              Zipf (s=1.1) popularity\n"
-	"                    boundary  LIMIT requests just before and LIMIT "
-	"just\n"
-	"                              after every other window edge\n"
-	"                              (--rate unused)\n"
-	"  -r, --rate R      mean requests per second (default 2 x "
-	"LIMIT/PERIOD)\n"
-	"  -d, --duration S  simulated seconds (default 10 x PERIOD)\n"
-	"  -k, --keys N      keys of zipf traffic (default 1000, max 100000)\n"
-	"      --seed N      PRNG seed (default 1); the same seed gives the "
-	"same\n"
-	"                    stream and output (the PRNG is written out)\n"
-	"  -j, --json        one JSON document\n"
-	"      --no-timing   leave out decisions/s (output then depends only "
-	"on\n"
-	"                    the options)\n"
-	"      --plot DIR    write DIR/N-ALGORITHM.dat (time, admitted in the\n"
-	"                    trailing PERIOD for key 0, the perfect window's,\n"
-	"                    LIMIT) and render N-ALGORITHM.png and "
-	"overview.png\n"
-	"                    with gnuplot\n"
-	"  -h, --help        this text\n"
-	"\n"
-	"Per row: requests allowed, % wrongly allowed (allowed although the\n"
-	"row had already admitted LIMIT in the sliding PERIOD before it),\n"
-	"% wrongly denied (denied although there was room), the most admitted\n"
-	"in any sliding PERIOD of one key as a multiple of LIMIT, and\n"
-	"decisions/s.\n"
-	"\n"
-	"Exit status: 0 done, 2 bad usage or spec, 3 store, output or gnuplot\n"
-	"error (3 also when --plot is given and gnuplot is not installed).\n";
-
 /* ---- options ---------------------------------------------------------- */
 
 typedef enum traffic {
@@ -133,7 +73,7 @@ typedef enum traffic {
 } traffic;
 
 static const char *const traffic_names[] = {
-	"poisson", "bursty", "ramp", "zipf", "boundary",
+	"poisson", "bursty", "ramp", "zipf", "boundary", NULL,
 };
 
 typedef struct sim_opts {
@@ -147,12 +87,13 @@ typedef struct sim_opts {
 	int64_t keys;        /* 0: default */
 	uint64_t seed;
 	bool json;
-	bool timing;
+	bool no_timing;
 	const char *plot_dir;
+	const char *rate_limit; /* --rate-limit; NULL: not given */
+	bool have_limit;        /* --limit given */
 } sim_opts;
 
-#define usage_error(...)                                                       \
-	tl_usage_error("simulate", tool_simulate_synopsis, __VA_ARGS__)
+#define usage_error(...) tl_opts_error(&tool_simulate_cli, __VA_ARGS__)
 
 /* Add the ';'-separated specs of arg to o->specs. Returns -1 or an exit
  * status. */
@@ -239,118 +180,106 @@ static void opts_free(sim_opts *o)
 	o->nspecs = 0;
 }
 
+/* --limit: add its specs. */
+static int set_limit(void *target, const char *arg)
+{
+	((sim_opts *)target)->have_limit = true;
+	return add_specs(target, arg);
+}
+
+#define O sim_opts
+static const tl_opt sim_opts_table[] = {
+	TL_STRING("rate-limit", 0, "L/P", O, rate_limit, DEFAULT_RATE_LIMIT,
+		  "compare the six algorithms at LIMIT L per PERIOD P: "
+		  "fixed_window, sliding_window, subwindow (6 sub-windows), "
+		  "token_bucket, gcra, sliding_log (left out when L > "
+		  "10000)"),
+	TL_CALL("limit", 'l', "SPEC", set_limit, NULL,
+		"compare these specs instead, one row each, joined by ';' "
+		"(repeatable); all share one LIMIT/PERIOD"),
+	TL_CHOICE("traffic", 't', "T", O, traffic, traffic_names,
+		  "poisson   Poisson arrivals at --rate (default)\n"
+		  "bursty    on/off: 10x --rate for the first 10% of\n"
+		  "          each PERIOD-long cycle, idle otherwise\n"
+		  "ramp      rate rising linearly from 0 to 2x --rate\n"
+		  "zipf      Poisson arrivals over --keys keys with\n"
+		  "          Zipf (s=1.1) popularity\n"
+		  "boundary  LIMIT requests just before and LIMIT just\n"
+		  "          after every other window edge\n"
+		  "          (--rate unused)\n"),
+	TL_DOUBLE("rate", 'r', "R", O, rate, 0, 1, RATE_MAX, "2 x LIMIT/PERIOD",
+		  "mean requests per second"),
+	TL_SECONDS("duration", 'd', "S", O, duration_us, 1000, DURATION_MAX_US,
+		   "10 x PERIOD", "simulated seconds"),
+	TL_UINT("keys", 'k', "N", O, keys, 1, KEYS_MAX, "1000",
+		"keys of zipf traffic"),
+	TL_UINT("seed", 0, "N", O, seed, 0, INT64_MAX, "1",
+		"PRNG seed; the same seed gives the same stream and output "
+		"(the PRNG is written out)"),
+	TL_FLAG("json", 'j', O, json, "one JSON document"),
+	TL_FLAG("no-timing", 0, O, no_timing,
+		"leave out decisions/s (output then depends only on the "
+		"options)"),
+	TL_NONEMPTY("plot", 0, "DIR", O, plot_dir,
+		    "write DIR/N-ALGORITHM.dat (time, admitted in the trailing "
+		    "PERIOD for key 0, the perfect window's, LIMIT) and render "
+		    "N-ALGORITHM.png and overview.png with gnuplot"),
+};
+#undef O
+
+const tl_opts tool_simulate_cli = {
+	.prog = "drl simulate",
+	.synopsis = "usage: drl simulate [--rate-limit LIMIT/PERIOD | --limit "
+		    "SPEC[;SPEC...]]\n"
+		    "                    [--traffic "
+		    "poisson|bursty|ramp|zipf|boundary]\n"
+		    "                    [--rate R] [--duration S] [--keys N] "
+		    "[--seed N]\n"
+		    "                    [--json] [--no-timing] [--plot DIR]\n",
+	.intro = "\n"
+		 "Replay one seeded request stream against every algorithm "
+		 "(each on\n"
+		 "its own memory store, at simulated times) and against a "
+		 "perfect\n"
+		 "sliding window, and report how far each algorithm is from "
+		 "it.\n"
+		 "\n",
+	TL_TABLE(sim_opts_table),
+	.outro = "\n"
+		 "Per row: requests allowed, % wrongly allowed (allowed "
+		 "although the\n"
+		 "row had already admitted LIMIT in the sliding PERIOD before "
+		 "it),\n"
+		 "% wrongly denied (denied although there was room), the most "
+		 "admitted\n"
+		 "in any sliding PERIOD of one key as a multiple of LIMIT, "
+		 "and\n"
+		 "decisions/s.\n"
+		 "\n"
+		 "Exit status: 0 done, 2 bad usage or spec, 3 store, output "
+		 "or gnuplot\n"
+		 "error (3 also when --plot is given and gnuplot is not "
+		 "installed).\n",
+};
+
 /* Parse `drl simulate` arguments into *o. Returns -1 to go on, or an exit
  * status (0 after --help). */
 static int sim_parse(int argc, char **argv, sim_opts *o)
 {
-	enum { OPT_SEED = 256, OPT_NO_TIMING, OPT_PLOT, OPT_RATE_LIMIT };
-	static const struct option longopts[] = {
-		{"rate-limit", required_argument, NULL, OPT_RATE_LIMIT},
-		{"limit", required_argument, NULL, 'l'},
-		{"traffic", required_argument, NULL, 't'},
-		{"rate", required_argument, NULL, 'r'},
-		{"duration", required_argument, NULL, 'd'},
-		{"keys", required_argument, NULL, 'k'},
-		{"seed", required_argument, NULL, OPT_SEED},
-		{"json", no_argument, NULL, 'j'},
-		{"no-timing", no_argument, NULL, OPT_NO_TIMING},
-		{"plot", required_argument, NULL, OPT_PLOT},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	const char *rate_limit = NULL;
-	bool have_limit = false;
-	int64_t v;
-	int c, st;
-	char *end;
+	int first, st;
 
-	*o = (sim_opts){.seed = 1, .timing = true};
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":l:t:r:d:k:jh", longopts, NULL)) !=
-	       -1) {
-		switch (c) {
-		case OPT_RATE_LIMIT:
-			rate_limit = optarg;
-			break;
-		case 'l':
-			have_limit = true;
-			if ((st = add_specs(o, optarg)) >= 0)
-				return st;
-			break;
-		case 't': {
-			size_t i, n = sizeof traffic_names /
-				      sizeof traffic_names[0];
-			for (i = 0; i < n; i++)
-				if (strcmp(optarg, traffic_names[i]) == 0)
-					break;
-			if (i == n)
-				return usage_error(
-					"bad --traffic '%s': expected poisson, "
-					"bursty, ramp, zipf or boundary",
-					optarg);
-			o->traffic = (traffic)i;
-			break;
-		}
-		case 'r':
-			errno = 0;
-			o->rate = strtod(optarg, &end);
-			if (errno != 0 || end == optarg || *end != '\0' ||
-			    !(o->rate > 0 && o->rate <= RATE_MAX) ||
-			    optarg[0] == ' ' || optarg[0] == '+')
-				return usage_error("bad --rate '%s': expected "
-						   "requests/s, > 0 and <= 1e7",
-						   optarg);
-			break;
-		case 'd':
-			if (!tl_parse_seconds(optarg, 1000, DURATION_MAX_US,
-					      &o->duration_us))
-				return usage_error("bad --duration '%s': "
-						   "expected seconds, 0.001 "
-						   "to 366 days",
-						   optarg);
-			break;
-		case 'k':
-			if (!tl_parse_uint(optarg, 1, KEYS_MAX, &o->keys))
-				return usage_error("bad --keys '%s': expected "
-						   "1..%d",
-						   optarg, KEYS_MAX);
-			break;
-		case OPT_SEED:
-			if (!tl_parse_uint(optarg, 0, INT64_MAX, &v))
-				return usage_error("bad --seed '%s': expected "
-						   "a whole number >= 0",
-						   optarg);
-			o->seed = (uint64_t)v;
-			break;
-		case 'j':
-			o->json = true;
-			break;
-		case OPT_NO_TIMING:
-			o->timing = false;
-			break;
-		case OPT_PLOT:
-			if (optarg[0] == '\0')
-				return usage_error("bad --plot '': expected "
-						   "a directory");
-			o->plot_dir = optarg;
-			break;
-		case 'h':
-			fputs(tool_simulate_synopsis, stdout);
-			fputs(tool_simulate_details, stdout);
-			return EXIT_DONE;
-		default: /* ':' or '?' */
-			return tl_bad_option("simulate", tool_simulate_synopsis,
-					     c, argv);
-		}
-	}
-	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
-	if (rate_limit != NULL && have_limit)
+	*o = (sim_opts){.seed = 1};
+	if ((st = tl_opts_parse(&tool_simulate_cli, argc, argv, o, &first)) >=
+	    0)
+		return st;
+	if (first < argc)
+		return usage_error("unexpected argument '%s'", argv[first]);
+	if (o->rate_limit != NULL && o->have_limit)
 		return usage_error("--rate-limit and --limit exclude each "
 				   "other");
-	if (!have_limit &&
-	    (st = add_rate_limit(o, rate_limit ? rate_limit
-					       : DEFAULT_RATE_LIMIT)) >= 0)
+	if (!o->have_limit &&
+	    (st = add_rate_limit(o, o->rate_limit ? o->rate_limit
+						  : DEFAULT_RATE_LIMIT)) >= 0)
 		return st;
 	if (o->keys != 0 && o->traffic != TRAFFIC_ZIPF)
 		return usage_error("--keys applies to --traffic zipf only");
@@ -774,7 +703,7 @@ static void print_json(FILE *out, const sim_opts *o, const row *rows,
 			pct(r->wrong_allowed, requests), r->wrong_denied,
 			pct(r->wrong_denied, requests), r->max_in_period,
 			(double)r->max_in_period / (double)o->limit);
-		if (o->timing)
+		if (!o->no_timing)
 			fprintf(out, ",\"decisions_per_s\":%.0f",
 				rate_of(r, requests));
 		putc('}', out);
@@ -801,7 +730,7 @@ static void print_table(FILE *out, const sim_opts *o, const row *rows,
 	fprintf(out, "%-*s %10s %9s %16s %15s %14s", w, "algorithm", "allowed",
 		"allowed%", "wrongly allowed", "wrongly denied",
 		"max in PERIOD");
-	if (o->timing)
+	if (!o->no_timing)
 		fprintf(out, " %12s", "decisions/s");
 	putc('\n', out);
 	for (size_t i = 0; i < nrows; i++) {
@@ -812,7 +741,7 @@ static void print_table(FILE *out, const sim_opts *o, const row *rows,
 			pct(r->wrong_allowed, requests),
 			pct(r->wrong_denied, requests),
 			(double)r->max_in_period / (double)o->limit);
-		if (o->timing)
+		if (!o->no_timing)
 			fprintf(out, " %12.0f", rate_of(r, requests));
 		putc('\n', out);
 	}

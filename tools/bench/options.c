@@ -1,105 +1,24 @@
 /*
- * `drl bench` options (see tool_bench_details): the --help text, argv into
- * a bench_opts with every value checked (a usage error names the bad one
- * and exits 2 before anything runs), the exactness phase's capped spec,
- * and store URIs as bench prints them (passwords masked).
+ * `drl bench` options: the option table (tool_bench_cli, its --help too),
+ * argv into a bench_opts with every value checked (a usage error names the
+ * bad one and exits 2 before anything runs), the exactness phase's capped
+ * spec, and store URIs as bench prints them (passwords masked).
  */
 #include "shared.h"
+#include "bench.h"
 #include "common/args.h"
+#include "common/opts.h"
 #include "twin_call.h"
 
 #include <drl/async.h>
 #include <drl/drl.h>
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char tool_bench_synopsis[] =
-	"usage: drl bench [--store URI[,URI...]] --limit SPEC[;SPEC...]\n"
-	"                 [--concurrency N[,N...]] [--keys N[,N...]]\n"
-	"                 [--duration S] [--rounds N] [--procs N]\n"
-	"                 [--exact-limit N] [--ceiling] [--async W]\n"
-	"                 [--json]\n";
-
-const char tool_bench_details[] =
-	"\n"
-	"Measure decisions/s and latency of stores and strategies: every\n"
-	"cell of the grid store x spec x keys x concurrency runs for\n"
-	"--duration seconds under a key prefix of its own.\n"
-	"\n"
-	"  -s, --store URI      store(s) to measure (default memory://);\n"
-	"                       a ',' starts a new URI only when followed by\n"
-	"                       SCHEME:// (memcached://a:1,b:2 is one pool);\n"
-	"                       repeatable. Give Redis/memcached ?pool=N >=\n"
-	"                       the largest concurrency, or callers queue\n"
-	"                       for connections\n"
-	"  -l, --limit SPEC     spec(s) to measure, separated by ';' (each\n"
-	"                       is its own cell, not a policy); repeatable\n"
-	"  -c, --concurrency L  callers per cell, e.g. 1,16,64 (default 1;\n"
-	"                       1..1024 each)\n"
-	"  -k, --keys L         1: one hot key; N: keys drawn uniformly from\n"
-	"                       N; a list runs both (default 1)\n"
-	"  -d, --duration S     seconds per cell, e.g. 2 or 0.5 (default 1)\n"
-	"      --rounds N       run every cell (and ceiling) N times, the\n"
-	"                       stores of one workload in turn; report the\n"
-	"                       median rate, latency over all rounds\n"
-	"                       (default 1, max 15)\n"
-	"  -p, --procs N        spread each cell's callers over N processes\n"
-	"                       (threads within each; shared stores only)\n"
-	"      --exact-limit N  on a hot key, also check exactness at one\n"
-	"                       fixed time with LIMIT and burst capped at N\n"
-	"                       (default 1000; 0 skips the check)\n"
-	"      --ceiling        also measure the server without the library:\n"
-	"                       redis-benchmark EVALSHA of the same Lua\n"
-	"                       script (redis://, also pipelined: -P 16),\n"
-	"                       a raw increment loop (memcached://), same\n"
-	"                       concurrency\n"
-	"      --async W        callers are requests in flight on one event\n"
-	"                       loop per process (drl_async_allow, a context\n"
-	"                       of W worker threads: 1..256), not threads\n"
-	"                       calling drl_allow; latency is start to\n"
-	"                       callback\n"
-	"  -j, --json           one JSON array of cells on stdout\n"
-	"                       (default: a Markdown table)\n"
-	"  -h, --help           this text\n"
-	"\n"
-	"Per cell: decisions/s; p50/p99/p99.9 latency; round trips per\n"
-	"decision where known (memory 0, Lua scripts 1, else n/a); CAS\n"
-	"attempts and conflicts (retries) per decision and exhausted retry\n"
-	"budgets (drl_store_stats); errors; the share of calls allowed;\n"
-	"exactness (admitted / capacity at one fixed time; \"cut short\" when\n"
-	"the phase ran out of time first); the ceiling and library/ceiling.\n"
-	"The planned run time goes to stderr first; a progress line too when\n"
-	"stderr is a terminal.\n"
-	"\n"
-	"On a single Redis (redis://, redis+unix://; not redis-cluster://),\n"
-	"what a decision costs the server, per decision of the throughput\n"
-	"phase (JSON server_exec_us, server_cpu_us; null elsewhere):\n"
-	"  srv exec µs   command time from INFO commandstats after CONFIG\n"
-	"                RESETSTAT at the start of each round's phase: the\n"
-	"                scripts' usec when scripts ran (EVAL*, FCALL*:\n"
-	"                their usec includes what they call; plain commands\n"
-	"                beside them are then left out), else every\n"
-	"                command's but INFO, CONFIG, PING, AUTH, HELLO,\n"
-	"                SELECT, CLIENT, SCRIPT and COMMAND\n"
-	"  srv CPU µs    the server's used_cpu_sys + used_cpu_user (INFO\n"
-	"                cpu) over the phase\n"
-	"With --ceiling, the same two per redis-benchmark request. These are\n"
-	"whole-server figures, taken by this process on a connection of its\n"
-	"own around all the cell's processes: anything else the server does\n"
-	"meanwhile counts too, so a cell must be the only load on that Redis.\n"
-	"CONFIG RESETSTAT clears the server's INFO statistics. Where the\n"
-	"server cannot be asked (CONFIG refused or renamed, AUTH failing, no\n"
-	"hiredis) a figure is n/a (null) with a note; the cell still runs.\n"
-	"\n"
-	"Exit status: 0 done, 1 an exactness check admitted more than the\n"
-	"limit, 2 bad usage, spec or URI, 3 a store could not be used.\n";
-
-#define usage_error(...)                                                       \
-	tl_usage_error("bench", tool_bench_synopsis, __VA_ARGS__)
+#define usage_error(...) tl_opts_error(&tool_bench_cli, __VA_ARGS__)
 
 /* Whether s starts a URI: SCHEME "://" with SCHEME = alpha *(alnum + - .) */
 static bool starts_uri(const char *s)
@@ -135,8 +54,9 @@ static int list_add(char **list, size_t *n, const char *s, size_t len,
 }
 
 /* --store: split at ',' only where a new SCHEME:// begins. */
-static int add_stores(bench_opts *o, const char *arg)
+static int add_stores(void *target, const char *arg)
 {
+	bench_opts *o = target;
 	const char *start = arg;
 	for (const char *p = arg;; p++) {
 		if (*p == '\0' || (*p == ',' && starts_uri(p + 1))) {
@@ -152,8 +72,9 @@ static int add_stores(bench_opts *o, const char *arg)
 }
 
 /* --limit: split at ';'. */
-static int add_specs(bench_opts *o, const char *arg)
+static int add_specs(void *target, const char *arg)
 {
+	bench_opts *o = target;
 	const char *start = arg;
 	for (const char *p = arg;; p++) {
 		if (*p == '\0' || *p == ';') {
@@ -189,6 +110,153 @@ static bool parse_num_list(const char *arg, int64_t min, int64_t max,
 	}
 }
 
+/* --concurrency: a list, replacing an earlier one. */
+static int set_conc(void *target, const char *arg)
+{
+	bench_opts *o = target;
+	int64_t v[LIST_MAX];
+
+	if (!parse_num_list(arg, 1, CONC_MAX, v, &o->nconc))
+		return TL_OPT_BAD;
+	for (size_t i = 0; i < o->nconc; i++)
+		o->conc[i] = (int)v[i];
+	return TL_OPT_OK;
+}
+
+/* --keys: a list, replacing an earlier one. */
+static int set_keys(void *target, const char *arg)
+{
+	bench_opts *o = target;
+
+	return parse_num_list(arg, 1, KEYS_MAX, o->keys, &o->nkeys)
+		       ? TL_OPT_OK
+		       : TL_OPT_BAD;
+}
+
+#define O bench_opts
+#define STR(x) #x
+#define XSTR(x) STR(x)
+static const tl_opt bench_opts_table[] = {
+	TL_CALL("store", 's', "URI", add_stores, NULL,
+		"store(s) to measure (default memory://); a ',' starts a new "
+		"URI only when followed by SCHEME:// (memcached://a:1,b:2 is "
+		"one pool); repeatable. Give Redis/memcached ?pool=N >= the "
+		"largest concurrency, or callers queue for connections"),
+	TL_CALL("limit", 'l', "SPEC", add_specs, NULL,
+		"spec(s) to measure, separated by ';' (each is its own cell, "
+		"not a policy); repeatable"),
+	TL_CALL("concurrency", 'c', "L", set_conc,
+		"whole numbers 1.." XSTR(CONC_MAX) " separated by ','",
+		"callers per cell, e.g. 1,16,64 (default 1; 1.." XSTR(
+			CONC_MAX) " each)"),
+	TL_CALL("keys", 'k', "L", set_keys,
+		"whole numbers 1.." XSTR(KEYS_MAX) " separated by ','",
+		"1: one hot key; N: keys drawn uniformly from N; a list runs "
+		"both (default 1; 1.." XSTR(KEYS_MAX) " each)"),
+	TL_SECONDS("duration", 'd', "S", O, duration_us, DURATION_MIN_US,
+		   DURATION_MAX_US, "1", "seconds per cell, e.g. 2 or 0.5"),
+	TL_UINT("rounds", 0, "N", O, rounds, 1, ROUNDS_MAX, "1",
+		"run every cell (and ceiling) N times, the stores of one "
+		"workload in turn; report the median rate, latency over all "
+		"rounds"),
+	TL_UINT("procs", 'p', "N", O, procs, 1, PROCS_MAX, "1",
+		"spread each cell's callers over N processes (threads within "
+		"each; shared stores only)"),
+	TL_UINT("exact-limit", 0, "N", O, exact_limit, 0, DRL_LIMIT_MAX,
+		XSTR(EXACT_LIMIT_DEFAULT),
+		"on a hot key, also check exactness at one fixed time with "
+		"LIMIT and burst capped at N (0 skips the check)"),
+	TL_FLAG("ceiling", 0, O, ceiling,
+		"also measure the server without the library: "
+		"redis-benchmark EVALSHA of the same Lua script (redis://, "
+		"also pipelined: -P 16), a raw increment loop (memcached://), "
+		"same concurrency"),
+	TL_UINT("async", 0, "W", O, async_workers, 1, DRL_ASYNC_THREADS_MAX,
+		NULL,
+		"callers are requests in flight on one event loop per "
+		"process (drl_async_allow, a context of W worker threads), "
+		"not threads calling drl_allow; latency is start to "
+		"callback"),
+	TL_FLAG("json", 'j', O, json,
+		"one JSON array of cells on stdout (default: a Markdown "
+		"table)"),
+};
+#undef O
+
+const tl_opts tool_bench_cli = {
+	.prog = "drl bench",
+	.synopsis =
+		"usage: drl bench [--store URI[,URI...]] --limit "
+		"SPEC[;SPEC...]\n"
+		"                 [--concurrency N[,N...]] [--keys N[,N...]]\n"
+		"                 [--duration S] [--rounds N] [--procs N]\n"
+		"                 [--exact-limit N] [--ceiling] [--async W]\n"
+		"                 [--json]\n",
+	.intro = "\n"
+		 "Measure decisions/s and latency of stores and strategies: "
+		 "every\n"
+		 "cell of the grid store x spec x keys x concurrency runs for\n"
+		 "--duration seconds under a key prefix of its own.\n"
+		 "\n",
+	TL_TABLE(bench_opts_table),
+	.outro = "\n"
+		 "Per cell: decisions/s; p50/p99/p99.9 latency; round trips "
+		 "per\n"
+		 "decision where known (memory 0, Lua scripts 1, else n/a); "
+		 "CAS\n"
+		 "attempts and conflicts (retries) per decision and exhausted "
+		 "retry\n"
+		 "budgets (drl_store_stats); errors; the share of calls "
+		 "allowed;\n"
+		 "exactness (admitted / capacity at one fixed time; \"cut "
+		 "short\" when\n"
+		 "the phase ran out of time first); the ceiling and "
+		 "library/ceiling.\n"
+		 "The planned run time goes to stderr first; a progress line "
+		 "too when\n"
+		 "stderr is a terminal.\n"
+		 "\n"
+		 "On a single Redis (redis://, redis+unix://; not "
+		 "redis-cluster://),\n"
+		 "what a decision costs the server, per decision of the "
+		 "throughput\n"
+		 "phase (JSON server_exec_us, server_cpu_us; null elsewhere):\n"
+		 "  srv exec µs   command time from INFO commandstats after "
+		 "CONFIG\n"
+		 "                RESETSTAT at the start of each round's "
+		 "phase: the\n"
+		 "                scripts' usec when scripts ran (EVAL*, "
+		 "FCALL*:\n"
+		 "                their usec includes what they call; plain "
+		 "commands\n"
+		 "                beside them are then left out), else every\n"
+		 "                command's but INFO, CONFIG, PING, AUTH, "
+		 "HELLO,\n"
+		 "                SELECT, CLIENT, SCRIPT and COMMAND\n"
+		 "  srv CPU µs    the server's used_cpu_sys + used_cpu_user "
+		 "(INFO\n"
+		 "                cpu) over the phase\n",
+	.outro2 = "With --ceiling, the same two per redis-benchmark request. "
+		  "These are\n"
+		  "whole-server figures, taken by this process on a connection "
+		  "of its\n"
+		  "own around all the cell's processes: anything else the "
+		  "server does\n"
+		  "meanwhile counts too, so a cell must be the only load on "
+		  "that Redis.\n"
+		  "CONFIG RESETSTAT clears the server's INFO statistics. Where "
+		  "the\n"
+		  "server cannot be asked (CONFIG refused or renamed, AUTH "
+		  "failing, no\n"
+		  "hiredis) a figure is n/a (null) with a note; the cell still "
+		  "runs.\n"
+		  "\n"
+		  "Exit status: 0 done, 1 an exactness check admitted more "
+		  "than the\n"
+		  "limit, 2 bad usage, spec or URI, 3 a store could not be "
+		  "used.\n",
+};
+
 const char *bench_show_uri(shown_uri *b, const char *uri)
 {
 	return drl_uri_redact(b->s, sizeof b->s, uri);
@@ -211,117 +279,16 @@ void bench_opts_free(bench_opts *o)
  * --help). The caller frees o's lists either way (opts_free). */
 int bench_parse(int argc, char **argv, bench_opts *o)
 {
-	enum { OPT_CEILING = 256, OPT_EXACT, OPT_ROUNDS, OPT_ASYNC };
-	static const struct option longopts[] = {
-		{"store", required_argument, NULL, 's'},
-		{"limit", required_argument, NULL, 'l'},
-		{"concurrency", required_argument, NULL, 'c'},
-		{"keys", required_argument, NULL, 'k'},
-		{"duration", required_argument, NULL, 'd'},
-		{"procs", required_argument, NULL, 'p'},
-		{"exact-limit", required_argument, NULL, OPT_EXACT},
-		{"async", required_argument, NULL, OPT_ASYNC},
-		{"rounds", required_argument, NULL, OPT_ROUNDS},
-		{"ceiling", no_argument, NULL, OPT_CEILING},
-		{"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	int64_t tmp[LIST_MAX], v;
-	int c, st;
+	int first, st;
 
 	*o = (bench_opts){.duration_us = 1000000,
 			  .procs = 1,
 			  .exact_limit = EXACT_LIMIT_DEFAULT,
 			  .rounds = 1};
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":s:l:c:k:d:p:jh", longopts,
-				NULL)) != -1) {
-		switch (c) {
-		case 's':
-			if ((st = add_stores(o, optarg)) >= 0)
-				return st;
-			break;
-		case 'l':
-			if ((st = add_specs(o, optarg)) >= 0)
-				return st;
-			break;
-		case 'c':
-			if (!parse_num_list(optarg, 1, CONC_MAX, tmp,
-					    &o->nconc))
-				return usage_error(
-					"bad --concurrency '%s': expected "
-					"whole numbers 1..%d separated by ','",
-					optarg, CONC_MAX);
-			for (size_t i = 0; i < o->nconc; i++)
-				o->conc[i] = (int)tmp[i];
-			break;
-		case 'k':
-			if (!parse_num_list(optarg, 1, KEYS_MAX, o->keys,
-					    &o->nkeys))
-				return usage_error(
-					"bad --keys '%s': expected whole "
-					"numbers 1..%d separated by ','",
-					optarg, KEYS_MAX);
-			break;
-		case 'd':
-			if (!tl_parse_seconds(optarg, DURATION_MIN_US,
-					      DURATION_MAX_US, &o->duration_us))
-				return usage_error(
-					"bad --duration '%s': expected "
-					"seconds 0.01..3600 (e.g. 2 or 0.5)",
-					optarg);
-			break;
-		case 'p':
-			if (!tl_parse_uint_n(optarg, strlen(optarg), 1,
-					     PROCS_MAX, &v))
-				return usage_error("bad --procs '%s': expected "
-						   "1..%d",
-						   optarg, PROCS_MAX);
-			o->procs = (int)v;
-			break;
-		case OPT_ASYNC:
-			if (!tl_parse_uint_n(optarg, strlen(optarg), 1,
-					     DRL_ASYNC_THREADS_MAX, &v))
-				return usage_error("bad --async '%s': expected "
-						   "worker threads 1..%d",
-						   optarg,
-						   DRL_ASYNC_THREADS_MAX);
-			o->async_workers = (int)v;
-			break;
-		case OPT_EXACT:
-			if (!tl_parse_uint_n(optarg, strlen(optarg), 0,
-					     DRL_LIMIT_MAX, &o->exact_limit))
-				return usage_error(
-					"bad --exact-limit '%s': expected "
-					"0..%" PRId64,
-					optarg, DRL_LIMIT_MAX);
-			break;
-		case OPT_ROUNDS:
-			if (!tl_parse_uint_n(optarg, strlen(optarg), 1,
-					     ROUNDS_MAX, &v))
-				return usage_error("bad --rounds '%s': "
-						   "expected 1..%d",
-						   optarg, ROUNDS_MAX);
-			o->rounds = (int)v;
-			break;
-		case OPT_CEILING:
-			o->ceiling = true;
-			break;
-		case 'j':
-			o->json = true;
-			break;
-		case 'h':
-			fputs(tool_bench_synopsis, stdout);
-			fputs(tool_bench_details, stdout);
-			return EXIT_DONE;
-		default: /* ':' or '?' */
-			return tl_bad_option("bench", tool_bench_synopsis, c,
-					     argv);
-		}
-	}
-	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
+	if ((st = tl_opts_parse(&tool_bench_cli, argc, argv, o, &first)) >= 0)
+		return st;
+	if (first < argc)
+		return usage_error("unexpected argument '%s'", argv[first]);
 	if (o->nspecs == 0)
 		return usage_error("missing --limit SPEC");
 	if (o->nstores == 0 && (st = list_add(o->stores, &o->nstores,

@@ -3,7 +3,6 @@
 
 #include <drl/drl.h>
 
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -93,38 +92,4 @@ bool tl_parse_limit_period(const char *s, int64_t *limit, int64_t *period_us)
 		}
 	}
 	return false;
-}
-
-int tl_vusage_error(const char *cmd, const char *synopsis, const char *fmt,
-		    va_list ap)
-{
-	fprintf(stderr, "drl %s: ", cmd);
-	vfprintf(stderr, fmt, ap);
-	fputs("\n", stderr);
-	fputs(synopsis, stderr);
-	fprintf(stderr, "Try 'drl %s --help' for more.\n", cmd);
-	return 2;
-}
-
-int tl_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	int st = tl_vusage_error(cmd, synopsis, fmt, ap);
-	va_end(ap);
-	return st;
-}
-
-int tl_bad_option(const char *cmd, const char *synopsis, int c, char **argv)
-{
-	if (c == ':')
-		return tl_usage_error(cmd, synopsis,
-				      "option '%s' needs a value",
-				      argv[optind - 1]);
-	if (optopt != 0) /* '?': optopt is the bad short option, or 0 */
-		return tl_usage_error(cmd, synopsis, "unknown option '-%c'",
-				      optopt);
-	return tl_usage_error(cmd, synopsis, "unknown option '%s'",
-			      argv[optind - 1]);
 }

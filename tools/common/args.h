@@ -1,6 +1,6 @@
 /*
  * Command-line values for the drl tools (tools/common/args.c): strict
- * number parsing and usage errors.
+ * number parsing (the option table on top: opts.h).
  *
  * The tools' own helpers are named tl_ ("tools library"), not drl_: drl_
  * is the library's public namespace (include/drl/), and a tool's helper
@@ -9,7 +9,6 @@
 #ifndef TL_ARGS_H
 #define TL_ARGS_H
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,22 +31,5 @@ bool tl_parse_seconds(const char *s, int64_t min_us, int64_t max_us,
  * ms|s|m|h|d, at most DRL_PERIOD_MAX_US) from s, ending at '\0' or ','.
  * Returns false (outputs unspecified) when it is not one. */
 bool tl_parse_limit_period(const char *s, int64_t *limit, int64_t *period_us);
-
-/* Report a usage error of `drl CMD` on stderr: "drl CMD: " and the
- * printf-style message, then the synopsis and a pointer to --help.
- * Returns 2, the usage exit status. */
-int tl_vusage_error(const char *cmd, const char *synopsis, const char *fmt,
-		    va_list ap);
-/* The same with the arguments as "..." (each command defines
- * usage_error(...) on it with its name and synopsis). */
-int tl_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
-#ifdef __GNUC__
-	__attribute__((format(printf, 3, 4)))
-#endif
-	;
-
-/* getopt_long() returned c (':' for a missing value, else '?'): report
- * the option as tl_vusage_error() does. Returns 2. */
-int tl_bad_option(const char *cmd, const char *synopsis, int c, char **argv);
 
 #endif /* TL_ARGS_H */
