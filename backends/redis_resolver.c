@@ -115,7 +115,7 @@ static int subscribe(struct source *src, drl_error *err)
 }
 
 /* Wait up to ms (-1: no end) for the wake pipe or the subscription:
- * 1 stop, 0 otherwise (then the subscription may be readable). */
+ * 1 stop, 2 the subscription is readable (or broken), 0 neither. */
 static int wait_for(struct source *src, int ms)
 {
 	struct pollfd p[2] = {{.fd = src->wake[0], .events = POLLIN}};
@@ -123,9 +123,11 @@ static int wait_for(struct source *src, int ms)
 	if (src->sub != NULL)
 		p[n++] = (struct pollfd){.fd = drl__redis_sub_fd(src->sub),
 					 .events = POLLIN};
-	if (poll(p, n, ms) < 0 && errno != EINTR)
-		return 0;
-	return (p[0].revents & POLLIN) != 0;
+	if (poll(p, n, ms) <= 0)
+		return 0; /* out of time, or EINTR: look again */
+	if (p[0].revents & POLLIN)
+		return 1;
+	return n > 1 && p[1].revents != 0 ? 2 : 0;
 }
 
 static void *listen_thread(void *arg)
@@ -137,7 +139,7 @@ static void *listen_thread(void *arg)
 		if (src->sub == NULL) {
 			drl_error e = {0};
 			if (subscribe(src, &e) != 0) {
-				if (wait_for(src, retry))
+				if (wait_for(src, retry) == 1)
 					break;
 				retry = retry * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
 								 : retry * 2;
@@ -145,8 +147,11 @@ static void *listen_thread(void *arg)
 			}
 			retry = RETRY_MIN_MS;
 		}
-		if (wait_for(src, -1))
+		int w = wait_for(src, -1);
+		if (w == 1)
 			break;
+		if (w == 0)
+			continue;
 		drl_error e = {0};
 		if (drl__redis_sub_read(src->sub, on_message, src, &e) != 0) {
 			/* what came meanwhile is lost: dropped whole when
