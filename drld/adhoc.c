@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,8 @@ struct drld_adhoc_ref {
 	uint64_t hash;
 	uint64_t used;               /* tick of the last lookup */
 	struct drld_adhoc_ref *next; /* in its bucket */
+	drl_store *store;
+	const char *prefix; /* in text after spec, or NULL */
 	char spec[];
 };
 
@@ -30,13 +33,26 @@ struct drld_adhoc {
 
 /* FNV-1a: the table only needs spread, not secrecy (at most max entries;
  * a colliding client slows its own lookups down). */
-static uint64_t hash_spec(const char *s)
+static uint64_t hash_spec(const char *s, const char *prefix)
 {
 	uint64_t h = UINT64_C(14695981039346656037);
 
 	for (; *s; s++)
 		h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
+	for (s = prefix; s != NULL; s = *s ? s + 1 : NULL)
+		h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
 	return h;
+}
+
+/* Whether entry e is the limiter of spec behind prefix on store. */
+static bool same(const struct drld_adhoc_ref *e, drl_store *store,
+		 const char *prefix, const char *spec, uint64_t h)
+{
+	return e->hash == h && e->store == store &&
+	       strcmp(e->spec, spec) == 0 &&
+	       (e->prefix == NULL
+			? prefix == NULL
+			: prefix != NULL && strcmp(e->prefix, prefix) == 0);
 }
 
 int drld_adhoc_new(struct drld_adhoc **out, drl_store *store, size_t max,
@@ -89,14 +105,15 @@ void drld_adhoc_free(struct drld_adhoc *a)
 	free(a);
 }
 
-/* With the lock held: the entry of spec (hash h) with a new reference and
- * its use recorded, or NULL. */
-static struct drld_adhoc_ref *find(struct drld_adhoc *a, const char *spec,
+/* With the lock held: the entry of spec behind prefix on store (hash h)
+ * with a new reference and its use recorded, or NULL. */
+static struct drld_adhoc_ref *find(struct drld_adhoc *a, drl_store *store,
+				   const char *prefix, const char *spec,
 				   uint64_t h)
 {
 	for (struct drld_adhoc_ref *e = a->buckets[h & (a->nbuckets - 1)]; e;
 	     e = e->next)
-		if (e->hash == h && strcmp(e->spec, spec) == 0) {
+		if (same(e, store, prefix, spec, h)) {
 			e->used = ++a->tick;
 			atomic_fetch_add_explicit(&e->refs, 1,
 						  memory_order_relaxed);
@@ -127,23 +144,27 @@ static struct drld_adhoc_ref *evict(struct drld_adhoc *a)
 
 /* A new entry for spec with its limiter, holding one reference for the
  * table and one for the caller. */
-static int make(struct drld_adhoc *a, const char *spec, uint64_t h,
-		struct drld_adhoc_ref **out, drl_error *err)
+static int make(struct drld_adhoc *a, drl_store *store, const char *prefix,
+		const char *spec, uint64_t h, struct drld_adhoc_ref **out,
+		drl_error *err)
 {
-	size_t len = strlen(spec);
-	struct drld_adhoc_ref *e = calloc(1, sizeof *e + len + 1);
+	size_t len = strlen(spec), plen = prefix ? strlen(prefix) + 1 : 0;
+	struct drld_adhoc_ref *e = calloc(1, sizeof *e + len + 1 + plen);
 
 	if (e == NULL) {
 		snprintf(err->message, sizeof err->message, "out of memory");
 		return err->code = DRL_ENOMEM;
 	}
-	int rc = drld_limit_init(&e->limit, a->store, spec, NULL, "default",
+	int rc = drld_limit_init(&e->limit, store, spec, prefix, "default",
 				 a->stats, err);
 	if (rc != 0) {
 		free(e);
 		return rc;
 	}
 	memcpy(e->spec, spec, len + 1);
+	if (prefix != NULL)
+		e->prefix = memcpy(e->spec + len + 1, prefix, plen);
+	e->store = store;
 	e->hash = h;
 	atomic_init(&e->refs, 2);
 	*out = e;
@@ -187,7 +208,16 @@ static int check_options(const char *spec, drl_error *err)
 int drld_adhoc_get(struct drld_adhoc *a, const char *spec,
 		   struct drld_adhoc_ref **out, drl_error *err)
 {
-	uint64_t h = hash_spec(spec);
+	return drld_adhoc_get_on(a, NULL, NULL, spec, out, err);
+}
+
+int drld_adhoc_get_on(struct drld_adhoc *a, drl_store *store,
+		      const char *prefix, const char *spec,
+		      struct drld_adhoc_ref **out, drl_error *err)
+{
+	if (store == NULL)
+		store = a->store;
+	uint64_t h = hash_spec(spec, prefix);
 	struct drld_adhoc_ref *e, *mine = NULL, *old = NULL;
 
 	if (a->max == 0) {
@@ -202,7 +232,7 @@ int drld_adhoc_get(struct drld_adhoc *a, const char *spec,
 		return err->code = DRL_EINVAL;
 	}
 	pthread_mutex_lock(&a->lock);
-	e = find(a, spec, h);
+	e = find(a, store, prefix, spec, h);
 	pthread_mutex_unlock(&a->lock);
 	if (e == NULL) {
 		int rc = check_options(spec, err);
@@ -210,11 +240,11 @@ int drld_adhoc_get(struct drld_adhoc *a, const char *spec,
 			return rc;
 		/* made unlocked (the limiter may start a thread); another
 		 * thread may list the same spec meanwhile: first one wins */
-		rc = make(a, spec, h, &mine, err);
+		rc = make(a, store, prefix, spec, h, &mine, err);
 		if (rc != 0)
 			return rc;
 		pthread_mutex_lock(&a->lock);
-		e = find(a, spec, h);
+		e = find(a, store, prefix, spec, h);
 		if (e == NULL) {
 			if (a->count >= a->max)
 				old = evict(a);

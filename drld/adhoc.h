@@ -43,6 +43,12 @@ void drld_adhoc_free(struct drld_adhoc *a);
  * 0), DRL_ENOMEM. */
 int drld_adhoc_get(struct drld_adhoc *a, const char *spec,
 		   struct drld_adhoc_ref **out, drl_error *err);
+/* The same for a limiter on `store` (NULL: the table's) behind key
+ * prefix `prefix` (NULL: the default): an Envoy `limit` override made
+ * from a configured rule, counting on that rule's state. */
+int drld_adhoc_get_on(struct drld_adhoc *a, drl_store *store,
+		      const char *prefix, const char *spec,
+		      struct drld_adhoc_ref **out, drl_error *err);
 /* The limiter a reference holds; valid until drld_adhoc_put(). */
 const struct drld_limit *drld_adhoc_limit(const struct drld_adhoc_ref *r);
 /* Let go of a reference. */

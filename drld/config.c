@@ -3,8 +3,10 @@
 
 #include "regular.h"
 
+#include <drl/resolver.h>
 #include <jansson.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdbool.h>
@@ -147,12 +149,285 @@ static int only_fields(const struct loader *ld, json_t *o, const char *where,
 	return 0;
 }
 
+/* ---- limits_from: a limit per key -------------------------------------- */
+
+/* One spec's limiter of a rule (spec as the source gave it). */
+struct spec_limit {
+	char *spec;
+	struct drld_limit limit;
+};
+
+/* A map file's row: a value of "by" and its spec's limit. */
+struct map_row {
+	char *value;
+	size_t len;
+	const struct drld_limit *limit;
+};
+
+struct drld_per_key {
+	struct drld_template *by; /* NULL: the rule's key */
+	struct map_row *rows;     /* a map file's, sorted (row_cmp) */
+	size_t nrows;
+	drl_resolver *res; /* a Redis hash's, or NULL */
+	/* how a spec is made into a limiter: the rule's */
+	drl_store *store;
+	char *suffix; /* the rule's ";on_error=...;shadow=1" */
+	char prefix[sizeof "drld:rule::" + DRLD_RULE_NAME_MAX];
+	char name[DRLD_RULE_NAME_MAX + 1]; /* the rule's */
+	struct drld_rule_stats *stats;
+	/* the limiters made so far, each its own allocation (a pointer to
+	 * one stays valid); under lock */
+	pthread_mutex_t lock;
+	struct spec_limit *made[DRLD_RULE_SPECS_MAX];
+	size_t nmade;
+};
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct map_row *x = a, *y = b;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return memcmp(x->value, y->value, x->len);
+}
+
+static void per_key_free(struct drld_per_key *pk)
+{
+	if (pk == NULL)
+		return;
+	drl_resolver_free(pk->res); /* first: its thread */
+	for (size_t i = 0; i < pk->nrows; i++)
+		free(pk->rows[i].value);
+	free(pk->rows);
+	for (size_t i = 0; i < pk->nmade; i++) {
+		drld_limit_fini(&pk->made[i]->limit);
+		free(pk->made[i]->spec);
+		free(pk->made[i]);
+	}
+	drld_template_free(pk->by);
+	free(pk->suffix);
+	pthread_mutex_destroy(&pk->lock);
+	free(pk);
+}
+
+/* The limit of `spec` (pk->lock held): the one made before, or a new
+ * one. NULL when it cannot be made (err says why: a bad spec, or
+ * DRLD_RULE_SPECS_MAX reached). */
+static const struct drld_limit *spec_limit(struct drld_per_key *pk,
+					   const char *spec, drl_error *err)
+{
+	for (size_t i = 0; i < pk->nmade; i++)
+		if (strcmp(pk->made[i]->spec, spec) == 0)
+			return &pk->made[i]->limit;
+	if (pk->nmade == DRLD_RULE_SPECS_MAX) {
+		snprintf(err->message, sizeof err->message,
+			 "more than %d distinct specs", DRLD_RULE_SPECS_MAX);
+		return NULL;
+	}
+	struct spec_limit *m = calloc(1, sizeof *m);
+	size_t len = strlen(spec) + strlen(pk->suffix);
+	char *full = malloc(len + 1);
+	if (m == NULL || full == NULL || (m->spec = strdup(spec)) == NULL) {
+		free(m);
+		free(full);
+		snprintf(err->message, sizeof err->message, "out of memory");
+		return NULL;
+	}
+	snprintf(full, len + 1, "%s%s", spec, pk->suffix);
+	int rc = drld_limit_init(&m->limit, pk->store, full, pk->prefix,
+				 pk->name, pk->stats, err);
+	free(full);
+	if (rc != 0) {
+		free(m->spec);
+		free(m);
+		return NULL;
+	}
+	pk->made[pk->nmade++] = m;
+	return &m->limit;
+}
+
+const struct drld_limit *drld_rule_limit(const struct drld_rule *r,
+					 const struct drld_request_parts *p)
+{
+	struct drld_per_key *pk = r->per_key;
+	if (pk == NULL)
+		return &r->limit;
+	size_t len;
+	char *v = drld_template_expand(pk->by ? pk->by : r->key, p, DRL_KEY_MAX,
+				       &len);
+	const struct drld_limit *l = NULL;
+	if (v != NULL && len > 0 && pk->res == NULL) {
+		struct map_row key = {.value = v, .len = len}, *row;
+		row = pk->nrows ? bsearch(&key, pk->rows, pk->nrows,
+					  sizeof *pk->rows, row_cmp)
+				: NULL;
+		l = row ? row->limit : NULL;
+	} else if (v != NULL && len > 0) {
+		char spec[DRL_RESOLVER_SPEC_MAX + 1];
+		int is_default = 1;
+		drl_error err = {0};
+		if (drl_resolver_get(pk->res, v, len, spec, sizeof spec,
+				     &is_default, NULL) == 0 &&
+		    !is_default) {
+			pthread_mutex_lock(&pk->lock);
+			l = spec_limit(pk, spec, &err);
+			pthread_mutex_unlock(&pk->lock);
+		}
+	}
+	free(v);
+	return l ? l : &r->limit;
+}
+
+/* The map file `file` (relative to the config file's folder) into pk's
+ * rows, each spec's limiter made. */
+static int load_map(const struct loader *ld, struct drld_per_key *pk,
+		    const char *where, const char *file)
+{
+	char path[4096], why[128];
+	if (file[0] == '/') {
+		snprintf(path, sizeof path, "%s", file);
+	} else {
+		char *copy = strdup(ld->path);
+		if (copy == NULL)
+			return fail(ld, "out of memory");
+		snprintf(path, sizeof path, "%s/%s", dirname(copy), file);
+		free(copy);
+	}
+	FILE *f = drld_open_regular(AT_FDCWD, path, FILE_MAX, NULL, why,
+				    sizeof why);
+	if (f == NULL)
+		return fail(ld, "%s: map %s: %s", where, path, why);
+	json_error_t je;
+	json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+	fclose(f);
+	if (root == NULL)
+		return fail(ld, "%s: map %s: line %d: %s", where, path, je.line,
+			    je.text);
+	int rc = 0;
+	if (!json_is_object(root))
+		rc = fail(ld, "%s: map %s: must be a JSON object of specs",
+			  where, path);
+	else if ((pk->rows = calloc(json_object_size(root) + 1,
+				    sizeof *pk->rows)) == NULL)
+		rc = fail(ld, "out of memory");
+	const char *k;
+	json_t *v;
+	json_object_foreach(root, k, v)
+	{
+		if (rc != 0)
+			break;
+		drl_error err = {0};
+		const char *spec = json_string_value(v);
+		if (k[0] == '\0' || spec == NULL ||
+		    strlen(spec) != json_string_length(v) ||
+		    strlen(spec) > DRL_RESOLVER_SPEC_MAX) {
+			rc = fail(ld,
+				  "%s: map %s: \"%.64s\": expected a non-empty "
+				  "key and a limit spec string",
+				  where, path, k);
+			break;
+		}
+		struct map_row *row = &pk->rows[pk->nrows];
+		if ((row->limit = spec_limit(pk, spec, &err)) == NULL) {
+			rc = fail(ld, "%s: map %s: \"%.64s\": %s", where, path,
+				  k, err.message);
+			break;
+		}
+		row->len = strlen(k);
+		if ((row->value = strdup(k)) == NULL)
+			rc = fail(ld, "out of memory");
+		pk->nrows++;
+	}
+	json_decref(root);
+	if (rc == 0)
+		qsort(pk->rows, pk->nrows, sizeof *pk->rows, row_cmp);
+	return rc;
+}
+
+/* Rule r's limits_from object v, its default spec `limit` and its
+ * options `suffix`. */
+static int load_per_key(const struct loader *ld, struct drld_rule *r,
+			const char *where, json_t *v, const char *limit,
+			const char *suffix)
+{
+	static const char *const known[] = {
+		"by", "map", "redis", "hash", "ttl_ms", "max_keys", NULL};
+	const char *by, *map, *redis, *hash;
+	char tmsg[256];
+
+	if (!json_is_object(v))
+		return fail(ld,
+			    "%s: \"limits_from\" must be an object with "
+			    "\"map\" or \"redis\"",
+			    where);
+	if (only_fields(ld, v, where, known,
+			"by, map, redis, hash, ttl_ms, max_keys (in "
+			"limits_from)") ||
+	    get_string(ld, v, "by", where, &by) ||
+	    get_string(ld, v, "map", where, &map) ||
+	    get_string(ld, v, "redis", where, &redis) ||
+	    get_string(ld, v, "hash", where, &hash))
+		return -1;
+	if ((map == NULL) == (redis == NULL))
+		return fail(ld,
+			    "%s: limits_from: give one of \"map\" (a file) "
+			    "or \"redis\" (a URI, with \"hash\")",
+			    where);
+	if (redis != NULL && hash == NULL)
+		return fail(ld, "%s: limits_from: \"hash\" is missing", where);
+	if (map != NULL && (hash || json_object_get(v, "ttl_ms") ||
+			    json_object_get(v, "max_keys")))
+		return fail(ld,
+			    "%s: limits_from: hash, ttl_ms and max_keys "
+			    "are for \"redis\"",
+			    where);
+	json_int_t ttl_ms = 60000, max_keys = 10000;
+	json_t *t = json_object_get(v, "ttl_ms"), *m;
+	if (t != NULL &&
+	    (!json_is_integer(t) || (ttl_ms = json_integer_value(t)) < 1 ||
+	     ttl_ms > INT64_C(86400000)))
+		return fail(ld,
+			    "%s: limits_from: \"ttl_ms\" must be a whole "
+			    "number from 1 to 86400000",
+			    where);
+	if ((m = json_object_get(v, "max_keys")) != NULL &&
+	    (!json_is_integer(m) || (max_keys = json_integer_value(m)) < 1 ||
+	     max_keys > 1000000))
+		return fail(ld,
+			    "%s: limits_from: \"max_keys\" must be a whole "
+			    "number from 1 to 1000000",
+			    where);
+
+	struct drld_per_key *pk = calloc(1, sizeof *pk);
+	if (pk == NULL || (pk->suffix = strdup(suffix)) == NULL) {
+		free(pk);
+		return fail(ld, "out of memory");
+	}
+	pthread_mutex_init(&pk->lock, NULL);
+	r->per_key = pk;
+	pk->store = ld->store;
+	strcpy(pk->name, r->name);
+	snprintf(pk->prefix, sizeof pk->prefix, "drld:rule:%s:", r->name);
+	if (by != NULL &&
+	    drld_template_parse(&pk->by, by, tmsg, sizeof tmsg) != 0)
+		return fail(ld, "%s: limits_from: by \"%.64s\": %s", where, by,
+			    tmsg);
+	if (map != NULL)
+		return load_map(ld, pk, where, map);
+	drl_resolver_options o = {.default_spec = limit,
+				  .max_keys = (size_t)max_keys,
+				  .ttl_us = (int64_t)ttl_ms * 1000};
+	drl_error err = {0};
+	if (drl_resolver_redis_new(&pk->res, redis, hash, &o, &err) != 0)
+		return fail(ld, "%s: limits_from: %s", where, err.message);
+	return 0;
+}
+
 /* Build rule r called `name` from its object v. */
 static int load_rule(const struct loader *ld, struct drld_rule *r,
 		     const char *name, json_t *v)
 {
-	static const char *const known[] = {"limit", "key", "on_error",
-					    "shadow", NULL};
+	static const char *const known[] = {"limit",  "key",         "on_error",
+					    "shadow", "limits_from", NULL};
 	char where[DRLD_RULE_NAME_MAX + 16], tmsg[256];
 	const char *limit, *key, *on_error;
 	drl_error err = {0};
@@ -160,7 +435,8 @@ static int load_rule(const struct loader *ld, struct drld_rule *r,
 	snprintf(where, sizeof where, "rule \"%s\"", name);
 	if (!json_is_object(v))
 		return fail(ld, "%s: must be an object with \"limit\"", where);
-	if (only_fields(ld, v, where, known, "limit, key, on_error, shadow") ||
+	if (only_fields(ld, v, where, known,
+			"limit, key, on_error, shadow, limits_from") ||
 	    get_string(ld, v, "limit", where, &limit) ||
 	    get_string(ld, v, "key", where, &key) ||
 	    get_string(ld, v, "on_error", where, &on_error))
@@ -184,13 +460,14 @@ static int load_rule(const struct loader *ld, struct drld_rule *r,
 		return fail(ld, "%s: key \"%.64s\": %s", where, key, tmsg);
 
 	bool shadowed = json_is_true(shadow);
-	size_t len = strlen(limit) + (on_error ? strlen(on_error) + 10 : 0) +
-		     (shadowed ? 9 : 0);
+	char suffix[64];
+	snprintf(suffix, sizeof suffix, "%s%s%s", on_error ? ";on_error=" : "",
+		 on_error ? on_error : "", shadowed ? ";shadow=1" : "");
+	size_t len = strlen(limit) + strlen(suffix);
 	char *spec = malloc(len + 1);
 	if (spec == NULL)
 		return fail(ld, "out of memory");
-	snprintf(spec, len + 1, "%s%s%s%s", limit, on_error ? ";on_error=" : "",
-		 on_error ? on_error : "", shadowed ? ";shadow=1" : "");
+	snprintf(spec, len + 1, "%s%s", limit, suffix);
 	char prefix[sizeof "drld:rule::" + DRLD_RULE_NAME_MAX];
 	snprintf(prefix, sizeof prefix, "drld:rule:%s:", name);
 	int rc = drld_limit_init(&r->limit, ld->store, spec, prefix, name, NULL,
@@ -198,6 +475,9 @@ static int load_rule(const struct loader *ld, struct drld_rule *r,
 	free(spec);
 	if (rc != 0)
 		return fail(ld, "%s: %s", where, err.message);
+	json_t *from = json_object_get(v, "limits_from");
+	if (from != NULL)
+		return load_per_key(ld, r, where, from, limit, suffix);
 	return 0;
 }
 
@@ -331,6 +611,12 @@ static int attach_stats(const struct loader *ld, struct drld_config *c)
 				    "rule \"%s\": more than %d rule names "
 				    "since drld started (restart it)",
 				    r->name, DRLD_METRICS_RULES_MAX);
+		if (r->per_key != NULL) {
+			r->per_key->stats = r->limit.stats;
+			for (size_t j = 0; j < r->per_key->nmade; j++)
+				r->per_key->made[j]->limit.stats =
+					r->limit.stats;
+		}
 	}
 	return 0;
 }
@@ -360,6 +646,7 @@ static int build(const struct loader *ld, struct drld_config *c, json_t *root)
 static void config_free(struct drld_config *c)
 {
 	for (size_t i = 0; i < c->nrules; i++) {
+		per_key_free(c->rules[i].per_key);
 		drld_template_free(c->rules[i].key);
 		drld_limit_fini(&c->rules[i].limit);
 	}

@@ -5,8 +5,19 @@
  *    "rules": {"NAME": {"limit": "SPEC",            required
  *                       "key": "TEMPLATE",          default "{key}"
  *                       "on_error": "deny|allow|local",     optional
- *                       "shadow": true|false}},             optional
+ *                       "shadow": true|false,               optional
+ *                       "limits_from": {...}}},             optional
  *    "protect": [{"prefix": "/api/", "rule": "NAME"}]}
+ *
+ * limits_from gives the rule a limit per key (docs/drld.md, "Limits per
+ * key"): the spec for the value of the template "by" (default: the
+ * rule's key) from a map file, {"map": "FILE"} (a JSON object of value
+ * to spec, read again with the config), or from a Redis hash,
+ * {"redis": "URI", "hash": "NAME", "ttl_ms": N, "max_keys": N} (the
+ * library's resolver, include/drl/resolver.h); "limit" is the default,
+ * for a value with no spec. Each spec gets the rule's on_error and
+ * shadow and counts behind the rule's prefix, so a key whose spec changes
+ * keeps its count.
  *
  * A config is loaded into an immutable, reference-counted snapshot: every
  * field is checked (unknown fields, names, specs through drl_limiter_new,
@@ -39,11 +50,19 @@
 /* Longest config error message. */
 #define DRLD_CONFIG_MSG_MAX 768
 
+struct drld_per_key; /* config.c's: limits_from */
+
 struct drld_rule {
 	char name[DRLD_RULE_NAME_MAX + 1];
 	struct drld_template *key;
-	struct drld_limit limit;
+	struct drld_limit limit;      /* the default with limits_from */
+	struct drld_per_key *per_key; /* NULL: one limit for every key */
 };
+
+/* Most distinct specs one rule's limits_from makes limiters of: a map's
+ * beyond it is refused at load; a Redis hash's beyond it decide by the
+ * rule's default limit. */
+#define DRLD_RULE_SPECS_MAX 64
 
 struct drld_protect {
 	char *prefix;
@@ -85,6 +104,12 @@ void drld_config_release(struct drld_config *c);
 /* The rule called `name`, or NULL. */
 const struct drld_rule *drld_config_rule(const struct drld_config *c,
 					 const char *name);
+/* The limit rule r decides request p by: with limits_from, the spec of
+ * p's value of "by" (its default when there is none, or it cannot be
+ * had: the source failed, a bad spec, DRLD_RULE_SPECS_MAX reached);
+ * else the rule's own. Never NULL; valid while the snapshot is held. */
+const struct drld_limit *drld_rule_limit(const struct drld_rule *r,
+					 const struct drld_request_parts *p);
 /* The rule protecting `path` (the longest matching prefix), or NULL. */
 const struct drld_rule *drld_config_protects(const struct drld_config *c,
 					     const char *path);

@@ -336,6 +336,20 @@ def suite(port, dom, http_port):
     expect(c, "limit override 1/minute: 2nd over", dom,
            [descriptor("user=erin", limit=(1, 2))], OVER,
            [(OVER, 1, "MINUTE", 0)])
+    # issue 42: an override counts on the rule's state, as
+    # envoyproxy/ratelimit's keeps the key's count: 10 of 10/hour used,
+    # an override of 20/hour admits exactly 10 more, not 20; the same on
+    # the rule's algorithm (sliding_window 2/hour, then 4)
+    for d, rpu in [("plan=p", 10), ("sliding=o", 2)]:
+        expect(c, "%s: %d of %d/hour in one call" % (d, rpu, rpu), dom,
+               [descriptor(d, hits=rpu)], OK, [(OK, rpu, H, 0)])
+        expect(c, "override %d/hour on the used rule: %d more fit" %
+               (2 * rpu, rpu), dom,
+               [descriptor(d, hits=rpu, limit=(2 * rpu, 3))], OK,
+               [(OK, 2 * rpu, H, 0)])
+        expect(c, "... and not 1 more", dom,
+               [descriptor(d, limit=(2 * rpu, 3))], OVER,
+               [(OVER, 2 * rpu, H, 0)])
     expect(c, "sliding_window 2/hour: 1st", dom, [descriptor("sliding=s")],
            OK, [(OK, 2, H, 1)])
     expect(c, "sliding_window 2/hour: 2nd", dom, [descriptor("sliding=s")],

@@ -6,6 +6,7 @@
 #include <drl/backend.h>
 #include <drl/sys/backend.h>
 #include <drl/async.h>
+#include <drl/resolver.h>
 
 #include <cstdio>
 

@@ -19,7 +19,8 @@
 # PART: input (the command line, config errors, malformed requests),
 # decisions (decisions, headers, rules, metrics on each store), shadow
 # (shadow rules and POST /v1/reset on each store), service (bounds, a
-# graceful stop, reloads, a failing store, two drld sharing a limit),
+# graceful stop, reloads, limits per key from a map file or a Redis hash,
+# a failing store, two drld sharing a limit),
 # attack (issue 45's holes: half-closed clients, SIGTERM on a stalled
 # blocking store, slowloris past --max-connections, HTTP/2 rapid reset on
 # the gRPC port), or all.
@@ -328,6 +329,19 @@ bad_config 'protect: prefix "/a/" appears twice' \
 bad_config 'protect[0]: rule "a" builds its key with {key}' \
 	'{"rules": {"a": {"limit": "fixed_window:1/1s"}}, "protect": [{"prefix": "/a/", "rule": "a"}]}'
 bad_config '"store" must be a string' '{"store": 5}'
+# limits_from (a limit per key)
+lf='{"rules": {"a": {"limit": "fixed_window:1/1s", "limits_from": '
+bad_config 'rule "a": limits_from: give one of "map" (a file) or "redis"' "$lf{}}}}"
+bad_config 'rule "a": limits_from: "hash" is missing' "$lf{\"redis\": \"redis://127.0.0.1:1\"}}}}"
+bad_config 'rule "a": limits_from: "ttl_ms" must be a whole number' \
+	"$lf{\"redis\": \"redis://127.0.0.1:1\", \"hash\": \"h\", \"ttl_ms\": 0}}}}"
+bad_config 'rule "a": unknown field "file" (expected by, map, redis' "$lf{\"file\": \"x\"}}}}"
+bad_config "rule \"a\": map $tmp/none.json:" "$lf{\"map\": \"none.json\"}}}}"
+printf '{"t": 5}\n' >"$tmp/badmap.json"
+bad_config "rule \"a\": map $tmp/badmap.json: \"t\": expected a non-empty key and a limit spec" \
+	"$lf{\"map\": \"badmap.json\"}}}}"
+bad_config 'rule "a": limits_from: by "{nope}": unknown placeholder' \
+	"$lf{\"map\": \"badmap.json\", \"by\": \"{nope}\"}}}}"
 
 if [ -n "$rport" ]; then
 	closed=$(free_port) # nothing listens there
@@ -1364,6 +1378,87 @@ else
 	rm -f "$tmp/fs.c/stall"
 	kill -TERM "$fspid" 2>/dev/null
 	wait "$fspid"
+fi
+
+# ---- limits per key: a rule's limits_from (issue 42, 4) ---------------
+# The spec of each tenant from a map file beside the config (read again
+# with it) or from a Redis hash (changed at run time: HSET, PUBLISH); the
+# rule's "limit" for a tenant with none. Counts carry over a changed spec.
+printf '{"gold": "fixed_window:3/1h"}\n' >"$tmp/plans.json"
+cat >"$tmp/perkey.json" <<'JSON'
+{"rules": {"plan": {"limit": "fixed_window:1/1h", "key": "t:{header:X-Tenant}",
+                    "limits_from": {"by": "{header:X-Tenant}", "map": "plans.json"}}}}
+JSON
+# per_key TENANT N WANT WHAT: N requests of rule plan for TENANT, of
+# which exactly WANT must be allowed.
+per_key() {
+	local i allowed=0
+	for ((i = 0; i < $2; i++)); do
+		check_post '{"key":"x","rule":"plan"}' -H "X-Tenant: $1"
+		[ "$(field allowed)" = true ] && allowed=$((allowed + 1))
+	done
+	[ "$allowed" = "$3" ]
+	check $? "limits_from $4: $3 of $2 allowed (got $allowed)"
+}
+clear_of_hour_edge
+if start perkey --config "$tmp/perkey.json"; then
+	per_key gold 4 3 "map: gold (3/1h in the map) gets 3 of 4"
+	expect_hdr RateLimit-Policy '"plan";q=3;w=3600' "limits_from map: gold's own policy"
+	per_key silver 2 1 "map: silver (not in the map) gets the rule's 1/1h"
+	# the map changes with the config: gold 3 -> 5 keeps its count
+	printf '{"gold": "fixed_window:5/1h", "silver": "fixed_window:2/1h"}\n' \
+		>"$tmp/plans.json"
+	before=$(metric 'drld_config_reloads_total{result="ok"}')
+	kill -HUP "$pid"
+	ok_reloads_pass "$before"
+	check $? "limits_from map: SIGHUP reloads"
+	per_key gold 3 2 "map: gold raised to 5/1h after 3 used: exactly 2 more"
+	per_key silver 2 1 "map: silver now 2/1h after 1 used: exactly 1 more"
+	printf '{"gold": "fixed_window:0/1h"}\n' >"$tmp/plans.json"
+	before=$(metric 'drld_config_reloads_total{result="error"}')
+	kill -HUP "$pid"
+	for ((i = 0; i < 200; i++)); do
+		[ "$(metric 'drld_config_reloads_total{result="error"}')" -gt "$before" ] && break
+		sleep 0.05
+	done
+	grep -qF "plans.json: \"gold\": invalid limit spec \"fixed_window:0/1h\"" "$tmp/perkey.err"
+	check $? "limits_from map: a bad spec in the map is refused at reload, naming the file and row"
+	stop perkey "$pid"
+else
+	check 1 "drld starts with a limits_from map"
+fi
+if [ -n "$rport" ] && ! command -v redis-cli >/dev/null; then
+	missing redis-cli
+elif [ -n "$rport" ]; then
+	h="plans$RANDOM$RANDOM"
+	rcli() { redis-cli -p "$rport" "$@" >/dev/null; }
+	rcli HSET "$h" gold fixed_window:3/1h
+	cat >"$tmp/perkey-redis.json" <<JSON
+{"store": "redis://127.0.0.1:$rport",
+ "rules": {"plan": {"limit": "fixed_window:1/1h", "key": "t$h:{header:X-Tenant}",
+                    "limits_from": {"by": "{header:X-Tenant}",
+                                    "redis": "redis://127.0.0.1:$rport",
+                                    "hash": "$h", "ttl_ms": 3600000}}}}
+JSON
+	clear_of_hour_edge
+	if start perkey-redis --config "$tmp/perkey-redis.json"; then
+		per_key gold 4 3 "redis: gold (3/1h in the hash) gets 3 of 4"
+		per_key silver 2 1 "redis: silver (no field) gets the rule's 1/1h"
+		# a changed row, published: obeyed at once, though answers are
+		# kept an hour; gold keeps its 3 used
+		rcli HSET "$h" gold fixed_window:5/1h
+		rcli PUBLISH "drl:resolver:$h" gold
+		for ((i = 0; i < 200; i++)); do
+			check_post '{"key":"x","rule":"plan","cost":0}' -H "X-Tenant: gold"
+			[ "$(field limit)" = 5 ] && break
+			sleep 0.05
+		done
+		expect_field limit 5 "limits_from redis: HSET + PUBLISH: the new spec decides"
+		per_key gold 3 2 "redis: gold raised to 5/1h after 3 used: exactly 2 more"
+		stop perkey-redis "$pid"
+	else
+		check 1 "drld starts with limits_from redis"
+	fi
 fi
 
 # ---- a store that fails: 503, or the rule's on_error -------------------

@@ -385,6 +385,8 @@ descriptors:
       algorithm: token_bucket,burst=4
   - key: near
     rate_limit: {unit: hour, requests_per_unit: 2, block_on_exceed: 1m}
+  - key: plan
+    rate_limit: {unit: hour, requests_per_unit: 10}
 EOF
 }
 

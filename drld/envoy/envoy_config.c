@@ -244,6 +244,9 @@ static void limit_free(struct drld_envoy_limit *l)
 	free(l->replaces);
 	free(l->name);
 	free(l->path);
+	free(l->ov_alg);
+	free(l->ov_tail);
+	free(l->ov_prefix);
 	drl_limiter_free(l->lim);
 	free(l);
 }
@@ -345,6 +348,21 @@ static int make_limiter(const struct loader *ld, struct drld_envoy_limit *l,
 	if (drl_limiter_new(&l->lim, ld->store, spec,
 			    own_prefix ? prefix : NULL, &err) != 0)
 		return fail(ld, at, key, "%s", err.message);
+	/* an override holds no process memory (adhoc.c refuses that from
+	 * requests): on_error=local decides as deny */
+	bool keep = on_error != NULL && strcmp(on_error, "local") != 0;
+	size_t tlen = (comma ? strlen(comma) : 0) + 32;
+	l->store = ld->store;
+	if ((l->ov_alg = strndup(algorithm ? algorithm : "fixed_window",
+				 (size_t)alen)) == NULL ||
+	    (l->ov_tail = malloc(tlen)) == NULL ||
+	    (own_prefix && (l->ov_prefix = strdup(prefix)) == NULL))
+		return fail(ld, at, key, "out of memory");
+	snprintf(l->ov_tail, tlen, "%s%s%s", comma ? comma : "",
+		 on_error == NULL ? ""
+		 : keep           ? ";on_error="
+				  : ";on_error=deny",
+		 keep ? on_error : "");
 	return 0;
 }
 

@@ -79,7 +79,14 @@ struct drld_envoy_limit {
 	bool shadow;          /* shadow_mode */
 	bool detailed_metric; /* metrics by the request's values */
 	drl_limiter *lim; /* NULL when unlimited or requests_per_unit is 0 */
-	char *path;       /* "key_value.key": the metric's descriptor */
+	/* how a request's `limit` override of this rule is decided (set
+	 * with lim): the spec "ALG:N/PERIOD" + ov_tail on `store` behind
+	 * ov_prefix (NULL: the default), so it counts on this rule's state
+	 * (its algorithm and options, its on_error but local, no
+	 * block_on_exceed or shadow_mode) */
+	char *ov_alg, *ov_tail, *ov_prefix;
+	drl_store *store;
+	char *path; /* "key_value.key": the metric's descriptor */
 	struct drld_envoy_stat *stats; /* by path */
 };
 

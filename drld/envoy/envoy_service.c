@@ -231,7 +231,7 @@ static enum drld_envoy_outcome plan_all(struct drld *d,
 			}
 			continue;
 		}
-		char spec[64];
+		char spec[640];
 		drl_error err = {0};
 		/* by envoy.type.v3.RateLimitUnit, and 7: WEEK, which
 		 * envoyproxy/ratelimit reads as its response's WEEK */
@@ -242,9 +242,26 @@ static enum drld_envoy_outcome plan_all(struct drld *d,
 		p->unit = dq->override_unit;
 		if (p->rpu == 0)
 			continue;
-		snprintf(spec, sizeof spec, "fixed_window:%u/%s", p->rpu,
-			 periods[p->unit]);
-		int rc = drld_adhoc_get(d->adhoc, spec, &p->ref, &err);
+		/* the rule the descriptor matches, if any: the override
+		 * counts on its state (its algorithm, key and prefix), as
+		 * envoyproxy/ratelimit's override keeps the key's count; it
+		 * replaces no other limit and is named by the request */
+		drld_envoy_match(dom, dq->entries, dq->nentries, &p->m);
+		const struct drld_envoy_limit *rule = p->m.limit;
+		p->m.limit = NULL;
+		int rc;
+		if (rule != NULL && rule->ov_alg != NULL) {
+			snprintf(spec, sizeof spec, "%s:%u/%s%s", rule->ov_alg,
+				 p->rpu, periods[p->unit], rule->ov_tail);
+			rc = drld_adhoc_get_on(d->adhoc, rule->store,
+					       rule->ov_prefix, spec, &p->ref,
+					       &err);
+		} else {
+			memset(&p->m, 0, sizeof p->m);
+			snprintf(spec, sizeof spec, "fixed_window:%u/%s",
+				 p->rpu, periods[p->unit]);
+			rc = drld_adhoc_get(d->adhoc, spec, &p->ref, &err);
+		}
 		if (rc != 0)
 			return refuse(
 				rc == DRL_ENOMEM ? DRLD_ENVOY_INTERNAL

@@ -273,7 +273,7 @@ static bool resolve(struct drld *d, const struct drld_config *c,
 			return false;
 		}
 		t->key = t->built;
-		t->l = &rule->limit;
+		t->l = drld_rule_limit(rule, &p);
 		return true;
 	}
 	drl_error err = {0};
@@ -529,7 +529,8 @@ void drld_protect(struct drld *d, const struct drld_rule *rule,
 		free(key);
 		return;
 	}
-	int rc = decide(d, &rule->limit, key, len, 1, &r, &err);
+	const struct drld_limit *l = drld_rule_limit(rule, parts);
+	int rc = decide(d, l, key, len, 1, &r, &err);
 	free(key);
 	if (rc != 0) { /* no detail for the proxied client */
 		drld_reply_text(out, error_status(rc),
@@ -541,5 +542,5 @@ void drld_protect(struct drld *d, const struct drld_rule *rule,
 		drld_reply_text(out, 200, "ok\n");
 	else
 		drld_reply_text(out, 429, "too many requests\n");
-	add_headers(out, &rule->limit, &r);
+	add_headers(out, l, &r);
 }
