@@ -6,6 +6,9 @@
  *   layer  files (backends/redis/)   what
  *   6      cluster.c, sentinel.c     the stores over many servers: each
  *                                    call forwarded to a node store (5)
+ *          resolver.c                the resolver's Redis source
+ *                                    (drl_resolver_redis_new): HGET on a
+ *                                    store (5), invalidation by sub.c
  *   5      store.c                   open and destroy, the methods chosen
  *                                    once; the node stores of 6
  *          sub.c                     a subscribed connection (Sentinel's

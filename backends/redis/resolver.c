@@ -1,8 +1,8 @@
 /*
  * The resolver's Redis source (include/drl/resolver.h,
  * drl_resolver_redis_new): a key's spec is HGET HASH KEY on a Redis store
- * of backends/redis.c (its pool, credentials, TLS, timeouts), and a
- * thread of its own listens on "drl:resolver:HASH" (backends/redis_sub.c)
+ * of backends/redis/store.c (its pool, credentials, TLS, timeouts), and a
+ * thread of its own listens on "drl:resolver:HASH" (backends/redis/sub.c)
  * and drops the answers a message names.
  *
  * The protocol a writer follows: HSET HASH KEY SPEC (or HDEL), then
@@ -20,7 +20,7 @@
 
 #if DRL_HAVE_REDIS
 #include "redis.h"
-#include "redis_conn.h"
+#include "internal.h"
 
 #include <hiredis/hiredis.h>
 
