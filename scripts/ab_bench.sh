@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A/B the cost per decision of two builds of drl on the network stores:
 # runs `drl bench` of OLD and NEW alternately, ROUNDS times per cell (1 and
-# 16 threads; on Redis tx=lua also 64 requests in flight on one event
-# loop, --async 1), on a redis-server and a memcached this script starts
+# 16 threads; on Redis tx=auto and tx=lua also 64 requests in flight on one
+# event loop, --async 1; memory:// with 1 thread), on a redis-server and a
+# memcached this script starts
 # on free loopback ports (and stops), and prints the median rate and p50
 # of each with the ratio.
 #
@@ -14,6 +15,7 @@ set -euo pipefail
 old=${1:?usage: ab_bench.sh OLD_DRL NEW_DRL [ROUNDS]}
 new=${2:?usage: ab_bench.sh OLD_DRL NEW_DRL [ROUNDS]}
 rounds=${3:-5}
+PYTHON3=${PYTHON3:-python3}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/ports.sh
 . "$here/ports.sh"
@@ -39,13 +41,18 @@ wait_port "$rport"
 wait_port "$mport"
 
 echo "# $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); token_bucket, 10k keys, 0.6 s cells, $rounds rounds"
-for store in "redis://127.0.0.1:$rport?tx=lua&pool=32" \
+for store in "memory://?max_keys=100000" \
+	"redis://127.0.0.1:$rport?pool=32" \
+	"redis://127.0.0.1:$rport?tx=lua&pool=32" \
 	"redis://127.0.0.1:$rport?tx=watch&pool=32" \
 	"memcached://127.0.0.1:$mport?pool=32"; do
 	# 64a: 64 requests in flight on one event loop (--async 1), Redis
 	# tx=lua only (the async API's native path)
 	cells="1 16"
-	case $store in redis://*tx=lua*) cells="1 16 64a" ;; esac
+	case $store in
+	memory://*) cells="1" ;;
+	redis://*tx=lua* | "redis://127.0.0.1:$rport?pool=32") cells="1 16 64a" ;;
+	esac
 	for c in $cells; do
 		callers=(-c "${c%a}")
 		[ "$c" != "${c%a}" ] && callers+=(--async 1)
@@ -72,7 +79,7 @@ for line in open(sys.argv[1]):
     v, store, c, r, p, err = line.split()
     scheme = store.split("://")[0]
     tx = [o for o in store.split("?")[1].split("&") if o.startswith("tx=")]
-    store = scheme + (" " + tx[0] if tx else "")
+    store = scheme + (" " + tx[0] if tx else " tx=auto" if scheme == "redis" else "")
     rate[(store, c, v)].append(float(r))
     p50[(store, c, v)].append(float(p))
 print("| store | callers (a: async, one loop) | old decisions/s (p50 µs) | new decisions/s (p50 µs) | new/old |")
