@@ -55,6 +55,10 @@ typedef struct lim {
 	/* While a JS handle holds it: in its addon's `handles` list. */
 	struct lim *next, **pprev;
 	int inproc; /* memory://: decided at once on the JS thread (decide.c) */
+	/* The last batch's store calls failed (an error, or an on_error=
+	 * decision): batches go one item a chunk until one is decided by
+	 * the store again (batch.c). */
+	int trouble;
 } lim;
 
 void lim_release(lim *l);

@@ -22,9 +22,15 @@
  * callback, where settle() runs on the JS thread in a callback scope
  * (loop.c says why). So a key's decisions of one tick are made in call
  * order (separate consume()s on the workers may be decided in any
- * order), and a chunk costs two hand-offs instead of two per decision. The price: a stalled server times out
- * each of a chunk's items in turn, so the chunk's last promise settles
- * after up to `chunk` x timeout_ms (docs/node.md).
+ * order), and a chunk costs two hand-offs instead of two per decision.
+ *
+ * The price: a stalled server times out a chunk's items one after the
+ * other, and the chunk settles when the last has. So once a chunk's store
+ * calls fail (an error, or an on_error= decision), the limiter gives
+ * each item a chunk of its own (its own timeout, as decide()'s; a key's
+ * items then in any order) until a chunk is decided by the store again:
+ * only the chunks in flight when the server stalled wait up to `chunk` x
+ * timeout_ms (docs/node.md).
  */
 #include "addon.h"
 
@@ -162,12 +168,27 @@ static void settle_done(void *arg)
 	       d->n == c->n ? d->items : NULL, d->rc, d->err);
 }
 
+/* Whether a batch's outcome says the store failed: an item's error, or
+ * a decision of the on_error= policy rather than of the store. */
+static int troubled(int rc, const drl_batch_item *items, size_t n)
+{
+	if (rc != 0)
+		return 1;
+	for (size_t j = 0; j < n; j++)
+		if (items[j].rc != 0 ||
+		    (items[j].result.path != DRL_PATH_STORE &&
+		     items[j].result.path != DRL_PATH_NEAR))
+			return 1;
+	return 0;
+}
+
 static void chunk_done(drl_async *a, int rc, const drl_batch_item *items,
 		       size_t n, const drl_error *err, void *arg)
 {
 	chunk_req *c = arg;
 	addon *ad = c->ad;
 	(void)a;
+	c->l->trouble = troubled(rc, items, n);
 	if (!ad->closing) {
 		done_args d = {c, rc, items, n, err};
 		with_callback_scope(ad, settle_done, &d);
@@ -271,12 +292,16 @@ napi_value js_decide_batch(napi_env env, napi_callback_info info)
 		call_settle(env, ad, argv[3], nbad, errs);
 
 	/* The good ones into ceil(n / chunk) chunks by key. */
-	uint32_t nch = (n - 1) / chunk + 1;
+	uint32_t nch = l->trouble ? n : (n - 1) / chunk + 1;
 	for (uint32_t i = 0; i < n; i++) {
 		if (items[i].keylen == 0)
 			continue;
 		items[i].key = ar.buf + koff[i];
-		which[i] = key_hash(items[i].key, items[i].keylen) % nch;
+		/* While the store fails: each item alone, its own timeout. */
+		which[i] =
+			l->trouble
+				? i
+				: key_hash(items[i].key, items[i].keylen) % nch;
 	}
 	for (uint32_t c = 0; c < nch; c++) {
 		size_t m = 0;

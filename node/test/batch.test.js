@@ -106,6 +106,45 @@ test('memcached:// batches', async (t) => {
   });
 });
 
+test('memcached:// stalled: after the batch in flight, each consume() times out on its own', async (t) => {
+  const m = await servers.memcached(t);
+  if (!m) return;
+  t.after(() => m.stop());
+  const timeout = 300;
+  const l = new RateLimiterDrl({ store: 'memcached://127.0.0.1:' + m.port + '?timeout_ms=' + timeout,
+    points: 100, duration: 60, keyPrefix: 'bt', batch: 8 });
+  await l.consume(uniq());
+  process.kill(m.pid, 'SIGSTOP');
+  try {
+    const round = async () => {
+      const t0 = Date.now();
+      const took = await Promise.all(Array.from({ length: 8 }, () => l.consume(uniq()).then(
+        () => assert.fail('allowed by a stopped memcached'),
+        (e) => {
+          assert.ok(e instanceof Error, String(e));
+          return Date.now() - t0;
+        })));
+      return Math.max(...took);
+    };
+    // The batch in flight when the server stopped: its items time out in
+    // turn (up to 8 x timeout_ms); the next ones each in one timeout (or
+    // at once, once the library counts the server as down).
+    await round();
+    const worst = await round();
+    assert.ok(worst < 4 * timeout, 'a consume() after the stall took ' + worst + ' ms');
+  } finally {
+    process.kill(m.pid, 'SIGCONT');
+  }
+  // Back: batches again, and exact.
+  await servers.sleep(200);
+  const key = uniq();
+  const l2 = new RateLimiterDrl({ store: 'memcached://127.0.0.1:' + m.port, points: 3,
+    duration: 60, keyPrefix: 'bt' });
+  await l2.ready();
+  assert.deepStrictEqual(await outcomes(Array.from({ length: 4 }, () => l2.consume(key))),
+    ['ok 2', 'ok 1', 'ok 0', 'deny 0']);
+});
+
 test('memcached:// unreachable: every consume() of a batch rejects with the Error', async () => {
   // A port nothing listens on (a memcached started and stopped).
   const m = await servers.memcached({ skip() {} });
