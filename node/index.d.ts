@@ -39,7 +39,7 @@ export interface RateLimiterDrlOptions {
   onError?: 'deny' | 'allow' | 'local';
   /**
    * memcached:// only: the consume()s of one tick are decided this many
-   * (default 8, 1..1024) per worker hand-off, in call order; 1: each on
+   * (default 16, 1..1024) per worker hand-off, in call order; 1: each on
    * its own. A stalled server settles a batch's last after up to this
    * many times timeout_ms.
    */

@@ -63,7 +63,7 @@ const BATCH_ITEMS = 1024;
 const bout = new Float64Array(6 * BATCH_ITEMS);
 // The consume()s of a tick decided a worker hand-off, by default
 // (node/src/batch.c).
-const BATCH = 8;
+const BATCH = 16;
 
 // Settle the n items of queue q whose outcomes are in bout (errs[j]: row
 // j's Error when it failed).

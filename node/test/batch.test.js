@@ -41,7 +41,7 @@ test('memcached:// batches', async (t) => {
     const k1 = uniq();
     const got1 = await outcomes(Array.from({ length: 12 }, () => l1.consume(k1)));
     assert.deepStrictEqual(got1.slice().sort(), order.slice().sort(), 'batch 1');
-    for (const batch of [2, 3, 8, 1024]) {
+    for (const batch of [2, 3, 8, 16, 1024]) {
       const l = new RateLimiterDrl({ store, points: 5, duration: 86400, keyPrefix: 'bt', batch });
       await l.ready();
       const key = uniq();
