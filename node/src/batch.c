@@ -218,14 +218,15 @@ static int start_chunk(napi_env env, addon *ad, lim *l, napi_value q,
 	c->l = l;
 	c->n = n;
 	memcpy(c->idx, idx, n * sizeof *idx);
-	int rc = drl_async_batch(a, l->limiter, items, n, chunk_done, c, err);
-	if (rc != 0) {
-		free(c);
-		return rc;
-	}
 	napi_create_reference(env, q, 1, &c->q);
 	l->refs++; /* the chunk's, released in chunk_done() */
-	return 0;
+	int rc = drl_async_batch(a, l->limiter, items, n, chunk_done, c, err);
+	if (rc != 0) {
+		napi_delete_reference(env, c->q);
+		lim_release(l);
+		free(c);
+	}
+	return rc;
 }
 
 /* FNV-1a of a key's bytes: which chunk its items go to. */
@@ -256,15 +257,17 @@ napi_value js_decide_batch(napi_env env, napi_callback_info info)
 	drl_batch_item *items = calloc(n, sizeof *items);
 	drl_batch_item *part = calloc(n, sizeof *part);
 	size_t *koff = calloc(n, sizeof *koff);
-	uint32_t *idx = calloc(n, sizeof *idx), *which = NULL;
-	which = calloc(n, sizeof *which);
+	uint32_t *idx = calloc(n, sizeof *idx);
+	uint32_t *which = calloc(n, sizeof *which);
+	uint32_t *start = calloc(n + 2, sizeof *start);
 	arena ar = {0};
-	if (!items || !part || !koff || !idx || !which) {
+	if (!items || !part || !koff || !idx || !which || !start) {
 		free(items);
 		free(part);
 		free(koff);
 		free(idx);
 		free(which);
+		free(start);
 		return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
 	}
 
@@ -291,33 +294,39 @@ napi_value js_decide_batch(napi_env env, napi_callback_info info)
 	if (nbad)
 		call_settle(env, ad, argv[3], nbad, errs);
 
-	/* The good ones into ceil(n / chunk) chunks by key. */
+	/* The good ones into ceil(n / chunk) chunks by key (while the
+	 * store fails, each alone: its own timeout), each chunk's items in
+	 * call order: part[start[c]..start[c + 1]) is chunk c. */
 	uint32_t nch = l->trouble ? n : (n - 1) / chunk + 1;
 	for (uint32_t i = 0; i < n; i++) {
 		if (items[i].keylen == 0)
 			continue;
 		items[i].key = ar.buf + koff[i];
-		/* While the store fails: each item alone, its own timeout. */
 		which[i] =
 			l->trouble
 				? i
 				: key_hash(items[i].key, items[i].keylen) % nch;
+		start[which[i] + 2]++;
+	}
+	for (uint32_t c = 2; c <= nch; c++)
+		start[c] += start[c - 1];
+	for (uint32_t i = 0; i < n; i++) {
+		if (items[i].keylen == 0)
+			continue;
+		uint32_t j = start[which[i] + 1]++;
+		idx[j] = i;
+		part[j] = items[i];
 	}
 	for (uint32_t c = 0; c < nch; c++) {
-		size_t m = 0;
-		for (uint32_t i = 0; i < n; i++) {
-			if (items[i].keylen == 0 || which[i] != c)
-				continue;
-			idx[m] = i;
-			part[m++] = items[i];
-		}
+		size_t m = start[c + 1] - start[c];
 		drl_error err = {0, {0}};
-		int rc =
-			m ? start_chunk(env, ad, l, argv[3], part, idx, m, &err)
-			  : 0;
+		int rc = m ? start_chunk(env, ad, l, argv[3], part + start[c],
+					 idx + start[c], m, &err)
+			   : 0;
 		if (rc != 0) { /* not started: every item fails */
 			err.code = rc;
-			settle(env, ad, argv[3], idx, m, NULL, rc, &err);
+			settle(env, ad, argv[3], idx + start[c], m, NULL, rc,
+			       &err);
 		}
 	}
 	free(items);
@@ -325,6 +334,7 @@ napi_value js_decide_batch(napi_env env, napi_callback_info info)
 	free(koff);
 	free(idx);
 	free(which);
+	free(start);
 	free(ar.buf);
 	return NULL;
 }
