@@ -70,7 +70,7 @@ const BATCH = 16;
 function settle(q, n, errs) {
   const fns = q.fns;
   q.left -= n;
-  if (q.left === 0 && q.wake !== null) q.wake();
+  if (q.left === 0 && q.wake !== null) q.wake.forEach((wake) => wake());
   for (let j = 0; j < 6 * n; j += 6) {
     const k = 2 * bout[j];
     const code = bout[j + 1];
@@ -173,7 +173,8 @@ class RateLimiterDrl {
     this._inproc = store === '' || store.startsWith('memory:');
     const batch = batchOf(opts.batch);
     this._batch = store.startsWith('memcached:') ? batch : 0;
-    this._q = null;
+    this._q = null; // the queue of this tick's consume()s
+    this._last = null; // the last queue flushed
     this._ready = native.open(store, this.spec, keyPrefix).then((h) => {
       this._handle = h;
       handles.register(this, h);
@@ -228,6 +229,7 @@ class RateLimiterDrl {
     if (q.done) return;
     q.done = true;
     q.left = q.keys.length;
+    this._last = q;
     try {
       native.decideBatch(this._handle, q.keys, q.points, q, this._batch);
     } catch (e) {
@@ -238,15 +240,15 @@ class RateLimiterDrl {
   }
 
   // get(), delete(), penalty() and reward() start once the consume()s
-  // queued before them in this tick are decided: a promise to wait for,
-  // or null.
+  // of the last queue (this tick's, flushed now) are decided: a promise
+  // to wait for, or null.
   _sync() {
-    const q = this._q;
-    if (q === null) return null;
-    this._flush(q);
-    if (q.left === 0) return null;
+    if (this._q !== null) this._flush(this._q);
+    const q = this._last;
+    if (q === null || q.left === 0) return null;
+    if (q.wake === null) q.wake = [];
     return new Promise((resolve) => {
-      q.wake = resolve;
+      q.wake.push(resolve);
     });
   }
 
