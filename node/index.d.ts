@@ -37,6 +37,13 @@ export interface RateLimiterDrlOptions {
   spec?: string;
   /** What to do when the store fails (libdrl's on_error=). */
   onError?: 'deny' | 'allow' | 'local';
+  /**
+   * memcached:// only: the consume()s of one tick are decided this many
+   * (default 16, 1..1024) per worker hand-off, in call order; 1: each on
+   * its own. A stalled server settles a batch's last after up to this
+   * many times timeout_ms.
+   */
+  batch?: number;
 }
 
 /** An Error from the store or the library; code is libdrl's name ('DRL_ETIMEDOUT'). */

@@ -54,7 +54,35 @@ class RateLimiterRes {
 }
 // decideNow() writes a memory:// decision's fields here.
 const out = new Float64Array(4);
-native.init(RateLimiterRes, out);
+// memcached:// consume()s made in one tick are decided together
+// (RateLimiterDrl's _queue): at most BATCH_ITEMS a call, whose outcomes
+// decideBatch() writes here before it calls settle(), 6 numbers a row:
+// the item's index in its queue, a code (1 allowed, 0 denied, 2 failed)
+// and RateLimiterRes's 4 fields.
+const BATCH_ITEMS = 1024;
+const bout = new Float64Array(6 * BATCH_ITEMS);
+// The consume()s of a tick decided a worker hand-off, by default
+// (node/src/batch.c).
+const BATCH = 16;
+
+// Settle the n items of queue q whose outcomes are in bout (errs[j]: row
+// j's Error when it failed).
+function settle(q, n, errs) {
+  const fns = q.fns;
+  q.left -= n;
+  if (q.left === 0 && q.wake !== null) q.wake.forEach((wake) => wake());
+  for (let j = 0; j < 6 * n; j += 6) {
+    const k = 2 * bout[j];
+    const code = bout[j + 1];
+    if (code === 2) {
+      fns[k + 1](errs[j / 6]);
+    } else {
+      const res = new RateLimiterRes(bout[j + 2], bout[j + 3], bout[j + 4], bout[j + 5] === 1);
+      fns[code === 1 ? k : k + 1](res);
+    }
+  }
+}
+native.init(RateLimiterRes, out, bout, settle);
 
 // A limiter's native handle is let go when the limiter is collected
 // (node/src/limiter.c says why not by a Node-API finalizer).
@@ -65,7 +93,17 @@ const ON_ERROR = new Set(['deny', 'allow', 'local']);
 // execEvenly, insuranceLimiter, storeClient, ...) is a TypeError rather
 // than silently ignored: a limit must not change meaning in a migration.
 const OPTIONS = new Set(['store', 'points', 'duration', 'keyPrefix', 'algorithm', 'spec',
-  'onError']);
+  'onError', 'batch']);
+
+// The `batch` option: memcached:// consume()s of one tick decided a
+// worker hand-off (1: each its own).
+function batchOf(batch) {
+  if (batch === undefined) return BATCH;
+  if (!Number.isInteger(batch) || batch < 1 || batch > BATCH_ITEMS) {
+    throw new RangeError('batch must be a whole number from 1 to ' + BATCH_ITEMS);
+  }
+  return batch;
+}
 
 // The libdrl spec for RLF's options: ALGORITHM:POINTS/DURATION, DURATION
 // in seconds (whole, or whole milliseconds). Values are passed on as
@@ -129,8 +167,14 @@ class RateLimiterDrl {
       : opts.duration === undefined ? 1 : opts.duration;
     this.keyPrefix = keyPrefix;
     this._handle = null;
-    // memory:// decides on this thread at once (no I/O: decideNow).
+    // memory:// decides on this thread at once (no I/O: decideNow);
+    // memcached:// on the context's workers, `batch` consume()s of a tick
+    // a hand-off.
     this._inproc = store === '' || store.startsWith('memory:');
+    const batch = batchOf(opts.batch);
+    this._batch = store.startsWith('memcached:') ? batch : 0;
+    this._q = null; // the queue of this tick's consume()s
+    this._last = null; // the last queue flushed
     this._ready = native.open(store, this.spec, keyPrefix).then((h) => {
       this._handle = h;
       handles.register(this, h);
@@ -158,8 +202,54 @@ class RateLimiterDrl {
   // when allowed, rejects with one when denied (consuming nothing), rejects
   // with an Error (.code 'DRL_E...') when the store failed.
   consume(key, points = 1) {
+    if (this._batch > 1 && this._handle !== null) return this._queue(key, points);
     if (this._inproc && this._handle !== null) return this._now(key, points, false);
     return this._call(native.decide, key, points, false);
+  }
+
+  // Queue a consume() for this tick's batch, decided in call order by one
+  // decideBatch() from a microtask (_flush). A bad key or points rejects
+  // its own promise only, with the message decide() would give.
+  _queue(key, points) {
+    let q = this._q;
+    if (q === null) {
+      q = this._q = { keys: [], points: [], fns: [], left: 0, wake: null, done: false };
+      queueMicrotask(() => this._flush(q));
+    }
+    q.keys.push(key);
+    q.points.push(points);
+    if (q.keys.length === BATCH_ITEMS) this._q = null;
+    return new Promise((resolve, reject) => {
+      q.fns.push(resolve, reject);
+    });
+  }
+
+  _flush(q) {
+    if (this._q === q) this._q = null;
+    if (q.done) return;
+    q.done = true;
+    q.left = q.keys.length;
+    this._last = q;
+    try {
+      native.decideBatch(this._handle, q.keys, q.points, q, this._batch);
+    } catch (e) {
+      // Thrown before any item was decided.
+      for (let k = 1; k < q.fns.length; k += 2) q.fns[k](e);
+      q.left = 0;
+    }
+  }
+
+  // get(), delete(), penalty() and reward() start once the consume()s
+  // of the last queue (this tick's, flushed now) are decided: a promise
+  // to wait for, or null.
+  _sync() {
+    if (this._q !== null) this._flush(this._q);
+    const q = this._last;
+    if (q === null || q.left === 0) return null;
+    if (q.wake === null) q.wake = [];
+    return new Promise((resolve) => {
+      q.wake.push(resolve);
+    });
   }
 
   // A memory:// decision, made now; settled as decide()'s promise would be.
@@ -178,6 +268,8 @@ class RateLimiterDrl {
   // The key's quota now, consuming nothing: a RateLimiterRes, or null when
   // nothing of it is used.
   get(key) {
+    const wait = this._sync();
+    if (wait !== null) return wait.then(() => this.get(key));
     if (this._inproc && this._handle !== null) return this._now(key, 0, true);
     return this._call(native.decide, key, 0, true);
   }
@@ -185,6 +277,8 @@ class RateLimiterDrl {
   // Forget the key on this limiter: resolves true (libdrl's reset does not
   // say whether anything was stored).
   delete(key) {
+    const wait = this._sync();
+    if (wait !== null) return wait.then(() => this.delete(key));
     return this._call(native.reset, key);
   }
 
@@ -199,6 +293,8 @@ class RateLimiterDrl {
   }
 
   _adjust(key, points, sign) {
+    const wait = this._sync();
+    if (wait !== null) return wait.then(() => this._adjust(key, points, sign));
     if (!native.hasAdjust) {
       return Promise.reject(Object.assign(new Error('penalty/reward need drl_adjust(), '
         + 'not in this libdrl (' + native.version + ')'), { code: 'DRL_ENOTSUP' }));

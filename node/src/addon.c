@@ -9,7 +9,9 @@
  *                                 (memory:// only; decide.c)
  *   reset(handle, key)            -> Promise<true>          (blocking.c)
  *   adjust(handle, key, delta)    -> Promise<RateLimiterRes> (blocking.c)
- *   init(RateLimiterRes, Float64Array(4))
+ *   decideBatch(handle, keys, points, q, chunk)  consume()s of one
+ *                                 tick; settle() gets them (batch.c)
+ *   init(RateLimiterRes, Float64Array(4), Float64Array(6 * N), settle)
  *   release(handle)               (limiter.c: FinalizationRegistry)
  *   hasAdjust, version
  */
@@ -32,7 +34,8 @@ static void cleanup(void *arg)
 	if (ad->actx != NULL)
 		napi_async_destroy(ad->env, ad->actx);
 	ad->actx = NULL;
-	napi_ref *refs[] = {&ad->res_class, &ad->out_ref, &ad->resource};
+	napi_ref *refs[] = {&ad->res_class, &ad->out_ref, &ad->bout_ref,
+			    &ad->settle, &ad->resource};
 	for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
 		if (*refs[i] != NULL)
 			napi_delete_reference(ad->env, *refs[i]);
@@ -47,29 +50,54 @@ static void finalize(napi_env env, void *data, void *hint)
 	free(data);
 }
 
-/* init(RateLimiterRes, Float64Array(4)): the class results are
- * instances of, and where decideNow() writes its result's fields. */
-static napi_value js_init(napi_env env, napi_callback_info info)
+/* A Float64Array of at least `min` numbers: its data, or NULL. */
+static double *f64(napi_env env, napi_value v, size_t min, size_t *len)
 {
-	size_t argc = 2, len = 0;
-	napi_value argv[2], resource, name;
-	addon *ad = NULL;
 	napi_typedarray_type type;
 	void *data = NULL;
+	if (napi_get_typedarray_info(env, v, &type, len, &data, NULL, NULL) !=
+		    napi_ok ||
+	    type != napi_float64_array || *len < min)
+		return NULL;
+	return data;
+}
+
+/* Keep v in *ref, replacing what it held. */
+static void keep(napi_env env, napi_ref *ref, napi_value v)
+{
+	if (*ref != NULL)
+		napi_delete_reference(env, *ref);
+	napi_create_reference(env, v, 1, ref);
+}
+
+/* init(RateLimiterRes, Float64Array(4), Float64Array(6 * N), settle):
+ * the class results are instances of, where decideNow() writes its
+ * result's fields, where decideBatch() writes up to N items' outcomes,
+ * and the function that settles them (batch.c). */
+static napi_value js_init(napi_env env, napi_callback_info info)
+{
+	size_t argc = 4, len = 0, blen = 0;
+	napi_value argv[4], resource, name;
+	addon *ad = NULL;
+	napi_valuetype t = napi_undefined;
 	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&ad);
-	if (argc < 2 ||
-	    napi_get_typedarray_info(env, argv[1], &type, &len, &data, NULL,
-				     NULL) != napi_ok ||
-	    type != napi_float64_array || len < 4)
+	double *out = argc >= 4 ? f64(env, argv[1], 4, &len) : NULL;
+	double *bout = out ? f64(env, argv[2], 6, &blen) : NULL;
+	if (bout != NULL)
+		napi_typeof(env, argv[3], &t);
+	if (t != napi_function)
 		return throw_drl(env, DRL_EINVAL,
-				 "init(RateLimiterRes, Float64Array(4))", 1);
-	if (ad->res_class != NULL)
-		napi_delete_reference(env, ad->res_class);
-	if (ad->out_ref != NULL)
-		napi_delete_reference(env, ad->out_ref);
-	napi_create_reference(env, argv[0], 1, &ad->res_class);
-	napi_create_reference(env, argv[1], 1, &ad->out_ref);
-	ad->out = data;
+				 "init(RateLimiterRes, Float64Array(4), "
+				 "Float64Array(6 * N), settle)",
+				 1);
+	keep(env, &ad->res_class, argv[0]);
+	keep(env, &ad->out_ref, argv[1]);
+	keep(env, &ad->bout_ref, argv[2]);
+	keep(env, &ad->settle, argv[3]);
+	ad->out = out;
+	ad->bout = bout;
+	ad->bout_items =
+		(uint32_t)(blen / 6 > DRL_BATCH_MAX ? DRL_BATCH_MAX : blen / 6);
 	if (ad->actx == NULL) {
 		napi_create_object(env, &resource);
 		napi_create_string_utf8(env, "drl:decision", NAPI_AUTO_LENGTH,
@@ -99,6 +127,8 @@ static napi_value init_module(napi_env env, napi_value exports)
 		{"open", NULL, js_open, NULL, NULL, NULL, napi_default, ad},
 		{"decide", NULL, js_decide, NULL, NULL, NULL, napi_default, ad},
 		{"decideNow", NULL, js_decide_now, NULL, NULL, NULL,
+		 napi_default, ad},
+		{"decideBatch", NULL, js_decide_batch, NULL, NULL, NULL,
 		 napi_default, ad},
 		{"reset", NULL, js_reset, NULL, NULL, NULL, napi_default, ad},
 		{"adjust", NULL, js_adjust, NULL, NULL, NULL, napi_default, ad},

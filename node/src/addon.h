@@ -4,6 +4,7 @@
  *   loop.c      the drl_async context on Node's own libuv loop
  *   limiter.c   opening a store and limiter off the JS thread; lifetime
  *   decide.c    consume() and get(): decisions through the async API
+ *   batch.c     consume()s of one tick decided together
  *   blocking.c  delete(), penalty(), reward(): blocking calls on the
  *               thread pool (napi_create_async_work)
  *   args.c      checking JS arguments, turning drl errors into JS errors
@@ -33,6 +34,11 @@ typedef struct addon {
 	napi_ref out_ref;     /* keeps `out` alive */
 	double *out;          /* init()'s Float64Array(4): decideNow()'s
 				  result fields (decide.c) */
+	napi_ref bout_ref;    /* keeps `bout` alive */
+	double *bout;         /* init()'s batch Float64Array: 6 numbers a
+				  row (batch.c) */
+	uint32_t bout_items;  /* the most items of one decideBatch() */
+	napi_ref settle;      /* index.js's settle(q, n, errs) */
 	napi_ref resource;    /* the async resource of our callbacks */
 	napi_async_context actx;
 	int closing;         /* the environment is being torn down */
@@ -49,6 +55,10 @@ typedef struct lim {
 	/* While a JS handle holds it: in its addon's `handles` list. */
 	struct lim *next, **pprev;
 	int inproc; /* memory://: decided at once on the JS thread (decide.c) */
+	/* The last batch's store calls failed (an error, or an on_error=
+	 * decision): batches go one item a chunk until one is decided by
+	 * the store again (batch.c). */
+	int trouble;
 } lim;
 
 void lim_release(lim *l);
@@ -112,6 +122,12 @@ void with_callback_scope(addon *ad, void (*fn)(void *), void *arg);
 napi_value js_open(napi_env env, napi_callback_info info);
 napi_value js_decide(napi_env env, napi_callback_info info);
 napi_value js_decide_now(napi_env env, napi_callback_info info);
+napi_value js_decide_batch(napi_env env, napi_callback_info info);
+
+/* RateLimiterRes's fields (remainingPoints, msBeforeNext,
+ * consumedPoints, isFirstInDuration) for result r of a request of
+ * `cost`, into f[0..3] (decide.c). */
+void decision_fields(const drl_result *r, int64_t cost, double f[4]);
 napi_value js_reset(napi_env env, napi_callback_info info);
 napi_value js_adjust(napi_env env, napi_callback_info info);
 /* Whether the libdrl loaded has drl_adjust() (blocking.c). */

@@ -30,10 +30,7 @@ static double ms_of(int64_t us)
 	return us <= 0 ? 0 : (double)((us + 999) / 1000);
 }
 
-/* RateLimiterRes's fields (remainingPoints, msBeforeNext,
- * consumedPoints, isFirstInDuration) for result r of a request of
- * `cost`, into f[0..3]. */
-static void fields(const drl_result *r, int64_t cost, double f[4])
+void decision_fields(const drl_result *r, int64_t cost, double f[4])
 {
 	int64_t consumed = r->limit - r->remaining;
 	/* A denial says when it could pass (retry_after); an admission
@@ -54,7 +51,7 @@ static napi_value make_res(napi_env env, addon *ad, const drl_result *r,
 {
 	napi_value ctor, argv[4], res = NULL;
 	double f[4];
-	fields(r, cost, f);
+	decision_fields(r, cost, f);
 	for (int i = 0; i < 3; i++)
 		napi_create_double(env, f[i], &argv[i]);
 	napi_get_boolean(env, f[3] != 0, &argv[3]);
@@ -161,7 +158,7 @@ napi_value js_decide_now(napi_env env, napi_callback_info info)
 	keybuf_free(&k);
 	if (rc != 0)
 		return throw_drl(env, rc, err.message, 0);
-	fields(&r, cost, ad->out);
+	decision_fields(&r, cost, ad->out);
 	napi_create_int32(env, get && r.remaining >= r.limit ? -1 : r.allowed,
 			  &v);
 	return v;

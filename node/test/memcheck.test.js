@@ -2,8 +2,9 @@
 // file so in the 'valgrind' test setup; a plain smoke test otherwise):
 // every path of the addon once: open, consume (allowed, denied, store
 // error), get, delete, penalty/reward, bad input, a stalled call that
-// times out, on memory:// and a real redis-server (tx=auto: the loop's
-// own connection; tx=watch: the worker threads).
+// times out, on memory://, a real redis-server (tx=auto: the loop's
+// own connection; tx=watch: the worker threads) and memcached (the
+// consume()s of a tick in batches).
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
@@ -50,5 +51,29 @@ test('redis://', async (t) => {
     await assert.rejects(l.consume('a'), Error);
   } finally {
     process.kill(r.pid, 'SIGCONT');
+  }
+});
+
+test('memcached://', async (t) => {
+  const m = await servers.memcached(t);
+  if (!m) return;
+  t.after(() => m.stop());
+  const store = 'memcached://127.0.0.1:' + m.port + '?timeout_ms=300';
+  await paths(store);
+  // consume()s of one tick: batches, with a bad key and bad points in them.
+  const l = new RateLimiterDrl({ store, points: 2, duration: 60, keyPrefix: 'mcb' });
+  await l.ready();
+  const got = await Promise.allSettled([l.consume('a'), l.consume(7), l.consume('a'),
+    l.consume('a'), l.consume('b', -1), l.consume(Buffer.from('b'))]);
+  assert.deepStrictEqual(got.map((s) => s.status),
+    ['fulfilled', 'rejected', 'fulfilled', 'rejected', 'rejected', 'fulfilled']);
+  // A batch that times out, then one of its own while the store fails
+  // (node_batch checks the outcomes; here the paths are what count).
+  process.kill(m.pid, 'SIGSTOP');
+  try {
+    await Promise.allSettled([l.consume('c'), l.consume('d')]);
+    await Promise.allSettled([l.consume('e')]);
+  } finally {
+    process.kill(m.pid, 'SIGCONT');
   }
 });
