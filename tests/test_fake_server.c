@@ -788,9 +788,9 @@ static const typed mc_typed[] = {
 		     FAKE_END_CLOSE, 0, RANGE)},
 	{&mc_state,
 	 H("get: garbage state",
-	   "\x81\x0c\x00\x1a\x04\x00\x00\x00\x00\x00\x00\x23\x00\x01\x00\x00"
+	   "\x81\x0c\x00\x15\x04\x00\x00\x00\x00\x00\x00\x1e\x00\x01\x00\x00"
 	   "\x00\x00\x00\x00\x00\x00\x00\x09\x00\x00\x00\x00"
-	   "drl:tb:5:1000000:b5:{2:k1}hello" MC_NOOP,
+	   "drl:tb:1000000:{2:k1}hello" MC_NOOP,
 	   FAKE_END_CLOSE, 0, CORRUPT)},
 	/* libmemcached allocates body - key - extras bytes before reading
 	 * them: 4 GiB here (ENOMEM where that fails), then EOF. */

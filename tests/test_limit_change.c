@@ -153,8 +153,9 @@ static void params_vectors(drl_store *s, const char *where, const char *alg,
 		}
 }
 
-/* Two clients on one key alternate, v1 with 100 and v2 with 50: after the
- * first v2 decision they admit together what 50 alone admits. Equal
+/* Two clients on one key alternate, v1 with 100 (through one-item
+ * batches) and v2 with 50: after the first v2 decision they admit
+ * together what 50 alone admits, and v1 answers v2's limit. Equal
  * versions with other parameters: DRL_ECORRUPT. */
 static void params_versions(drl_store *s, const char *where, const char *alg,
 			    int n)
@@ -177,8 +178,13 @@ static void params_versions(drl_store *s, const char *where, const char *alg,
 	for (int k = 0; k < 120; k++) {
 		drl_result r;
 		drl_error err = {0};
-		if (drl_allow_at(k % 2 ? l2 : l1, "k", 1, 1, T0, &r, &err))
+		/* v1 through a batch (the twins' batch variant on tx=lua) */
+		drl_batch_item it = {.key = "k", .keylen = 1, .cost = 1};
+		if (k % 2 ? drl_allow_at(l2, "k", 1, 1, T0, &r, &err)
+			  : drl_allow_batch_at(l1, &it, 1, T0, &err) || it.rc)
 			fail_msg("%s %s: %s", where, alg, err.message);
+		if (k % 2 == 0)
+			r = it.result;
 		got += r.allowed;
 		if (r.limit != 50)
 			fail_msg("%s %s: v%d answered limit %lld (want 50)",
