@@ -484,6 +484,13 @@ static void test_hostile_state(void **state)
 					     sizeof blob));
 		assert_int_equal(drl_allow_at(l, "k", 1, 1, t, &r, &err),
 				 DRL_ECORRUPT);
+		/* the 25-byte 'T' state of clients built before (no
+		 * parameters): refused, never read as some limit's */
+		unsigned char old_t[25] = {'T'};
+		freeReplyObject(redisCommand(raw, "SET %b %b", key, n, old_t,
+					     sizeof old_t));
+		assert_int_equal(drl_allow_at(l, "k", 1, 1, t, &r, &err),
+				 DRL_ECORRUPT);
 		drl_limiter_free(l);
 		drl_store_free(s);
 	}
