@@ -99,7 +99,7 @@ int drl__params_answer(const drl__limit *lim, const drl__call *call,
 		eff->burst = out[3];
 	}
 	return drl__twin_pair(
-		eff, call, out, nret == 3 || nret == 4 ? 2 : nret,
+		eff, call, out, nret == 4 ? 2 : nret,
 		drl__i128_clamp(2 * (drl__i128)eff->burst * eff->period_us), x,
 		ahead, rel, err);
 }
