@@ -211,8 +211,9 @@ static void params_versions(drl_store *s, const char *where, const char *alg,
 }
 
 /* on_change=scale floors exactly: the level after the change equals
- * Python's floor(Fraction(level * B2, B)). Under 1/1s,burst=B2 the
- * reset_after of a look is exactly the units missing from full. */
+ * Python's floor(Fraction(level * B2, B)), also for a level in a
+ * penalty's debt. Under 1/1s,burst=B2 the reset_after of a look is
+ * exactly the units missing from full. */
 static void params_scale(drl_store *s, const char *where, const char *alg,
 			 int n)
 {
@@ -230,7 +231,10 @@ static void params_scale(drl_store *s, const char *where, const char *alg,
 		drl_result r;
 		drl_error err = {0};
 		if (drl_allow_at(la, "k", 1, scale_vectors[i].cost, T0, &r,
-				 &err))
+				 &err) ||
+		    (scale_vectors[i].penalty &&
+		     drl_adjust_at(la, "k", 1, scale_vectors[i].penalty, T0, &r,
+				   &err)))
 			fail_msg("%s: %s", a, err.message);
 		for (int look = 0; look < 2; look++) {
 			if (drl_allow_at(lb, "k", 1, 0,
