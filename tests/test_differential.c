@@ -573,6 +573,76 @@ static void test_gcra_states(void **state)
 	redisFree(raw);
 }
 
+/* A changed limit converted by the twin (tx=lua) and by the C step
+ * (tx=watch) leaves the same state bytes: each policy, both algorithms
+ * that record their parameters, a raise and a cut, a fraction of a token
+ * refilled in between, a denial that converts (written all the same),
+ * and an older version deciding with the newer stored parameters. */
+static void test_params_state_bytes(void **state)
+{
+	(void)state;
+	if (!have_servers)
+		skip();
+	static const char *const algs[] = {"token_bucket", "gcra"};
+	static const char *const policies[] = {"keep_used", "keep_available",
+					       "scale", "additive", "reset"};
+	redisContext *raw = raw_redis();
+	const int64_t t = INT64_C(1700000000000000);
+	drl_store *st[2] = {redis_store(0), redis_store(1)};
+	for (size_t a = 0; a < 2; a++)
+		for (size_t p = 0; p < 5; p++)
+			for (int to = 0; to < 2; to++) {
+				redisReply *got[2];
+				for (int w = 0; w < 2; w++) {
+					char prefix[48], spec[3][96], key[512];
+					snprintf(prefix, sizeof prefix,
+						 "pb%zu:%zu:%d:%d:", a, p, to,
+						 w);
+					snprintf(spec[0], sizeof spec[0],
+						 "%s:7/3s,burst=10,version=1",
+						 algs[a]);
+					snprintf(spec[1], sizeof spec[1],
+						 "%s:%d/"
+						 "3s,version=2,on_change=%s",
+						 algs[a], to ? 4 : 13,
+						 policies[p]);
+					snprintf(spec[2], sizeof spec[2],
+						 "%s:7/3s,burst=10,version=1",
+						 algs[a]);
+					drl_limiter *l[3];
+					for (int i = 0; i < 3; i++)
+						l[i] = tu_limiter(
+							st[w], spec[i], prefix);
+					(void)tu_at(l[0], "k", 7, t);
+					/* 7 / 3s: 1234 µs refill 2.879... units */
+					(void)tu_at(l[1], "k", to ? 9 : 1,
+						    t + 1234);
+					(void)tu_at(l[2], "k", 1, t + 5678);
+					size_t kn = only_key(raw, prefix, key,
+							     sizeof key);
+					got[w] = redisCommand(raw, "GET %b",
+							      key, kn);
+					assert_int_equal(got[w]->type,
+							 REDIS_REPLY_STRING);
+					for (int i = 0; i < 3; i++)
+						drl_limiter_free(l[i]);
+				}
+				if (got[0]->len != got[1]->len ||
+				    memcmp(got[0]->str, got[1]->str,
+					   got[0]->len))
+					fail_msg("%s on_change=%s to %d: the "
+						 "twin's state differs from "
+						 "the C step's",
+						 algs[a], policies[p],
+						 to ? 4 : 13);
+				freeReplyObject(got[0]);
+				freeReplyObject(got[1]);
+			}
+	drl_store_free(st[0]);
+	drl_store_free(st[1]);
+	redisFree(raw);
+}
+
 /* The trailer of an 'S' sliding_log state in reply r: dead, n, sum,
  * first live time. */
 static void log_trailer(const redisReply *r, int64_t out[4])
@@ -941,6 +1011,7 @@ int main(void)
 		cmocka_unit_test(test_sliding_log_ttl_kept),
 		cmocka_unit_test(test_twins_sent_what_they_read),
 		cmocka_unit_test(test_gcra_states),
+		cmocka_unit_test(test_params_state_bytes),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
