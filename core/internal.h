@@ -228,10 +228,10 @@ typedef struct drl__algorithm {
 	/* Whether the state counts consumption alone (the counters): what
 	 * was used means the same under any LIMIT, so the key tag leaves
 	 * LIMIT out and a changed LIMIT keeps the count (c + cost <= L'),
-	 * as envoyproxy/ratelimit's keys do. false: LIMIT (and burst) are in
-	 * the tag, and a changed limit starts afresh (token_bucket, gcra,
-	 * sliding_log: their state holds times measured in the limit's
-	 * rate). docs/algorithms.md, "When a limit changes". */
+	 * as envoyproxy/ratelimit's keys do. Neither this nor keeps_params:
+	 * LIMIT is in the tag, and a changed limit starts afresh
+	 * (sliding_log, whose log is not converted). docs/algorithms.md,
+	 * "When a limit changes". */
 	bool counts_usage;
 	/* Whether the state records the parameters it was written under
 	 * (LIMIT, PERIOD, burst, version; algorithms/params.c): LIMIT and
