@@ -20,6 +20,7 @@ const drl__algorithm drl__fixed_window = {
 	.name = "fixed_window",
 	.tag = "fw",
 	.counts_usage = true,
+	.why_not = DRL__COUNTERS_WHY_NOT,
 	.option = NULL, /* no options */
 	.finish = finish,
 	.decide = drl__counter_decide,

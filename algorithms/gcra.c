@@ -15,20 +15,24 @@
  * (docs/algorithms.md). So every field is identical to token_bucket with
  * the same parameters, at any sequence of times.
  *
- * State (25 bytes): 'G', TAT in whole µs, TAT's remainder in ticks
- * (0..LIMIT-1), NEWEST in µs; int64 little-endian. Always
- * NEWEST <= TAT <= NEWEST + 2*burst*T: beyond burst*T only through a
- * penalty (drl_adjust leaves at most 2 x burst used), which clients built
- * before drl_adjust read as malformed. The 17-byte state written before
- * NEWEST existed ('G', TAT µs, remainder) is still read, with NEWEST the
- * earliest that TAT allows, ceil(TAT - burst*T): never more quota than the
- * true NEWEST would give, and the old decision for every now from
- * TAT - burst*T on. Clients built before cannot read the 25-byte state.
+ * State (57 bytes): 'H', TAT in whole µs, TAT's remainder in ticks
+ * (0..LIMIT-1), NEWEST in µs, then the parameters it was written under
+ * (LIMIT, PERIOD, burst, version: algorithms/params.c); int64
+ * little-endian. Always NEWEST <= TAT <= NEWEST + 2*burst*T: beyond
+ * burst*T only through a penalty (drl_adjust leaves at most 2 x burst
+ * used). The debt TAT - max(now, NEWEST) in ticks of the stored 1/LIMIT
+ * µs is what is used in units of 1/PERIOD token under any LIMIT, so a
+ * decision that finds other parameters converts it as token_bucket
+ * converts its level (drl__params_settle) and rebuilds the TAT in ticks
+ * of the LIMIT that decides. The 'G' states of clients built before (25
+ * bytes, and 17 before NEWEST), under a key that named LIMIT and burst,
+ * are never found under the key this one uses; met anyway, they are
+ * DRL_ECORRUPT (docs/algorithms.md, "When a limit changes").
  */
 #include "internal.h"
 
-#define STATE_LEN 25
-#define OLD_STATE_LEN 17
+#define OWN_LEN 25 /* before the parameters */
+#define STATE_LEN (OWN_LEN + DRL__PARAMS_LEN)
 
 typedef struct meter {
 	drl__i128 tat;  /* ticks, >= newest: max(TAT, NEWEST) */
@@ -36,47 +40,51 @@ typedef struct meter {
 } meter;
 
 /* Read the stored meter (or an empty one when absent) as seen at
- * max(now, NEWEST). */
-static int load_meter(const drl__limit *lim, const void *old, size_t oldlen,
-		      int64_t now, meter *m)
+ * max(now, NEWEST), in the numbers that decide (*eff,
+ * drl__params_settle). 1: converted (write it), 0, or DRL_ECORRUPT (in
+ * call->err). */
+static int load_meter(const drl__limit *lim, const drl__call *call,
+		      const void *old, size_t oldlen, meter *m, drl__limit *eff)
 {
-	drl__i128 tau = (drl__i128)lim->burst * lim->period_us;
-	m->newest = now;
-	m->tat = (drl__i128)now * lim->limit;
+	*eff = *lim;
+	m->newest = call->now;
+	m->tat = (drl__i128)call->now * lim->limit;
 	if (old == NULL)
 		return 0;
 	const unsigned char *p = old;
-	if ((oldlen != STATE_LEN && oldlen != OLD_STATE_LEN) || p[0] != 'G')
+	drl__params_at at;
+	if (oldlen != STATE_LEN || p[0] != 'H')
+		return drl__state_corrupt(lim, call);
+	if (drl__params_read(lim, p + OWN_LEN, &at, call->err))
 		return DRL_ECORRUPT;
-	int64_t us = drl__get64(p + 1), rem = drl__get64(p + 9), newest;
-	if (us < 0 || rem < 0 || rem >= lim->limit)
-		return DRL_ECORRUPT;
-	drl__i128 tat = (drl__i128)us * lim->limit + rem;
-	if (oldlen == STATE_LEN) {
-		newest = drl__get64(p + 17);
-		if (newest < 0 || newest > DRL_TIME_MAX_US ||
-		    tat < (drl__i128)newest * lim->limit ||
-		    tat - (drl__i128)newest * lim->limit > 2 * tau)
-			return DRL_ECORRUPT;
-	} else {
-		newest = drl__i128_ceil_div(tat - tau, lim->limit);
-		if (newest > DRL_TIME_MAX_US)
-			return DRL_ECORRUPT;
-	}
+	drl__i128 tau = (drl__i128)at.burst * lim->period_us;
+	int64_t us = drl__get64(p + 1), rem = drl__get64(p + 9);
+	int64_t newest = drl__get64(p + 17);
+	if (us < 0 || rem < 0 || rem >= at.limit || newest < 0 ||
+	    newest > DRL_TIME_MAX_US)
+		return drl__state_corrupt(lim, call);
+	drl__i128 tat = (drl__i128)us * at.limit + rem;
+	if (tat < (drl__i128)newest * at.limit ||
+	    tat - (drl__i128)newest * at.limit > 2 * tau)
+		return drl__state_corrupt(lim, call);
 	if (newest > m->newest)
 		m->newest = newest;
-	drl__i128 floor_t = (drl__i128)m->newest * lim->limit;
-	m->tat = tat > floor_t ? tat : floor_t;
-	return 0;
+	drl__i128 debt = tat - (drl__i128)m->newest * at.limit;
+	drl__i128 level = tau - (debt > 0 ? debt : 0);
+	int rc = drl__params_settle(lim, &at, eff, &level, call->err);
+	m->tat = (drl__i128)m->newest * eff->limit +
+		 (drl__i128)eff->burst * eff->period_us - level;
+	return rc;
 }
 
 static void store_meter(const drl__limit *lim, const meter *m,
 			unsigned char *out, size_t *outlen)
 {
-	out[0] = 'G';
+	out[0] = 'H';
 	drl__put64(out + 1, (int64_t)(m->tat / lim->limit));
 	drl__put64(out + 9, (int64_t)(m->tat % lim->limit));
 	drl__put64(out + 17, m->newest);
+	drl__params_put(lim, out + OWN_LEN);
 	*outlen = STATE_LEN;
 }
 
@@ -137,18 +145,22 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 {
 	(void)cap;
 	meter m;
-	if (load_meter(lim, old, oldlen, call->now, &m))
-		return drl__state_corrupt(lim, call);
-	int write = judge(lim, call, &m, res, undo);
+	drl__limit eff;
+	int changed = load_meter(lim, call, old, oldlen, &m, &eff);
+	if (changed < 0)
+		return changed;
+	int write =
+		judge(&eff, call, &m, res, undo) || (changed && !call->peek);
 	if (write) {
-		store_meter(lim, &m, out, outlen);
-		*ttl_us = settled_after(lim, &m, call->now) + DRL__TTL_GRACE_US;
+		store_meter(&eff, &m, out, outlen);
+		*ttl_us =
+			settled_after(&eff, &m, call->now) + DRL__TTL_GRACE_US;
 	}
 	return write;
 }
 
 /* The twin's answer (gcra.lua): the debt TAT - max(now, NEWEST) in ticks
- * before the call, and (when a second value comes) how far NEWEST is
+ * before the call, in the numbers that decide (drl__params_answer), and (when a second value comes) how far NEWEST is
  * ahead of the call's now, in µs. Every field of the decision depends on
  * those two alone, so the meter is rebuilt relative to a now of 0 and
  * judged as the C step judges it. */
@@ -158,15 +170,13 @@ static int lua_answer(const drl__limit *lim, const drl__call *call,
 {
 	int64_t debt, ahead;
 	drl__call rel;
-	int rc = drl__twin_pair(
-		lim, call, out, nret,
-		drl__i128_clamp(2 * (drl__i128)lim->burst * lim->period_us),
-		&debt, &ahead, &rel, err);
+	drl__limit eff;
+	int rc = drl__params_answer(lim, call, out, nret, &eff, &debt, &ahead,
+				    &rel, err);
 	if (rc)
 		return rc;
-	meter m = {.tat = (drl__i128)ahead * lim->limit + debt,
-		   .newest = ahead};
-	(void)judge(lim, &rel, &m, res, undo);
+	meter m = {.tat = (drl__i128)ahead * eff.limit + debt, .newest = ahead};
+	(void)judge(&eff, &rel, &m, res, undo);
 	return 0;
 }
 
@@ -179,14 +189,16 @@ static int refund_step(const drl__limit *lim, const drl__call *call,
 {
 	(void)cap, (void)res, (void)undo;
 	meter m;
-	if (load_meter(lim, old, oldlen, call->now, &m))
-		return drl__state_corrupt(lim, call);
-	drl__i128 floor_t = (drl__i128)m.newest * lim->limit;
-	m.tat -= (drl__i128)call->cost * lim->period_us;
+	drl__limit eff;
+	int rc = load_meter(lim, call, old, oldlen, &m, &eff);
+	if (rc < 0)
+		return rc;
+	drl__i128 floor_t = (drl__i128)m.newest * eff.limit;
+	m.tat -= (drl__i128)call->cost * eff.period_us;
 	if (m.tat < floor_t)
 		m.tat = floor_t;
-	store_meter(lim, &m, out, outlen);
-	*ttl_us = settled_after(lim, &m, call->now) + DRL__TTL_GRACE_US;
+	store_meter(&eff, &m, out, outlen);
+	*ttl_us = settled_after(&eff, &m, call->now) + DRL__TTL_GRACE_US;
 	return 1;
 }
 
@@ -201,24 +213,28 @@ static int adjust_step(const drl__limit *lim, const drl__call *call,
 {
 	(void)cap;
 	meter m;
-	if (load_meter(lim, old, oldlen, call->now, &m))
-		return drl__state_corrupt(lim, call);
-	drl__i128 floor_t = (drl__i128)m.newest * lim->limit;
-	drl__i128 top = floor_t + 2 * (drl__i128)lim->burst * lim->period_us;
-	drl__i128 tat = m.tat + (drl__i128)call->delta * lim->period_us;
+	drl__limit eff;
+	int rc = load_meter(lim, call, old, oldlen, &m, &eff);
+	if (rc < 0)
+		return rc;
+	drl__i128 floor_t = (drl__i128)m.newest * eff.limit;
+	drl__i128 top = floor_t + 2 * (drl__i128)eff.burst * eff.period_us;
+	drl__i128 tat = m.tat + (drl__i128)call->delta * eff.period_us;
 	if (call->delta > 0) /* m.tat <= top: load_meter checked it */
 		m.tat = tat > top ? top : tat;
 	else
 		m.tat = tat < floor_t ? floor_t : tat;
-	(void)judge(lim, call, &m, res, undo);
-	store_meter(lim, &m, out, outlen);
-	*ttl_us = settled_after(lim, &m, call->now) + DRL__TTL_GRACE_US;
+	(void)judge(&eff, call, &m, res, undo);
+	store_meter(&eff, &m, out, outlen);
+	*ttl_us = settled_after(&eff, &m, call->now) + DRL__TTL_GRACE_US;
 	return 1;
 }
 
 const drl__algorithm drl__gcra = {
 	.name = "gcra",
 	.tag = "gcra",
+	.keeps_params = true,
+	.changes = DRL__PARAMS_CHANGES,
 	.option = drl__burst_option,
 	.finish = drl__burst_finish,
 	.decide = drl__state_decide,
@@ -231,6 +247,6 @@ const drl__algorithm drl__gcra = {
 	.lua = &drl__lua_gcra,
 	.lua_batch = &drl__lua_batch_gcra,
 	.lua_answer = lua_answer,
-	.lua_nout = 2,
-	.lua_nargs = 5, /* to burst (gcra.lua) */
+	.lua_nout = 4,
+	.lua_nargs = 6, /* to the change rules (gcra.lua) */
 };

@@ -360,6 +360,9 @@ static int finish(drl__limit *lim, drl_error *err)
 const drl__algorithm drl__sliding_log = {
 	.name = "sliding_log",
 	.tag = "log",
+	/* its LIMIT is in the tag: a changed limit starts afresh */
+	.why_not = "its LIMIT is in its key, a changed limit starts afresh: "
+		   "only keep_used",
 	.option = NULL, /* no options */
 	.finish = finish,
 	.decide = drl__state_decide,

@@ -21,6 +21,7 @@ const drl__algorithm drl__sliding_window = {
 	.name = "sliding_window",
 	.tag = "sw",
 	.counts_usage = true,
+	.why_not = DRL__COUNTERS_WHY_NOT,
 	.option = NULL, /* no options */
 	.finish = finish,
 	.decide = drl__counter_decide,

@@ -678,6 +678,7 @@ const drl__algorithm drl__subwindow = {
 	.name = "subwindow",
 	.tag = "sub",
 	.counts_usage = true,
+	.why_not = DRL__COUNTERS_WHY_NOT,
 	.option = option,
 	.finish = finish,
 	.decide = drl__counter_decide,

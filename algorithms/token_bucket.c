@@ -13,15 +13,22 @@
  * and reset_after are counted from the caller's own now
  * (docs/algorithms.md).
  *
- * State (25 bytes): 'T', whole tokens (floor), fraction (0..PERIOD-1
- * units), time of the last refill; all int64 little-endian. The level runs
- * from -burst (a penalty's debt: drl_adjust leaves at most 2 x burst
- * used) to burst tokens; clients built before drl_adjust read a bucket in
- * debt as malformed.
+ * State (57 bytes): 'B', whole tokens (floor), fraction (0..PERIOD-1
+ * units), time of the last refill, then the parameters it was written
+ * under (LIMIT, PERIOD, burst, version: algorithms/params.c); all int64
+ * little-endian. The level runs from -burst (a penalty's debt: drl_adjust
+ * leaves at most 2 x burst used) to burst tokens. A decision that finds
+ * other parameters refills at the stored LIMIT up to now, then decides
+ * with the newer version's numbers, converting the level by on_change=
+ * (and writes it, even when it consumes nothing). The 25-byte 'T' state
+ * of clients built before (no parameters, under a key that named LIMIT
+ * and burst) is never found under the key this one uses; met anyway, it
+ * is DRL_ECORRUPT (docs/algorithms.md, "When a limit changes").
  */
 #include "internal.h"
 
-#define STATE_LEN 25
+#define OWN_LEN 25 /* before the parameters */
+#define STATE_LEN (OWN_LEN + DRL__PARAMS_LEN)
 
 typedef struct bucket {
 	drl__i128 level; /* units of 1/PERIOD token */
@@ -29,45 +36,53 @@ typedef struct bucket {
 } bucket;
 
 /* Read the stored bucket, or a full one when absent, refilled to `now`
- * (never back in time: a clock that goes backwards refills nothing). */
-static int load_bucket(const drl__limit *lim, const void *old, size_t oldlen,
-		       int64_t now, bucket *bk)
+ * (never back in time: a clock that goes backwards refills nothing) at
+ * its stored LIMIT, into the numbers that decide (*eff, drl__params_settle).
+ * 1: converted (write it), 0, or DRL_ECORRUPT (in call->err). */
+static int load_bucket(const drl__limit *lim, const drl__call *call,
+		       const void *old, size_t oldlen, bucket *bk,
+		       drl__limit *eff)
 {
-	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
-	if (old == NULL) {
-		bk->level = full;
-		bk->last = now;
+	*eff = *lim;
+	bk->last = call->now;
+	bk->level = (drl__i128)lim->burst * lim->period_us;
+	if (old == NULL)
 		return 0;
-	}
 	const unsigned char *p = old;
-	if (oldlen != STATE_LEN || p[0] != 'T')
+	drl__params_at at;
+	if (oldlen != STATE_LEN || p[0] != 'B')
+		return drl__state_corrupt(lim, call);
+	if (drl__params_read(lim, p + OWN_LEN, &at, call->err))
 		return DRL_ECORRUPT;
+	drl__i128 full = (drl__i128)at.burst * lim->period_us;
 	int64_t whole = drl__get64(p + 1), frac = drl__get64(p + 9);
-	bk->last = drl__get64(p + 17);
-	if (whole < -lim->burst || frac < 0 || frac >= lim->period_us ||
-	    bk->last < 0 || bk->last > DRL_TIME_MAX_US)
-		return DRL_ECORRUPT;
+	int64_t last = drl__get64(p + 17);
+	if (whole < -at.burst || frac < 0 || frac >= lim->period_us ||
+	    last < 0 || last > DRL_TIME_MAX_US)
+		return drl__state_corrupt(lim, call);
 	bk->level = (drl__i128)whole * lim->period_us + frac;
 	if (bk->level > full || bk->level < -full)
-		return DRL_ECORRUPT;
-	if (now > bk->last) {
-		bk->level += (drl__i128)(now - bk->last) * lim->limit;
+		return drl__state_corrupt(lim, call);
+	if (call->now > last) {
+		bk->level += (drl__i128)(call->now - last) * at.limit;
 		if (bk->level > full)
 			bk->level = full;
-		bk->last = now;
+	} else {
+		bk->last = last;
 	}
-	return 0;
+	return drl__params_settle(lim, &at, eff, &bk->level, call->err);
 }
 
 static void store_bucket(const drl__limit *lim, const bucket *bk,
 			 unsigned char *out, size_t *outlen)
 {
 	int64_t whole = drl__i128_floor_div(bk->level, lim->period_us);
-	out[0] = 'T';
+	out[0] = 'B';
 	drl__put64(out + 1, whole);
 	drl__put64(out + 9,
 		   (int64_t)(bk->level - (drl__i128)whole * lim->period_us));
 	drl__put64(out + 17, bk->last);
+	drl__params_put(lim, out + OWN_LEN);
 	*outlen = STATE_LEN;
 }
 
@@ -125,16 +140,20 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 {
 	(void)cap;
 	bucket bk;
-	if (load_bucket(lim, old, oldlen, call->now, &bk))
-		return drl__state_corrupt(lim, call);
-	int write = judge(lim, call, &bk, res, undo);
+	drl__limit eff;
+	int changed = load_bucket(lim, call, old, oldlen, &bk, &eff);
+	if (changed < 0)
+		return changed;
+	int write =
+		judge(&eff, call, &bk, res, undo) || (changed && !call->peek);
 	if (write)
-		store_bucket(lim, &bk, out, outlen);
-	*ttl_us = settled_after(lim, &bk, call->now) + DRL__TTL_GRACE_US;
+		store_bucket(&eff, &bk, out, outlen);
+	*ttl_us = settled_after(&eff, &bk, call->now) + DRL__TTL_GRACE_US;
 	return write;
 }
 
 /* The twin's answer (token_bucket.lua): what is used before the call,
+ * under the numbers that decide (drl__params_answer),
  * burst x PERIOD - level (units of 1/PERIOD token, refilled to max(now,
  * last); 0..2 x burst x PERIOD: a bucket in debt answers no negative
  * number, which a batch would take for a failure) and (when a second value
@@ -147,13 +166,14 @@ static int lua_answer(const drl__limit *lim, const drl__call *call,
 {
 	int64_t used, ahead;
 	drl__call rel;
-	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
-	int rc = drl__twin_pair(lim, call, out, nret, drl__i128_clamp(2 * full),
-				&used, &ahead, &rel, err);
+	drl__limit eff;
+	int rc = drl__params_answer(lim, call, out, nret, &eff, &used, &ahead,
+				    &rel, err);
 	if (rc)
 		return rc;
-	bucket bk = {.level = full - used, .last = ahead};
-	(void)judge(lim, &rel, &bk, res, undo);
+	bucket bk = {.level = (drl__i128)eff.burst * eff.period_us - used,
+		     .last = ahead};
+	(void)judge(&eff, &rel, &bk, res, undo);
 	return 0;
 }
 
@@ -165,14 +185,16 @@ static int refund_step(const drl__limit *lim, const drl__call *call,
 {
 	(void)cap, (void)res, (void)undo;
 	bucket bk;
-	if (load_bucket(lim, old, oldlen, call->now, &bk))
-		return drl__state_corrupt(lim, call);
-	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
-	bk.level += (drl__i128)call->cost * lim->period_us;
+	drl__limit eff;
+	int rc = load_bucket(lim, call, old, oldlen, &bk, &eff);
+	if (rc < 0)
+		return rc;
+	drl__i128 full = (drl__i128)eff.burst * eff.period_us;
+	bk.level += (drl__i128)call->cost * eff.period_us;
 	if (bk.level > full)
 		bk.level = full;
-	store_bucket(lim, &bk, out, outlen);
-	*ttl_us = settled_after(lim, &bk, call->now) + DRL__TTL_GRACE_US;
+	store_bucket(&eff, &bk, out, outlen);
+	*ttl_us = settled_after(&eff, &bk, call->now) + DRL__TTL_GRACE_US;
 	return 1;
 }
 
@@ -186,23 +208,27 @@ static int adjust_step(const drl__limit *lim, const drl__call *call,
 {
 	(void)cap;
 	bucket bk;
-	if (load_bucket(lim, old, oldlen, call->now, &bk))
-		return drl__state_corrupt(lim, call);
-	drl__i128 full = (drl__i128)lim->burst * lim->period_us;
-	drl__i128 d = (drl__i128)call->delta * lim->period_us;
+	drl__limit eff;
+	int rc = load_bucket(lim, call, old, oldlen, &bk, &eff);
+	if (rc < 0)
+		return rc;
+	drl__i128 full = (drl__i128)eff.burst * eff.period_us;
+	drl__i128 d = (drl__i128)call->delta * eff.period_us;
 	if (d > 0)
 		bk.level = bk.level - d < -full ? -full : bk.level - d;
 	else
 		bk.level = bk.level - d > full ? full : bk.level - d;
-	(void)judge(lim, call, &bk, res, undo);
-	store_bucket(lim, &bk, out, outlen);
-	*ttl_us = settled_after(lim, &bk, call->now) + DRL__TTL_GRACE_US;
+	(void)judge(&eff, call, &bk, res, undo);
+	store_bucket(&eff, &bk, out, outlen);
+	*ttl_us = settled_after(&eff, &bk, call->now) + DRL__TTL_GRACE_US;
 	return 1;
 }
 
 const drl__algorithm drl__token_bucket = {
 	.name = "token_bucket",
 	.tag = "tb",
+	.keeps_params = true,
+	.changes = DRL__PARAMS_CHANGES,
 	.option = drl__burst_option,
 	.finish = drl__burst_finish,
 	.decide = drl__state_decide,
@@ -215,6 +241,6 @@ const drl__algorithm drl__token_bucket = {
 	.lua = &drl__lua_token_bucket,
 	.lua_batch = &drl__lua_batch_token_bucket,
 	.lua_answer = lua_answer,
-	.lua_nout = 2,
-	.lua_nargs = 5, /* to burst (token_bucket.lua) */
+	.lua_nout = 4,
+	.lua_nargs = 6, /* to the change rules (token_bucket.lua) */
 };

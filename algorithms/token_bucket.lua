@@ -1,5 +1,6 @@
--- Twin of token_bucket.c: the same 25-byte state ('T', whole tokens, the
--- fraction in units of 1/period token, the last refill in µs), the same
+-- Twin of token_bucket.c: the same 57-byte state ('B', whole tokens, the
+-- fraction in units of 1/period token, the last refill in µs, then the
+-- parameters it was written under: limit, period, burst, version), the same
 -- decisions: a request is decided at max(now, last refill), `ahead` µs
 -- after now. The level is kept relative (units of 1/period token, at most
 -- burst * period < 2^53: the core sends no limit whose numbers do not
@@ -8,38 +9,51 @@
 -- (refilled; 0..2 * full, never negative: a batch reads a negative answer
 -- as a failure), or {used, ahead} when the last refill is ahead of now:
 -- token_bucket.c's lua_answer judges those exactly as its step does.
+-- Parameters (algorithms/params.c): A[6] is on_change + 8 * version. A
+-- state written under other parameters is refilled at its own limit, then
+-- decided by a newer stored version's numbers (answered as
+-- {used, ahead, limit, burst}), or converted into this call's by
+-- on_change and written even when nothing is consumed.
 -- The level runs from -full (a penalty's debt) to full.
 -- Adjust mode (drl_adjust): A[8] (after all seven arguments,
 -- core/script.c) is the delta, the call a peek of cost 1; the level moves
 -- by -delta tokens within -full..full (adjust_step in token_bucket.c), is
 -- written, and the peek is answered after it.
-local limit, period, burst = A[3] + 0, A[4] + 0, A[5] + 0
-local full = burst * period
 local level, last = full, now
 local blob = redis.call('GET', KEYS[1])
 if blob then
-  if #blob ~= 25 or string.byte(blob, 1) ~= 84 then -- 'T'
+  if #blob ~= 57 or string.byte(blob, 1) ~= 66 then -- 'B'
     return redis.error_reply('ECORRUPT token_bucket state in the store is malformed')
   end
-  local _, whole, frac, l = struct.unpack('<c1i8i8i8', blob)
-  if whole < -burst or whole > burst or frac < 0 or frac >= period or l < 0 or l > 4611686018427387904 then
+  local _, whole, frac, l, sl, sp, sb, sv = struct.unpack('<c1i8i8i8i8i8i8i8', blob)
+  if sp ~= period or sl < 1 or sl > 1000000000 or sb < 1 or sb > 1000000000 or sv < 0 or sv > 1000000000 or sb * period > 4503599627370496 then
+    return redis.error_reply('ECORRUPT token_bucket state in the store is malformed (its parameters)')
+  end
+  local sfull = sb * period
+  if whole < -sb or whole > sb or frac < 0 or frac >= period or l < 0 or l > 4611686018427387904 then
     return redis.error_reply('ECORRUPT token_bucket state in the store is malformed')
   end
   level, last = whole * period + frac, l
-  if level > full or level < -full then
+  if level > sfull or level < -sfull then
     return redis.error_reply('ECORRUPT token_bucket state in the store is malformed')
   end
   if now > last then
-    -- refill: level + (now - last) * limit, capped at full; the product
-    -- is only formed below the elapsed time that fills the bucket
-    -- (ceil((full - level) / limit) µs), where it stays below 2^53
-    local gap = full - level
-    if (now - last) * limit >= gap or now - last >= gap then
-      level = full
+    -- refill at the stored limit: level + (now - last) * sl, capped at
+    -- sfull; the product is only formed below the elapsed time that
+    -- fills the bucket (ceil((sfull - level) / sl) µs), where it stays
+    -- below 2^53
+    local gap = sfull - level
+    if (now - last) * sl >= gap or now - last >= gap then
+      level = sfull
     else
-      level = level + (now - last) * limit
+      level = level + (now - last) * sl
     end
     last = now
+  end
+  local err
+  level, err = settle(level, sl, sb, sv, 'token_bucket')
+  if not level then
+    return redis.error_reply(err)
   end
 end
 
@@ -67,24 +81,24 @@ if adj then
   left = level
 elseif peek == 0 and cost > 0 and cost <= burst and level >= need then
   left = level - need
+elseif changed and peek == 0 then
+  left = level
 end
 if left then
   -- whole tokens and the fraction: floor(left / period), exactly
-  local whole = math.floor(left / period)
-  if whole * period > left then
-    whole = whole - 1
-  elseif (whole + 1) * period <= left then
-    whole = whole + 1
-  end
+  local whole = fdiv(left, period)
   -- the TTL: until the bucket is full again (ahead + ceil((full - left) /
   -- limit) µs, here taken as floor + 1: a TTL only cleans up, and one µs
   -- more changes nothing), plus the grace, in whole ms rounded up
   local ttl = ahead + math.floor((full - left) / limit) + 1 + GRACE
   redis.call('SET', KEYS[1],
-    struct.pack('<c1i8i8i8', 'T', whole, left - whole * period, last),
+    struct.pack('<c1i8i8i8i8i8i8i8', 'B', whole, left - whole * period, last,
+      limit, period, burst, version),
     'PX', math.floor((ttl + 999) / 1000))
 end
-if ahead == 0 then
+if theirs then
+  return {full - level, ahead, limit, burst}
+elseif ahead == 0 then
   return full - level
 end
 return {full - level, ahead}

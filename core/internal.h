@@ -71,10 +71,32 @@ typedef struct drl__limit {
 	int64_t burst;      /* token_bucket, gcra: capacity (default LIMIT) */
 	int64_t subwindows; /* subwindow: number of sub-windows */
 	int trailing;       /* subwindow: weight the expired sub-window */
+	int on_change;      /* DRL__CHANGE_*: on_change= (keep_used, 0) */
+	int64_t version;    /* version= (0: none given) */
 	bool lua_ok;        /* its numbers fit a Lua twin's doubles */
 	char tag[96];       /* key component naming this limit uniquely */
 	size_t taglen;
 } drl__limit;
+
+/* on_change= policies: how a state recorded under other parameters is
+ * carried over (docs/algorithms.md, "When a limit changes"). The twins
+ * get them as numbers (drl__change_word): keep the order. */
+enum {
+	DRL__CHANGE_KEEP_USED,
+	DRL__CHANGE_KEEP_AVAILABLE,
+	DRL__CHANGE_SCALE,
+	DRL__CHANGE_ADDITIVE,
+	DRL__CHANGE_RESET,
+	DRL__CHANGE_COUNT
+};
+#define DRL__VERSION_MAX INT64_C(1000000000)
+
+/* What a twin of an algorithm that keeps its parameters is told of the
+ * change rules (ARGV[6]): on_change + 8 x version (< 2^53). */
+static inline int64_t drl__change_word(const drl__limit *lim)
+{
+	return lim->on_change + 8 * lim->version;
+}
 
 /* Parse one limit spec (no ';'). DRL_EINVAL names the bad part. */
 int drl__limit_parse(drl__limit *lim, const char *spec, size_t len,
@@ -210,11 +232,22 @@ typedef struct drl__algorithm {
 	/* Whether the state counts consumption alone (the counters): what
 	 * was used means the same under any LIMIT, so the key tag leaves
 	 * LIMIT out and a changed LIMIT keeps the count (c + cost <= L'),
-	 * as envoyproxy/ratelimit's keys do. false: LIMIT (and burst) are in
-	 * the tag, and a changed limit starts afresh (token_bucket, gcra,
-	 * sliding_log: their state holds times measured in the limit's
-	 * rate). docs/algorithms.md, "When a limit changes". */
+	 * as envoyproxy/ratelimit's keys do. Neither this nor keeps_params:
+	 * LIMIT is in the tag, and a changed limit starts afresh
+	 * (sliding_log, whose log is not converted). docs/algorithms.md,
+	 * "When a limit changes". */
 	bool counts_usage;
+	/* Whether the state records the parameters it was written under
+	 * (LIMIT, PERIOD, burst, version; algorithms/params.c): LIMIT and
+	 * burst are then not in the tag, and a decision that finds other
+	 * parameters converts the state in the same step (on_change=), or
+	 * decides with them when their version is newer. */
+	bool keeps_params;
+	/* The on_change= policies it takes beyond keep_used, as bits
+	 * 1 << DRL__CHANGE_*; the others are refused by the spec parser,
+	 * with why_not as the reason. */
+	unsigned changes;
+	const char *why_not;
 	/* Take one algorithm-specific option; DRL_EINVAL if unknown/bad. */
 	int (*option)(drl__limit *lim, const char *key, const char *value,
 		      drl_error *err);
@@ -290,6 +323,11 @@ typedef struct drl__algorithm {
 		      drl_result *res);
 	drl__step_fn adjust_step;
 } drl__algorithm;
+
+/* Why the counters take on_change=keep_used alone. */
+#define DRL__COUNTERS_WHY_NOT                                                  \
+	"its state is what was used, recorded without the LIMIT it was used "  \
+	"under: only keep_used"
 
 /* Most store keys one limit has for one user key (drl__algorithm.keys):
  * the counter engine's sub-windows and trailing one, one either side, and
@@ -386,6 +424,44 @@ static inline int64_t drl__i128_ceil_div(drl__i128 a, drl__i128 b)
 	return drl__i128_clamp(q + (a % b != 0 && a > 0));
 }
 
+/* The parameters a state of an algorithm that keeps them records
+ * (algorithms/params.c): 32 bytes after its own fields, LIMIT, PERIOD,
+ * burst and version, int64 little-endian. */
+#define DRL__PARAMS_LEN 32
+/* The on_change= policies such an algorithm takes (all of them). */
+#define DRL__PARAMS_CHANGES                                                    \
+	((1u << DRL__CHANGE_KEEP_AVAILABLE) | (1u << DRL__CHANGE_SCALE) |      \
+	 (1u << DRL__CHANGE_ADDITIVE) | (1u << DRL__CHANGE_RESET))
+void drl__params_put(const drl__limit *lim, unsigned char *p);
+
+/* The parameters recorded at p, read for lim's key: 0, or DRL_ECORRUPT
+ * (in err) for a PERIOD other than lim's or numbers out of their
+ * bounds. */
+typedef struct drl__params_at {
+	int64_t limit, burst, version;
+} drl__params_at;
+int drl__params_read(const drl__limit *lim, const unsigned char *p,
+		     drl__params_at *at, drl_error *err);
+/* Which parameters decide a state recorded under *at, into *eff (a copy
+ * of lim with the numbers that decide), and *level (units of 1/PERIOD
+ * token available, within +-burst x PERIOD of at's burst, refilled by
+ * the caller to now at at's LIMIT) moved into them:
+ * - a newer stored version decides: *eff takes its numbers, the level
+ *   stays;
+ * - the same parameters: nothing moves;
+ * - an older stored version (or none on either side): lim's numbers
+ *   decide and the level is converted by lim->on_change, exactly (floor
+ *   for scale);
+ * - the same version (> 0) with other parameters: DRL_ECORRUPT (in err).
+ * Returns 1 when the state was converted (to be written even when the
+ * decision consumes nothing), 0 when not, or DRL_ECORRUPT. */
+int drl__params_settle(const drl__limit *lim, const drl__params_at *at,
+		       drl__limit *eff, drl__i128 *level, drl_error *err);
+/* The level (units of 1/PERIOD token available) carried from a bucket of
+ * old_burst to one of lim->burst by lim->on_change. */
+drl__i128 drl__params_convert(const drl__limit *lim, int64_t old_burst,
+			      drl__i128 level);
+
 /* Largest counter value a counter algorithm accepts from a store: legit
  * counts stay near LIMIT (<= 1e9); anything beyond this is not ours, and
  * below it every sum and product stays exact, in C and in Lua. */
@@ -481,6 +557,15 @@ int drl__twin_answer(const drl__limit *lim, const drl__call *call,
 int drl__twin_pair(const drl__limit *lim, const drl__call *call,
 		   const int64_t *out, size_t nret, int64_t max, int64_t *x,
 		   int64_t *ahead, drl__call *rel, drl_error *err);
+/* drl__twin_pair for the twin of an algorithm that keeps its parameters
+ * (algorithms/params.c), which answers x and ahead, then, when a newer
+ * stored version decided, its LIMIT and burst (0 and 0 from a batch's
+ * padding: lim's own): *eff is lim with the numbers that decided, x at
+ * most 2 x burst x PERIOD of them. */
+int drl__params_answer(const drl__limit *lim, const drl__call *call,
+		       const int64_t *out, size_t nret, drl__limit *eff,
+		       int64_t *x, int64_t *ahead, drl__call *rel,
+		       drl_error *err);
 /* Whether b's eval() takes many keys of any slot at once: written for
  * version >= 2 (which knows DRL_CAP_BATCH), DRL_CAP_BATCH, scripts. */
 static inline bool drl__has_batch(const drl_backend *b)

@@ -45,7 +45,10 @@ void drl__script_args(const drl__limit *lim, const drl__call *call,
 	args[2] = lim->limit;
 	args[3] = lim->period_us;
 	args[4] = lim->burst;
-	args[5] = lim->subwindows;
+	/* the counters' sub-windows, or the change rules of a state that
+	 * records its parameters (the other is 0) */
+	args[5] = lim->algo->keeps_params ? drl__change_word(lim)
+					  : lim->subwindows;
 	/* + 2: the counters are the fields of one hash (the twin's key) */
 	args[6] = lim->trailing +
 		  (lim->algo->grouped && lim->algo->grouped(lim, call->backend)

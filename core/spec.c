@@ -59,16 +59,19 @@ int drl__parse_duration(const char *s, size_t len, int64_t max_us, int64_t *out)
  * share state they would read differently. A counter's state is what
  * was used in each window: its LIMIT is not in the tag, so a changed
  * LIMIT keeps counting (drl__algorithm.counts_usage); PERIOD and the
- * sub-windows cut the windows, and are. */
+ * sub-windows cut the windows, and are. A state that records its
+ * parameters (drl__algorithm.keeps_params) converts a changed LIMIT and
+ * burst itself: they are not in the tag, PERIOD is (two limits of one
+ * policy differ by it, e.g. 10/1s;1000/1h). */
 static void make_tag(drl__limit *lim)
 {
-	int n = lim->algo->counts_usage
+	int n = lim->algo->counts_usage || lim->algo->keeps_params
 			? snprintf(lim->tag, sizeof lim->tag, "%s:%lld",
 				   lim->algo->tag, (long long)lim->period_us)
 			: snprintf(lim->tag, sizeof lim->tag, "%s:%lld:%lld",
 				   lim->algo->tag, (long long)lim->limit,
 				   (long long)lim->period_us);
-	if (lim->burst)
+	if (lim->burst && !lim->algo->keeps_params)
 		n += snprintf(lim->tag + n, sizeof lim->tag - (size_t)n,
 			      ":b%lld", (long long)lim->burst);
 	if (lim->subwindows)
@@ -76,6 +79,64 @@ static void make_tag(drl__limit *lim)
 			      ":n%lld%s", (long long)lim->subwindows,
 			      lim->trailing ? "t" : "");
 	lim->taglen = (size_t)n;
+}
+
+static const char *const change_names[DRL__CHANGE_COUNT] = {
+	[DRL__CHANGE_KEEP_USED] = "keep_used",
+	[DRL__CHANGE_KEEP_AVAILABLE] = "keep_available",
+	[DRL__CHANGE_SCALE] = "scale",
+	[DRL__CHANGE_ADDITIVE] = "additive",
+	[DRL__CHANGE_RESET] = "reset",
+};
+
+/* The options every algorithm is given: on_change= and version= (which
+ * the algorithm may refuse, see check_change). 0 taken, 1 not one of
+ * them, or DRL_EINVAL (in err). */
+static int common_option(drl__limit *lim, const char *name, const char *value,
+			 drl_error *err)
+{
+	if (strcmp(name, "version") == 0) {
+		if (drl_parse_int(value, strlen(value), 1, DRL__VERSION_MAX,
+				  &lim->version))
+			return drl_error_set(err, DRL_EINVAL,
+					     "version=%s must be an integer "
+					     "from 1 to %lld",
+					     value,
+					     (long long)DRL__VERSION_MAX);
+		return 0;
+	}
+	if (strcmp(name, "on_change") != 0)
+		return 1;
+	for (int i = 0; i < DRL__CHANGE_COUNT; i++)
+		if (strcmp(value, change_names[i]) == 0) {
+			lim->on_change = i;
+			return 0;
+		}
+	return drl_error_set(err, DRL_EINVAL,
+			     "on_change=%s: expected keep_used, "
+			     "keep_available, scale, additive or reset",
+			     value);
+}
+
+/* Refuse what the algorithm cannot do with a changed limit: a policy
+ * other than keep_used that it does not take, or version= when its state
+ * does not record the parameters. */
+static int check_change(const drl__limit *lim, char *msg, size_t cap)
+{
+	const drl__algorithm *a = lim->algo;
+	if (lim->on_change != DRL__CHANGE_KEEP_USED &&
+	    !(a->changes & (1u << lim->on_change)))
+		snprintf(msg, cap, "on_change=%s is not defined for %s (%s)",
+			 change_names[lim->on_change], a->name,
+			 a->why_not ? a->why_not : "only keep_used");
+	else if (lim->version && !a->keeps_params)
+		snprintf(msg, cap,
+			 "version= needs a state that records its parameters "
+			 "(token_bucket, gcra); %s keeps none",
+			 a->name);
+	else
+		return 0;
+	return DRL_EINVAL;
 }
 
 /* Options: comma-separated name=value pairs, each at most once. */
@@ -118,8 +179,12 @@ static int parse_options(drl__limit *lim, const char *spec, size_t speclen,
 		memcpy(seen[nseen++], name, nlen + 1);
 
 		drl_error sub = {0};
-		if (!lim->algo->option ||
-		    lim->algo->option(lim, name, value, &sub) != 0) {
+		int rc = common_option(lim, name, value, &sub);
+		if (rc > 0)
+			rc = lim->algo->option
+				     ? lim->algo->option(lim, name, value, &sub)
+				     : -1;
+		if (rc != 0) {
 			if (!sub.message[0])
 				snprintf(sub.message, sizeof sub.message,
 					 "unknown option \"%s\" for %s", name,
@@ -207,6 +272,9 @@ int drl__limit_parse(drl__limit *lim, const char *spec, size_t len,
 		if (lim->algo->finish(lim, &sub) != 0)
 			return bad(err, spec, len, sub.message);
 	}
+	char msg[192];
+	if (check_change(lim, msg, sizeof msg))
+		return bad(err, spec, len, msg);
 	make_tag(lim);
 	int64_t widest = lim->burst > lim->limit ? lim->burst : lim->limit;
 	lim->lua_ok = (drl__i128)widest * lim->period_us <= DRL__LUA_EXACT_MAX;

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Build step: embed a Lua twin in a C file as a drl_script.
 
-  embed_lua.py OUT.c NAME PRELUDE BODY
-      the twin itself (shared prelude + body): drl__lua_<NAME>
-  embed_lua.py --batch OUT.c NAME PRELUDE BODY DRIVER
+  embed_lua.py OUT.c NAME PRELUDE... BODY
+      the twin itself (shared prelude(s) + body): drl__lua_<NAME>
+  embed_lua.py --batch OUT.c NAME PRELUDE... BODY DRIVER
       its batch variant: drl__lua_batch_<NAME>, the prelude and body
       wrapped in `local function decide(KEYS, ARGV) ... end` (the
       parameters shadow the globals, the body's `return` returns from it),
@@ -24,11 +24,11 @@ args = sys.argv[1:]
 batch = bool(args) and args[0] == "--batch"
 if batch:
     args = args[1:]
-if len(args) != (5 if batch else 4):
+if len(args) < (5 if batch else 4):
     sys.exit(__doc__)
-out, name, prelude, body = args[:4]
-
-src = read(prelude) + read(body)
+out, name = args[:2]
+# the head(s), then the body: one source
+src = "".join(read(p) for p in (args[2:-1] if batch else args[2:]))
 
 # The TTL grace is a constant of the twins' heads (one argument fewer for
 # the server to take), written where the head says "-- DRL__TTL_GRACE_US":
@@ -46,7 +46,7 @@ if batch:
         src += "\n"
     src = ("-- Batch variant of the %s twin (generated).\n"
            "local function decide(KEYS, ARGV)\n%send\n\n%s"
-           % (name, src, read(args[4])))
+           % (name, src, read(args[-1])))
     symbol, label = "drl__lua_batch_" + name, name + "_batch"
 
 # As a char array, not a string literal: a batch variant is longer than the

@@ -472,11 +472,23 @@ static void test_hostile_state(void **state)
 				 0);
 		assert_int_equal(drl_allow_at(l, "k", 1, 1, t, &r, &err), 0);
 		n = only_key(raw, prefix, key, sizeof key);
-		unsigned char blob[25] = {'T'};
+		redisReply *got = redisCommand(raw, "GET %b", key, n);
+		assert_int_equal(got->type, REDIS_REPLY_STRING);
+		assert_int_equal(got->len, 57); /* 'B', level, last, params */
+		unsigned char blob[57];
+		memcpy(blob, got->str, sizeof blob);
+		freeReplyObject(got);
 		for (int i = 0; i < 8; i++)
 			blob[17 + i] = i == 7 ? 0x7f : 0xff;
 		freeReplyObject(redisCommand(raw, "SET %b %b", key, n, blob,
 					     sizeof blob));
+		assert_int_equal(drl_allow_at(l, "k", 1, 1, t, &r, &err),
+				 DRL_ECORRUPT);
+		/* the 25-byte 'T' state of clients built before (no
+		 * parameters): refused, never read as some limit's */
+		unsigned char old_t[25] = {'T'};
+		freeReplyObject(redisCommand(raw, "SET %b %b", key, n, old_t,
+					     sizeof old_t));
 		assert_int_equal(drl_allow_at(l, "k", 1, 1, t, &r, &err),
 				 DRL_ECORRUPT);
 		drl_limiter_free(l);
@@ -501,11 +513,11 @@ static void pack(unsigned char *p, int64_t v)
 		p[i] = (unsigned char)((uint64_t)v >> (8 * i));
 }
 
-/* gcra's 17-byte state (TAT only, written before NEWEST was kept) is read
- * alike by the twin and the C step, NEWEST taken as ceil(TAT - burst*T),
- * and rewritten as 25 bytes; a 25-byte state breaking
- * NEWEST <= TAT <= NEWEST + burst*T, or an old TAT past the end of time,
- * is DRL_ECORRUPT on both. */
+/* gcra's 57-byte 'H' state (TAT, NEWEST, then the parameters) is what a
+ * decision writes; the 'G' states of clients built before it (17 and 25
+ * bytes, under keys that named LIMIT and burst) are DRL_ECORRUPT on the
+ * twin and the C step alike, as is an 'H' state breaking
+ * NEWEST <= TAT <= NEWEST + 2 x burst x T or recording another PERIOD. */
 static void test_gcra_states(void **state)
 {
 	(void)state;
@@ -524,37 +536,33 @@ static void test_gcra_states(void **state)
 						 prefix, &err),
 				 0);
 		size_t kn = key_of(raw, l, prefix, t - SEC, key, sizeof key);
-		unsigned char old[17] = {'G'};
-		pack(old + 1, t + 300 * MS); /* TAT: 300ms owed at t */
-		freeReplyObject(redisCommand(raw, "SET %b %b", key, kn, old,
-					     sizeof old));
-		EXPECT(tu_at(l, "k", 0, t), 1, 2, 300 * MS, 0);
-		/* 300ms behind: NEWEST is at least t - 200ms */
-		EXPECT(tu_at(l, "k", 0, t - 300 * MS), 1, 0, 600 * MS, 0);
-		EXPECT(tu_at(l, "k", 1, t - 300 * MS), 0, 0, 600 * MS,
-		       200 * MS);
-		EXPECT(tu_at(l, "k", 1, t), 1, 1, 400 * MS, 0);
 		redisReply *r = redisCommand(raw, "STRLEN %b", key, kn);
-		assert_int_equal(r->integer, 25);
+		assert_int_equal(r->integer, 57);
 		freeReplyObject(r);
-		/* now NEWEST is t: 300ms behind is charged nothing more */
-		EXPECT(tu_at(l, "k", 1, t - 300 * MS), 1, 0, 800 * MS, 0);
-
-		/* malformed: TAT before NEWEST, TAT beyond NEWEST + 2 x
-		 * 500ms (a penalty's debt, drl_adjust, reaches 2 x burst x T
-		 * at most), an old TAT a burst past the end of time */
-		unsigned char bad[3][25] = {{'G'}, {'G'}, {'G'}};
-		pack(bad[0] + 1, t - 1);
-		pack(bad[0] + 17, t);
-		pack(bad[1] + 1, t + 1000 * MS);
-		pack(bad[1] + 9, 1);
+		/* the old 'G' states; then malformed 'H' ones: TAT before
+		 * NEWEST, TAT beyond NEWEST + 2 x 500ms (a penalty's debt,
+		 * drl_adjust, reaches 2 x burst x T at most), another PERIOD */
+		unsigned char bad[5][57] = {{'G'}, {'G'}, {'H'}, {'H'}, {'H'}};
+		const size_t len[5] = {17, 25, 57, 57, 57};
+		pack(bad[0] + 1, t + 300 * MS);
+		pack(bad[1] + 1, t + 300 * MS);
 		pack(bad[1] + 17, t);
-		pack(bad[2] + 1, INT64_MAX);
-		for (int i = 0; i < 3; i++) {
+		pack(bad[2] + 1, t - 1);
+		pack(bad[2] + 17, t);
+		pack(bad[3] + 1, t + 1000 * MS);
+		pack(bad[3] + 9, 1);
+		pack(bad[3] + 17, t);
+		pack(bad[4] + 1, t);
+		pack(bad[4] + 17, t);
+		for (int i = 2; i < 5; i++) {
+			pack(bad[i] + 25, 10);
+			pack(bad[i] + 33, i == 4 ? 2 * SEC : SEC);
+			pack(bad[i] + 41, 5);
+		}
+		for (int i = 0; i < 5; i++) {
 			drl_result res;
-			freeReplyObject(
-				redisCommand(raw, "SET %b %b", key, kn, bad[i],
-					     (size_t)(i == 2 ? 17 : 25)));
+			freeReplyObject(redisCommand(raw, "SET %b %b", key, kn,
+						     bad[i], len[i]));
 			assert_int_equal(
 				drl_allow_at(l, "k", 1, 1, t, &res, &err),
 				DRL_ECORRUPT);
@@ -562,6 +570,76 @@ static void test_gcra_states(void **state)
 		drl_limiter_free(l);
 		drl_store_free(s);
 	}
+	redisFree(raw);
+}
+
+/* A changed limit converted by the twin (tx=lua) and by the C step
+ * (tx=watch) leaves the same state bytes: each policy, both algorithms
+ * that record their parameters, a raise and a cut, a fraction of a token
+ * refilled in between, a denial that converts (written all the same),
+ * and an older version deciding with the newer stored parameters. */
+static void test_params_state_bytes(void **state)
+{
+	(void)state;
+	if (!have_servers)
+		skip();
+	static const char *const algs[] = {"token_bucket", "gcra"};
+	static const char *const policies[] = {"keep_used", "keep_available",
+					       "scale", "additive", "reset"};
+	redisContext *raw = raw_redis();
+	const int64_t t = INT64_C(1700000000000000);
+	drl_store *st[2] = {redis_store(0), redis_store(1)};
+	for (size_t a = 0; a < 2; a++)
+		for (size_t p = 0; p < 5; p++)
+			for (int to = 0; to < 2; to++) {
+				redisReply *got[2];
+				for (int w = 0; w < 2; w++) {
+					char prefix[48], spec[3][96], key[512];
+					snprintf(prefix, sizeof prefix,
+						 "pb%zu:%zu:%d:%d:", a, p, to,
+						 w);
+					snprintf(spec[0], sizeof spec[0],
+						 "%s:7/3s,burst=10,version=1",
+						 algs[a]);
+					snprintf(spec[1], sizeof spec[1],
+						 "%s:%d/"
+						 "3s,version=2,on_change=%s",
+						 algs[a], to ? 4 : 13,
+						 policies[p]);
+					snprintf(spec[2], sizeof spec[2],
+						 "%s:7/3s,burst=10,version=1",
+						 algs[a]);
+					drl_limiter *l[3];
+					for (int i = 0; i < 3; i++)
+						l[i] = tu_limiter(
+							st[w], spec[i], prefix);
+					(void)tu_at(l[0], "k", 7, t);
+					/* 7 / 3s: 1234 µs refill 2.879... units */
+					(void)tu_at(l[1], "k", to ? 9 : 1,
+						    t + 1234);
+					(void)tu_at(l[2], "k", 1, t + 5678);
+					size_t kn = only_key(raw, prefix, key,
+							     sizeof key);
+					got[w] = redisCommand(raw, "GET %b",
+							      key, kn);
+					assert_int_equal(got[w]->type,
+							 REDIS_REPLY_STRING);
+					for (int i = 0; i < 3; i++)
+						drl_limiter_free(l[i]);
+				}
+				if (got[0]->len != got[1]->len ||
+				    memcmp(got[0]->str, got[1]->str,
+					   got[0]->len))
+					fail_msg("%s on_change=%s to %d: the "
+						 "twin's state differs from "
+						 "the C step's",
+						 algs[a], policies[p],
+						 to ? 4 : 13);
+				freeReplyObject(got[0]);
+				freeReplyObject(got[1]);
+			}
+	drl_store_free(st[0]);
+	drl_store_free(st[1]);
 	redisFree(raw);
 }
 
@@ -864,7 +942,8 @@ static long long last_evalsha_nargs(redisContext *raw)
 
 /* A lean twin is sent the arguments it reads, no more (each costs the
  * server a Lua string, a slot of ARGV and a strtod): sliding_log four,
- * gcra and token_bucket five; the counter twin all seven. */
+ * gcra and token_bucket six (to their change rules); the counter twin
+ * all seven. */
 static void test_twins_sent_what_they_read(void **state)
 {
 	(void)state;
@@ -875,8 +954,8 @@ static void test_twins_sent_what_they_read(void **state)
 		long long nargs;
 	} cases[] = {
 		{"sliding_log:10/1m", 4},
-		{"gcra:10/1m", 5},
-		{"token_bucket:10/1m", 5},
+		{"gcra:10/1m", 6},
+		{"token_bucket:10/1m", 6},
 		{"fixed_window:10/1m", 7},
 	};
 	redisContext *raw = raw_redis();
@@ -932,6 +1011,7 @@ int main(void)
 		cmocka_unit_test(test_sliding_log_ttl_kept),
 		cmocka_unit_test(test_twins_sent_what_they_read),
 		cmocka_unit_test(test_gcra_states),
+		cmocka_unit_test(test_params_state_bytes),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -409,8 +409,8 @@ static const typed redis_typed[] = {
 	 H("EVALSHA: nested array",
 	   "*5\r\n*1\r\n:1\r\n:1\r\n:1\r\n:0\r\n:1\r\n", 0, 0, SHAPE)},
 	/* A compact answer (token_bucket: what is used, 0 .. 2 x burst x
-	 * PERIOD with a penalty's debt, and how far ahead): out of its
-	 * range or of its shape. */
+	 * PERIOD with a penalty's debt, how far ahead, and a newer stored
+	 * version's LIMIT and burst): out of its range or of its shape. */
 	{&redis_lua_compact,
 	 H("EVALSHA: used above 2 x full", ":10000001\r\n", 0, 0, CORRUPT)},
 	{&redis_lua_compact,
@@ -420,6 +420,16 @@ static const typed redis_typed[] = {
 	{&redis_lua_compact,
 	 H("EVALSHA: three values", "*3\r\n:0\r\n:0\r\n:0\r\n", 0, 0, CORRUPT)},
 	{&redis_lua_compact, H("EVALSHA: no value", "*0\r\n", 0, 0, CORRUPT)},
+	/* four: a newer stored version's LIMIT and burst, 1 .. 10^9 each */
+	{&redis_lua_compact,
+	 H("EVALSHA: a stored LIMIT of 0", "*4\r\n:0\r\n:0\r\n:0\r\n:5\r\n", 0,
+	   0, CORRUPT)},
+	{&redis_lua_compact,
+	 H("EVALSHA: a stored burst above 10^9",
+	   "*4\r\n:0\r\n:0\r\n:5\r\n:1000000001\r\n", 0, 0, CORRUPT)},
+	{&redis_lua_compact,
+	 H("EVALSHA: five values", "*5\r\n:0\r\n:0\r\n:5\r\n:5\r\n:0\r\n", 0, 0,
+	   CORRUPT)},
 	/* tx=auto's counter commands. */
 	{&redis_auto, H("INCRBY: string", "$1\r\n1\r\n:1\r\n", 0, 0, STORE)},
 	{&redis_auto,
@@ -788,9 +798,9 @@ static const typed mc_typed[] = {
 		     FAKE_END_CLOSE, 0, RANGE)},
 	{&mc_state,
 	 H("get: garbage state",
-	   "\x81\x0c\x00\x1a\x04\x00\x00\x00\x00\x00\x00\x23\x00\x01\x00\x00"
+	   "\x81\x0c\x00\x15\x04\x00\x00\x00\x00\x00\x00\x1e\x00\x01\x00\x00"
 	   "\x00\x00\x00\x00\x00\x00\x00\x09\x00\x00\x00\x00"
-	   "drl:tb:5:1000000:b5:{2:k1}hello" MC_NOOP,
+	   "drl:tb:1000000:{2:k1}hello" MC_NOOP,
 	   FAKE_END_CLOSE, 0, CORRUPT)},
 	/* libmemcached allocates body - key - extras bytes before reading
 	 * them: 4 GiB here (ENOMEM where that fails), then EOF. */

@@ -9,11 +9,18 @@
  * nothing. The same answers on memory, Redis (tx=auto, lua, watch) and
  * memcached (real servers, started here).
  *
- * token_bucket, gcra and sliding_log still start afresh on a changed
- * limit (their state holds times in the old rate; docs/algorithms.md,
- * "When a limit changes"): pinned here so a change of that is seen.
+ * token_bucket and gcra keep their parameters in the state (LIMIT and
+ * burst are not in the key): a decision under other parameters converts
+ * the state by on_change= in the same step, or decides with a newer
+ * version's stored parameters. bucket4j's documented vectors, two clients
+ * alternating versions, equal versions refused, and on_change=scale
+ * against Python's fractions (tests/scale_vectors.py), on every store:
+ * the C steps (memory, watch, memcached) and the Lua twins (lua).
+ * sliding_log still starts afresh (its LIMIT is in the key): pinned here
+ * so a change of that is seen.
  */
 #include "ops_check.h"
+#include "scale_vectors.h"
 #include "server_fixture.h"
 #include "testutil.h"
 
@@ -100,6 +107,152 @@ static void rate_state_starts_afresh(drl_store *s, const char *where,
 	drl_limiter_free(lb);
 }
 
+/* bucket4j's TokensInheritanceStrategy examples: a bucket of 100 with 40
+ * available, changed to 200 and to 20, by each policy. */
+static void params_vectors(drl_store *s, const char *where, const char *alg,
+			   int n)
+{
+	static const struct {
+		const char *policy;
+		int64_t to200, to20;
+	} want[] = {
+		{"keep_available", 40, 20}, {"scale", 80, 8},
+		{"additive", 140, 20},      {"reset", 200, 20},
+		{"keep_used", 140, 0}, /* 60 used: 20 owed, floor 0 */
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+		for (int to = 0; to < 2; to++) {
+			char a[64], b[96], prefix[64];
+			snprintf(prefix, sizeof prefix,
+				 "lp:%d:%d:%zu:%d:", (int)getpid(), n, i, to);
+			snprintf(a, sizeof a, "%s:100/1h", alg);
+			snprintf(b, sizeof b, "%s:%d/1h,on_change=%s", alg,
+				 to ? 20 : 200, want[i].policy);
+			drl_limiter *la = tu_limiter(s, a, prefix),
+				    *lb = tu_limiter(s, b, prefix);
+			int ok;
+			(void)allow(la, 60, &ok);
+			int64_t rem = allow(lb, 0, &ok);
+			int64_t w = to ? want[i].to20 : want[i].to200;
+			if (rem != w)
+				fail_msg("%s %s: 40 of 100 available, changed "
+					 "to %d by %s: %lld available (want "
+					 "%lld)",
+					 where, alg, to ? 20 : 200,
+					 want[i].policy, (long long)rem,
+					 (long long)w);
+			/* converted once: the old limit now follows it */
+			rem = allow(lb, 0, &ok);
+			if (rem != w)
+				fail_msg("%s %s %s: %lld on the second look "
+					 "(want %lld)",
+					 where, alg, want[i].policy,
+					 (long long)rem, (long long)w);
+			drl_limiter_free(la);
+			drl_limiter_free(lb);
+		}
+}
+
+/* Two clients on one key alternate, v1 with 100 (through one-item
+ * batches) and v2 with 50: after the first v2 decision they admit
+ * together what 50 alone admits, and v1 answers v2's limit. Equal
+ * versions with other parameters: DRL_ECORRUPT, under any on_error. */
+static void params_versions(drl_store *s, const char *where, const char *alg,
+			    int n)
+{
+	char v1[64], v2[64], v2b[80], one[32], prefix[48], alone[48];
+	snprintf(prefix, sizeof prefix, "lv:%d:%d:", (int)getpid(), n);
+	snprintf(alone, sizeof alone, "la:%d:%d:", (int)getpid(), n);
+	snprintf(v1, sizeof v1, "%s:100/1h,version=1", alg);
+	snprintf(v2, sizeof v2, "%s:50/1h,version=2", alg);
+	snprintf(v2b, sizeof v2b, "%s:60/1h,version=2;on_error=allow", alg);
+	snprintf(one, sizeof one, "%s:50/1h", alg);
+	drl_limiter *l1 = tu_limiter(s, v1, prefix),
+		    *l2 = tu_limiter(s, v2, prefix),
+		    *ref = tu_limiter(s, one, alone);
+	int ok, got = 0, want = 0;
+	(void)allow(l1, 10, &ok);
+	(void)allow(ref, 10, &ok);
+	(void)allow(l2, 1, &ok);
+	(void)allow(ref, 1, &ok);
+	for (int k = 0; k < 120; k++) {
+		drl_result r;
+		drl_error err = {0};
+		/* v1 through a batch (the twins' batch variant on tx=lua) */
+		drl_batch_item it = {.key = "k", .keylen = 1, .cost = 1};
+		if (k % 2 ? drl_allow_at(l2, "k", 1, 1, T0, &r, &err)
+			  : drl_allow_batch_at(l1, &it, 1, T0, &err) || it.rc)
+			fail_msg("%s %s: %s", where, alg, err.message);
+		if (k % 2 == 0)
+			r = it.result;
+		got += r.allowed;
+		if (r.limit != 50)
+			fail_msg("%s %s: v%d answered limit %lld (want 50)",
+				 where, alg, k % 2 ? 2 : 1, (long long)r.limit);
+		(void)allow(ref, 1, &ok);
+		want += ok;
+	}
+	if (got != want || want != 39)
+		fail_msg("%s %s: v1 and v2 alternating admitted %d, 50 alone "
+			 "%d (want 39)",
+			 where, alg, got, want);
+	drl_limiter *l2b = tu_limiter(s, v2b, prefix);
+	drl_result r;
+	drl_error err = {0};
+	if (drl_allow_at(l2b, "k", 1, 1, T0, &r, &err) != DRL_ECORRUPT ||
+	    !strstr(err.message, "version 2"))
+		fail_msg("%s %s: version 2 with 60 on version 2 with 50: %s "
+			 "(want DRL_ECORRUPT, also under on_error=allow)",
+			 where, alg, err.message);
+	drl_limiter_free(l1);
+	drl_limiter_free(l2);
+	drl_limiter_free(l2b);
+	drl_limiter_free(ref);
+}
+
+/* on_change=scale floors exactly: the level after the change equals
+ * Python's floor(Fraction(level * B2, B)), also for a level in a
+ * penalty's debt. Under 1/1s,burst=B2 the reset_after of a look is
+ * exactly the units missing from full. */
+static void params_scale(drl_store *s, const char *where, const char *alg,
+			 int n)
+{
+	const size_t nv = sizeof scale_vectors / sizeof scale_vectors[0];
+	for (size_t i = 0; i < nv; i++) {
+		char a[96], b[96], prefix[64];
+		snprintf(prefix, sizeof prefix, "ls:%d:%d:%zu:", (int)getpid(),
+			 n, i);
+		snprintf(a, sizeof a, "%s:%lld/1s,burst=%lld", alg,
+			 scale_vectors[i].limit, scale_vectors[i].burst);
+		snprintf(b, sizeof b, "%s:1/1s,burst=%lld,on_change=scale", alg,
+			 scale_vectors[i].burst2);
+		drl_limiter *la = tu_limiter(s, a, prefix),
+			    *lb = tu_limiter(s, b, prefix);
+		drl_result r;
+		drl_error err = {0};
+		if (drl_allow_at(la, "k", 1, scale_vectors[i].cost, T0, &r,
+				 &err) ||
+		    (scale_vectors[i].penalty &&
+		     drl_adjust_at(la, "k", 1, scale_vectors[i].penalty, T0, &r,
+				   &err)))
+			fail_msg("%s: %s", a, err.message);
+		for (int look = 0; look < 2; look++) {
+			if (drl_allow_at(lb, "k", 1, 0,
+					 T0 + scale_vectors[i].dt, &r, &err))
+				fail_msg("%s: %s", b, err.message);
+			long long level = scale_vectors[i].burst2 * 1000000LL -
+					  r.reset_after_us;
+			if (level != scale_vectors[i].want)
+				fail_msg("%s %s vector %zu: scaled level %lld "
+					 "(want %lld, Python's fractions)",
+					 where, alg, i, level,
+					 scale_vectors[i].want);
+		}
+		drl_limiter_free(la);
+		drl_limiter_free(lb);
+	}
+}
+
 static void test_every_store(void **state)
 {
 	(void)state;
@@ -116,8 +269,12 @@ static void test_every_store(void **state)
 		counter_keeps_count(s, uris[u], "sliding_window", "", n++);
 		counter_keeps_count(s, uris[u], "subwindow", ",subwindows=6",
 				    n++);
-		rate_state_starts_afresh(s, uris[u], "token_bucket", n++);
-		rate_state_starts_afresh(s, uris[u], "gcra", n++);
+		static const char *const kept[] = {"token_bucket", "gcra"};
+		for (int a = 0; a < 2; a++) {
+			params_vectors(s, uris[u], kept[a], n++);
+			params_versions(s, uris[u], kept[a], n++);
+			params_scale(s, uris[u], kept[a], n++);
+		}
 		rate_state_starts_afresh(s, uris[u], "sliding_log", n++);
 		drl_store_free(s);
 	}

@@ -157,7 +157,9 @@ static const triple triples[] = {
 	{"a:", "subwindow:10/1s,subwindows=2", "x", 0},
 	{"a:", "subwindow:10/1s,subwindows=2,trailing=1", "x", 0},
 	{"a:", "token_bucket:10/1s", "x", 0},
-	{"a:", "token_bucket:10/1s,burst=11", "x", 0},
+	/* a bucket's LIMIT and burst are in its state, its PERIOD in the
+	 * key */
+	{"a:", "token_bucket:10/2s,burst=11", "x", 0},
 	{"a:", "gcra:10/1s", "x", 0},
 	{"a:", "sliding_log:10/1s", "x", 0},
 	{"a:", "fixed_window:10/1s", long_k200, sizeof long_k200},
@@ -329,8 +331,9 @@ static void test_key_isolation(void **state)
 
 /* ---- bounded store keys ------------------------------------------------ */
 
-/* The longest store key: a 128-byte prefix, the longest tag (gcra with
- * 10-digit LIMIT and burst and the longest PERIOD) or the most digits of
+/* The longest store key: a 128-byte prefix, the longest tag (sliding_log
+ * with its largest LIMIT and the longest PERIOD; gcra's names PERIOD
+ * alone, its LIMIT and burst are in its state) or the most digits of
  * a window index (1ms sub-windows late in time), and any user key, up to
  * DRL_KEY_MAX bytes: never above STORE_KEY_MAX, computed in
  * docs/security.md. */
@@ -341,6 +344,7 @@ static void test_store_key_bound(void **state)
 	(void)state;
 	static const char *const specs[] = {
 		"gcra:1000000000/366d,burst=1000000000",
+		"sliding_log:10000/366d",
 		"subwindow:1000000000/60ms,subwindows=60,trailing=1",
 		"sliding_window:1000000000/1ms",
 		"fixed_window:1000000000/1ms",

@@ -63,6 +63,33 @@ static void test_good_specs(void **state)
 	good("gcra:1/1d");
 	good("sliding_window:60/1m;fixed_window:10000/1d");
 	good("sliding_log:10000/1s");
+	/* a changed limit (issue 42): every policy where it is defined */
+	good("token_bucket:100/1m,on_change=keep_available");
+	good("token_bucket:100/1m,burst=5,on_change=scale,version=3");
+	good("gcra:100/1m,on_change=additive,version=1000000000");
+	good("gcra:100/1m,on_change=reset");
+	good("fixed_window:100/1m,on_change=keep_used");
+	good("sliding_log:100/1m,on_change=keep_used");
+}
+
+/* on_change= and version= where the state cannot carry them out. */
+static void test_change_refused(void **state)
+{
+	(void)state;
+	bad("fixed_window:100/1m,on_change=scale",
+	    "on_change=scale is not defined for fixed_window");
+	bad("sliding_window:100/1m,on_change=keep_available", "only keep_used");
+	bad("subwindow:100/1m,subwindows=6,on_change=reset",
+	    "on_change=reset is not defined for subwindow");
+	bad("sliding_log:100/1m,on_change=additive",
+	    "on_change=additive is not defined for sliding_log");
+	bad("fixed_window:100/1m,version=2", "version= needs a state");
+	bad("sliding_log:100/1m,version=2", "sliding_log keeps none");
+	bad("token_bucket:100/1m,on_change=proportional",
+	    "expected keep_used, keep_available, scale, additive or reset");
+	bad("token_bucket:100/1m,version=0", "version=0 must be");
+	bad("gcra:100/1m,version=1000000001", "from 1 to 1000000000");
+	bad("gcra:100/1m,version=1,version=2", "given twice");
 }
 
 static void test_bad_specs(void **state)
@@ -170,6 +197,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_good_specs),
 		cmocka_unit_test(test_bad_specs),
+		cmocka_unit_test(test_change_refused),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_bad_uris),
 	};
