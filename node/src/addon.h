@@ -17,6 +17,12 @@
 #ifndef DRL_NODE_ADDON_H
 #define DRL_NODE_ADDON_H
 
+/* The async context's worker threads (loop.c): the most blocking store
+ * calls (memcached) at once. batch.c deals a tick's consume()s into at
+ * least this many chunks when there are as many items, so batching never
+ * leaves a worker idle that would have decided one. */
+#define NODE_WORKERS 16
+
 #define NAPI_VERSION 8
 #include <node_api.h>
 

@@ -15,8 +15,9 @@
  * (1 allowed, 0 denied, 2 failed: errs[j] is row j's Error) and
  * RateLimiterRes's 4 fields (decide.c).
  *
- * The items are dealt into ceil(n / chunk) chunks by a hash of their
- * key, so all of a key's items are in one chunk, in call order. Each
+ * The items are dealt into ceil(n / chunk) chunks, but at least
+ * min(n, NODE_WORKERS) (addon.h), by a hash of their key, so all of a
+ * key's items are in one chunk, in call order. Each
  * chunk is one drl_async_batch(): one worker decides its items one after
  * the other, as drl_allow_batch() does, and the chunk comes back in one
  * callback, where settle() runs on the JS thread in a callback scope
@@ -294,10 +295,18 @@ napi_value js_decide_batch(napi_env env, napi_callback_info info)
 	if (nbad)
 		call_settle(env, ad, argv[3], nbad, errs);
 
-	/* The good ones into ceil(n / chunk) chunks by key (while the
-	 * store fails, each alone: its own timeout), each chunk's items in
-	 * call order: part[start[c]..start[c + 1]) is chunk c. */
-	uint32_t nch = l->trouble ? n : (n - 1) / chunk + 1;
+	/* The good ones into ceil(n / chunk) chunks by key, but at least
+	 * min(n, NODE_WORKERS): each chunk's round trips are made one after
+	 * the other on one worker, so fewer chunks than workers would leave
+	 * workers idle that would have decided an item each (16 in flight in
+	 * one chunk ran at half the rate of 16 apart). While the store fails,
+	 * each item alone: its own timeout. Each chunk's items in call
+	 * order: part[start[c]..start[c + 1]) is chunk c. */
+	uint32_t nch = (n - 1) / chunk + 1;
+	if (nch < NODE_WORKERS)
+		nch = n < NODE_WORKERS ? n : NODE_WORKERS;
+	if (l->trouble)
+		nch = n;
 	for (uint32_t i = 0; i < n; i++) {
 		if (items[i].keylen == 0)
 			continue;

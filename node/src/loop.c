@@ -82,7 +82,7 @@ drl_async *addon_async(napi_env env, addon *ad)
 	}
 	/* A queue as deep as the library allows: a full queue rejects
 	 * (DRL_EBUSY), and a Node server may have many requests waiting. */
-	drl_async_opts opts = {0, 65536};
+	drl_async_opts opts = {NODE_WORKERS, 65536};
 	drl_error err = {0, {0}};
 	drl_async *a = NULL;
 	int rc = drl_async_new(&a, &opts, &err);
