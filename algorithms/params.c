@@ -24,6 +24,12 @@ int drl__params_read(const drl__limit *lim, const unsigned char *p,
 	at->limit = drl__get64(p);
 	at->burst = drl__get64(p + 16);
 	at->version = drl__get64(p + 24);
+	/* The caller's own parameters, the common case: checked when its
+	 * spec was parsed (and the 128-bit division below costs about as
+	 * much as the rest of a memory:// decision). */
+	if (at->limit == lim->limit && at->burst == lim->burst &&
+	    at->version == lim->version && drl__get64(p + 8) == lim->period_us)
+		return 0;
 	if (drl__get64(p + 8) != lim->period_us || at->limit < 1 ||
 	    at->limit > DRL_LIMIT_MAX || at->burst < 1 ||
 	    at->burst > DRL_LIMIT_MAX || at->version < 0 ||
@@ -63,7 +69,7 @@ drl__i128 drl__params_convert(const drl__limit *lim, int64_t old_burst,
 int drl__params_settle(const drl__limit *lim, const drl__params_at *at,
 		       drl__limit *eff, drl__i128 *level, drl_error *err)
 {
-	*eff = *lim;
+	/* *eff is a copy of *lim already (the caller's load) */
 	bool same = at->limit == lim->limit && at->burst == lim->burst;
 	if (at->version > lim->version) {
 		eff->limit = at->limit;

@@ -443,7 +443,8 @@ typedef struct drl__params_at {
 int drl__params_read(const drl__limit *lim, const unsigned char *p,
 		     drl__params_at *at, drl_error *err);
 /* Which parameters decide a state recorded under *at, into *eff (a copy
- * of lim with the numbers that decide), and *level (units of 1/PERIOD
+ * of lim on entry, made by the caller; on return lim with the numbers
+ * that decide), and *level (units of 1/PERIOD
  * token available, within +-burst x PERIOD of at's burst, refilled by
  * the caller to now at at's LIMIT) moved into them:
  * - a newer stored version decides: *eff takes its numbers, the level
