@@ -104,9 +104,13 @@ stop() {
 	[ "$st" -eq 0 ]
 	check $? "$name: drld exits 0 on SIGTERM (got $st)"
 	[ -z "${3:-}" ] || "$3" "$tmp/$name.err"
-	! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
-		"$tmp/$name.err"
-	check $? "$name: no sanitizer report on stderr"
+	local report='ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:'
+	! grep -qE "$report" "$tmp/$name.err"
+	st=$?
+	check $st "$name: no sanitizer report on stderr"
+	# the report itself, for the log (the folder goes at exit)
+	[ "$st" -eq 0 ] ||
+		grep -A60 -E "$report" "$tmp/$name.err" | head -120 | sed 's/^/#   /'
 }
 
 # tap CMD...: run a client command whose output is "ok - ..." / "not ok -

@@ -25,7 +25,9 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -741,11 +743,33 @@ struct Shard {
 namespace
 {
 
+// A descriptor of drld's own for the socket grpc holds as `fd`, when
+// `fd` still names the socket of inode `ino`; -1 when grpc has closed it
+// (the kernel may have given the number to another file meanwhile: an
+// HTTP client's socket, a store connection). Every look goes through
+// this copy, so nothing is read from, or shut down on, a socket that is
+// not the one dealt. Its own function so that tests/tsan_grpc.supp can
+// name it: grpc closes its descriptors inside libgrpc, where
+// ThreadSanitizer does not look, so TSan reports this dup as racing
+// with the next accept or open that is given the same number.
+__attribute__((noinline)) static int dealt_dup(int fd, ino_t ino)
+{
+	int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (d < 0)
+		return -1;
+	struct stat st;
+	if (fstat(d, &st) != 0 || st.st_ino != ino) {
+		close(d);
+		return -1;
+	}
+	return d;
+}
+
 // The plaintext gRPC connections drld's acceptor dealt to grpc, and the
 // bytes each had received at the last look: which one floods. A
 // connection is known by its descriptor and the socket's inode, so a
 // descriptor that grpc closed and the kernel gave to another socket is
-// never taken for it (it is forgotten at the next look).
+// never taken for it (it is forgotten at the next look: dealt_dup).
 class Dealt
 {
       public:
@@ -772,35 +796,47 @@ class Dealt
 	uint64_t look(size_t grown)
 	{
 		std::lock_guard<std::mutex> l(m_);
-		Conn *top = nullptr;
+		size_t top = conns_.size();
+		int top_fd = -1; // drld's own copy of the top one's socket
 		uint64_t top_delta = 0, all = 0;
 		for (size_t i = 0; i < conns_.size();) {
 			Conn &c = conns_[i];
-			struct stat st;
-			if (fstat(c.fd, &st) != 0 || st.st_ino != c.ino) {
+			int d = dealt_dup(c.fd, c.ino);
+			if (d < 0) {
+				// the last one, not looked at yet, to i
+				// (top, looked at, is before i)
 				c = conns_.back();
 				conns_.pop_back();
 				continue;
 			}
-			uint64_t now = received(c.fd);
+			uint64_t now = received(d);
 			uint64_t delta = now > c.bytes ? now - c.bytes : 0;
 			c.bytes = now;
 			all += delta;
 			if (delta > top_delta) {
-				top = &c;
+				if (top_fd >= 0)
+					close(top_fd);
+				top = i;
+				top_fd = d;
 				top_delta = delta;
+			} else {
+				close(d);
 			}
 			i++;
 		}
-		bool flood = top != nullptr && top_delta > kFloodBytes &&
+		bool flood = top_fd >= 0 && top_delta > kFloodBytes &&
 			     grown / kFloodRatio >= all;
-		for (Conn &c : conns_)
-			if (!flood || &c != top)
-				c.floods = 0;
-		if (!flood || ++top->floods < kFloodLooks)
+		for (size_t i = 0; i < conns_.size(); i++)
+			if (!flood || i != top)
+				conns_[i].floods = 0;
+		if (!flood || ++conns_[top].floods < kFloodLooks) {
+			if (top_fd >= 0)
+				close(top_fd);
 			return 0;
-		(void)shutdown(top->fd, SHUT_RDWR);
-		*top = conns_.back();
+		}
+		(void)shutdown(top_fd, SHUT_RDWR);
+		close(top_fd);
+		conns_[top] = conns_.back();
 		conns_.pop_back();
 		return top_delta;
 	}
