@@ -663,6 +663,11 @@ void drl__breaker_leave(struct drl_store *s, bool probe, int rc);
 /* How long until the store is tried again (a denial's retry_after). */
 int64_t drl__breaker_retry_us(struct drl_store *s);
 
+/* 0 when spec is a policy drl_limiter_new() takes (its limits and
+ * options), else DRL_EINVAL with the parser's message: the store is not
+ * asked and nothing is made (core/limiter.c). */
+int drl__policy_check(const char *spec, drl_error *err);
+
 /* A limiter's on_error policy (spec segment "on_error=..."). */
 typedef enum drl__on_error {
 	DRL__ON_ERROR_RETURN = 0, /* default: the call returns the error */

@@ -37,6 +37,10 @@ static int answer(void *arg, const void *key, size_t keylen, char *spec,
 		spec[0] = '\0';
 		return 0;
 	}
+	if (keylen == 4 && memcmp(key, "typo", 4) == 0) {
+		snprintf(spec, cap, "fixed_window:%d/1 minute", s->limit);
+		return 0;
+	}
 	if (keylen == 4 && memcmp(key, "huge", 4) == 0) {
 		memset(spec, 'x', cap - 1);
 		spec[cap - 1] = '\0';
@@ -158,11 +162,18 @@ static void default_on_failure(void **state)
 	assert_int_equal(d, 1);
 	assert_string_equal(get(r, "huge", &d), "fixed_window:100/1h");
 	assert_int_equal(d, 1);
+	/* so is a spec the library refuses (a typo in a plan's row): the
+	 * default, kept for the TTL, never the refused spec */
+	int before = atomic_load(&f.src.calls);
+	assert_string_equal(get(r, "typo", &d), "fixed_window:100/1h");
+	assert_int_equal(d, 1);
+	assert_string_equal(get(r, "typo", &d), "fixed_window:100/1h");
+	assert_int_equal(atomic_load(&f.src.calls), before + 1);
 	assert_string_equal(get(r, "ok", &d), "fixed_window:3/1m");
 	assert_int_equal(d, 0);
 	drl_resolver_stats st;
 	drl_resolver_stats_get(r, &st);
-	assert_int_equal(st.failures, 3);
+	assert_int_equal(st.failures, 4);
 	drl_resolver_free(r);
 
 	/* without a default the source's failure is the answer */
@@ -178,9 +189,14 @@ static void default_on_failure(void **state)
 	assert_int_equal(
 		drl_resolver_get(r, "empty", 5, spec, sizeof spec, NULL, &err),
 		DRL_ERANGE);
+	assert_int_equal(
+		drl_resolver_get(r, "typo", 4, spec, sizeof spec, NULL, &err),
+		DRL_EINVAL);
+	assert_non_null(strstr(err.message, "refused"));
+	assert_non_null(strstr(err.message, "1 minute"));
 	/* nothing was cached: asked again */
 	drl_resolver_get(r, "bad", 3, spec, sizeof spec, NULL, NULL);
-	assert_int_equal(atomic_load(&g.src.calls), 3);
+	assert_int_equal(atomic_load(&g.src.calls), 4);
 	drl_resolver_free(r);
 }
 
@@ -219,6 +235,12 @@ static void bad_input(void **state)
 	big[sizeof big - 1] = '\0';
 	o.default_spec = big;
 	assert_int_equal(drl_resolver_new(&r, &o, &err), DRL_EINVAL);
+	assert_null(r);
+	/* a default the library would refuse is refused here, not at the
+	 * first failure of the source */
+	o.default_spec = "fixed_window:0/1m";
+	assert_int_equal(drl_resolver_new(&r, &o, &err), DRL_EINVAL);
+	assert_non_null(strstr(err.message, "default_spec is refused"));
 	assert_null(r);
 	o.default_spec = NULL;
 
