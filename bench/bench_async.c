@@ -175,8 +175,6 @@ int main(int argc, char **argv)
 {
 	double secs = argc > 1 ? atof(argv[1]) : 3;
 	int runs = argc > 2 ? atoi(argv[2]) : 3;
-	char uri[256];
-	pid_t server = -1;
 	if (argc > 3)
 		in_flight = atoi(argv[3]);
 	if (argc > 4)
@@ -190,19 +188,20 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	if (argc > 5)
-		snprintf(uri, sizeof uri, "%s", argv[5]);
-	else if ((server = bench_redis_start(uri, sizeof uri)) < 0)
-		return 1;
 	for (int k = 0; k < KEYS; k++)
 		snprintf(keys[k], sizeof keys[k], "key-%06d", k);
+	char uri[256];
+	pid_t server = -1;
+	drl_store *s = bench_redis_store(argc > 5 ? argv[5] : NULL, uri,
+					 sizeof uri, &server);
+	if (s == NULL)
+		return 1;
 	lat = malloc(MAX_SAMPLES * sizeof *lat);
-	drl_store *s = NULL;
 	drl_limiter *l = NULL;
 	drl_async *a = NULL;
 	drl_async_opts o = {.threads = workers};
 	drl_error err = {0};
-	if (lat == NULL || drl_store_open(&s, uri, &err) ||
+	if (lat == NULL ||
 	    drl_limiter_new(&l, s, "token_bucket:1000000000/1s",
 			    "bench-async:", &err) ||
 	    drl_async_new(&a, &o, &err)) {

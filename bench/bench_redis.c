@@ -71,6 +71,24 @@ pid_t bench_redis_start(char *uri, size_t cap)
 	return -1;
 }
 
+drl_store *bench_redis_store(const char *given, char *uri, size_t cap,
+			     pid_t *server)
+{
+	if (given != NULL) {
+		snprintf(uri, cap, "%s", given);
+	} else if ((*server = bench_redis_start(uri, cap)) < 0) {
+		fprintf(stderr, "cannot start redis-server\n");
+		return NULL;
+	}
+	drl_store *s = NULL;
+	drl_error err = {0};
+	if (drl_store_open(&s, uri, &err)) {
+		fprintf(stderr, "%s: %s\n", uri, err.message);
+		return NULL;
+	}
+	return s;
+}
+
 void bench_redis_stop(pid_t pid)
 {
 	if (pid <= 0)

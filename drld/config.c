@@ -721,28 +721,3 @@ const struct drld_rule *drld_config_protects(const struct drld_config *c,
 
 /* drld_slot finds the reference count as the first member */
 _Static_assert(offsetof(struct drld_config, refs) == 0, "refs comes first");
-
-static void release(void *c)
-{
-	drld_config_release(c);
-}
-
-void drld_config_slot_init(struct drld_slot *s, struct drld_config *c)
-{
-	drld_slot_init(s, c, release);
-}
-
-struct drld_config *drld_config_acquire(struct drld_slot *s)
-{
-	return drld_slot_acquire(s);
-}
-
-void drld_config_swap(struct drld_slot *s, struct drld_config *c)
-{
-	drld_slot_swap(s, c);
-}
-
-void drld_config_slot_fini(struct drld_slot *s)
-{
-	drld_slot_fini(s);
-}

@@ -29,9 +29,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 # shellcheck source=scripts/wrk.sh
 . scripts/wrk.sh
 
-build=${1:-build}
-seconds=${2:-5}
-rounds=${3:-3}
+bench_args 5 3 "$@"
 shift $(($# < 3 ? $# : 3))
 threads=("$@")
 [ ${#threads[@]} -gt 0 ] || threads=(2 8)
@@ -41,12 +39,7 @@ spec='token_bucket:100/1s'
 keys=10000
 conns=32
 
-for tool in "$drld" "$drl"; do
-	[ -x "$tool" ] || {
-		echo "bench_drld: no $tool (ninja -C $build first)" >&2
-		exit 2
-	}
-done
+need_built bench_drld "ninja -C $build first" "$drld" "$drl"
 need_tools bench_drld wrk
 
 work_dir # $work, pids (scripts/ports.sh)
@@ -63,13 +56,7 @@ request = function()
 end
 EOF
 
-redis_port=$(free_port)
-start_redis "$redis_port" "$work"
-pids+=($!)
-wait_port "$redis_port" || {
-	echo "bench_drld: redis-server did not start" >&2
-	exit 1
-}
+bench_redis bench_drld # redis_port (scripts/ports.sh)
 # Redis twice: with the shared, pipelined connection (pipelines=1, the
 # default) and with a connection per call (pipelines=0, as before 0.3).
 stores=("memory://" "redis://127.0.0.1:$redis_port?tx=lua&pool=64&pipelines=0"

@@ -35,9 +35,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 # shellcheck source=scripts/wrk.sh
 . scripts/wrk.sh
 
-build=${1:-build}
-seconds=${2:-5}
-rounds=${3:-3}
+bench_args 5 3 "$@"
 conc=${4:-32}
 drld=${DRLD:-$build/drld/drld} # DRLD: another drld to measure (A/B)
 # DRLD_ARGS: more drld options, e.g. DRLD_ARGS='--grpc-pollers 2'
@@ -46,12 +44,7 @@ drl=$build/tools/drl
 spec='token_bucket:1000000000/1s'
 method=/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 
-for tool in "$drld" "$drl"; do
-	[ -x "$tool" ] || {
-		echo "bench_envoy: no $tool (ninja -C $build, with -Dgrpc)" >&2
-		exit 2
-	}
-done
+need_built bench_envoy "ninja -C $build, with -Dgrpc" "$drld" "$drl"
 need_tools bench_envoy wrk h2load
 if [ "$conc" -lt 2 ] || [ $((conc % 2)) -ne 0 ]; then
 	echo "bench_envoy: CONCURRENCY must be even (2 connections for grpc-mux)" >&2
@@ -89,13 +82,7 @@ with open(sys.argv[1], "wb") as f:
     f.write(b"\0" + struct.pack(">I", len(message)) + message)
 PYEOF
 
-redis_port=$(free_port)
-start_redis "$redis_port" "$work"
-pids+=($!)
-wait_port "$redis_port" || {
-	echo "bench_envoy: redis-server did not start" >&2
-	exit 1
-}
+bench_redis bench_envoy # redis_port (scripts/ports.sh)
 stores=("memory://" "redis://127.0.0.1:$redis_port?tx=lua&pool=64")
 
 # start_drld STORE: drld with both listeners; sets $hport, $gport, $dpid.

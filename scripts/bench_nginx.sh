@@ -26,9 +26,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 # shellcheck source=scripts/wrk.sh
 . scripts/wrk.sh
 
-build=${1:-build}
-seconds=${2:-5}
-rounds=${3:-3}
+bench_args 5 3 "$@"
 module=$(realpath "$build/nginx/ngx_http_drl_module.so" 2>/dev/null)
 spec='token_bucket:100/1s'
 keys=10000
@@ -42,13 +40,7 @@ need_tools bench_nginx wrk nginx redis-server
 work_dir # $work, pids (scripts/ports.sh)
 chmod 755 "$work"
 
-redis_port=$(free_port)
-start_redis "$redis_port" "$work"
-pids+=($!)
-wait_port "$redis_port" || {
-	echo "bench_nginx: redis-server did not start" >&2
-	exit 1
-}
+bench_redis bench_nginx # redis_port (scripts/ports.sh)
 
 port=$(free_port)
 mkdir -p "$work/html"

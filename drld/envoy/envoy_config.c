@@ -1251,28 +1251,3 @@ void drld_envoy_match(const struct drld_envoy_domain *d,
 /* drld_slot finds the reference count as the first member */
 _Static_assert(offsetof(struct drld_envoy_config, refs) == 0,
 	       "refs comes first");
-
-static void release(void *c)
-{
-	drld_envoy_config_release(c);
-}
-
-void drld_envoy_slot_init(struct drld_slot *s, struct drld_envoy_config *c)
-{
-	drld_slot_init(s, c, release);
-}
-
-struct drld_envoy_config *drld_envoy_acquire(struct drld_slot *s)
-{
-	return drld_slot_acquire(s);
-}
-
-void drld_envoy_swap(struct drld_slot *s, struct drld_envoy_config *c)
-{
-	drld_slot_swap(s, c);
-}
-
-void drld_envoy_slot_fini(struct drld_slot *s)
-{
-	drld_slot_fini(s);
-}
