@@ -190,12 +190,10 @@ int main(int argc, char **argv)
 	}
 	for (int k = 0; k < KEYS; k++)
 		snprintf(keys[k], sizeof keys[k], "key-%06d", k);
-	char uri[256];
-	pid_t server = -1;
-	drl_store *s = bench_redis_store(argc > 5 ? argv[5] : NULL, uri,
-					 sizeof uri, &server);
-	if (s == NULL)
+	bench_target t;
+	if (!bench_target_open(&t, argc > 5 ? argv[5] : NULL))
 		return 1;
+	drl_store *s = t.store;
 	lat = malloc(MAX_SAMPLES * sizeof *lat);
 	drl_limiter *l = NULL;
 	drl_async *a = NULL;
@@ -205,11 +203,11 @@ int main(int argc, char **argv)
 	    drl_limiter_new(&l, s, "token_bucket:1000000000/1s",
 			    "bench-async:", &err) ||
 	    drl_async_new(&a, &o, &err)) {
-		fprintf(stderr, "%s: %s\n", uri, err.message);
+		fprintf(stderr, "%s: %s\n", t.uri, err.message);
 		return 1;
 	}
-	printf("%s, token_bucket, %d keys, %d runs of %.1f s each\n", uri, KEYS,
-	       runs, secs);
+	printf("%s, token_bucket, %d keys, %d runs of %.1f s each\n", t.uri,
+	       KEYS, runs, secs);
 	printf("%-34s %10s %8s %8s %8s %6s\n", "mode", "decisions/s", "p50 us",
 	       "p99 us", "p99.9 us", "failed");
 	char async_mode[64], blocking_mode[64];
@@ -227,8 +225,7 @@ int main(int argc, char **argv)
 	}
 	drl_async_free(a);
 	drl_limiter_free(l);
-	drl_store_free(s);
 	free(lat);
-	bench_redis_stop(server);
+	bench_target_close(&t);
 	return 0;
 }

@@ -99,14 +99,12 @@ int main(int argc, char **argv)
 	for (int k = 0; k < KEYS; k++)
 		snprintf(keys[k], sizeof keys[k], "key-%06d", k);
 
-	char uri[256];
-	pid_t server = -1;
-	drl_store *s = bench_redis_store(argc > 2 ? argv[2] : NULL, uri,
-					 sizeof uri, &server);
-	if (s == NULL)
+	bench_target t;
+	if (!bench_target_open(&t, argc > 2 ? argv[2] : NULL))
 		return 1;
+	drl_store *s = t.store;
 	drl_error err = {0};
-	printf("%s, 1 thread, %d keys, median of %d runs of %.1f s\n", uri,
+	printf("%s, 1 thread, %d keys, median of %d runs of %.1f s\n", t.uri,
 	       KEYS, RUNS, seconds);
 	printf("%-26s %-10s %14s %8s\n", "limit", "calls", "decisions/s",
 	       "ratio");
@@ -140,7 +138,6 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		drl_limiter_free(l);
 	}
-	drl_store_free(s);
-	bench_redis_stop(server);
+	bench_target_close(&t);
 	return 0;
 }

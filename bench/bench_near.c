@@ -346,18 +346,15 @@ int main(int argc, char **argv)
 		snprintf(hot[k], sizeof hot[k], "hot-%d", k);
 	for (int k = 0; k < COLD; k++)
 		snprintf(cold[k], sizeof cold[k], "cold-%06d", k);
-	char uri[256];
-	pid_t server = -1;
-	drl_store *s = bench_redis_store(argc > 3 ? argv[3] : NULL, uri,
-					 sizeof uri, &server);
-	if (s == NULL)
+	bench_target t;
+	if (!bench_target_open(&t, argc > 3 ? argv[3] : NULL))
 		return 1;
+	drl_store *s = t.store;
 	printf("%s, %d threads, %d hot keys (90%% of calls), %d cold keys, "
 	       "median of %d runs of %.1f s\n",
-	       uri, nthreads, HOT, COLD, RUNS, seconds);
+	       t.uri, nthreads, HOT, COLD, RUNS, seconds);
 	workload(s);
 	local(s);
-	drl_store_free(s);
-	bench_redis_stop(server);
+	bench_target_close(&t);
 	return 0;
 }

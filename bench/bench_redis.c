@@ -71,22 +71,29 @@ pid_t bench_redis_start(char *uri, size_t cap)
 	return -1;
 }
 
-drl_store *bench_redis_store(const char *given, char *uri, size_t cap,
-			     pid_t *server)
+bool bench_target_open(bench_target *t, const char *given)
 {
+	t->store = NULL;
+	t->server = -1;
 	if (given != NULL) {
-		snprintf(uri, cap, "%s", given);
-	} else if ((*server = bench_redis_start(uri, cap)) < 0) {
+		snprintf(t->uri, sizeof t->uri, "%s", given);
+	} else if ((t->server = bench_redis_start(t->uri, sizeof t->uri)) < 0) {
 		fprintf(stderr, "cannot start redis-server\n");
-		return NULL;
+		return false;
 	}
-	drl_store *s = NULL;
 	drl_error err = {0};
-	if (drl_store_open(&s, uri, &err)) {
-		fprintf(stderr, "%s: %s\n", uri, err.message);
-		return NULL;
+	if (drl_store_open(&t->store, t->uri, &err)) {
+		fprintf(stderr, "%s: %s\n", t->uri, err.message);
+		bench_redis_stop(t->server);
+		return false;
 	}
-	return s;
+	return true;
+}
+
+void bench_target_close(bench_target *t)
+{
+	drl_store_free(t->store);
+	bench_redis_stop(t->server);
 }
 
 void bench_redis_stop(pid_t pid)

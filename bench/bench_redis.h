@@ -7,6 +7,7 @@
 
 #include <drl/drl.h>
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -14,12 +15,20 @@
  * ("redis://127.0.0.1:PORT?tx=lua") into uri. Its pid, or -1. */
 pid_t bench_redis_start(char *uri, size_t cap);
 
-/* The store a benchmark runs on, its URI written into uri: `given` when
- * not NULL, else a redis-server of its own (bench_redis_start; *server
- * its pid, else left as it is). NULL, said on stderr, when the server
- * cannot be started or the store opened. */
-drl_store *bench_redis_store(const char *given, char *uri, size_t cap,
-			     pid_t *server);
+/* The store a benchmark runs on, and the redis-server it started for it. */
+typedef struct bench_target {
+	drl_store *store;
+	pid_t server; /* -1: none (a URI was given) */
+	char uri[256];
+} bench_target;
+
+/* Open t's store on `given` when not NULL, else on a redis-server of its
+ * own (bench_redis_start). false, said on stderr, when the server cannot
+ * be started or the store opened. */
+bool bench_target_open(bench_target *t, const char *given);
+
+/* Free t's store and stop its redis-server. */
+void bench_target_close(bench_target *t);
 
 /* SIGTERM it and reap it (pid <= 0: nothing). */
 void bench_redis_stop(pid_t pid);

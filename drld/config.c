@@ -1,6 +1,7 @@
 /* drld's config file and its snapshots: see config.h. */
 #include "config.h"
 
+#include "message.h"
 #include "regular.h"
 
 #include <drl/resolver.h>
@@ -34,10 +35,8 @@ fail(const struct loader *ld, const char *fmt, ...)
 	va_list ap;
 	int k = snprintf(ld->msg, ld->n, "%s: ", ld->path);
 
-	if (k < 0 || (size_t)k >= ld->n)
-		return -1;
 	va_start(ap, fmt);
-	vsnprintf(ld->msg + k, ld->n - (size_t)k, fmt, ap);
+	drld_message_rest(ld->msg, ld->n, k, fmt, ap);
 	va_end(ap);
 	return -1;
 }

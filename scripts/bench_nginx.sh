@@ -119,12 +119,10 @@ done
 echo "| location | req/s (wrk) | p50 µs | p99 µs | worker CPU µs/request | over no limit |"
 echo "|---|--:|--:|--:|--:|--:|"
 "$PYTHON3" - "$results" <<'PY'
-import statistics, sys
-cells = {}
-for line in open(sys.argv[1]):
-    loc, *v = line.split()
-    cells.setdefault(loc, []).append([float(x) for x in v])
-med = {loc: [statistics.median(c) for c in zip(*rows)] for loc, rows in cells.items()}
+import sys
+sys.path.insert(0, "scripts")
+from bench_cells import medians
+med = medians(sys.argv[1])
 names = {"plain": "no limit", "memory": "drl memory://", "redis": "drl redis://"}
 for loc, (rps, p50, p99, cpu) in med.items():
     extra = "—" if loc == "plain" else f"+{cpu - med['plain'][3]:.1f} µs"

@@ -1,6 +1,7 @@
 /* envoyproxy/ratelimit's YAML configuration: see envoy_config.h. */
 #include "envoy_config.h"
 
+#include "message.h"
 #include "regular.h"
 
 #include <dirent.h>
@@ -67,10 +68,8 @@ fail(const struct loader *ld, const yaml_node_t *at, const char *key,
 	else
 		k = snprintf(ld->msg, ld->n, "%s: %s%s", ld->file,
 			     key ? key : "", key ? ": " : "");
-	if (k < 0 || (size_t)k >= ld->n)
-		return -1;
 	va_start(ap, fmt);
-	vsnprintf(ld->msg + k, ld->n - (size_t)k, fmt, ap);
+	drld_message_rest(ld->msg, ld->n, k, fmt, ap);
 	va_end(ap);
 	return -1;
 }
