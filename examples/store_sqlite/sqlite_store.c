@@ -285,13 +285,16 @@ static int run(conn *c, int id)
 
 /* Step S_GET or S_LOAD (`id`) for the row of key live at `now`:
  * SQLITE_ROW with the row in c->st[id] (reset it after reading),
- * SQLITE_DONE when absent, or an error. */
+ * SQLITE_DONE when absent (c->st[id] reset), or an error. */
 static int lookup(conn *c, int id, drl_bytes key, int64_t now)
 {
 	sqlite3_stmt *s = c->st[id];
 	bind_bytes(s, 1, key.data, key.len);
 	sqlite3_bind_int64(s, 2, now);
-	return sqlite3_step(s);
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE)
+		sqlite3_reset(s);
+	return rc;
 }
 
 /* The DRL_E* code and message for SQLite code rc (kept in c->msg):
@@ -700,10 +703,8 @@ static int incr_refused(store *st, conn *c, drl_bytes key, int64_t now,
 {
 	sqlite3_stmt *s = c->st[S_GET];
 	int rc = lookup(c, S_GET, key, now);
-	if (rc == SQLITE_DONE) {
-		sqlite3_reset(s);
+	if (rc == SQLITE_DONE)
 		return 1;
-	}
 	if (rc != SQLITE_ROW)
 		return db_error(st, c, failed(c, s, rc), "incr", err);
 	int64_t version = sqlite3_column_int64(s, 1);
@@ -784,7 +785,6 @@ static int do_get_many(store *st, conn *c, size_t n, const drl_bytes *keys,
 		rc = lookup(c, S_GET, keys[i], now);
 		if (rc == SQLITE_DONE) {
 			values[i] = 0;
-			sqlite3_reset(s);
 			continue;
 		}
 		if (rc != SQLITE_ROW)
@@ -812,7 +812,6 @@ static int do_load(store *st, conn *c, drl_bytes key, void *buf, size_t cap,
 	sqlite3_stmt *s = c->st[S_LOAD];
 	int rc = lookup(c, S_LOAD, key, drl_now_us());
 	if (rc == SQLITE_DONE) {
-		sqlite3_reset(s);
 		*len = 0;
 		*version = 0;
 		return 0;
