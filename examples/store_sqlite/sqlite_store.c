@@ -390,30 +390,9 @@ static void conn_close(conn *c)
 	free(c);
 }
 
-/* Run one PRAGMA returning one text row into out[cap]. */
-static int pragma_text(conn *c, const char *sql, char *out, size_t cap)
-{
-	sqlite3_stmt *s = NULL;
-	int rc = sqlite3_prepare_v2(c->db, sql, -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return failed(c, NULL, rc);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		const unsigned char *t = sqlite3_column_text(s, 0);
-		snprintf(out, cap, "%s", t ? (const char *)t : "");
-		rc = sqlite3_step(s);
-	}
-	if (rc != SQLITE_DONE) {
-		failed(c, NULL, rc);
-		sqlite3_finalize(s);
-		return rc;
-	}
-	sqlite3_finalize(s);
-	return SQLITE_OK;
-}
-
-/* One integer or text answer of a query without parameters: *found says
- * whether a row came back; text into out[cap] when out is not NULL. */
+/* One integer or text answer of a query (or PRAGMA) without parameters:
+ * *found (when found is not NULL) says whether a row came back; its text
+ * into out[cap] when out is not NULL. */
 static int query_one(conn *c, const char *sql, bool *found, char *out,
 		     size_t cap)
 {
@@ -422,7 +401,8 @@ static int query_one(conn *c, const char *sql, bool *found, char *out,
 	if (rc != SQLITE_OK)
 		return failed(c, NULL, rc);
 	rc = sqlite3_step(s);
-	*found = rc == SQLITE_ROW;
+	if (found)
+		*found = rc == SQLITE_ROW;
 	if (rc == SQLITE_ROW) {
 		if (out) {
 			const unsigned char *t = sqlite3_column_text(s, 0);
@@ -547,8 +527,8 @@ static int conn_open(store *st, bool first, conn **out, drl_error *err)
 	}
 	sqlite3_extended_result_codes(c->db, 1);
 	sqlite3_busy_timeout(c->db, (int)st->timeout_ms);
-	char mode[32];
-	rc = pragma_text(c, "PRAGMA journal_mode=WAL", mode, sizeof mode);
+	char mode[32] = "";
+	rc = query_one(c, "PRAGMA journal_mode=WAL", NULL, mode, sizeof mode);
 	if (rc == SQLITE_OK && strcmp(mode, "wal") != 0) {
 		rc = drl_error_set(err, DRL_ESTORE,
 				   "sqlite store %s: cannot use WAL mode "
@@ -558,8 +538,7 @@ static int conn_open(store *st, bool first, conn **out, drl_error *err)
 		return rc;
 	}
 	if (rc == SQLITE_OK)
-		rc = pragma_text(c, "PRAGMA synchronous=NORMAL", mode,
-				 sizeof mode);
+		rc = query_one(c, "PRAGMA synchronous=NORMAL", NULL, NULL, 0);
 	if (rc != SQLITE_OK) {
 		/* a file that is not SQLite fails here: SQLITE_NOTADB */
 		rc = db_error(st, c, rc, "opening the file", err);
