@@ -169,11 +169,25 @@ drl_bytes drl__key_grouped(drl__key *k, const drl__keybase *kb, int64_t index);
 
 /* ---- algorithms -------------------------------------------------------- */
 
-/* Counters behind drl_store_stats; relaxed atomics (core/store.c). */
+/* Counters behind drl_store_stats; relaxed atomics (core/store.c).
+ * DRL__STATS_FIELDS(X) names each: a field of both structs. */
+#define DRL__STATS_FIELDS(X)                                                   \
+	X(decisions)                                                           \
+	X(cas_attempts)                                                        \
+	X(cas_conflicts)                                                       \
+	X(cas_exhausted)                                                       \
+	X(scripts)                                                             \
+	X(store_failures)                                                      \
+	X(breaker_opens)                                                       \
+	X(breaker_rejects)                                                     \
+	X(fallbacks)                                                           \
+	X(near_denials)                                                        \
+	X(near_syncs)                                                          \
+	X(shadow_denials)
 typedef struct drl__stats {
-	_Atomic uint64_t decisions, cas_attempts, cas_conflicts, cas_exhausted,
-		scripts, store_failures, breaker_opens, breaker_rejects,
-		fallbacks, near_denials, near_syncs, shadow_denials;
+#define DRL__STATS_ATOMIC(field) _Atomic uint64_t field;
+	DRL__STATS_FIELDS(DRL__STATS_ATOMIC)
+#undef DRL__STATS_ATOMIC
 } drl__stats;
 
 #define DRL__COUNT(stats, field)                                               \

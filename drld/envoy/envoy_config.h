@@ -175,9 +175,6 @@ void drld_envoy_match(const struct drld_envoy_domain *d,
 
 /* Where the current snapshot lives: a slot (slot.h) of
  * drld_envoy_configs, cur NULL without --envoy-config. As config.h's. */
-void drld_envoy_slot_init(struct drld_slot *s, struct drld_envoy_config *c);
-struct drld_envoy_config *drld_envoy_acquire(struct drld_slot *s);
-void drld_envoy_swap(struct drld_slot *s, struct drld_envoy_config *c);
-void drld_envoy_slot_fini(struct drld_slot *s);
+DRLD_SLOT_TYPED(drld_envoy, struct drld_envoy_config, drld_envoy_config_release)
 
 #endif /* DRLD_ENVOY_CONFIG_H */
