@@ -1,7 +1,10 @@
 // One cell of scripts/bench_node.sh: IN_FLIGHT consume() calls in flight
 // in this one Node process, on 10,000 distinct keys, for SECONDS, limits
 // never reached (every decision an allowed write), after a warm-up.
-// Prints "decisions seconds".
+// Prints "decisions seconds cpu_seconds": cpu_seconds is this process's
+// CPU time (user + system, all its threads: process.cpuUsage()) over the
+// same SECONDS, which a busy neighbour does not inflate as it does the
+// wall clock (the servers' CPU is not in it).
 //   node bench.js drl|rlf redis|memcached|memory PORT IN_FLIGHT SECONDS
 // drl: RateLimiterDrl (this addon: LIBDRL_NODE_ADDON or node/drl.node);
 // rlf: rate-limiter-flexible's RateLimiterRedis (ioredis),
@@ -61,10 +64,12 @@ async function run(end, count) {
 async function main() {
   await limiter.consume('warm-up');
   await run(process.hrtime.bigint() + 500000000n, Number(inflight)); // 0.5 s
+  const cpu0 = process.cpuUsage();
   const start = process.hrtime.bigint();
   const done = await run(start + BigInt(Math.round(Number(seconds) * 1e9)), Number(inflight));
   const took = Number(process.hrtime.bigint() - start) / 1e9;
-  console.log(done + ' ' + took.toFixed(3));
+  const cpu = process.cpuUsage(cpu0);
+  console.log(done + ' ' + took.toFixed(3) + ' ' + ((cpu.user + cpu.system) / 1e6).toFixed(3));
   close();
 }
 main().then(() => process.exit(0), (e) => {
