@@ -5,11 +5,13 @@
 // CPU time (user + system, all its threads: process.cpuUsage()) over the
 // same SECONDS, which a busy neighbour does not inflate as it does the
 // wall clock (the servers' CPU is not in it).
-//   node bench.js drl|rlf redis|memcached|memory PORT IN_FLIGHT SECONDS
+//   node bench.js drl|rlf|none redis|memcached|memory PORT IN_FLIGHT SECONDS
 // drl: RateLimiterDrl (this addon: LIBDRL_NODE_ADDON or node/drl.node);
 // rlf: rate-limiter-flexible's RateLimiterRedis (ioredis),
 //      RateLimiterMemcache (memcached) or RateLimiterMemory, from
 //      NODE_PATH (the script installs them from npm into a temporary folder).
+// none: no limiter, each call a Promise.resolve() of a new RateLimiterRes
+//      (the loop's own cost, which both pay; STORE and PORT unused).
 // Both: fixed window (RLF's only kind; libdrl's default), 1,000,000
 // points per 60 s, keyPrefix 'bench'.
 'use strict';
@@ -19,7 +21,10 @@ const [lib, store, port, inflight, seconds] = process.argv.slice(2);
 const opts = { keyPrefix: 'bench-' + lib, points: 1000000, duration: 60 };
 let limiter;
 let close = () => {};
-if (lib === 'drl') {
+if (lib === 'none') {
+  const { RateLimiterRes } = require(path.join(__dirname, '..'));
+  limiter = { consume: () => Promise.resolve(new RateLimiterRes(1, 1, 1, false)) };
+} else if (lib === 'drl') {
   const { RateLimiterDrl } = require(path.join(__dirname, '..'));
   const uri = { redis: 'redis://127.0.0.1:' + port, memcached: 'memcached://127.0.0.1:' + port,
     memory: 'memory://' }[store];
