@@ -19,8 +19,9 @@
 # process's CPU time per decision (bench.js: process.cpuUsage(), all its
 # threads, not the servers'), which a busy neighbour inflates far less
 # than the wall clock: on memory:// (no server, one busy JS thread) its
-# ratio is what the rate's ratio is on a quiet machine; on Redis and
-# memcached it is the client's share of the work only.
+# ratio stands for the rate's ratio on a quiet machine (V8's helper
+# threads count in it, for both); on Redis and memcached it is the
+# client's share of the work only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/ports.sh
