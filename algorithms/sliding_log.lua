@@ -39,8 +39,9 @@
 -- whole, moved as adjust_step in sliding_log.c moves it, written
 -- compacted, and the peek answered {used, reset, retry[, limit]}.
 local limit, period = A[3] + 0, A[4] + 0
-local policy = A[6] % 8
-local version = (A[6] - policy) / 8
+local version = A[6] + 0 -- on_change + 8 * version
+local policy = version % 8
+version = (version - policy) / 8
 local horizon = now - period
 local K = KEYS[1]
 local BAD = 'ECORRUPT sliding_log state in the store is malformed'
