@@ -417,9 +417,9 @@ const drl__algorithm drl__sliding_log = {
 	.tag = "log",
 	.keeps_params = true,
 	.changes = 1u << DRL__CHANGE_RESET,
-	.why_not = "its log records when each request was admitted; units "
-		   "added or dropped would have no time to leave at: only "
-		   "keep_used and reset",
+	/* units added to a log or dropped from it have no time to leave at */
+	.why_not = "a log holds the times its units leave: only keep_used "
+		   "and reset",
 	.option = NULL, /* no options */
 	.finish = finish,
 	.decide = drl__state_decide,
