@@ -247,12 +247,12 @@ typedef struct drl__algorithm {
 	 * was used means the same under any LIMIT, so the key tag leaves
 	 * LIMIT out and a changed LIMIT keeps the count (c + cost <= L'),
 	 * as envoyproxy/ratelimit's keys do. Neither this nor keeps_params:
-	 * LIMIT is in the tag, and a changed limit starts afresh
-	 * (sliding_log, whose log is not converted). docs/algorithms.md,
-	 * "When a limit changes". */
+	 * LIMIT is in the tag, and a changed limit starts afresh.
+	 * docs/algorithms.md, "When a limit changes". */
 	bool counts_usage;
 	/* Whether the state records the parameters it was written under
-	 * (LIMIT, PERIOD, burst, version; algorithms/params.c): LIMIT and
+	 * (LIMIT, PERIOD, burst, version; algorithms/params.c; sliding_log's
+	 * log all but burst, which it has not): LIMIT and
 	 * burst are then not in the tag, and a decision that finds other
 	 * parameters converts the state in the same step (on_change=), or
 	 * decides with them when their version is newer. */
@@ -276,10 +276,12 @@ typedef struct drl__algorithm {
 		      const drl__undo *undo);
 	/* Optimistic-state algorithms only (decide/refund are then
 	 * drl__state_decide/drl__state_refund): the pure step, the step that
-	 * gives call->cost back, and the largest state they write: state_len
-	 * bytes, or state_size(lim) when that is set; stored_size(lim), when
-	 * set, the largest state read (the twin's may be larger than the
-	 * step's), else the same. */
+	 * gives call->cost back, and the largest state they write from no
+	 * state: state_len bytes, or state_size(lim) when that is set (from a
+	 * stored state of n bytes, at most that + n: a state written under
+	 * other parameters may be larger than the caller's own);
+	 * stored_size(lim), when set, the largest state read (the twin's may
+	 * be larger than the step's), else the same. */
 	drl__step_fn step;
 	drl__step_fn unstep;
 	size_t state_len;

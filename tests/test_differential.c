@@ -643,31 +643,57 @@ static void test_params_state_bytes(void **state)
 	redisFree(raw);
 }
 
-/* The trailer of an 'S' sliding_log state in reply r: dead, n, sum,
- * first live time. */
-static void log_trailer(const redisReply *r, int64_t out[4])
+/* The trailer of an 'R' sliding_log state in reply r: dead, n, sum,
+ * first live time, LIMIT, PERIOD, version. */
+static void log_trailer(const redisReply *r, int64_t out[7])
 {
 	assert_int_equal(r->type, REDIS_REPLY_STRING);
-	assert_true(r->len >= 33);
-	assert_int_equal(r->str[r->len - 1], 'S');
-	for (int f = 0; f < 4; f++) {
+	assert_true(r->len >= 57);
+	assert_int_equal(r->str[r->len - 1], 'R');
+	for (int f = 0; f < 7; f++) {
 		uint64_t v = 0;
 		for (int i = 7; i >= 0; i--)
 			v = v << 8 |
 			    (unsigned char)
-				    r->str[(size_t)r->len - 33 + 8 * f + i];
+				    r->str[(size_t)r->len - 57 + 8 * f + i];
 		out[f] = (int64_t)v;
 	}
 }
 
-/* sliding_log's states before 'S' ('L': n, entries; 'M': n, sum,
- * entries; header in front) are read alike by the twin and the C step and
- * rewritten as 'S' (entries, then the trailer); an 'M' that says another
- * sum than its entries', an 'S' whose sum its entries cannot make or past
- * the limit, an 'S' longer or shorter than its trailer says, or whose
- * first live time is not its first live entry's, is DRL_ECORRUPT on both
- * (the C step checks every entry; the twin what it reads and what the
- * trailer must meet). */
+/* An 'R' log at p: one dead entry (t - 2s, 1), live ones at t - 300ms
+ * (1) and t - 100ms (2), the trailer saying dead 1, n 2, sum 3, first
+ * live t - 300ms, LIMIT 5, PERIOD 1s, version 0: its length. */
+static size_t log_state(unsigned char *p, int64_t t)
+{
+	memset(p, 0, 3 * 16 + 57);
+	pack(p, t - 2 * SEC);
+	pack(p + 8, 1);
+	pack(p + 16, t - 300 * MS);
+	pack(p + 24, 1);
+	pack(p + 32, t - 100 * MS);
+	pack(p + 40, 2);
+	unsigned char *tr = p + 48;
+	pack(tr, 1);
+	pack(tr + 8, 2);
+	pack(tr + 16, 3);
+	pack(tr + 24, t - 300 * MS);
+	pack(tr + 32, 5);
+	pack(tr + 40, SEC);
+	tr[56] = 'R';
+	return 3 * 16 + 57;
+}
+
+/* sliding_log's 'R' state is read alike by the twin and the C step: a
+ * well-formed one (written by hand, entries left in front) decides the
+ * same. The states before it ('L': n, entries; 'M': n, sum, entries;
+ * 'S': entries, a trailer without LIMIT, PERIOD and version), which
+ * lived under keys that named LIMIT, are DRL_ECORRUPT on both, never
+ * read as some limit's; so is an 'R' whose sum its entries cannot make
+ * or past what any LIMIT allows, whose first live time is not its first
+ * live entry's, longer or shorter than its trailer says, or recording
+ * another PERIOD, a LIMIT out of sliding_log's bounds or a version out of
+ * version='s (the C step checks every entry; the twin what it reads and
+ * what the trailer must meet). */
 static void test_sliding_log_states(void **state)
 {
 	(void)state;
@@ -676,53 +702,35 @@ static void test_sliding_log_states(void **state)
 	redisContext *raw = raw_redis();
 	const int64_t t = INT64_C(1700000000000000);
 	for (int watch = 0; watch < 2; watch++) {
-		for (int kind = 0; kind < 2; kind++) { /* 'L', 'M' */
-			char prefix[32], key[512];
-			drl_store *s = redis_store(watch);
-			drl_limiter *l;
-			drl_error err = {0};
-			snprintf(prefix, sizeof prefix, "log%d%d:", watch,
-				 kind);
-			assert_int_equal(drl_limiter_new(&l, s,
-							 "sliding_log:5/1s",
-							 prefix, &err),
-					 0);
-			size_t kn = key_of(raw, l, prefix, t - 2 * SEC, key,
-					   sizeof key);
-			/* 1 at t - 1.5s (gone at t), 1 at t - 500ms, 2 at
-			 * t - 100ms */
-			unsigned char old[17 + 3 * 16] = {'L'};
-			size_t h = kind ? 17 : 9;
-			old[0] = kind ? 'M' : 'L';
-			pack(old + 1, 3);
-			if (kind)
-				pack(old + 9, 4);
-			pack(old + h, t - 1500 * MS);
-			pack(old + h + 8, 1);
-			pack(old + h + 16, t - 500 * MS);
-			pack(old + h + 24, 1);
-			pack(old + h + 32, t - 100 * MS);
-			pack(old + h + 40, 2);
-			freeReplyObject(redisCommand(raw, "SET %b %b", key, kn,
-						     old, h + 3 * 16));
-			EXPECT(tu_at(l, "k", 0, t), 1, 2, 900 * MS, 0);
-			EXPECT(tu_at(l, "k", 3, t), 0, 2, 900 * MS, 500 * MS);
-			EXPECT(tu_at(l, "k", 1, t), 1, 1, SEC, 0);
-			/* rewritten: 'S', 3 live entries summing to 4 */
-			redisReply *r = redisCommand(raw, "GET %b", key, kn);
-			int64_t tr[4];
-			log_trailer(r, tr);
-			assert_int_equal(r->len, 33 + 3 * 16);
-			assert_int_equal(tr[0], 0);
-			assert_int_equal(tr[1], 3);
-			assert_int_equal(tr[2], 4);
-			assert_int_equal(tr[3], t - 500 * MS);
-			freeReplyObject(r);
-			EXPECT(tu_at(l, "k", 1, t), 1, 0, SEC, 0);
-			EXPECT(tu_at(l, "k", 1, t), 0, 0, SEC, 500 * MS);
-			drl_limiter_free(l);
-			drl_store_free(s);
-		}
+		char prefix[32], key[512];
+		drl_store *s = redis_store(watch);
+		drl_limiter *l;
+		drl_error err = {0};
+		snprintf(prefix, sizeof prefix, "logr%d:", watch);
+		assert_int_equal(drl_limiter_new(&l, s, "sliding_log:5/1s",
+						 prefix, &err),
+				 0);
+		size_t kn =
+			key_of(raw, l, prefix, t - 2 * SEC, key, sizeof key);
+		unsigned char good[3 * 16 + 57];
+		size_t gl = log_state(good, t);
+		freeReplyObject(
+			redisCommand(raw, "SET %b %b", key, kn, good, gl));
+		EXPECT(tu_at(l, "k", 0, t), 1, 2, 900 * MS, 0);
+		EXPECT(tu_at(l, "k", 3, t), 0, 2, 900 * MS, 700 * MS);
+		EXPECT(tu_at(l, "k", 1, t), 1, 1, SEC, 0);
+		redisReply *r = redisCommand(raw, "GET %b", key, kn);
+		int64_t tr[7];
+		log_trailer(r, tr);
+		assert_int_equal(tr[1], 3); /* live: 2 and ours */
+		assert_int_equal(tr[2], 4);
+		assert_int_equal(tr[3], t - 300 * MS);
+		assert_int_equal(tr[4], 5);
+		assert_int_equal(tr[5], SEC);
+		assert_int_equal(tr[6], 0);
+		freeReplyObject(r);
+		drl_limiter_free(l);
+		drl_store_free(s);
 	}
 
 	for (int watch = 0; watch < 2; watch++) {
@@ -736,56 +744,64 @@ static void test_sliding_log_states(void **state)
 				 0);
 		size_t kn =
 			key_of(raw, l, prefix, t - 2 * SEC, key, sizeof key);
-		/* malformed 'M': a sum below the entries' (the newest counts
-		 * 2, the sum says 1), a sum above them */
-		unsigned char bad[2][17 + 16] = {{'M'}, {'M'}};
-		for (int i = 0; i < 2; i++) {
-			pack(bad[i] + 1, 1);
-			pack(bad[i] + 9, i == 0 ? 1 : 3);
-			pack(bad[i] + 17, t - 100 * MS);
-			pack(bad[i] + 25, 2);
-		}
-		for (int i = 0; i < 2; i++) {
+		/* the old states: 'L' and 'M' (one entry, 2 at t - 100ms),
+		 * 'S' (that entry and a 33-byte trailer) */
+		unsigned char old[3][17 + 33] = {{'L'}, {'M'}, {0}};
+		const size_t oldlen[3] = {9 + 16, 17 + 16, 16 + 33};
+		pack(old[0] + 1, 1);
+		pack(old[0] + 9, t - 100 * MS);
+		pack(old[0] + 17, 2);
+		pack(old[1] + 1, 1);
+		pack(old[1] + 9, 2);
+		pack(old[1] + 17, t - 100 * MS);
+		pack(old[1] + 25, 2);
+		pack(old[2], t - 100 * MS);
+		pack(old[2] + 8, 2);
+		pack(old[2] + 24, 1);
+		pack(old[2] + 32, 2);
+		pack(old[2] + 40, t - 100 * MS);
+		old[2][48] = 'S';
+		for (int i = 0; i < 3; i++) {
 			drl_result res;
 			freeReplyObject(redisCommand(raw, "SET %b %b", key, kn,
-						     bad[i], sizeof bad[i]));
+						     old[i], oldlen[i]));
 			if (drl_allow_at(l, "k", 1, 1, t, &res, &err) !=
 			    DRL_ECORRUPT)
-				fail_msg("tx=%s: bad 'M' state %d read",
-					 watch ? "watch" : "lua", i);
+				fail_msg("tx=%s: old state %c read",
+					 watch ? "watch" : "lua", "LMS"[i]);
 		}
-		/* malformed 'S' (one dead entry, two live at t - 300ms and
-		 * t - 100ms counting 1 and 2): a sum of 2 (below the newest's
-		 * count and one more entry), a sum of 11 (above 2 x the limit,
-		 * what a penalty may reach: drl_adjust), a
-		 * first live time that is not the first live entry's, one
-		 * dead entry too few, two live entries said for one */
-		unsigned char sb[5][3 * 16 + 33];
-		size_t sl[5];
-		for (int i = 0; i < 5; i++) {
-			unsigned char *p = sb[i];
-			memset(p, 0, sizeof sb[i]);
-			pack(p, t - 2 * SEC);
-			pack(p + 8, 1);
-			pack(p + 16, t - 300 * MS);
-			pack(p + 24, 1);
-			pack(p + 32, t - 100 * MS);
-			pack(p + 40, 2);
-			unsigned char *tr = p + 48;
-			pack(tr, i == 3 ? 0 : 1);
-			pack(tr + 8, 2);
-			pack(tr + 16, i == 0 ? 2 : i == 1 ? 11 : 3);
-			pack(tr + 24, i == 2 ? t - 200 * MS : t - 300 * MS);
-			tr[32] = 'S';
-			sl[i] = sizeof sb[i];
+		/* malformed 'R' (log_state's): a sum of 2 (below the
+		 * newest's count and one more entry), a sum of 20001 (above
+		 * 2 x the largest LIMIT, what a penalty may reach:
+		 * drl_adjust), a first live time that is not the first live
+		 * entry's, one dead entry too few, two live entries said for
+		 * one, another PERIOD, LIMIT 0 and 10001, version 10^9 + 1 */
+		enum { NBAD = 9 };
+		unsigned char sb[NBAD][3 * 16 + 57];
+		size_t sl[NBAD];
+		for (int i = 0; i < NBAD; i++) {
+			unsigned char *p = sb[i], *tr = p + 48;
+			sl[i] = log_state(p, t);
+			if (i == 0 || i == 1)
+				pack(tr + 16, i == 0 ? 2 : 20001);
+			if (i == 2)
+				pack(tr + 24, t - 200 * MS);
+			if (i == 3)
+				pack(tr, 0);
 			if (i == 4) { /* the live entry at t - 300ms removed */
-				memmove(p + 16, p + 32, 16 + 33);
+				memmove(p + 16, p + 32, 16 + 57);
 				sl[i] -= 16;
 				pack(p + 32 + 8, 2);
 				pack(p + 32 + 16, 2);
 			}
+			if (i == 5)
+				pack(tr + 40, 2 * SEC);
+			if (i == 6 || i == 7)
+				pack(tr + 32, i == 6 ? 0 : 10001);
+			if (i == 8)
+				pack(tr + 48, 1000000001);
 		}
-		for (int i = 0; i < 5; i++) {
+		for (int i = 0; i < NBAD; i++) {
 			drl_result res;
 			freeReplyObject(redisCommand(raw, "SET %b %b", key, kn,
 						     sb[i], sl[i]));
@@ -793,12 +809,85 @@ static void test_sliding_log_states(void **state)
 			 * the first live one */
 			if (drl_allow_at(l, "k", 1, 1, t + 850 * MS, &res,
 					 &err) != DRL_ECORRUPT)
-				fail_msg("tx=%s: bad 'S' state %d read",
+				fail_msg("tx=%s: bad 'R' state %d read",
 					 watch ? "watch" : "lua", i);
 		}
 		drl_limiter_free(l);
 		drl_store_free(s);
 	}
+	redisFree(raw);
+}
+
+/* A sliding_log limit changed under the twin (tx=lua) and the C step
+ * (tx=watch) leaves the same state bytes: keep_used and reset, with and
+ * without versions, a raise (allowed) and a cut (a denial, which records
+ * the new LIMIT all the same), the old spec after it (following a newer
+ * version), then a penalty (drl_adjust). No entry leaves the window, so
+ * the twin's log has no dead entries in front: byte for byte the C
+ * step's. */
+static void test_log_state_bytes(void **state)
+{
+	(void)state;
+	if (!have_servers)
+		skip();
+	static const char *const policies[] = {"keep_used", "reset"};
+	redisContext *raw = raw_redis();
+	const int64_t t = INT64_C(1700000000000000);
+	drl_store *st[2] = {redis_store(0), redis_store(1)};
+	for (int v = 0; v < 2; v++)
+		for (size_t p = 0; p < 2; p++)
+			for (int to = 0; to < 2; to++) {
+				redisReply *got[2];
+				char spec[2][96];
+				snprintf(spec[0], sizeof spec[0],
+					 "sliding_log:7/3s%s",
+					 v ? ",version=1" : "");
+				snprintf(spec[1], sizeof spec[1],
+					 "sliding_log:%d/3s,on_change=%s%s",
+					 to ? 4 : 13, policies[p],
+					 v ? ",version=2" : "");
+				for (int w = 0; w < 2; w++) {
+					char prefix[48], key[512];
+					snprintf(prefix, sizeof prefix,
+						 "lb%d:%zu:%d:%d:", v, p, to,
+						 w);
+					drl_limiter *l[2];
+					for (int i = 0; i < 2; i++)
+						l[i] = tu_limiter(
+							st[w], spec[i], prefix);
+					for (int k = 0; k < 6; k++)
+						(void)tu_at(l[0], "k", 1,
+							    t + 100 * k);
+					(void)tu_at(l[1], "k", to ? 9 : 1,
+						    t + 1234);
+					(void)tu_at(l[0], "k", 1, t + 5678);
+					drl_result r;
+					drl_error err = {0};
+					if (drl_adjust_at(l[0], "k", 1, 3,
+							  t + 6000, &r, &err))
+						fail_msg("%s", err.message);
+					size_t kn = only_key(raw, prefix, key,
+							     sizeof key);
+					got[w] = redisCommand(raw, "GET %b",
+							      key, kn);
+					assert_int_equal(got[w]->type,
+							 REDIS_REPLY_STRING);
+					for (int i = 0; i < 2; i++)
+						drl_limiter_free(l[i]);
+				}
+				if (got[0]->len != got[1]->len ||
+				    memcmp(got[0]->str, got[1]->str,
+					   got[0]->len))
+					fail_msg("sliding_log %s to %d%s: the "
+						 "twin's state differs from "
+						 "the C step's",
+						 policies[p], to ? 4 : 13,
+						 v ? " (versions)" : "");
+				freeReplyObject(got[0]);
+				freeReplyObject(got[1]);
+			}
+	drl_store_free(st[0]);
+	drl_store_free(st[1]);
 	redisFree(raw);
 }
 
@@ -859,10 +948,10 @@ static void test_sliding_log_in_place(void **state)
 	if (set < 2 || set > writes / 20 || setrange < writes - set)
 		fail_msg("%d writes: %lld SET, %lld SETRANGE", writes, set,
 			 setrange);
-	if (longest > 33 + 16 * (2 * 26 + 32))
+	if (longest > 57 + 16 * (2 * 26 + 32))
 		fail_msg("the log grew to %zu bytes", longest);
 	redisReply *r = redisCommand(raw, "GET %b", key, kn);
-	int64_t tr[4];
+	int64_t tr[7];
 	log_trailer(r, tr);
 	assert_true(tr[0] > 0); /* entries left in front */
 	freeReplyObject(r);
@@ -941,9 +1030,9 @@ static long long last_evalsha_nargs(redisContext *raw)
 }
 
 /* A lean twin is sent the arguments it reads, no more (each costs the
- * server a Lua string, a slot of ARGV and a strtod): sliding_log four,
- * gcra and token_bucket six (to their change rules); the counter twin
- * all seven. */
+ * server a Lua string, a slot of ARGV and a strtod): sliding_log, gcra
+ * and token_bucket six (to their change rules); the counter twin all
+ * seven. */
 static void test_twins_sent_what_they_read(void **state)
 {
 	(void)state;
@@ -953,7 +1042,7 @@ static void test_twins_sent_what_they_read(void **state)
 		const char *spec;
 		long long nargs;
 	} cases[] = {
-		{"sliding_log:10/1m", 4},
+		{"sliding_log:10/1m", 6},
 		{"gcra:10/1m", 6},
 		{"token_bucket:10/1m", 6},
 		{"fixed_window:10/1m", 7},
@@ -1012,6 +1101,7 @@ int main(void)
 		cmocka_unit_test(test_twins_sent_what_they_read),
 		cmocka_unit_test(test_gcra_states),
 		cmocka_unit_test(test_params_state_bytes),
+		cmocka_unit_test(test_log_state_bytes),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -16,8 +16,10 @@
  * alternating versions, equal versions refused, and on_change=scale
  * against Python's fractions (tests/scale_vectors.py), on every store:
  * the C steps (memory, watch, memcached) and the Lua twins (lua).
- * sliding_log still starts afresh (its LIMIT is in the key): pinned here
- * so a change of that is seen.
+ * sliding_log keeps its log (what was used) under a key without LIMIT,
+ * and records LIMIT and version in it: a changed LIMIT keeps the count
+ * (keep_used) or clears the log (reset), a newer version's LIMIT decides,
+ * and a log kept from a higher LIMIT is read whole by a lower one.
  */
 #include "ops_check.h"
 #include "scale_vectors.h"
@@ -29,14 +31,20 @@
 
 #define T0 INT64_C(1700000000000000) /* inside one hour and one day */
 
-static int64_t allow(drl_limiter *l, int64_t cost, int *allowed)
+/* One decision at time t: what remains, and whether it was allowed. */
+static int64_t allow_t(drl_limiter *l, int64_t cost, int64_t t, int *allowed)
 {
 	drl_result r;
 	drl_error err = {0};
-	if (drl_allow_at(l, "k", 1, cost, T0, &r, &err) != 0)
+	if (drl_allow_at(l, "k", 1, cost, t, &r, &err) != 0)
 		fail_msg("drl_allow_at: %s", err.message);
 	*allowed = r.allowed;
 	return r.remaining;
+}
+
+static int64_t allow(drl_limiter *l, int64_t cost, int *allowed)
+{
+	return allow_t(l, cost, T0, allowed);
 }
 
 /* On store s, algorithm alg (its options after LIMIT/PERIOD in opt). */
@@ -85,26 +93,127 @@ static void counter_keeps_count(drl_store *s, const char *where,
 		drl_limiter_free(l[i]);
 }
 
-/* A state in the limit's own rate: a changed limit starts afresh. */
-static void rate_state_starts_afresh(drl_store *s, const char *where,
-				     const char *alg, int n)
+/* sliding_log:10/1m with 6 used (at distinct times: 6 entries), raised
+ * to 20: exactly 14 more admitted; lowered to 5: denied, and the denial
+ * consumes nothing (14 left under 20 after it). */
+static void log_keeps_count(drl_store *s, const char *where, int n)
 {
-	char a[64], b[64], prefix[48];
-	snprintf(prefix, sizeof prefix, "lr:%d:%d:", (int)getpid(), n);
-	snprintf(a, sizeof a, "%s:10/1h", alg);
-	snprintf(b, sizeof b, "%s:20/1h", alg);
-	drl_limiter *la = tu_limiter(s, a, prefix),
-		    *lb = tu_limiter(s, b, prefix);
-	int ok;
-	for (int k = 0; k < 6; k++)
-		(void)allow(la, 1, &ok);
-	int64_t rem = allow(lb, 1, &ok);
-	if (!ok || rem != 19)
-		fail_msg("%s %s: %lld left after a change to 20 (want 19: "
-			 "afresh)",
-			 where, alg, (long long)rem);
-	drl_limiter_free(la);
-	drl_limiter_free(lb);
+	char prefix[48];
+	snprintf(prefix, sizeof prefix, "lk:%d:%d:", (int)getpid(), n);
+	drl_limiter *l10 = tu_limiter(s, "sliding_log:10/1m", prefix),
+		    *l20 = tu_limiter(s, "sliding_log:20/1m", prefix),
+		    *l5 = tu_limiter(s, "sliding_log:5/1m", prefix);
+	const int64_t ms = 1000;
+	int ok, got = 0;
+	for (int k = 0; k < 6; k++) {
+		(void)allow_t(l10, 1, T0 + k * ms, &ok);
+		got += ok;
+	}
+	assert_int_equal(got, 6);
+	int64_t rem = allow_t(l5, 1, T0 + 10 * ms, &ok);
+	if (ok || rem != 0)
+		fail_msg("%s sliding_log: lowered to 5 after 6 used: allowed "
+			 "%d, %lld left (want 0, 0)",
+			 where, ok, (long long)rem);
+	rem = allow_t(l20, 0, T0 + 11 * ms, &ok);
+	if (rem != 14)
+		fail_msg("%s sliding_log: raised to 20 after 6 used and a "
+			 "denial under 5: %lld left (want 14)",
+			 where, (long long)rem);
+	int more = 0;
+	for (int k = 0; k < 30; k++) {
+		(void)allow_t(l20, 1, T0 + (20 + k) * ms, &ok);
+		more += ok;
+	}
+	if (more != 14)
+		fail_msg("%s sliding_log: %d more admitted under 20 (want 14)",
+			 where, more);
+	drl_limiter_free(l10);
+	drl_limiter_free(l20);
+	drl_limiter_free(l5);
+}
+
+/* on_change=reset clears the log once: 6 used of 10, a decision under
+ * 20,on_change=reset leaves 19; the old spec (keep_used) then counts that
+ * one (8 left of 10 after its own). With versions the newer reset is not
+ * undone by the older spec, nor repeated: v1 follows v2's LIMIT and log. */
+static void log_reset(drl_store *s, const char *where, int n)
+{
+	for (int v = 0; v < 2; v++) {
+		char prefix[48];
+		snprintf(prefix, sizeof prefix, "lz:%d:%d:%d:", (int)getpid(),
+			 n, v);
+		drl_limiter *a = tu_limiter(s,
+					    v ? "sliding_log:10/1m,version=1"
+					      : "sliding_log:10/1m",
+					    prefix),
+			    *b = tu_limiter(
+				    s,
+				    v ? "sliding_log:20/1m,on_change=reset,"
+					"version=2"
+				      : "sliding_log:20/1m,on_change=reset",
+				    prefix);
+		int ok;
+		for (int k = 0; k < 6; k++)
+			(void)allow_t(a, 1, T0 + k, &ok);
+		int64_t rem = allow_t(b, 1, T0 + 10, &ok);
+		if (!ok || rem != 19)
+			fail_msg("%s sliding_log: reset to 20 after 6 used: "
+				 "%lld left (want 19)",
+				 where, (long long)rem);
+		rem = allow_t(a, 1, T0 + 11, &ok);
+		int64_t want = v ? 18 : 8; /* v1 follows v2: 20 */
+		if (!ok || rem != want)
+			fail_msg("%s sliding_log%s: back to the old spec after "
+				 "a reset: %lld left (want %lld)",
+				 where, v ? " with versions" : "",
+				 (long long)rem, (long long)want);
+		/* without versions each change clears it again (a look
+		 * shows it); with them v2 finds its own LIMIT: nothing to
+		 * take over */
+		rem = allow_t(b, 0, T0 + 12, &ok);
+		want = v ? 18 : 20;
+		if (rem != want)
+			fail_msg("%s sliding_log%s: a look under the reset "
+				 "spec again: %lld left (want %lld)",
+				 where, v ? " with versions" : "",
+				 (long long)rem, (long long)want);
+		drl_limiter_free(a);
+		drl_limiter_free(b);
+	}
+}
+
+/* A log kept from a higher LIMIT (300 entries, 4.8 KB) is read whole by
+ * a spec of 5, which denies and records itself over it, entries and all:
+ * back under 400, exactly the 100 left are admitted (nothing dropped,
+ * nothing minted). */
+static void log_from_higher_limit(drl_store *s, const char *where, int n)
+{
+	char prefix[48];
+	snprintf(prefix, sizeof prefix, "lh:%d:%d:", (int)getpid(), n);
+	drl_limiter *big = tu_limiter(s, "sliding_log:400/1h", prefix),
+		    *small = tu_limiter(s, "sliding_log:5/1h", prefix);
+	int ok, got = 0;
+	for (int k = 0; k < 300; k++) {
+		(void)allow_t(big, 1, T0 + k, &ok);
+		got += ok;
+	}
+	assert_int_equal(got, 300);
+	int64_t rem = allow_t(small, 1, T0 + 400, &ok);
+	if (ok || rem != 0)
+		fail_msg("%s sliding_log: 5 on a log of 300: allowed %d, %lld "
+			 "left (want 0, 0)",
+			 where, ok, (long long)rem);
+	for (int k = 0; k < 150; k++) {
+		(void)allow_t(big, 1, T0 + 500 + k, &ok);
+		got += ok;
+	}
+	if (got != 400)
+		fail_msg("%s sliding_log: back under 400, %d admitted in all "
+			 "(want 400)",
+			 where, got);
+	drl_limiter_free(big);
+	drl_limiter_free(small);
 }
 
 /* bucket4j's TokensInheritanceStrategy examples: a bucket of 100 with 40
@@ -275,7 +384,10 @@ static void test_every_store(void **state)
 			params_versions(s, uris[u], kept[a], n++);
 			params_scale(s, uris[u], kept[a], n++);
 		}
-		rate_state_starts_afresh(s, uris[u], "sliding_log", n++);
+		log_keeps_count(s, uris[u], n++);
+		log_reset(s, uris[u], n++);
+		log_from_higher_limit(s, uris[u], n++);
+		params_versions(s, uris[u], "sliding_log", n++);
 		drl_store_free(s);
 	}
 }

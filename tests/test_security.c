@@ -151,8 +151,8 @@ static const triple triples[] = {
 	{"a:", "fixed_window:10/1s", "\0", 1},
 	{"a:", "fixed_window:10/1s", "#x", 0},
 	{"a:", "fixed_window:10/2s", "x", 0},
-	{"a:", "sliding_log:11/1s", "x",
-	 0}, /* a counter's LIMIT names no state */
+	/* a log's LIMIT is in its state, its PERIOD in the key */
+	{"a:", "sliding_log:11/2s", "x", 0},
 	{"a:", "sliding_window:10/1s", "x", 0},
 	{"a:", "subwindow:10/1s,subwindows=2", "x", 0},
 	{"a:", "subwindow:10/1s,subwindows=2,trailing=1", "x", 0},
@@ -331,9 +331,10 @@ static void test_key_isolation(void **state)
 
 /* ---- bounded store keys ------------------------------------------------ */
 
-/* The longest store key: a 128-byte prefix, the longest tag (sliding_log
- * with its largest LIMIT and the longest PERIOD; gcra's names PERIOD
- * alone, its LIMIT and burst are in its state) or the most digits of
+/* The longest store key: a 128-byte prefix, the longest tag (a
+ * subwindow's with the longest PERIOD and sub-windows, trailing; gcra's
+ * and sliding_log's name PERIOD alone, their LIMIT is in their state) or
+ * the most digits of
  * a window index (1ms sub-windows late in time), and any user key, up to
  * DRL_KEY_MAX bytes: never above STORE_KEY_MAX, computed in
  * docs/security.md. */

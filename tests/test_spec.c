@@ -70,6 +70,7 @@ static void test_good_specs(void **state)
 	good("gcra:100/1m,on_change=reset");
 	good("fixed_window:100/1m,on_change=keep_used");
 	good("sliding_log:100/1m,on_change=keep_used");
+	good("sliding_log:100/1m,on_change=reset,version=2");
 }
 
 /* on_change= and version= where the state cannot carry them out. */
@@ -84,7 +85,7 @@ static void test_change_refused(void **state)
 	bad("sliding_log:100/1m,on_change=additive",
 	    "on_change=additive is not defined for sliding_log");
 	bad("fixed_window:100/1m,version=2", "version= needs a state");
-	bad("sliding_log:100/1m,version=2", "sliding_log keeps none");
+	bad("sliding_log:100/1m,on_change=scale", "only keep_used and reset");
 	bad("token_bucket:100/1m,on_change=proportional",
 	    "expected keep_used, keep_available, scale, additive or reset");
 	bad("token_bucket:100/1m,version=0", "version=0 must be");
