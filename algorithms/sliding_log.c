@@ -422,17 +422,14 @@ const drl__algorithm drl__sliding_log = {
 		   "and reset",
 	.option = NULL, /* no options */
 	.finish = finish,
-	.decide = drl__state_decide,
-	.refund = drl__state_refund,
+	DRL__STATE_ENGINE,
 	.step = step,
 	.unstep = unstep,
-	.adjust = drl__state_adjust,
 	.adjust_step = adjust_step,
 	.state_size = state_size,
 	.stored_size = stored_size,
 	.lua = &drl__lua_sliding_log,
 	.lua_batch = &drl__lua_batch_sliding_log,
 	.lua_answer = lua_answer,
-	.lua_nout = 4,
 	.lua_nargs = 6, /* to the change rules (sliding_log.lua) */
 };

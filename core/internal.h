@@ -345,6 +345,26 @@ typedef struct drl__algorithm {
 	"its state is what was used, recorded without the LIMIT it was used "  \
 	"under: only keep_used"
 
+/* The slots the three counter algorithms share: the counter engine
+ * (algorithms/subwindow.c) decides, refunds, adjusts and starts them all,
+ * with one Lua twin (counter.lua). An algorithm's table names it, then
+ * its own name, tag, option and finish. */
+#define DRL__COUNTER_ENGINE                                                    \
+	.counts_usage = true, .why_not = DRL__COUNTERS_WHY_NOT,                \
+	.decide = drl__counter_decide, .refund = drl__counter_refund,          \
+	.adjust = drl__counter_adjust, .lua = &drl__lua_counter,               \
+	.lua_batch = &drl__lua_batch_counter, .keys = drl__counter_keys,       \
+	.startable = drl__counter_startable, .start = drl__counter_start,      \
+	.grouped = drl__counter_grouped
+
+/* The slots of the algorithms whose state is one blob their step
+ * rewrites (token_bucket, gcra, sliding_log): the core runs step, unstep
+ * and adjust_step against the store (core/optimistic.c) or their twin,
+ * whose answer lua_answer reads (lua_nout values). */
+#define DRL__STATE_ENGINE                                                      \
+	.decide = drl__state_decide, .refund = drl__state_refund,              \
+	.adjust = drl__state_adjust, .lua_nout = 4
+
 /* Most store keys one limit has for one user key (drl__algorithm.keys):
  * the counter engine's sub-windows and trailing one, one either side, and
  * the group holding them all (a store with DRL_CAP_COUNTER_GROUPS). */
