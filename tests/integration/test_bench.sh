@@ -34,16 +34,6 @@ run() {
 	rc=$?
 }
 
-expect_rc() {
-	[ "$rc" -eq "$1" ]
-	check $? "exit $1: drl ${last_args[*]}"
-}
-
-expect_in() {
-	grep -qF -- "$2" "$tmp/$1"
-	check $? "std$1 has '$2': drl ${last_args[*]}"
-}
-
 
 # One TAP line per "ok|not ok<TAB>what" line of $tmp/checks (written by
 # a Python check of the JSON output).

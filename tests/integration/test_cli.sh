@@ -48,25 +48,9 @@ if [ -n "${DRL_VALGRIND:-}" ]; then
 	wrap=("$(dirname "$0")/../fixtures/valgrind.sh")
 fi
 
-n=0
-failed=0
+# shellcheck source=../fixtures/tap.sh
+source "$(dirname "$0")/../fixtures/tap.sh"
 T=1000000 # --now-ms used below: an aligned second, far from 0
-
-# Record one assertion: pass (0) or fail (nonzero) with a description.
-check() {
-	local ok=$1 what=$2
-	n=$((n + 1))
-	if [ "$ok" -eq 0 ]; then
-		echo "ok $n - ${what//$'\n'/\\n}"
-	else
-		failed=$((failed + 1))
-		echo "not ok $n - ${what//$'\n'/\\n}"
-		echo "#   command: drl ${last_args[*]}"
-		echo "#   exit: $rc"
-		sed 's/^/#   stdout: /' "$tmp/out"
-		sed 's/^/#   stderr: /' "$tmp/err"
-	fi
-}
 
 # Run drl with the given arguments, keeping stdout, stderr and the status.
 run() {
@@ -74,18 +58,6 @@ run() {
 	"${wrap[@]}" "$drl" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
 	rc=$?
 	rm -f "$tmp/json"
-}
-
-# The last command exited with status $1.
-expect_rc() {
-	[ "$rc" -eq "$1" ]
-	check $? "exit $1: drl ${last_args[*]}"
-}
-
-# The last command's stream $1 (out|err) contains the fixed string $2.
-expect_in() {
-	grep -qF -- "$2" "$tmp/$1"
-	check $? "std$1 has '$2': drl ${last_args[*]}"
 }
 
 # The last command's stream $1 (out|err) is empty.
@@ -596,5 +568,4 @@ fi
 
 fi # in_part store
 
-echo "# $((n - failed)) of $n assertions passed"
-[ "$failed" -eq 0 ]
+finish

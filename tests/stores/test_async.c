@@ -589,15 +589,9 @@ static void test_starts_from_threads(void **state)
 /* A loopback port nothing listens on. */
 static int closed_port(void)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof sa;
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-	close(fd);
-	return ntohs(sa.sin_port);
+	int port = drl_fixture_free_port();
+	assert_true(port > 0);
+	return port;
 }
 
 /* End msg before the breaker's "next try in N ms" (time-dependent). */
@@ -1279,18 +1273,7 @@ static void test_adapter_hooks(void **state)
 	drl_store_free(s);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	return drl_fixture_start_pair(&redis, &have_redis, &mc, &have_mc);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	drl_fixture_stop_pair(&redis, have_redis, &mc, have_mc);
-	return 0;
-}
+DRL_FIXTURE_PAIR_GROUP(redis, have_redis, mc, have_mc)
 
 int main(void)
 {

@@ -58,11 +58,7 @@
 static drl_server srv;
 static int have_srv;
 
-#define NEED_SERVER()                                                          \
-	do {                                                                   \
-		if (!have_srv)                                                 \
-			skip();                                                \
-	} while (0)
+#define NEED_SERVER() DRL_FIXTURE_NEED(have_srv)
 
 /* Threads of this process now (/proc/self/task). */
 static int threads_now(void)
@@ -801,18 +797,7 @@ static void test_store_freed_first(void **state)
 	drl_async_free(a);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	return drl_fixture_start_redis(&srv, &have_srv);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	drl_fixture_stop_redis(&srv, have_srv);
-	return 0;
-}
+DRL_FIXTURE_REDIS_GROUP(srv, have_srv)
 
 int main(void)
 {

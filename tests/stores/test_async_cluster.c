@@ -73,20 +73,7 @@ static void test_watch(void **state)
 	on_cluster("watch", 100);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	return drl_fixture_cluster_setup(&cl, 3, 0, hosts, sizeof hosts,
-					 &have_cluster);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	if (have_cluster)
-		drl_fixture_cluster_stop(&cl);
-	return 0;
-}
+DRL_FIXTURE_CLUSTER_GROUP(cl, 3, 0, hosts, have_cluster)
 
 int main(void)
 {

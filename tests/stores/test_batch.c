@@ -84,12 +84,7 @@ static void same_result(const drl_result *a, const drl_result *b,
 /* A raw connection to the server, for INFO and for planting keys. */
 static redisContext *raw_open(void)
 {
-	struct timeval tv = {5, 0};
-	redisContext *c = redisConnectWithTimeout("127.0.0.1", srv.port, tv);
-	assert_non_null(c);
-	if (c->err)
-		fail_msg("raw connect: %s", c->errstr);
-	return c;
+	return redis_raw_open(srv.port);
 }
 
 static void raw_ok(redisContext *c, const char *fmt, const char *arg)
@@ -1073,18 +1068,7 @@ static void test_stub_protocol(void **state)
 	drl_store_free(s);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	return drl_fixture_start_redis(&srv, &have_redis);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	drl_fixture_stop_redis(&srv, have_redis);
-	return 0;
-}
+DRL_FIXTURE_REDIS_GROUP(srv, have_redis)
 
 int main(void)
 {

@@ -513,20 +513,7 @@ static void test_wrong_password(void **state)
 	assert_null(strstr(err.message, "s3cr3t"));
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	return drl_fixture_cluster_setup(&cl, 3, 1, hosts, sizeof hosts,
-					 &have_cluster);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	if (have_cluster)
-		drl_fixture_cluster_stop(&cl);
-	return 0;
-}
+DRL_FIXTURE_CLUSTER_GROUP(cl, 3, 1, hosts, have_cluster)
 
 int main(void)
 {

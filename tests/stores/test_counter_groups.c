@@ -35,11 +35,7 @@
 static drl_server srv;
 static int have_srv;
 
-#define NEED_SERVER()                                                          \
-	do {                                                                   \
-		if (!have_srv)                                                 \
-			skip();                                                \
-	} while (0)
+#define NEED_SERVER() DRL_FIXTURE_NEED(have_srv)
 
 /* A whole second, so sub-window indexes are plain. */
 #define T0 (INT64_C(1700000000) * SEC)
@@ -71,10 +67,7 @@ static drl_limiter *tx_limiter(size_t t, const char *name, const char *spec,
 
 static redisContext *raw_open(void)
 {
-	redisContext *c = redisConnect("127.0.0.1", srv.port);
-	assert_non_null(c);
-	assert_int_equal(c->err, 0);
-	return c;
+	return redis_raw_open(srv.port);
 }
 
 static long long raw_int(redisContext *c, const char *fmt, const char *key,
@@ -459,18 +452,7 @@ static void test_refund(void **state)
 	redisFree(c);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	return drl_fixture_start_redis(&srv, &have_srv);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	drl_fixture_stop_redis(&srv, have_srv);
-	return 0;
-}
+DRL_FIXTURE_REDIS_GROUP(srv, have_srv)
 
 int main(void)
 {

@@ -187,34 +187,12 @@ static long raw_exp_left(int port, const char *key)
 	return out == -1 ? -1 : labs(out);
 }
 
-/* 1 when something accepts TCP connections on 127.0.0.1:port. */
-static int port_listening(int port)
-{
-	struct sockaddr_in a;
-	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
-	assert_true(fd >= 0);
-	memset(&a, 0, sizeof a);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((unsigned short)port);
-	ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-	close(fd);
-	return ok;
-}
-
 /* A port with nothing listening a moment ago. */
 static int dead_port(void)
 {
-	struct sockaddr_in a;
-	socklen_t alen = sizeof a;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	memset(&a, 0, sizeof a);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
-	close(fd);
-	return ntohs(a.sin_port);
+	int port = drl_fixture_free_port();
+	assert_true(port > 0);
+	return port;
 }
 
 /* Start a memcached for one test, skipping the test when it cannot. */
@@ -299,7 +277,7 @@ static void test_open_fails_fast_without_server(void **state)
 	int64_t took = tu_mono_ms() - t0;
 	if (rc == 0) {
 		b->destroy(b);
-		if (port_listening(port)) {
+		if (drl_fixture_port_listening(port)) {
 			print_message("port %d was taken by another process: "
 				      "skipping\n",
 				      port);
@@ -708,7 +686,7 @@ static int expect_fast_failure(drl_backend *b, const char *k,
 	int64_t t0 = tu_mono_ms();
 	int rc = b->incr(b, K(k), 1, LONG_TTL, &v, &err);
 	int64_t took = tu_mono_ms() - t0;
-	if (rc == 0 && port_listening(dead_port))
+	if (rc == 0 && drl_fixture_port_listening(dead_port))
 		return 1;
 	if (rc != DRL_EUNAVAILABLE && rc != DRL_ETIMEDOUT)
 		fail_msg("incr %s on a dead server: %s (%s)", k,

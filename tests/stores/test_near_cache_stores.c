@@ -161,19 +161,7 @@ static void test_batch_redis(void **state)
 	drl_store_free(s);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	return drl_fixture_start_pair(&redis_srv, &have_redis, &mc_srv,
-				      &have_mc);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	drl_fixture_stop_pair(&redis_srv, have_redis, &mc_srv, have_mc);
-	return 0;
-}
+DRL_FIXTURE_PAIR_GROUP(redis_srv, have_redis, mc_srv, have_mc)
 
 int main(void)
 {

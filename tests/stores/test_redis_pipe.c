@@ -36,6 +36,7 @@
 #include "backends/redis/internal.h"
 #include "hot_threads.h"
 #include "internal.h"
+#include "redis_info.h"
 #include "server_fixture.h"
 #include "testutil.h"
 
@@ -64,22 +65,12 @@
 static drl_server srv;
 static int have_srv;
 
-#define NEED_SERVER()                                                          \
-	do {                                                                   \
-		if (!have_srv)                                                 \
-			skip();                                                \
-	} while (0)
+#define NEED_SERVER() DRL_FIXTURE_NEED(have_srv)
 
 /* A raw connection to the fixture's server, for checks. */
 static redisContext *raw_open(void)
 {
-	struct timeval tv = {10, 0};
-	redisContext *c = redisConnectWithTimeout("127.0.0.1", srv.port, tv);
-	assert_non_null(c);
-	if (c->err)
-		fail_msg("raw connect: %s", c->errstr);
-	redisSetTimeout(c, tv);
-	return c;
+	return redis_raw_open(srv.port);
 }
 
 static void raw_ok(redisContext *c, const char *cmd)
@@ -1021,18 +1012,7 @@ static void test_bad_pipelines_option(void **state)
 	}
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	return drl_fixture_start_redis(&srv, &have_srv);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	drl_fixture_stop_redis(&srv, have_srv);
-	return 0;
-}
+DRL_FIXTURE_REDIS_GROUP(srv, have_srv)
 
 int main(void)
 {

@@ -15,6 +15,7 @@
 
 #include "backends/redis/redis.h"
 #include "internal.h"
+#include "redis_info.h"
 #include "server_fixture.h"
 #include "testutil.h"
 
@@ -45,11 +46,7 @@
 static drl_server srv;
 static int have_srv;
 
-#define NEED_SERVER()                                                          \
-	do {                                                                   \
-		if (!have_srv)                                                 \
-			skip();                                                \
-	} while (0)
+#define NEED_SERVER() DRL_FIXTURE_NEED(have_srv)
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -90,17 +87,6 @@ static drl_backend *open_opts(const char *opts)
 		fail_msg("open %s: %s (%s)", uri, e.message, drl_err_name(rc));
 	assert_non_null(b);
 	return b;
-}
-
-static redisContext *raw_open(int port)
-{
-	struct timeval tv = {5, 0};
-	redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-	assert_non_null(c);
-	if (c->err)
-		fail_msg("raw connect: %s", c->errstr);
-	redisSetTimeout(c, tv);
-	return c;
 }
 
 /* One command with binary-safe arguments; the reply (caller frees). */
@@ -178,7 +164,7 @@ static char *raw_get(redisContext *c, drl_bytes key, size_t *len)
 
 static redisContext *flushed(void)
 {
-	redisContext *c = raw_open(srv.port);
+	redisContext *c = redis_raw_open(srv.port);
 	raw_ok(c, "FLUSHALL");
 	return c;
 }
@@ -230,17 +216,9 @@ static void same_result(const drl_result *r, const drl_result *m,
 /* A port nothing listens on (bound and closed a moment ago). */
 static int closed_port(void)
 {
-	struct sockaddr_in a;
-	socklen_t alen = sizeof a;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	assert_true(fd >= 0);
-	memset(&a, 0, sizeof a);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
-	close(fd);
-	return ntohs(a.sin_port);
+	int port = drl_fixture_free_port();
+	assert_true(port > 0);
+	return port;
 }
 
 /* ---- URIs ----------------------------------------------------------------- */
@@ -1068,7 +1046,7 @@ static void test_unix_socket(void **state)
 	expect_rc(b->cas(b, B("us"), "1", 1, v, TTL, &e), 0, &e);
 	b->destroy(b);
 
-	redisContext *raw = raw_open(us.port);
+	redisContext *raw = redis_raw_open(us.port);
 	raw_ok(raw, "SELECT 2");
 	size_t rl;
 	char *got = raw_get(raw, B("u"), &rl);
@@ -1135,7 +1113,7 @@ static void test_auth(void **state)
 	}
 
 	/* An ACL user (Redis 6+: AUTH user password). */
-	redisContext *raw = raw_open(as.port);
+	redisContext *raw = redis_raw_open(as.port);
 	const char *auth[2] = {"AUTH", pw};
 	size_t authl[2] = {4, strlen(pw)};
 	freeReplyObject(rawv(raw, 2, auth, authl));
@@ -1496,19 +1474,7 @@ static void test_public_open(void **state)
 
 /* ---- main ------------------------------------------------------------------------------ */
 
-static int group_setup(void **state)
-{
-	(void)state;
-	/* -1 fails every test (CI=true: binary missing) */
-	return drl_fixture_start_redis(&srv, &have_srv);
-}
-
-static int group_teardown(void **state)
-{
-	(void)state;
-	drl_fixture_stop_redis(&srv, have_srv);
-	return 0;
-}
+DRL_FIXTURE_REDIS_GROUP(srv, have_srv)
 
 #define BOTH(fn)                                                               \
 	cmocka_unit_test_prestate(fn, "tx=lua"),                               \
@@ -1540,5 +1506,5 @@ int main(void)
 		cmocka_unit_test_prestate(test_threads_cas, "tx=watch&pool=2"),
 		BOTH(test_public_api),
 	};
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return cmocka_run_group_tests(tests, setup, teardown);
 }

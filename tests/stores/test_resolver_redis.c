@@ -20,11 +20,7 @@ static drl_server srv;
 static int have_srv;
 static char uri[64];
 
-#define NEED_SERVER()                                                          \
-	do {                                                                   \
-		if (!have_srv)                                                 \
-			skip();                                                \
-	} while (0)
+#define NEED_SERVER() DRL_FIXTURE_NEED(have_srv)
 
 #define HOUR (INT64_C(3600) * SEC)
 #define DEFAULT "fixed_window:1/1m"

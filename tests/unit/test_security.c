@@ -14,6 +14,7 @@
  */
 #include "drl_config.h"
 #include "internal.h"
+#include "server_fixture.h"
 #include "spy_backend.h"
 
 #include <netinet/in.h>
@@ -37,15 +38,9 @@
 /* A loopback port nothing listens on (bound, then closed). */
 static int closed_port(void)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	socklen_t len = sizeof a;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
+	int port = drl_fixture_free_port();
+	assert_true(port > 0);
+	return port;
 }
 
 /* URIs holding the password "S3cret-Pw" (raw, or %-encoded as S3cret%2DPw,
