@@ -390,6 +390,18 @@ static void test_attack_started_counters(void **state)
 	drl_async_free(a);
 }
 
+/* A Sentinel store whose only Sentinel address (127.0.0.1:1) never
+ * answers: connect=lazy, so it opens, and knows no master. */
+static drl_store *no_master_store(void)
+{
+	char uri[300];
+	snprintf(uri, sizeof uri,
+		 "redis-sentinel://127.0.0.1:1/ga?connect=lazy&timeout_ms=%lld"
+		 "&breaker_failures=0",
+		 (long long)tu_bound_ms(200));
+	return tu_store(uri);
+}
+
 /* attack: a started decision on a Sentinel store that knows no master
  * yet fails with the store's own word for it, not a bare "could not
  * start a decision" (the counters' started call and the scripts' alike). */
@@ -398,12 +410,7 @@ static void test_attack_no_master_message(void **state)
 	(void)state;
 	if (!have)
 		skip();
-	char uri[300];
-	snprintf(uri, sizeof uri,
-		 "redis-sentinel://127.0.0.1:1/ga?connect=lazy&timeout_ms=%lld"
-		 "&breaker_failures=0",
-		 (long long)tu_bound_ms(200));
-	drl_store *s = tu_store(uri);
+	drl_store *s = no_master_store();
 	drl_async *a = NULL;
 	drl_error err = {0};
 	drl_async_opts o = {.threads = DRL_ASYNC_THREADS_NONE};
@@ -867,12 +874,7 @@ static void test_on_error_applies(void **state)
 	(void)state;
 	if (!have)
 		skip();
-	char uri[300];
-	snprintf(uri, sizeof uri,
-		 "redis-sentinel://127.0.0.1:1/ga?connect=lazy&timeout_ms=%lld"
-		 "&breaker_failures=0",
-		 (long long)tu_bound_ms(200));
-	tu_on_error_paths(tu_store(uri), DRL_EUNAVAILABLE, "127.0.0.1:1");
+	tu_on_error_paths(no_master_store(), DRL_EUNAVAILABLE, "127.0.0.1:1");
 }
 
 int main(void)

@@ -96,35 +96,32 @@ static bool slow(void)
 	return getenv("DRL_VALGRIND") != NULL;
 }
 
+/* The cross-process hot key (hot_key_run) on the TLS server named host,
+ * with the URI options opts. */
+static void exact_on(const char *host, const char *opts, const char *spec,
+		     int run)
+{
+	char uri[1200];
+	hot_key_run(main_uri(uri, sizeof uri, host, opts), spec, run);
+}
+
 static void test_pooled_exact(void **state)
 {
 	(void)state;
-	if (!have)
+	if (!have || slow())
 		skip();
-	char uri[1200];
-	if (slow())
-		skip();
-	hot_key_run(
-		main_uri(uri, sizeof uri, "127.0.0.1", "&pipelines=0&tx=lua"),
-		"gcra:200/1h", 1);
-	hot_key_run(
-		main_uri(uri, sizeof uri, "localhost", "&pipelines=0&tx=watch"),
-		"sliding_window:200/1m", 2);
+	exact_on("127.0.0.1", "&pipelines=0&tx=lua", "gcra:200/1h", 1);
+	exact_on("localhost", "&pipelines=0&tx=watch", "sliding_window:200/1m",
+		 2);
 }
 
 static void test_pipelined_exact(void **state)
 {
 	(void)state;
-	if (!have)
+	if (!have || slow())
 		skip();
-	char uri[1200];
-	if (slow())
-		skip();
-	hot_key_run(main_uri(uri, sizeof uri, "127.0.0.1", ""),
-		    "fixed_window:200/1m", 3);
-	hot_key_run(
-		main_uri(uri, sizeof uri, "127.0.0.1", "&tx=lua&pipelines=2"),
-		"token_bucket:200/1h", 4);
+	exact_on("127.0.0.1", "", "fixed_window:200/1m", 3);
+	exact_on("127.0.0.1", "&tx=lua&pipelines=2", "token_bucket:200/1h", 4);
 }
 
 /* The async API with no worker thread: a request that needed one would
