@@ -568,4 +568,5 @@ fi
 
 fi # in_part store
 
-finish
+echo "# $((n - failed)) of $n assertions passed"
+[ "$failed" -eq 0 ]
