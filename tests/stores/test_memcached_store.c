@@ -822,38 +822,39 @@ static void pool_with_failure(const char *mode)
 		drl_fixture_stop(&s[j]);
 }
 
+/* A pool of the servers s[order[0]], ..., s[order[n - 1]], listed in that
+ * order (prefix ch_). */
+static drl_backend *open_pool(const drl_server *s, const int *order, int n)
+{
+	char uri[256];
+	size_t o = 0;
+	o += (size_t)snprintf(uri, sizeof uri, "memcached://");
+	for (int i = 0; i < n; i++)
+		o += (size_t)snprintf(uri + o, sizeof uri - o, "%s127.0.0.1:%d",
+				      i ? "," : "", s[order[i]].port);
+	snprintf(uri + o, sizeof uri - o, "?timeout_ms=5000&prefix=ch_");
+	drl_backend *b;
+	drl_error err = {0};
+	if (try_open(&b, &err, "%s", uri))
+		fail_msg("%s: %s", uri, err.message);
+	return b;
+}
+
 /* Adding a fourth server moves about a quarter of the keys, not all; the
  * order servers are listed in does not matter. */
 static void test_pool_consistent_hashing(void **state)
 {
 	enum { NKEYS = 400 };
 	drl_server s[4];
-	drl_error err = {0};
-	drl_backend *b3, *b3r, *b4;
 	char key[16];
 	int kept = 0;
 	(void)state;
 
 	for (int j = 0; j < 4; j++)
 		start_or_skip(&s[j], NULL);
-	assert_int_equal(try_open(&b3, &err,
-				  "memcached://127.0.0.1:%d,127.0.0.1:%d,"
-				  "127.0.0.1:%d"
-				  "?timeout_ms=5000&prefix=ch_",
-				  s[0].port, s[1].port, s[2].port),
-			 0);
-	assert_int_equal(try_open(&b3r, &err,
-				  "memcached://127.0.0.1:%d,127.0.0.1:%d,"
-				  "127.0.0.1:%d"
-				  "?timeout_ms=5000&prefix=ch_",
-				  s[2].port, s[0].port, s[1].port),
-			 0);
-	assert_int_equal(try_open(&b4, &err,
-				  "memcached://127.0.0.1:%d,127.0.0.1:%d,"
-				  "127.0.0.1:%d,127.0.0.1:%d"
-				  "?timeout_ms=5000&prefix=ch_",
-				  s[0].port, s[1].port, s[2].port, s[3].port),
-			 0);
+	drl_backend *b3 = open_pool(s, (const int[]){0, 1, 2}, 3);
+	drl_backend *b3r = open_pool(s, (const int[]){2, 0, 1}, 3);
+	drl_backend *b4 = open_pool(s, (const int[]){0, 1, 2, 3}, 4);
 	for (int i = 0; i < NKEYS; i++) {
 		snprintf(key, sizeof key, "k%d", i);
 		assert_int_equal(incr_ok(b3, K(key), 1), 1);
