@@ -24,6 +24,7 @@
 #include <drl/async.h>
 #include <drl/drl.h>
 
+#include "async_check.h"
 #include "fake_server.h"
 #include "testutil.h"
 
@@ -133,43 +134,26 @@ static int timeout_for(unsigned codes)
  * in one callback. */
 static bool via_async;
 
-typedef struct one_call {
-	int calls, rc;
-	drl_result res;
-	drl_error err;
-} one_call;
-
-static void one_call_cb(drl_async *a, int rc, const drl_result *r,
-			const drl_error *err, void *arg)
-{
-	(void)a;
-	one_call *c = arg;
-	c->calls++;
-	c->rc = rc;
-	c->res = *r;
-	c->err = *err;
-}
-
 /* drl_allow(lim, "k1", 2, 1) through a context of one worker: the
  * callback's outcome, which must come once and by the case's bound. */
 static int allow_async(drl_limiter *lim, drl_result *res, drl_error *err)
 {
 	drl_async *a = NULL;
 	drl_async_opts opts = {.threads = 1};
-	one_call c = {0};
+	async_one c = {0};
 	assert_int_equal(drl_async_new(&a, &opts, NULL), 0);
 	assert_int_equal(
-		drl_async_allow(a, lim, "k1", 2, 1, one_call_cb, &c, NULL), 0);
+		drl_async_allow(a, lim, "k1", 2, 1, async_one_cb, &c, NULL), 0);
 	int64_t end = tu_mono_ms() + 2 * time_limit_ms();
-	while (c.calls == 0 && tu_mono_ms() < end) {
+	while (c.count == 0 && tu_mono_ms() < end) {
 		struct pollfd pfd = {.fd = drl_async_fd(a), .events = POLLIN};
 		if (poll(&pfd, 1, 50) > 0)
 			drl_async_process(a);
 	}
 	drl_async_free(a); /* runs a late callback: counted below */
-	if (c.calls != 1)
-		fail_msg("%d callbacks for one started request", c.calls);
-	*res = c.res;
+	if (c.count != 1)
+		fail_msg("%d callbacks for one started request", c.count);
+	*res = c.result;
 	*err = c.err;
 	return c.rc;
 }
