@@ -951,7 +951,7 @@ bool drl__req_peek(drl_limiter *l, const drl__key_id_buf *id, int64_t cost,
 
 /* ---- the async API (core/async.c) -------------------------------------- */
 
-/* Test hook (tests/test_matrix.c): while true, every async request that
+/* Test hook (tests/stores/test_matrix.c): while true, every async request that
  * the near cache leaves to the store goes to a worker thread, as those of
  * a limiter drl_async_path() calls not direct do (never decided at start
  * on an in-process store, never started on a channel or a pipe), so a

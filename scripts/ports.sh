@@ -1,6 +1,6 @@
 # Sourced by scripts that start their own servers on loopback
-# (scripts/bench_grid.sh, tests/test_bench.sh): free_port prints a port
-# that was free a moment ago; wait_port PORT waits (30 s at most) until
+# (scripts/bench_grid.sh, tests/integration/test_bench.sh): free_port prints a
+# port that was free a moment ago; wait_port PORT waits (30 s at most) until
 # something accepts connections on 127.0.0.1:PORT.
 
 # shellcheck source=scripts/python.sh
@@ -144,11 +144,12 @@ start_memcached() {
 		>"$dir/memcached-$port.log" 2>&1 &
 }
 
-# start_test_servers DIR: for the test scripts (tests/test_drld.sh,
-# tests/test_envoy.sh): a redis-server and a memcached of their own on free
-# ports, their files in DIR; sets rport and mport ("" for one that is not
-# installed), appends their PIDs to the caller's pids array, and reports
-# through the caller's check STATUS TEXT (tests/tap.sh) and missing NAME.
+# start_test_servers DIR: for the test scripts (tests/integration/test_drld.sh,
+# tests/integration/test_envoy.sh): a redis-server and a memcached of their own
+# on free ports, their files in DIR; sets rport and mport ("" for one that is
+# not installed), appends their PIDs to the caller's pids array, and reports
+# through the caller's check STATUS TEXT (tests/fixtures/tap.sh) and missing
+# NAME.
 start_test_servers() {
 	rport=
 	mport=

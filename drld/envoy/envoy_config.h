@@ -142,7 +142,7 @@ int drld_envoy_config_load(struct drld_envoy_config **out, const char *dir,
  * the directory (sorted), and with DRLD_ENVOY_HOOK_CHECK and i before it
  * looks at the i-th file again to see that nothing changed meanwhile. A
  * test changes the directory there, at exactly those moments
- * (tests/test_envoy_config.c). */
+ * (tests/unit/test_envoy_config.c). */
 enum { DRLD_ENVOY_HOOK_READ, DRLD_ENVOY_HOOK_CHECK };
 extern void (*drld_envoy_load_hook)(int step, size_t i);
 

@@ -1,7 +1,7 @@
 """Servers for the Python tests: redis-server, memcached and a 3-master Redis
 Cluster of their own, on free loopback ports, each stopped by its pid at
-the end (as tests/server_fixture.c does for the C tests). A missing server
-binary skips its tests, except under CI=true, where it fails them.
+the end (as tests/fixtures/server_fixture.c does for the C tests). A missing
+server binary skips its tests, except under CI=true, where it fails them.
 """
 import contextlib
 import ctypes
