@@ -59,8 +59,10 @@ static int call_failed(RedisModuleCallReply *r, const char *cmd, drl_error *err)
 		msg = "unexpected reply", len = 16;
 	else
 		len = 8;
-	return drl_error_set(err, DRL_ESTORE, "%s: %.*s", cmd,
-			     (int)(len > 200 ? 200 : len), msg);
+	/* the server's text first: a client reads "WRONGTYPE ..." as from
+	 * the command itself */
+	return drl_error_set(err, DRL_ESTORE, "%.*s (%s)",
+			     (int)(len > 200 ? 200 : len), msg, cmd);
 }
 
 /* An integer reply of cmd into *v. */
