@@ -33,6 +33,7 @@ int drl__rm_parse(drl__rm_request *q, const char *const arg[4],
 	if (drl_parse_int(arg[3], len[3], 0, INT64_MAX, &q->cost))
 		return drl_error_set(err, DRL_EINVAL,
 				     "cost: expected an integer >= 0");
+	q->peek = q->cost == 0; /* cost 0 reports the quota, as drl_allow */
 	memcpy(q->kb.buf, arg[0], len[0]);
 	q->kb.len = len[0];
 	return 0;
@@ -43,12 +44,11 @@ int drl__rm_decide(const drl__rm_request *q, drl_backend *b, drl_result *res,
 {
 	drl__stats stats;
 	memset(&stats, 0, sizeof stats);
-	/* cost 0 reports the quota and changes nothing, as drl_allow */
 	drl__call call = {.backend = b,
 			  .key = &q->kb,
 			  .now = q->now,
 			  .cost = q->cost,
-			  .peek = q->cost == 0,
+			  .peek = q->peek,
 			  .err = err,
 			  .stats = &stats};
 	drl__undo undo = {0, 0};

@@ -13,6 +13,12 @@
  * ...", "ECORRUPT ..." for a state libdrl did not write, "WRONGTYPE ..."
  * for a key of another type) and change nothing.
  *
+ *   DRL.TWIN key twin now cost_or_peek LIMIT PERIOD_us burst [word [trailing]]
+ *
+ * is the same decision for the limit a Lua twin's name and arguments say
+ * (what the Redis store sends under tx=module instead of EVALSHA), with
+ * the same answer.
+ *
  * Load: redis-server --loadmodule /path/drl_redis.so (Redis 7.0+).
  */
 #define DRL_RM_DEFINE
@@ -35,6 +41,8 @@ static int reply_error(RedisModuleCtx *ctx, int code, const drl_error *err)
 	return RedisModule_ReplyWithError(ctx, msg);
 }
 
+static int decide_reply(RedisModuleCtx *ctx, const drl__rm_request *q);
+
 static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv,
 			  int argc)
 {
@@ -49,11 +57,18 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv,
 	int rc = drl__rm_parse(&q, arg, len, &err);
 	if (rc)
 		return reply_error(ctx, rc, &err);
+	return decide_reply(ctx, &q);
+}
+
+/* Decide q on ctx's keys and reply (the common form, or an error). */
+static int decide_reply(RedisModuleCtx *ctx, const drl__rm_request *q)
+{
+	drl_error err = {0, {0}};
 	drl__rm_store st;
 	drl__rm_store_init(&st, ctx);
 	drl_result res;
 	int64_t undo = 0;
-	rc = drl__rm_decide(&q, &st.parent, &res, &undo, &err);
+	int rc = drl__rm_decide(q, &st.parent, &res, &undo, &err);
 	/* replicas and the AOF run the same command: deterministic, the
 	 * time being an argument */
 	RedisModule_ReplicateVerbatim(ctx);
@@ -68,6 +83,26 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv,
 	return REDISMODULE_OK;
 }
 
+/* DRL.TWIN key twin arg...: as DRL.DECIDE, the limit said by a Lua
+ * twin's name and arguments (what the Redis store sends under tx=module
+ * instead of EVALSHA twin 1 key arg...); the same answer. */
+static int twin_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+	if (argc < 3 || argc > 3 + DRL__SCRIPT_NARGS + 1)
+		return RedisModule_WrongArity(ctx);
+	const char *arg[DRL__SCRIPT_NARGS + 3];
+	size_t len[DRL__SCRIPT_NARGS + 3];
+	for (int i = 1; i < argc; i++)
+		arg[i - 1] = RedisModule_StringPtrLen(argv[i], &len[i - 1]);
+	drl_error err = {0, {0}};
+	drl__rm_request q;
+	int rc = drl__rm_parse_twin(&q, arg[0], len[0], arg[1], len[1],
+				    (size_t)argc - 3, arg + 2, len + 2, &err);
+	if (rc)
+		return reply_error(ctx, rc, &err);
+	return decide_reply(ctx, &q);
+}
+
 /* Redis calls this at --loadmodule / MODULE LOAD. The key is argument 1
  * (first = last = 1, step 1): Redis 7 makes its key spec from that, so
  * Cluster routes the command by it and COMMAND GETKEYS names it. */
@@ -79,6 +114,10 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 	if (RedisModule_Init(ctx, "drl", 1, REDISMODULE_APIVER_1) !=
 	    REDISMODULE_OK)
 		return REDISMODULE_ERR;
-	return RedisModule_CreateCommand(ctx, "drl.decide", decide_command,
+	if (RedisModule_CreateCommand(ctx, "drl.decide", decide_command,
+				      "write deny-oom", 1, 1,
+				      1) != REDISMODULE_OK)
+		return REDISMODULE_ERR;
+	return RedisModule_CreateCommand(ctx, "drl.twin", twin_command,
 					 "write deny-oom", 1, 1, 1);
 }

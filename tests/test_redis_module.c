@@ -4,14 +4,16 @@
  *
  * Differential: for all six algorithms, random sequences of costs and
  * time steps (forwards, and backwards as a lagging client's clock) give
- * identical drl_results on DRL.DECIDE, on tx=lua, on tx=watch, on the
- * three in turn on one key, and on memory://. After every step the
+ * identical drl_results on DRL.DECIDE, on tx=module (DRL.TWIN), on
+ * tx=lua, on tx=watch, on all of them in turn on one key, and on
+ * memory:// (drl_adjust too: tx=module hands it to the C step). After every step the
  * module's key holds the same bytes as tx=watch's (the same C step or
  * counters) and, for token_bucket and gcra, as the Lua twins' (the
  * counter twin checks before it increments and trims its hash, the
  * sliding_log twin drops old entries, otherwise: their bytes may differ
  * from the C step's, never their decisions). Hostile input: every bad call gets an
  * error reply, changes nothing, and the server answers PING after it.
+ * A server without the module: tx=module fails with a clear error.
  *
  * Under CI=true a missing redis-server or module fails; otherwise skips.
  */
@@ -229,6 +231,14 @@ static void allow_at(drl_limiter *l, int64_t now, int64_t cost, drl_result *res,
 		fail_msg("%s: %s", spec, e.message);
 }
 
+static void adjust_at(drl_limiter *l, int64_t now, int64_t delta,
+		      drl_result *res, const char *spec)
+{
+	drl_error e = {0, {0}};
+	if (drl_adjust_at(l, "u", 1, delta, now, res, &e))
+		fail_msg("adjust %s: %s", spec, e.message);
+}
+
 static const char *const specs[] = {
 	"fixed_window:5/1s",
 	"sliding_window:5/1s",
@@ -241,15 +251,19 @@ static const char *const specs[] = {
 
 /* ---- differential -------------------------------------------------------- */
 
-/* Five streams of one random sequence: tx=lua alone (prefix a:), the
- * module alone (b:), tx=lua, the module and tx=watch in turn on one key
- * (c:), tx=watch alone (d:), memory:// (the reference). Every decision
- * agrees; b: holds d:'s bytes, and a:'s for token_bucket and gcra. */
+/* Six streams of one random sequence: tx=lua alone (prefix a:),
+ * DRL.DECIDE alone (b:), tx=lua, DRL.DECIDE, tx=watch and tx=module in
+ * turn on one key (c:), tx=watch alone (d:), tx=module alone (e:),
+ * memory:// (the reference). Every decision agrees; e: holds d:'s bytes
+ * (b: too, until the first adjustment), and a:'s for token_bucket and
+ * gcra. One step in 16 is a
+ * drl_adjust instead, on every stream but b: (DRL.DECIDE takes none:
+ * it is held to a memory:// limiter of its own, n:). */
 static void differential(const char *spec)
 {
 	char uri[96];
 	drl_error e = {0, {0}};
-	drl_store *lua = NULL, *watch = NULL, *mem = NULL;
+	drl_store *lua = NULL, *watch = NULL, *mod = NULL, *mem = NULL;
 	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=lua", srv.port);
 	if (drl_store_open(&lua, uri, &e) ||
 	    drl_store_open(&mem, "memory://", &e))
@@ -257,19 +271,27 @@ static void differential(const char *spec)
 	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=watch", srv.port);
 	if (drl_store_open(&watch, uri, &e))
 		fail_msg("open: %s", e.message);
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=module", srv.port);
+	if (drl_store_open(&mod, uri, &e))
+		fail_msg("open: %s", e.message);
 	drl_limiter *la = limiter(lua, spec, "a:");
 	drl_limiter *lc = limiter(lua, spec, "c:");
 	drl_limiter *ld = limiter(watch, spec, "d:");
 	drl_limiter *lcw = limiter(watch, spec, "c:");
+	drl_limiter *le = limiter(mod, spec, "e:");
+	drl_limiter *lcm = limiter(mod, spec, "c:");
 	drl_limiter *lm = limiter(mem, spec, "m:");
+	drl_limiter *lmb = limiter(mem, spec, "n:"); /* b:'s, no adjusts */
 	drl__limit lim;
-	drl__keybase ka, kb, kc, kd;
+	drl__keybase ka, kb, kc, kd, ke;
+	store_key(spec, "e:", "u", &ke, &lim);
 	store_key(spec, "d:", "u", &kd, &lim);
 	store_key(spec, "a:", "u", &ka, &lim);
 	store_key(spec, "b:", "u", &kb, &lim);
 	store_key(spec, "c:", "u", &kc, &lim);
 
 	int64_t now = INT64_C(1700000000000000) + (int64_t)(rnd() % SEC);
+	bool adjusted = false; /* b: holds d:'s bytes until the first */
 	for (int i = 0; i < STEPS; i++) {
 		uint64_t r = rnd();
 		int64_t cost = (int64_t)(r % 4); /* 0: a peek */
@@ -278,39 +300,71 @@ static void differential(const char *spec)
 					 (SEC / 5)); /* a lagging clock */
 		else
 			now += (int64_t)(rnd() % (SEC / 4));
-		drl_result ref, a, b, c, d;
-		allow_at(lm, now, cost, &ref, spec);
-		allow_at(la, now, cost, &a, spec);
-		module_decide(&lim, &kb, spec, now, cost, &b);
-		if (i % 3 == 1)
-			module_decide(&lim, &kc, spec, now, cost, &c);
-		else
-			allow_at(i % 3 ? lcw : lc, now, cost, &c, spec);
-		allow_at(ld, now, cost, &d, spec);
-		assert_same(&ref, &a, "tx=lua vs memory", spec, i);
-		assert_same(&ref, &b, "module vs memory", spec, i);
-		assert_same(&ref, &c, "lua, module, watch in turn vs memory",
-			    spec, i);
-		assert_same(&ref, &d, "tx=watch vs memory", spec, i);
+		drl_result ref, refb, a, b, c, d, m;
+		if (r % 16 == 5) { /* drl_adjust: take or give back 2 */
+			int64_t delta = r % 32 < 16 ? 2 : -2;
+			adjust_at(lm, now, delta, &ref, spec);
+			adjust_at(la, now, delta, &a, spec);
+			adjust_at(i % 2 ? lcm : lc, now, delta, &c, spec);
+			adjust_at(ld, now, delta, &d, spec);
+			adjust_at(le, now, delta, &m, spec);
+			assert_same(&ref, &d, "adjust: tx=watch vs memory",
+				    spec, i);
+			assert_same(&d, &m, "adjust: tx=module vs tx=watch",
+				    spec, i);
+			assert_same(&d, &a, "adjust: tx=lua vs tx=watch", spec,
+				    i);
+			assert_same(&d, &c, "adjust in turn vs tx=watch", spec,
+				    i);
+		} else {
+			allow_at(lm, now, cost, &ref, spec);
+			allow_at(la, now, cost, &a, spec);
+			allow_at(lmb, now, cost, &refb, spec);
+			module_decide(&lim, &kb, spec, now, cost, &b);
+			if (i % 4 == 1)
+				module_decide(&lim, &kc, spec, now, cost, &c);
+			else
+				allow_at(i % 4 == 0   ? lc
+					 : i % 4 == 2 ? lcw
+						      : lcm,
+					 now, cost, &c, spec);
+			allow_at(ld, now, cost, &d, spec);
+			allow_at(le, now, cost, &m, spec);
+			assert_same(&ref, &a, "tx=lua vs memory", spec, i);
+			assert_same(&refb, &b, "module vs memory", spec, i);
+			assert_same(&ref, &c, "all in turn vs memory", spec, i);
+			assert_same(&ref, &d, "tx=watch vs memory", spec, i);
+			assert_same(&ref, &m, "tx=module vs memory", spec, i);
+		}
+		adjusted |= r % 16 == 5;
 		char *ia = key_image(&ka), *ib = key_image(&kb);
-		char *id = key_image(&kd);
-		if (strcmp(id, ib) != 0)
-			fail_msg("%s step %d: state differs:\n watch  %s\n "
-				 "module %s",
+		char *id = key_image(&kd), *ie = key_image(&ke);
+		if (strcmp(id, ie) != 0)
+			fail_msg("%s step %d: state differs:\n watch     %s\n "
+				 "tx=module %s",
+				 spec, i, id, ie);
+		if (!adjusted && strcmp(id, ib) != 0)
+			fail_msg("%s step %d: state differs:\n watch      %s\n "
+				 "DRL.DECIDE %s",
 				 spec, i, id, ib);
-		if (lim.algo->keeps_params && strcmp(ia, ib) != 0)
-			fail_msg("%s step %d: state differs:\n lua    %s\n "
-				 "module %s",
-				 spec, i, ia, ib);
+		if (lim.algo->keeps_params && strcmp(ia, ie) != 0)
+			fail_msg("%s step %d: state differs:\n lua       %s\n "
+				 "tx=module %s",
+				 spec, i, ia, ie);
 		free(ia);
 		free(ib);
 		free(id);
+		free(ie);
 	}
 	drl_limiter_free(la);
 	drl_limiter_free(lc);
 	drl_limiter_free(lm);
+	drl_limiter_free(lmb);
 	drl_limiter_free(ld);
 	drl_limiter_free(lcw);
+	drl_limiter_free(le);
+	drl_limiter_free(lcm);
+	drl_store_free(mod);
 	drl_store_free(watch);
 	drl_store_free(lua);
 	drl_store_free(mem);
@@ -497,6 +551,113 @@ static void test_wrong_type_and_corrupt(void **state)
 	}
 }
 
+/* DRL.TWIN (what tx=module sends) with arguments no store sends. */
+static void test_twin_hostile(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	const char *k = "drl:{gcra:1000000:tw}";
+	struct {
+		int argc;
+		const char *argv[12];
+		const char *want;
+	} cases[] = {
+		{2, {"DRL.TWIN", k}, "ERR wrong number"},
+		{12,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "1", "1", "1", "1", "1", "1",
+		  "1"},
+		 "ERR wrong number"},
+		{6, {"DRL.TWIN", k, "gcra", "1", "1", "5"}, "ERR 3 twin"},
+		{8,
+		 {"DRL.TWIN", k, "nosuch", "1", "1", "5", "1000000", "5"},
+		 "ERR twin"},
+		{8,
+		 {"DRL.TWIN", k, "gcra_batch", "1", "1", "5", "1000000", "5"},
+		 "ERR twin"},
+		{8,
+		 {"DRL.TWIN", k, "gcra", "x", "1", "5", "1000000", "5"},
+		 "ERR twin argument 1"},
+		{8,
+		 {"DRL.TWIN", k, "gcra", "-1", "1", "5", "1000000", "5"},
+		 "ERR the store's clock"},
+		{8,
+		 {"DRL.TWIN", k, "gcra", "-2", "1", "5", "1000000", "5"},
+		 "ERR now_us"},
+		{8,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "5", "1000001", "5"},
+		 "ERR PERIOD"},
+		{8,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "0", "1000000", "5"},
+		 "ERR"},
+		{8,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "5", "1000000", "-5"},
+		 "ERR"},
+		{9,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "5", "1000000", "5", "7"},
+		 "ERR change rules"},
+		{9,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "5", "1000000", "5", "-8"},
+		 "ERR change rules"},
+		{11,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "5", "1000000", "5", "0",
+		  "0", "3"},
+		 "ERR drl_adjust"},
+		{10,
+		 {"DRL.TWIN", k, "counter", "1", "1", "5", "1000000", "0", "0",
+		  "0"},
+		 "ERR"},
+		{10,
+		 {"DRL.TWIN", k, "counter", "1", "1", "5", "1000000", "0", "7",
+		  "0"},
+		 "ERR"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		size_t lens[12];
+		for (int j = 0; j < cases[i].argc; j++)
+			lens[j] = strlen(cases[i].argv[j]);
+		expect_error(cases[i].argc, cases[i].argv, lens, cases[i].want,
+			     k);
+	}
+}
+
+/* tx=module on a server without the module: every decision fails with
+ * an error that says to load it; nothing is written. */
+static void test_no_module(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	drl_server plain;
+	assert_int_equal(drl_fixture_redis_start(&plain, NULL), 0);
+	char uri[96];
+	drl_error e = {0, {0}};
+	drl_store *st = NULL;
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=module", plain.port);
+	assert_int_equal(drl_store_open(&st, uri, &e), 0);
+	for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+		drl_limiter *l = limiter(st, specs[i], NULL);
+		drl_result res;
+		int rc = drl_allow_at(l, "u", 1, 1, INT64_C(1700000000000000),
+				      &res, &e);
+		assert_int_equal(rc, DRL_ESTORE);
+		assert_non_null(strstr(e.message, "--loadmodule"));
+		drl_limiter_free(l);
+	}
+	drl_store_free(st);
+	/* and clock=server is refused at open */
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=module&clock=server",
+		 plain.port);
+	assert_int_equal(drl_store_open(&st, uri, &e), DRL_EINVAL);
+	assert_non_null(strstr(e.message, "tx=module"));
+	redisContext *c = redisConnect("127.0.0.1", plain.port);
+	assert_non_null(c);
+	redisReply *r = redisCommand(c, "DBSIZE");
+	assert_non_null(r);
+	assert_int_equal(r->integer, 0);
+	freeReplyObject(r);
+	redisFree(c);
+	drl_fixture_stop(&plain);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -505,6 +666,8 @@ int main(void)
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_refused_specs),
 		cmocka_unit_test(test_wrong_type_and_corrupt),
+		cmocka_unit_test(test_twin_hostile),
+		cmocka_unit_test(test_no_module),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
