@@ -3,23 +3,14 @@
  * EVALSHA under tx=module (backends/redis/module.c). The twin's name and
  * integers say which limit decides; they are turned back into the spec
  * they came from and parsed by the spec parser, so a number the library
- * refuses in a spec is refused here too.
+ * refuses in a spec is refused here too (the change rules, on_change= and
+ * version=, are set after it, checked as it checks them).
  */
 #include "decide.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-
-/* on_change= by number, in the order of DRL__CHANGE_* (core/internal.h);
- * the spec parser checks each against the algorithm. */
-static const char *const change_names[DRL__CHANGE_COUNT] = {
-	[DRL__CHANGE_KEEP_USED] = "keep_used",
-	[DRL__CHANGE_KEEP_AVAILABLE] = "keep_available",
-	[DRL__CHANGE_SCALE] = "scale",
-	[DRL__CHANGE_ADDITIVE] = "additive",
-	[DRL__CHANGE_RESET] = "reset",
-};
 
 static bool is(const char *s, size_t len, const char *word)
 {
@@ -53,24 +44,8 @@ static int twin_spec(const char *twin, size_t twinlen, const int64_t *a,
 				     t ? ",trailing=1" : "");
 	} else if (is(twin, twinlen, "token_bucket") ||
 		   is(twin, twinlen, "gcra")) {
-		if (word < 0 || word / 8 > DRL__VERSION_MAX)
-			return drl_error_set(
-				err, DRL_EINVAL,
-				"change rules %" PRId64 ": out of range", word);
-		n = snprintf(spec, cap,
-			     "%.*s:%lld/%lldms,burst=%lld,on_change=%s",
-			     (int)twinlen, twin, l, ms, (long long)burst,
-			     change_names[word % 8 < DRL__CHANGE_COUNT
-						  ? word % 8
-						  : DRL__CHANGE_KEEP_USED]);
-		if (word % 8 >= DRL__CHANGE_COUNT)
-			return drl_error_set(err, DRL_EINVAL,
-					     "change rules %" PRId64
-					     ": no such on_change",
-					     word);
-		if (word / 8 && n > 0 && (size_t)n < cap)
-			n += snprintf(spec + n, cap - (size_t)n,
-				      ",version=%lld", (long long)(word / 8));
+		n = snprintf(spec, cap, "%.*s:%lld/%lldms,burst=%lld",
+			     (int)twinlen, twin, l, ms, (long long)burst);
 	} else if (is(twin, twinlen, "sliding_log")) {
 		n = snprintf(spec, cap, "sliding_log:%lld/%lldms", l, ms);
 	} else {
@@ -81,6 +56,23 @@ static int twin_spec(const char *twin, size_t twinlen, const int64_t *a,
 	}
 	if (n < 0 || (size_t)n >= cap)
 		return drl_error_set(err, DRL_EINVAL, "spec too long");
+	return 0;
+}
+
+/* The change rules a token_bucket or gcra twin is sent (ARGV[6]:
+ * on_change + 8 x version, drl__change_word) onto lim, checked as the
+ * spec parser checks on_change= and version=. */
+static int apply_changes(drl__limit *lim, int64_t word, drl_error *err)
+{
+	int64_t oc = word % 8, v = word / 8;
+	if (word < 0 || v > DRL__VERSION_MAX || oc >= DRL__CHANGE_COUNT ||
+	    (oc != DRL__CHANGE_KEEP_USED && !(lim->algo->changes & (1u << oc))))
+		return drl_error_set(err, DRL_EINVAL,
+				     "change rules %" PRId64 ": not on_change "
+				     "+ 8 x version for %s",
+				     word, lim->algo->name);
+	lim->on_change = (int)oc;
+	lim->version = v;
 	return 0;
 }
 
@@ -120,6 +112,8 @@ int drl__rm_parse_twin(drl__rm_request *q, const char *key, size_t keylen,
 	int rc = twin_spec(twin, twinlen, a, nargs, spec, sizeof spec, err);
 	if (rc == 0)
 		rc = drl__limit_parse(&q->lim, spec, strlen(spec), err);
+	if (rc == 0 && q->lim.algo->keeps_params && nargs > 5)
+		rc = apply_changes(&q->lim, a[5], err);
 	if (rc)
 		return rc;
 	q->now = a[0];

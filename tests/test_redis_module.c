@@ -246,6 +246,7 @@ static const char *const specs[] = {
 	"subwindow:6/1s,subwindows=4,trailing=1",
 	"token_bucket:5/1s,burst=7",
 	"gcra:4/700ms,burst=3",
+	"token_bucket:6/2s,on_change=scale,version=2",
 	"sliding_log:4/1s",
 };
 
