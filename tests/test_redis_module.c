@@ -13,11 +13,13 @@
  * sliding_log twin drops old entries, otherwise: their bytes may differ
  * from the C step's, never their decisions). Hostile input: every bad call gets an
  * error reply, changes nothing, and the server answers PING after it.
+ * Cross-process exactness on a hot key under tx=module (tests/hot_key.h).
  * A server without the module: tx=module fails with a clear error.
  *
  * Under CI=true a missing redis-server or module fails; otherwise skips.
  */
 #include "internal.h"
+#include "hot_key.h"
 #include "server_fixture.h"
 
 #include <setjmp.h>
@@ -274,14 +276,17 @@ static void differential(const char *spec)
 	char uri[96];
 	drl_error e = {0, {0}};
 	drl_store *lua = NULL, *watch = NULL, *mod = NULL, *mem = NULL;
-	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=lua", srv.port);
+	snprintf(uri, sizeof uri,
+		 "redis://127.0.0.1:%d?tx=lua&timeout_ms=10000", srv.port);
 	if (drl_store_open(&lua, uri, &e) ||
 	    drl_store_open(&mem, "memory://", &e))
 		fail_msg("open: %s", e.message);
-	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=watch", srv.port);
+	snprintf(uri, sizeof uri,
+		 "redis://127.0.0.1:%d?tx=watch&timeout_ms=10000", srv.port);
 	if (drl_store_open(&watch, uri, &e))
 		fail_msg("open: %s", e.message);
-	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=module", srv.port);
+	snprintf(uri, sizeof uri,
+		 "redis://127.0.0.1:%d?tx=module&timeout_ms=10000", srv.port);
 	if (drl_store_open(&mod, uri, &e))
 		fail_msg("open: %s", e.message);
 	drl_limiter *la = limiter(lua, spec, "a:");
@@ -561,6 +566,27 @@ static void test_wrong_type_and_corrupt(void **state)
 	}
 }
 
+/* Processes of threads on one key at one instant, every algorithm and a
+ * policy of two: exactly the limit allowed under tx=module. */
+static void test_hot_key(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char uri[96];
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=module", srv.port);
+	redisReply *z = redisCommand(rc_, "CONFIG RESETSTAT");
+	assert_non_null(z);
+	freeReplyObject(z);
+	hot_key_all_specs(uri);
+	/* and they were the module's decisions, not a script's */
+	redisReply *r = redisCommand(rc_, "INFO commandstats");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	assert_non_null(strstr(r->str, "cmdstat_drl.twin:calls="));
+	assert_null(strstr(r->str, "cmdstat_evalsha"));
+	freeReplyObject(r);
+}
+
 /* DRL.TWIN (what tx=module sends) with arguments no store sends. */
 static void test_twin_hostile(void **state)
 {
@@ -677,6 +703,7 @@ int main(void)
 		cmocka_unit_test(test_refused_specs),
 		cmocka_unit_test(test_wrong_type_and_corrupt),
 		cmocka_unit_test(test_twin_hostile),
+		cmocka_unit_test(test_hot_key),
 		cmocka_unit_test(test_no_module),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
