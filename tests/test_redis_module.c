@@ -497,6 +497,8 @@ static void test_refused_specs(void **state)
 		"fixed_window:5/1s,nosuch=1",
 		"token_bucket:1000000001/1s",
 		"gcra:5/1s,on_change=scale,version=x",
+		"gcra:5/1s\r\n+OK\r\n", /* quoted in the error reply */
+		"gcra\xff:5/1s",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
 		expect_error4(k, bad[i], "1", "1", "ERR", k);
