@@ -41,7 +41,8 @@
 # server when it is built): `module` cells send DRL.DECIDE with keys of
 # the library's length by redis-benchmark, as the peers' scripts are
 # sent (its exec is DRL.DECIDE's own usec, which includes the commands
-# it calls); BENCH_MODULE=0 leaves them out.
+# it calls), and `tx=module` cells of the library beside tx=auto, lua and
+# watch; BENCH_MODULE=0 leaves them out.
 # BENCH_SPECS="spec ..." and BENCH_TXS="auto lua watch" pick cells (default: all).
 # Each figure is the median of ROUNDS rounds (default 3), the cells of a
 # round in turn. Prints a Markdown table; the ratios compare medians of
@@ -125,6 +126,9 @@ specs=(
 	"sliding_log:10000/1m"
 )
 txs=(auto lua watch)
+# with the module loaded, tx=module cells too (the library sending
+# DRL.TWIN; its figures are DRL.TWIN's usec, which include its commands)
+[ -n "$module_so" ] && txs+=(module)
 # BENCH_SPECS / BENCH_TXS (space-separated) measure only those cells.
 [ -n "${BENCH_SPECS:-}" ] && read -r -a specs <<<"$BENCH_SPECS"
 [ -n "${BENCH_TXS:-}" ] && read -r -a txs <<<"$BENCH_TXS"
@@ -158,7 +162,8 @@ declare -A subsecs=(
 # the sum of their commands, each sent alone by redis-benchmark.
 libdrl_cell() {
 	local spec=$1 tx=$2 r ceil=--ceiling
-	[ "$tx" = watch ] && ceil=
+	# watch sends no script; module sends DRL.TWIN (its own cells below)
+	case $tx in watch | module) ceil= ;; esac
 	[ "$measure" = instructions ] && cg_zero
 	r=$("$drl" bench --json $ceil --store "redis://127.0.0.1:$port?tx=$tx&pool=16" \
 		--limit "$spec" --keys 10000 --concurrency 16 \
