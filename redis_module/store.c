@@ -18,6 +18,7 @@
 #include "store.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* PEXPIRE's argument for ttl_us: whole ms rounded up, at least 0 (0
@@ -144,7 +145,8 @@ static int get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 	return 0;
 }
 
-/* HDEL group fields...; PEXPIRE group ttl (n grouped keys of one group). */
+/* HDEL group field...; PEXPIRE group ttl (n grouped keys of one group):
+ * one HDEL of every field. */
 static int trim(drl_backend *b, size_t n, const drl_bytes *keys, int64_t ttl_us,
 		drl_error *err)
 {
@@ -156,25 +158,33 @@ static int trim(drl_backend *b, size_t n, const drl_bytes *keys, int64_t ttl_us,
 		return drl_error_set(err, DRL_EINVAL,
 				     "trim: not a grouped key");
 	const char *gk = keys[0].data;
-	int64_t ignored;
 	for (size_t i = 0; i < n; i++) {
 		size_t gl = 0;
 		if (!group_split(keys[i], &gl) || gl != glen ||
 		    memcmp(keys[i].data, gk, gl) != 0)
 			return drl_error_set(err, DRL_EINVAL,
 					     "trim: keys of different groups");
-		const char *f = (const char *)keys[i].data + gl + 1;
-		RedisModuleCallReply *r = RedisModule_Call(
-			ctx, "HDEL", "bb", gk, glen, f, keys[i].len - gl - 1);
-		int rc = call_int(r, "HDEL", &ignored, err);
-		if (r)
-			RedisModule_FreeCallReply(r);
-		if (rc)
-			return rc;
 	}
-	RedisModuleCallReply *r = RedisModule_Call(ctx, "PEXPIRE", "bl", gk,
-						   glen, ttl_ms(ttl_us));
-	int rc = call_int(r, "PEXPIRE", &ignored, err);
+	RedisModuleString **f = malloc(n * sizeof *f);
+	if (f == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		f[i] = RedisModule_CreateString(
+			ctx, (const char *)keys[i].data + glen + 1,
+			keys[i].len - glen - 1);
+	int64_t ignored;
+	RedisModuleCallReply *r =
+		RedisModule_Call(ctx, "HDEL", "bv", gk, glen, f, n);
+	int rc = call_int(r, "HDEL", &ignored, err);
+	if (r)
+		RedisModule_FreeCallReply(r);
+	for (size_t i = 0; i < n; i++)
+		RedisModule_FreeString(ctx, f[i]);
+	free(f);
+	if (rc)
+		return rc;
+	r = RedisModule_Call(ctx, "PEXPIRE", "bl", gk, glen, ttl_ms(ttl_us));
+	rc = call_int(r, "PEXPIRE", &ignored, err);
 	if (r)
 		RedisModule_FreeCallReply(r);
 	return rc;
