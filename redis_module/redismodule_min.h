@@ -75,6 +75,8 @@ DRL_RM_API(int, ReplicateVerbatim, (RedisModuleCtx *ctx));
 DRL_RM_API(RedisModuleCallReply *, Call, (RedisModuleCtx *ctx, const char *cmdname, const char *fmt, ...));
 DRL_RM_API(int, CallReplyType, (RedisModuleCallReply *reply));
 DRL_RM_API(long long, CallReplyInteger, (RedisModuleCallReply *reply));
+DRL_RM_API(size_t, CallReplyLength, (RedisModuleCallReply *reply));
+DRL_RM_API(RedisModuleCallReply *, CallReplyArrayElement, (RedisModuleCallReply *reply, size_t idx));
 DRL_RM_API(const char *, CallReplyStringPtr, (RedisModuleCallReply *reply, size_t *len));
 DRL_RM_API(void, FreeCallReply, (RedisModuleCallReply *reply));
 #undef DRL_RM_API
@@ -103,6 +105,8 @@ static int RedisModule_Init(RedisModuleCtx *ctx, const char *name, int ver,
 	      DRL_RM_GET(ReplyWithArray) && DRL_RM_GET(ReplyWithLongLong) &&
 	      DRL_RM_GET(ReplicateVerbatim) && DRL_RM_GET(Call) &&
 	      DRL_RM_GET(CallReplyType) && DRL_RM_GET(CallReplyInteger) &&
+	      DRL_RM_GET(CallReplyLength) &&
+	      DRL_RM_GET(CallReplyArrayElement) &&
 	      DRL_RM_GET(CallReplyStringPtr) && DRL_RM_GET(FreeCallReply)))
 		return REDISMODULE_ERR;
 	if (!DRL_RM_GET(IsModuleNameBusy))

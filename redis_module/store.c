@@ -104,32 +104,100 @@ static int incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 	return rc;
 }
 
+/* A counter's value from a reply element: absent (nil) is 0. */
+static int reply_value(RedisModuleCallReply *e, const char *cmd, int64_t *v,
+		       drl_error *err)
+{
+	size_t len = 0;
+	int type = e ? RedisModule_CallReplyType(e) : -1;
+	if (type == REDISMODULE_REPLY_NULL) {
+		*v = 0;
+		return 0;
+	}
+	if (type != REDISMODULE_REPLY_STRING)
+		return call_failed(e, cmd, err);
+	const char *s = RedisModule_CallReplyStringPtr(e, &len);
+	if (drl_parse_int(s, len, INT64_MIN, INT64_MAX, v))
+		return drl_error_set(err, DRL_ECORRUPT,
+				     "counter holds %zu bytes that are not an "
+				     "integer",
+				     len);
+	return 0;
+}
+
 /* One counter's value: absent is 0. */
 static int get_one(RedisModuleCtx *ctx, drl_bytes key, int64_t *v,
 		   drl_error *err)
 {
-	size_t glen = 0, len = 0;
+	size_t glen = 0;
 	bool g = group_split(key, &glen);
 	const char *k = key.len ? key.data : "";
 	RedisModuleCallReply *r =
 		g ? RedisModule_Call(ctx, "HGET", "bb", k, glen, k + glen + 1,
 				     key.len - glen - 1)
 		  : RedisModule_Call(ctx, "GET", "b", k, key.len);
-	int rc = 0, type = r ? RedisModule_CallReplyType(r) : -1;
-	if (type == REDISMODULE_REPLY_NULL) {
-		*v = 0;
-	} else if (type == REDISMODULE_REPLY_STRING) {
-		const char *s = RedisModule_CallReplyStringPtr(r, &len);
-		if (drl_parse_int(s, len, INT64_MIN, INT64_MAX, v))
-			rc = drl_error_set(err, DRL_ECORRUPT,
-					   "counter holds %zu bytes that are "
-					   "not an integer",
-					   len);
-	} else {
-		rc = call_failed(r, g ? "HGET" : "GET", err);
-	}
+	int rc = reply_value(r, g ? "HGET" : "GET", v, err);
 	if (r)
 		RedisModule_FreeCallReply(r);
+	return rc;
+}
+
+/* Whether keys[0..n) are grouped counters of one group (*glen its
+ * length). */
+static bool one_group(size_t n, const drl_bytes *keys, size_t *glen)
+{
+	if (n == 0 || !group_split(keys[0], glen))
+		return false;
+	for (size_t i = 1; i < n; i++) {
+		size_t gl = 0;
+		if (!group_split(keys[i], &gl) || gl != *glen ||
+		    memcmp(keys[i].data, keys[0].data, gl) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* The fields of keys[0..n) (grouped, of a group glen bytes long) as
+ * strings for a vector argument (RedisModule_Call's "v"); NULL when out
+ * of memory. Free with free_fields. */
+static RedisModuleString **fields_of(RedisModuleCtx *ctx, size_t n,
+				     const drl_bytes *keys, size_t glen)
+{
+	RedisModuleString **f = malloc(n * sizeof *f);
+	for (size_t i = 0; f && i < n; i++)
+		f[i] = RedisModule_CreateString(
+			ctx, (const char *)keys[i].data + glen + 1,
+			keys[i].len - glen - 1);
+	return f;
+}
+
+static void free_fields(RedisModuleCtx *ctx, RedisModuleString **f, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		RedisModule_FreeString(ctx, f[i]);
+	free(f);
+}
+
+/* The counters of one group: one HMGET. */
+static int get_group(RedisModuleCtx *ctx, size_t n, const drl_bytes *keys,
+		     size_t glen, int64_t *values, drl_error *err)
+{
+	RedisModuleString **f = fields_of(ctx, n, keys, glen);
+	if (f == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	RedisModuleCallReply *r =
+		RedisModule_Call(ctx, "HMGET", "bv", keys[0].data, glen, f, n);
+	int rc = 0;
+	if (r == NULL ||
+	    RedisModule_CallReplyType(r) != REDISMODULE_REPLY_ARRAY ||
+	    RedisModule_CallReplyLength(r) != n)
+		rc = call_failed(r, "HMGET", err);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = reply_value(RedisModule_CallReplyArrayElement(r, i),
+				 "HMGET", &values[i], err);
+	if (r)
+		RedisModule_FreeCallReply(r);
+	free_fields(ctx, f, n);
 	return rc;
 }
 
@@ -137,6 +205,9 @@ static int get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 		    int64_t *values, drl_error *err)
 {
 	RedisModuleCtx *ctx = ((drl__rm_store *)b)->ctx;
+	size_t glen = 0;
+	if (n > 1 && one_group(n, keys, &glen))
+		return get_group(ctx, n, keys, glen, values, err);
 	for (size_t i = 0; i < n; i++) {
 		int rc = get_one(ctx, keys[i], &values[i], err);
 		if (rc)
@@ -154,33 +225,20 @@ static int trim(drl_backend *b, size_t n, const drl_bytes *keys, int64_t ttl_us,
 	size_t glen = 0;
 	if (n == 0)
 		return 0;
-	if (!group_split(keys[0], &glen))
+	if (!one_group(n, keys, &glen))
 		return drl_error_set(err, DRL_EINVAL,
-				     "trim: not a grouped key");
+				     "trim: keys of different groups");
 	const char *gk = keys[0].data;
-	for (size_t i = 0; i < n; i++) {
-		size_t gl = 0;
-		if (!group_split(keys[i], &gl) || gl != glen ||
-		    memcmp(keys[i].data, gk, gl) != 0)
-			return drl_error_set(err, DRL_EINVAL,
-					     "trim: keys of different groups");
-	}
-	RedisModuleString **f = malloc(n * sizeof *f);
+	RedisModuleString **f = fields_of(ctx, n, keys, glen);
 	if (f == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++)
-		f[i] = RedisModule_CreateString(
-			ctx, (const char *)keys[i].data + glen + 1,
-			keys[i].len - glen - 1);
 	int64_t ignored;
 	RedisModuleCallReply *r =
 		RedisModule_Call(ctx, "HDEL", "bv", gk, glen, f, n);
 	int rc = call_int(r, "HDEL", &ignored, err);
 	if (r)
 		RedisModule_FreeCallReply(r);
-	for (size_t i = 0; i < n; i++)
-		RedisModule_FreeString(ctx, f[i]);
-	free(f);
+	free_fields(ctx, f, n);
 	if (rc)
 		return rc;
 	r = RedisModule_Call(ctx, "PEXPIRE", "bl", gk, glen, ttl_ms(ttl_us));
