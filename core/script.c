@@ -98,10 +98,11 @@ int drl__twin_answer(const drl__limit *lim, const drl__call *call,
 		     const int64_t *out, size_t nret, drl_result *res,
 		     drl__undo *undo, drl_error *err)
 {
-	/* DRL__SCRIPT_NOUT values are the common form, from a twin or from
-	 * a store that runs the C step itself (the Redis module, tx=module):
-	 * no compact answer has that many (every lua_nout is smaller) */
-	if (lim->algo->lua_answer && nret != DRL__SCRIPT_NOUT)
+	/* a store that runs the step itself answers the common form for
+	 * every twin (DRL_CAP_COMMON_ANSWER: Redis tx=module) */
+	bool common = call->backend != NULL &&
+		      (call->backend->caps & DRL_CAP_COMMON_ANSWER);
+	if (lim->algo->lua_answer && !common)
 		return lim->algo->lua_answer(lim, call, out, nret, res, undo,
 					     err);
 	return drl__script_answer(lim, out, nret, res, undo, err);

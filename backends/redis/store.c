@@ -90,7 +90,7 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 	/* tx=module: every decision by the module's DRL.TWIN, one call at a
 	 * time (no batches, no started calls: not done yet) */
 	if (s->module_tx) {
-		s->parent.caps |= DRL_CAP_SCRIPT;
+		s->parent.caps |= DRL_CAP_SCRIPT | DRL_CAP_COMMON_ANSWER;
 		s->parent.eval = drl__redis_module_eval;
 	}
 	/* A started script needs a shared connection to travel on; a
