@@ -237,16 +237,13 @@ const drl__algorithm drl__gcra = {
 	.changes = DRL__PARAMS_CHANGES,
 	.option = drl__burst_option,
 	.finish = drl__burst_finish,
-	.decide = drl__state_decide,
-	.refund = drl__state_refund,
+	DRL__STATE_ENGINE,
 	.step = step,
 	.unstep = refund_step,
-	.adjust = drl__state_adjust,
 	.adjust_step = adjust_step,
 	.state_len = STATE_LEN,
 	.lua = &drl__lua_gcra,
 	.lua_batch = &drl__lua_batch_gcra,
 	.lua_answer = lua_answer,
-	.lua_nout = 4,
 	.lua_nargs = 6, /* to the change rules (gcra.lua) */
 };

@@ -5,42 +5,60 @@
  * (now - PERIOD, now] plus its cost fit in LIMIT. remaining, reset_after
  * and retry_after are exact.
  *
- * The log holds at most LIMIT live entries (each count >= 1 and their sum
- * is at most LIMIT), hence LIMIT <= DRL_SLIDING_LOG_LIMIT_MAX for this
- * algorithm: its state is up to 16 bytes per admitted request. A penalty
- * (drl_adjust) may take the sum to 2 x LIMIT, so a log holds up to
- * 2 x LIMIT live entries; clients built before drl_adjust read a log
- * beyond LIMIT as malformed.
+ * The log is what was used, which means the same under any LIMIT: LIMIT
+ * is not in the key (log:PERIOD), and a decision under another LIMIT L'
+ * admits cost when the live count + cost <= L' (on_change=keep_used).
+ * The state records the LIMIT and version= it was written under, as
+ * token_bucket and gcra do: a newer stored version decides with its
+ * LIMIT, an older one (or none on either side) is taken over by the
+ * caller's, and on_change=reset then clears the log; the same version
+ * with another LIMIT is DRL_ECORRUPT (docs/algorithms.md, "When a limit
+ * changes"). keep_available, scale and additive are refused: they would
+ * add or drop units that no entry's time says when to release.
  *
- * State 'S': (dead + n) entries of 16 bytes (time µs, count), times
- * strictly increasing, then a trailer of 33 bytes: dead, n, the sum of the
- * n live entries' counts, the first live entry's time, 'S' (int64 LE).
- * The `dead` entries in front have left the window and count for nothing.
- * The trailer at the end lets the Lua twin (Redis) decide from the last
- * 49 bytes (the newest entry and the trailer), the entries that leave and
- * the ones a denial must walk, and write the new entry and the trailer in
- * place (what a decision costs the server must not grow with the log:
- * docs/performance.md); it leaves the entries that left in front until
- * they outnumber the live ones by more than 32 (so dead <= LIMIT + 32).
- * This step checks every live entry and writes the log compacted (dead 0).
- * The states written before, 'M' (n, the sum, entries) and 'L' (n,
- * entries) with their header in front, are still read, and rewritten as
- * 'S' (an 'S' ends in 'S'; an 'M' or 'L' in a count's top byte, 0).
- * Clients built before cannot read 'S'.
+ * Each live entry counts >= 1, and a log's live counts sum to at most
+ * 2 x the LIMIT it was used under (a penalty, drl_adjust, doubles it):
+ * LIMIT <= DRL_SLIDING_LOG_LIMIT_MAX, so a log read holds at most
+ * LIVE_MAX live entries whatever the caller's LIMIT (a log written under
+ * a higher LIMIT is kept whole: dropping live entries would hand out
+ * quota once the limit goes back up). Its state is up to 16 bytes per
+ * admitted request.
+ *
+ * State: (dead + n) entries of 16 bytes (time µs, count), times strictly
+ * increasing, then a trailer of 57 bytes: dead, n, the sum of the n live
+ * entries' counts, the first live entry's time, LIMIT, PERIOD, version,
+ * 'R' (int64 LE). The `dead` entries in front have left the window and
+ * count for nothing. The trailer at the end lets the Lua twin (Redis)
+ * decide from the last 73 bytes (the newest entry and the trailer), the
+ * entries that leave and the ones a denial must walk, and write the new
+ * entry and the trailer in place (what a decision costs the server must
+ * not grow with the log: docs/performance.md); it leaves the entries that
+ * left in front until they outnumber the live ones by more than 32 (so
+ * dead <= LIVE_MAX + 32). This step checks every live entry and writes
+ * the log compacted (dead 0).
+ * The states written before ('S': the trailer without LIMIT, PERIOD and
+ * version; 'M' and 'L' before it) lived under keys that named LIMIT
+ * (log:LIMIT:PERIOD): a client of this state never looks there, they
+ * expire by their TTL. One met anyway is DRL_ECORRUPT, here and in the
+ * twin. Clients built before cannot read 'R' (and never look for it).
  */
 #include "internal.h"
 
 #include <string.h>
 
-#define TRAILER 33  /* dead, n, sum, first live time, 'S' */
-#define M_HEADER 17 /* 'M', n, sum */
-#define L_HEADER 9  /* 'L', n */
+/* dead, n, sum, first live time, LIMIT, PERIOD, version, 'R' */
+#define TRAILER 57
 #define ENTRY 16
 #define DEAD_SLACK 32 /* the twin's: dead <= n + DEAD_SLACK after a write */
+/* The most live entries (and units) a log of any LIMIT holds: a
+ * penalty's 2 x the largest LIMIT; the most dead ones in front of them. */
+#define LIVE_MAX (2 * (int64_t)DRL_SLIDING_LOG_LIMIT_MAX)
+#define DEAD_MAX (LIVE_MAX + DEAD_SLACK)
 
 typedef struct log_view {
 	const unsigned char *p; /* first live entry */
 	int64_t n;              /* live entries */
+	int64_t limit, version; /* what the log was written under */
 } log_view;
 
 static int64_t ts_at(const log_view *v, int64_t i)
@@ -53,74 +71,73 @@ static int64_t count_at(const log_view *v, int64_t i)
 	return drl__get64(v->p + i * ENTRY + 8);
 }
 
-/* What the stored log's trailer or header says: where its live entries
- * are, their sum and the first one's time (`said` flags which). */
-typedef struct log_said {
-	bool sum, first;
-	int64_t sum_v, first_v;
-} log_said;
-
-/* Find the live entries of the stored log: 0, or DRL_ECORRUPT. */
-static int locate(const drl__limit *lim, const unsigned char *p, size_t len,
-		  log_view *v, log_said *said)
-{
-	*said = (log_said){0};
-	if (len >= TRAILER && p[len - 1] == 'S') {
-		const unsigned char *t = p + len - TRAILER;
-		int64_t dead = drl__get64(t), n = drl__get64(t + 8);
-		if (dead < 0 || dead > 2 * lim->limit + DEAD_SLACK || n < 0 ||
-		    n > 2 * lim->limit ||
-		    len != TRAILER + (size_t)(dead + n) * ENTRY)
-			return DRL_ECORRUPT;
-		v->p = p + dead * ENTRY;
-		v->n = n;
-		*said = (log_said){.sum = true,
-				   .first = n > 0,
-				   .sum_v = drl__get64(t + 16),
-				   .first_v = drl__get64(t + 24)};
-		return 0;
-	}
-	size_t header = len >= 1 && p[0] == 'L' ? L_HEADER : M_HEADER;
-	if (len < header || (p[0] != 'M' && p[0] != 'L'))
-		return DRL_ECORRUPT;
-	int64_t n = drl__get64(p + 1);
-	if (n < 0 || n > 2 * lim->limit || len != header + (size_t)n * ENTRY)
-		return DRL_ECORRUPT;
-	v->p = p + header;
-	v->n = n;
-	said->sum = header == M_HEADER;
-	said->sum_v = said->sum ? drl__get64(p + 9) : 0;
-	return 0;
-}
-
-/* Validate the stored log ('S', or the older 'M' and 'L'): every live
- * entry, and what the trailer or header says of them; an absent log is
- * empty. */
+/* Validate the stored log: its trailer, every live entry, and what the
+ * trailer says of them; an absent log is empty, under lim's numbers.
+ * 0, or DRL_ECORRUPT (nothing in any error). */
 static int read_log(const drl__limit *lim, const void *old, size_t oldlen,
 		    log_view *v)
 {
-	v->p = NULL;
-	v->n = 0;
+	*v = (log_view){NULL, 0, lim->limit, lim->version};
 	if (old == NULL)
 		return 0;
-	log_said said;
-	if (locate(lim, old, oldlen, v, &said))
+	const unsigned char *p = old;
+	if (oldlen < TRAILER || p[oldlen - 1] != 'R')
 		return DRL_ECORRUPT;
+	const unsigned char *t = p + oldlen - TRAILER;
+	int64_t dead = drl__get64(t), n = drl__get64(t + 8);
+	v->limit = drl__get64(t + 32);
+	v->version = drl__get64(t + 48);
+	if (dead < 0 || dead > DEAD_MAX || n < 0 || n > LIVE_MAX ||
+	    oldlen != TRAILER + (size_t)(dead + n) * ENTRY ||
+	    drl__get64(t + 40) != lim->period_us || v->limit < 1 ||
+	    v->limit > DRL_SLIDING_LOG_LIMIT_MAX || v->version < 0 ||
+	    v->version > DRL__VERSION_MAX)
+		return DRL_ECORRUPT;
+	v->p = p + dead * ENTRY;
+	v->n = n;
 	int64_t sum = 0;
-	for (int64_t i = 0; i < v->n; i++) {
+	for (int64_t i = 0; i < n; i++) {
 		int64_t c = count_at(v, i);
-		int64_t t = ts_at(v, i);
-		if (c < 1 || t < 0 || t > DRL_TIME_MAX_US ||
-		    (i > 0 && t <= ts_at(v, i - 1)))
+		int64_t ts = ts_at(v, i);
+		if (c < 1 || ts < 0 || ts > DRL_TIME_MAX_US ||
+		    (i > 0 && ts <= ts_at(v, i - 1)))
 			return DRL_ECORRUPT;
 		sum += c;
-		if (sum > 2 * lim->limit)
+		if (sum > LIVE_MAX)
 			return DRL_ECORRUPT;
 	}
-	if ((said.sum && said.sum_v != sum) ||
-	    (said.first && said.first_v != ts_at(v, 0)))
+	if (drl__get64(t + 16) != sum ||
+	    (n > 0 && drl__get64(t + 24) != ts_at(v, 0)))
 		return DRL_ECORRUPT;
 	return 0;
+}
+
+/* Which numbers decide the log *v, into *eff (lim, or a newer stored
+ * version's LIMIT): as drl__params_settle (algorithms/params.c), with no
+ * level to convert: keep_used keeps the log as it is, reset empties it.
+ * 1 when taken over (to be written even when nothing is used), 0, or
+ * DRL_ECORRUPT (in call->err) for the same version with another LIMIT. */
+static int settle(const drl__limit *lim, const drl__call *call, log_view *v,
+		  drl__limit *eff)
+{
+	*eff = *lim;
+	if (v->version > lim->version) {
+		eff->limit = v->limit;
+		eff->version = v->version;
+		return 0;
+	}
+	if (v->limit == lim->limit && v->version == lim->version)
+		return 0;
+	if (v->version == lim->version && lim->version > 0)
+		return drl_error_set(
+			call->err, DRL_ECORRUPT,
+			"sliding_log: version %lld of this limit is stored "
+			"with other parameters (LIMIT %lld): a changed limit "
+			"needs a higher version",
+			(long long)lim->version, (long long)v->limit);
+	if (lim->on_change == DRL__CHANGE_RESET)
+		v->n = 0;
+	return 1;
 }
 
 static int64_t first_live(const drl__limit *lim, const log_view *v, int64_t now)
@@ -131,12 +148,15 @@ static int64_t first_live(const drl__limit *lim, const log_view *v, int64_t now)
 	return i;
 }
 
-static void put_trailer(unsigned char *out, int64_t n, size_t *outlen);
+static void put_trailer(const drl__limit *lim, unsigned char *out, int64_t n,
+			size_t *outlen);
 
 /* Write entries [from, n) of v, then (stamp, add) merged or appended when
- * add > 0; entries whose count drops to 0 through `add < 0` vanish. */
-static void write_log(const log_view *v, int64_t from, int64_t stamp,
-		      int64_t add, unsigned char *out, size_t *outlen)
+ * add > 0; entries whose count drops to 0 through `add < 0` vanish. The
+ * trailer records lim's LIMIT and version. */
+static void write_log(const drl__limit *lim, const log_view *v, int64_t from,
+		      int64_t stamp, int64_t add, unsigned char *out,
+		      size_t *outlen)
 {
 	unsigned char *q = out;
 	int64_t n = 0;
@@ -159,12 +179,13 @@ static void write_log(const log_view *v, int64_t from, int64_t stamp,
 		drl__put64(q + 8, add);
 		n++;
 	}
-	put_trailer(out, n, outlen);
+	put_trailer(lim, out, n, outlen);
 }
 
-/* The trailer after the n entries at out (dead 0): the whole state's
- * length in *outlen. */
-static void put_trailer(unsigned char *out, int64_t n, size_t *outlen)
+/* The trailer after the n entries at out (dead 0), with lim's LIMIT,
+ * PERIOD and version: the whole state's length in *outlen. */
+static void put_trailer(const drl__limit *lim, unsigned char *out, int64_t n,
+			size_t *outlen)
 {
 	int64_t sum = 0;
 	for (int64_t i = 0; i < n; i++)
@@ -174,8 +195,22 @@ static void put_trailer(unsigned char *out, int64_t n, size_t *outlen)
 	drl__put64(t + 8, n);
 	drl__put64(t + 16, sum);
 	drl__put64(t + 24, n ? drl__get64(out) : 0);
-	t[32] = 'S';
+	drl__put64(t + 32, lim->limit);
+	drl__put64(t + 40, lim->period_us);
+	drl__put64(t + 48, lim->version);
+	t[56] = 'R';
 	*outlen = TRAILER + (size_t)n * ENTRY;
+}
+
+/* µs from now until the log written at out (*outlen bytes) no longer
+ * matters (its newest entry leaves the window), plus the grace: its TTL. */
+static int64_t log_ttl(const drl__limit *lim, const unsigned char *out,
+		       size_t outlen, int64_t now)
+{
+	int64_t n = (int64_t)((outlen - TRAILER) / ENTRY);
+	int64_t newest = n ? drl__get64(out + (size_t)(n - 1) * ENTRY)
+			   : now - lim->period_us;
+	return newest + lim->period_us - now + DRL__TTL_GRACE_US;
 }
 
 /* The decision of call once the log is known as `used` (the live
@@ -207,14 +242,18 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 {
 	(void)cap;
 	log_view v;
+	drl__limit eff;
 	if (read_log(lim, old, oldlen, &v))
 		return drl__state_corrupt(lim, call);
-	int64_t now = call->now, cost = call->cost, limit = lim->limit;
-	int64_t first = first_live(lim, &v, now), used = 0;
+	int changed = settle(lim, call, &v, &eff);
+	if (changed < 0)
+		return changed;
+	int64_t now = call->now, cost = call->cost, limit = eff.limit;
+	int64_t first = first_live(&eff, &v, now), used = 0;
 	for (int64_t i = first; i < v.n; i++)
 		used += count_at(&v, i);
 	int64_t newest = v.n > first ? ts_at(&v, v.n - 1) : -1;
-	int64_t reset = newest < 0 ? 0 : newest + lim->period_us - now;
+	int64_t reset = newest < 0 ? 0 : newest + eff.period_us - now;
 	int64_t retry = 0;
 	if (cost <= limit && used + cost > limit) {
 		/* wait until enough of the oldest entries leave */
@@ -224,46 +263,57 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 			if (freed >= excess)
 				break;
 		}
-		retry = ts_at(&v, k) + lim->period_us - now;
+		retry = ts_at(&v, k) + eff.period_us - now;
 	}
-	int write = judge(lim, call, used, reset, retry, res);
-	if (write) {
-		int64_t stamp = drl__max64(now, newest);
-		write_log(&v, first, stamp, cost, out, outlen);
+	int consumed = judge(&eff, call, used, reset, retry, res);
+	/* taken over (changed): written under eff's numbers all the same */
+	if (!consumed && (!changed || call->peek))
+		return 0;
+	int64_t stamp = drl__max64(now, newest);
+	if (consumed)
 		undo->a = stamp;
-		*ttl_us = stamp + lim->period_us - now + DRL__TTL_GRACE_US;
-	}
-	return write;
+	write_log(&eff, &v, first, stamp, consumed ? cost : 0, out, outlen);
+	*ttl_us = log_ttl(&eff, out, *outlen, now);
+	return 1;
 }
 
 /* The twin's answer (sliding_log.lua): {used, reset, x}, x the time it
  * wrote (an allowed write: what a policy's give-back looks for) or the
- * retry of a denial within the limit; or `used` alone (as a batch item:
- * {used, 0, 0}) for a write at call->now, the caller's own time: reset is
- * then PERIOD and the time written is known. {used, 0, 0} means nothing
- * else for a call that is allowed (a write answers x > 0). */
+ * retry of a denial within the limit; {used, reset, x, L} when a newer
+ * stored version's LIMIT L decided (0 as a 4th value: the caller's own);
+ * or `used` alone (as a batch item: {used, 0, 0, 0}) for a write at
+ * call->now, the caller's own time, under its own LIMIT: reset is then
+ * PERIOD and the time written is known. {used, 0, 0} means nothing else
+ * for a call that is allowed (a write answers x > 0). */
 static int lua_answer(const drl__limit *lim, const drl__call *call,
 		      const int64_t *out, size_t nret, drl_result *res,
 		      drl__undo *undo, drl_error *err)
 {
-	bool writes = call->cost > 0 && !call->peek && nret >= 1 &&
-		      call->cost <= lim->limit && out[0] >= 0 &&
-		      out[0] <= lim->limit - call->cost;
-	bool alone = nret == 1 ||
-		     (nret == 3 && writes && out[1] == 0 && out[2] == 0);
-	if ((nret != 1 && nret != 3) || out[0] < 0 || out[0] > 2 * lim->limit ||
-	    (nret == 3 && (out[1] < 0 || out[1] > DRL_TIME_MAX_US ||
-			   out[2] < 0 || out[2] > DRL_TIME_MAX_US)) ||
-	    (alone && (!writes || call->now == DRL__NOW_STORE)))
+	drl__limit eff = *lim;
+	bool theirs = nret == 4 && out[3] != 0;
+	if (theirs)
+		eff.limit = out[3];
+	size_t k = nret == 4 ? 3 : nret;
+	bool writes = call->cost > 0 && !call->peek && k >= 1 &&
+		      call->cost <= eff.limit && out[0] >= 0 &&
+		      out[0] <= eff.limit - call->cost;
+	bool alone = k == 1 || (k == 3 && writes && out[1] == 0 && out[2] == 0);
+	if ((k != 1 && k != 3) || out[0] < 0 || out[0] > LIVE_MAX ||
+	    eff.limit < 1 || eff.limit > DRL_SLIDING_LOG_LIMIT_MAX ||
+	    (k == 3 && (out[1] < 0 || out[1] > DRL_TIME_MAX_US || out[2] < 0 ||
+			out[2] > DRL_TIME_MAX_US)) ||
+	    (alone && (!writes || theirs || call->now == DRL__NOW_STORE)))
 		return drl_error_set(err, DRL_ECORRUPT,
 				     "sliding_log script answered something "
 				     "that is not a decision");
 	int64_t stamp = alone ? call->now : out[2];
-	if (judge(lim, call, out[0], alone ? 0 : out[1], stamp, res))
+	if (judge(&eff, call, out[0], alone ? 0 : out[1], stamp, res))
 		undo->a = stamp;
 	return 0;
 }
 
+/* Give back call->cost at the time the decision wrote (undo->a), under
+ * the numbers the log records (a refund converts nothing). */
 static int unstep(const drl__limit *lim, const drl__call *call, const void *old,
 		  size_t oldlen, void *out, size_t cap, size_t *outlen,
 		  int64_t *ttl_us, drl_result *res, drl__undo *undo)
@@ -272,13 +322,12 @@ static int unstep(const drl__limit *lim, const drl__call *call, const void *old,
 	log_view v;
 	if (read_log(lim, old, oldlen, &v))
 		return drl__state_corrupt(lim, call);
+	drl__limit rec = *lim;
+	rec.limit = v.limit;
+	rec.version = v.version;
 	int64_t first = first_live(lim, &v, call->now);
-	write_log(&v, first, undo->a, -call->cost, out, outlen);
-	int64_t n = (int64_t)((*outlen - TRAILER) / ENTRY);
-	int64_t newest =
-		n ? drl__get64((unsigned char *)out + (size_t)(n - 1) * ENTRY)
-		  : call->now - lim->period_us;
-	*ttl_us = newest + lim->period_us - call->now + DRL__TTL_GRACE_US;
+	write_log(&rec, &v, first, undo->a, -call->cost, out, outlen);
+	*ttl_us = log_ttl(lim, out, *outlen, call->now);
 	return 1;
 }
 
@@ -286,7 +335,9 @@ static int unstep(const drl__limit *lim, const drl__call *call, const void *old,
  * (merged into the newest entry when it has that time), but never beyond
  * 2 x LIMIT in the log (nor any when it is there already); a reward drops
  * -call->delta units from the newest entries back (never below an empty
- * log). The log is written compacted; then the peek of call (cost 1). */
+ * log). LIMIT is the one that decides (settle: a changed one is taken
+ * over first). The log is written compacted; then the peek of call (cost
+ * 1). */
 static int adjust_step(const drl__limit *lim, const drl__call *call,
 		       const void *old, size_t oldlen, void *out, size_t cap,
 		       size_t *outlen, int64_t *ttl_us, drl_result *res,
@@ -294,8 +345,12 @@ static int adjust_step(const drl__limit *lim, const drl__call *call,
 {
 	(void)cap;
 	log_view v;
+	drl__limit eff;
 	if (read_log(lim, old, oldlen, &v))
 		return drl__state_corrupt(lim, call);
+	int rc = settle(lim, call, &v, &eff);
+	if (rc < 0)
+		return rc;
 	int64_t now = call->now, first = first_live(lim, &v, now), used = 0;
 	for (int64_t i = first; i < v.n; i++)
 		used += count_at(&v, i);
@@ -303,10 +358,11 @@ static int adjust_step(const drl__limit *lim, const drl__call *call,
 	unsigned char *o = out;
 	if (call->delta > 0) {
 		int64_t add = drl__min64(call->delta,
-					 drl__max64(0, 2 * lim->limit - used));
-		write_log(&v, first, drl__max64(now, newest), add, o, outlen);
+					 drl__max64(0, 2 * eff.limit - used));
+		write_log(&eff, &v, first, drl__max64(now, newest), add, o,
+			  outlen);
 	} else {
-		write_log(&v, first, 0, 0, o, outlen);
+		write_log(&eff, &v, first, 0, 0, o, outlen);
 		int64_t n = (int64_t)((*outlen - TRAILER) / ENTRY);
 		for (int64_t r = -call->delta; r > 0 && n > 0;) {
 			unsigned char *e = o + (size_t)(n - 1) * ENTRY;
@@ -318,25 +374,23 @@ static int adjust_step(const drl__limit *lim, const drl__call *call,
 			r -= c;
 			n--;
 		}
-		put_trailer(o, n, outlen);
+		put_trailer(&eff, o, n, outlen);
 	}
-	int64_t n = (int64_t)((*outlen - TRAILER) / ENTRY);
-	int64_t last = n ? drl__get64(o + (size_t)(n - 1) * ENTRY)
-			 : now - lim->period_us;
-	*ttl_us = last + lim->period_us - now + DRL__TTL_GRACE_US;
+	*ttl_us = log_ttl(lim, o, *outlen, now);
 	/* the peek, on the log as written (it writes nothing) */
 	size_t ignored_len;
 	int64_t ignored_ttl;
-	int rc = step(lim, call, o, *outlen, NULL, 0, &ignored_len,
-		      &ignored_ttl, res, undo);
+	rc = step(lim, call, o, *outlen, NULL, 0, &ignored_len, &ignored_ttl,
+		  res, undo);
 	return rc < 0 ? rc : 1;
 }
 
-/* The largest state the step writes (compacted: an allowed write finds
- * at most LIMIT - cost units live, so at most LIMIT entries; adjust_step
- * writes up to 2 x LIMIT, into room for the largest state read) and the
- * largest one read: the twin's, with up to 2 x LIMIT + DEAD_SLACK dead
- * entries in front of up to 2 x LIMIT live ones (a penalty's). */
+/* The largest state a decision writes from no state (an allowed write
+ * finds at most LIMIT - cost units live, so at most LIMIT entries). From
+ * a stored log it writes at most that log's live entries and one more
+ * (core/optimistic.c gives room for the state read beyond this). The
+ * largest state read: the twin's, with up to DEAD_MAX dead entries in
+ * front of up to LIVE_MAX live ones, under any LIMIT. */
 static size_t state_size(const drl__limit *lim)
 {
 	return TRAILER + (size_t)lim->limit * ENTRY;
@@ -344,7 +398,8 @@ static size_t state_size(const drl__limit *lim)
 
 static size_t stored_size(const drl__limit *lim)
 {
-	return TRAILER + (size_t)(4 * lim->limit + DEAD_SLACK) * ENTRY;
+	(void)lim;
+	return TRAILER + (size_t)(DEAD_MAX + LIVE_MAX) * ENTRY;
 }
 
 static int finish(drl__limit *lim, drl_error *err)
@@ -360,22 +415,21 @@ static int finish(drl__limit *lim, drl_error *err)
 const drl__algorithm drl__sliding_log = {
 	.name = "sliding_log",
 	.tag = "log",
-	/* its LIMIT is in the tag: a changed limit starts afresh */
-	.why_not = "its LIMIT is in its key, a changed limit starts afresh: "
-		   "only keep_used",
+	.keeps_params = true,
+	.changes = 1u << DRL__CHANGE_RESET,
+	/* units added to a log or dropped from it have no time to leave at */
+	.why_not = "a log holds the times its units leave: only keep_used "
+		   "and reset",
 	.option = NULL, /* no options */
 	.finish = finish,
-	.decide = drl__state_decide,
-	.refund = drl__state_refund,
+	DRL__STATE_ENGINE,
 	.step = step,
 	.unstep = unstep,
-	.adjust = drl__state_adjust,
 	.adjust_step = adjust_step,
 	.state_size = state_size,
 	.stored_size = stored_size,
 	.lua = &drl__lua_sliding_log,
 	.lua_batch = &drl__lua_batch_sliding_log,
 	.lua_answer = lua_answer,
-	.lua_nout = 3,
-	.lua_nargs = 4, /* to the period (sliding_log.lua) */
+	.lua_nargs = 6, /* to the change rules (sliding_log.lua) */
 };

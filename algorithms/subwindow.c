@@ -677,17 +677,7 @@ static int finish(drl__limit *lim, drl_error *err)
 const drl__algorithm drl__subwindow = {
 	.name = "subwindow",
 	.tag = "sub",
-	.counts_usage = true,
-	.why_not = DRL__COUNTERS_WHY_NOT,
 	.option = option,
 	.finish = finish,
-	.decide = drl__counter_decide,
-	.refund = drl__counter_refund,
-	.adjust = drl__counter_adjust,
-	.lua = &drl__lua_counter,
-	.lua_batch = &drl__lua_batch_counter,
-	.keys = drl__counter_keys,
-	.startable = drl__counter_startable,
-	.start = drl__counter_start,
-	.grouped = drl__counter_grouped,
+	DRL__COUNTER_ENGINE,
 };

@@ -231,16 +231,13 @@ const drl__algorithm drl__token_bucket = {
 	.changes = DRL__PARAMS_CHANGES,
 	.option = drl__burst_option,
 	.finish = drl__burst_finish,
-	.decide = drl__state_decide,
-	.refund = drl__state_refund,
+	DRL__STATE_ENGINE,
 	.step = step,
 	.unstep = refund_step,
-	.adjust = drl__state_adjust,
 	.adjust_step = adjust_step,
 	.state_len = STATE_LEN,
 	.lua = &drl__lua_token_bucket,
 	.lua_batch = &drl__lua_batch_token_bucket,
 	.lua_answer = lua_answer,
-	.lua_nout = 4,
 	.lua_nargs = 6, /* to the change rules (token_bucket.lua) */
 };

@@ -175,8 +175,6 @@ int main(int argc, char **argv)
 {
 	double secs = argc > 1 ? atof(argv[1]) : 3;
 	int runs = argc > 2 ? atoi(argv[2]) : 3;
-	char uri[256];
-	pid_t server = -1;
 	if (argc > 3)
 		in_flight = atoi(argv[3]);
 	if (argc > 4)
@@ -190,27 +188,26 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	if (argc > 5)
-		snprintf(uri, sizeof uri, "%s", argv[5]);
-	else if ((server = bench_redis_start(uri, sizeof uri)) < 0)
-		return 1;
 	for (int k = 0; k < KEYS; k++)
 		snprintf(keys[k], sizeof keys[k], "key-%06d", k);
+	bench_target t;
+	if (!bench_target_open(&t, argc > 5 ? argv[5] : NULL))
+		return 1;
+	drl_store *s = t.store;
 	lat = malloc(MAX_SAMPLES * sizeof *lat);
-	drl_store *s = NULL;
 	drl_limiter *l = NULL;
 	drl_async *a = NULL;
 	drl_async_opts o = {.threads = workers};
 	drl_error err = {0};
-	if (lat == NULL || drl_store_open(&s, uri, &err) ||
+	if (lat == NULL ||
 	    drl_limiter_new(&l, s, "token_bucket:1000000000/1s",
 			    "bench-async:", &err) ||
 	    drl_async_new(&a, &o, &err)) {
-		fprintf(stderr, "%s: %s\n", uri, err.message);
+		fprintf(stderr, "%s: %s\n", t.uri, err.message);
 		return 1;
 	}
-	printf("%s, token_bucket, %d keys, %d runs of %.1f s each\n", uri, KEYS,
-	       runs, secs);
+	printf("%s, token_bucket, %d keys, %d runs of %.1f s each\n", t.uri,
+	       KEYS, runs, secs);
 	printf("%-34s %10s %8s %8s %8s %6s\n", "mode", "decisions/s", "p50 us",
 	       "p99 us", "p99.9 us", "failed");
 	char async_mode[64], blocking_mode[64];
@@ -228,8 +225,7 @@ int main(int argc, char **argv)
 	}
 	drl_async_free(a);
 	drl_limiter_free(l);
-	drl_store_free(s);
 	free(lat);
-	bench_redis_stop(server);
+	bench_target_close(&t);
 	return 0;
 }

@@ -89,8 +89,6 @@ int main(int argc, char **argv)
 	static const char *const specs[] = {"token_bucket:1000000/1s",
 					    "fixed_window:1000000/1s"};
 	static const size_t batches[] = {0, 100, 1000};
-	char uri[256];
-	pid_t server = -1;
 	if (argc > 1)
 		seconds = atof(argv[1]);
 	if (seconds <= 0) {
@@ -98,22 +96,15 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	if (argc > 2) {
-		snprintf(uri, sizeof uri, "%s", argv[2]);
-	} else if ((server = bench_redis_start(uri, sizeof uri)) < 0) {
-		fprintf(stderr, "cannot start redis-server\n");
-		return 1;
-	}
 	for (int k = 0; k < KEYS; k++)
 		snprintf(keys[k], sizeof keys[k], "key-%06d", k);
 
-	drl_store *s = NULL;
-	drl_error err = {0};
-	if (drl_store_open(&s, uri, &err)) {
-		fprintf(stderr, "%s: %s\n", uri, err.message);
+	bench_target t;
+	if (!bench_target_open(&t, argc > 2 ? argv[2] : NULL))
 		return 1;
-	}
-	printf("%s, 1 thread, %d keys, median of %d runs of %.1f s\n", uri,
+	drl_store *s = t.store;
+	drl_error err = {0};
+	printf("%s, 1 thread, %d keys, median of %d runs of %.1f s\n", t.uri,
 	       KEYS, RUNS, seconds);
 	printf("%-26s %-10s %14s %8s\n", "limit", "calls", "decisions/s",
 	       "ratio");
@@ -147,7 +138,6 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		drl_limiter_free(l);
 	}
-	drl_store_free(s);
-	bench_redis_stop(server);
+	bench_target_close(&t);
 	return 0;
 }

@@ -18,8 +18,8 @@
  * Rates: decisions/s, median of ROUNDS rounds of SECONDS each (the modes
  * take turns within a round), one hot key. Exactness: EXACT_TRIALS times, a
  * fresh counter, THREADS threads making 720 calls between them against a
- * limit of 200 (the cross-process test's numbers, tests/hot_key.h), each
- * call admitted when the count it sees is <= 200 and otherwise refunded,
+ * limit of 200 (the cross-process test's numbers, tests/fixtures/hot_key.h),
+ * each call admitted when the count it sees is <= 200 and otherwise refunded,
  * as the library decides; afterwards the counter must hold exactly the
  * admitted calls.
  *
@@ -39,7 +39,7 @@
 #include <libmemcached/memcached.h>
 
 #define BIAS (UINT64_C(1) << 62)
-#define EXACT_LIMIT 200 /* tests/hot_key.h: 200 of 720 calls */
+#define EXACT_LIMIT 200 /* tests/fixtures/hot_key.h: 200 of 720 calls */
 #define EXACT_CALLS 720
 #define EXACT_TRIALS 50
 #define MODES 4

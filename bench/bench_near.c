@@ -331,8 +331,6 @@ static void local(drl_store *s)
 
 int main(int argc, char **argv)
 {
-	char uri[256];
-	pid_t server = -1;
 	if (argc > 1)
 		seconds = atof(argv[1]);
 	if (argc > 2)
@@ -344,28 +342,19 @@ int main(int argc, char **argv)
 			argv[0], THREADS_MAX);
 		return 2;
 	}
-	if (argc > 3) {
-		snprintf(uri, sizeof uri, "%s", argv[3]);
-	} else if ((server = bench_redis_start(uri, sizeof uri)) < 0) {
-		fprintf(stderr, "cannot start redis-server\n");
-		return 1;
-	}
 	for (int k = 0; k < HOT; k++)
 		snprintf(hot[k], sizeof hot[k], "hot-%d", k);
 	for (int k = 0; k < COLD; k++)
 		snprintf(cold[k], sizeof cold[k], "cold-%06d", k);
-	drl_store *s = NULL;
-	drl_error err = {0};
-	if (drl_store_open(&s, uri, &err)) {
-		fprintf(stderr, "%s: %s\n", uri, err.message);
+	bench_target t;
+	if (!bench_target_open(&t, argc > 3 ? argv[3] : NULL))
 		return 1;
-	}
+	drl_store *s = t.store;
 	printf("%s, %d threads, %d hot keys (90%% of calls), %d cold keys, "
 	       "median of %d runs of %.1f s\n",
-	       uri, nthreads, HOT, COLD, RUNS, seconds);
+	       t.uri, nthreads, HOT, COLD, RUNS, seconds);
 	workload(s);
 	local(s);
-	drl_store_free(s);
-	bench_redis_stop(server);
+	bench_target_close(&t);
 	return 0;
 }

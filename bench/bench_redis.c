@@ -71,6 +71,31 @@ pid_t bench_redis_start(char *uri, size_t cap)
 	return -1;
 }
 
+bool bench_target_open(bench_target *t, const char *given)
+{
+	t->store = NULL;
+	t->server = -1;
+	if (given != NULL) {
+		snprintf(t->uri, sizeof t->uri, "%s", given);
+	} else if ((t->server = bench_redis_start(t->uri, sizeof t->uri)) < 0) {
+		fprintf(stderr, "cannot start redis-server\n");
+		return false;
+	}
+	drl_error err = {0};
+	if (drl_store_open(&t->store, t->uri, &err)) {
+		fprintf(stderr, "%s: %s\n", t->uri, err.message);
+		bench_redis_stop(t->server);
+		return false;
+	}
+	return true;
+}
+
+void bench_target_close(bench_target *t)
+{
+	drl_store_free(t->store);
+	bench_redis_stop(t->server);
+}
+
 void bench_redis_stop(pid_t pid)
 {
 	if (pid <= 0)

@@ -21,8 +21,22 @@ static bool ipv6_char(char c)
 	       (c >= '0' && c <= '9') || c == ':' || c == '.';
 }
 
+/* true when ok(c) holds for each c of s[0..n). */
+static bool all_chars(const char *s, size_t n, bool (*ok)(char))
+{
+	for (size_t i = 0; i < n; i++)
+		if (!ok(s[i]))
+			return false;
+	return true;
+}
+
 /* At most this much of a bad server is quoted in a message. */
 #define SHOW 64
+
+/* DRL_EINVAL, the message naming `what` and the server quoted. */
+#define BAD_SERVER(why)                                                        \
+	drl_error_set(err, DRL_EINVAL, "%s: server \"%.*s\": " why, what,      \
+		      show, s)
 
 int drl_hostport_parse(const char *s, size_t len, int default_port,
 		       const char *what, drl_hostport *out, drl_error *err)
@@ -43,51 +57,31 @@ int drl_hostport_parse(const char *s, size_t len, int default_port,
 	if (s[0] == '[') {
 		const char *close = memchr(s, ']', len);
 		if (close == NULL)
-			return drl_error_set(err, DRL_EINVAL,
-					     "%s: server \"%.*s\": '[' without "
-					     "']'",
-					     what, show, s);
+			return BAD_SERVER("'[' without ']'");
 		h = s + 1;
 		hl = (size_t)(close - h);
 		if (close + 1 < s + len) {
 			if (close[1] != ':')
-				return drl_error_set(err, DRL_EINVAL,
-						     "%s: server \"%.*s\": "
-						     "expected ':' after ']'",
-						     what, show, s);
+				return BAD_SERVER("expected ':' after ']'");
 			p = close + 2;
 		}
-		for (size_t i = 0; i < hl; i++)
-			if (!ipv6_char(h[i]))
-				return drl_error_set(err, DRL_EINVAL,
-						     "%s: server \"%.*s\": bad "
-						     "IPv6 address",
-						     what, show, s);
+		if (!all_chars(h, hl, ipv6_char))
+			return BAD_SERVER("bad IPv6 address");
 		out->ipv6 = true;
 	} else {
 		const char *colon = memchr(s, ':', len);
 		hl = colon ? (size_t)(colon - s) : len;
 		if (colon) {
 			if (memchr(colon + 1, ':', len - hl - 1))
-				return drl_error_set(err, DRL_EINVAL,
-						     "%s: server \"%.*s\": "
-						     "write an IPv6 address in "
-						     "brackets ([::1]:port)",
-						     what, show, s);
+				return BAD_SERVER("write an IPv6 address in "
+						  "brackets ([::1]:port)");
 			p = colon + 1;
 		}
-		for (size_t i = 0; i < hl; i++)
-			if (!host_char(h[i]))
-				return drl_error_set(err, DRL_EINVAL,
-						     "%s: server \"%.*s\": bad "
-						     "character in the host "
-						     "name",
-						     what, show, s);
+		if (!all_chars(h, hl, host_char))
+			return BAD_SERVER("bad character in the host name");
 	}
 	if (hl == 0)
-		return drl_error_set(err, DRL_EINVAL,
-				     "%s: server \"%.*s\": empty host", what,
-				     show, s);
+		return BAD_SERVER("empty host");
 	if (hl > DRL_HOST_MAX)
 		return drl_error_set(err, DRL_EINVAL,
 				     "%s: server \"%.*s...\": host name longer "
@@ -95,10 +89,7 @@ int drl_hostport_parse(const char *s, size_t len, int default_port,
 				     what, show, s, DRL_HOST_MAX);
 	if (p != NULL &&
 	    drl_parse_int(p, (size_t)(s + len - p), 1, 65535, &port) != 0)
-		return drl_error_set(err, DRL_EINVAL,
-				     "%s: server \"%.*s\": port must be an "
-				     "integer in [1, 65535]",
-				     what, show, s);
+		return BAD_SERVER("port must be an integer in [1, 65535]");
 	if (port < 1 || port > 65535)
 		return drl_error_set(err, DRL_EINVAL,
 				     "%s: default port %d out of range", what,
@@ -108,6 +99,7 @@ int drl_hostport_parse(const char *s, size_t len, int default_port,
 	out->port = (int)port;
 	return 0;
 }
+#undef BAD_SERVER
 
 int drl_hostport_list(const char *hosts, int default_port, const char *what,
 		      drl_hostport *out, size_t cap, size_t *n, drl_error *err)

@@ -169,11 +169,25 @@ drl_bytes drl__key_grouped(drl__key *k, const drl__keybase *kb, int64_t index);
 
 /* ---- algorithms -------------------------------------------------------- */
 
-/* Counters behind drl_store_stats; relaxed atomics (core/store.c). */
+/* Counters behind drl_store_stats; relaxed atomics (core/store.c).
+ * DRL__STATS_FIELDS(X) names each: a field of both structs. */
+#define DRL__STATS_FIELDS(X)                                                   \
+	X(decisions)                                                           \
+	X(cas_attempts)                                                        \
+	X(cas_conflicts)                                                       \
+	X(cas_exhausted)                                                       \
+	X(scripts)                                                             \
+	X(store_failures)                                                      \
+	X(breaker_opens)                                                       \
+	X(breaker_rejects)                                                     \
+	X(fallbacks)                                                           \
+	X(near_denials)                                                        \
+	X(near_syncs)                                                          \
+	X(shadow_denials)
 typedef struct drl__stats {
-	_Atomic uint64_t decisions, cas_attempts, cas_conflicts, cas_exhausted,
-		scripts, store_failures, breaker_opens, breaker_rejects,
-		fallbacks, near_denials, near_syncs, shadow_denials;
+#define DRL__STATS_ATOMIC(field) _Atomic uint64_t field;
+	DRL__STATS_FIELDS(DRL__STATS_ATOMIC)
+#undef DRL__STATS_ATOMIC
 } drl__stats;
 
 #define DRL__COUNT(stats, field)                                               \
@@ -233,12 +247,12 @@ typedef struct drl__algorithm {
 	 * was used means the same under any LIMIT, so the key tag leaves
 	 * LIMIT out and a changed LIMIT keeps the count (c + cost <= L'),
 	 * as envoyproxy/ratelimit's keys do. Neither this nor keeps_params:
-	 * LIMIT is in the tag, and a changed limit starts afresh
-	 * (sliding_log, whose log is not converted). docs/algorithms.md,
-	 * "When a limit changes". */
+	 * LIMIT is in the tag, and a changed limit starts afresh.
+	 * docs/algorithms.md, "When a limit changes". */
 	bool counts_usage;
 	/* Whether the state records the parameters it was written under
-	 * (LIMIT, PERIOD, burst, version; algorithms/params.c): LIMIT and
+	 * (LIMIT, PERIOD, burst, version; algorithms/params.c; sliding_log's
+	 * log all but burst, which it has not): LIMIT and
 	 * burst are then not in the tag, and a decision that finds other
 	 * parameters converts the state in the same step (on_change=), or
 	 * decides with them when their version is newer. */
@@ -262,10 +276,12 @@ typedef struct drl__algorithm {
 		      const drl__undo *undo);
 	/* Optimistic-state algorithms only (decide/refund are then
 	 * drl__state_decide/drl__state_refund): the pure step, the step that
-	 * gives call->cost back, and the largest state they write: state_len
-	 * bytes, or state_size(lim) when that is set; stored_size(lim), when
-	 * set, the largest state read (the twin's may be larger than the
-	 * step's), else the same. */
+	 * gives call->cost back, and the largest state they write from no
+	 * state: state_len bytes, or state_size(lim) when that is set (from a
+	 * stored state of n bytes, at most that + n: a state written under
+	 * other parameters may be larger than the caller's own);
+	 * stored_size(lim), when set, the largest state read (the twin's may
+	 * be larger than the step's), else the same. */
 	drl__step_fn step;
 	drl__step_fn unstep;
 	size_t state_len;
@@ -328,6 +344,26 @@ typedef struct drl__algorithm {
 #define DRL__COUNTERS_WHY_NOT                                                  \
 	"its state is what was used, recorded without the LIMIT it was used "  \
 	"under: only keep_used"
+
+/* The slots the three counter algorithms share: the counter engine
+ * (algorithms/subwindow.c) decides, refunds, adjusts and starts them all,
+ * with one Lua twin (counter.lua). An algorithm's table names it, then
+ * its own name, tag, option and finish. */
+#define DRL__COUNTER_ENGINE                                                    \
+	.counts_usage = true, .why_not = DRL__COUNTERS_WHY_NOT,                \
+	.decide = drl__counter_decide, .refund = drl__counter_refund,          \
+	.adjust = drl__counter_adjust, .lua = &drl__lua_counter,               \
+	.lua_batch = &drl__lua_batch_counter, .keys = drl__counter_keys,       \
+	.startable = drl__counter_startable, .start = drl__counter_start,      \
+	.grouped = drl__counter_grouped
+
+/* The slots of the algorithms whose state is one blob their step
+ * rewrites (token_bucket, gcra, sliding_log): the core runs step, unstep
+ * and adjust_step against the store (core/optimistic.c) or their twin,
+ * whose answer lua_answer reads (lua_nout values). */
+#define DRL__STATE_ENGINE                                                      \
+	.decide = drl__state_decide, .refund = drl__state_refund,              \
+	.adjust = drl__state_adjust, .lua_nout = 4
 
 /* Most store keys one limit has for one user key (drl__algorithm.keys):
  * the counter engine's sub-windows and trailing one, one either side, and
@@ -663,6 +699,11 @@ void drl__breaker_leave(struct drl_store *s, bool probe, int rc);
 /* How long until the store is tried again (a denial's retry_after). */
 int64_t drl__breaker_retry_us(struct drl_store *s);
 
+/* 0 when spec is a policy drl_limiter_new() takes (its limits and
+ * options), else DRL_EINVAL with the parser's message: the store is not
+ * asked and nothing is made (core/limiter.c). */
+int drl__policy_check(const char *spec, drl_error *err);
+
 /* A limiter's on_error policy (spec segment "on_error=..."). */
 typedef enum drl__on_error {
 	DRL__ON_ERROR_RETURN = 0, /* default: the call returns the error */
@@ -910,7 +951,7 @@ bool drl__req_peek(drl_limiter *l, const drl__key_id_buf *id, int64_t cost,
 
 /* ---- the async API (core/async.c) -------------------------------------- */
 
-/* Test hook (tests/test_matrix.c): while true, every async request that
+/* Test hook (tests/stores/test_matrix.c): while true, every async request that
  * the near cache leaves to the store goes to a worker thread, as those of
  * a limiter drl_async_path() calls not direct do (never decided at start
  * on an in-process store, never started on a channel or a pipe), so a

@@ -128,6 +128,20 @@ static int parse_policy(drl_limiter *l, const char *spec, policy_opts *po,
 	return drl__near_finish(&po->near, err);
 }
 
+int drl__policy_check(const char *spec, drl_error *err)
+{
+	if (spec == NULL)
+		return drl_error_set(err, DRL_EINVAL, "spec is NULL");
+	drl_limiter *l = calloc(1, sizeof *l);
+	if (!l)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	policy_opts po = {0};
+	int rc = parse_policy(l, spec, &po, err);
+	free(l); /* parsing allocates nothing: the local store and the near
+		  * cache are made by drl_limiter_new() after it */
+	return rc;
+}
+
 /* on_error=local: a copy of l's limits on an in-process store of its own
  * (backends/registry.c picks it), bounded: during an outage the callers
  * choose the keys. When it is full a new key's local decision is

@@ -16,26 +16,50 @@
 #define ATTEMPTS 64         /* load/cas rounds before DRL_ECONFLICT */
 #define BACKOFF_MIN_US 2    /* first backoff ceiling */
 #define BACKOFF_MAX_US 2000 /* largest backoff ceiling */
-#define STACK_STATE 512     /* states up to this size need no malloc */
+#define STACK_STATE 1024    /* room up to this size needs no malloc */
 
 typedef struct step_ctx {
 	const drl__limit *lim;
 	const drl__call *call;
 	drl__step_fn step;
-	void *out;
-	size_t cap;    /* out's size: the largest state the step writes */
+	unsigned char
+		*out; /* the stack's, or malloc'd (outcap > STACK_STATE) */
+	size_t outcap;
+	size_t size;   /* the largest state the step writes from no state */
 	size_t stored; /* the largest state read (larger: not ours) */
 	drl_result *res;
 	drl__undo *undo;
 } step_ctx;
+
+/* Room in c->out for what the step may write after reading oldlen bytes:
+ * the algorithm's size, or that beyond the state read (a state written
+ * under other parameters, e.g. a log kept from a higher LIMIT, is written
+ * back whole). 0, or DRL_ENOMEM (in the call's error). */
+static int out_room(step_ctx *c, size_t oldlen)
+{
+	size_t need = c->size + oldlen;
+	if (need <= c->outcap)
+		return 0;
+	unsigned char *nb = malloc(need);
+	if (!nb)
+		return drl_error_set(c->call->err, DRL_ENOMEM, "out of memory");
+	if (c->outcap > STACK_STATE)
+		free(c->out);
+	c->out = nb;
+	c->outcap = need;
+	return 0;
+}
 
 /* drl_update_fn adapter: the store hands us the current blob. */
 static int run_in_place(void *arg, const void *old, size_t oldlen,
 			const void **newblob, size_t *newlen, int64_t *ttl_us)
 {
 	step_ctx *c = arg;
-	int rc = c->step(c->lim, c->call, old, oldlen, c->out, c->cap, newlen,
-			 ttl_us, c->res, c->undo);
+	int rc = out_room(c, oldlen);
+	if (rc)
+		return rc;
+	rc = c->step(c->lim, c->call, old, oldlen, c->out, c->outcap, newlen,
+		     ttl_us, c->res, c->undo);
 	if (rc == 1)
 		*newblob = c->out;
 	return rc;
@@ -70,7 +94,7 @@ static void backoff(int attempt)
 
 /* Load the state at key into *buf (growing it past the stack buffer when
  * needed); *heap is set when *buf was malloc'd. A blob larger than `max`
- * (the largest state this limit writes) is not ours: DRL_ECORRUPT before
+ * (the largest state this limit reads) is not ours: DRL_ECORRUPT before
  * it is read, so a foreign value cannot make us allocate its size. */
 static int load_state(drl_backend *b, drl_bytes key, size_t max,
 		      unsigned char **buf, size_t *bufcap, bool *heap,
@@ -115,11 +139,13 @@ static int cas_loop(step_ctx *c, drl_bytes key)
 		DRL__COUNT(c->call->stats, cas_attempts);
 		rc = load_state(b, key, c->stored, &in, &incap, &heap, &len,
 				&version, err);
+		if (rc == 0)
+			rc = out_room(c, len);
 		if (rc)
 			break;
 		rc = c->step(c->lim, c->call, version ? in : NULL,
-			     version ? len : 0, c->out, c->cap, &outlen, &ttl,
-			     c->res, c->undo);
+			     version ? len : 0, c->out, c->outcap, &outlen,
+			     &ttl, c->res, c->undo);
 		if (rc <= 0)
 			break;
 		rc = b->cas(b, key, c->out, outlen, version, ttl, err);
@@ -139,24 +165,16 @@ static int cas_loop(step_ctx *c, drl_bytes key)
 	return rc;
 }
 
-/* step against call's key; it writes at most the largest state a decision
- * writes, or (`wide`: adjust_step, unstep) the largest state read. */
+/* step against call's key. */
 static int run(const drl__limit *lim, const drl__call *call, drl__step_fn step,
-	       bool wide, drl_result *res, drl__undo *undo)
+	       drl_result *res, drl__undo *undo)
 {
 	unsigned char stackout[STACK_STATE];
 	const drl__algorithm *a = lim->algo;
-	size_t cap = a->state_size ? a->state_size(lim) : a->state_len;
-	size_t stored = a->stored_size ? a->stored_size(lim) : cap;
-	if (wide)
-		cap = stored;
-	step_ctx c = {lim, call, step, stackout, cap, stored, res, undo};
-	if (cap > sizeof stackout) {
-		c.out = malloc(cap);
-		if (!c.out)
-			return drl_error_set(call->err, DRL_ENOMEM,
-					     "out of memory");
-	}
+	size_t size = a->state_size ? a->state_size(lim) : a->state_len;
+	size_t stored = a->stored_size ? a->stored_size(lim) : size;
+	step_ctx c = {lim,  call,   step, stackout, sizeof stackout,
+		      size, stored, res,  undo};
 	drl__key k;
 	drl_bytes key = drl__key_plain(&k, call->key);
 	drl_backend *b = call->backend;
@@ -167,7 +185,7 @@ static int run(const drl__limit *lim, const drl__call *call, drl__step_fn step,
 		rc = cas_loop(&c, key);
 	if (rc > 0)
 		rc = 0;
-	if (c.out != stackout)
+	if (c.outcap > STACK_STATE)
 		free(c.out);
 	return rc;
 }
@@ -180,7 +198,7 @@ int drl__state_decide(const drl__limit *lim, const drl__call *call,
 		if (rc != DRL_BACKEND_ESPLIT)
 			return rc;
 	}
-	return run(lim, call, lim->algo->step, false, res, undo);
+	return run(lim, call, lim->algo->step, res, undo);
 }
 
 int drl__state_refund(const drl__limit *lim, const drl__call *call,
@@ -192,8 +210,7 @@ int drl__state_refund(const drl__limit *lim, const drl__call *call,
 	int rc = drl__call_now(call, &c.now);
 	if (rc)
 		return rc;
-	/* wide: a penalty since the decision may have grown the state */
-	return run(lim, &c, lim->algo->unstep, true, &r, &u);
+	return run(lim, &c, lim->algo->unstep, &r, &u);
 }
 
 int drl__state_adjust(const drl__limit *lim, const drl__call *call,
@@ -209,5 +226,5 @@ int drl__state_adjust(const drl__limit *lim, const drl__call *call,
 	int rc = drl__call_now(call, &c.now);
 	if (rc)
 		return rc;
-	return run(lim, &c, lim->algo->adjust_step, true, res, &undo);
+	return run(lim, &c, lim->algo->adjust_step, res, &undo);
 }

@@ -1,6 +1,8 @@
 /* The resolver's cache: see include/drl/resolver.h. */
 #include <drl/resolver.h>
 
+#include "internal.h"
+
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -79,6 +81,13 @@ int drl_resolver_new(drl_resolver **out, const drl_resolver_options *opts,
 		return fail(err, DRL_EINVAL,
 			    "drl_resolver_new: default_spec must be 1 .. "
 			    "DRL_RESOLVER_SPEC_MAX bytes");
+	drl_error why = {0};
+	if (opts->default_spec != NULL &&
+	    drl__policy_check(opts->default_spec, &why) != 0)
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_resolver_new: default_spec is "
+				     "refused: %s",
+				     why.message);
 
 	drl_resolver *r = calloc(1, sizeof *r);
 	size_t nb = 16;
@@ -253,10 +262,21 @@ int drl_resolver_get(drl_resolver *r, const void *key, size_t keylen,
 	buf[sizeof buf - 1] = '\0';
 	bool ok = rc == 0 && buf[0] != '\0' &&
 		  strlen(buf) <= DRL_RESOLVER_SPEC_MAX;
+	/* A spec the library refuses (a typo in a plan's row) is a failure
+	 * of the source too: it gets the default, cached as any failure,
+	 * so one bad row costs one call per TTL, not one per request. */
+	int refused = ok ? drl__policy_check(buf, &serr) : 0;
+	if (refused)
+		ok = false;
 	if (!ok && r->default_spec == NULL) {
 		pthread_mutex_lock(&r->lock);
 		r->stats.failures++;
 		pthread_mutex_unlock(&r->lock);
+		if (refused)
+			return drl_error_set(err, DRL_EINVAL,
+					     "drl_resolver_get: the source's "
+					     "spec is refused: %s",
+					     serr.message);
 		if (rc >= 0)
 			return fail(err, DRL_ERANGE,
 				    "drl_resolver_get: the source gave an "

@@ -2,7 +2,7 @@
  * Running an algorithm's Lua twin on a store that executes scripts (Redis
  * tx=lua): one round trip, atomic on the server, no retries. The twin gets
  * the same numbers as the C step and answers with the same five fields;
- * tests/test_redis_*.c hold the two to identical decisions.
+ * tests/stores/test_redis_*.c hold the two to identical decisions.
  */
 #include "internal.h"
 

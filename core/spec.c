@@ -132,7 +132,7 @@ static int check_change(const drl__limit *lim, char *msg, size_t cap)
 	else if (lim->version && !a->keeps_params)
 		snprintf(msg, cap,
 			 "version= needs a state that records its parameters "
-			 "(token_bucket, gcra); %s keeps none",
+			 "(token_bucket, gcra, sliding_log); %s keeps none",
 			 a->name);
 	else
 		return 0;

@@ -204,35 +204,23 @@ int drl_store_open_with(drl_store **out, const char *uri,
 	return 0;
 }
 
+/* every field of drl_store_stats is one of DRL__STATS_FIELDS */
+#define ONE(field) +1
+_Static_assert(sizeof(drl_store_stats) ==
+		       (0 DRL__STATS_FIELDS(ONE)) * sizeof(uint64_t),
+	       "DRL__STATS_FIELDS lists drl_store_stats");
+#undef ONE
+
 int drl_store_stats_get(const drl_store *store, drl_store_stats *out)
 {
 	if (store == NULL || out == NULL)
 		return DRL_EINVAL;
 	drl_store *s = (drl_store *)store; /* atomics: loads only */
-	out->decisions =
-		atomic_load_explicit(&s->stats.decisions, memory_order_relaxed);
-	out->cas_attempts = atomic_load_explicit(&s->stats.cas_attempts,
-						 memory_order_relaxed);
-	out->cas_conflicts = atomic_load_explicit(&s->stats.cas_conflicts,
-						  memory_order_relaxed);
-	out->cas_exhausted = atomic_load_explicit(&s->stats.cas_exhausted,
-						  memory_order_relaxed);
-	out->scripts =
-		atomic_load_explicit(&s->stats.scripts, memory_order_relaxed);
-	out->store_failures = atomic_load_explicit(&s->stats.store_failures,
-						   memory_order_relaxed);
-	out->breaker_opens = atomic_load_explicit(&s->stats.breaker_opens,
-						  memory_order_relaxed);
-	out->breaker_rejects = atomic_load_explicit(&s->stats.breaker_rejects,
-						    memory_order_relaxed);
-	out->fallbacks =
-		atomic_load_explicit(&s->stats.fallbacks, memory_order_relaxed);
-	out->near_denials = atomic_load_explicit(&s->stats.near_denials,
-						 memory_order_relaxed);
-	out->near_syncs = atomic_load_explicit(&s->stats.near_syncs,
-					       memory_order_relaxed);
-	out->shadow_denials = atomic_load_explicit(&s->stats.shadow_denials,
-						   memory_order_relaxed);
+#define LOAD(field)                                                            \
+	out->field =                                                           \
+		atomic_load_explicit(&s->stats.field, memory_order_relaxed);
+	DRL__STATS_FIELDS(LOAD)
+#undef LOAD
 	return 0;
 }
 

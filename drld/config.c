@@ -1,6 +1,7 @@
 /* drld's config file and its snapshots: see config.h. */
 #include "config.h"
 
+#include "message.h"
 #include "regular.h"
 
 #include <drl/resolver.h>
@@ -34,10 +35,8 @@ fail(const struct loader *ld, const char *fmt, ...)
 	va_list ap;
 	int k = snprintf(ld->msg, ld->n, "%s: ", ld->path);
 
-	if (k < 0 || (size_t)k >= ld->n)
-		return -1;
 	va_start(ap, fmt);
-	vsnprintf(ld->msg + k, ld->n - (size_t)k, fmt, ap);
+	drld_message_rest(ld->msg, ld->n, k, fmt, ap);
 	va_end(ap);
 	return -1;
 }
@@ -721,28 +720,3 @@ const struct drld_rule *drld_config_protects(const struct drld_config *c,
 
 /* drld_slot finds the reference count as the first member */
 _Static_assert(offsetof(struct drld_config, refs) == 0, "refs comes first");
-
-static void release(void *c)
-{
-	drld_config_release(c);
-}
-
-void drld_config_slot_init(struct drld_slot *s, struct drld_config *c)
-{
-	drld_slot_init(s, c, release);
-}
-
-struct drld_config *drld_config_acquire(struct drld_slot *s)
-{
-	return drld_slot_acquire(s);
-}
-
-void drld_config_swap(struct drld_slot *s, struct drld_config *c)
-{
-	drld_slot_swap(s, c);
-}
-
-void drld_config_slot_fini(struct drld_slot *s)
-{
-	drld_slot_fini(s);
-}

@@ -114,15 +114,13 @@ const struct drld_limit *drld_rule_limit(const struct drld_rule *r,
 const struct drld_rule *drld_config_protects(const struct drld_config *c,
 					     const char *path);
 
-/* Where the current snapshot lives: a slot (slot.h) of drld_configs. */
-/* Start the slot with snapshot c (the slot takes over c's reference). */
-void drld_config_slot_init(struct drld_slot *s, struct drld_config *c);
-/* A new reference to the current snapshot: release it when done. */
-struct drld_config *drld_config_acquire(struct drld_slot *s);
-/* Make c (and its reference) current; the old snapshot's reference is
- * dropped, so it is freed when its last request finishes. */
-void drld_config_swap(struct drld_slot *s, struct drld_config *c);
-/* Drop the slot's reference and destroy the lock. */
-void drld_config_slot_fini(struct drld_slot *s);
+/* Where the current snapshot lives: a slot (slot.h) of drld_configs.
+ * drld_config_slot_init(s, c) starts it with c (taking over c's
+ * reference); drld_config_acquire(s) is a new reference to the current
+ * snapshot, to release when done; drld_config_swap(s, c) makes c (and its
+ * reference) current and drops the old snapshot's, so it is freed when
+ * its last request finishes; drld_config_slot_fini(s) drops the slot's
+ * reference and destroys the lock. */
+DRLD_SLOT_TYPED(drld_config, struct drld_config, drld_config_release)
 
 #endif /* DRLD_CONFIG_H */

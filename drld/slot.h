@@ -28,4 +28,30 @@ void drld_slot_swap(struct drld_slot *s, void *c);
 /* Drop the slot's reference and destroy the lock. */
 void drld_slot_fini(struct drld_slot *s);
 
+/* DRLD_SLOT_TYPED(P, T, RELEASE): the four calls above for a slot of
+ * snapshots of type T, each of which RELEASE(T *) drops a reference of:
+ * P_slot_init(s, c), P_acquire(s), P_swap(s, c) and P_slot_fini(s).
+ * T's first member is its reference count (drld_slot_acquire). */
+#define DRLD_SLOT_TYPED(P, T, RELEASE)                                         \
+	static inline void P##_slot_release_(void *c)                          \
+	{                                                                      \
+		RELEASE((T *)c);                                               \
+	}                                                                      \
+	static inline void P##_slot_init(struct drld_slot *s, T *c)            \
+	{                                                                      \
+		drld_slot_init(s, c, P##_slot_release_);                       \
+	}                                                                      \
+	static inline T *P##_acquire(struct drld_slot *s)                      \
+	{                                                                      \
+		return (T *)drld_slot_acquire(s);                              \
+	}                                                                      \
+	static inline void P##_swap(struct drld_slot *s, T *c)                 \
+	{                                                                      \
+		drld_slot_swap(s, c);                                          \
+	}                                                                      \
+	static inline void P##_slot_fini(struct drld_slot *s)                  \
+	{                                                                      \
+		drld_slot_fini(s);                                             \
+	}
+
 #endif /* DRLD_SLOT_H */

@@ -1,7 +1,7 @@
 /*
- * The peer the reply fuzzers talk to: one fake server (tests/fake_server.h)
- * per fuzzing process, on a unix socket in a private temporary directory,
- * fed from the fuzz input.
+ * The peer the reply fuzzers talk to: one fake server
+ * (tests/fixtures/fake_server.h) per fuzzing process, on a unix socket in a
+ * private temporary directory, fed from the fuzz input.
  *
  * Input format: the bytes the server sends back, cut into pieces at every
  * FUZZ_PEER_NEXT marker (the marker itself is not sent): the first piece

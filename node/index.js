@@ -54,6 +54,11 @@ class RateLimiterRes {
 }
 // decideNow() writes a memory:// decision's fields here.
 const out = new Float64Array(4);
+// A count read from out or bout, for a RateLimiterRes field: a small
+// whole number as an integer (V8 keeps it in the object), a larger one as
+// the double it is. Doubles alone would make V8 store every field of every
+// RateLimiterRes as a separately allocated number.
+const count = (x) => (x <= 0x3fffffff ? x | 0 : x);
 // memcached:// consume()s made in one tick are decided together
 // (RateLimiterDrl's _queue): at most BATCH_ITEMS a call, whose outcomes
 // decideBatch() writes here before it calls settle(), 6 numbers a row:
@@ -77,7 +82,8 @@ function settle(q, n, errs) {
     if (code === 2) {
       fns[k + 1](errs[j / 6]);
     } else {
-      const res = new RateLimiterRes(bout[j + 2], bout[j + 3], bout[j + 4], bout[j + 5] === 1);
+      const res = new RateLimiterRes(count(bout[j + 2]), count(bout[j + 3]), count(bout[j + 4]),
+        bout[j + 5] === 1);
       fns[code === 1 ? k : k + 1](res);
     }
   }
@@ -261,7 +267,7 @@ class RateLimiterDrl {
       return Promise.reject(e);
     }
     if (allowed < 0) return Promise.resolve(null);
-    const res = new RateLimiterRes(out[0], out[1], out[2], out[3] === 1);
+    const res = new RateLimiterRes(count(out[0]), count(out[1]), count(out[2]), out[3] === 1);
     return allowed ? Promise.resolve(res) : Promise.reject(res);
   }
 

@@ -9,7 +9,7 @@
 #    tests, no other bindings or services) and build/drl.node links to it.
 # 3. Otherwise (a tarball from `npm pack`): cc builds src/*.c against an
 #    installed libdrl (pkg-config libdrl; `meson install` of the
-#    repository) and node's Node-API headers (or the copy in napi/).
+#    repository) and node's Node-API headers (or the copy in third_party/napi/).
 set -eu
 cd "$(dirname "$0")"
 if [ -n "${LIBDRL_NODE_ADDON:-}" ] || [ -f drl.node ]; then
@@ -33,7 +33,7 @@ pkg-config --exists libdrl || {
 	exit 1
 }
 inc=$(node -p 'require("path").resolve(process.execPath, "../../include/node")')
-[ -f "$inc/node_api.h" ] || inc=napi
+[ -f "$inc/node_api.h" ] || inc=third_party/napi
 # shellcheck disable=SC2046
 ${CC:-cc} -std=c11 -O2 -fPIC -shared -fvisibility=hidden -D_GNU_SOURCE \
 	-DNAPI_VERSION=8 -I"$inc" $(pkg-config --cflags libdrl) \

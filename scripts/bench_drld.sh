@@ -29,9 +29,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 # shellcheck source=scripts/wrk.sh
 . scripts/wrk.sh
 
-build=${1:-build}
-seconds=${2:-5}
-rounds=${3:-3}
+bench_args 5 3 "$@"
 shift $(($# < 3 ? $# : 3))
 threads=("$@")
 [ ${#threads[@]} -gt 0 ] || threads=(2 8)
@@ -41,12 +39,7 @@ spec='token_bucket:100/1s'
 keys=10000
 conns=32
 
-for tool in "$drld" "$drl"; do
-	[ -x "$tool" ] || {
-		echo "bench_drld: no $tool (ninja -C $build first)" >&2
-		exit 2
-	}
-done
+need_built bench_drld "ninja -C $build first" "$drld" "$drl"
 need_tools bench_drld wrk
 
 work_dir # $work, pids (scripts/ports.sh)
@@ -63,13 +56,7 @@ request = function()
 end
 EOF
 
-redis_port=$(free_port)
-start_redis "$redis_port" "$work"
-pids+=($!)
-wait_port "$redis_port" || {
-	echo "bench_drld: redis-server did not start" >&2
-	exit 1
-}
+bench_redis bench_drld # redis_port (scripts/ports.sh)
 # Redis twice: with the shared, pipelined connection (pipelines=1, the
 # default) and with a connection per call (pipelines=0, as before 0.3).
 stores=("memory://" "redis://127.0.0.1:$redis_port?tx=lua&pool=64&pipelines=0"
@@ -143,20 +130,17 @@ done
 echo "| store | threads / callers | drld req/s (wrk) | p50 µs | p99 µs | library dec/s (drl bench) | p50 µs | p99 µs | drld / library |"
 echo "|---|--:|--:|--:|--:|--:|--:|--:|--:|"
 "$PYTHON3" - "$results" <<'PY'
-import statistics, sys
-cells = {}
-for line in open(sys.argv[1]):
-    cell, *v = line.split()
-    cells.setdefault(cell, []).append([float(x) for x in v])
-def med(cell):
-    return [statistics.median(col) for col in zip(*cells[cell])]
+import sys
+sys.path.insert(0, "scripts")
+from bench_cells import medians
+med = medians(sys.argv[1])
 def lat(v):
     return f"{v:.1f}" if v < 10 else f"{v:,.0f}"
-for cell in cells:
+for cell in med:
     what, store, t = cell.split("-")
     if what != "drld":
         continue
-    d, l = med(cell), med(f"library-{store}-{t}")
+    d, l = med[cell], med[f"library-{store}-{t}"]
     print(f"| {store} | {t} | {d[0]:,.0f} | {lat(d[1])} | {lat(d[2])} "
           f"| {l[0]:,.0f} | {lat(l[1])} | {lat(l[2])} | {d[0] / l[0]:.3f} |")
 PY

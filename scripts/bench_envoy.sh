@@ -35,9 +35,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 # shellcheck source=scripts/wrk.sh
 . scripts/wrk.sh
 
-build=${1:-build}
-seconds=${2:-5}
-rounds=${3:-3}
+bench_args 5 3 "$@"
 conc=${4:-32}
 drld=${DRLD:-$build/drld/drld} # DRLD: another drld to measure (A/B)
 # DRLD_ARGS: more drld options, e.g. DRLD_ARGS='--grpc-pollers 2'
@@ -46,12 +44,7 @@ drl=$build/tools/drl
 spec='token_bucket:1000000000/1s'
 method=/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 
-for tool in "$drld" "$drl"; do
-	[ -x "$tool" ] || {
-		echo "bench_envoy: no $tool (ninja -C $build, with -Dgrpc)" >&2
-		exit 2
-	}
-done
+need_built bench_envoy "ninja -C $build, with -Dgrpc" "$drld" "$drl"
 need_tools bench_envoy wrk h2load
 if [ "$conc" -lt 2 ] || [ $((conc % 2)) -ne 0 ]; then
 	echo "bench_envoy: CONCURRENCY must be even (2 connections for grpc-mux)" >&2
@@ -89,13 +82,7 @@ with open(sys.argv[1], "wb") as f:
     f.write(b"\0" + struct.pack(">I", len(message)) + message)
 PYEOF
 
-redis_port=$(free_port)
-start_redis "$redis_port" "$work"
-pids+=($!)
-wait_port "$redis_port" || {
-	echo "bench_envoy: redis-server did not start" >&2
-	exit 1
-}
+bench_redis bench_envoy # redis_port (scripts/ports.sh)
 stores=("memory://" "redis://127.0.0.1:$redis_port?tx=lua&pool=64")
 
 # start_drld STORE: drld with both listeners; sets $hport, $gport, $dpid.
@@ -224,22 +211,19 @@ done
 echo "| store | client, $conc at once | decisions/s | p50 µs | p99 µs | drld CPU µs/call | / HTTP |"
 echo "|---|---|--:|--:|--:|--:|--:|"
 "$PYTHON3" - "$results" "$conc" <<'PYEOF'
-import statistics, sys
-cells = {}
-for line in open(sys.argv[1]):
-    cell, *v = line.split()
-    cells.setdefault(cell, []).append([float(x) for x in v])
-def med(cell):
-    return [statistics.median(col) for col in zip(*cells[cell])]
+import sys
+sys.path.insert(0, "scripts")
+from bench_cells import medians
+med = medians(sys.argv[1])
 conc = int(sys.argv[2])
 what = {"grpc-conns": f"gRPC, {conc} connections × 1 (h2load)",
         "grpc-mux": f"gRPC, 2 connections × {conc // 2} (h2load)",
         "http": f"HTTP /v1/check, {conc} connections (wrk)",
         "library": "library (drl bench)"}
 for store in ("memory", "redis"):
-    http = med("http-" + store)[0]
+    http = med["http-" + store][0]
     for w in what:
-        d = med(w + "-" + store)
+        d = med[w + "-" + store]
         cpu = f"{d[3]:.1f}" if len(d) > 3 else "–"
         print(f"| {store} | {what[w]} | {d[0]:,.0f} | {d[1]:,.0f} "
               f"| {d[2]:,.0f} | {cpu} | {d[0] / http:.2f} |")

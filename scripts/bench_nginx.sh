@@ -26,9 +26,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 # shellcheck source=scripts/wrk.sh
 . scripts/wrk.sh
 
-build=${1:-build}
-seconds=${2:-5}
-rounds=${3:-3}
+bench_args 5 3 "$@"
 module=$(realpath "$build/nginx/ngx_http_drl_module.so" 2>/dev/null)
 spec='token_bucket:100/1s'
 keys=10000
@@ -42,13 +40,7 @@ need_tools bench_nginx wrk nginx redis-server
 work_dir # $work, pids (scripts/ports.sh)
 chmod 755 "$work"
 
-redis_port=$(free_port)
-start_redis "$redis_port" "$work"
-pids+=($!)
-wait_port "$redis_port" || {
-	echo "bench_nginx: redis-server did not start" >&2
-	exit 1
-}
+bench_redis bench_nginx # redis_port (scripts/ports.sh)
 
 port=$(free_port)
 mkdir -p "$work/html"
@@ -127,12 +119,10 @@ done
 echo "| location | req/s (wrk) | p50 µs | p99 µs | worker CPU µs/request | over no limit |"
 echo "|---|--:|--:|--:|--:|--:|"
 "$PYTHON3" - "$results" <<'PY'
-import statistics, sys
-cells = {}
-for line in open(sys.argv[1]):
-    loc, *v = line.split()
-    cells.setdefault(loc, []).append([float(x) for x in v])
-med = {loc: [statistics.median(c) for c in zip(*rows)] for loc, rows in cells.items()}
+import sys
+sys.path.insert(0, "scripts")
+from bench_cells import medians
+med = medians(sys.argv[1])
 names = {"plain": "no limit", "memory": "drl memory://", "redis": "drl redis://"}
 for loc, (rps, p50, p99, cpu) in med.items():
     extra = "—" if loc == "plain" else f"+{cpu - med['plain'][3]:.1f} µs"

@@ -15,7 +15,13 @@
 # loopback ports, stopped on exit. Each figure is the median of ROUNDS
 # rounds (default 3), the cells of a round in turn (drl and rlf
 # alternate, so a noisy neighbour hits both); ratios are of medians of
-# the same run. Prints a Markdown table.
+# the same run. Prints a Markdown table; its CPU columns are the Node
+# process's CPU time per decision (bench.js: process.cpuUsage(), all its
+# threads, not the servers'), which a busy neighbour inflates far less
+# than the wall clock: on memory:// (no server, one busy JS thread) its
+# ratio stands for the rate's ratio on a quiet machine (V8's helper
+# threads count in it, for both); on Redis and memcached it is the
+# client's share of the work only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/ports.sh
@@ -50,7 +56,7 @@ wait_port "$mport" || { echo "memcached did not start" >&2; exit 3; }
 export NODE_PATH="$tmp/node_modules"
 rlf_version=$(node -p "require('rate-limiter-flexible/package.json').version")
 
-declare -A rate
+declare -A rate cpu
 cells=()
 for store in redis memcached memory; do
 	for n in 16 64; do
@@ -65,8 +71,10 @@ for ((round = 1; round <= rounds; round++)); do
 		for lib in drl rlf; do
 			out=$(node node/bench/bench.js "$lib" "$store" "$port" "$n" "$secs")
 			r=$(awk '{printf "%.0f", $1 / $2}' <<<"$out")
+			u=$(awk '{printf "%.0f", $3 * 1e9 / $1}' <<<"$out")
 			rate["$lib $c"]+="$r "
-			echo "round $round: $lib $c: $r decisions/s" >&2
+			cpu["$lib $c"]+="$u "
+			echo "round $round: $lib $c: $r decisions/s, $u CPU ns/decision" >&2
 		done
 	done
 done
@@ -77,12 +85,16 @@ median() {
 }
 echo "rate-limiter-flexible $rlf_version, node $(node --version), $rounds rounds of $secs s, medians"
 echo
-echo "| store | in flight | RateLimiterDrl decisions/s | RLF decisions/s | × RLF | rounds (drl / rlf) |"
-echo "|---|---|---|---|---|---|"
+echo "| store | in flight | RateLimiterDrl decisions/s | RLF decisions/s | × RLF | rounds (drl / rlf) | Node CPU ns/decision (drl / RLF) | × RLF by CPU |"
+echo "|---|---|---|---|---|---|---|---|"
 for c in "${cells[@]}"; do
 	read -r store n <<<"$c"
 	d=$(median "${rate[drl $c]}")
 	f=$(median "${rate[rlf $c]}")
-	printf '| %s | %s | %.0f | %.0f | %.2f | %s/ %s|\n' "$store" "$n" "$d" "$f" \
-		"$(awk -v a="$d" -v b="$f" 'BEGIN{print a / b}')" "${rate[drl $c]}" "${rate[rlf $c]}"
+	dc=$(median "${cpu[drl $c]}")
+	fc=$(median "${cpu[rlf $c]}")
+	printf '| %s | %s | %.0f | %.0f | %.2f | %s/ %s| %.0f / %.0f | %.2f |\n' "$store" "$n" \
+		"$d" "$f" "$(awk -v a="$d" -v b="$f" 'BEGIN{print a / b}')" \
+		"${rate[drl $c]}" "${rate[rlf $c]}" "$dc" "$fc" \
+		"$(awk -v a="$fc" -v b="$dc" 'BEGIN{print a / b}')"
 done

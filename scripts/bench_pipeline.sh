@@ -26,15 +26,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 # shellcheck source=scripts/ports.sh
 . scripts/ports.sh
 
-build=${1:-build}
-seconds=${2:-3}
-rounds=${3:-3}
+bench_args 3 3 "$@"
 spec=${4:-fixed_window:1000000/1m}
 drl=$build/tools/drl
-[ -x "$drl" ] || {
-	echo "bench_pipeline: no $drl (ninja -C $build first)" >&2
-	exit 2
-}
+need_built bench_pipeline "ninja -C $build first" "$drl"
 [ -x /usr/bin/time ] || {
 	echo "bench_pipeline: /usr/bin/time is missing (apt-get install time)" >&2
 	exit 2
@@ -42,17 +37,10 @@ drl=$build/tools/drl
 
 work_dir # $work, pids (scripts/ports.sh)
 
-port=$(free_port)
-start_redis "$port" "$work"
-pids+=($!)
-rpid=$!
-wait_port "$port" || {
-	echo "bench_pipeline: redis-server did not start" >&2
-	exit 1
-}
+bench_redis bench_pipeline # redis_port, redis_pid (scripts/ports.sh)
 
 hz=$(getconf CLK_TCK)
-server_ticks() { awk '{print $14 + $15}' "/proc/$rpid/stat"; }
+server_ticks() { awk '{print $14 + $15}' "/proc/$redis_pid/stat"; }
 
 echo "# $(uname -srm), $(nproc) cores, $(redis-server --version | cut -d' ' -f3)"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -65,7 +53,7 @@ cell() {
 	[ $# -ge 3 ] && async=(--async "$3")
 	t0=$(server_ticks)
 	{ /usr/bin/time -f "TIME %U %S" "$drl" bench \
-		--store "redis://127.0.0.1:$port?pool=64&$opts" --limit "$spec" \
+		--store "redis://127.0.0.1:$redis_port?pool=64&$opts" --limit "$spec" \
 		--keys 10000 --concurrency "$conc" --duration "$seconds" \
 		--exact-limit 0 --json "${async[@]}"; } >"$work/out" 2>&1
 	t1=$(server_ticks)
@@ -117,6 +105,6 @@ EOF
 
 echo
 echo "# the server without the library (drl bench --ceiling), same spec:"
-"$drl" bench --store "redis://127.0.0.1:$port?pool=64&pipelines=0,redis://127.0.0.1:$port?pool=64&pipelines=2" \
+"$drl" bench --store "redis://127.0.0.1:$redis_port?pool=64&pipelines=0,redis://127.0.0.1:$redis_port?pool=64&pipelines=2" \
 	--limit "$spec" --keys 10000 --concurrency 16 --duration "$seconds" \
 	--rounds "$rounds" --exact-limit 0 --ceiling

@@ -19,7 +19,7 @@ packages=(
 	libmemcached-dev libmemcached-tools memcached     # memcached store
 	valgrind clang                         # checks
 	libclang-rt-14-dev                     # libFuzzer (scripts/fuzz.sh)
-	python3                                # tests/test_cli.sh reads JSON
+	python3                                # tests/integration/test_cli.sh reads JSON
 	gnuplot-nox                            # drl simulate --plot
 	libmicrohttpd-dev libjansson-dev       # drld (HTTP server, JSON)
 	curl wrk                               # drld tests, bench_drld.sh

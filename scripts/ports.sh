@@ -1,6 +1,6 @@
 # Sourced by scripts that start their own servers on loopback
-# (scripts/bench_grid.sh, tests/test_bench.sh): free_port prints a port
-# that was free a moment ago; wait_port PORT waits (30 s at most) until
+# (scripts/bench_grid.sh, tests/integration/test_bench.sh): free_port prints a
+# port that was free a moment ago; wait_port PORT waits (30 s at most) until
 # something accepts connections on 127.0.0.1:PORT.
 
 # shellcheck source=scripts/python.sh
@@ -60,6 +60,31 @@ need_tools() {
 	done
 }
 
+# bench_args SECONDS ROUNDS [BUILDDIR [SECONDS [ROUNDS]]]: a benchmark's
+# leading arguments into build, seconds and rounds; a missing one takes
+# its default (build, and the SECONDS and ROUNDS given first).
+# shellcheck disable=SC2034 # the callers read them
+bench_args() {
+	local s=$1 r=$2
+	shift 2
+	build=${1:-build}
+	seconds=${2:-$s}
+	rounds=${3:-$r}
+}
+
+# need_built WHO HINT FILE...: exit 2, naming WHO, the file and HINT (how
+# to build it), unless every FILE is an executable.
+need_built() {
+	local who=$1 hint=$2 f
+	shift 2
+	for f in "$@"; do
+		[ -x "$f" ] || {
+			echo "$who: no $f ($hint)" >&2
+			exit 2
+		}
+	done
+}
+
 # start_redis PORT DIR [ARGS...]: start redis-server on 127.0.0.1:PORT in
 # the background, persistence off, its files and its log
 # (DIR/redis-PORT.log) in DIR, ARGS added (--requirepass PW). The caller
@@ -70,6 +95,21 @@ start_redis() {
 	redis-server --port "$port" --bind 127.0.0.1 --save "" \
 		--appendonly no --dir "$dir" --daemonize no "$@" \
 		>"$dir/redis-$port.log" 2>&1 &
+}
+
+# bench_redis WHO: for the benchmarks, after work_dir: a redis-server of
+# their own (start_redis) on a free port in $work; sets redis_port and
+# redis_pid, adds the PID to pids, and exits 1 naming WHO unless it
+# listens.
+bench_redis() {
+	redis_port=$(free_port)
+	start_redis "$redis_port" "$work"
+	redis_pid=$!
+	pids+=("$redis_pid")
+	wait_port "$redis_port" || {
+		echo "$1: redis-server did not start" >&2
+		exit 1
+	}
 }
 
 # start_sentinel PORT DIR MASTER_PORT NAME [MASTER_PW [OWN_PW]]: start
@@ -104,11 +144,12 @@ start_memcached() {
 		>"$dir/memcached-$port.log" 2>&1 &
 }
 
-# start_test_servers DIR: for the test scripts (tests/test_drld.sh,
-# tests/test_envoy.sh): a redis-server and a memcached of their own on free
-# ports, their files in DIR; sets rport and mport ("" for one that is not
-# installed), appends their PIDs to the caller's pids array, and reports
-# through the caller's check STATUS TEXT (tests/tap.sh) and missing NAME.
+# start_test_servers DIR: for the test scripts (tests/integration/test_drld.sh,
+# tests/integration/test_envoy.sh): a redis-server and a memcached of their own
+# on free ports, their files in DIR; sets rport and mport ("" for one that is
+# not installed), appends their PIDs to the caller's pids array, and reports
+# through the caller's check STATUS TEXT (tests/fixtures/tap.sh) and missing
+# NAME.
 start_test_servers() {
 	rport=
 	mport=

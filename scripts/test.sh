@@ -126,7 +126,7 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 # Sentinel included: the resolver thread, its subscriptions), and on
 # drld (HTTP threads, reloads, a graceful stop) under test_drld.sh, and its
 # gRPC threads under test_envoy.sh (which suppresses reports inside the
-# uninstrumented grpc++/abseil libraries: tests/tsan_grpc.supp).
+# uninstrumented grpc++/abseil libraries: tests/fixtures/tsan_grpc.supp).
 # The matrix (every store x spec x path) runs in the werror, ASan and
 # valgrind runs, not here: 80-200 s under TSan would take CI past 30
 # minutes, and the threaded tests above cover the same threads.

@@ -363,23 +363,18 @@ static int open_limiter(const struct check_opts *o, drl_store **store,
 	return -1;
 }
 
-/* Run the decisions of one parsed `drl check`: open the store, make the
- * limiter, decide o->repeat times and print each decision. Returns the exit
- * status of the last decision, or 2/3 on the first error. */
-static int check_run(const struct check_opts *o)
+/* Run the decisions of one parsed `drl check` on its limiter: decide
+ * o->repeat times and print each decision. Returns the exit status of the
+ * last decision, or 2/3 on the first error. */
+static int check_run(const struct check_opts *o, drl_limiter *lim)
 {
 	drl_error err = {0};
-	drl_store *store = NULL;
-	drl_limiter *lim = NULL;
 	const unsigned char *key = (const unsigned char *)o->key;
 	size_t keylen = strlen(o->key);
 	bool policy = policy_count(o->policy) > 1;
-	int status;
+	int status = -1;
 	int rc;
 
-	status = open_limiter(o, &store, &lim);
-	if (status >= 0)
-		goto out;
 	for (int64_t i = 0; i < o->repeat; i++) {
 		drl_result r;
 
@@ -388,32 +383,33 @@ static int check_run(const struct check_opts *o)
 					  &r, &err);
 		else
 			rc = drl_allow(lim, key, keylen, o->cost, &r, &err);
-		if (rc != 0) {
-			status = report("decision", rc, &err);
-			goto out;
-		}
+		if (rc != 0)
+			return report("decision", rc, &err);
 		if (o->json)
 			print_json(stdout, key, keylen, &r);
 		else
 			print_human(stdout, key, keylen, &r, policy);
 		status = r.allowed ? EXIT_ALLOWED : EXIT_DENIED;
 	}
-out:
-	drl_limiter_free(lim);
-	drl_store_free(store);
 	return status;
 }
 
-/* Parse the arguments of command `cmd` and run it on them. Returns the
- * process exit status. */
+/* Parse the arguments of command `cmd`, open its store, make its limiter
+ * and run it on them. Returns the process exit status. */
 static int parse_and_run(int argc, char **argv, const tl_opts *cmd,
-			 int (*run)(const struct check_opts *))
+			 int (*run)(const struct check_opts *, drl_limiter *))
 {
 	struct check_opts o;
+	drl_store *store = NULL;
+	drl_limiter *lim = NULL;
 	int status = parse_opts(argc, argv, cmd, &o);
 
 	if (status < 0)
-		status = run(&o);
+		status = open_limiter(&o, &store, &lim);
+	if (status < 0)
+		status = run(&o, lim);
+	drl_limiter_free(lim);
+	drl_store_free(store);
 	free(o.policy);
 	return status;
 }
@@ -426,28 +422,21 @@ static int cmd_check(int argc, char **argv)
 
 /* ---- drl reset -------------------------------------------------------- */
 
-/* Forget o->key on the store for o->policy and say so. Returns 0, or 2/3
- * as check_run does. */
-static int reset_run(const struct check_opts *o)
+/* Forget o->key on the store for o->policy (lim) and say so. Returns 0,
+ * or 2/3 as check_run does. */
+static int reset_run(const struct check_opts *o, drl_limiter *lim)
 {
 	drl_error err = {0};
-	drl_store *store = NULL;
-	drl_limiter *lim = NULL;
 	const unsigned char *key = (const unsigned char *)o->key;
 	size_t keylen = strlen(o->key);
 	int rc;
-	int status = open_limiter(o, &store, &lim);
 
-	if (status >= 0)
-		goto out;
 	if (o->now_us >= 0)
 		rc = drl_reset_at(lim, key, keylen, o->now_us, &err);
 	else
 		rc = drl_reset(lim, key, keylen, &err);
-	if (rc != 0) {
-		status = report("reset", rc, &err);
-		goto out;
-	}
+	if (rc != 0)
+		return report("reset", rc, &err);
 	if (o->json) {
 		fputs("{\"key\":", stdout);
 		tl_json_strn(stdout, key, keylen);
@@ -457,11 +446,7 @@ static int reset_run(const struct check_opts *o)
 		human_key(stdout, key, keylen);
 		putc('\n', stdout);
 	}
-	status = EXIT_ALLOWED;
-out:
-	drl_limiter_free(lim);
-	drl_store_free(store);
-	return status;
+	return EXIT_ALLOWED;
 }
 
 /* `drl reset`: see reset_cli. Returns the process exit status. */

@@ -109,13 +109,11 @@ static int add_specs(sim_opts *o, const char *arg)
 			return usage_error(
 				"bad --limit '%s': more than %d specs", arg,
 				SPECS_MAX);
-		char *s = malloc(len + 1);
+		char *s = strndup(p, len);
 		if (s == NULL) {
 			fputs("drl simulate: out of memory\n", stderr);
 			return EXIT_STORE;
 		}
-		memcpy(s, p, len);
-		s[len] = '\0';
 		o->specs[o->nspecs++] = s;
 		if (p[len] == '\0')
 			return -1;

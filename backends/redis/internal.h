@@ -41,7 +41,8 @@
  *
  * Headers: redis.h is the store to registry.c and the layer-6 stores;
  * this one is the rest; codes.h, uri.h, tls.h, cluster.h, sentinel.h,
- * forward.h, bell.h belong to their files.
+ * forward.h, bell.h belong to their files; thread.h (a thread started
+ * with every signal blocked) is every layer's.
  *
  * A conn is one hiredis blocking context with the state of the call on
  * it (or, for a shared call, a proxy with no context: the store formats

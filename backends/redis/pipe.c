@@ -49,6 +49,7 @@
  */
 #include "bell.h"
 #include "internal.h"
+#include "thread.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -521,12 +522,7 @@ static int pipe_io_start(rpipe *p)
 {
 	if (p->io_started)
 		return 0;
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(&p->io_thread, NULL, pipe_io, p);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0)
+	if (drl__redis_thread_start(&p->io_thread, pipe_io, p) != 0)
 		return -1;
 	p->io_started = true;
 	return 0;

@@ -21,6 +21,7 @@
 #if DRL_HAVE_REDIS
 #include "redis.h"
 #include "internal.h"
+#include "thread.h"
 
 #include <hiredis/hiredis.h>
 
@@ -28,7 +29,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,14 +251,7 @@ int drl_resolver_redis_new(drl_resolver **out, const char *uri,
 		source_free(src);
 		return rc;
 	}
-	/* the thread with every signal blocked, as the library's others:
-	 * the program's signals go to its own threads */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int started = pthread_create(&src->thread, NULL, listen_thread, src);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (started != 0) {
+	if (drl__redis_thread_start(&src->thread, listen_thread, src) != 0) {
 		drl_resolver_free(src->r);
 		return drl_error_set(err, DRL_ENOMEM,
 				     "drl_resolver_redis_new: no thread");

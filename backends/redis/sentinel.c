@@ -67,13 +67,13 @@
 #include "redis.h"
 #include "forward.h"
 #include "sentinel.h"
+#include "thread.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -893,12 +893,7 @@ no_cv:
 /* The resolver thread, every signal blocked (it inherits the mask). */
 static int start_resolver(sstore *ss)
 {
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(&ss->thread, NULL, resolver, ss);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0)
+	if (drl__redis_thread_start(&ss->thread, resolver, ss) != 0)
 		return -1;
 	ss->thread_on = true;
 	return 0;

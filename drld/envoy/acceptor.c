@@ -133,8 +133,8 @@ static bool look(struct drld_acceptor *a, size_t i, int64_t now)
 }
 
 /* One connection of listening socket lfd, or -1 (errno). Its own function
- * so that tests/tsan_grpc.supp can name it: the descriptor goes to grpc,
- * which closes it where ThreadSanitizer does not look, and TSan would
+ * so that tests/fixtures/tsan_grpc.supp can name it: the descriptor goes to
+ * grpc, which closes it where ThreadSanitizer does not look, and TSan would
  * report the next user of the same number as racing with this accept. */
 static int acceptor_accept4(int lfd)
 {

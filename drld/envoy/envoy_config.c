@@ -1,6 +1,7 @@
 /* envoyproxy/ratelimit's YAML configuration: see envoy_config.h. */
 #include "envoy_config.h"
 
+#include "message.h"
 #include "regular.h"
 
 #include <dirent.h>
@@ -67,10 +68,8 @@ fail(const struct loader *ld, const yaml_node_t *at, const char *key,
 	else
 		k = snprintf(ld->msg, ld->n, "%s: %s%s", ld->file,
 			     key ? key : "", key ? ": " : "");
-	if (k < 0 || (size_t)k >= ld->n)
-		return -1;
 	va_start(ap, fmt);
-	vsnprintf(ld->msg + k, ld->n - (size_t)k, fmt, ap);
+	drld_message_rest(ld->msg, ld->n, k, fmt, ap);
 	va_end(ap);
 	return -1;
 }
@@ -1251,28 +1250,3 @@ void drld_envoy_match(const struct drld_envoy_domain *d,
 /* drld_slot finds the reference count as the first member */
 _Static_assert(offsetof(struct drld_envoy_config, refs) == 0,
 	       "refs comes first");
-
-static void release(void *c)
-{
-	drld_envoy_config_release(c);
-}
-
-void drld_envoy_slot_init(struct drld_slot *s, struct drld_envoy_config *c)
-{
-	drld_slot_init(s, c, release);
-}
-
-struct drld_envoy_config *drld_envoy_acquire(struct drld_slot *s)
-{
-	return drld_slot_acquire(s);
-}
-
-void drld_envoy_swap(struct drld_slot *s, struct drld_envoy_config *c)
-{
-	drld_slot_swap(s, c);
-}
-
-void drld_envoy_slot_fini(struct drld_slot *s)
-{
-	drld_slot_fini(s);
-}

@@ -142,7 +142,7 @@ int drld_envoy_config_load(struct drld_envoy_config **out, const char *dir,
  * the directory (sorted), and with DRLD_ENVOY_HOOK_CHECK and i before it
  * looks at the i-th file again to see that nothing changed meanwhile. A
  * test changes the directory there, at exactly those moments
- * (tests/test_envoy_config.c). */
+ * (tests/unit/test_envoy_config.c). */
 enum { DRLD_ENVOY_HOOK_READ, DRLD_ENVOY_HOOK_CHECK };
 extern void (*drld_envoy_load_hook)(int step, size_t i);
 
@@ -175,9 +175,6 @@ void drld_envoy_match(const struct drld_envoy_domain *d,
 
 /* Where the current snapshot lives: a slot (slot.h) of
  * drld_envoy_configs, cur NULL without --envoy-config. As config.h's. */
-void drld_envoy_slot_init(struct drld_slot *s, struct drld_envoy_config *c);
-struct drld_envoy_config *drld_envoy_acquire(struct drld_slot *s);
-void drld_envoy_swap(struct drld_slot *s, struct drld_envoy_config *c);
-void drld_envoy_slot_fini(struct drld_slot *s);
+DRLD_SLOT_TYPED(drld_envoy, struct drld_envoy_config, drld_envoy_config_release)
 
 #endif /* DRLD_ENVOY_CONFIG_H */

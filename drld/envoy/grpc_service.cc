@@ -748,7 +748,7 @@ namespace
 // (the kernel may have given the number to another file meanwhile: an
 // HTTP client's socket, a store connection). Every look goes through
 // this copy, so nothing is read from, or shut down on, a socket that is
-// not the one dealt. Its own function so that tests/tsan_grpc.supp can
+// not the one dealt. Its own function so that tests/fixtures/tsan_grpc.supp can
 // name it: grpc closes its descriptors inside libgrpc, where
 // ThreadSanitizer does not look, so TSan reports this dup as racing
 // with the next accept or open that is given the same number.

@@ -1,5 +1,5 @@
 /*
- * The store conformance suite (tests/store_contract.h) on the SQLite
+ * The store conformance suite (tests/fixtures/store_contract.h) on the SQLite
  * store: each check opens a new database file in a temporary directory of
  * this run's own; the cross-process hot-key test has its processes open
  * one shared file there through the sqlite:// opener. The directory is

@@ -285,13 +285,16 @@ static int run(conn *c, int id)
 
 /* Step S_GET or S_LOAD (`id`) for the row of key live at `now`:
  * SQLITE_ROW with the row in c->st[id] (reset it after reading),
- * SQLITE_DONE when absent, or an error. */
+ * SQLITE_DONE when absent (c->st[id] reset), or an error. */
 static int lookup(conn *c, int id, drl_bytes key, int64_t now)
 {
 	sqlite3_stmt *s = c->st[id];
 	bind_bytes(s, 1, key.data, key.len);
 	sqlite3_bind_int64(s, 2, now);
-	return sqlite3_step(s);
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE)
+		sqlite3_reset(s);
+	return rc;
 }
 
 /* The DRL_E* code and message for SQLite code rc (kept in c->msg):
@@ -387,30 +390,9 @@ static void conn_close(conn *c)
 	free(c);
 }
 
-/* Run one PRAGMA returning one text row into out[cap]. */
-static int pragma_text(conn *c, const char *sql, char *out, size_t cap)
-{
-	sqlite3_stmt *s = NULL;
-	int rc = sqlite3_prepare_v2(c->db, sql, -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return failed(c, NULL, rc);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		const unsigned char *t = sqlite3_column_text(s, 0);
-		snprintf(out, cap, "%s", t ? (const char *)t : "");
-		rc = sqlite3_step(s);
-	}
-	if (rc != SQLITE_DONE) {
-		failed(c, NULL, rc);
-		sqlite3_finalize(s);
-		return rc;
-	}
-	sqlite3_finalize(s);
-	return SQLITE_OK;
-}
-
-/* One integer or text answer of a query without parameters: *found says
- * whether a row came back; text into out[cap] when out is not NULL. */
+/* One integer or text answer of a query (or PRAGMA) without parameters:
+ * *found (when found is not NULL) says whether a row came back; its text
+ * into out[cap] when out is not NULL. */
 static int query_one(conn *c, const char *sql, bool *found, char *out,
 		     size_t cap)
 {
@@ -419,7 +401,8 @@ static int query_one(conn *c, const char *sql, bool *found, char *out,
 	if (rc != SQLITE_OK)
 		return failed(c, NULL, rc);
 	rc = sqlite3_step(s);
-	*found = rc == SQLITE_ROW;
+	if (found)
+		*found = rc == SQLITE_ROW;
 	if (rc == SQLITE_ROW) {
 		if (out) {
 			const unsigned char *t = sqlite3_column_text(s, 0);
@@ -544,8 +527,8 @@ static int conn_open(store *st, bool first, conn **out, drl_error *err)
 	}
 	sqlite3_extended_result_codes(c->db, 1);
 	sqlite3_busy_timeout(c->db, (int)st->timeout_ms);
-	char mode[32];
-	rc = pragma_text(c, "PRAGMA journal_mode=WAL", mode, sizeof mode);
+	char mode[32] = "";
+	rc = query_one(c, "PRAGMA journal_mode=WAL", NULL, mode, sizeof mode);
 	if (rc == SQLITE_OK && strcmp(mode, "wal") != 0) {
 		rc = drl_error_set(err, DRL_ESTORE,
 				   "sqlite store %s: cannot use WAL mode "
@@ -555,8 +538,7 @@ static int conn_open(store *st, bool first, conn **out, drl_error *err)
 		return rc;
 	}
 	if (rc == SQLITE_OK)
-		rc = pragma_text(c, "PRAGMA synchronous=NORMAL", mode,
-				 sizeof mode);
+		rc = query_one(c, "PRAGMA synchronous=NORMAL", NULL, NULL, 0);
 	if (rc != SQLITE_OK) {
 		/* a file that is not SQLite fails here: SQLITE_NOTADB */
 		rc = db_error(st, c, rc, "opening the file", err);
@@ -700,10 +682,8 @@ static int incr_refused(store *st, conn *c, drl_bytes key, int64_t now,
 {
 	sqlite3_stmt *s = c->st[S_GET];
 	int rc = lookup(c, S_GET, key, now);
-	if (rc == SQLITE_DONE) {
-		sqlite3_reset(s);
+	if (rc == SQLITE_DONE)
 		return 1;
-	}
 	if (rc != SQLITE_ROW)
 		return db_error(st, c, failed(c, s, rc), "incr", err);
 	int64_t version = sqlite3_column_int64(s, 1);
@@ -784,7 +764,6 @@ static int do_get_many(store *st, conn *c, size_t n, const drl_bytes *keys,
 		rc = lookup(c, S_GET, keys[i], now);
 		if (rc == SQLITE_DONE) {
 			values[i] = 0;
-			sqlite3_reset(s);
 			continue;
 		}
 		if (rc != SQLITE_ROW)
@@ -812,7 +791,6 @@ static int do_load(store *st, conn *c, drl_bytes key, void *buf, size_t cap,
 	sqlite3_stmt *s = c->st[S_LOAD];
 	int rc = lookup(c, S_LOAD, key, drl_now_us());
 	if (rc == SQLITE_DONE) {
-		sqlite3_reset(s);
 		*len = 0;
 		*version = 0;
 		return 0;

@@ -32,7 +32,8 @@ typedef struct drl_resolver drl_resolver;
 /* A source: write the spec for key (keylen bytes) into spec (cap bytes,
  * NUL-terminated) and return 0; or return a negative DRL_E* code (err
  * may say why) and the resolver gives the default spec. A spec that is
- * empty or does not fit is a failure too. */
+ * empty, does not fit, or is one drl_limiter_new() would refuse (a typo
+ * in a plan's row) is a failure too. */
 typedef int (*drl_resolve_fn)(void *arg, const void *key, size_t keylen,
 			      char *spec, size_t cap, drl_error *err);
 
@@ -54,7 +55,8 @@ typedef struct drl_resolver_options {
 
 /* A resolver from *opts (copied; default_spec too). DRL_EINVAL for a
  * NULL out, opts or resolve, max_keys or ttl_us out of range, or a
- * default spec that is empty or longer than DRL_RESOLVER_SPEC_MAX. */
+ * default spec that is empty, longer than DRL_RESOLVER_SPEC_MAX, or one
+ * drl_limiter_new() would refuse (the parser's message is in err). */
 DRL_EXPORT int drl_resolver_new(drl_resolver **out,
 				const drl_resolver_options *opts,
 				drl_error *err);
@@ -68,7 +70,8 @@ DRL_EXPORT void drl_resolver_free(drl_resolver *r);
  * NULL) says whether the default was given. Returns 0; DRL_EINVAL for a
  * NULL resolver or spec, a bad key; DRL_ERANGE when the spec does not
  * fit in cap (DRL_RESOLVER_SPEC_MAX + 1 always does); the source's code
- * when it failed and there is no default; DRL_ENOMEM. */
+ * when it failed and there is no default (DRL_EINVAL, with the parser's
+ * message, for a refused spec); DRL_ENOMEM. */
 DRL_EXPORT int drl_resolver_get(drl_resolver *r, const void *key, size_t keylen,
 				char *spec, size_t cap, int *is_default,
 				drl_error *err);

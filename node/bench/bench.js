@@ -1,12 +1,17 @@
 // One cell of scripts/bench_node.sh: IN_FLIGHT consume() calls in flight
 // in this one Node process, on 10,000 distinct keys, for SECONDS, limits
 // never reached (every decision an allowed write), after a warm-up.
-// Prints "decisions seconds".
-//   node bench.js drl|rlf redis|memcached|memory PORT IN_FLIGHT SECONDS
+// Prints "decisions seconds cpu_seconds": cpu_seconds is this process's
+// CPU time (user + system, all its threads: process.cpuUsage()) over the
+// same SECONDS, which a busy neighbour does not inflate as it does the
+// wall clock (the servers' CPU is not in it).
+//   node bench.js drl|rlf|none redis|memcached|memory PORT IN_FLIGHT SECONDS
 // drl: RateLimiterDrl (this addon: LIBDRL_NODE_ADDON or node/drl.node);
 // rlf: rate-limiter-flexible's RateLimiterRedis (ioredis),
 //      RateLimiterMemcache (memcached) or RateLimiterMemory, from
 //      NODE_PATH (the script installs them from npm into a temporary folder).
+// none: no limiter, each call a Promise.resolve() of a new RateLimiterRes
+//      (the loop's own cost, which both pay; STORE and PORT unused).
 // Both: fixed window (RLF's only kind; libdrl's default), 1,000,000
 // points per 60 s, keyPrefix 'bench'.
 'use strict';
@@ -16,7 +21,10 @@ const [lib, store, port, inflight, seconds] = process.argv.slice(2);
 const opts = { keyPrefix: 'bench-' + lib, points: 1000000, duration: 60 };
 let limiter;
 let close = () => {};
-if (lib === 'drl') {
+if (lib === 'none') {
+  const { RateLimiterRes } = require(path.join(__dirname, '..'));
+  limiter = { consume: () => Promise.resolve(new RateLimiterRes(1, 1, 1, false)) };
+} else if (lib === 'drl') {
   const { RateLimiterDrl } = require(path.join(__dirname, '..'));
   const uri = { redis: 'redis://127.0.0.1:' + port, memcached: 'memcached://127.0.0.1:' + port,
     memory: 'memory://' }[store];
@@ -61,10 +69,12 @@ async function run(end, count) {
 async function main() {
   await limiter.consume('warm-up');
   await run(process.hrtime.bigint() + 500000000n, Number(inflight)); // 0.5 s
+  const cpu0 = process.cpuUsage();
   const start = process.hrtime.bigint();
   const done = await run(start + BigInt(Math.round(Number(seconds) * 1e9)), Number(inflight));
   const took = Number(process.hrtime.bigint() - start) / 1e9;
-  console.log(done + ' ' + took.toFixed(3));
+  const cpu = process.cpuUsage(cpu0);
+  console.log(done + ' ' + took.toFixed(3) + ' ' + ((cpu.user + cpu.system) / 1e6).toFixed(3));
   close();
 }
 main().then(() => process.exit(0), (e) => {

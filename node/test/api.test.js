@@ -42,6 +42,19 @@ async function semantics(store) {
 
 test('memory://', () => semantics('memory://'));
 
+// A time past 2^30 ms (where index.js stops passing counts on as small
+// integers) comes back whole and exact: a token bucket of 2 per 300 days
+// is full again 150 days after one is taken.
+test('memory://: msBeforeNext past 2^30 ms is exact', async () => {
+  const l = new RateLimiterDrl({ points: 2, duration: 300 * 86400, algorithm: 'token_bucket',
+    keyPrefix: 'api' });
+  await l.ready(); // then decided at once (decideNow), not through the loop
+  const res = await l.consume(uniq());
+  assert.ok(Number.isInteger(res.msBeforeNext), String(res.msBeforeNext));
+  assert.ok(Math.abs(res.msBeforeNext - 150 * 86400e3) <= 1000, String(res.msBeforeNext));
+  assert.deepStrictEqual([res.remainingPoints, res.consumedPoints], [1, 1]);
+});
+
 test('redis://, each tx', async (t) => {
   const r = await servers.redis(t);
   if (!r) return;

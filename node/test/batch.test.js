@@ -70,6 +70,17 @@ test('memcached:// batches', async (t) => {
     }
   });
 
+  await t.test('msBeforeNext past 2^30 ms is exact in a batch', async () => {
+    const l = new RateLimiterDrl({ store, points: 2, duration: 300 * 86400,
+      algorithm: 'token_bucket', keyPrefix: 'bt' });
+    await l.ready();
+    const got = await Promise.all([l.consume(uniq()), l.consume(uniq())]);
+    for (const res of got) {
+      assert.ok(Number.isInteger(res.msBeforeNext), String(res.msBeforeNext));
+      assert.ok(Math.abs(res.msBeforeNext - 150 * 86400e3) <= 1000, String(res.msBeforeNext));
+    }
+  });
+
   await t.test('a bad key or points rejects its own promise only', async () => {
     const l = new RateLimiterDrl({ store, points: 10, duration: 86400, keyPrefix: 'bt' });
     await l.ready();

@@ -3,7 +3,7 @@
 # valgrind memcheck in the 'valgrind' test setup (DRL_VALGRIND=1, set by
 # that setup: tests/meson.build), plainly otherwise. valgrind.sh, the
 # setup's wrapper, runs a *.sh test as it is, so this script picks the
-# options: tests/valgrind.sh's, with node's V8 JIT off (--jitless: V8's
+# options: tests/fixtures/valgrind.sh's, with node's V8 JIT off (--jitless: V8's
 # generated code is what memcheck cannot follow quickly) and
 # memcheck.supp for what is not this addon's (glibc's and node's own).
 # Exit 99 when valgrind found an error, as valgrind.sh.

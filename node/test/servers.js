@@ -2,7 +2,7 @@
 // Cluster, each started here on free loopback ports in a private folder,
 // and stopped by PID (at stop(), and at the latest when this process
 // exits). A missing binary is a skip, or a failure under CI=true (as the
-// C suite's fixtures: tests/server_fixture.c).
+// C suite's fixtures: tests/fixtures/server_fixture.c).
 'use strict';
 const { spawn, execFile } = require('child_process');
 const fs = require('fs');

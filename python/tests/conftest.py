@@ -1,8 +1,9 @@
 """Servers for the Python tests: redis-server, memcached and a 3-master Redis
 Cluster of their own, on free loopback ports, each stopped by its pid at
-the end (as tests/server_fixture.c does for the C tests). A missing server
-binary skips its tests, except under CI=true, where it fails them.
+the end (as tests/fixtures/server_fixture.c does for the C tests). A missing
+server binary skips its tests, except under CI=true, where it fails them.
 """
+import contextlib
 import ctypes
 import os
 import shutil
@@ -97,6 +98,16 @@ class Server:
     @property
     def pid(self):
         return self.proc.pid
+
+    @contextlib.contextmanager
+    def stopped(self):
+        """The server stopped (SIGSTOP) while the block runs, resumed
+        (SIGCONT) after, however the block ends."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(self.proc.pid, signal.SIGCONT)
 
     def stop(self):
         if self.proc.poll() is None:

@@ -167,14 +167,12 @@ def test_a_library_of_another_version_refuses_to_load(tmp_path):
 
 def test_the_gil_is_released_during_a_store_call(own_redis):
     """While one thread waits on a stopped Redis, another runs Python."""
-    import signal
     import time
     s = drl.Store("redis://127.0.0.1:%d?timeout_ms=1000&breaker_failures=0"
                   % own_redis.port)
     lim = drl.Limiter(s, "fixed_window:10/1s")
     ticks = []
-    os.kill(own_redis.pid, signal.SIGSTOP)
-    try:
+    with own_redis.stopped():
         t = threading.Thread(target=lambda: pytest.raises(drl.Error,
                                                           lim.allow, "k"))
         t.start()
@@ -182,22 +180,18 @@ def test_the_gil_is_released_during_a_store_call(own_redis):
             ticks.append(1)
             time.sleep(0.01)
         t.join()
-    finally:
-        os.kill(own_redis.pid, signal.SIGCONT)
     assert len(ticks) >= 3  # the waiting call held no GIL (0 or 1 if it did)
 
 
 def test_close_during_a_call_is_busy_and_frees_nothing(own_redis):
     """close() while another thread waits inside a call: drl.BusyError;
     the call finishes on its store, and close() works afterwards."""
-    import signal
     import time
     s = drl.Store("redis://127.0.0.1:%d?timeout_ms=2000&breaker_failures=0"
                   % own_redis.port)
     lim = drl.Limiter(s, "fixed_window:10/1s")
     outcome = []
-    os.kill(own_redis.pid, signal.SIGSTOP)
-    try:
+    with own_redis.stopped():
         t = threading.Thread(target=lambda: outcome.append(lim.allow("k")))
         t.start()
         deadline = time.monotonic() + 20
@@ -207,8 +201,6 @@ def test_close_during_a_call_is_busy_and_frees_nothing(own_redis):
         with pytest.raises(drl.BusyError, match="in flight"):
             s.close()
         assert not s.closed
-    finally:
-        os.kill(own_redis.pid, signal.SIGCONT)
     t.join()
     assert outcome and outcome[0].allowed  # the server answered once resumed
     s.close()

@@ -114,11 +114,9 @@ static bool mc_config(const char *uri, char *cfg, size_t cap, bool *binary,
 		      char *why, size_t whycap)
 {
 	drl_uri *u = NULL;
-	drl_error err = {0};
-	if (drl_uri_parse(&u, uri, &err) != 0) {
-		bench_copy_msg(why, whycap, err.message);
+	if (!bench_uri_parse(&u, uri, why, whycap))
 		return false;
-	}
+	drl_error err = {0};
 	bool ok = false;
 	size_t o = 0;
 	const char *bin = drl_uri_option(u, "binary");

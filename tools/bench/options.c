@@ -42,26 +42,25 @@ static int list_add(char **list, size_t *n, const char *s, size_t len,
 		return usage_error("empty %s in the list", what);
 	if (*n == LIST_MAX)
 		return usage_error("at most %d %ss", LIST_MAX, what);
-	char *p = malloc(len + 1);
+	char *p = strndup(s, len);
 	if (p == NULL) {
 		fputs("drl bench: out of memory\n", stderr);
 		return EXIT_STORE;
 	}
-	memcpy(p, s, len);
-	p[len] = '\0';
 	list[(*n)++] = p;
 	return -1;
 }
 
-/* --store: split at ',' only where a new SCHEME:// begins. */
-static int add_stores(void *target, const char *arg)
+/* Append the pieces of arg to list (list_add), arg cut at each p where
+ * cuts(p). Returns an exit status on failure, -1 on success. */
+static int add_pieces(char **list, size_t *n, const char *arg,
+		      bool (*cuts)(const char *p), const char *what)
 {
-	bench_opts *o = target;
 	const char *start = arg;
 	for (const char *p = arg;; p++) {
-		if (*p == '\0' || (*p == ',' && starts_uri(p + 1))) {
-			int st = list_add(o->stores, &o->nstores, start,
-					  (size_t)(p - start), "store URI");
+		if (*p == '\0' || cuts(p)) {
+			int st = list_add(list, n, start, (size_t)(p - start),
+					  what);
 			if (st >= 0)
 				return st;
 			if (*p == '\0')
@@ -71,22 +70,28 @@ static int add_stores(void *target, const char *arg)
 	}
 }
 
+/* --store: split at ',' only where a new SCHEME:// begins. */
+static bool store_cut(const char *p)
+{
+	return *p == ',' && starts_uri(p + 1);
+}
+
+static int add_stores(void *target, const char *arg)
+{
+	bench_opts *o = target;
+	return add_pieces(o->stores, &o->nstores, arg, store_cut, "store URI");
+}
+
 /* --limit: split at ';'. */
+static bool spec_cut(const char *p)
+{
+	return *p == ';';
+}
+
 static int add_specs(void *target, const char *arg)
 {
 	bench_opts *o = target;
-	const char *start = arg;
-	for (const char *p = arg;; p++) {
-		if (*p == '\0' || *p == ';') {
-			int st = list_add(o->specs, &o->nspecs, start,
-					  (size_t)(p - start), "spec");
-			if (st >= 0)
-				return st;
-			if (*p == '\0')
-				return -1;
-			start = p + 1;
-		}
-	}
+	return add_pieces(o->specs, &o->nspecs, arg, spec_cut, "spec");
 }
 
 /* A ','-separated list of whole numbers in [min, max]. Returns false on

@@ -35,11 +35,9 @@ bool bench_redis_target_parse(const char *uri, redis_target *t, char *why,
 {
 	memset(t, 0, sizeof *t);
 	drl_uri *u = NULL;
-	drl_error err = {0};
-	if (drl_uri_parse(&u, uri, &err) != 0) {
-		bench_copy_msg(why, whycap, err.message);
+	if (!bench_uri_parse(&u, uri, why, whycap))
 		return false;
-	}
+	drl_error err = {0};
 	bool ok = false;
 	const char *scheme = drl_uri_scheme(u), *path = drl_uri_path(u);
 	const char *db = drl_uri_option(u, "db");

@@ -61,28 +61,29 @@ void bench_print_markdown(FILE *out, const cell *cells, size_t n)
 		any_srv |= cells[i].r.srv.applies;
 		any_ceil_srv |= cells[i].ceil && cells[i].ceil->srv.applies;
 	}
+	/* the groups of two columns shown when a cell has them */
+	const struct {
+		bool shown;
+		const char *head;
+	} groups[] = {
+		{any_srv, " srv exec µs | srv CPU µs |"},
+		{any_ceiling, " ceiling/s | lib/ceiling |"},
+		{any_ceil_srv, " ceiling srv exec µs | ceiling srv CPU µs |"},
+		{any_pipelined, " ceiling -P16/s | lib/ceiling -P16 |"},
+	};
+	const size_t ngroups = sizeof groups / sizeof groups[0];
 	fputs("| store | spec | keys | C | decisions/s | p50 µs | p99 µs | "
 	      "p99.9 µs | RT/dec | CAS retries/dec | exhausted | errors | "
 	      "allowed | exact (admitted/cap) |",
 	      out);
-	if (any_srv)
-		fputs(" srv exec µs | srv CPU µs |", out);
-	if (any_ceiling)
-		fputs(" ceiling/s | lib/ceiling |", out);
-	if (any_ceil_srv)
-		fputs(" ceiling srv exec µs | ceiling srv CPU µs |", out);
-	if (any_pipelined)
-		fputs(" ceiling -P16/s | lib/ceiling -P16 |", out);
+	for (size_t g = 0; g < ngroups; g++)
+		if (groups[g].shown)
+			fputs(groups[g].head, out);
 	fputs("\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
 	      out);
-	if (any_srv)
-		fputs("--:|--:|", out);
-	if (any_ceiling)
-		fputs("--:|--:|", out);
-	if (any_ceil_srv)
-		fputs("--:|--:|", out);
-	if (any_pipelined)
-		fputs("--:|--:|", out);
+	for (size_t g = 0; g < ngroups; g++)
+		if (groups[g].shown)
+			fputs("--:|--:|", out);
 	putc('\n', out);
 	for (size_t i = 0; i < n; i++) {
 		const cell *c = &cells[i];

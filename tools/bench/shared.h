@@ -214,6 +214,11 @@ typedef struct cell {
 
 /* Copy the string src into dst (cap bytes), cut to fit. */
 void bench_copy_msg(char *dst, size_t cap, const char *src);
+struct drl_uri;
+/* Parse uri into *u (drl_uri_parse): true, or false with the error's
+ * message in why (whycap bytes). */
+bool bench_uri_parse(struct drl_uri **u, const char *uri, char *why,
+		     size_t whycap);
 /* A nonzero seed for bench_pick_key from a and b, the clock and the pid. */
 uint64_t bench_rand_seed(uint64_t a, uint64_t b);
 /* The key of one call into buf (>= 24 bytes): "hot" for a single key, else

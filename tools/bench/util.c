@@ -5,6 +5,8 @@
 #include "shared.h"
 #include "common/clock.h"
 
+#include <drl/sys/backend.h>
+
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -60,4 +62,13 @@ void bench_copy_msg(char *dst, size_t cap, const char *src)
 		n = cap - 1;
 	memcpy(dst, src, n);
 	dst[n] = '\0';
+}
+
+bool bench_uri_parse(drl_uri **u, const char *uri, char *why, size_t whycap)
+{
+	drl_error err = {0};
+	if (drl_uri_parse(u, uri, &err) == 0)
+		return true;
+	bench_copy_msg(why, whycap, err.message);
+	return false;
 }

@@ -8,8 +8,8 @@
  * short escapes, every other control byte and DEL as \u00XX; a byte that
  * is not part of well-formed UTF-8 (a stray continuation byte, an
  * overlong form, a surrogate, a code point above U+10FFFF, a cut
- * sequence) becomes \u00XX, its Latin-1 reading. tests/test_cli.sh holds
- * `drl check --json` to exactly this.
+ * sequence) becomes \u00XX, its Latin-1 reading. tests/integration/test_cli.sh
+ * holds `drl check --json` to exactly this.
  */
 #ifndef TL_JSON_H
 #define TL_JSON_H

@@ -8,7 +8,7 @@
  * written once against these primitives; a store never learns which
  * algorithm calls it. The stores this library ships (backends/) are built
  * against this header and nothing else of the core, and the conformance
- * suite (tests/store_contract.h, docs/stores.md) checks every promise
+ * suite (tests/fixtures/store_contract.h, docs/stores.md) checks every promise
  * below on each of them and on examples/store_sqlite.
  *
  * Versioning (as SQLite's sqlite3_vfs): `version` is the first field, new
