@@ -37,6 +37,12 @@
 # rusage_user + rusage_system, all its threads). memcached times no
 # command, so it has no exec figure; its CPU column compares with the
 # library's CPU column of the Redis cells. BENCH_MEMCACHED=0 leaves it out.
+# The Redis module (BUILDDIR/redis_module/drl_redis.so, loaded into the
+# server when it is built): `module` cells send DRL.DECIDE with keys of
+# the library's length by redis-benchmark, as the peers' scripts are
+# sent (its exec is DRL.DECIDE's own usec, which includes the commands
+# it calls), and `tx=module` cells of the library beside tx=auto, lua and
+# watch; BENCH_MODULE=0 leaves them out.
 # BENCH_SPECS="spec ..." and BENCH_TXS="auto lua watch" pick cells (default: all).
 # Each figure is the median of ROUNDS rounds (default 3), the cells of a
 # round in turn. Prints a Markdown table; the ratios compare medians of
@@ -61,6 +67,10 @@ if [ "$measure" = instructions ]; then
 	export BENCH_REDIS_WRAP="$cg_wrap"
 fi
 . scripts/bench_redis.sh
+module_so="${1:-build}/redis_module/drl_redis.so"
+[ "${BENCH_MODULE:-1}" != 0 ] && [ -f "$module_so" ] || module_so=""
+[ -n "$module_so" ] &&
+	export BENCH_REDIS_ARGS="${BENCH_REDIS_ARGS:-} --loadmodule $(realpath "$module_so")"
 bench_redis_setup 2 "$@"
 if [ "$measure" = instructions ]; then
 	trap 'stop_pids $rpid; rm -rf "$tmp" "$cgdir"' EXIT
@@ -98,7 +108,7 @@ for cmd, calls, us in re.findall(r"cmdstat_([^:]+):calls=(\d+),usec=(\d+)", text
     if skip.match(cmd):
         continue
     usec[cmd] = float(us)
-    if cmd in ("evalsha", "eval", "fcall", "fcall_ro"):
+    if cmd in ("evalsha", "eval", "fcall", "fcall_ro", "drl.decide"):
         scripts += float(us)
 exec_us = scripts if scripts else sum(usec.values())
 cpu = sum(float(x) for x in re.findall(r"used_cpu_(?:sys|user):([0-9.]+)", text))
@@ -116,6 +126,9 @@ specs=(
 	"sliding_log:10000/1m"
 )
 txs=(auto lua watch)
+# with the module loaded, tx=module cells too (the library sending
+# DRL.TWIN; its figures are DRL.TWIN's usec, which include its commands)
+[ -n "$module_so" ] && txs+=(module)
 # BENCH_SPECS / BENCH_TXS (space-separated) measure only those cells.
 [ -n "${BENCH_SPECS:-}" ] && read -r -a specs <<<"$BENCH_SPECS"
 [ -n "${BENCH_TXS:-}" ] && read -r -a txs <<<"$BENCH_TXS"
@@ -149,7 +162,8 @@ declare -A subsecs=(
 # the sum of their commands, each sent alone by redis-benchmark.
 libdrl_cell() {
 	local spec=$1 tx=$2 r ceil=--ceiling
-	[ "$tx" = watch ] && ceil=
+	# watch sends no script; module sends DRL.TWIN (its own cells below)
+	case $tx in watch | module) ceil= ;; esac
 	[ "$measure" = instructions ] && cg_zero
 	r=$("$drl" bench --json $ceil --store "redis://127.0.0.1:$port?tx=$tx&pool=16" \
 		--limit "$spec" --keys 10000 --concurrency 16 \
@@ -348,6 +362,16 @@ for ((k = 0; k < rounds; k++)); do
 	peer_cell redis_rate evalsha "$rr_sha" 1 "$(pk rr:)" 1000000 1000000 60 1
 	peer_cell envoy_incrby incrby "$(pk env:)" 1
 	peer_cell envoy_expire expire "$(pk env:)" 60
+	if [ -n "$module_so" ]; then
+		i=0
+		for spec in "${specs[@]}"; do
+			# a key prefix per spec; the time the library sends
+			# (clock=client), fixed
+			peer_cell "module|$spec" drl.decide "$(pk "m$i:")" \
+				"$spec" "$(date +%s%6N)" 1
+			i=$((i + 1))
+		done
+	fi
 done
 
 
@@ -374,6 +398,12 @@ for spec in "${specs[@]}"; do
 		echo "| libdrl \`$spec\` tx=$tx | $e | $c | ${b:-—} | $(ratio "$b" "$rlf_m") | $(ratio "$b" "$rr_m") |"
 	done
 done
+if [ -n "$module_so" ]; then
+	for spec in "${specs[@]}"; do
+		m=$(median "${ex[module|$spec]}")
+		echo "| libdrl \`$spec\` DRL.DECIDE (Redis module) | — | — | $m | $(ratio "$m" "$rlf_m") | $(ratio "$m" "$rr_m") |"
+	done
+fi
 if [ -n "$mc_port" ]; then
 	for spec in "${specs[@]}"; do
 		echo "| libdrl \`$spec\` on memcached (incr; gets/cas) | — | $(median "${mc[$spec]}") | — | — | — |"

@@ -21,7 +21,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 seconds=${FUZZ_SECONDS:-30}
 seed=${FUZZ_SEED:-0}
-targets=${FUZZ_TARGETS:-fuzz_spec fuzz_uri fuzz_redis_reply fuzz_memcached_reply}
+targets=${FUZZ_TARGETS:-fuzz_spec fuzz_uri fuzz_redis_reply fuzz_memcached_reply fuzz_redis_module}
 build=${BUILD_DIR:-build-fuzz}
 out=$build/fuzz-out
 passed=0

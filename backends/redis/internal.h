@@ -20,6 +20,8 @@
  *                                    trim(_start): counters
  *          state.c                   load, cas: WATCH, MULTI/SET/EXEC
  *          script.c                  eval, eval_start: EVALSHA
+ *          module.c                  eval under tx=module: DRL.TWIN of
+ *                                    the Redis module (redis_module/)
  *          command.c                 del, now: single commands
  *   3      call.c                    where a call goes (a pooled
  *                                    connection of its own, or the shared
@@ -174,6 +176,8 @@ struct rstore {
 	int64_t timeout_ms;
 	struct timeval timeout;
 	bool watch_tx;
+	/* tx=module: eval() by the Redis module's DRL.TWIN (module.c) */
+	bool module_tx;
 	/* tx=auto: the counters by add_read (backends/redis/counter.c) */
 	bool plain_counters;
 	bool lazy; /* connect=lazy: no connection at open */
@@ -467,6 +471,24 @@ int drl__redis_eval_start(drl_backend *b, drl_channel *ch,
 			  const drl_bytes *keys, size_t nargs,
 			  const int64_t *args, size_t nout,
 			  drl_eval_done_fn done, void *arg, drl_error *err);
+
+/* ---- the Redis module (module.c) --------------------------------------- */
+
+/* The most integers a twin is sent for a decision (ARGV[1..7]); an
+ * eighth is drl_adjust's delta, which DRL.TWIN does not take yet. */
+#define DRL__TWIN_ARGS_MAX 7
+
+/* s's eval() under tx=module (drl/sys/backend.h): DRL.TWIN keys[0]
+ * script->name args..., one round trip; the module's answer (the twins'
+ * common form) into out[0..nout), *nret. The other keys are not sent:
+ * they share keys[0]'s hash tag, and the module derives them itself. A
+ * server without the module: DRL_ESTORE saying to load it. drl_adjust
+ * (an eighth argument): DRL_BACKEND_ESPLIT, nothing sent, and the core
+ * decides it by the C step over WATCH/MULTI/EXEC or the counters. */
+int drl__redis_module_eval(drl_backend *b, const drl_script *script,
+			   size_t nkeys, const drl_bytes *keys, size_t nargs,
+			   const int64_t *args, int64_t *out, size_t nout,
+			   size_t *nret, drl_error *err);
 
 /* ---- keys (call.c) ----------------------------------------------------- */
 

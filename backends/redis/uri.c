@@ -136,18 +136,23 @@ int drl__redis_parse_uri(rstore *s, drl_uri *u, bool *server_clock_out,
 	/* auto (the default): each algorithm the cheapest exact way, the
 	 * counters by plain commands (backends/redis/counter.c), the rest
 	 * by their scripts; lua: every algorithm by its script; watch:
-	 * WATCH/MULTI/EXEC, no script. */
+	 * WATCH/MULTI/EXEC, no script; module: every algorithm by the
+	 * Redis module's DRL.TWIN (backends/redis/module.c). */
 	const char *tx = drl_uri_option(u, "tx");
 	s->watch_tx = false;
+	s->module_tx = false;
 	s->plain_counters = false;
 	if (tx == NULL || strcmp(tx, "auto") == 0)
 		s->plain_counters = true;
 	else if (strcmp(tx, "watch") == 0)
 		s->watch_tx = true;
+	else if (strcmp(tx, "module") == 0)
+		s->module_tx = true;
 	else if (strcmp(tx, "lua") != 0)
 		return drl_error_set(err, DRL_EINVAL,
 				     "URI option tx=\"%.32s\": expected auto, "
-				     "lua or watch",
+				     "lua or watch (or module: the Redis "
+				     "module)",
 				     tx);
 
 	const char *clock = drl_uri_option(u, "clock");
@@ -161,6 +166,12 @@ int drl__redis_parse_uri(rstore *s, drl_uri *u, bool *server_clock_out,
 				     "URI option clock=\"%.32s\": expected "
 				     "client or server",
 				     clock);
+
+	/* the module is sent the time; its own clock: not done yet */
+	if (s->module_tx && server_clock)
+		return drl_error_set(err, DRL_EINVAL,
+				     "URI options tx=module and clock=server: "
+				     "tx=module takes the client's clock only");
 
 	rc = drl_uri_option_int(u, "timeout_ms", 1, TIMEOUT_MS_MAX,
 				DEFAULT_TIMEOUT_MS, &s->timeout_ms, err);

@@ -22,9 +22,11 @@
 
 #define PROBE_TIMEOUT_MS 2000
 
-/* Commands that are scripts: their usec includes what they call. */
+/* Commands that are scripts: their usec includes what they call (the
+ * Redis module's commands, tx=module, count as scripts too). */
 static const char *const script_cmds[] = {
-	"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro",
+	"eval",  "evalsha",  "eval_ro",  "evalsha_ro",
+	"fcall", "fcall_ro", "drl.twin", "drl.decide",
 };
 
 /* Commands (or, before '|', command families) that are bookkeeping:

@@ -1,0 +1,111 @@
+/*
+ * The Redis store's eval() under tx=module: DRL.TWIN of the Redis module
+ * (redis_module/drl_redis.so) instead of EVALSHA. The twin's name, its
+ * first key and its integers go as they are; the module runs the
+ * algorithm's C step (or its counters) on the server and answers the
+ * twins' common form. One round trip, atomic on the server, no script.
+ * A server without the module answers "unknown command": DRL_ESTORE with
+ * what to do.
+ */
+#include "internal.h"
+
+#include <hiredis/hiredis.h>
+
+#include <stdio.h>
+#include <string.h>
+
+/* The reply r of DRL.TWIN for twin `name` into out[0..nout), *nret. */
+static int twin_result(rstore *s, const char *name, const redisReply *r,
+		       int64_t *out, size_t nout, size_t *nret, drl_error *err)
+{
+	if (r->type == REDIS_REPLY_ERROR) {
+		int redirect = drl__redis_cluster_reply(s, r, err);
+		if (redirect)
+			return redirect;
+		drl__redis_readonly_check(s, r);
+		const char *t = r->str ? r->str : "";
+		int n = (int)(r->len < MSG_ERR_MAX ? r->len : MSG_ERR_MAX);
+		if (strncmp(t, "ERR unknown command", 19) == 0)
+			return drl_error_set(err, DRL_ESTORE,
+					     "redis %s: tx=module: the server "
+					     "has no DRL.TWIN command: load "
+					     "the module (redis-server "
+					     "--loadmodule drl_redis.so), or "
+					     "use tx=lua",
+					     s->where);
+		return drl__redis_refused(
+			s, r,
+			drl_error_set(err,
+				      strncmp(t, "ECORRUPT ", 9) == 0
+					      ? DRL_ECORRUPT
+					      : DRL_ESTORE,
+				      "redis %s: DRL.TWIN %s: %.*s", s->where,
+				      name, n, t));
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements > nout)
+		return drl_error_set(err, DRL_ECORRUPT,
+				     "redis %s: DRL.TWIN %s answered a %s of "
+				     "%zu, not a decision",
+				     s->where, name,
+				     drl__redis_reply_type_name(r->type),
+				     r->elements);
+	for (size_t i = 0; i < r->elements; i++) {
+		if (r->element[i]->type != REDIS_REPLY_INTEGER)
+			return drl_error_set(err, DRL_ECORRUPT,
+					     "redis %s: DRL.TWIN %s: value %zu "
+					     "is no integer",
+					     s->where, name, i);
+		out[i] = r->element[i]->integer;
+	}
+	*nret = r->elements;
+	return 0;
+}
+
+int drl__redis_module_eval(drl_backend *b, const drl_script *script,
+			   size_t nkeys, const drl_bytes *keys, size_t nargs,
+			   const int64_t *args, int64_t *out, size_t nout,
+			   size_t *nret, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	const char *name = script && script->name ? script->name : "";
+	/* drl_adjust: not done by the module yet; nothing sent, the core
+	 * adjusts with the other primitives (include/drl/sys/backend.h,
+	 * DRL_BACKEND_ESPLIT) */
+	if (nargs > DRL__TWIN_ARGS_MAX)
+		return DRL_BACKEND_ESPLIT;
+	if (nkeys < 1)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis %s: DRL.TWIN with no key",
+				     s->where);
+	const char *argv[3 + DRL__TWIN_ARGS_MAX];
+	size_t lens[3 + DRL__TWIN_ARGS_MAX];
+	char num[DRL__TWIN_ARGS_MAX][24];
+	keybuf k;
+	drl__redis_key_init(&k);
+	int rc = drl__redis_key_make(s, &k, keys[0], err);
+	if (rc) {
+		drl__redis_key_done(&k);
+		return rc;
+	}
+	argv[0] = "DRL.TWIN";
+	lens[0] = 8;
+	argv[1] = k.p;
+	lens[1] = k.len;
+	argv[2] = name;
+	lens[2] = strlen(name);
+	for (size_t i = 0; i < nargs; i++) {
+		lens[3 + i] = drl__redis_i64(num[i], args[i]);
+		argv[3 + i] = num[i];
+	}
+	conn proxy, *c = NULL;
+	redisReply *r = NULL;
+	rc = drl__redis_one_command(s, (int)(3 + nargs), argv, lens, &proxy, &c,
+				    &r, err);
+	drl__redis_key_done(&k);
+	if (rc)
+		return rc;
+	rc = twin_result(s, name, r, out, nout, nret, err);
+	freeReplyObject(r);
+	drl__redis_release(s, c);
+	return rc;
+}

@@ -1,0 +1,49 @@
+/*
+ * DRL.DECIDE's arguments and its decision, apart from Redis's API, so a
+ * fuzzer or a test can drive the parser with bytes alone.
+ */
+#ifndef DRL_RM_DECIDE_H
+#define DRL_RM_DECIDE_H
+
+#include "internal.h"
+
+/* The longest spec taken, in bytes (one limit: a few dozen in practice). */
+#define DRL__RM_SPEC_MAX 256
+
+/* One DRL.DECIDE, parsed: the limit, the key its state is under (the
+ * store key the client would name: prefix, tag, user key), the time and
+ * the cost. */
+typedef struct drl__rm_request {
+	drl__limit lim;
+	drl__keybase kb;
+	int64_t now;
+	int64_t cost;
+	bool peek; /* decide, consume nothing, write nothing */
+} drl__rm_request;
+
+/* Parse DRL.DECIDE's four arguments (key, spec, now_us, cost; bytes and
+ * lengths as Redis hands them) into *q: 0, or DRL_EINVAL with a message
+ * naming the bad argument in err. Reads nothing past the lengths. */
+int drl__rm_parse(drl__rm_request *q, const char *const arg[4],
+		  const size_t len[4], drl_error *err);
+
+/* DRL.TWIN's arguments: the key, a Lua twin's name (drl_script.name:
+ * "counter", "token_bucket", "gcra", "sliding_log") and the integers the
+ * core sends that twin (drl__script_args: now, cost or a peek's -1 - cost,
+ * LIMIT, PERIOD, then burst, sub-windows or the change rules, then the
+ * trailing flag), nargs of them, into *q: the limit is rebuilt as the
+ * spec those numbers say and parsed as any spec is. 0, or DRL_EINVAL
+ * naming the bad argument (drl_adjust's eighth argument and the store's
+ * clock, now = -1, are refused: not done yet). */
+int drl__rm_parse_twin(drl__rm_request *q, const char *key, size_t keylen,
+		       const char *twin, size_t twinlen, size_t nargs,
+		       const char *const *arg, const size_t *len,
+		       drl_error *err);
+
+/* Decide q against backend b (one step, atomic as b is): 0 and *res,
+ * *undo_a (what the decision consumed, for a refund), or a negative
+ * DRL_E* code with err set. */
+int drl__rm_decide(const drl__rm_request *q, drl_backend *b, drl_result *res,
+		   int64_t *undo_a, drl_error *err);
+
+#endif

@@ -1,0 +1,311 @@
+/*
+ * drl__rm_store: the store vtable over the keys of the Redis server the
+ * module runs in. A command runs alone on Redis's main thread, so every
+ * primitive is atomic as it is: update() runs the step in place (no
+ * load/cas, no retries).
+ *
+ * The bytes are the Redis store's (backends/redis/state.c, counter.c):
+ *  - a state blob is a string value, written with its TTL in whole ms
+ *    (rounded up); through the low-level key API (no command parsing);
+ *  - a counter is a decimal string changed by INCRBY, or, when grouped
+ *    (`group "#" index`, DRL_CAP_COUNTER_GROUPS), field `index` of the
+ *    hash `group` changed by HINCRBY: through RedisModule_Call of those
+ *    very commands, so integer parsing, overflow and encodings are
+ *    Redis's own.
+ * A key of another type is DRL_ESTORE (Redis's WRONGTYPE text); a value
+ * that is no integer where a counter is read is DRL_ECORRUPT.
+ */
+#include "store.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* PEXPIRE's argument for ttl_us: whole ms rounded up, at least 0 (0
+ * deletes the key: the value matters no longer). */
+static long long ttl_ms(int64_t ttl_us)
+{
+	if (ttl_us <= 0)
+		return 0;
+	return ttl_us / 1000 + (ttl_us % 1000 != 0);
+}
+
+/* A grouped counter's key: true, *glen the length of its group (the bytes
+ * before '#'); the index after it is digits, '-' first when negative
+ * (include/drl/sys/backend.h, "Counter groups"). */
+static bool group_split(drl_bytes key, size_t *glen)
+{
+	const char *p = key.data;
+	size_t j = key.len;
+	while (j > 0 && p[j - 1] >= '0' && p[j - 1] <= '9')
+		j--;
+	if (j == key.len)
+		return false;
+	if (j > 0 && p[j - 1] == '-')
+		j--;
+	if (j == 0 || p[j - 1] != '#')
+		return false;
+	*glen = j - 1;
+	return true;
+}
+
+/* DRL_ESTORE for an error reply (or none) of cmd, with the server's text. */
+static int call_failed(RedisModuleCallReply *r, const char *cmd, drl_error *err)
+{
+	size_t len = 0;
+	const char *msg = "no reply";
+	if (r && RedisModule_CallReplyType(r) == REDISMODULE_REPLY_ERROR)
+		msg = RedisModule_CallReplyStringPtr(r, &len);
+	else if (r)
+		msg = "unexpected reply", len = 16;
+	else
+		len = 8;
+	/* the server's text first: a client reads "WRONGTYPE ..." as from
+	 * the command itself */
+	return drl_error_set(err, DRL_ESTORE, "%.*s (%s)",
+			     (int)(len > 200 ? 200 : len), msg, cmd);
+}
+
+/* An integer reply of cmd into *v. */
+static int call_int(RedisModuleCallReply *r, const char *cmd, int64_t *v,
+		    drl_error *err)
+{
+	if (r == NULL ||
+	    RedisModule_CallReplyType(r) != REDISMODULE_REPLY_INTEGER)
+		return call_failed(r, cmd, err);
+	*v = RedisModule_CallReplyInteger(r);
+	return 0;
+}
+
+static int incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
+		int64_t *value, drl_error *err)
+{
+	RedisModuleCtx *ctx = ((drl__rm_store *)b)->ctx;
+	size_t glen = 0;
+	bool g = group_split(key, &glen);
+	const char *k = key.len ? key.data : "";
+	RedisModuleCallReply *r =
+		g ? RedisModule_Call(ctx, "HINCRBY", "bbl", k, glen,
+				     k + glen + 1, key.len - glen - 1,
+				     (long long)delta)
+		  : RedisModule_Call(ctx, "INCRBY", "bl", k, key.len,
+				     (long long)delta);
+	int rc = call_int(r, g ? "HINCRBY" : "INCRBY", value, err);
+	if (r)
+		RedisModule_FreeCallReply(r);
+	if (rc)
+		return rc;
+	int64_t ignored;
+	r = RedisModule_Call(ctx, "PEXPIRE", "bl", k, g ? glen : key.len,
+			     ttl_ms(ttl_us));
+	rc = call_int(r, "PEXPIRE", &ignored, err);
+	if (r)
+		RedisModule_FreeCallReply(r);
+	return rc;
+}
+
+/* A counter's value from a reply element: absent (nil) is 0. */
+static int reply_value(RedisModuleCallReply *e, const char *cmd, int64_t *v,
+		       drl_error *err)
+{
+	size_t len = 0;
+	int type = e ? RedisModule_CallReplyType(e) : -1;
+	if (type == REDISMODULE_REPLY_NULL) {
+		*v = 0;
+		return 0;
+	}
+	if (type != REDISMODULE_REPLY_STRING)
+		return call_failed(e, cmd, err);
+	const char *s = RedisModule_CallReplyStringPtr(e, &len);
+	if (drl_parse_int(s, len, INT64_MIN, INT64_MAX, v))
+		return drl_error_set(err, DRL_ECORRUPT,
+				     "counter holds %zu bytes that are not an "
+				     "integer",
+				     len);
+	return 0;
+}
+
+/* One counter's value: absent is 0. */
+static int get_one(RedisModuleCtx *ctx, drl_bytes key, int64_t *v,
+		   drl_error *err)
+{
+	size_t glen = 0;
+	bool g = group_split(key, &glen);
+	const char *k = key.len ? key.data : "";
+	RedisModuleCallReply *r =
+		g ? RedisModule_Call(ctx, "HGET", "bb", k, glen, k + glen + 1,
+				     key.len - glen - 1)
+		  : RedisModule_Call(ctx, "GET", "b", k, key.len);
+	int rc = reply_value(r, g ? "HGET" : "GET", v, err);
+	if (r)
+		RedisModule_FreeCallReply(r);
+	return rc;
+}
+
+/* Whether keys[0..n) are grouped counters of one group (*glen its
+ * length). */
+static bool one_group(size_t n, const drl_bytes *keys, size_t *glen)
+{
+	if (n == 0 || !group_split(keys[0], glen))
+		return false;
+	for (size_t i = 1; i < n; i++) {
+		size_t gl = 0;
+		if (!group_split(keys[i], &gl) || gl != *glen ||
+		    memcmp(keys[i].data, keys[0].data, gl) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* The fields of keys[0..n) (grouped, of a group glen bytes long) as
+ * strings for a vector argument (RedisModule_Call's "v"); NULL when out
+ * of memory. Free with free_fields. */
+static RedisModuleString **fields_of(RedisModuleCtx *ctx, size_t n,
+				     const drl_bytes *keys, size_t glen)
+{
+	RedisModuleString **f = malloc(n * sizeof *f);
+	for (size_t i = 0; f && i < n; i++)
+		f[i] = RedisModule_CreateString(
+			ctx, (const char *)keys[i].data + glen + 1,
+			keys[i].len - glen - 1);
+	return f;
+}
+
+static void free_fields(RedisModuleCtx *ctx, RedisModuleString **f, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		RedisModule_FreeString(ctx, f[i]);
+	free(f);
+}
+
+/* The counters of one group: one HMGET. */
+static int get_group(RedisModuleCtx *ctx, size_t n, const drl_bytes *keys,
+		     size_t glen, int64_t *values, drl_error *err)
+{
+	RedisModuleString **f = fields_of(ctx, n, keys, glen);
+	if (f == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	RedisModuleCallReply *r =
+		RedisModule_Call(ctx, "HMGET", "bv", keys[0].data, glen, f, n);
+	int rc = 0;
+	if (r == NULL ||
+	    RedisModule_CallReplyType(r) != REDISMODULE_REPLY_ARRAY ||
+	    RedisModule_CallReplyLength(r) != n)
+		rc = call_failed(r, "HMGET", err);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = reply_value(RedisModule_CallReplyArrayElement(r, i),
+				 "HMGET", &values[i], err);
+	if (r)
+		RedisModule_FreeCallReply(r);
+	free_fields(ctx, f, n);
+	return rc;
+}
+
+static int get_many(drl_backend *b, size_t n, const drl_bytes *keys,
+		    int64_t *values, drl_error *err)
+{
+	RedisModuleCtx *ctx = ((drl__rm_store *)b)->ctx;
+	size_t glen = 0;
+	if (n > 1 && one_group(n, keys, &glen))
+		return get_group(ctx, n, keys, glen, values, err);
+	for (size_t i = 0; i < n; i++) {
+		int rc = get_one(ctx, keys[i], &values[i], err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* HDEL group field...; PEXPIRE group ttl (n grouped keys of one group):
+ * one HDEL of every field. */
+static int trim(drl_backend *b, size_t n, const drl_bytes *keys, int64_t ttl_us,
+		drl_error *err)
+{
+	RedisModuleCtx *ctx = ((drl__rm_store *)b)->ctx;
+	size_t glen = 0;
+	if (n == 0)
+		return 0;
+	if (!one_group(n, keys, &glen))
+		return drl_error_set(err, DRL_EINVAL,
+				     "trim: keys of different groups");
+	const char *gk = keys[0].data;
+	RedisModuleString **f = fields_of(ctx, n, keys, glen);
+	if (f == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "out of memory");
+	int64_t ignored;
+	RedisModuleCallReply *r =
+		RedisModule_Call(ctx, "HDEL", "bv", gk, glen, f, n);
+	int rc = call_int(r, "HDEL", &ignored, err);
+	if (r)
+		RedisModule_FreeCallReply(r);
+	free_fields(ctx, f, n);
+	if (rc)
+		return rc;
+	r = RedisModule_Call(ctx, "PEXPIRE", "bl", gk, glen, ttl_ms(ttl_us));
+	rc = call_int(r, "PEXPIRE", &ignored, err);
+	if (r)
+		RedisModule_FreeCallReply(r);
+	return rc;
+}
+
+/* The step on the string at key, in place: one lookup, no retries. */
+static int update(drl_backend *b, drl_bytes key, drl_update_fn fn, void *arg,
+		  drl_error *err)
+{
+	RedisModuleCtx *ctx = ((drl__rm_store *)b)->ctx;
+	RedisModuleString *name =
+		RedisModule_CreateString(ctx, key.len ? key.data : "", key.len);
+	RedisModuleKey *k = RedisModule_OpenKey(
+		ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
+	int rc, type = RedisModule_KeyType(k);
+	const char *old = NULL;
+	size_t oldlen = 0;
+	if (type == REDISMODULE_KEYTYPE_STRING)
+		old = RedisModule_StringDMA(k, &oldlen, REDISMODULE_READ);
+	if (type != REDISMODULE_KEYTYPE_EMPTY &&
+	    type != REDISMODULE_KEYTYPE_STRING) {
+		rc = drl_error_set(err, DRL_ESTORE,
+				   "WRONGTYPE Operation against a key holding "
+				   "the wrong kind of value");
+		goto done;
+	}
+	const void *nb = NULL;
+	size_t nl = 0;
+	int64_t ttl = 0;
+	rc = fn(arg, old, oldlen, &nb, &nl, &ttl);
+	if (rc != 1)
+		goto done;
+	if (ttl <= 0) {
+		RedisModule_DeleteKey(k);
+		goto done;
+	}
+	RedisModuleString *v = RedisModule_CreateString(ctx, nb, nl);
+	if (RedisModule_StringSet(k, v) != REDISMODULE_OK ||
+	    RedisModule_SetExpire(k, ttl_ms(ttl)) != REDISMODULE_OK)
+		rc = drl_error_set(err, DRL_ESTORE, "SET: refused");
+	RedisModule_FreeString(ctx, v);
+done:
+	RedisModule_CloseKey(k);
+	RedisModule_FreeString(ctx, name);
+	return rc;
+}
+
+static void destroy(drl_backend *b)
+{
+	(void)b; /* on the caller's stack */
+}
+
+void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx)
+{
+	static const drl_backend proto = DRL_BACKEND_INIT(7);
+	s->parent = proto;
+	s->parent.name = "redis-module";
+	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_UPDATE |
+			 DRL_CAP_COUNTER_GROUPS | DRL_CAP_INPROC;
+	s->parent.destroy = destroy;
+	s->parent.incr = incr;
+	s->parent.get_many = get_many;
+	s->parent.update = update;
+	s->parent.trim = trim;
+	s->ctx = ctx;
+}

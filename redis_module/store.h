@@ -1,0 +1,26 @@
+/*
+ * The libdrl store over the keys of the Redis server the module runs in:
+ * the drl_backend (include/drl/sys/backend.h) the algorithms' C steps run
+ * against inside DRL.DECIDE. It holds the same values under the same keys
+ * as the Redis store's plain-command path and Lua twins (backends/redis/),
+ * so tx=module, tx=lua and tx=watch decide one key in turn.
+ *
+ * Threads: a store lives for one command on Redis's main thread; it is
+ * made on the stack and needs no freeing.
+ */
+#ifndef DRL_RM_STORE_H
+#define DRL_RM_STORE_H
+
+#include "redismodule_min.h"
+
+#include "drl/sys/backend.h"
+
+typedef struct drl__rm_store {
+	drl_backend parent;
+	RedisModuleCtx *ctx;
+} drl__rm_store;
+
+/* A store over ctx's keys, for the command running in ctx. */
+void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx);
+
+#endif

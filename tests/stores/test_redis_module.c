@@ -1,0 +1,715 @@
+/*
+ * The Redis module (redis_module/drl_redis.so, DRL.DECIDE) against a real
+ * redis-server started with --loadmodule on a free loopback port.
+ *
+ * Differential: for all six algorithms, random sequences of costs and
+ * time steps (forwards, and backwards as a lagging client's clock) give
+ * identical drl_results on DRL.DECIDE, on tx=module (DRL.TWIN), on
+ * tx=lua, on tx=watch, on all of them in turn on one key, and on
+ * memory:// (drl_adjust too: tx=module hands it to the C step). After every step the
+ * module's key holds the same bytes as tx=watch's (the same C step or
+ * counters) and, for token_bucket and gcra, as the Lua twins' (the
+ * counter twin checks before it increments and trims its hash, the
+ * sliding_log twin drops old entries, otherwise: their bytes may differ
+ * from the C step's, never their decisions). Hostile input: every bad call gets an
+ * error reply, changes nothing, and the server answers PING after it.
+ * Cross-process exactness on a hot key under tx=module (tests/fixtures/hot_key.h).
+ * A server without the module: tx=module fails with a clear error.
+ *
+ * Under CI=true a missing redis-server or module fails; otherwise skips.
+ */
+#include "internal.h"
+#include "hot_key.h"
+#include "server_fixture.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SEC INT64_C(1000000)
+#define STEPS 400 /* decisions per algorithm and stream */
+
+static drl_server srv;
+static int have_srv;
+static redisContext *rc_;
+
+#define NEED_SERVER()                                                          \
+	do {                                                                   \
+		if (!have_srv)                                                 \
+			skip();                                                \
+	} while (0)
+
+static int group_setup(void **state)
+{
+	(void)state;
+	if (access(DRL_REDIS_MODULE, R_OK) != 0) {
+		fprintf(stderr, "redis module %s missing\n", DRL_REDIS_MODULE);
+		return drl_fixture_under_ci() ? -1 : 0;
+	}
+	static const char *const extra[] = {"--loadmodule", DRL_REDIS_MODULE,
+					    NULL};
+	/* a sanitizer-built module: its runtimes preloaded into the
+	 * server (leak checks off: the server's own allocations live to
+	 * its exit; an overflow or a use after free still aborts it, and
+	 * the next command fails) */
+	if (DRL_MODULE_PRELOAD[0]) {
+		setenv("LD_PRELOAD", DRL_MODULE_PRELOAD, 1);
+		setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1", 0);
+	}
+	int rc = drl_fixture_redis_start(&srv, extra);
+	unsetenv("LD_PRELOAD");
+	if (rc < 0)
+		return -1;
+	have_srv = rc == 0;
+	if (!have_srv)
+		return 0;
+	struct timeval tv = {10, 0};
+	rc_ = redisConnectWithTimeout("127.0.0.1", srv.port, tv);
+	if (rc_ == NULL || rc_->err)
+		return -1;
+	redisSetTimeout(rc_, tv);
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	if (rc_)
+		redisFree(rc_);
+	if (have_srv)
+		drl_fixture_stop(&srv);
+	return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static redisReply *cmdv(int argc, const char **argv, const size_t *lens)
+{
+	redisReply *r = redisCommandArgv(rc_, argc, argv, lens);
+	if (r == NULL)
+		fail_msg("redis: %s", rc_->errstr);
+	return r;
+}
+
+static void assert_pong(void)
+{
+	redisReply *r = redisCommand(rc_, "PING");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STATUS);
+	assert_string_equal(r->str, "PONG");
+	freeReplyObject(r);
+}
+
+/* The store key a limiter with `prefix` decides `key` under for `spec`. */
+static void store_key(const char *spec, const char *prefix, const char *key,
+		      drl__keybase *kb, drl__limit *lim)
+{
+	drl_error e = {0, {0}};
+	if (drl__limit_parse(lim, spec, strlen(spec), &e))
+		fail_msg("spec %s: %s", spec, e.message);
+	drl__keybase_make(kb, prefix, strlen(prefix), lim, key, strlen(key));
+	assert_true(kb->len < sizeof kb->buf);
+	kb->buf[kb->len] = 0; /* a C string too, for expect_error4 */
+}
+
+/* DRL.DECIDE as a drl_result (the twins' common form, limit as
+ * drl__script_answer reads it). */
+static void module_decide(const drl__limit *lim, const drl__keybase *kb,
+			  const char *spec, int64_t now, int64_t cost,
+			  drl_result *res)
+{
+	char ns[24], cs[24];
+	snprintf(ns, sizeof ns, "%" PRId64, now);
+	snprintf(cs, sizeof cs, "%" PRId64, cost);
+	const char *argv[] = {"DRL.DECIDE", kb->buf, spec, ns, cs};
+	size_t lens[] = {10, kb->len, strlen(spec), strlen(ns), strlen(cs)};
+	redisReply *r = cmdv(5, argv, lens);
+	if (r->type != REDIS_REPLY_ARRAY)
+		fail_msg("DRL.DECIDE %s: %s", spec,
+			 r->type == REDIS_REPLY_ERROR ? r->str : "no array");
+	assert_int_equal(r->elements, 5);
+	for (size_t i = 0; i < 5; i++)
+		assert_int_equal(r->element[i]->type, REDIS_REPLY_INTEGER);
+	memset(res, 0, sizeof *res);
+	res->allowed = (int)r->element[0]->integer;
+	res->limit = lim->burst ? lim->burst : lim->limit;
+	res->remaining = r->element[1]->integer;
+	res->reset_after_us = r->element[2]->integer;
+	res->retry_after_us = r->element[3]->integer;
+	freeReplyObject(r);
+}
+
+static void assert_same(const drl_result *a, const drl_result *b,
+			const char *what, const char *spec, int step)
+{
+	if (a->allowed != b->allowed || a->limit != b->limit ||
+	    a->remaining != b->remaining ||
+	    a->reset_after_us != b->reset_after_us ||
+	    a->retry_after_us != b->retry_after_us)
+		fail_msg("%s, %s step %d: allowed %d/%d limit %" PRId64
+			 "/%" PRId64 " remaining %" PRId64 "/%" PRId64
+			 " reset %" PRId64 "/%" PRId64 " retry %" PRId64
+			 "/%" PRId64,
+			 spec, what, step, a->allowed, b->allowed, a->limit,
+			 b->limit, a->remaining, b->remaining,
+			 a->reset_after_us, b->reset_after_us,
+			 a->retry_after_us, b->retry_after_us);
+}
+
+/* What a key holds, as one comparable string: TYPE, then the string's
+ * bytes in hex, or the hash's fields sorted (field=value;...). */
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *key_image(const drl__keybase *kb)
+{
+	const char *targv[] = {"TYPE", kb->buf};
+	size_t tlens[] = {4, kb->len};
+	redisReply *t = cmdv(2, targv, tlens);
+	size_t cap = 8192, n = 0;
+	char *out = calloc(1, cap);
+	assert_non_null(out);
+	n += (size_t)snprintf(out, cap, "%s:", t->str);
+	if (strcmp(t->str, "string") == 0) {
+		const char *argv[] = {"GET", kb->buf};
+		size_t lens[] = {3, kb->len};
+		redisReply *r = cmdv(2, argv, lens);
+		for (size_t i = 0; i < r->len && n + 3 < cap; i++)
+			n += (size_t)snprintf(out + n, cap - n, "%02x",
+					      (unsigned char)r->str[i]);
+		freeReplyObject(r);
+	} else if (strcmp(t->str, "hash") == 0) {
+		const char *argv[] = {"HGETALL", kb->buf};
+		size_t lens[] = {7, kb->len};
+		redisReply *r = cmdv(2, argv, lens);
+		size_t m = r->elements / 2;
+		char **pairs = calloc(m + 1, sizeof *pairs);
+		assert_non_null(pairs);
+		for (size_t i = 0; i < m; i++) {
+			pairs[i] = malloc(r->element[2 * i]->len +
+					  r->element[2 * i + 1]->len + 2);
+			assert_non_null(pairs[i]);
+			sprintf(pairs[i], "%s=%s", r->element[2 * i]->str,
+				r->element[2 * i + 1]->str);
+		}
+		qsort(pairs, m, sizeof *pairs, cmp_str);
+		for (size_t i = 0; i < m; i++) {
+			n += (size_t)snprintf(out + n, cap - n, "%s;",
+					      pairs[i]);
+			free(pairs[i]);
+		}
+		free(pairs);
+		freeReplyObject(r);
+	}
+	freeReplyObject(t);
+	return out;
+}
+
+static uint64_t rnd_state = 0x9e3779b97f4a7c15u;
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+static drl_limiter *limiter(drl_store *st, const char *spec, const char *prefix)
+{
+	drl_limiter *l = NULL;
+	drl_error e = {0, {0}};
+	if (drl_limiter_new(&l, st, spec, prefix, &e))
+		fail_msg("limiter %s: %s", spec, e.message);
+	return l;
+}
+
+static void allow_at(drl_limiter *l, int64_t now, int64_t cost, drl_result *res,
+		     const char *spec)
+{
+	drl_error e = {0, {0}};
+	if (drl_allow_at(l, "u", 1, cost, now, res, &e))
+		fail_msg("%s: %s", spec, e.message);
+}
+
+static void adjust_at(drl_limiter *l, int64_t now, int64_t delta,
+		      drl_result *res, const char *spec)
+{
+	drl_error e = {0, {0}};
+	if (drl_adjust_at(l, "u", 1, delta, now, res, &e))
+		fail_msg("adjust %s: %s", spec, e.message);
+}
+
+static const char *const specs[] = {
+	"fixed_window:5/1s",
+	"sliding_window:5/1s",
+	"subwindow:6/1200ms,subwindows=3",
+	"subwindow:6/1s,subwindows=4,trailing=1",
+	"token_bucket:5/1s,burst=7",
+	"gcra:4/700ms,burst=3",
+	"token_bucket:6/2s,on_change=scale,version=2",
+	"sliding_log:4/1s",
+};
+
+/* ---- differential -------------------------------------------------------- */
+
+/* Six streams of one random sequence: tx=lua alone (prefix a:),
+ * DRL.DECIDE alone (b:), tx=lua, DRL.DECIDE, tx=watch and tx=module in
+ * turn on one key (c:), tx=watch alone (d:), tx=module alone (e:),
+ * memory:// (the reference). Every decision agrees; e: holds d:'s bytes
+ * (b: too, until the first adjustment), and a:'s for token_bucket and
+ * gcra. One step in 16 is a
+ * drl_adjust instead, on every stream but b: (DRL.DECIDE takes none:
+ * it is held to a memory:// limiter of its own, n:). */
+static void differential(const char *spec)
+{
+	char uri[96];
+	drl_error e = {0, {0}};
+	drl_store *lua = NULL, *watch = NULL, *mod = NULL, *mem = NULL;
+	snprintf(uri, sizeof uri,
+		 "redis://127.0.0.1:%d?tx=lua&timeout_ms=10000", srv.port);
+	if (drl_store_open(&lua, uri, &e) ||
+	    drl_store_open(&mem, "memory://", &e))
+		fail_msg("open: %s", e.message);
+	snprintf(uri, sizeof uri,
+		 "redis://127.0.0.1:%d?tx=watch&timeout_ms=10000", srv.port);
+	if (drl_store_open(&watch, uri, &e))
+		fail_msg("open: %s", e.message);
+	snprintf(uri, sizeof uri,
+		 "redis://127.0.0.1:%d?tx=module&timeout_ms=10000", srv.port);
+	if (drl_store_open(&mod, uri, &e))
+		fail_msg("open: %s", e.message);
+	drl_limiter *la = limiter(lua, spec, "a:");
+	drl_limiter *lc = limiter(lua, spec, "c:");
+	drl_limiter *ld = limiter(watch, spec, "d:");
+	drl_limiter *lcw = limiter(watch, spec, "c:");
+	drl_limiter *le = limiter(mod, spec, "e:");
+	drl_limiter *lcm = limiter(mod, spec, "c:");
+	drl_limiter *lm = limiter(mem, spec, "m:");
+	drl_limiter *lmb = limiter(mem, spec, "n:"); /* b:'s, no adjusts */
+	drl__limit lim;
+	drl__keybase ka, kb, kc, kd, ke;
+	store_key(spec, "e:", "u", &ke, &lim);
+	store_key(spec, "d:", "u", &kd, &lim);
+	store_key(spec, "a:", "u", &ka, &lim);
+	store_key(spec, "b:", "u", &kb, &lim);
+	store_key(spec, "c:", "u", &kc, &lim);
+
+	int64_t now = INT64_C(1700000000000000) + (int64_t)(rnd() % SEC);
+	bool adjusted = false; /* b: holds d:'s bytes until the first */
+	for (int i = 0; i < STEPS; i++) {
+		uint64_t r = rnd();
+		int64_t cost = (int64_t)(r % 4); /* 0: a peek */
+		if (r % 10 == 0)
+			now -= (int64_t)(rnd() %
+					 (SEC / 5)); /* a lagging clock */
+		else
+			now += (int64_t)(rnd() % (SEC / 4));
+		drl_result ref, refb, a, b, c, d, m;
+		if (r % 16 == 5) { /* drl_adjust: take or give back 2 */
+			int64_t delta = r % 32 < 16 ? 2 : -2;
+			adjust_at(lm, now, delta, &ref, spec);
+			adjust_at(la, now, delta, &a, spec);
+			adjust_at(i % 2 ? lcm : lc, now, delta, &c, spec);
+			adjust_at(ld, now, delta, &d, spec);
+			adjust_at(le, now, delta, &m, spec);
+			assert_same(&ref, &d, "adjust: tx=watch vs memory",
+				    spec, i);
+			assert_same(&d, &m, "adjust: tx=module vs tx=watch",
+				    spec, i);
+			assert_same(&d, &a, "adjust: tx=lua vs tx=watch", spec,
+				    i);
+			assert_same(&d, &c, "adjust in turn vs tx=watch", spec,
+				    i);
+		} else {
+			allow_at(lm, now, cost, &ref, spec);
+			allow_at(la, now, cost, &a, spec);
+			allow_at(lmb, now, cost, &refb, spec);
+			module_decide(&lim, &kb, spec, now, cost, &b);
+			if (i % 4 == 1)
+				module_decide(&lim, &kc, spec, now, cost, &c);
+			else
+				allow_at(i % 4 == 0   ? lc
+					 : i % 4 == 2 ? lcw
+						      : lcm,
+					 now, cost, &c, spec);
+			allow_at(ld, now, cost, &d, spec);
+			allow_at(le, now, cost, &m, spec);
+			assert_same(&ref, &a, "tx=lua vs memory", spec, i);
+			assert_same(&refb, &b, "module vs memory", spec, i);
+			assert_same(&ref, &c, "all in turn vs memory", spec, i);
+			assert_same(&ref, &d, "tx=watch vs memory", spec, i);
+			assert_same(&ref, &m, "tx=module vs memory", spec, i);
+		}
+		adjusted |= r % 16 == 5;
+		char *ia = key_image(&ka), *ib = key_image(&kb);
+		char *id = key_image(&kd), *ie = key_image(&ke);
+		if (strcmp(id, ie) != 0)
+			fail_msg("%s step %d: state differs:\n watch     %s\n "
+				 "tx=module %s",
+				 spec, i, id, ie);
+		if (!adjusted && strcmp(id, ib) != 0)
+			fail_msg("%s step %d: state differs:\n watch      %s\n "
+				 "DRL.DECIDE %s",
+				 spec, i, id, ib);
+		bool same_as_twin =
+			strcmp(lim.algo->name, "token_bucket") == 0 ||
+			strcmp(lim.algo->name, "gcra") == 0;
+		if (same_as_twin && strcmp(ia, ie) != 0)
+			fail_msg("%s step %d: state differs:\n lua       %s\n "
+				 "tx=module %s",
+				 spec, i, ia, ie);
+		free(ia);
+		free(ib);
+		free(id);
+		free(ie);
+	}
+	drl_limiter_free(la);
+	drl_limiter_free(lc);
+	drl_limiter_free(lm);
+	drl_limiter_free(lmb);
+	drl_limiter_free(ld);
+	drl_limiter_free(lcw);
+	drl_limiter_free(le);
+	drl_limiter_free(lcm);
+	drl_store_free(mod);
+	drl_store_free(watch);
+	drl_store_free(lua);
+	drl_store_free(mem);
+}
+
+static void test_differential(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	for (size_t i = 0; i < sizeof specs / sizeof *specs; i++)
+		differential(specs[i]);
+	assert_pong();
+}
+
+/* ---- hostile input ------------------------------------------------------- */
+
+/* argv (argc strings) must get an error reply starting with `want`, and
+ * leave `probe` (a key, may be NULL) as it was. */
+static void expect_error(int argc, const char **argv, const size_t *lens,
+			 const char *want, const char *probe)
+{
+	drl__keybase pk = {{0}, 0};
+	char *before = NULL;
+	if (probe) {
+		pk.len = strlen(probe);
+		memcpy(pk.buf, probe, pk.len);
+		before = key_image(&pk);
+	}
+	redisReply *r = cmdv(argc, argv, lens);
+	if (r->type != REDIS_REPLY_ERROR)
+		fail_msg("%s %s: no error reply (type %d)", argv[0],
+			 argc > 2 ? argv[2] : "", r->type);
+	if (strncmp(r->str, want, strlen(want)) != 0)
+		fail_msg("error \"%s\", expected \"%s...\"", r->str, want);
+	freeReplyObject(r);
+	if (probe) {
+		char *after = key_image(&pk);
+		assert_string_equal(before, after);
+		free(before);
+		free(after);
+	}
+	assert_pong();
+}
+
+static void expect_error4(const char *key, const char *spec, const char *now,
+			  const char *cost, const char *want, const char *probe)
+{
+	const char *argv[] = {"DRL.DECIDE", key, spec, now, cost};
+	size_t lens[] = {10, strlen(key), strlen(spec), strlen(now),
+			 strlen(cost)};
+	expect_error(5, argv, lens, want, probe);
+}
+
+static void test_arity(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	const char *argv[] = {"DRL.DECIDE", "k", "gcra:1/1s", "1", "1", "1"};
+	size_t lens[] = {10, 1, 9, 1, 1, 1};
+	expect_error(1, argv, lens, "ERR wrong number", NULL);
+	expect_error(4, argv, lens, "ERR wrong number", NULL);
+	expect_error(6, argv, lens, "ERR wrong number", NULL);
+	/* 10^6 arguments */
+	size_t n = 1000000;
+	const char **many = malloc(n * sizeof *many);
+	size_t *ml = malloc(n * sizeof *ml);
+	assert_non_null(many);
+	assert_non_null(ml);
+	many[0] = "DRL.DECIDE";
+	ml[0] = 10;
+	for (size_t i = 1; i < n; i++)
+		many[i] = "1", ml[i] = 1;
+	expect_error((int)n, many, ml, "ERR wrong number", NULL);
+	free(many);
+	free(ml);
+}
+
+static void test_numbers(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	const char *k = "drl:{gcra:1000000:num}";
+	static const char *const bad[] = {"",
+					  "abc",
+					  "1.5",
+					  "1e6",
+					  " 1",
+					  "1 ",
+					  "+1",
+					  "0x10",
+					  "-1",
+					  "4611686018427387905",
+					  "99999999999999999999"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		expect_error4(k, "gcra:5/1s", bad[i], "1", "ERR now_us", k);
+		if (strcmp(bad[i], "4611686018427387905") != 0)
+			expect_error4(k, "gcra:5/1s", "1", bad[i], "ERR cost",
+				      k);
+	}
+}
+
+static void test_refused_specs(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	const char *k = "drl:{x:spec}";
+	static const char *const bad[] = {
+		"",
+		"token_bucket",
+		"token_bucket:0/1s",
+		"token_bucket:5/0s",
+		"nosuch:5/1s",
+		"gcra:5/1s,burst=-1",
+		"gcra:5/1s;fixed_window:10/1m",
+		"fixed_window:5/1s,nosuch=1",
+		"token_bucket:1000000001/1s",
+		"gcra:5/1s,on_change=scale,version=x",
+		"gcra:5/1s\r\n+OK\r\n", /* quoted in the error reply */
+		"gcra\xff:5/1s",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+		expect_error4(k, bad[i], "1", "1", "ERR", k);
+	char longspec[400];
+	memset(longspec, 'a', sizeof longspec - 1);
+	longspec[sizeof longspec - 1] = 0;
+	expect_error4(k, longspec, "1", "1", "ERR spec", k);
+	/* a NUL inside the spec */
+	const char *argv[] = {"DRL.DECIDE", k, "gcra:5/1s\0x", "1", "1"};
+	size_t lens[] = {10, strlen(k), 11, 1, 1};
+	expect_error(5, argv, lens, "ERR", k);
+	/* keys: empty and too long */
+	char longkey[600];
+	memset(longkey, 'k', sizeof longkey - 1);
+	longkey[sizeof longkey - 1] = 0;
+	expect_error4("", "gcra:5/1s", "1", "1", "ERR key", NULL);
+	expect_error4(longkey, "gcra:5/1s", "1", "1", "ERR key", NULL);
+}
+
+static void test_wrong_type_and_corrupt(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+		drl__limit lim;
+		drl__keybase kb;
+		store_key(specs[i], "h:", "list", &kb, &lim);
+		const char *rp[] = {"RPUSH", kb.buf, "x"};
+		size_t rpl[] = {5, kb.len, 1};
+		freeReplyObject(cmdv(3, rp, rpl));
+		expect_error4(kb.buf, specs[i], "1700000000000000", "1",
+			      "WRONGTYPE", kb.buf);
+
+		/* corrupt bytes where the state (or a counter) lives */
+		store_key(specs[i], "h:", "junk", &kb, &lim);
+		drl_result res;
+		module_decide(&lim, &kb, specs[i], INT64_C(1700000000000000), 1,
+			      &res);
+		assert_int_equal(res.allowed, 1);
+		char *image = key_image(&kb);
+		if (strncmp(image, "string:", 7) == 0) {
+			const char *set[] = {"SET", kb.buf, "garbage"};
+			size_t setl[] = {3, kb.len, 7};
+			freeReplyObject(cmdv(3, set, setl));
+			expect_error4(kb.buf, specs[i], "1700000000000001", "1",
+				      "ECORRUPT", kb.buf);
+		} else {
+			/* a hash of counters: make every field garbage */
+			assert_true(strncmp(image, "hash:", 5) == 0);
+			const char *keys[] = {"HKEYS", kb.buf};
+			size_t keysl[] = {5, kb.len};
+			redisReply *f = cmdv(2, keys, keysl);
+			for (size_t j = 0; j < f->elements; j++) {
+				const char *hs[] = {"HSET", kb.buf,
+						    f->element[j]->str, "x"};
+				size_t hsl[] = {4, kb.len, f->element[j]->len,
+						1};
+				freeReplyObject(cmdv(4, hs, hsl));
+			}
+			freeReplyObject(f);
+			expect_error4(kb.buf, specs[i], "1700000000000001", "0",
+				      "ECORRUPT", kb.buf);
+			expect_error4(kb.buf, specs[i], "1700000000000001", "1",
+				      "ERR", NULL);
+		}
+		free(image);
+	}
+}
+
+/* Processes of threads on one key at one instant, every algorithm and a
+ * policy of two: exactly the limit allowed under tx=module. */
+static void test_hot_key(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char uri[96];
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=module", srv.port);
+	redisReply *z = redisCommand(rc_, "CONFIG RESETSTAT");
+	assert_non_null(z);
+	freeReplyObject(z);
+	hot_key_all_specs(uri);
+	/* and they were the module's decisions, not a script's */
+	redisReply *r = redisCommand(rc_, "INFO commandstats");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	assert_non_null(strstr(r->str, "cmdstat_drl.twin:calls="));
+	assert_null(strstr(r->str, "cmdstat_evalsha"));
+	freeReplyObject(r);
+}
+
+/* DRL.TWIN (what tx=module sends) with arguments no store sends. */
+static void test_twin_hostile(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	const char *k = "drl:{gcra:1000000:tw}";
+	struct {
+		int argc;
+		const char *argv[12];
+		const char *want;
+	} cases[] = {
+		{2, {"DRL.TWIN", k}, "ERR wrong number"},
+		{12,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "1", "1", "1", "1", "1", "1",
+		  "1"},
+		 "ERR wrong number"},
+		{6, {"DRL.TWIN", k, "gcra", "1", "1", "5"}, "ERR 3 twin"},
+		{8,
+		 {"DRL.TWIN", k, "nosuch", "1", "1", "5", "1000000", "5"},
+		 "ERR twin"},
+		{8,
+		 {"DRL.TWIN", k, "gcra_batch", "1", "1", "5", "1000000", "5"},
+		 "ERR twin"},
+		{8,
+		 {"DRL.TWIN", k, "gcra", "x", "1", "5", "1000000", "5"},
+		 "ERR twin argument 1"},
+		{8,
+		 {"DRL.TWIN", k, "gcra", "-1", "1", "5", "1000000", "5"},
+		 "ERR the store's clock"},
+		{8,
+		 {"DRL.TWIN", k, "gcra", "-2", "1", "5", "1000000", "5"},
+		 "ERR now_us"},
+		{8,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "5", "1000001", "5"},
+		 "ERR PERIOD"},
+		{8,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "0", "1000000", "5"},
+		 "ERR"},
+		{8,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "5", "1000000", "-5"},
+		 "ERR"},
+		{9,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "5", "1000000", "5", "7"},
+		 "ERR change rules"},
+		{9,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "5", "1000000", "5", "-8"},
+		 "ERR change rules"},
+		{11,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "5", "1000000", "5", "0",
+		  "0", "3"},
+		 "ERR drl_adjust"},
+		{10,
+		 {"DRL.TWIN", k, "counter", "1", "1", "5", "1000000", "0", "0",
+		  "0"},
+		 "ERR"},
+		{10,
+		 {"DRL.TWIN", k, "counter", "1", "1", "5", "1000000", "0", "7",
+		  "0"},
+		 "ERR"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		size_t lens[12];
+		for (int j = 0; j < cases[i].argc; j++)
+			lens[j] = strlen(cases[i].argv[j]);
+		expect_error(cases[i].argc, cases[i].argv, lens, cases[i].want,
+			     k);
+	}
+}
+
+/* tx=module on a server without the module: every decision fails with
+ * an error that says to load it; nothing is written. */
+static void test_no_module(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	drl_server plain;
+	assert_int_equal(drl_fixture_redis_start(&plain, NULL), 0);
+	char uri[96];
+	drl_error e = {0, {0}};
+	drl_store *st = NULL;
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=module", plain.port);
+	assert_int_equal(drl_store_open(&st, uri, &e), 0);
+	for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+		drl_limiter *l = limiter(st, specs[i], NULL);
+		drl_result res;
+		int rc = drl_allow_at(l, "u", 1, 1, INT64_C(1700000000000000),
+				      &res, &e);
+		assert_int_equal(rc, DRL_ESTORE);
+		assert_non_null(strstr(e.message, "--loadmodule"));
+		drl_limiter_free(l);
+	}
+	drl_store_free(st);
+	/* and clock=server is refused at open */
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=module&clock=server",
+		 plain.port);
+	assert_int_equal(drl_store_open(&st, uri, &e), DRL_EINVAL);
+	assert_non_null(strstr(e.message, "tx=module"));
+	redisContext *c = redisConnect("127.0.0.1", plain.port);
+	assert_non_null(c);
+	redisReply *r = redisCommand(c, "DBSIZE");
+	assert_non_null(r);
+	assert_int_equal(r->integer, 0);
+	freeReplyObject(r);
+	redisFree(c);
+	drl_fixture_stop(&plain);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_differential),
+		cmocka_unit_test(test_arity),
+		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_refused_specs),
+		cmocka_unit_test(test_wrong_type_and_corrupt),
+		cmocka_unit_test(test_twin_hostile),
+		cmocka_unit_test(test_hot_key),
+		cmocka_unit_test(test_no_module),
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
