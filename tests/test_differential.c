@@ -942,8 +942,9 @@ static long long last_evalsha_nargs(redisContext *raw)
 
 /* A lean twin is sent the arguments it reads, no more (each costs the
  * server a Lua string, a slot of ARGV and a strtod): sliding_log four,
- * gcra and token_bucket six (to their change rules); the counter twin
- * all seven. */
+ * gcra and token_bucket six (to their change rules), five when those are
+ * the common ones (keep_used, version 0: read as 0 when missing); the
+ * counter twin all seven. */
 static void test_twins_sent_what_they_read(void **state)
 {
 	(void)state;
@@ -954,8 +955,11 @@ static void test_twins_sent_what_they_read(void **state)
 		long long nargs;
 	} cases[] = {
 		{"sliding_log:10/1m", 4},
-		{"gcra:10/1m", 6},
-		{"token_bucket:10/1m", 6},
+		{"gcra:10/1m", 5},
+		{"token_bucket:10/1m", 5},
+		{"token_bucket:10/1m,on_change=keep_used", 5},
+		{"gcra:10/1m,on_change=scale", 6},
+		{"token_bucket:10/1m,version=1", 6},
 		{"fixed_window:10/1m", 7},
 	};
 	redisContext *raw = raw_redis();
