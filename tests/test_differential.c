@@ -577,7 +577,8 @@ static void test_gcra_states(void **state)
  * (tx=watch) leaves the same state bytes: each policy, both algorithms
  * that record their parameters, a raise and a cut, a fraction of a token
  * refilled in between, a denial that converts (written all the same),
- * and an older version deciding with the newer stored parameters. */
+ * and an older version (1, or the default 0) deciding with the newer
+ * stored parameters. */
 static void test_params_state_bytes(void **state)
 {
 	(void)state;
@@ -589,7 +590,10 @@ static void test_params_state_bytes(void **state)
 	redisContext *raw = raw_redis();
 	const int64_t t = INT64_C(1700000000000000);
 	drl_store *st[2] = {redis_store(0), redis_store(1)};
-	for (size_t a = 0; a < 2; a++)
+	/* alg = a % 2; from a / 2 on, the older limit has the default rules
+	 * (version 0, keep_used: its twin is sent no change rules,
+	 * lua_params.lua) */
+	for (size_t a = 0; a < 4; a++)
 		for (size_t p = 0; p < 5; p++)
 			for (int to = 0; to < 2; to++) {
 				redisReply *got[2];
@@ -599,16 +603,18 @@ static void test_params_state_bytes(void **state)
 						 "pb%zu:%zu:%d:%d:", a, p, to,
 						 w);
 					snprintf(spec[0], sizeof spec[0],
-						 "%s:7/3s,burst=10,version=1",
-						 algs[a]);
+						 "%s:7/3s,burst=10%s",
+						 algs[a % 2],
+						 a / 2 ? "" : ",version=1");
 					snprintf(spec[1], sizeof spec[1],
 						 "%s:%d/"
 						 "3s,version=2,on_change=%s",
-						 algs[a], to ? 4 : 13,
+						 algs[a % 2], to ? 4 : 13,
 						 policies[p]);
 					snprintf(spec[2], sizeof spec[2],
-						 "%s:7/3s,burst=10,version=1",
-						 algs[a]);
+						 "%s:7/3s,burst=10%s",
+						 algs[a % 2],
+						 a / 2 ? "" : ",version=1");
 					drl_limiter *l[3];
 					for (int i = 0; i < 3; i++)
 						l[i] = tu_limiter(
@@ -630,11 +636,12 @@ static void test_params_state_bytes(void **state)
 				if (got[0]->len != got[1]->len ||
 				    memcmp(got[0]->str, got[1]->str,
 					   got[0]->len))
-					fail_msg("%s on_change=%s to %d: the "
+					fail_msg("%s on_change=%s to %d "
+						 "(from version %d): the "
 						 "twin's state differs from "
 						 "the C step's",
-						 algs[a], policies[p],
-						 to ? 4 : 13);
+						 algs[a % 2], policies[p],
+						 to ? 4 : 13, a / 2 ? 0 : 1);
 				freeReplyObject(got[0]);
 				freeReplyObject(got[1]);
 			}
