@@ -80,7 +80,8 @@ if adj then
   new_debt, write = debt, true
 end
 if write then
-  -- TAT = now + ahead + new_debt ticks: whole µs (floor) and remainder
+  -- TAT = now + ahead + new_debt ticks: whole µs (floor, exactly;
+  -- inline: a function would be a closure per call) and remainder
   local us = math.floor(new_debt / limit)
   if us * limit > new_debt then
     us = us - 1

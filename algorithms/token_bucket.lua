@@ -88,6 +88,7 @@ elseif changed and peek == 0 then
 end
 if left then
   -- whole tokens and the fraction: floor(left / period), exactly
+  -- (inline: a function would be a closure per call)
   local whole = math.floor(left / period)
   if whole * period > left then
     whole = whole - 1
