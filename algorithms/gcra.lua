@@ -5,7 +5,8 @@
 -- debt TAT - max(now, NEWEST) in ticks, at most 2 * burst * period < 2^53
 -- (the core sends no limit whose numbers do not fit). The debt is what is
 -- used in units of 1/period token under any limit: a state written under
--- other parameters is settled (lua_params.lua) as token_bucket's level is,
+-- other parameters is settled (lua_params.lua, which reads the state and
+-- compares its parameters) as token_bucket's level is,
 -- and written even when nothing is consumed when it was converted.
 -- Writes when the C step would, and answers the debt before the call, or
 -- {debt, ahead} when NEWEST is ahead of now, or {debt, ahead, limit,
@@ -17,15 +18,15 @@
 -- 0..2 * full (adjust_step in gcra.c), is written, and the peek is
 -- answered after it.
 local ahead, debt = 0, 0
-local blob = redis.call('GET', KEYS[1])
 if blob then
-  if #blob ~= 57 or string.byte(blob, 1) ~= 72 then -- 'H'
+  -- tag: nil unless the state is 57 bytes long (lua_params.lua)
+  if tag ~= 'H' then
     return redis.error_reply('ECORRUPT gcra state in the store is malformed')
   end
-  local _, us, rem, newest, sl, sp, sb, sv = struct.unpack('<c1i8i8i8i8i8i8i8', blob)
-  if sp ~= period or sl < 1 or sl > 1000000000 or sb < 1 or sb > 1000000000 or sv < 0 or sv > 1000000000 or sb * period > 4503599627370496 then
+  if odd then
     return redis.error_reply('ECORRUPT gcra state in the store is malformed (its parameters)')
   end
+  local us, rem, newest = s1, s2, s3
   local stau = sb * period
   if us < 0 or rem < 0 or rem >= sl then
     return redis.error_reply('ECORRUPT gcra state in the store is malformed')
@@ -43,11 +44,13 @@ if blob then
     debt = (us - base) * sl + rem
   end
   -- the debt is what is used in units of 1/period token, under any limit
-  local level, err = settle(stau - debt, sl, sb, sv, 'gcra')
-  if not level then
-    return redis.error_reply(err)
+  if settle then
+    local level, err = settle(stau - debt, 'gcra')
+    if not level then
+      return redis.error_reply(err)
+    end
+    debt = full - level
   end
-  debt = full - level
 end
 
 -- written when `write`: the adjusted debt (adjust mode), or the one
@@ -77,8 +80,14 @@ if adj then
   new_debt, write = debt, true
 end
 if write then
-  -- TAT = now + ahead + new_debt ticks: whole µs (floor) and remainder
-  local us = fdiv(new_debt, limit)
+  -- TAT = now + ahead + new_debt ticks: whole µs (floor, exactly;
+  -- inline: a function would be a closure per call) and remainder
+  local us = math.floor(new_debt / limit)
+  if us * limit > new_debt then
+    us = us - 1
+  elseif (us + 1) * limit <= new_debt then
+    us = us + 1
+  end
   local rem = new_debt - us * limit
   -- the TTL: until the meter is empty (ahead + ceil(new_debt / limit)
   -- µs), plus the grace, in whole ms rounded up

@@ -39,7 +39,8 @@
 -- whole, moved as adjust_step in sliding_log.c moves it, written
 -- compacted, and the peek answered {used, reset, retry[, limit]}.
 local limit, period = A[3] + 0, A[4] + 0
-local version = A[6] + 0 -- on_change + 8 * version
+-- on_change + 8 * version; left out (nil) when both are 0 (core/script.c)
+local version = (A[6] or 0) + 0
 local policy = version % 8
 version = (version - policy) / 8
 local horizon = now - period

@@ -9,9 +9,9 @@
 -- (refilled; 0..2 * full, never negative: a batch reads a negative answer
 -- as a failure), or {used, ahead} when the last refill is ahead of now:
 -- token_bucket.c's lua_answer judges those exactly as its step does.
--- Parameters (algorithms/params.c): A[6] is on_change + 8 * version. A
--- state written under other parameters is refilled at its own limit, then
--- decided by a newer stored version's numbers (answered as
+-- Parameters (algorithms/params.c, lua_params.lua: read and compared
+-- there): a state written under other parameters is refilled at its own
+-- limit, then decided by a newer stored version's numbers (answered as
 -- {used, ahead, limit, burst}), or converted into this call's by
 -- on_change and written even when nothing is consumed.
 -- The level runs from -full (a penalty's debt) to full.
@@ -20,15 +20,15 @@
 -- by -delta tokens within -full..full (adjust_step in token_bucket.c), is
 -- written, and the peek is answered after it.
 local level, last = full, now
-local blob = redis.call('GET', KEYS[1])
 if blob then
-  if #blob ~= 57 or string.byte(blob, 1) ~= 66 then -- 'B'
+  -- tag: nil unless the state is 57 bytes long (lua_params.lua)
+  if tag ~= 'B' then
     return redis.error_reply('ECORRUPT token_bucket state in the store is malformed')
   end
-  local _, whole, frac, l, sl, sp, sb, sv = struct.unpack('<c1i8i8i8i8i8i8i8', blob)
-  if sp ~= period or sl < 1 or sl > 1000000000 or sb < 1 or sb > 1000000000 or sv < 0 or sv > 1000000000 or sb * period > 4503599627370496 then
+  if odd then
     return redis.error_reply('ECORRUPT token_bucket state in the store is malformed (its parameters)')
   end
+  local whole, frac, l = s1, s2, s3
   local sfull = sb * period
   if whole < -sb or whole > sb or frac < 0 or frac >= period or l < 0 or l > 4611686018427387904 then
     return redis.error_reply('ECORRUPT token_bucket state in the store is malformed')
@@ -50,10 +50,12 @@ if blob then
     end
     last = now
   end
-  local err
-  level, err = settle(level, sl, sb, sv, 'token_bucket')
-  if not level then
-    return redis.error_reply(err)
+  if settle then
+    local err
+    level, err = settle(level, 'token_bucket')
+    if not level then
+      return redis.error_reply(err)
+    end
   end
 end
 
@@ -86,7 +88,13 @@ elseif changed and peek == 0 then
 end
 if left then
   -- whole tokens and the fraction: floor(left / period), exactly
-  local whole = fdiv(left, period)
+  -- (inline: a function would be a closure per call)
+  local whole = math.floor(left / period)
+  if whole * period > left then
+    whole = whole - 1
+  elseif (whole + 1) * period <= left then
+    whole = whole + 1
+  end
   -- the TTL: until the bucket is full again (ahead + ceil((full - left) /
   -- limit) µs, here taken as floor + 1: a TTL only cleans up, and one µs
   -- more changes nothing), plus the grace, in whole ms rounded up

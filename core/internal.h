@@ -576,7 +576,9 @@ int drl__script_decide(const drl__limit *lim, const drl__call *call,
 /* The twin's arguments for deciding `call` on `lim`. */
 void drl__script_args(const drl__limit *lim, const drl__call *call,
 		      int64_t args[DRL__SCRIPT_NARGS]);
-/* How many of them lim's twin is sent: its algorithm's lua_nargs, or all. */
+/* How many of them lim's twin is sent: its algorithm's lua_nargs, or all;
+ * one fewer when they end in change rules of 0 (a twin that keeps its
+ * parameters reads them missing as 0). */
 size_t drl__script_nargs(const drl__limit *lim);
 /* The twin's answer (nret integers at out) as a decision: *res, *undo.
  * DRL_ECORRUPT (in err) when it is not one. */

@@ -59,7 +59,14 @@ void drl__script_args(const drl__limit *lim, const drl__call *call,
 size_t drl__script_nargs(const drl__limit *lim)
 {
 	size_t n = lim->algo->lua_nargs;
-	return n > 0 && n < DRL__SCRIPT_NARGS ? n : DRL__SCRIPT_NARGS;
+	if (n == 0 || n >= DRL__SCRIPT_NARGS)
+		return DRL__SCRIPT_NARGS;
+	/* the change rules are the last a twin that keeps its parameters
+	 * reads, and read as 0 when missing (lua_params.lua): the common
+	 * rules (keep_used, version 0) cost the server no argument */
+	if (lim->algo->keeps_params && n == 6 && drl__change_word(lim) == 0)
+		return n - 1;
+	return n;
 }
 
 int drl__script_answer(const drl__limit *lim, const int64_t *out, size_t nret,

@@ -577,7 +577,8 @@ static void test_gcra_states(void **state)
  * (tx=watch) leaves the same state bytes: each policy, both algorithms
  * that record their parameters, a raise and a cut, a fraction of a token
  * refilled in between, a denial that converts (written all the same),
- * and an older version deciding with the newer stored parameters. */
+ * and an older version (1, or the default 0) deciding with the newer
+ * stored parameters. */
 static void test_params_state_bytes(void **state)
 {
 	(void)state;
@@ -589,7 +590,10 @@ static void test_params_state_bytes(void **state)
 	redisContext *raw = raw_redis();
 	const int64_t t = INT64_C(1700000000000000);
 	drl_store *st[2] = {redis_store(0), redis_store(1)};
-	for (size_t a = 0; a < 2; a++)
+	/* alg = a % 2; from a / 2 on, the older limit has the default rules
+	 * (version 0, keep_used: its twin is sent no change rules,
+	 * lua_params.lua) */
+	for (size_t a = 0; a < 4; a++)
 		for (size_t p = 0; p < 5; p++)
 			for (int to = 0; to < 2; to++) {
 				redisReply *got[2];
@@ -599,16 +603,18 @@ static void test_params_state_bytes(void **state)
 						 "pb%zu:%zu:%d:%d:", a, p, to,
 						 w);
 					snprintf(spec[0], sizeof spec[0],
-						 "%s:7/3s,burst=10,version=1",
-						 algs[a]);
+						 "%s:7/3s,burst=10%s",
+						 algs[a % 2],
+						 a / 2 ? "" : ",version=1");
 					snprintf(spec[1], sizeof spec[1],
 						 "%s:%d/"
 						 "3s,version=2,on_change=%s",
-						 algs[a], to ? 4 : 13,
+						 algs[a % 2], to ? 4 : 13,
 						 policies[p]);
 					snprintf(spec[2], sizeof spec[2],
-						 "%s:7/3s,burst=10,version=1",
-						 algs[a]);
+						 "%s:7/3s,burst=10%s",
+						 algs[a % 2],
+						 a / 2 ? "" : ",version=1");
 					drl_limiter *l[3];
 					for (int i = 0; i < 3; i++)
 						l[i] = tu_limiter(
@@ -630,11 +636,12 @@ static void test_params_state_bytes(void **state)
 				if (got[0]->len != got[1]->len ||
 				    memcmp(got[0]->str, got[1]->str,
 					   got[0]->len))
-					fail_msg("%s on_change=%s to %d: the "
+					fail_msg("%s on_change=%s to %d "
+						 "(from version %d): the "
 						 "twin's state differs from "
 						 "the C step's",
-						 algs[a], policies[p],
-						 to ? 4 : 13);
+						 algs[a % 2], policies[p],
+						 to ? 4 : 13, a / 2 ? 0 : 1);
 				freeReplyObject(got[0]);
 				freeReplyObject(got[1]);
 			}
@@ -1031,8 +1038,9 @@ static long long last_evalsha_nargs(redisContext *raw)
 
 /* A lean twin is sent the arguments it reads, no more (each costs the
  * server a Lua string, a slot of ARGV and a strtod): sliding_log, gcra
- * and token_bucket six (to their change rules); the counter twin all
- * seven. */
+ * and token_bucket six (to their change rules), five when those are the
+ * common ones (keep_used, version 0: read as 0 when missing); the
+ * counter twin all seven. */
 static void test_twins_sent_what_they_read(void **state)
 {
 	(void)state;
@@ -1042,9 +1050,14 @@ static void test_twins_sent_what_they_read(void **state)
 		const char *spec;
 		long long nargs;
 	} cases[] = {
-		{"sliding_log:10/1m", 6},
-		{"gcra:10/1m", 6},
-		{"token_bucket:10/1m", 6},
+		{"sliding_log:10/1m", 5},
+		{"sliding_log:10/1m,on_change=reset", 6},
+		{"gcra:10/1m", 5},
+		{"token_bucket:10/1m", 5},
+		{"token_bucket:10/1m,on_change=keep_used", 5},
+		{"gcra:10/1m,on_change=scale", 6},
+		{"token_bucket:10/1m,version=1", 6},
+		{"sliding_log:10/1m,version=1", 6},
 		{"fixed_window:10/1m", 7},
 	};
 	redisContext *raw = raw_redis();
