@@ -118,3 +118,19 @@ drl_bytes drl__key_grouped(drl__key *k, const drl__keybase *kb, int64_t index)
 {
 	return key_numbered(k, kb, '#', index);
 }
+
+bool drl_key_group_split(drl_bytes key, size_t *glen)
+{
+	const char *p = key.data;
+	size_t j = key.len;
+	while (j > 0 && p[j - 1] >= '0' && p[j - 1] <= '9')
+		j--;
+	if (j == key.len)
+		return false;
+	if (j > 0 && p[j - 1] == '-')
+		j--;
+	if (j == 0 || p[j - 1] != '#')
+		return false;
+	*glen = j - 1;
+	return true;
+}

@@ -30,25 +30,6 @@ static long long ttl_ms(int64_t ttl_us)
 	return ttl_us / 1000 + (ttl_us % 1000 != 0);
 }
 
-/* A grouped counter's key: true, *glen the length of its group (the bytes
- * before '#'); the index after it is digits, '-' first when negative
- * (include/drl/sys/backend.h, "Counter groups"). */
-static bool group_split(drl_bytes key, size_t *glen)
-{
-	const char *p = key.data;
-	size_t j = key.len;
-	while (j > 0 && p[j - 1] >= '0' && p[j - 1] <= '9')
-		j--;
-	if (j == key.len)
-		return false;
-	if (j > 0 && p[j - 1] == '-')
-		j--;
-	if (j == 0 || p[j - 1] != '#')
-		return false;
-	*glen = j - 1;
-	return true;
-}
-
 /* DRL_ESTORE for an error reply (or none) of cmd, with the server's text. */
 static int call_failed(RedisModuleCallReply *r, const char *cmd, drl_error *err)
 {
@@ -82,7 +63,7 @@ static int incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 {
 	RedisModuleCtx *ctx = ((drl__rm_store *)b)->ctx;
 	size_t glen = 0;
-	bool g = group_split(key, &glen);
+	bool g = drl_key_group_split(key, &glen);
 	const char *k = key.len ? key.data : "";
 	RedisModuleCallReply *r =
 		g ? RedisModule_Call(ctx, "HINCRBY", "bbl", k, glen,
@@ -130,7 +111,7 @@ static int get_one(RedisModuleCtx *ctx, drl_bytes key, int64_t *v,
 		   drl_error *err)
 {
 	size_t glen = 0;
-	bool g = group_split(key, &glen);
+	bool g = drl_key_group_split(key, &glen);
 	const char *k = key.len ? key.data : "";
 	RedisModuleCallReply *r =
 		g ? RedisModule_Call(ctx, "HGET", "bb", k, glen, k + glen + 1,
@@ -146,11 +127,11 @@ static int get_one(RedisModuleCtx *ctx, drl_bytes key, int64_t *v,
  * length). */
 static bool one_group(size_t n, const drl_bytes *keys, size_t *glen)
 {
-	if (n == 0 || !group_split(keys[0], glen))
+	if (n == 0 || !drl_key_group_split(keys[0], glen))
 		return false;
 	for (size_t i = 1; i < n; i++) {
 		size_t gl = 0;
-		if (!group_split(keys[i], &gl) || gl != *glen ||
+		if (!drl_key_group_split(keys[i], &gl) || gl != *glen ||
 		    memcmp(keys[i].data, keys[0].data, gl) != 0)
 			return false;
 	}

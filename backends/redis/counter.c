@@ -64,7 +64,7 @@ static bool grouped_key(const rstore *s, drl_bytes *key, drl_bytes *field)
 {
 	size_t glen;
 	if (!(s->parent.caps & DRL_CAP_COUNTER_GROUPS) ||
-	    !drl__redis_group_split(*key, &glen))
+	    !drl_key_group_split(*key, &glen))
 		return false;
 	*field = (drl_bytes){(const char *)key->data + glen + 1,
 			     key->len - glen - 1};
@@ -245,22 +245,6 @@ static size_t add_read_replies(size_t n, bool grouped)
 	return (grouped ? 1 : 2) + (n > 1);
 }
 
-bool drl__redis_group_split(drl_bytes key, size_t *glen)
-{
-	const char *p = key.data;
-	size_t j = key.len;
-	while (j > 0 && p[j - 1] >= '0' && p[j - 1] <= '9')
-		j--;
-	if (j == key.len)
-		return false;
-	if (j > 0 && p[j - 1] == '-')
-		j--;
-	if (j == 0 || p[j - 1] != '#')
-		return false;
-	*glen = j - 1;
-	return true;
-}
-
 /* Whether keys[0..n) are grouped counters (DRL_CAP_COUNTER_GROUPS),
  * into *glen the group's length. DRL_EINVAL when some are and some are
  * not, or they name different groups. */
@@ -268,11 +252,11 @@ static int group_of(rstore *s, size_t n, const drl_bytes *keys, bool *grouped,
 		    size_t *glen, drl_error *err)
 {
 	*grouped = (s->parent.caps & DRL_CAP_COUNTER_GROUPS) &&
-		   drl__redis_group_split(keys[0], glen);
+		   drl_key_group_split(keys[0], glen);
 	for (size_t j = 1; j < n; j++) {
 		size_t g = 0;
 		bool in = (s->parent.caps & DRL_CAP_COUNTER_GROUPS) &&
-			  drl__redis_group_split(keys[j], &g);
+			  drl_key_group_split(keys[j], &g);
 		if (in != *grouped ||
 		    (in && (g != *glen ||
 			    memcmp(keys[j].data, keys[0].data, g) != 0)))
@@ -525,7 +509,7 @@ static int append_trim(rstore *s, conn *c, size_t n, const drl_bytes *keys,
 {
 	char ms[24], gstack[KEY_STACK], *heap;
 	size_t mslen = 0, glen = 0, pglen;
-	(void)drl__redis_group_split(keys[0], &glen);
+	(void)drl_key_group_split(keys[0], &glen);
 	int rc = drl__redis_ttl_arg(s, ttl_us, ms, &mslen, err);
 	const char *pg = prefixed_group(s, keys[0], glen, gstack, sizeof gstack,
 					&heap, &pglen);

@@ -520,9 +520,6 @@ int drl__redis_add_read_start(drl_backend *b, drl_channel *ch, size_t n,
 			      const drl_bytes *keys, int64_t delta,
 			      int64_t ttl_us, drl_eval_done_fn done, void *arg,
 			      drl_error *err);
-/* Whether key is a grouped counter, `group "#" index` (drl/sys/backend.h,
- * "Counter groups"): *glen gets the group's length. */
-bool drl__redis_group_split(drl_bytes key, size_t *glen);
 /* get_many() of n >= 2 grouped counters of one group: one HMGET of
  * their fields instead of an HGET each (a peek of a sub-window limiter:
  * one key looked up, not n). false: they are not, and nothing was done;

@@ -335,6 +335,49 @@ static void test_key_isolation(void **state)
  * docs/security.md. */
 #define STORE_KEY_MAX 340
 
+/* What a store makes of a key with DRL_CAP_COUNTER_GROUPS: the core's
+ * grouped keys split at their last '#', a user key's '#' inside the
+ * group (the key is parsed from its end), anything else ordinary (an
+ * empty group, which the core never makes, splits as one). */
+static void test_group_split(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *key;
+		long glen; /* -1: ordinary */
+	} cases[] = {
+		{"g#0", 1},         {"g#12", 1},  {"g#-3", 1}, {"a#b#7", 3},
+		{"user#1:x#42", 8}, {"#5", 0},    {"g#", -1},  {"g#-", -1},
+		{"g5", -1},         {"g#1x", -1}, {"g-#1", 2}, {"", -1},
+		{"g#--1", -1},      {"#-1", 0},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		size_t glen = 99;
+		drl_bytes k = {cases[i].key, strlen(cases[i].key)};
+		bool g = drl_key_group_split(k, &glen);
+		if (g != (cases[i].glen >= 0) ||
+		    (g && (long)glen != cases[i].glen))
+			fail_msg("%s: %s %zu", cases[i].key,
+				 g ? "grouped" : "ordinary", glen);
+	}
+	/* the core's own grouped keys split back to their group */
+	drl__limit lim;
+	drl_error err = {0};
+	assert_int_equal(drl__limit_parse(&lim, "subwindow:10/1m,subwindows=4",
+					  28, &err),
+			 0);
+	drl__keybase kb;
+	drl__key k;
+	drl__keybase_make(&kb, "drl:", 4, &lim, "us#er#7", 7);
+	for (int64_t idx = -2; idx <= 2; idx++) {
+		drl_bytes b = drl__key_grouped(&k, &kb, idx);
+		size_t glen = 0;
+		assert_true(drl_key_group_split(b, &glen));
+		assert_true(glen < b.len &&
+			    ((const char *)b.data)[glen] == '#');
+	}
+}
+
 static void test_store_key_bound(void **state)
 {
 	(void)state;
@@ -385,6 +428,7 @@ int main(void)
 		cmocka_unit_test(test_password_never_in_messages),
 		cmocka_unit_test(test_key_isolation),
 		cmocka_unit_test(test_store_key_bound),
+		cmocka_unit_test(test_group_split),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -227,6 +227,11 @@ typedef struct drl_channel drl_channel;
  * removes the whole record.
  */
 
+/* Whether key is a grouped counter's, `group "#" index` as above (parsed
+ * from its end): true, and *glen the group's length (the index is the
+ * bytes after it and the '#'); false for an ordinary key. */
+DRL_EXPORT bool drl_key_group_split(drl_bytes key, size_t *glen);
+
 /* What eval() of a store with DRL_CAP_DECLARED_KEYS may return when it
  * cannot run a script now because its keys are split (Redis Cluster's
  * TRYAGAIN: a slot in migration holds some of them). Nothing ran; the
