@@ -734,8 +734,12 @@ static void script_done(void *arg, int rc, const int64_t *out, size_t nret,
 	drl_result res;
 	if (rc == 0) {
 		drl__undo undo; /* one limit: nothing to refund */
-		drl__call call = {
-			.now = q->now, .cost = it->cost, .peek = it->cost == 0};
+		/* backend: its caps say the answer's form
+		 * (DRL_CAP_COMMON_ANSWER) */
+		drl__call call = {.backend = q->l->store->backend,
+				  .now = q->now,
+				  .cost = it->cost,
+				  .peek = it->cost == 0};
 		memset(&res, 0, sizeof res);
 		rc = drl__twin_answer(&q->l->limits[0], &call, out, nret, &res,
 				      &undo, q->err);

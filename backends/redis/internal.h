@@ -19,7 +19,9 @@
  *   4      counter.c                 incr, get_many, add_read(_start),
  *                                    trim(_start): counters
  *          state.c                   load, cas: WATCH, MULTI/SET/EXEC
- *          script.c                  eval, eval_start: EVALSHA
+ *          script.c                  eval, eval_start: EVALSHA (or,
+ *                                    started under tx=module, DRL.TWIN
+ *                                    as module.c formats it)
  *          module.c                  eval under tx=module: DRL.TWIN of
  *                                    the Redis module (redis_module/)
  *          command.c                 del, now: single commands
@@ -457,8 +459,9 @@ int drl__redis_now(drl_backend *b, int64_t *now_us, drl_error *err);
 int drl__redis_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 		    const drl_bytes *keys, size_t nargs, const int64_t *args,
 		    int64_t *out, size_t nout, size_t *nret, drl_error *err);
-/* s's eval_start() (tx=lua, s has shared connections and is no Redis
- * Cluster node; drl/sys/backend.h): drl__redis_eval() without waiting.
+/* s's eval_start() (tx=lua or tx=module, s has shared connections and
+ * is no Redis Cluster node; drl/sys/backend.h): drl__redis_eval() (under
+ * tx=module drl__redis_module_eval(), no NOSCRIPT) without waiting.
  * The EVALSHA is formatted now (keys and args copied) and queued on
  * channel ch, or (NULL) on one of s's pipes (drl__redis_req_queue);
  * done(arg, ...) gets what
@@ -488,6 +491,19 @@ int drl__redis_eval_start(drl_backend *b, drl_channel *ch,
 int drl__redis_module_eval(drl_backend *b, const drl_script *script,
 			   size_t nkeys, const drl_bytes *keys, size_t nargs,
 			   const int64_t *args, int64_t *out, size_t nout,
+			   size_t *nret, drl_error *err);
+/* Queue DRL.TWIN keys[0] script->name args... on c's call (as
+ * drl__redis_append): the one formatter of the blocking call above and
+ * of a started one (script.c, drl__redis_eval_start under tx=module).
+ * DRL_EINVAL for no key or more than DRL__TWIN_ARGS_MAX integers. */
+int drl__redis_twin_append(rstore *s, conn *c, const drl_script *script,
+			   size_t nkeys, const drl_bytes *keys, size_t nargs,
+			   const int64_t *args, drl_error *err);
+/* DRL.TWIN's reply r into out[0..nout), *nret: an array of integers (the
+ * common answer); an error reply as the store's error (a server without
+ * the module: DRL_ESTORE saying to load it; ECORRUPT: DRL_ECORRUPT). */
+int drl__redis_twin_result(rstore *s, const drl_script *script,
+			   const redisReply *r, int64_t *out, size_t nout,
 			   size_t *nret, drl_error *err);
 
 /* ---- keys (call.c) ----------------------------------------------------- */

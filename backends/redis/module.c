@@ -14,10 +14,17 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The reply r of DRL.TWIN for twin `name` into out[0..nout), *nret. */
-static int twin_result(rstore *s, const char *name, const redisReply *r,
-		       int64_t *out, size_t nout, size_t *nret, drl_error *err)
+/* The twin's name DRL.TWIN is sent. */
+static const char *twin_name(const drl_script *script)
 {
+	return script && script->name ? script->name : "";
+}
+
+int drl__redis_twin_result(rstore *s, const drl_script *script,
+			   const redisReply *r, int64_t *out, size_t nout,
+			   size_t *nret, drl_error *err)
+{
+	const char *name = twin_name(script);
 	if (r->type == REDIS_REPLY_ERROR) {
 		int redirect = drl__redis_cluster_reply(s, r, err);
 		if (redirect)
@@ -61,51 +68,66 @@ static int twin_result(rstore *s, const char *name, const redisReply *r,
 	return 0;
 }
 
-int drl__redis_module_eval(drl_backend *b, const drl_script *script,
+int drl__redis_twin_append(rstore *s, conn *c, const drl_script *script,
 			   size_t nkeys, const drl_bytes *keys, size_t nargs,
-			   const int64_t *args, int64_t *out, size_t nout,
-			   size_t *nret, drl_error *err)
+			   const int64_t *args, drl_error *err)
 {
-	rstore *s = (rstore *)b;
-	const char *name = script && script->name ? script->name : "";
-	/* drl_adjust: not done by the module yet; nothing sent, the core
-	 * adjusts with the other primitives (include/drl/sys/backend.h,
-	 * DRL_BACKEND_ESPLIT) */
-	if (nargs > DRL__TWIN_ARGS_MAX)
-		return DRL_BACKEND_ESPLIT;
-	if (nkeys < 1)
+	if (nargs > DRL__TWIN_ARGS_MAX || nkeys < 1)
 		return drl_error_set(err, DRL_EINVAL,
-				     "redis %s: DRL.TWIN with no key",
-				     s->where);
+				     "redis %s: DRL.TWIN with %zu keys and %zu "
+				     "integers: one key and at most %d",
+				     s->where, nkeys, nargs,
+				     DRL__TWIN_ARGS_MAX);
+	const char *name = twin_name(script);
 	const char *argv[3 + DRL__TWIN_ARGS_MAX];
 	size_t lens[3 + DRL__TWIN_ARGS_MAX];
 	char num[DRL__TWIN_ARGS_MAX][24];
 	keybuf k;
 	drl__redis_key_init(&k);
 	int rc = drl__redis_key_make(s, &k, keys[0], err);
-	if (rc) {
-		drl__redis_key_done(&k);
-		return rc;
+	if (rc == 0) {
+		argv[0] = "DRL.TWIN";
+		lens[0] = 8;
+		argv[1] = k.p;
+		lens[1] = k.len;
+		argv[2] = name;
+		lens[2] = strlen(name);
+		for (size_t i = 0; i < nargs; i++) {
+			lens[3 + i] = drl__redis_i64(num[i], args[i]);
+			argv[3 + i] = num[i];
+		}
+		rc = drl__redis_append(s, c, (int)(3 + nargs), argv, lens, err);
 	}
-	argv[0] = "DRL.TWIN";
-	lens[0] = 8;
-	argv[1] = k.p;
-	lens[1] = k.len;
-	argv[2] = name;
-	lens[2] = strlen(name);
-	for (size_t i = 0; i < nargs; i++) {
-		lens[3 + i] = drl__redis_i64(num[i], args[i]);
-		argv[3 + i] = num[i];
-	}
+	drl__redis_key_done(&k);
+	return rc;
+}
+
+int drl__redis_module_eval(drl_backend *b, const drl_script *script,
+			   size_t nkeys, const drl_bytes *keys, size_t nargs,
+			   const int64_t *args, int64_t *out, size_t nout,
+			   size_t *nret, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	/* drl_adjust: not done by the module yet; nothing sent, the core
+	 * adjusts with the other primitives (include/drl/sys/backend.h,
+	 * DRL_BACKEND_ESPLIT) */
+	if (nargs > DRL__TWIN_ARGS_MAX)
+		return DRL_BACKEND_ESPLIT;
 	conn proxy, *c = NULL;
 	redisReply *r = NULL;
-	rc = drl__redis_one_command(s, (int)(3 + nargs), argv, lens, &proxy, &c,
-				    &r, err);
-	drl__redis_key_done(&k);
+	int rc = drl__redis_acquire_shared(s, &proxy, &c, err);
 	if (rc)
 		return rc;
-	rc = twin_result(s, name, r, out, nout, nret, err);
-	freeReplyObject(r);
+	rc = drl__redis_begin(s, c, err);
+	if (rc == 0)
+		rc = drl__redis_twin_append(s, c, script, nkeys, keys, nargs,
+					    args, err);
+	if (rc == 0)
+		rc = drl__redis_collect(s, c, 1, &r, "DRL.TWIN", err);
+	if (rc == 0)
+		rc = drl__redis_twin_result(s, script, r, out, nout, nret, err);
+	if (r)
+		freeReplyObject(r);
 	drl__redis_release(s, c);
 	return rc;
 }

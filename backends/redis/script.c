@@ -9,6 +9,8 @@
  * EVALSHA again, pipelined, then EVAL with the source should a flush land
  * between those two. A started call (drl__redis_eval_start) is answered
  * by EVAL with the source: one more round trip that cannot meet NOSCRIPT.
+ * Under tx=module a started call sends DRL.TWIN (module.c formats it and
+ * reads its answer) on the same path, and meets no NOSCRIPT.
  *
  * Started calls travel on the store's shared connections
  * (backends/redis/pipe.c) and are finished by whichever thread leads
@@ -325,6 +327,7 @@ typedef struct eval_call {
 	redisReply *r[1];
 	const drl_script *script;
 	char *cmd; /* the formatted command in flight */
+	bool twin; /* DRL.TWIN (tx=module), not a script */
 	bool by_source;
 	drl_eval_done_fn done;
 	void *arg;
@@ -349,7 +352,10 @@ static int eval_format(rstore *s, eval_call *e, const char hex[41],
 {
 	conn pc = {.shared = true};
 	int rc = drl__redis_begin(s, &pc, err);
-	if (rc == 0)
+	if (rc == 0 && e->twin)
+		rc = drl__redis_twin_append(s, &pc, e->script, e->nkeys,
+					    e->keys, e->nargs, e->args, err);
+	else if (rc == 0)
 		rc = append_script_call(
 			s, &pc, hex, e->by_source ? e->script->source : NULL,
 			e->nkeys, e->keys, e->nargs, e->args, err);
@@ -363,7 +369,7 @@ static int eval_format(rstore *s, eval_call *e, const char hex[41],
 	e->q.len = pc.qlen;
 	e->q.n = 1;
 	e->q.r = e->r;
-	e->q.what = e->by_source ? "EVAL" : "EVALSHA";
+	e->q.what = e->twin ? "DRL.TWIN" : e->by_source ? "EVAL" : "EVALSHA";
 	return 0;
 }
 
@@ -377,7 +383,7 @@ static void eval_complete(rstore *s, rreq *q)
 	size_t nret = 0;
 	if (rc) /* the pipe freed what it had read */
 		e->r[0] = NULL;
-	if (rc == 0 && !e->by_source && is_noscript(e->r[0])) {
+	if (rc == 0 && !e->twin && !e->by_source && is_noscript(e->r[0])) {
 		freeReplyObject(e->r[0]);
 		e->r[0] = NULL;
 		e->by_source = true;
@@ -388,7 +394,10 @@ static void eval_complete(rstore *s, rreq *q)
 		if (rc == 0)
 			return; /* back here when its reply is in */
 	}
-	if (rc == 0)
+	if (rc == 0 && e->twin)
+		rc = drl__redis_twin_result(s, e->script, e->r[0], e->out,
+					    e->nout, &nret, &err);
+	else if (rc == 0)
 		rc = script_result(s, e->script, e->r[0], e->out, e->nout,
 				   &nret, &err);
 	/* A started call is never run again: the plain code. */
@@ -427,8 +436,8 @@ static eval_call *eval_call_new(size_t nkeys, const drl_bytes *keys,
 }
 
 /*
- * drl__redis_eval() without waiting: EVALSHA formatted now and queued on a
- * pipe; eval_complete() hands the outcome to done(arg, ...) on the thread
+ * drl__redis_eval() without waiting: EVALSHA (tx=module: DRL.TWIN)
+ * formatted now and queued on a pipe; eval_complete() hands the outcome to done(arg, ...) on the thread
  * that leads the pipe (the pipe's I/O thread, or a blocking caller's).
  */
 int drl__redis_eval_start(drl_backend *b, drl_channel *ch,
@@ -444,7 +453,9 @@ int drl__redis_eval_start(drl_backend *b, drl_channel *ch,
 				     "redis: eval_start: no callback, or "
 				     "%zu results",
 				     nout);
-	int rc = script_prepare(s, script, nkeys, nargs, hex, err);
+	int rc = s->module_tx
+			 ? 0
+			 : script_prepare(s, script, nkeys, nargs, hex, err);
 	if (rc)
 		return rc;
 	eval_call *e = eval_call_new(nkeys, keys, nargs, args, nout);
@@ -452,6 +463,7 @@ int drl__redis_eval_start(drl_backend *b, drl_channel *ch,
 		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
 				     s->where);
 	e->script = script;
+	e->twin = s->module_tx;
 	e->done = done;
 	e->arg = arg;
 	e->q.complete = eval_complete;

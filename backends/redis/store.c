@@ -87,21 +87,23 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 		s->parent.caps |= DRL_CAP_SCRIPT | DRL_CAP_BATCH;
 		s->parent.eval = drl__redis_eval;
 	}
-	/* tx=module: every decision by the module's DRL.TWIN, one call at a
-	 * time (no batches, no started calls: not done yet) */
+	/* tx=module: every decision by the module's DRL.TWIN, blocking or
+	 * started (no batches: a batch twin runs many items in one script,
+	 * DRL.TWIN one) */
 	if (s->module_tx) {
 		s->parent.caps |= DRL_CAP_SCRIPT | DRL_CAP_COMMON_ANSWER;
 		s->parent.eval = drl__redis_module_eval;
 	}
 	/* A started script needs a shared connection to travel on; a
 	 * Cluster node's calls may need ASKING, which the pipes never send. */
-	if (lua && !s->cluster && s->npipes > 0) {
+	if ((lua || s->module_tx) && !s->cluster && s->npipes > 0) {
 		s->parent.caps |= DRL_CAP_EVAL_START;
 		s->parent.eval_start = drl__redis_eval_start;
 	}
 	/* Channels a loop drives: plaintext single-node stores (TLS and a
 	 * Sentinel's master keep the pipes' I/O thread, docs/threading.md). */
-	if (lua && !s->cluster && s->npipes > 0 && !s->tls && !s->sentinel)
+	if ((lua || s->module_tx) && !s->cluster && s->npipes > 0 && !s->tls &&
+	    !s->sentinel)
 		drl__redis_chan_methods(s);
 	/* tx=auto: the counters by plain commands (a Redis Cluster store
 	 * routes every command itself and offers none of this). */

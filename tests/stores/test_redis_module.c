@@ -14,13 +14,18 @@
  * from the C step's, never their decisions). Hostile input: every bad call gets an
  * error reply, changes nothing, and the server answers PING after it.
  * Cross-process exactness on a hot key under tx=module (tests/fixtures/hot_key.h).
+ * The async API on tx=module: its calls are started (DRL.TWIN without a
+ * worker), decide what tx=lua's do on a random sequence, and a hot key
+ * across processes admits exactly the limit.
  * A server without the module: tx=module fails with a clear error.
  *
  * Under CI=true a missing redis-server or module fails; otherwise skips.
  */
 #include "internal.h"
+#include "async_check.h"
 #include "hot_key.h"
 #include "server_fixture.h"
+#include "testutil.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -571,6 +576,28 @@ static void test_wrong_type_and_corrupt(void **state)
 	}
 }
 
+/* The server's INFO commandstats, zeroed by reset_stats(). */
+static void reset_stats(void)
+{
+	redisReply *z = redisCommand(rc_, "CONFIG RESETSTAT");
+	assert_non_null(z);
+	freeReplyObject(z);
+}
+
+/* Calls of command `cmd` ("drl.twin", "evalsha") since reset_stats(). */
+static long command_calls(const char *cmd)
+{
+	redisReply *r = redisCommand(rc_, "INFO commandstats");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	char pat[64];
+	snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
+	const char *p = strstr(r->str, pat);
+	long n = p ? strtol(p + strlen(pat), NULL, 10) : 0;
+	freeReplyObject(r);
+	return n;
+}
+
 /* Processes of threads on one key at one instant, every algorithm and a
  * policy of two: exactly the limit allowed under tx=module. */
 static void test_hot_key(void **state)
@@ -579,17 +606,173 @@ static void test_hot_key(void **state)
 	NEED_SERVER();
 	char uri[96];
 	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=module", srv.port);
-	redisReply *z = redisCommand(rc_, "CONFIG RESETSTAT");
-	assert_non_null(z);
-	freeReplyObject(z);
+	reset_stats();
 	hot_key_all_specs(uri);
 	/* and they were the module's decisions, not a script's */
-	redisReply *r = redisCommand(rc_, "INFO commandstats");
-	assert_non_null(r);
-	assert_int_equal(r->type, REDIS_REPLY_STRING);
-	assert_non_null(strstr(r->str, "cmdstat_drl.twin:calls="));
-	assert_null(strstr(r->str, "cmdstat_evalsha"));
-	freeReplyObject(r);
+	assert_true(command_calls("drl.twin") > 0);
+	assert_int_equal(command_calls("evalsha"), 0);
+}
+
+static const char *const async_specs[] = {
+	"token_bucket:3/1s,burst=7",
+	"gcra:3/700ms,burst=4",
+	"sliding_log:4/300ms",
+	"fixed_window:5/1s",
+	"sliding_window:5/1s",
+	"subwindow:6/1200ms,subwindows=4,trailing=1",
+};
+#define NASYNC (sizeof async_specs / sizeof async_specs[0])
+
+/* One started decision on l, waited for. */
+static async_one async_decide(drl_async *a, drl_limiter *l, const char *key,
+			      int64_t cost, int64_t now)
+{
+	async_one o = {0};
+	drl_error e = {0};
+	int rc = drl_async_allow_at(a, l, key, strlen(key), cost, now,
+				    async_one_cb, &o, &e);
+	if (rc)
+		fail_msg("drl_async_allow_at: %s", e.message);
+	async_process_until(a, &o.count, 1);
+	return o;
+}
+
+/* A random sequence of costs, keys and time steps through the async API
+ * on tx=module and on tx=lua: the same outcome at every step; the
+ * module's calls were started (no worker) and sent DRL.TWIN, never a
+ * script. */
+static void test_async_differential(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char um[96], ul[96];
+	snprintf(um, sizeof um, "redis://127.0.0.1:%d?tx=module", srv.port);
+	snprintf(ul, sizeof ul, "redis://127.0.0.1:%d?tx=lua", srv.port);
+	drl_store *sm = tu_store(um), *sl = tu_store(ul);
+	drl_async *a = NULL;
+	drl_error e = {0};
+	drl_async_opts o = {.threads = 2};
+	if (drl_async_new(&a, &o, &e))
+		fail_msg("drl_async_new: %s", e.message);
+	unsigned seed = 4321;
+	for (size_t i = 0; i < NASYNC; i++) {
+		char pm[32], pl[32];
+		snprintf(pm, sizeof pm, "am%zu:", i);
+		snprintf(pl, sizeof pl, "al%zu:", i);
+		drl_limiter *lm = tu_limiter(sm, async_specs[i], pm);
+		drl_limiter *ll = tu_limiter(sl, async_specs[i], pl);
+		const char *why = NULL;
+		if (!drl_async_path(lm, &why))
+			fail_msg("%s on tx=module: a worker decides: %s",
+				 async_specs[i], why ? why : "?");
+		reset_stats();
+		int64_t now = INT64_C(1700000000000000);
+		for (int step = 0; step < STEPS / 4; step++) {
+			now += (int64_t)(rand_r(&seed) % 300) * 1000;
+			int64_t cost = 1 + rand_r(&seed) % 3;
+			const char *key = rand_r(&seed) % 4 ? "k1" : "k2";
+			async_one m = async_decide(a, lm, key, cost, now);
+			async_one l = async_decide(a, ll, key, cost, now);
+			async_same(m.rc, &m.result, &m.err, l.rc, &l.result,
+				   &l.err, async_specs[i], step);
+		}
+		/* the state algorithms by DRL.TWIN; counters too (tx=module
+		 * decides every algorithm by the module) */
+		assert_true(command_calls("drl.twin") >= STEPS / 4);
+		drl_limiter_free(lm);
+		drl_limiter_free(ll);
+	}
+	assert_int_equal(drl_async_pending(a), 0);
+	drl_async_free(a);
+	drl_store_free(sm);
+	drl_store_free(sl);
+}
+
+/* One process of the async hot-key run: HOT_THREADS * HOT_CALLS
+ * requests for one key at one instant, all in flight at once. */
+typedef struct async_hot {
+	const char *uri, *spec;
+	int n;
+} async_hot;
+
+typedef struct hot_tally {
+	int count, allowed, errors;
+} hot_tally;
+
+static void hot_tally_cb(drl_async *a, int rc, const drl_result *r,
+			 const drl_error *err, void *arg)
+{
+	(void)a;
+	(void)err;
+	hot_tally *t = arg;
+	if (rc)
+		t->errors++;
+	else if (r->allowed)
+		t->allowed++;
+	t->count++;
+}
+
+static void async_hot_body(void *arg, int i, hot_key_counts *out)
+{
+	(void)i;
+	const async_hot *h = arg;
+	enum { N = HOT_THREADS * HOT_CALLS };
+	drl_store *s = NULL;
+	drl_limiter *l = NULL;
+	drl_async *a = NULL;
+	drl_error e = {0};
+	/* no worker: a request that would need one is refused */
+	drl_async_opts o = {.threads = DRL_ASYNC_THREADS_NONE};
+	char prefix[32];
+	snprintf(prefix, sizeof prefix, "ahot%d:", h->n);
+	if (drl_store_open(&s, h->uri, &e) ||
+	    drl_limiter_new(&l, s, h->spec, prefix, &e) ||
+	    drl_async_new(&a, &o, &e) || !drl_async_direct(l)) {
+		out->errors = N;
+		goto out;
+	}
+	hot_tally t = {0};
+	int started = 0;
+	for (int k = 0; k < N; k++)
+		if (drl_async_allow_at(a, l, "hot", 3, 1,
+				       ASYNC_T0 + h->n * INT64_C(1000000000),
+				       hot_tally_cb, &t, &e) == 0)
+			started++;
+	async_process_until(a, &t.count, started);
+	out->allowed = t.allowed;
+	out->errors = t.errors + (N - started);
+out:
+	drl_async_free(a);
+	drl_limiter_free(l);
+	drl_store_free(s);
+}
+
+/* Processes on one key at one instant through the async API (started
+ * DRL.TWIN calls) under tx=module: exactly the limit allowed. */
+static void test_async_hot_key(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char uri[96];
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=module", srv.port);
+	static const char *const hot_specs[] = {
+		"token_bucket:200/1h",
+		"gcra:200/1h",
+		"sliding_log:200/1h",
+	};
+	reset_stats();
+	for (int i = 0; i < 3; i++) {
+		async_hot h = {uri, hot_specs[i], i};
+		hot_key_counts c = hot_key_fork(HOT_PROCS, async_hot_body, &h);
+		if (c.lost || c.errors || c.allowed != HOT_LIMIT)
+			fail_msg("%s: %d allowed of a limit of %d, %d errors, "
+				 "%d processes lost",
+				 hot_specs[i], c.allowed, HOT_LIMIT, c.errors,
+				 c.lost);
+	}
+	assert_true(command_calls("drl.twin") >=
+		    3 * HOT_PROCS * HOT_THREADS * HOT_CALLS);
+	assert_int_equal(command_calls("evalsha"), 0);
 }
 
 /* DRL.TWIN (what tx=module sends) with arguments no store sends. */
@@ -709,6 +892,8 @@ int main(void)
 		cmocka_unit_test(test_wrong_type_and_corrupt),
 		cmocka_unit_test(test_twin_hostile),
 		cmocka_unit_test(test_hot_key),
+		cmocka_unit_test(test_async_differential),
+		cmocka_unit_test(test_async_hot_key),
 		cmocka_unit_test(test_no_module),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
