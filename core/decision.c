@@ -734,8 +734,7 @@ static void script_done(void *arg, int rc, const int64_t *out, size_t nret,
 	drl_result res;
 	if (rc == 0) {
 		drl__undo undo; /* one limit: nothing to refund */
-		/* backend: its caps say the answer's form
-		 * (DRL_CAP_COMMON_ANSWER) */
+		/* the answer's length says its form (drl__twin_answer) */
 		drl__call call = {.backend = q->l->store->backend,
 				  .now = q->now,
 				  .cost = it->cost,

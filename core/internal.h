@@ -296,7 +296,11 @@ typedef struct drl__algorithm {
 	 * DRL_ECORRUPT (in err) when it is none. NULL: the twin answers in
 	 * the common form {allowed, remaining, reset_after, retry_after,
 	 * undo} (drl__script_answer). Use drl__twin_answer. lua_nout: the
-	 * most values such an answer has (a batch item passes that many). */
+	 * most values such an answer has (a batch item passes that many).
+	 * The answer's length says its form: a compact answer has fewer than
+	 * DRL__SCRIPT_NOUT values (lua_nout < DRL__SCRIPT_NOUT), and exactly
+	 * DRL__SCRIPT_NOUT is the common form, which a store that runs the
+	 * step itself (Redis's module, DRL.TWIN) answers for every twin. */
 	int (*lua_answer)(const drl__limit *lim, const drl__call *call,
 			  const int64_t *out, size_t nret, drl_result *res,
 			  drl__undo *undo, drl_error *err);
@@ -584,8 +588,9 @@ size_t drl__script_nargs(const drl__limit *lim);
  * DRL_ECORRUPT (in err) when it is not one. */
 int drl__script_answer(const drl__limit *lim, const int64_t *out, size_t nret,
 		       drl_result *res, drl__undo *undo, drl_error *err);
-/* The twin's answer for call as a decision: the algorithm's lua_answer,
- * or drl__script_answer for the common form. */
+/* The twin's answer for call as a decision: drl__script_answer for
+ * DRL__SCRIPT_NOUT values (the common form, from any twin), the
+ * algorithm's lua_answer for fewer. */
 int drl__twin_answer(const drl__limit *lim, const drl__call *call,
 		     const int64_t *out, size_t nret, drl_result *res,
 		     drl__undo *undo, drl_error *err);

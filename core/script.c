@@ -105,11 +105,10 @@ int drl__twin_answer(const drl__limit *lim, const drl__call *call,
 		     const int64_t *out, size_t nret, drl_result *res,
 		     drl__undo *undo, drl_error *err)
 {
-	/* a store that runs the step itself answers the common form for
-	 * every twin (DRL_CAP_COMMON_ANSWER: Redis tx=module) */
-	bool common = call->backend != NULL &&
-		      (call->backend->caps & DRL_CAP_COMMON_ANSWER);
-	if (lim->algo->lua_answer && !common)
+	/* the answer says its form: DRL__SCRIPT_NOUT values are the common
+	 * one (a store that runs the step itself answers it for every twin:
+	 * Redis's module), fewer a twin's compact one (lua_answer) */
+	if (lim->algo->lua_answer && nret != DRL__SCRIPT_NOUT)
 		return lim->algo->lua_answer(lim, call, out, nret, res, undo,
 					     err);
 	return drl__script_answer(lim, out, nret, res, undo, err);

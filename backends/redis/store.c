@@ -91,7 +91,7 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 	 * started (no batches: a batch twin runs many items in one script,
 	 * DRL.TWIN one) */
 	if (s->module_tx) {
-		s->parent.caps |= DRL_CAP_SCRIPT | DRL_CAP_COMMON_ANSWER;
+		s->parent.caps |= DRL_CAP_SCRIPT;
 		s->parent.eval = drl__redis_module_eval;
 	}
 	/* A started script needs a shared connection to travel on; a

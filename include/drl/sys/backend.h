@@ -182,14 +182,7 @@ enum {
 	/* trim, trim_start (version >= 7): the store keeps the counters of
 	 * one group in one record (Redis: one hash). See "Counter groups"
 	 * above struct drl_backend. */
-	DRL_CAP_COUNTER_GROUPS = 1u << 11,
-
-	/* eval() answers every script in the common form, five integers
-	 * {allowed, remaining, reset_after_us, retry_after_us, undo}, never
-	 * a twin's compact one: the store runs the algorithm's step itself
-	 * (Redis tx=module, the module's DRL.TWIN). Read from any version;
-	 * needs DRL_CAP_SCRIPT. */
-	DRL_CAP_COMMON_ANSWER = 1u << 12
+	DRL_CAP_COUNTER_GROUPS = 1u << 11
 };
 
 /* A channel (version >= 7, DRL_CAP_CHANNEL): a connection of the store's
