@@ -60,7 +60,7 @@ struct drl_channel {
  * it: the first call on the channel's list then. */
 typedef struct setup {
 	rreq q; /* first */
-	redisReply *r[3];
+	redisReply *r[DRL__REDIS_SETUP_MAX];
 	char *cmd;
 } setup;
 
@@ -174,7 +174,7 @@ static void fail_queued(drl_channel *ch, const drl_error *e, ended *out)
 /* The setup's replies (all in, freed here): 0, or the error. */
 static int setup_check(drl_channel *ch, rreq *q, drl_error *err)
 {
-	int rc = drl__redis_setup_check(ch->s, q->r, q->n, err);
+	int rc = drl__redis_setup_check(ch->s, ch->c, q->r, q->n, err);
 	ch->ready = rc == 0;
 	return rc;
 }
@@ -190,7 +190,7 @@ static int chan_connect(drl_channel *ch, drl_error *err)
 		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
 				     s->where);
 	drl__redis_setup cmds;
-	drl__redis_setup_make(s, &cmds);
+	drl__redis_setup_make(s, &cmds, s->auto_twin);
 	size_t len = 0, cap = 0;
 	int rc = 0;
 	for (size_t i = 0; i < cmds.n && rc == 0; i++)
@@ -365,6 +365,11 @@ static void chan_write(drl_channel *ch, ended *out)
 		int n = 0;
 		for (rreq *it = ch->unsent; it && n < 64; it = it->next) {
 			size_t off = it == ch->unsent ? ch->woff : 0;
+			/* tx=auto: its form for this connection (a failure,
+			 * out of memory, leaves the one it has) */
+			if (off == 0 && it->form)
+				(void)it->form(s, it, ch->c->twin == TWIN_YES,
+					       &e);
 			iov[n].iov_base = (char *)it->buf + off;
 			iov[n].iov_len = it->len - off;
 			n++;

@@ -701,7 +701,25 @@ static int conn_wrap(rstore *s, redisContext *ctx, int saved, conn **out,
 	return 0;
 }
 
-void drl__redis_setup_make(rstore *s, drl__redis_setup *u)
+/* COMMAND INFO drl.twin: an array of one element, nil when the server
+ * has no such command (the module not loaded). Allowed where MODULE LIST
+ * is not (managed Redis services). */
+static const char *const probe_argv[3] = {"COMMAND", "INFO", "drl.twin"};
+static const size_t probe_lens[3] = {7, 4, 8};
+
+/* What the probe's reply r says: TWIN_YES for the command's description,
+ * TWIN_NO for anything else (nil, or an error: a server that refuses
+ * COMMAND, or is no Redis, is one without the module). */
+static unsigned char probe_answer(const redisReply *r)
+{
+	return r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+			       r->element[0]->type == REDIS_REPLY_ARRAY &&
+			       r->element[0]->elements > 0
+		       ? TWIN_YES
+		       : TWIN_NO;
+}
+
+void drl__redis_setup_make(rstore *s, drl__redis_setup *u, bool probe)
 {
 	u->n = 0;
 	if (s->password) {
@@ -730,22 +748,54 @@ void drl__redis_setup_make(rstore *s, drl__redis_setup *u)
 	u->argc[i] = 1;
 	u->argv[i][0] = "PING";
 	u->lens[i][0] = 4;
+	if (probe) {
+		i = u->n++;
+		u->argc[i] = 3;
+		for (int j = 0; j < 3; j++) {
+			u->argv[i][j] = probe_argv[j];
+			u->lens[i][j] = probe_lens[j];
+		}
+	}
 }
 
-int drl__redis_setup_check(rstore *s, redisReply **r, size_t n, drl_error *err)
+int drl__redis_setup_check(rstore *s, conn *c, redisReply **r, size_t n,
+			   drl_error *err)
 {
 	int rc = 0;
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		bool ping = i == n - 1;
-		if (drl__redis_is_status(r[i], ping ? "PONG" : "OK"))
+	/* the probe, when sent, is the one after PING */
+	size_t ping = (s->password != NULL) + (s->db != 0);
+	if (n > ping + 1) {
+		c->twin = probe_answer(r[ping + 1]);
+		atomic_store(&s->twin_seen, c->twin == TWIN_YES);
+	}
+	for (size_t i = 0; i <= ping && i < n && rc == 0; i++) {
+		if (drl__redis_is_status(r[i], i == ping ? "PONG" : "OK"))
 			continue;
 		bool auth = s->password && i == 0;
 		rc = auth ? auth_error(s, r[i], err)
-			  : drl__redis_reply_error(s, ping ? "PING" : "SELECT",
-						   r[i], false, err);
+			  : drl__redis_reply_error(
+				    s, i == ping ? "PING" : "SELECT", r[i],
+				    false, err);
 	}
 	drl__redis_free_replies(r, n);
 	return rc;
+}
+
+int drl__redis_conn_probe(rstore *s, conn *c, drl_error *err)
+{
+	if (c->twin != TWIN_UNASKED)
+		return 0;
+	redisReply *r = NULL;
+	int rc = drl__redis_conn_append(s, c, 3, (const char **)probe_argv,
+					probe_lens, err);
+	if (rc == 0)
+		rc = drl__redis_conn_collect(s, c, 1, &r, "COMMAND INFO", err);
+	if (rc)
+		return rc;
+	c->twin = probe_answer(r);
+	atomic_store(&s->twin_seen, c->twin == TWIN_YES);
+	freeReplyObject(r);
+	return 0;
 }
 
 int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
@@ -795,10 +845,10 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 		}
 	}
 
-	redisReply *r[3];
+	redisReply *r[DRL__REDIS_SETUP_MAX];
 	size_t n = 0;
 	drl__redis_setup u;
-	drl__redis_setup_make(s, &u);
+	drl__redis_setup_make(s, &u, false);
 	for (size_t i = 0; i < u.n && rc == 0; i++, n++)
 		rc = drl__redis_conn_append(s, c, u.argc[i], u.argv[i],
 					    u.lens[i], err);
@@ -809,7 +859,7 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 		drl__redis_conn_free(c);
 		return rc == DRL_EUNAVAILABLE ? setup_refused(s, err) : rc;
 	}
-	rc = drl__redis_setup_check(s, r, n, err);
+	rc = drl__redis_setup_check(s, c, r, n, err);
 	if (rc) {
 		drl__redis_conn_free(c);
 		return rc;

@@ -76,6 +76,15 @@
 #define KEY_STACK 512    /* prefixed keys up to this size need no malloc */
 
 typedef struct conn conn;
+typedef struct rstore rstore;
+typedef struct rreq rreq;
+/* A started or shared call whose command depends on the connection it
+ * goes out on (rreq.form). */
+typedef int (*rreq_form_fn)(rstore *s, rreq *q, bool twin, drl_error *err);
+
+/* What a connection's server said of DRL.TWIN (conn.twin, tx=auto). */
+enum { TWIN_UNASKED = 0, TWIN_YES, TWIN_NO };
+
 struct conn {
 	/* hiredis formats commands and reads replies; the bytes go through
 	 * the socket (plaintext: hiredis's own read/write, and writev for
@@ -114,6 +123,13 @@ struct conn {
 	bool shared;
 	char *qbuf;
 	size_t qlen, qcap;
+	/* A shared call's rreq.form and its argument (NULL: none). */
+	rreq_form_fn form;
+	void *form_arg;
+	/* tx=auto: whether this connection's server has the module's
+	 * DRL.TWIN (TWIN_*), asked once per connection (COMMAND INFO
+	 * drl.twin, drl__redis_conn_probe): a reconnect asks again. */
+	unsigned char twin;
 };
 
 typedef struct rpipe rpipe;
@@ -127,8 +143,6 @@ enum { RREQ_WAITING, RREQ_DONE, RREQ_LEAD };
  * asleep on its pipe's bell (state, bells); a started one
  * (drl__redis_pipe_start) has `complete`, run by whichever thread leads
  * its pipe once rc, err and r[] are final. */
-typedef struct rstore rstore;
-typedef struct rreq rreq;
 struct rreq {
 	rreq *next;
 	const char *buf; /* formatted commands */
@@ -153,6 +167,14 @@ struct rreq {
 	/* A started call on a channel (backends/redis/chan.c), or NULL: on
 	 * the pipes. Where drl__redis_req_queue() sends it, again too. */
 	drl_channel *chan;
+	/* tx=auto: a call whose command depends on its connection's server
+	 * (DRL.TWIN when it has the module, EVALSHA otherwise), or NULL:
+	 * buf is final. Whoever writes q calls form(s, q, twin, err) first,
+	 * each time q is to go out, with whether that connection has
+	 * DRL.TWIN: 0 with buf, len and what set for it, or an error (q
+	 * fails unsent). */
+	rreq_form_fn form;
+	void *form_arg;
 };
 
 typedef struct script_sha {
@@ -182,6 +204,13 @@ struct rstore {
 	bool module_tx;
 	/* tx=auto: the counters by add_read (backends/redis/counter.c) */
 	bool plain_counters;
+	/* tx=auto: eval() sends DRL.TWIN on a connection whose server has
+	 * the module (script.c, drl__redis_auto_eval), EVALSHA elsewhere */
+	bool auto_twin;
+	/* The last answer of a connection of s to the probe: how a started
+	 * call is formatted first (it is formatted again when the
+	 * connection it goes out on says otherwise). */
+	_Atomic bool twin_seen;
 	bool lazy; /* connect=lazy: no connection at open */
 	/* A node of a Redis Cluster store (backends/redis/cluster.c):
 	 * MOVED, ASK, TRYAGAIN and CLUSTERDOWN replies become
@@ -242,19 +271,27 @@ int drl__redis_conn_open(rstore *s, conn **out, const struct timespec *dl,
 			 drl_error *err);
 void drl__redis_conn_free(conn *c);
 /* A new connection's setup: AUTH (with a password), SELECT (a db other
- * than 0), PING: n commands, argv[i][0..argc[i]) with lens (pointing into
- * s and db), for a connection's own append or a channel's RESP buffer. */
+ * than 0), PING, and with `probe` (tx=auto) COMMAND INFO drl.twin: n
+ * commands, argv[i][0..argc[i]) with lens (pointing into s and db), for a
+ * connection's own append or a channel's RESP buffer. */
+#define DRL__REDIS_SETUP_MAX 4
 typedef struct drl__redis_setup {
 	size_t n;
-	int argc[3];
-	const char *argv[3][3];
-	size_t lens[3][3];
+	int argc[DRL__REDIS_SETUP_MAX];
+	const char *argv[DRL__REDIS_SETUP_MAX][3];
+	size_t lens[DRL__REDIS_SETUP_MAX][3];
 	char db[24];
 } drl__redis_setup;
-void drl__redis_setup_make(rstore *s, drl__redis_setup *u);
+void drl__redis_setup_make(rstore *s, drl__redis_setup *u, bool probe);
 /* The setup's n replies r[] (freed here): 0, or the error (an AUTH
- * refused never quotes the server's text: it may hold the password). */
-int drl__redis_setup_check(rstore *s, redisReply **r, size_t n, drl_error *err);
+ * refused never quotes the server's text: it may hold the password).
+ * When the setup had the probe (n says so), its answer goes to c->twin. */
+int drl__redis_setup_check(rstore *s, conn *c, redisReply **r, size_t n,
+			   drl_error *err);
+/* tx=auto: ask c's server once whether it has DRL.TWIN (COMMAND INFO
+ * drl.twin, one round trip on c by c->deadline) unless c->twin says it
+ * was asked; c->twin set. 0, or the failure (c broken). */
+int drl__redis_conn_probe(rstore *s, conn *c, drl_error *err);
 /* Begin connecting to s (plaintext) without waiting: a non-blocking
  * socket whose connect may still be under way (a write waits for
  * POLLOUT); the caller sends AUTH/SELECT/PING itself. 0 and *out, or the
@@ -459,7 +496,16 @@ int drl__redis_now(drl_backend *b, int64_t *now_us, drl_error *err);
 int drl__redis_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 		    const drl_bytes *keys, size_t nargs, const int64_t *args,
 		    int64_t *out, size_t nout, size_t *nret, drl_error *err);
-/* s's eval_start() (tx=lua or tx=module, s has shared connections and
+/* s's eval() under tx=auto: DRL.TWIN (as drl__redis_module_eval) for a
+ * call the module takes (drl__redis_twin_takes) on a connection whose
+ * server has it (asked once per connection: conn.twin), else
+ * drl__redis_eval(). A shared call is formatted again when the shared
+ * connection it goes out on says otherwise (rreq.form). */
+int drl__redis_auto_eval(drl_backend *b, const drl_script *script, size_t nkeys,
+			 const drl_bytes *keys, size_t nargs,
+			 const int64_t *args, int64_t *out, size_t nout,
+			 size_t *nret, drl_error *err);
+/* s's eval_start() (tx=lua, tx=auto or tx=module, s has shared connections and
  * is no Redis Cluster node; drl/sys/backend.h): drl__redis_eval() (under
  * tx=module drl__redis_module_eval(), no NOSCRIPT) without waiting.
  * The EVALSHA is formatted now (keys and args copied) and queued on
@@ -492,6 +538,17 @@ int drl__redis_module_eval(drl_backend *b, const drl_script *script,
 			   size_t nkeys, const drl_bytes *keys, size_t nargs,
 			   const int64_t *args, int64_t *out, size_t nout,
 			   size_t *nret, drl_error *err);
+/* The longest key DRL.TWIN takes, the store's prefix included (the
+ * module's key buffer, DRL__KEY_BUF of core/internal.h). */
+#define DRL__TWIN_KEY_MAX 448
+/* tx=auto: whether DRL.TWIN decides this eval() as the twin would: a twin
+ * the module runs (counter, token_bucket, gcra, sliding_log; no batch
+ * twin), with the client's time, no drl_adjust (at most
+ * DRL__TWIN_ARGS_MAX integers), a PERIOD of whole ms and a key it takes.
+ * Every other call is sent as EVALSHA. */
+bool drl__redis_twin_takes(const rstore *s, const drl_script *script,
+			   size_t nkeys, const drl_bytes *keys, size_t nargs,
+			   const int64_t *args);
 /* Queue DRL.TWIN keys[0] script->name args... on c's call (as
  * drl__redis_append): the one formatter of the blocking call above and
  * of a started one (script.c, drl__redis_eval_start under tx=module).

@@ -5,7 +5,9 @@
  * algorithm's C step (or its counters) on the server and answers the
  * twins' common form. One round trip, atomic on the server, no script.
  * A server without the module answers "unknown command": DRL_ESTORE with
- * what to do.
+ * what to do. Under tx=auto, script.c sends DRL.TWIN instead of EVALSHA
+ * for the calls drl__redis_twin_takes() says the module takes, on a
+ * connection whose server has it.
  */
 #include "internal.h"
 
@@ -18,6 +20,25 @@
 static const char *twin_name(const drl_script *script)
 {
 	return script && script->name ? script->name : "";
+}
+
+bool drl__redis_twin_takes(const rstore *s, const drl_script *script,
+			   size_t nkeys, const drl_bytes *keys, size_t nargs,
+			   const int64_t *args)
+{
+	static const char *const twins[] = {"counter", "token_bucket", "gcra",
+					    "sliding_log"};
+	const char *name = twin_name(script);
+	bool named = false;
+	for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++)
+		named = named || strcmp(name, twins[i]) == 0;
+	/* what DRL.TWIN refuses (redis_module/twin.c): the store's clock,
+	 * drl_adjust, a PERIOD of no whole ms, a key past its buffer */
+	return named && nkeys >= 1 && nargs >= 4 &&
+	       nargs <= DRL__TWIN_ARGS_MAX && args[0] >= 0 &&
+	       args[0] <= DRL_TIME_MAX_US && args[3] > 0 &&
+	       args[3] % 1000 == 0 && keys[0].len >= 1 &&
+	       keys[0].len <= DRL__TWIN_KEY_MAX - s->prefixlen;
 }
 
 int drl__redis_twin_result(rstore *s, const drl_script *script,

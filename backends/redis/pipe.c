@@ -226,6 +226,28 @@ static void pipe_read(rstore *s, conn *c, rreq *batch)
 	}
 }
 
+/* tx=auto: the batch's calls whose command depends on the connection
+ * (rreq.form) formatted for c, whose server is asked first (once per
+ * connection) when one of them is there. A call that cannot be formatted
+ * fails unsent; 0, or the probe's failure (c broken, nothing sent). */
+static int pipe_form(rstore *s, conn *c, rreq *batch, drl_error *e)
+{
+	bool asked = false;
+	for (rreq *q = batch; q; q = q->next) {
+		if (q->rc || q->form == NULL)
+			continue;
+		if (!asked && drl__redis_conn_probe(s, c, e) != 0)
+			return -1;
+		asked = true;
+		drl_error fe = {0};
+		if (q->form(s, q, c->twin == TWIN_YES, &fe) != 0) {
+			req_fail(q, &fe);
+			q->unsent = true;
+		}
+	}
+	return 0;
+}
+
 /* Run one batch on the pipe's connection *cp (opened here when NULL;
  * freed and set NULL when it broke). Each request ends with rc and, on
  * success, its replies. */
@@ -268,7 +290,13 @@ static void pipe_run(rstore *s, conn **cp, rreq *batch)
 	pipe_guard g;
 	drl__redis_sigpipe_block(&g);
 	c->deadline = first->deadline;
-	if (pipe_write(s, c, first, &e) != 0) {
+	if (pipe_form(s, c, first, &e) != 0) {
+		for (rreq *q = first; q; q = q->next)
+			if (q->rc == 0) {
+				req_fail(q, &e);
+				q->unsent = true;
+			}
+	} else if (pipe_write(s, c, first, &e) != 0) {
 		for (rreq *q = first; q; q = q->next)
 			if (q->rc == 0)
 				req_fail(q, &e);
@@ -475,7 +503,9 @@ int drl__redis_pipe_call(rstore *s, conn *proxy, size_t n, redisReply **r,
 		  .n = n,
 		  .r = r,
 		  .deadline = proxy->deadline,
-		  .what = what};
+		  .what = what,
+		  .form = proxy->form,
+		  .form_arg = proxy->form_arg};
 	rpipe *p = pipe_pick(s);
 	pthread_mutex_lock(&p->mu);
 	bool lead = pipe_queue(p, &q);

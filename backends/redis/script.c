@@ -249,29 +249,18 @@ static int script_loaded(rstore *s, const drl_script *script,
 }
 
 /*
- * EVALSHA sha nkeys keys... args... (integers as decimal strings). On
- * NOSCRIPT: SCRIPT LOAD and EVALSHA again, pipelined, once.
+ * EVALSHA's reply `first` (freed here) into out[]. On NOSCRIPT: SCRIPT LOAD
+ * and EVALSHA again on c's call, pipelined, once.
  */
-int drl__redis_eval(drl_backend *b, const drl_script *script, size_t nkeys,
-		    const drl_bytes *keys, size_t nargs, const int64_t *args,
-		    int64_t *out, size_t nout, size_t *nret, drl_error *err)
+static int script_answer(rstore *s, conn *c, const drl_script *script,
+			 const char hex[41], size_t nkeys,
+			 const drl_bytes *keys, size_t nargs,
+			 const int64_t *args, redisReply *first, int64_t *out,
+			 size_t nout, size_t *nret, drl_error *err)
 {
-	rstore *s = (rstore *)b;
-	char hex[41];
-	conn proxy, *c;
-	redisReply *r[2] = {NULL, NULL};
-	int rc = script_prepare(s, script, nkeys, nargs, hex, err);
-	if (rc == 0)
-		rc = drl__redis_acquire_shared(s, &proxy, &c, err);
-	if (rc)
-		return rc;
-	rc = drl__redis_begin(s, c, err);
-	if (rc == 0)
-		rc = append_script_call(s, c, hex, NULL, nkeys, keys, nargs,
-					args, err);
-	if (rc == 0)
-		rc = drl__redis_collect(s, c, 1, r, "EVALSHA", err);
-	if (rc == 0 && is_noscript(r[0])) {
+	redisReply *r[2] = {first, NULL};
+	int rc = 0;
+	if (is_noscript(r[0])) {
 		freeReplyObject(r[0]);
 		r[0] = NULL;
 		rc = append_script_load(s, c, script, err);
@@ -308,8 +297,129 @@ int drl__redis_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 		rc = script_result(s, script, r[0], out, nout, nret, err);
 	if (r[0])
 		freeReplyObject(r[0]);
+	return rc;
+}
+
+/* ---- tx=auto: DRL.TWIN where the connection's server has it ------------ */
+
+/* A blocking tx=auto call and the form its command has on c. */
+typedef struct auto_call {
+	conn *c;
+	const drl_script *script;
+	const char *hex;
+	size_t nkeys, nargs;
+	const drl_bytes *keys;
+	const int64_t *args;
+	bool twin; /* DRL.TWIN queued, not EVALSHA */
+} auto_call;
+
+/* Queue a's command on a->c's call in the form `twin` says. */
+static int auto_append(rstore *s, auto_call *a, bool twin, drl_error *err)
+{
+	int rc = drl__redis_begin(s, a->c, err);
+	if (rc == 0 && twin)
+		rc = drl__redis_twin_append(s, a->c, a->script, a->nkeys,
+					    a->keys, a->nargs, a->args, err);
+	else if (rc == 0)
+		rc = append_script_call(s, a->c, a->hex, NULL, a->nkeys,
+					a->keys, a->nargs, a->args, err);
+	if (rc == 0)
+		a->twin = twin;
+	return rc;
+}
+
+/* rreq.form of a blocking call on the shared connections: formatted
+ * again in the form of the connection it goes out on (the caller waits
+ * meanwhile: its proxy is not touched by anyone else). */
+static int auto_form(rstore *s, rreq *q, bool twin, drl_error *err)
+{
+	auto_call *a = q->form_arg;
+	if (twin == a->twin)
+		return 0;
+	int rc = auto_append(s, a, twin, err);
+	if (rc)
+		return rc;
+	q->buf = a->c->qbuf;
+	q->len = a->c->qlen;
+	q->what = twin ? "DRL.TWIN" : "EVALSHA";
+	return 0;
+}
+
+/*
+ * EVALSHA sha nkeys keys... args... (integers as decimal strings), or with
+ * `may_twin` (tx=auto, a call the module takes) DRL.TWIN on a connection
+ * whose server has it.
+ */
+static int eval_by(rstore *s, const drl_script *script, size_t nkeys,
+		   const drl_bytes *keys, size_t nargs, const int64_t *args,
+		   bool may_twin, int64_t *out, size_t nout, size_t *nret,
+		   drl_error *err)
+{
+	char hex[41];
+	conn proxy, *c;
+	int rc = script_prepare(s, script, nkeys, nargs, hex, err);
+	if (rc == 0)
+		rc = drl__redis_acquire_shared(s, &proxy, &c, err);
+	if (rc)
+		return rc;
+	auto_call a = {.c = c,
+		       .script = script,
+		       .hex = hex,
+		       .nkeys = nkeys,
+		       .nargs = nargs,
+		       .keys = keys,
+		       .args = args};
+	/* A connection of its own: what its server said (asked once). A
+	 * shared one: the last answer seen, formatted again by the pipe
+	 * for the connection it goes out on. */
+	bool twin = may_twin && atomic_load(&s->twin_seen);
+	if (may_twin && !c->shared) {
+		rc = drl__redis_begin(s, c, err);
+		if (rc == 0)
+			rc = drl__redis_conn_probe(s, c, err);
+		twin = c->twin == TWIN_YES;
+	}
+	if (rc == 0)
+		rc = auto_append(s, &a, twin, err);
+	if (rc == 0 && may_twin && c->shared) {
+		c->form = auto_form;
+		c->form_arg = &a;
+	}
+	redisReply *r = NULL;
+	if (rc == 0)
+		rc = drl__redis_collect(s, c, 1, &r,
+					twin ? "DRL.TWIN" : "EVALSHA", err);
+	c->form = NULL;
+	/* the form that went out (a shared call's may have changed) */
+	if (rc == 0 && a.twin) {
+		rc = drl__redis_twin_result(s, script, r, out, nout, nret, err);
+		freeReplyObject(r);
+	} else if (rc == 0) {
+		rc = script_answer(s, c, script, hex, nkeys, keys, nargs, args,
+				   r, out, nout, nret, err);
+	}
 	drl__redis_release(s, c);
 	return rc;
+}
+
+int drl__redis_eval(drl_backend *b, const drl_script *script, size_t nkeys,
+		    const drl_bytes *keys, size_t nargs, const int64_t *args,
+		    int64_t *out, size_t nout, size_t *nret, drl_error *err)
+{
+	return eval_by((rstore *)b, script, nkeys, keys, nargs, args, false,
+		       out, nout, nret, err);
+}
+
+int drl__redis_auto_eval(drl_backend *b, const drl_script *script, size_t nkeys,
+			 const drl_bytes *keys, size_t nargs,
+			 const int64_t *args, int64_t *out, size_t nout,
+			 size_t *nret, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	return eval_by(
+		s, script, nkeys, keys, nargs, args,
+		drl__redis_twin_takes(s, script, nkeys, keys, nargs, args), out,
+		nout, nret, err);
 }
 
 /*
@@ -327,8 +437,9 @@ typedef struct eval_call {
 	redisReply *r[1];
 	const drl_script *script;
 	char *cmd; /* the formatted command in flight */
-	bool twin; /* DRL.TWIN (tx=module), not a script */
+	bool twin; /* DRL.TWIN (tx=module; tx=auto: for now), not a script */
 	bool by_source;
+	char hex[41]; /* the script's SHA1 (not under tx=module) */
 	drl_eval_done_fn done;
 	void *arg;
 	size_t nkeys, nargs, nout;
@@ -345,10 +456,9 @@ static void eval_call_free(eval_call *e)
 	free(e);
 }
 
-/* Format e's script call (EVALSHA hex, or EVAL with the source) into
+/* Format e's call (DRL.TWIN, EVALSHA, or EVAL with the source) into
  * e->cmd and point e->q at it. */
-static int eval_format(rstore *s, eval_call *e, const char hex[41],
-		       drl_error *err)
+static int eval_format(rstore *s, eval_call *e, drl_error *err)
 {
 	conn pc = {.shared = true};
 	int rc = drl__redis_begin(s, &pc, err);
@@ -357,7 +467,7 @@ static int eval_format(rstore *s, eval_call *e, const char hex[41],
 					    e->keys, e->nargs, e->args, err);
 	else if (rc == 0)
 		rc = append_script_call(
-			s, &pc, hex, e->by_source ? e->script->source : NULL,
+			s, &pc, e->hex, e->by_source ? e->script->source : NULL,
 			e->nkeys, e->keys, e->nargs, e->args, err);
 	if (rc) {
 		free(pc.qbuf);
@@ -371,6 +481,21 @@ static int eval_format(rstore *s, eval_call *e, const char hex[41],
 	e->q.r = e->r;
 	e->q.what = e->twin ? "DRL.TWIN" : e->by_source ? "EVAL" : "EVALSHA";
 	return 0;
+}
+
+/* rreq.form of a started tx=auto call: formatted again when the
+ * connection it goes out on says otherwise (a failure keeps it as it
+ * was, e->twin too). */
+static int eval_form(rstore *s, rreq *q, bool twin, drl_error *err)
+{
+	eval_call *e = (eval_call *)q;
+	if (twin == e->twin)
+		return 0;
+	e->twin = twin;
+	int rc = eval_format(s, e, err);
+	if (rc)
+		e->twin = !twin;
+	return rc;
 }
 
 /* A started script call's reply is in (or it failed): hand its outcome
@@ -388,7 +513,7 @@ static void eval_complete(rstore *s, rreq *q)
 		e->r[0] = NULL;
 		e->by_source = true;
 		q->rc = 0;
-		rc = eval_format(s, e, NULL, &err);
+		rc = eval_format(s, e, &err);
 		if (rc == 0)
 			rc = drl__redis_req_queue(s, q, &err);
 		if (rc == 0)
@@ -447,7 +572,7 @@ int drl__redis_eval_start(drl_backend *b, drl_channel *ch,
 			  drl_eval_done_fn done, void *arg, drl_error *err)
 {
 	rstore *s = (rstore *)b;
-	char hex[41];
+	char hex[41] = "";
 	if (done == NULL || nout > ARGS_MAX)
 		return drl_error_set(err, DRL_EINVAL,
 				     "redis: eval_start: no callback, or "
@@ -463,13 +588,21 @@ int drl__redis_eval_start(drl_backend *b, drl_channel *ch,
 		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
 				     s->where);
 	e->script = script;
+	memcpy(e->hex, hex, sizeof e->hex);
 	e->twin = s->module_tx;
+	/* tx=auto: in the form of the last connection that answered, and
+	 * again in its own connection's when it goes out (eval_form) */
+	if (s->auto_twin &&
+	    drl__redis_twin_takes(s, script, nkeys, keys, nargs, args)) {
+		e->twin = atomic_load(&s->twin_seen);
+		e->q.form = eval_form;
+	}
 	e->done = done;
 	e->arg = arg;
 	e->q.complete = eval_complete;
 	e->q.chan = ch;
 	e->q.deadline = drl__redis_deadline_in(s->timeout_ms);
-	rc = eval_format(s, e, hex, err);
+	rc = eval_format(s, e, err);
 	if (rc == 0)
 		rc = drl__redis_req_queue(s, &e->q, err);
 	if (rc)

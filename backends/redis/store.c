@@ -87,6 +87,10 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 		s->parent.caps |= DRL_CAP_SCRIPT | DRL_CAP_BATCH;
 		s->parent.eval = drl__redis_eval;
 	}
+	/* tx=auto: DRL.TWIN where the connection's server has the module,
+	 * EVALSHA elsewhere (script.c, drl__redis_auto_eval) */
+	if (s->auto_twin)
+		s->parent.eval = drl__redis_auto_eval;
 	/* tx=module: every decision by the module's DRL.TWIN, blocking or
 	 * started (no batches: a batch twin runs many items in one script,
 	 * DRL.TWIN one) */
@@ -274,6 +278,8 @@ static int make_node(drl_backend **out, const rstore *t, const char *host,
 	s->timeout = t->timeout;
 	s->watch_tx = t->watch_tx;
 	s->plain_counters = t->plain_counters;
+	s->module_tx = t->module_tx;
+	s->auto_twin = t->auto_twin;
 	s->lazy = true;
 	s->cap = t->cap;
 	s->npipes = t->npipes;

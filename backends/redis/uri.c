@@ -135,15 +135,17 @@ int drl__redis_parse_uri(rstore *s, drl_uri *u, bool *server_clock_out,
 
 	/* auto (the default): each algorithm the cheapest exact way, the
 	 * counters by plain commands (backends/redis/counter.c), the rest
-	 * by their scripts; lua: every algorithm by its script; watch:
+	 * by their scripts (by the module's DRL.TWIN on a connection whose
+	 * server has it); lua: every algorithm by its script; watch:
 	 * WATCH/MULTI/EXEC, no script; module: every algorithm by the
 	 * Redis module's DRL.TWIN (backends/redis/module.c). */
 	const char *tx = drl_uri_option(u, "tx");
 	s->watch_tx = false;
 	s->module_tx = false;
 	s->plain_counters = false;
+	s->auto_twin = false;
 	if (tx == NULL || strcmp(tx, "auto") == 0)
-		s->plain_counters = true;
+		s->plain_counters = s->auto_twin = true;
 	else if (strcmp(tx, "watch") == 0)
 		s->watch_tx = true;
 	else if (strcmp(tx, "module") == 0)

@@ -18,6 +18,9 @@
  * worker), decide what tx=lua's do on a random sequence, and a hot key
  * across processes admits exactly the limit.
  * A server without the module: tx=module fails with a clear error.
+ * tx=auto: DRL.TWIN for token_bucket, gcra and sliding_log where the
+ * server has the module (blocking, shared or pooled connections, and
+ * started calls), EVALSHA where it has not, the same decisions as tx=lua.
  *
  * Under CI=true a missing redis-server or module fails; otherwise skips.
  */
@@ -637,6 +640,23 @@ static async_one async_decide(drl_async *a, drl_limiter *l, const char *key,
 	return o;
 }
 
+/* A context of two workers, a store on srv with tx=`tx` (*st) and one
+ * with tx=lua (*lua). */
+static drl_async *async_open(const char *tx, drl_store **st, drl_store **lua)
+{
+	char u[96];
+	snprintf(u, sizeof u, "redis://127.0.0.1:%d?tx=%s", srv.port, tx);
+	*st = tu_store(u);
+	snprintf(u, sizeof u, "redis://127.0.0.1:%d?tx=lua", srv.port);
+	*lua = tu_store(u);
+	drl_async *a = NULL;
+	drl_error e = {0};
+	drl_async_opts o = {.threads = 2};
+	if (drl_async_new(&a, &o, &e))
+		fail_msg("drl_async_new: %s", e.message);
+	return a;
+}
+
 /* A random sequence of costs, keys and time steps through the async API
  * on tx=module and on tx=lua: the same outcome at every step; the
  * module's calls were started (no worker) and sent DRL.TWIN, never a
@@ -645,15 +665,8 @@ static void test_async_differential(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	char um[96], ul[96];
-	snprintf(um, sizeof um, "redis://127.0.0.1:%d?tx=module", srv.port);
-	snprintf(ul, sizeof ul, "redis://127.0.0.1:%d?tx=lua", srv.port);
-	drl_store *sm = tu_store(um), *sl = tu_store(ul);
-	drl_async *a = NULL;
-	drl_error e = {0};
-	drl_async_opts o = {.threads = 2};
-	if (drl_async_new(&a, &o, &e))
-		fail_msg("drl_async_new: %s", e.message);
+	drl_store *sm, *sl;
+	drl_async *a = async_open("module", &sm, &sl);
 	unsigned seed = 4321;
 	for (size_t i = 0; i < NASYNC; i++) {
 		char pm[32], pl[32];
@@ -882,6 +895,187 @@ static void test_no_module(void **state)
 	drl_fixture_stop(&plain);
 }
 
+/* ---- tx=auto ---------------------------------------------------------- */
+
+static const char *const auto_specs[] = {
+	"token_bucket:5/1s,burst=7",
+	"gcra:4/700ms,burst=3",
+	"token_bucket:6/2s,on_change=scale,version=2",
+	"sliding_log:4/1s",
+	"fixed_window:5/1s", /* counters: plain commands, no script */
+	"subwindow:6/1s,subwindows=4,trailing=1",
+};
+#define NAUTO (sizeof auto_specs / sizeof auto_specs[0])
+#define AUTO_STEPS (STEPS / 4)
+
+/* Whether spec's limit is counted (no DRL.TWIN nor EVALSHA under tx=auto). */
+static bool auto_counted(const char *spec)
+{
+	return strncmp(spec, "fixed_window", 12) == 0 ||
+	       strncmp(spec, "subwindow", 9) == 0;
+}
+
+/* One random sequence (seeded: the same every call) of costs (0: a peek)
+ * and time steps (backwards now and then) on l, results into res[]. */
+static void auto_sequence(drl_limiter *l, const char *spec,
+			  drl_result res[AUTO_STEPS])
+{
+	uint64_t keep = rnd_state;
+	rnd_state = 0x2545f4914f6cdd1du;
+	int64_t now = INT64_C(1700000000000000);
+	for (int i = 0; i < AUTO_STEPS; i++) {
+		uint64_t r = rnd();
+		if (r % 10 == 0)
+			now -= (int64_t)(rnd() % (SEC / 5));
+		else
+			now += (int64_t)(rnd() % (SEC / 4));
+		allow_at(l, now, (int64_t)(r % 4), &res[i], spec);
+	}
+	rnd_state = keep;
+}
+
+/* Calls of `cmd` on the server behind context c, since its last
+ * CONFIG RESETSTAT. */
+static long calls_on(redisContext *c, const char *cmd)
+{
+	redisContext *keep = rc_;
+	rc_ = c;
+	long n = command_calls(cmd);
+	rc_ = keep;
+	return n;
+}
+
+/* tx=auto at port (uri options opts) decides every spec as tx=lua and
+ * memory:// do on one random sequence; with `module`, token_bucket, gcra
+ * and sliding_log by DRL.TWIN and no EVALSHA, else by EVALSHA; counters
+ * by neither. */
+static void auto_check(int port, const char *opts, bool module)
+{
+	char ua[128], ul[128];
+	snprintf(ua, sizeof ua, "redis://127.0.0.1:%d?tx=auto%s", port, opts);
+	snprintf(ul, sizeof ul, "redis://127.0.0.1:%d?tx=lua", port);
+	drl_store *sa = tu_store(ua), *sl = tu_store(ul);
+	drl_store *sm = tu_store("memory://");
+	redisContext *c = redisConnect("127.0.0.1", port);
+	assert_true(c != NULL && c->err == 0);
+	for (size_t i = 0; i < NAUTO; i++) {
+		const char *spec = auto_specs[i];
+		char pa[32], pl[32];
+		snprintf(pa, sizeof pa, "au%zu%s:", i, opts);
+		snprintf(pl, sizeof pl, "lu%zu%s:", i, opts);
+		drl_limiter *la = tu_limiter(sa, spec, pa);
+		drl_limiter *ll = tu_limiter(sl, spec, pl);
+		drl_limiter *lm = tu_limiter(sm, spec, pa);
+		drl_result ra[AUTO_STEPS], rl[AUTO_STEPS], rm[AUTO_STEPS];
+		freeReplyObject(redisCommand(c, "CONFIG RESETSTAT"));
+		auto_sequence(la, spec, ra);
+		long twin = calls_on(c, "drl.twin");
+		long sha = calls_on(c, "evalsha");
+		auto_sequence(ll, spec, rl);
+		auto_sequence(lm, spec, rm);
+		for (int k = 0; k < AUTO_STEPS; k++) {
+			assert_same(&rl[k], &ra[k], "tx=auto vs tx=lua", spec,
+				    k);
+			assert_same(&rm[k], &ra[k], "tx=auto vs memory", spec,
+				    k);
+		}
+		if (auto_counted(spec)) {
+			assert_int_equal(twin, 0);
+			assert_int_equal(sha, 0);
+		} else if (module) {
+			if (twin != AUTO_STEPS || sha != 0)
+				fail_msg("%s tx=auto%s: %ld DRL.TWIN, %ld "
+					 "EVALSHA for %d decisions",
+					 spec, opts, twin, sha, AUTO_STEPS);
+		} else {
+			assert_int_equal(twin, 0);
+			assert_true(sha >= AUTO_STEPS);
+		}
+		drl_limiter_free(la);
+		drl_limiter_free(ll);
+		drl_limiter_free(lm);
+	}
+	redisFree(c);
+	drl_store_free(sa);
+	drl_store_free(sl);
+	drl_store_free(sm);
+}
+
+/* tx=auto on a server with the module sends DRL.TWIN (the shared
+ * connections, and a pooled connection of its own: pipelines=0), on
+ * one without it EVALSHA: the same decisions as tx=lua either way. */
+static void test_auto(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	auto_check(srv.port, "", true);
+	auto_check(srv.port, "&pipelines=0", true);
+	drl_server plain;
+	assert_int_equal(drl_fixture_redis_start(&plain, NULL), 0);
+	auto_check(plain.port, "", false);
+	auto_check(plain.port, "&pipelines=0", false);
+	drl_fixture_stop(&plain);
+}
+
+/* The async API on tx=auto (started calls, on the context's channel)
+ * decides what tx=lua does on a random sequence; with the module, the
+ * state algorithms by DRL.TWIN and never EVALSHA. */
+static void test_auto_async(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	drl_store *sa, *sl;
+	drl_async *a = async_open("auto", &sa, &sl);
+	for (size_t i = 0; i < NASYNC; i++) {
+		const char *spec = async_specs[i];
+		char pa[32], pl[32];
+		snprintf(pa, sizeof pa, "xa%zu:", i);
+		snprintf(pl, sizeof pl, "xl%zu:", i);
+		drl_limiter *la = tu_limiter(sa, spec, pa);
+		drl_limiter *ll = tu_limiter(sl, spec, pl);
+		const char *why = NULL;
+		if (!drl_async_path(la, &why))
+			fail_msg("%s on tx=auto: a worker decides: %s", spec,
+				 why ? why : "?");
+		async_one ra[AUTO_STEPS];
+		unsigned seed = 977;
+		int64_t now = INT64_C(1700000000000000);
+		reset_stats();
+		for (int k = 0; k < AUTO_STEPS; k++) {
+			now += (int64_t)(rand_r(&seed) % 300) * 1000;
+			int64_t cost = 1 + rand_r(&seed) % 3;
+			const char *key = rand_r(&seed) % 4 ? "k1" : "k2";
+			ra[k] = async_decide(a, la, key, cost, now);
+		}
+		long twin = command_calls("drl.twin");
+		long sha = command_calls("evalsha");
+		if (auto_counted(spec) ||
+		    strncmp(spec, "sliding_window", 14) == 0) {
+			assert_int_equal(twin, 0);
+		} else if (twin != AUTO_STEPS || sha != 0) {
+			fail_msg("%s async tx=auto: %ld DRL.TWIN, %ld EVALSHA "
+				 "for %d decisions",
+				 spec, twin, sha, AUTO_STEPS);
+		}
+		seed = 977;
+		now = INT64_C(1700000000000000);
+		for (int k = 0; k < AUTO_STEPS; k++) {
+			now += (int64_t)(rand_r(&seed) % 300) * 1000;
+			int64_t cost = 1 + rand_r(&seed) % 3;
+			const char *key = rand_r(&seed) % 4 ? "k1" : "k2";
+			async_one l = async_decide(a, ll, key, cost, now);
+			async_same(ra[k].rc, &ra[k].result, &ra[k].err, l.rc,
+				   &l.result, &l.err, spec, k);
+		}
+		drl_limiter_free(la);
+		drl_limiter_free(ll);
+	}
+	assert_int_equal(drl_async_pending(a), 0);
+	drl_async_free(a);
+	drl_store_free(sa);
+	drl_store_free(sl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -895,6 +1089,8 @@ int main(void)
 		cmocka_unit_test(test_async_differential),
 		cmocka_unit_test(test_async_hot_key),
 		cmocka_unit_test(test_no_module),
+		cmocka_unit_test(test_auto),
+		cmocka_unit_test(test_auto_async),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
