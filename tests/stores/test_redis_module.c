@@ -27,6 +27,7 @@
 #include "internal.h"
 #include "async_check.h"
 #include "hot_key.h"
+#include "redis_info.h"
 #include "server_fixture.h"
 #include "testutil.h"
 
@@ -934,17 +935,6 @@ static void auto_sequence(drl_limiter *l, const char *spec,
 	rnd_state = keep;
 }
 
-/* Calls of `cmd` on the server behind context c, since its last
- * CONFIG RESETSTAT. */
-static long calls_on(redisContext *c, const char *cmd)
-{
-	redisContext *keep = rc_;
-	rc_ = c;
-	long n = command_calls(cmd);
-	rc_ = keep;
-	return n;
-}
-
 /* tx=auto at port (uri options opts) decides every spec as tx=lua and
  * memory:// do on one random sequence; with `module`, token_bucket, gcra
  * and sliding_log by DRL.TWIN and no EVALSHA, else by EVALSHA; counters
@@ -956,8 +946,7 @@ static void auto_check(int port, const char *opts, bool module)
 	snprintf(ul, sizeof ul, "redis://127.0.0.1:%d?tx=lua", port);
 	drl_store *sa = tu_store(ua), *sl = tu_store(ul);
 	drl_store *sm = tu_store("memory://");
-	redisContext *c = redisConnect("127.0.0.1", port);
-	assert_true(c != NULL && c->err == 0);
+	redisContext *c = redis_raw_open(port);
 	for (size_t i = 0; i < NAUTO; i++) {
 		const char *spec = auto_specs[i];
 		char pa[32], pl[32];
@@ -969,8 +958,8 @@ static void auto_check(int port, const char *opts, bool module)
 		drl_result ra[AUTO_STEPS], rl[AUTO_STEPS], rm[AUTO_STEPS];
 		freeReplyObject(redisCommand(c, "CONFIG RESETSTAT"));
 		auto_sequence(la, spec, ra);
-		long twin = calls_on(c, "drl.twin");
-		long sha = calls_on(c, "evalsha");
+		long long twin = redis_cmd_calls(c, "drl.twin");
+		long long sha = redis_cmd_calls(c, "evalsha");
 		auto_sequence(ll, spec, rl);
 		auto_sequence(lm, spec, rm);
 		for (int k = 0; k < AUTO_STEPS; k++) {
@@ -984,7 +973,7 @@ static void auto_check(int port, const char *opts, bool module)
 			assert_int_equal(sha, 0);
 		} else if (module) {
 			if (twin != AUTO_STEPS || sha != 0)
-				fail_msg("%s tx=auto%s: %ld DRL.TWIN, %ld "
+				fail_msg("%s tx=auto%s: %lld DRL.TWIN, %lld "
 					 "EVALSHA for %d decisions",
 					 spec, opts, twin, sha, AUTO_STEPS);
 		} else {
