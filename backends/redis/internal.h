@@ -171,8 +171,10 @@ struct rreq {
 	 * (DRL.TWIN when it has the module, EVALSHA otherwise), or NULL:
 	 * buf is final. Whoever writes q calls form(s, q, twin, err) first,
 	 * each time q is to go out, with whether that connection has
-	 * DRL.TWIN: 0 with buf, len and what set for it, or an error (q
-	 * fails unsent). */
+	 * DRL.TWIN: 0 with buf, len and what set for it, or an error (on
+	 * a pipe q fails unsent; a channel sends q as it was formatted:
+	 * the error is out of memory, and a DRL.TWIN on a server without
+	 * it is refused unrun). */
 	rreq_form_fn form;
 	void *form_arg;
 };
