@@ -56,8 +56,9 @@ struct drl_channel {
 	conn *dead;
 };
 
-/* A connection's setup (AUTH, SELECT, PING), sent ahead of the calls on
- * it: the first call on the channel's list then. */
+/* A connection's setup (AUTH, SELECT, PING; tx=auto: COMMAND INFO
+ * drl.twin, whose answer goes to the connection's twin), sent ahead of
+ * the calls on it: the first call on the channel's list then. */
 typedef struct setup {
 	rreq q; /* first */
 	redisReply *r[DRL__REDIS_SETUP_MAX];

@@ -5,7 +5,9 @@
  * A connection is opened within what is left of the call's deadline,
  * given the command timeout, and set up with AUTH, SELECT and PING in one
  * round trip (drl__redis_conn_open); a pooled one idle for a while is
- * checked for a server that closed it (drl__redis_conn_stale). A call
+ * checked for a server that closed it (drl__redis_conn_stale). Under
+ * tx=auto a connection asks its server once whether it has the module's
+ * DRL.TWIN (drl__redis_conn_probe, or in a channel's setup). A call
  * queues its commands (drl__redis_conn_append: on the context, behind
  * ASKING when the call asks) and reads their replies by its deadline
  * (drl__redis_conn_collect, drl__redis_get_reply). Context errors, unreadable
