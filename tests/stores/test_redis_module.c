@@ -20,7 +20,8 @@
  * A server without the module: tx=module fails with a clear error.
  * tx=auto: DRL.TWIN for token_bucket, gcra and sliding_log where the
  * server has the module (blocking, shared or pooled connections, and
- * started calls), EVALSHA where it has not, the same decisions as tx=lua.
+ * started calls), EVALSHA where it has not, the same decisions as tx=lua;
+ * a connection asks once, a new one after a drop asks again.
  *
  * Under CI=true a missing redis-server or module fails; otherwise skips.
  */
@@ -1006,6 +1007,48 @@ static void test_auto(void **state)
 	drl_fixture_stop(&plain);
 }
 
+/* tx=auto asks a connection once (COMMAND INFO drl.twin) however many
+ * calls it carries, and asks again on the connection made after the
+ * server dropped it. */
+static void test_auto_asks_once(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char uri[96];
+	snprintf(uri, sizeof uri,
+		 "redis://127.0.0.1:%d?tx=auto&pipelines=0&pool=1", srv.port);
+	drl_store *st = tu_store(uri);
+	drl_limiter *l = tu_limiter(st, "token_bucket:5/1s,burst=7", "once:");
+	redisContext *c = redis_raw_open(srv.port);
+	freeReplyObject(redisCommand(c, "CONFIG RESETSTAT"));
+	int64_t now = INT64_C(1700000000000000);
+	drl_result res;
+	for (int i = 0; i < 20; i++)
+		allow_at(l, now += 1000, 1, &res, "once");
+	assert_int_equal(redis_cmd_calls(c, "command|info"), 1);
+	assert_int_equal(redis_cmd_calls(c, "drl.twin"), 20);
+	/* the server drops every other client: the pooled connection is
+	 * gone, the next one asks again (a call on the dead one may fail:
+	 * at most a few are tried) */
+	redisReply *k = redisCommand(c, "CLIENT KILL TYPE normal SKIPME yes");
+	assert_non_null(k);
+	assert_int_equal(k->type, REDIS_REPLY_INTEGER);
+	assert_true(k->integer >= 1);
+	freeReplyObject(k);
+	redisFree(rc_); /* the group's connection went too */
+	rc_ = redis_raw_open(srv.port);
+	int ok = 0;
+	for (int i = 0; i < 5 && !ok; i++) {
+		drl_error e = {0};
+		ok = drl_allow_at(l, "u", 1, 1, now += 1000, &res, &e) == 0;
+	}
+	assert_true(ok);
+	assert_int_equal(redis_cmd_calls(c, "command|info"), 2);
+	redisFree(c);
+	drl_limiter_free(l);
+	drl_store_free(st);
+}
+
 /* The async API on tx=auto (started calls, on the context's channel)
  * decides what tx=lua does on a random sequence; with the module, the
  * state algorithms by DRL.TWIN and never EVALSHA. */
@@ -1079,6 +1122,7 @@ int main(void)
 		cmocka_unit_test(test_async_hot_key),
 		cmocka_unit_test(test_no_module),
 		cmocka_unit_test(test_auto),
+		cmocka_unit_test(test_auto_asks_once),
 		cmocka_unit_test(test_auto_async),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
