@@ -267,7 +267,7 @@ static const char *uri_of(char *buf, size_t cap, const mx_store *s, bool down)
 	/* Up: a timeout no slow machine reaches (this is about admissions,
 	 * not deadlines); down: short, though a refused connect needs none. */
 	snprintf(more, sizeof more, "timeout_ms=%lld%s",
-		 (long long)tu_bound_ms(down ? 100 : 1000),
+		 (long long)tu_bound_ms(down ? 100 : 5000),
 		 down ? "&connect=lazy" : "");
 	snprintf(buf, cap, "%s://%s%s?%s%s%s", how[s->server].scheme, hosts,
 		 how[s->server].master, more, s->options, tls);
