@@ -151,6 +151,31 @@ static int64_t first_live(const drl__limit *lim, const log_view *v, int64_t now)
 static void put_trailer(const drl__limit *lim, unsigned char *out, int64_t n,
 			size_t *outlen);
 
+/* The live part of a log at now: its first live entry, their counts'
+ * sum, the newest one's time (-1: none). */
+typedef struct live {
+	int64_t first, used, newest;
+} live;
+
+/* Read the stored log (read_log), settle which numbers decide it
+ * (settle, into *eff) and count its live part at call->now into *l:
+ * settle's 1 or 0, or DRL_ECORRUPT (in call->err). */
+static int load(const drl__limit *lim, const drl__call *call, const void *old,
+		size_t oldlen, log_view *v, drl__limit *eff, live *l)
+{
+	if (read_log(lim, old, oldlen, v))
+		return drl__state_corrupt(lim, call);
+	int changed = settle(lim, call, v, eff);
+	if (changed < 0)
+		return changed;
+	l->first = first_live(lim, v, call->now);
+	l->used = 0;
+	for (int64_t i = l->first; i < v->n; i++)
+		l->used += count_at(v, i);
+	l->newest = v->n > l->first ? ts_at(v, v->n - 1) : -1;
+	return changed;
+}
+
 /* Write entries [from, n) of v, then (stamp, add) merged or appended when
  * add > 0; entries whose count drops to 0 through `add < 0` vanish. The
  * trailer records lim's LIMIT and version. */
@@ -243,16 +268,12 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 	(void)cap;
 	log_view v;
 	drl__limit eff;
-	if (read_log(lim, old, oldlen, &v))
-		return drl__state_corrupt(lim, call);
-	int changed = settle(lim, call, &v, &eff);
+	live l;
+	int changed = load(lim, call, old, oldlen, &v, &eff, &l);
 	if (changed < 0)
 		return changed;
 	int64_t now = call->now, cost = call->cost, limit = eff.limit;
-	int64_t first = first_live(&eff, &v, now), used = 0;
-	for (int64_t i = first; i < v.n; i++)
-		used += count_at(&v, i);
-	int64_t newest = v.n > first ? ts_at(&v, v.n - 1) : -1;
+	int64_t first = l.first, used = l.used, newest = l.newest;
 	int64_t reset = newest < 0 ? 0 : newest + eff.period_us - now;
 	int64_t retry = 0;
 	if (cost <= limit && used + cost > limit) {
@@ -346,15 +367,12 @@ static int adjust_step(const drl__limit *lim, const drl__call *call,
 	(void)cap;
 	log_view v;
 	drl__limit eff;
-	if (read_log(lim, old, oldlen, &v))
-		return drl__state_corrupt(lim, call);
-	int rc = settle(lim, call, &v, &eff);
+	live l;
+	int rc = load(lim, call, old, oldlen, &v, &eff, &l);
 	if (rc < 0)
 		return rc;
-	int64_t now = call->now, first = first_live(lim, &v, now), used = 0;
-	for (int64_t i = first; i < v.n; i++)
-		used += count_at(&v, i);
-	int64_t newest = v.n > first ? ts_at(&v, v.n - 1) : -1;
+	int64_t now = call->now, first = l.first, used = l.used;
+	int64_t newest = l.newest;
 	unsigned char *o = out;
 	if (call->delta > 0) {
 		int64_t add = drl__min64(call->delta,

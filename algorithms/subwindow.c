@@ -590,16 +590,10 @@ int drl__counter_adjust(const drl__limit *lim, const drl__call *call,
 	plan p;
 	plan_keys pk;
 	plan_make(lim, call, &p, &pk);
-	if (drl__script_usable(lim, call)) {
-		/* the twin's adjust mode: atomic on the server */
-		int rc = drl__script_decide(lim, call, p.grouped ? 0 : p.nkeys,
-					    pk.keys, res, &undo);
-		if (rc != DRL_BACKEND_ESPLIT)
-			return rc;
-	}
-	drl__call c = *call;
-	int rc = drl__call_now(call, &c.now);
-	if (rc)
+	drl__call c;
+	int rc = drl__adjust_twin(lim, call, p.grouped ? 0 : p.nkeys, pk.keys,
+				  res, &c);
+	if (rc != 1)
 		return rc;
 	plan_make(lim, &c, &p, &pk);
 	rc = c.delta > 0 ? penalize(lim, &c, &p, &pk) : reward(&c, &p, &pk);

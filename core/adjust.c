@@ -12,6 +12,23 @@
  */
 #include "internal.h"
 
+int drl__adjust_twin(const drl__limit *lim, const drl__call *call,
+		     size_t nderived, const drl_bytes *derived, drl_result *res,
+		     drl__call *c)
+{
+	drl__undo undo;
+	if (drl__script_usable(lim, call)) {
+		/* the twin's adjust mode: atomic on the server */
+		int rc = drl__script_decide(lim, call, nderived, derived, res,
+					    &undo);
+		if (rc != DRL_BACKEND_ESPLIT)
+			return rc;
+	}
+	*c = *call;
+	int rc = drl__call_now(call, &c->now);
+	return rc ? rc : 1;
+}
+
 /* Checked arguments: the request's steps (core/decision.c). */
 static int adjust(drl_limiter *l, const void *key, size_t keylen, int64_t delta,
 		  int64_t now_us, drl_result *result, drl_error *err)

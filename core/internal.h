@@ -342,6 +342,9 @@ typedef struct drl__algorithm {
 	int (*adjust)(const drl__limit *lim, const drl__call *call,
 		      drl_result *res);
 	drl__step_fn adjust_step;
+	/* token_bucket, gcra: their state's encoding, read by the bucket
+	 * engine they share (DRL__BUCKET_ENGINE); NULL for the others. */
+	const struct drl__bucket_codec *codec;
 } drl__algorithm;
 
 /* Why the counters take on_change=keep_used alone. */
@@ -412,6 +415,13 @@ int drl__state_refund(const drl__limit *lim, const drl__call *call,
  * mode where it runs, else lim->algo->adjust_step as decide runs step. */
 int drl__state_adjust(const drl__limit *lim, const drl__call *call,
 		      drl_result *res);
+/* The start of every algorithm's adjust: the twin's adjust mode where
+ * the twin runs (drl__script_decide with the derived keys; its answer in
+ * *res, returned: 0 or an error), else 1 with *c, call at its time
+ * (drl__call_now), for the algorithm to move its state itself. */
+int drl__adjust_twin(const drl__limit *lim, const drl__call *call,
+		     size_t nderived, const drl_bytes *derived, drl_result *res,
+		     drl__call *c);
 /* The most a penalty leaves used: twice the capacity (LIMIT, or burst). */
 static inline int64_t drl__adjust_cap(const drl__limit *lim)
 {
@@ -502,6 +512,55 @@ int drl__params_settle(const drl__limit *lim, const drl__params_at *at,
  * old_burst to one of lim->burst by lim->on_change. */
 drl__i128 drl__params_convert(const drl__limit *lim, int64_t old_burst,
 			      drl__i128 level);
+
+/* The bucket engine (algorithms/bucket.c): token_bucket and gcra are one
+ * bucket of burst tokens refilled at LIMIT per PERIOD, stored in
+ * DRL__BUCKET_STATE_LEN bytes: a tag byte, 24 bytes of their own, the
+ * parameters (DRL__PARAMS_LEN). The bucket: its level in units of 1/PERIOD
+ * token (within +-burst x PERIOD) at time `last` (µs). */
+#define DRL__BUCKET_STATE_LEN 57
+typedef struct drl__bucket {
+	drl__i128 level;
+	int64_t last;
+} drl__bucket;
+/* An algorithm's encoding of the bucket: decode reads the 24 bytes at p,
+ * recorded under the parameters *at, into *bk (level in at's burst; 0, or
+ * nonzero for bytes it never writes: the engine checks the level's and
+ * `last`'s bounds); encode writes bk, under lim's numbers, to p. */
+typedef struct drl__bucket_codec {
+	unsigned char tag;
+	int (*decode)(const drl__limit *lim, const drl__params_at *at,
+		      const unsigned char *p, drl__bucket *bk);
+	void (*encode)(const drl__limit *lim, const drl__bucket *bk,
+		       unsigned char *p);
+} drl__bucket_codec;
+int drl__bucket_step(const drl__limit *lim, const drl__call *call,
+		     const void *old, size_t oldlen, void *out, size_t cap,
+		     size_t *outlen, int64_t *ttl_us, drl_result *res,
+		     drl__undo *undo);
+int drl__bucket_refund(const drl__limit *lim, const drl__call *call,
+		       const void *old, size_t oldlen, void *out, size_t cap,
+		       size_t *outlen, int64_t *ttl_us, drl_result *res,
+		       drl__undo *undo);
+int drl__bucket_adjust(const drl__limit *lim, const drl__call *call,
+		       const void *old, size_t oldlen, void *out, size_t cap,
+		       size_t *outlen, int64_t *ttl_us, drl_result *res,
+		       drl__undo *undo);
+int drl__bucket_answer(const drl__limit *lim, const drl__call *call,
+		       const int64_t *out, size_t nret, drl_result *res,
+		       drl__undo *undo, drl_error *err);
+/* The slots of an algorithm on the bucket engine, codec its encoding;
+ * its table names it, then its own name, tag and twins (which answer
+ * what drl__bucket_answer reads and take the change rules: 6 arguments). */
+#define DRL__BUCKET_ENGINE(codec_)                                             \
+	DRL__STATE_ENGINE,                                                     \
+		.keeps_params = true, .changes = DRL__PARAMS_CHANGES,          \
+		.option = drl__burst_option, .finish = drl__burst_finish,      \
+		.step = drl__bucket_step, .unstep = drl__bucket_refund,        \
+		.adjust_step = drl__bucket_adjust,                             \
+		.state_len = DRL__BUCKET_STATE_LEN,                            \
+		.lua_answer = drl__bucket_answer, .lua_nargs = 6,              \
+		.codec = (codec_)
 
 /* Largest counter value a counter algorithm accepts from a store: legit
  * counts stay near LIMIT (<= 1e9); anything beyond this is not ours, and

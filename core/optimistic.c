@@ -217,14 +217,9 @@ int drl__state_adjust(const drl__limit *lim, const drl__call *call,
 		      drl_result *res)
 {
 	drl__undo undo;
-	if (drl__script_usable(lim, call)) {
-		int rc = drl__script_decide(lim, call, 0, NULL, res, &undo);
-		if (rc != DRL_BACKEND_ESPLIT)
-			return rc;
-	}
-	drl__call c = *call;
-	int rc = drl__call_now(call, &c.now);
-	if (rc)
+	drl__call c;
+	int rc = drl__adjust_twin(lim, call, 0, NULL, res, &c);
+	if (rc != 1)
 		return rc;
 	return run(lim, &c, lim->algo->adjust_step, res, &undo);
 }

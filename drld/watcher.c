@@ -2,6 +2,7 @@
  * libraries for it (libinotifytools) add nothing a dozen lines of
  * read() and a table of watches do not. */
 #include "watcher.h"
+#include "stopper.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -12,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,8 +35,8 @@ struct watched {
 };
 
 struct drld_watcher {
-	int ifd, stopfd;
-	pthread_t thread;
+	int ifd;
+	struct drld_stopper stop;
 	void (*fn)(void *arg);
 	void *arg;
 	struct watched w[WATCHED_MAX];
@@ -182,7 +182,7 @@ static bool read_events(struct drld_watcher *wt)
 static void *run(void *arg)
 {
 	struct drld_watcher *wt = arg;
-	struct pollfd pf[2] = {{wt->ifd, POLLIN, 0}, {wt->stopfd, POLLIN, 0}};
+	struct pollfd pf[2] = {{wt->ifd, POLLIN, 0}, {wt->stop.fd, POLLIN, 0}};
 
 	(void)pthread_setname_np(pthread_self(), "drld-watch");
 	for (;;) {
@@ -210,8 +210,7 @@ int drld_watcher_start(struct drld_watcher **out, const char *const *paths,
 	wt->fn = fn;
 	wt->arg = arg;
 	wt->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	wt->stopfd = eventfd(0, EFD_CLOEXEC);
-	if (wt->ifd < 0 || wt->stopfd < 0) {
+	if (wt->ifd < 0) {
 		snprintf(msg, msglen, "inotify: %s", strerror(errno));
 		goto fail;
 	}
@@ -227,7 +226,7 @@ int drld_watcher_start(struct drld_watcher **out, const char *const *paths,
 			goto fail;
 		}
 	}
-	int rc = pthread_create(&wt->thread, NULL, run, wt);
+	int rc = drld_stopper_start(&wt->stop, run, wt);
 	if (rc != 0) {
 		snprintf(msg, msglen, "watcher thread: %s", strerror(rc));
 		goto fail;
@@ -237,22 +236,15 @@ int drld_watcher_start(struct drld_watcher **out, const char *const *paths,
 fail:
 	if (wt->ifd >= 0)
 		close(wt->ifd);
-	if (wt->stopfd >= 0)
-		close(wt->stopfd);
 	free(wt);
 	return -1;
 }
 
 void drld_watcher_stop(struct drld_watcher *wt)
 {
-	uint64_t one = 1;
-
 	if (wt == NULL)
 		return;
-	if (write(wt->stopfd, &one, sizeof one) != (ssize_t)sizeof one)
-		perror("drld: stopping the config watcher");
-	pthread_join(wt->thread, NULL);
+	drld_stopper_stop(&wt->stop, "the config watcher");
 	close(wt->ifd);
-	close(wt->stopfd);
 	free(wt);
 }

@@ -667,6 +667,18 @@ static int add_seeds(cstore *cs, const char *hosts, drl_error *err)
 	}
 }
 
+static const drl_backend c_methods = {
+	.destroy = c_destroy,
+	.incr = c_incr,
+	.get_many = c_get_many,
+	.load = c_load,
+	.cas = c_cas,
+	.eval = c_eval,
+	.now = c_now,
+	.del = c_del,
+	.trim = c_trim,
+};
+
 int drl__redis_cluster_open(drl_backend **out, drl_uri *uri, drl_error *err)
 {
 	*out = NULL;
@@ -688,17 +700,8 @@ int drl__redis_cluster_open(drl_backend **out, drl_uri *uri, drl_error *err)
 		 * script derived would be created on the wrong side). */
 		cs->parent.caps &= ~(unsigned)DRL_CAP_BATCH;
 		cs->parent.caps |= DRL_CAP_DECLARED_KEYS;
-		cs->parent.destroy = c_destroy;
-		cs->parent.incr = c_incr;
-		cs->parent.get_many = c_get_many;
-		cs->parent.load = c_load;
-		cs->parent.cas = c_cas;
-		cs->parent.update = NULL;
-		cs->parent.eval = cs->tmpl->eval ? c_eval : NULL;
-		cs->parent.now = cs->tmpl->now ? c_now : NULL;
-		cs->parent.del = cs->tmpl->del ? c_del : NULL;
-		cs->parent.trim = cs->tmpl->trim ? c_trim : NULL;
-		cs->parent.trim_start = NULL; /* no started calls */
+		/* no started calls: c_methods has none */
+		drl__redis_fwd_methods(&cs->parent, cs->tmpl, &c_methods);
 		rc = add_seeds(cs, drl_uri_hosts(uri), err);
 	}
 	if (rc == 0 && !drl__redis_template_lazy(cs->tmpl))

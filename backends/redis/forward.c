@@ -58,3 +58,24 @@ int drl__redis_fwd_trim(drl_backend *node, void *fwd, drl_error *err)
 	drl__redis_fwd *a = fwd;
 	return node->trim(node, a->n, a->keys, a->ttl_us, err);
 }
+
+#define OFFER(slot) parent->slot = tmpl->slot ? own->slot : NULL
+
+void drl__redis_fwd_methods(drl_backend *parent, const drl_backend *tmpl,
+			    const drl_backend *own)
+{
+	OFFER(destroy);
+	OFFER(incr);
+	OFFER(get_many);
+	OFFER(load);
+	OFFER(cas);
+	parent->update = NULL;
+	OFFER(eval);
+	OFFER(now);
+	OFFER(del);
+	OFFER(add_read);
+	OFFER(eval_start);
+	OFFER(add_read_start);
+	OFFER(trim);
+	OFFER(trim_start);
+}

@@ -41,4 +41,12 @@ int drl__redis_fwd_del(drl_backend *node, void *fwd, drl_error *err);
 int drl__redis_fwd_add_read(drl_backend *node, void *fwd, drl_error *err);
 int drl__redis_fwd_trim(drl_backend *node, void *fwd, drl_error *err);
 
+/* Fill the method slots of parent, a forwarding store, with own's: each
+ * one where tmpl (the store its nodes are) offers it (every store offers
+ * the five it must have) and own has it; update never (a forwarding store
+ * has no atomic update of its own). The slots it does not name (channels)
+ * are left as they are. */
+void drl__redis_fwd_methods(drl_backend *parent, const drl_backend *tmpl,
+			    const drl_backend *own);
+
 #endif /* DRL_REDIS_FORWARD_H */

@@ -899,6 +899,22 @@ static int start_resolver(sstore *ss)
 	return 0;
 }
 
+static const drl_backend s_methods = {
+	.destroy = s_destroy,
+	.incr = s_incr,
+	.get_many = s_get_many,
+	.load = s_load,
+	.cas = s_cas,
+	.eval = s_eval,
+	.now = s_now,
+	.del = s_del,
+	.add_read = s_add_read,
+	.eval_start = s_eval_start,
+	.add_read_start = s_add_read_start,
+	.trim = s_trim,
+	.trim_start = s_trim_start,
+};
+
 int drl__redis_sentinel_open(drl_backend **out, drl_uri *uri, drl_error *err)
 {
 	*out = NULL;
@@ -923,23 +939,7 @@ int drl__redis_sentinel_open(drl_backend **out, drl_uri *uri, drl_error *err)
 		ss->parent = (drl_backend){.version = ss->tmpl->version,
 					   .caps = ss->tmpl->caps};
 		ss->parent.name = "redis-sentinel";
-		ss->parent.destroy = s_destroy;
-		ss->parent.incr = s_incr;
-		ss->parent.get_many = s_get_many;
-		ss->parent.load = s_load;
-		ss->parent.cas = s_cas;
-		ss->parent.update = NULL;
-		ss->parent.eval = ss->tmpl->eval ? s_eval : NULL;
-		ss->parent.now = ss->tmpl->now ? s_now : NULL;
-		ss->parent.del = ss->tmpl->del ? s_del : NULL;
-		ss->parent.add_read = ss->tmpl->add_read ? s_add_read : NULL;
-		ss->parent.eval_start =
-			ss->tmpl->eval_start ? s_eval_start : NULL;
-		ss->parent.add_read_start =
-			ss->tmpl->add_read_start ? s_add_read_start : NULL;
-		ss->parent.trim = ss->tmpl->trim ? s_trim : NULL;
-		ss->parent.trim_start =
-			ss->tmpl->trim_start ? s_trim_start : NULL;
+		drl__redis_fwd_methods(&ss->parent, ss->tmpl, &s_methods);
 		if (!drl__redis_template_lazy(ss->tmpl))
 			rc = resolve(ss, err);
 	}

@@ -2,6 +2,7 @@
 #include "acceptor.h"
 
 #include "listen_addr.h"
+#include "stopper.h"
 
 #include <drl/drl.h>
 
@@ -16,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -56,14 +56,13 @@ struct pending {
 };
 
 struct drld_acceptor {
-	int fd;      /* the listening socket */
-	int stop_fd; /* eventfd: readable once drld_acceptor_stop() began */
+	int fd;                   /* the listening socket */
+	struct drld_stopper stop; /* its fd readable once stopping began */
 	bool tcp;
 	unsigned port;
 	char path[DRLD_UNIX_PATH_MAX + 1]; /* a unix socket's file, or "" */
 	drld_accept_fn *deal;
 	void *arg;
-	pthread_t thread;
 	bool failing; /* said so on stderr; until a connection is accepted */
 	unsigned preface_ms; /* a connection's time to send its preface */
 	int fd_line;         /* a descriptor from here on is over the reserve */
@@ -264,7 +263,7 @@ static void *run(void *arg)
 		struct pollfd *p = a->pfd;
 		size_t np = a->npend;
 
-		p[0] = (struct pollfd){a->stop_fd, POLLIN, 0};
+		p[0] = (struct pollfd){a->stop.fd, POLLIN, 0};
 		p[1] = (struct pollfd){a->fd, backoff ? 0 : POLLIN, 0};
 		for (size_t i = 0; i < np; i++)
 			p[2 + i] = (struct pollfd){
@@ -399,7 +398,7 @@ int drld_acceptor_start(struct drld_acceptor **out, const char *addr,
 		snprintf(msg, n, "out of memory");
 		return -1;
 	}
-	a->fd = a->stop_fd = -1;
+	a->fd = -1;
 	a->deal = deal;
 	a->closed = closed;
 	a->arg = arg;
@@ -418,9 +417,7 @@ int drld_acceptor_start(struct drld_acceptor **out, const char *addr,
 		snprintf(msg, n, "cannot listen (%s)", strerror(errno));
 		goto fail;
 	}
-	a->stop_fd = eventfd(0, EFD_CLOEXEC);
-	int rc = a->stop_fd < 0 ? errno
-				: pthread_create(&a->thread, NULL, run, a);
+	int rc = drld_stopper_start(&a->stop, run, a);
 	if (rc != 0) {
 		snprintf(msg, n, "cannot start the acceptor: %s", strerror(rc));
 		goto fail;
@@ -430,8 +427,6 @@ int drld_acceptor_start(struct drld_acceptor **out, const char *addr,
 fail:
 	if (a->fd >= 0)
 		close(a->fd);
-	if (a->stop_fd >= 0)
-		close(a->stop_fd);
 	if (a->path[0] != '\0')
 		(void)unlink(a->path);
 	free(a);
@@ -447,12 +442,8 @@ void drld_acceptor_stop(struct drld_acceptor *a)
 {
 	if (a == NULL)
 		return;
-	uint64_t one = 1;
-	while (write(a->stop_fd, &one, sizeof one) < 0 && errno == EINTR)
-		;
-	pthread_join(a->thread, NULL);
+	drld_stopper_stop(&a->stop, "the gRPC acceptor");
 	close(a->fd);
-	close(a->stop_fd);
 	if (a->path[0] != '\0')
 		(void)unlink(a->path);
 	free(a);

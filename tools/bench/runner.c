@@ -30,25 +30,30 @@ void bench_note_error(int *code, char *msg, int rc, const drl_error *err)
 		 err->message[0] ? err->message : drl_strerror(rc));
 }
 
+/* The first error of two tallies' kept: *code/msg unless it is none. */
+static void keep_first(int *code, char *msg, int other, const char *other_msg)
+{
+	if (*code == 0 && other != 0) {
+		*code = other;
+		bench_copy_msg(msg, MSG_MAX, other_msg);
+	}
+}
+
 void bench_tally_merge(tally *into, const tally *t)
 {
 	tl_hist_merge(&into->lat, &t->lat);
 	into->calls += t->calls;
 	into->allowed += t->allowed;
 	into->errors += t->errors;
-	if (into->first_err == 0 && t->first_err != 0) {
-		into->first_err = t->first_err;
-		bench_copy_msg(into->first_msg, MSG_MAX, t->first_msg);
-	}
+	keep_first(&into->first_err, into->first_msg, t->first_err,
+		   t->first_msg);
 	if (t->end_ns > into->end_ns)
 		into->end_ns = t->end_ns;
 	into->x_allowed += t->x_allowed;
 	into->x_denied += t->x_denied;
 	into->x_errors += t->x_errors;
-	if (into->x_first_err == 0 && t->x_first_err != 0) {
-		into->x_first_err = t->x_first_err;
-		bench_copy_msg(into->x_first_msg, MSG_MAX, t->x_first_msg);
-	}
+	keep_first(&into->x_first_err, into->x_first_msg, t->x_first_err,
+		   t->x_first_msg);
 }
 
 static void run_loop(worker *w)

@@ -64,51 +64,47 @@ typedef struct tl_opt {
 } tl_opt;
 
 /* Table rows. F is a field of the target struct type T. */
+/* What every row for a field fills: its names, type, the argument's name
+ * in --help, and where it writes. */
+#define TL__FIELD(LONG, SHORT, TYPE, ARG, T, F)                                \
+	.name = LONG, .short_name = SHORT, .type = TYPE, .arg = ARG,           \
+	.offset = offsetof(T, F), .size = sizeof(((T *)0)->F)
 #define TL_FLAG(LONG, SHORT, T, F, HELP)                                       \
 	{                                                                      \
-		.name = LONG, .short_name = SHORT, .type = TL_OPT_FLAG,        \
-		.offset = offsetof(T, F), .size = sizeof(((T *)0)->F),         \
-		.help = HELP                                                   \
+		TL__FIELD(LONG, SHORT, TL_OPT_FLAG, NULL, T, F), .help = HELP  \
 	}
 #define TL_STRING(LONG, SHORT, ARG, T, F, DFLT, HELP)                          \
 	{                                                                      \
-		.name = LONG, .short_name = SHORT, .type = TL_OPT_STRING,      \
-		.arg = ARG, .offset = offsetof(T, F),                          \
-		.size = sizeof(((T *)0)->F), .dflt = DFLT, .help = HELP        \
+		TL__FIELD(LONG, SHORT, TL_OPT_STRING, ARG, T, F),              \
+			.dflt = DFLT, .help = HELP                             \
 	}
 #define TL_UINT(LONG, SHORT, ARG, T, F, MIN, MAX, DFLT, HELP)                  \
 	{                                                                      \
-		.name = LONG, .short_name = SHORT, .type = TL_OPT_UINT,        \
-		.arg = ARG, .offset = offsetof(T, F),                          \
-		.size = sizeof(((T *)0)->F), .min = MIN, .max = MAX,           \
-		.dflt = DFLT, .help = HELP                                     \
+		TL__FIELD(LONG, SHORT, TL_OPT_UINT, ARG, T, F),                \
+			.min = MIN, .max = MAX, .dflt = DFLT, .help = HELP     \
 	}
 #define TL_SECONDS(LONG, SHORT, ARG, T, F, MIN_US, MAX_US, DFLT, HELP)         \
 	{                                                                      \
-		.name = LONG, .short_name = SHORT, .type = TL_OPT_SECONDS,     \
-		.arg = ARG, .offset = offsetof(T, F),                          \
-		.size = sizeof(((T *)0)->F), .min = MIN_US, .max = MAX_US,     \
-		.dflt = DFLT, .help = HELP                                     \
+		TL__FIELD(LONG, SHORT, TL_OPT_SECONDS, ARG, T, F),             \
+			.min = MIN_US, .max = MAX_US, .dflt = DFLT,            \
+			.help = HELP                                           \
 	}
 #define TL_NONEMPTY(LONG, SHORT, ARG, T, F, HELP)                              \
 	{                                                                      \
-		.name = LONG, .short_name = SHORT, .type = TL_OPT_STRING,      \
-		.arg = ARG, .offset = offsetof(T, F),                          \
-		.size = sizeof(((T *)0)->F), .min = 1, .help = HELP            \
+		TL__FIELD(LONG, SHORT, TL_OPT_STRING, ARG, T, F), .min = 1,    \
+								  .help = HELP \
 	}
 /* OPEN 1: MIN itself is refused. */
 #define TL_DOUBLE(LONG, SHORT, ARG, T, F, MIN, OPEN, MAX, DFLT, HELP)          \
 	{                                                                      \
-		.name = LONG, .short_name = SHORT, .type = TL_OPT_DOUBLE,      \
-		.arg = ARG, .offset = offsetof(T, F),                          \
-		.size = sizeof(((T *)0)->F), .dmin = MIN, .open_min = OPEN,    \
-		.dmax = MAX, .dflt = DFLT, .help = HELP                        \
+		TL__FIELD(LONG, SHORT, TL_OPT_DOUBLE, ARG, T, F),              \
+			.dmin = MIN, .open_min = OPEN, .dmax = MAX,            \
+			.dflt = DFLT, .help = HELP                             \
 	}
 #define TL_CHOICE(LONG, SHORT, ARG, T, F, CHOICES, HELP)                       \
 	{                                                                      \
-		.name = LONG, .short_name = SHORT, .type = TL_OPT_CHOICE,      \
-		.arg = ARG, .offset = offsetof(T, F),                          \
-		.size = sizeof(((T *)0)->F), .choices = CHOICES, .help = HELP  \
+		TL__FIELD(LONG, SHORT, TL_OPT_CHOICE, ARG, T, F),              \
+			.choices = CHOICES, .help = HELP                       \
 	}
 #define TL_CALL(LONG, SHORT, ARG, SET, EXPECT, HELP)                           \
 	{                                                                      \
