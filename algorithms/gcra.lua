@@ -10,12 +10,12 @@
 -- and written even when nothing is consumed when it was converted.
 -- Writes when the C step would, and answers the debt before the call, or
 -- {debt, ahead} when NEWEST is ahead of now, or {debt, ahead, limit,
--- burst} when a newer stored version decided: gcra.c's lua_answer judges
+-- burst} when a newer stored version decided: bucket.c's drl__bucket_answer judges
 -- those exactly as its step does (every field of the decision follows).
 -- The debt runs to 2 * full (a penalty's). Adjust mode (drl_adjust): A[8]
 -- (after all seven arguments, core/script.c) is the delta, the call a
 -- peek of cost 1; the debt moves by delta emission intervals within
--- 0..2 * full (adjust_step in gcra.c), is written, and the peek is
+-- 0..2 * full (drl__bucket_adjust in bucket.c), is written, and the peek is
 -- answered after it.
 local ahead, debt = 0, 0
 if blob then

@@ -8,7 +8,7 @@
 -- would, and answers what is used before the call, full - level
 -- (refilled; 0..2 * full, never negative: a batch reads a negative answer
 -- as a failure), or {used, ahead} when the last refill is ahead of now:
--- token_bucket.c's lua_answer judges those exactly as its step does.
+-- bucket.c's drl__bucket_answer judges those exactly as its step does.
 -- Parameters (algorithms/params.c, lua_params.lua: read and compared
 -- there): a state written under other parameters is refilled at its own
 -- limit, then decided by a newer stored version's numbers (answered as
@@ -17,7 +17,7 @@
 -- The level runs from -full (a penalty's debt) to full.
 -- Adjust mode (drl_adjust): A[8] (after all seven arguments,
 -- core/script.c) is the delta, the call a peek of cost 1; the level moves
--- by -delta tokens within -full..full (adjust_step in token_bucket.c), is
+-- by -delta tokens within -full..full (drl__bucket_adjust in bucket.c), is
 -- written, and the peek is answered after it.
 local level, last = full, now
 if blob then
