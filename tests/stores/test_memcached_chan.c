@@ -1,0 +1,531 @@
+/*
+ * The async API in fd mode on memcached: the counter algorithms' started
+ * calls go out on the store's channel (backends/memcached/chan.c, the text
+ * protocol by hand) and the loop's thread does the I/O, against real
+ * memcached processes:
+ *
+ * - no worker thread is started for fixed_window and sliding_window
+ *   decisions, and drl_async_path() says so; token_bucket (gets/cas) and
+ *   channels=0 go to workers;
+ * - decisions equal the blocking API's on a random sequence, for every
+ *   algorithm (tests/fixtures/async_check.c), on one server and on a pool
+ *   of two (a key goes to the server the blocking calls use);
+ * - started and blocking calls (binary and ASCII protocol) share one
+ *   counter;
+ * - a hot key decided from 3 processes, each with its own loop and
+ *   channel, admits exactly the limit;
+ * - a server that stops answering (SIGSTOP) fails every call in flight
+ *   with DRL_ETIMEDOUT by timeout_ms while the loop keeps turning, and the
+ *   store decides again after SIGCONT;
+ * - a reply that comes one byte at a time (tests/fixtures/fake_server.c)
+ *   is read whole; a reply that is not memcached's fails the call with
+ *   DRL_EUNAVAILABLE.
+ *
+ * Skips when memcached is missing, except under CI=true (fails).
+ */
+#include <drl/async.h>
+#include <drl/drl.h>
+
+#include "async_check.h"
+#include "fake_server.h"
+#include "server_fixture.h"
+#include "testutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static drl_server srv, srv2;
+static int have_srv, have_srv2;
+
+#define NEED_SERVER() DRL_FIXTURE_NEED(have_srv)
+
+static int threads_now(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	assert_non_null(d);
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d)) != NULL;)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+static void uri_of(char *buf, size_t cap, const char *opts)
+{
+	snprintf(
+		buf, cap, "memcached://127.0.0.1:%d?timeout_ms=%" PRId64 "%s%s",
+		srv.port, tu_bound_ms(2000), opts ? "&" : "", opts ? opts : "");
+}
+
+static drl_async *ctx_new(void)
+{
+	drl_async *a = NULL;
+	drl_error e = {0};
+	if (drl_async_new(&a, NULL, &e))
+		fail_msg("drl_async_new: %s", e.message);
+	return a;
+}
+
+/* A loop keeping `inflight` requests on one key going until `total` are
+ * done, each callback's outcome counted. */
+typedef struct run {
+	drl_async *a;
+	drl_limiter *lim;
+	int64_t at; /* 0: drl_async_allow (the clock) */
+	const char *key;
+	int total, started, done, allowed, denied;
+	int errors, timeouts, unavailable;
+	int ticks; /* a timer's rings seen while waiting (tick_fd) */
+	int tick_fd;
+	char last[300];
+} run;
+
+static void run_start(run *r);
+
+static void run_cb(drl_async *a, int rc, const drl_result *res,
+		   const drl_error *err, void *arg)
+{
+	(void)a;
+	run *r = arg;
+	r->done++;
+	if (rc == 0 && res->allowed)
+		r->allowed++;
+	else if (rc == 0)
+		r->denied++;
+	else {
+		r->errors++;
+		r->timeouts += rc == DRL_ETIMEDOUT;
+		r->unavailable += rc == DRL_EUNAVAILABLE;
+		snprintf(r->last, sizeof r->last, "%s", err->message);
+	}
+	if (r->started < r->total)
+		run_start(r);
+}
+
+static void run_start(run *r)
+{
+	drl_error e = {0};
+	size_t klen = strlen(r->key);
+	int rc = r->at ? drl_async_allow_at(r->a, r->lim, r->key, klen, 1,
+					    r->at, run_cb, r, &e)
+		       : drl_async_allow(r->a, r->lim, r->key, klen, 1, run_cb,
+					 r, &e);
+	if (rc)
+		fail_msg("start: %s", e.message);
+	r->started++;
+}
+
+/* Start `inflight`, then poll drl_async_fd() (and tick_fd when set: its
+ * rings are counted) and process until all r->total are done. */
+static void run_all(run *r, int inflight)
+{
+	for (int i = 0; i < inflight && r->started < r->total; i++)
+		run_start(r);
+	int64_t end = tu_mono_ms() + tu_bound_ms(60000);
+	while (r->done < r->total) {
+		if (tu_mono_ms() > end)
+			fail_msg("%d of %d callbacks after the deadline",
+				 r->done, r->total);
+		struct pollfd p[2] = {
+			{.fd = drl_async_fd(r->a), .events = POLLIN},
+			{.fd = r->tick_fd > 0 ? r->tick_fd : -1,
+			 .events = POLLIN}};
+		if (poll(p, 2, 100) <= 0)
+			continue;
+		if (p[1].revents & POLLIN) {
+			uint64_t n;
+			if (read(r->tick_fd, &n, sizeof n) == sizeof n)
+				r->ticks++;
+		}
+		if (p[0].revents & POLLIN)
+			drl_async_process(r->a);
+	}
+}
+
+/* ---- the path ------------------------------------------------------------- */
+
+static void test_counters_on_the_loop(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char uri[256], off[256];
+	uri_of(uri, sizeof uri, NULL);
+	uri_of(off, sizeof off, "channels=0");
+	static const char *const specs[] = {"fixed_window:1000/1h",
+					    "sliding_window:1000/1h"};
+	drl_async *a = ctx_new();
+	for (size_t i = 0; i < 2; i++) {
+		tu t = tu_open(uri, specs[i]);
+		const char *why = NULL;
+		if (drl_async_path(t.lim, &why) != 1)
+			fail_msg("%s: %s", specs[i], why);
+		assert_non_null(strstr(why, "context's own connection"));
+		int before = threads_now();
+		run r = {.a = a, .lim = t.lim, .key = "path", .total = 300};
+		run_all(&r, 16);
+		assert_int_equal(r.allowed, 300);
+		/* no worker, no I/O thread */
+		if (threads_now() != before)
+			fail_msg("%s: %d threads after, %d before", specs[i],
+				 threads_now(), before);
+		tu_free(&t);
+	}
+	/* The state algorithms and channels=0: workers. */
+	tu t = tu_open(uri, "token_bucket:10/1s");
+	const char *why = NULL;
+	assert_int_equal(drl_async_path(t.lim, &why), 0);
+	assert_non_null(strstr(why, "gets/cas"));
+	tu_free(&t);
+	t = tu_open(off, "fixed_window:10/1s");
+	assert_int_equal(drl_async_path(t.lim, &why), 0);
+	assert_non_null(strstr(why, "channels=0"));
+	tu_free(&t);
+	drl_async_free(a);
+}
+
+/* ---- decisions -------------------------------------------------------------- */
+
+static const char *const all_specs[] = {"fixed_window:5/1s",
+					"sliding_window:5/1s",
+					"subwindow:8/1s,subwindows=4",
+					"token_bucket:5/1s",
+					"gcra:5/1s",
+					"sliding_log:5/1s"};
+
+static void check_equal_on(const char *uri, int seed)
+{
+	drl_store *s = tu_store(uri);
+	drl_async *a = ctx_new();
+	for (size_t j = 0; j < sizeof all_specs / sizeof all_specs[0]; j++) {
+		char what[300];
+		snprintf(what, sizeof what, "%s on %s", all_specs[j], uri);
+		async_check_equal(a, s, all_specs[j], what, seed + (int)j);
+	}
+	drl_async_free(a);
+	drl_store_free(s);
+}
+
+static void test_equals_blocking(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char uri[256];
+	uri_of(uri, sizeof uri, NULL);
+	check_equal_on(uri, 8100);
+	uri_of(uri, sizeof uri, "binary=0");
+	check_equal_on(uri, 8200);
+}
+
+static void test_equals_blocking_pool(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	DRL_FIXTURE_NEED(have_srv2);
+	char uri[256];
+	snprintf(uri, sizeof uri,
+		 "memcached://127.0.0.1:%d,127.0.0.1:%d?timeout_ms=%" PRId64,
+		 srv.port, srv2.port, tu_bound_ms(2000));
+	check_equal_on(uri, 8300);
+}
+
+/* Blocking calls (both protocols) and started ones on one key count
+ * against one limit: 4 + 4 blocking, then 4 started of a limit of 10. */
+static void test_shares_items_with_blocking(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	static const char *const specs[] = {"fixed_window:10/1h",
+					    "sliding_window:10/1h"};
+	for (size_t i = 0; i < 2; i++) {
+		char bin[256], ascii[256], prefix[64];
+		uri_of(bin, sizeof bin, NULL);
+		uri_of(ascii, sizeof ascii, "binary=0");
+		snprintf(prefix, sizeof prefix, "mix%zu_%d:", i, getpid());
+		drl_store *sb = tu_store(bin), *sa = tu_store(ascii);
+		drl_limiter *lb = tu_limiter(sb, specs[i], prefix);
+		drl_limiter *la = tu_limiter(sa, specs[i], prefix);
+		int64_t at =
+			INT64_C(1796000000000000) + (int64_t)i * 7200 * SEC;
+		for (int k = 0; k < 8; k++) {
+			drl_result res;
+			drl_error e = {0};
+			if (drl_allow_at(k < 4 ? lb : la, "mixed", 5, 1, at,
+					 &res, &e))
+				fail_msg("blocking: %s", e.message);
+			assert_true(res.allowed);
+		}
+		drl_async *a = ctx_new();
+		run r = {.a = a,
+			 .lim = lb,
+			 .key = "mixed",
+			 .at = at,
+			 .total = 4};
+		run_all(&r, 1);
+		assert_int_equal(r.allowed, 2);
+		assert_int_equal(r.denied, 2);
+		drl_async_free(a);
+		drl_limiter_free(lb);
+		drl_limiter_free(la);
+		drl_store_free(sb);
+		drl_store_free(sa);
+	}
+}
+
+enum { PROCS = 3, PER_PROC = 150, LIMIT = 200 };
+
+/* One process's share: PER_PROC requests for one key at one instant,
+ * 16 in flight on its own loop and channel; its allowed count out. */
+static int child_run(const char *spec, const char *prefix, int64_t at)
+{
+	char uri[256];
+	uri_of(uri, sizeof uri, NULL);
+	drl_store *s = NULL;
+	drl_limiter *l = NULL;
+	drl_error e = {0};
+	if (drl_store_open(&s, uri, &e) ||
+	    drl_limiter_new(&l, s, spec, prefix, &e))
+		return -1;
+	run r = {.a = ctx_new(),
+		 .lim = l,
+		 .key = "hot",
+		 .at = at,
+		 .total = PER_PROC};
+	run_all(&r, 16);
+	drl_async_free(r.a);
+	drl_limiter_free(l);
+	drl_store_free(s);
+	return r.errors ? -1 : r.allowed;
+}
+
+static void test_hot_key_processes(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	static const char *const specs[] = {
+		"fixed_window:200/1h", "sliding_window:200/1h",
+		"subwindow:200/1h,subwindows=6", "token_bucket:200/1h"};
+	for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+		char prefix[64];
+		snprintf(prefix, sizeof prefix, "mcproc%zu_%d:", i, getpid());
+		int64_t at = INT64_C(1796000000000000) + (int64_t)i * SEC;
+		int fds[PROCS][2];
+		pid_t pids[PROCS];
+		for (int p = 0; p < PROCS; p++) {
+			assert_int_equal(pipe(fds[p]), 0);
+			pids[p] = fork();
+			assert_true(pids[p] >= 0);
+			if (pids[p] == 0) {
+				close(fds[p][0]);
+				int got = child_run(specs[i], prefix, at);
+				ssize_t w = write(fds[p][1], &got, sizeof got);
+				_exit(w == (ssize_t)sizeof got ? 0 : 1);
+			}
+			close(fds[p][1]);
+		}
+		int total = 0;
+		for (int p = 0; p < PROCS; p++) {
+			int got = -1, st = 0;
+			ssize_t rd = read(fds[p][0], &got, sizeof got);
+			close(fds[p][0]);
+			assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
+			assert_int_equal(rd, (ssize_t)sizeof got);
+			if (got < 0)
+				fail_msg("%s: a process failed", specs[i]);
+			total += got;
+		}
+		if (total != LIMIT)
+			fail_msg("%s: %d allowed from %d processes, limit %d",
+				 specs[i], total, PROCS, LIMIT);
+	}
+}
+
+/* ---- a server that stops answering ------------------------------------------ */
+
+static void test_stopped_server_times_out(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	int64_t timeout = tu_bound_ms(200);
+	char uri[256];
+	snprintf(uri, sizeof uri,
+		 "memcached://127.0.0.1:%d?timeout_ms=%" PRId64
+		 "&breaker_failures=0",
+		 srv.port, timeout);
+	tu t = tu_open(uri, "sliding_window:1000000/1h");
+	run r = {.a = ctx_new(), .lim = t.lim, .key = "stop", .total = 1};
+	run_all(&r, 1); /* connected */
+	assert_int_equal(r.allowed, 1);
+	int before = threads_now();
+	/* A timer ringing every timeout/8: a loop the channel never blocks
+	 * sees it ring while the calls wait (one blocked until the deadline
+	 * would see at most one ring, the reads of a timerfd coalesce). */
+	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	assert_true(tfd >= 0);
+	int64_t every_us = timeout * 1000 / 8;
+	struct itimerspec its = {
+		.it_interval = {every_us / 1000000,
+				(every_us % 1000000) * 1000},
+		.it_value = {every_us / 1000000, (every_us % 1000000) * 1000}};
+	assert_int_equal(timerfd_settime(tfd, 0, &its, NULL), 0);
+	assert_int_equal(drl_fixture_pause(&srv), 0);
+	r = (run){.a = r.a,
+		  .lim = t.lim,
+		  .key = "stop",
+		  .total = 16,
+		  .tick_fd = tfd};
+	int64_t t0 = tu_mono_ms();
+	run_all(&r, 16);
+	int64_t took = tu_mono_ms() - t0;
+	assert_int_equal(drl_fixture_resume(&srv), 0);
+	close(tfd);
+	if (r.timeouts != 16)
+		fail_msg("%d of 16 timed out (%d errors, %d allowed); last: "
+			 "%s",
+			 r.timeouts, r.errors, r.allowed, r.last);
+	assert_non_null(strstr(r.last, "timeout_ms"));
+	assert_true(took >= timeout - 1); /* not before timeout_ms */
+	if (r.ticks < 2)
+		fail_msg("the loop saw the timer ring %d times while the "
+			 "calls waited %" PRId64 " ms",
+			 r.ticks, took);
+	assert_int_equal(threads_now(), before);
+	/* Back: the next start connects afresh and decides. */
+	r = (run){.a = r.a, .lim = t.lim, .key = "stop", .total = 4};
+	run_all(&r, 4);
+	assert_int_equal(r.allowed, 4);
+	drl_async_free(r.a);
+	tu_free(&t);
+}
+
+/* ---- hostile replies (a fake server) ---------------------------------------- */
+
+/* One decision of `spec` at a fixed time on a fake server that answers
+ * `reply` one byte every ms: its outcome in *o. */
+static void fake_decide(const char *spec, const char *reply, int dribble,
+			async_one *o)
+{
+	fake_plan plan = {.reply = reply,
+			  .len = strlen(reply),
+			  .wait_request = 1,
+			  .dribble_ms = dribble,
+			  .end = FAKE_END_HANG};
+	fake_server *fs = NULL;
+	assert_int_equal(fake_server_start_tcp(&fs, &plan, 1), 0);
+	char uri[256];
+	snprintf(uri, sizeof uri,
+		 "memcached://127.0.0.1:%d?connect=lazy&timeout_ms=%" PRId64,
+		 fake_server_port(fs), tu_bound_ms(5000));
+	tu t = tu_open(uri, spec);
+	drl_async *a = ctx_new();
+	drl_error e = {0};
+	*o = (async_one){0};
+	if (drl_async_allow_at(a, t.lim, "k", 1, 1, ASYNC_T0, async_one_cb, o,
+			       &e))
+		fail_msg("start: %s", e.message);
+	async_process_until(a, &o->count, 1);
+	drl_async_free(a);
+	tu_free(&t);
+	fake_server_stop(fs);
+}
+
+/* memcached's counters hold value + 2^62. */
+#define ONE "4611686018427387905"
+#define TWO "4611686018427387906"
+
+static void test_reply_byte_by_byte(void **state)
+{
+	(void)state;
+	async_one o;
+	/* fixed_window: one incr */
+	fake_decide("fixed_window:10/1h", ONE "\r\n", 1, &o);
+	if (o.rc)
+		fail_msg("fixed_window: %s", o.err.message);
+	assert_true(o.result.allowed);
+	assert_int_equal(o.result.remaining, 9);
+	/* sliding_window: the incr, then a get of the previous window */
+	fake_decide("sliding_window:10/1h",
+		    ONE "\r\nVALUE x 0 19\r\n" TWO "\r\nEND\r\n", 1, &o);
+	if (o.rc)
+		fail_msg("sliding_window: %s", o.err.message);
+	assert_true(o.result.allowed);
+	assert_true(o.result.remaining < 9); /* the previous window counts */
+	/* the increment's key absent: NOT_FOUND, then the add's STORED */
+	fake_decide("fixed_window:10/1h", "NOT_FOUND\r\nSTORED\r\n", 1, &o);
+	if (o.rc)
+		fail_msg("add: %s", o.err.message);
+	assert_true(o.result.allowed);
+	assert_int_equal(o.result.remaining, 9);
+}
+
+static void test_reply_not_memcached(void **state)
+{
+	(void)state;
+	async_one o;
+	fake_decide("fixed_window:10/1h", "+OK\r\n", 0, &o);
+	assert_int_equal(o.rc, DRL_EUNAVAILABLE);
+	assert_non_null(strstr(o.err.message, "not a memcached reply"));
+	/* a counter key holding something else */
+	fake_decide("sliding_window:10/1h",
+		    ONE "\r\nVALUE x 0 3\r\nabc\r\nEND\r\n", 0, &o);
+	assert_int_equal(o.rc, DRL_ECORRUPT);
+	fake_decide("fixed_window:10/1h",
+		    "CLIENT_ERROR cannot increment or decrement non-numeric "
+		    "value\r\n",
+		    0, &o);
+	assert_int_equal(o.rc, DRL_ECORRUPT);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	int rc = drl_fixture_memcached_start(&srv, NULL);
+	if (rc < 0)
+		return -1;
+	have_srv = rc == 0;
+	if (have_srv) {
+		rc = drl_fixture_memcached_start(&srv2, NULL);
+		if (rc < 0)
+			return -1;
+		have_srv2 = rc == 0;
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (have_srv)
+		drl_fixture_stop(&srv);
+	if (have_srv2)
+		drl_fixture_stop(&srv2);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_counters_on_the_loop),
+		cmocka_unit_test(test_equals_blocking),
+		cmocka_unit_test(test_equals_blocking_pool),
+		cmocka_unit_test(test_shares_items_with_blocking),
+		cmocka_unit_test(test_hot_key_processes),
+		cmocka_unit_test(test_stopped_server_times_out),
+		cmocka_unit_test(test_reply_byte_by_byte),
+		cmocka_unit_test(test_reply_not_memcached),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
