@@ -90,7 +90,8 @@ static drl_backend *open_srv(const char *opts)
 		     srv.port, opts[0] ? "&" : "", opts))
 		fail_msg("open(%s): %s", opts, err.message);
 	assert_string_equal(b->name, "memcached");
-	assert_int_equal(b->caps, DRL_CAP_COUNTER | DRL_CAP_CAS);
+	assert_int_equal(b->caps, DRL_CAP_COUNTER | DRL_CAP_CAS |
+					  DRL_CAP_ADD_READ | DRL_CAP_CHANNEL);
 	assert_true(b->version >= 1);
 	return b;
 }
