@@ -184,7 +184,7 @@ int drl__mc_incr_value(int64_t delta, uint64_t stored, int64_t *value,
 
 uint32_t drl__mc_server_of(const mc_backend *m, const mkey *k)
 {
-	return memcached_generate_hash(m->master, k->buf, k->len);
+	return memcached_generate_hash(m->hasher, k->buf, k->len);
 }
 
 /* Parse a counter as memcached stores it: decimal digits, maybe followed
@@ -764,6 +764,8 @@ static void mc_destroy(drl_backend *b)
 		return;
 	if (m->pool != NULL)
 		memcached_pool_destroy(m->pool);
+	if (m->hasher != NULL)
+		memcached_free(m->hasher);
 	if (m->master != NULL)
 		memcached_free(m->master);
 	free(m);
@@ -1043,7 +1045,8 @@ int drl__memcached_open(drl_backend **out, drl_uri *uri, drl_error *err)
 	if (rc)
 		goto fail;
 	m->pool = memcached_pool_create(m->master, 1, (uint32_t)pool);
-	if (m->pool == NULL) {
+	m->hasher = memcached_clone(NULL, m->master);
+	if (m->pool == NULL || m->hasher == NULL) {
 		rc = drl_error_set(err, DRL_ENOMEM,
 				   "memcached: cannot create the pool");
 		goto fail;

@@ -22,7 +22,7 @@
  * queued for it (a blocking connect, bounded by the earliest call's
  * deadline: the one wait of a channel); a key goes to the server the
  * blocking calls send it to (drl__mc_server_of: libmemcached's own
- * ketama map). An epoll descriptor over the sockets is what chan_fd()
+ * ketama map, of a clone as the blocking calls' handles are). An epoll descriptor over the sockets is what chan_fd()
  * gives: one number for the channel's whole life, whatever the sockets.
  * Requests go out in order and memcached answers a connection's
  * requests in order: a reply is matched to the oldest request sent on
@@ -656,7 +656,7 @@ static void conn_read(drl_channel *ch, mconn *k)
 int drl__mc_chan_open(drl_backend *b, drl_channel **out, drl_error *err)
 {
 	mc_backend *m = (mc_backend *)b;
-	uint32_t n = memcached_server_count(m->master);
+	uint32_t n = memcached_server_count(m->hasher);
 	drl_channel *ch = calloc(1, sizeof *ch + n * sizeof ch->conns[0]);
 	if (ch == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "memcached: no memory");
@@ -670,7 +670,7 @@ int drl__mc_chan_open(drl_backend *b, drl_channel **out, drl_error *err)
 	ch->n = n;
 	for (uint32_t i = 0; i < n; i++) {
 		const memcached_instance_st *s =
-			memcached_server_instance_by_position(m->master, i);
+			memcached_server_instance_by_position(m->hasher, i);
 		mconn *k = &ch->conns[i];
 		k->fd = -1;
 		k->name = memcached_server_name(s);

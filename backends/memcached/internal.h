@@ -26,6 +26,11 @@ typedef struct mc_backend {
 	drl_backend parent;
 	memcached_st *master; /* configuration; cloned into the pool */
 	memcached_pool_st *pool;
+	/* A clone of master, as the pool's handles are, never used for I/O:
+	 * the channels map keys to servers with it (libmemcached 1.1.4: a
+	 * clone's ketama continuum differs from its master's, and the
+	 * blocking calls use clones). */
+	memcached_st *hasher;
 	struct timespec pool_wait; /* longest wait for a free handle */
 	int64_t timeout_ms;
 	bool binary;
@@ -57,7 +62,7 @@ int drl__mc_incr_value(int64_t delta, uint64_t stored, int64_t *value,
 		       drl_error *err);
 
 /* The position of the server (memcached_server_instance_by_position on
- * m->master) that holds store key k: the blocking calls' own ketama map,
+ * m->hasher) that holds store key k: the blocking calls' own ketama map,
  * so both kinds of call send a key to the same server. */
 uint32_t drl__mc_server_of(const mc_backend *m, const mkey *k);
 

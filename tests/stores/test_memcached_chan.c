@@ -38,6 +38,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -243,46 +244,67 @@ static void test_equals_blocking_pool(void **state)
 }
 
 /* Blocking calls (both protocols) and started ones on one key count
- * against one limit: 4 + 4 blocking, then 4 started of a limit of 10. */
-static void test_shares_items_with_blocking(void **state)
+ * against one limit: 4 + 4 blocking, then 4 started of a limit of 10,
+ * on each of `nkeys` keys (on a pool: a key goes to the server the
+ * blocking calls use, or the started calls would see nothing used). */
+static void check_shared(const char *bin, const char *ascii, int nkeys, int tag)
 {
-	(void)state;
-	NEED_SERVER();
 	static const char *const specs[] = {"fixed_window:10/1h",
 					    "sliding_window:10/1h"};
 	for (size_t i = 0; i < 2; i++) {
-		char bin[256], ascii[256], prefix[64];
-		uri_of(bin, sizeof bin, NULL);
-		uri_of(ascii, sizeof ascii, "binary=0");
-		snprintf(prefix, sizeof prefix, "mix%zu_%d:", i, getpid());
+		char prefix[64];
+		snprintf(prefix, sizeof prefix, "mix%d_%zu_%d:", tag, i,
+			 getpid());
 		drl_store *sb = tu_store(bin), *sa = tu_store(ascii);
 		drl_limiter *lb = tu_limiter(sb, specs[i], prefix);
 		drl_limiter *la = tu_limiter(sa, specs[i], prefix);
 		int64_t at =
 			INT64_C(1796000000000000) + (int64_t)i * 7200 * SEC;
-		for (int k = 0; k < 8; k++) {
-			drl_result res;
-			drl_error e = {0};
-			if (drl_allow_at(k < 4 ? lb : la, "mixed", 5, 1, at,
-					 &res, &e))
-				fail_msg("blocking: %s", e.message);
-			assert_true(res.allowed);
-		}
 		drl_async *a = ctx_new();
-		run r = {.a = a,
-			 .lim = lb,
-			 .key = "mixed",
-			 .at = at,
-			 .total = 4};
-		run_all(&r, 1);
-		assert_int_equal(r.allowed, 2);
-		assert_int_equal(r.denied, 2);
+		for (int key = 0; key < nkeys; key++) {
+			char kb[32];
+			snprintf(kb, sizeof kb, "mixed%d", key);
+			for (int k = 0; k < 8; k++) {
+				drl_result res;
+				drl_error e = {0};
+				if (drl_allow_at(k < 4 ? lb : la, kb,
+						 strlen(kb), 1, at, &res, &e))
+					fail_msg("blocking: %s", e.message);
+				assert_true(res.allowed);
+			}
+			run r = {.a = a,
+				 .lim = lb,
+				 .key = kb,
+				 .at = at,
+				 .total = 4};
+			run_all(&r, 1);
+			if (r.allowed != 2 || r.denied != 2)
+				fail_msg("%s, key %s: %d allowed, %d denied "
+					 "after 8 blocking of 10",
+					 specs[i], kb, r.allowed, r.denied);
+		}
 		drl_async_free(a);
 		drl_limiter_free(lb);
 		drl_limiter_free(la);
 		drl_store_free(sb);
 		drl_store_free(sa);
 	}
+}
+
+static void test_shares_items_with_blocking(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char bin[256], ascii[256];
+	uri_of(bin, sizeof bin, NULL);
+	uri_of(ascii, sizeof ascii, "binary=0");
+	check_shared(bin, ascii, 1, 0);
+	DRL_FIXTURE_NEED(have_srv2);
+	snprintf(bin, sizeof bin,
+		 "memcached://127.0.0.1:%d,127.0.0.1:%d?timeout_ms=%" PRId64,
+		 srv.port, srv2.port, tu_bound_ms(2000));
+	snprintf(ascii, sizeof ascii, "%s&binary=0", bin);
+	check_shared(bin, ascii, 24, 1);
 }
 
 enum { PROCS = 3, PER_PROC = 150, LIMIT = 200 };
@@ -355,6 +377,43 @@ static void test_hot_key_processes(void **state)
 
 /* ---- a server that stops answering ------------------------------------------ */
 
+/* Whether every thread of process pid is stopped (state T in
+ * /proc/PID/task/TID/stat). */
+static bool all_stopped(pid_t pid)
+{
+	char dir[64];
+	snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return false;
+	bool all = true;
+	for (struct dirent *e; all && (e = readdir(d)) != NULL;) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[128], buf[512];
+		snprintf(path, sizeof path, "%s/%s/stat", dir, e->d_name);
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+		if (f)
+			fclose(f);
+		buf[n] = '\0';
+		const char *p = strrchr(buf, ')');
+		all = p != NULL && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+	}
+	closedir(d);
+	return all;
+}
+
+/* SIGSTOP s and wait until all its threads have stopped (a signal is
+ * delivered asynchronously: a memcached thread running on another core
+ * could still answer a request sent right after kill()). */
+static void pause_server(drl_server *s)
+{
+	assert_int_equal(drl_fixture_pause(s), 0);
+	if (!TU_WAIT_FOR(all_stopped(s->pid), tu_bound_ms(5000)))
+		fail_msg("memcached did not stop");
+}
+
 static void test_stopped_server_times_out(void **state)
 {
 	(void)state;
@@ -381,7 +440,7 @@ static void test_stopped_server_times_out(void **state)
 				(every_us % 1000000) * 1000},
 		.it_value = {every_us / 1000000, (every_us % 1000000) * 1000}};
 	assert_int_equal(timerfd_settime(tfd, 0, &its, NULL), 0);
-	assert_int_equal(drl_fixture_pause(&srv), 0);
+	pause_server(&srv);
 	r = (run){.a = r.a,
 		  .lim = t.lim,
 		  .key = "stop",
