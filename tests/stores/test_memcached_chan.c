@@ -27,6 +27,7 @@
 #include <drl/drl.h>
 
 #include "async_check.h"
+#include "async_run.h"
 #include "fake_server.h"
 #include "server_fixture.h"
 #include "testutil.h"
@@ -45,25 +46,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/timerfd.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static drl_server srv, srv2;
 static int have_srv, have_srv2;
 
 #define NEED_SERVER() DRL_FIXTURE_NEED(have_srv)
-
-static int threads_now(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	assert_non_null(d);
-	int n = 0;
-	for (struct dirent *e; (e = readdir(d)) != NULL;)
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
-}
 
 static void uri_of(char *buf, size_t cap, const char *opts)
 {
@@ -79,82 +67,6 @@ static drl_async *ctx_new(void)
 	if (drl_async_new(&a, NULL, &e))
 		fail_msg("drl_async_new: %s", e.message);
 	return a;
-}
-
-/* A loop keeping `inflight` requests on one key going until `total` are
- * done, each callback's outcome counted. */
-typedef struct run {
-	drl_async *a;
-	drl_limiter *lim;
-	int64_t at; /* 0: drl_async_allow (the clock) */
-	const char *key;
-	int total, started, done, allowed, denied;
-	int errors, timeouts, unavailable;
-	int ticks; /* a timer's rings seen while waiting (tick_fd) */
-	int tick_fd;
-	char last[300];
-} run;
-
-static void run_start(run *r);
-
-static void run_cb(drl_async *a, int rc, const drl_result *res,
-		   const drl_error *err, void *arg)
-{
-	(void)a;
-	run *r = arg;
-	r->done++;
-	if (rc == 0 && res->allowed)
-		r->allowed++;
-	else if (rc == 0)
-		r->denied++;
-	else {
-		r->errors++;
-		r->timeouts += rc == DRL_ETIMEDOUT;
-		r->unavailable += rc == DRL_EUNAVAILABLE;
-		snprintf(r->last, sizeof r->last, "%s", err->message);
-	}
-	if (r->started < r->total)
-		run_start(r);
-}
-
-static void run_start(run *r)
-{
-	drl_error e = {0};
-	size_t klen = strlen(r->key);
-	int rc = r->at ? drl_async_allow_at(r->a, r->lim, r->key, klen, 1,
-					    r->at, run_cb, r, &e)
-		       : drl_async_allow(r->a, r->lim, r->key, klen, 1, run_cb,
-					 r, &e);
-	if (rc)
-		fail_msg("start: %s", e.message);
-	r->started++;
-}
-
-/* Start `inflight`, then poll drl_async_fd() (and tick_fd when set: its
- * rings are counted) and process until all r->total are done. */
-static void run_all(run *r, int inflight)
-{
-	for (int i = 0; i < inflight && r->started < r->total; i++)
-		run_start(r);
-	int64_t end = tu_mono_ms() + tu_bound_ms(60000);
-	while (r->done < r->total) {
-		if (tu_mono_ms() > end)
-			fail_msg("%d of %d callbacks after the deadline",
-				 r->done, r->total);
-		struct pollfd p[2] = {
-			{.fd = drl_async_fd(r->a), .events = POLLIN},
-			{.fd = r->tick_fd > 0 ? r->tick_fd : -1,
-			 .events = POLLIN}};
-		if (poll(p, 2, 100) <= 0)
-			continue;
-		if (p[1].revents & POLLIN) {
-			uint64_t n;
-			if (read(r->tick_fd, &n, sizeof n) == sizeof n)
-				r->ticks++;
-		}
-		if (p[0].revents & POLLIN)
-			drl_async_process(r->a);
-	}
 }
 
 /* ---- the path ------------------------------------------------------------- */
@@ -175,14 +87,15 @@ static void test_counters_on_the_loop(void **state)
 		if (drl_async_path(t.lim, &why) != 1)
 			fail_msg("%s: %s", specs[i], why);
 		assert_non_null(strstr(why, "context's own connection"));
-		int before = threads_now();
-		run r = {.a = a, .lim = t.lim, .key = "path", .total = 300};
-		run_all(&r, 16);
+		int before = async_threads_now();
+		async_run r = {
+			.a = a, .lim = t.lim, .key = "path", .total = 300};
+		async_run_all(&r, 16);
 		assert_int_equal(r.allowed, 300);
 		/* no worker, no I/O thread */
-		if (threads_now() != before)
+		if (async_threads_now() != before)
 			fail_msg("%s: %d threads after, %d before", specs[i],
-				 threads_now(), before);
+				 async_threads_now(), before);
 		tu_free(&t);
 	}
 	/* The state algorithms and channels=0: workers. */
@@ -272,12 +185,12 @@ static void check_shared(const char *bin, const char *ascii, int nkeys, int tag)
 					fail_msg("blocking: %s", e.message);
 				assert_true(res.allowed);
 			}
-			run r = {.a = a,
-				 .lim = lb,
-				 .key = kb,
-				 .at = at,
-				 .total = 4};
-			run_all(&r, 1);
+			async_run r = {.a = a,
+				       .lim = lb,
+				       .key = kb,
+				       .at = at,
+				       .total = 4};
+			async_run_all(&r, 1);
 			if (r.allowed != 2 || r.denied != 2)
 				fail_msg("%s, key %s: %d allowed, %d denied "
 					 "after 8 blocking of 10",
@@ -295,7 +208,7 @@ static void test_shares_items_with_blocking(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	char bin[256], ascii[256];
+	char bin[256], ascii[300];
 	uri_of(bin, sizeof bin, NULL);
 	uri_of(ascii, sizeof ascii, "binary=0");
 	check_shared(bin, ascii, 1, 0);
@@ -309,30 +222,6 @@ static void test_shares_items_with_blocking(void **state)
 
 enum { PROCS = 3, PER_PROC = 150, LIMIT = 200 };
 
-/* One process's share: PER_PROC requests for one key at one instant,
- * 16 in flight on its own loop and channel; its allowed count out. */
-static int child_run(const char *spec, const char *prefix, int64_t at)
-{
-	char uri[256];
-	uri_of(uri, sizeof uri, NULL);
-	drl_store *s = NULL;
-	drl_limiter *l = NULL;
-	drl_error e = {0};
-	if (drl_store_open(&s, uri, &e) ||
-	    drl_limiter_new(&l, s, spec, prefix, &e))
-		return -1;
-	run r = {.a = ctx_new(),
-		 .lim = l,
-		 .key = "hot",
-		 .at = at,
-		 .total = PER_PROC};
-	run_all(&r, 16);
-	drl_async_free(r.a);
-	drl_limiter_free(l);
-	drl_store_free(s);
-	return r.errors ? -1 : r.allowed;
-}
-
 static void test_hot_key_processes(void **state)
 {
 	(void)state;
@@ -344,31 +233,10 @@ static void test_hot_key_processes(void **state)
 		char prefix[64];
 		snprintf(prefix, sizeof prefix, "mcproc%zu_%d:", i, getpid());
 		int64_t at = INT64_C(1796000000000000) + (int64_t)i * SEC;
-		int fds[PROCS][2];
-		pid_t pids[PROCS];
-		for (int p = 0; p < PROCS; p++) {
-			assert_int_equal(pipe(fds[p]), 0);
-			pids[p] = fork();
-			assert_true(pids[p] >= 0);
-			if (pids[p] == 0) {
-				close(fds[p][0]);
-				int got = child_run(specs[i], prefix, at);
-				ssize_t w = write(fds[p][1], &got, sizeof got);
-				_exit(w == (ssize_t)sizeof got ? 0 : 1);
-			}
-			close(fds[p][1]);
-		}
-		int total = 0;
-		for (int p = 0; p < PROCS; p++) {
-			int got = -1, st = 0;
-			ssize_t rd = read(fds[p][0], &got, sizeof got);
-			close(fds[p][0]);
-			assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
-			assert_int_equal(rd, (ssize_t)sizeof got);
-			if (got < 0)
-				fail_msg("%s: a process failed", specs[i]);
-			total += got;
-		}
+		char uri[256];
+		uri_of(uri, sizeof uri, NULL);
+		int total = async_run_procs(uri, specs[i], prefix, at, PROCS,
+					    PER_PROC);
 		if (total != LIMIT)
 			fail_msg("%s: %d allowed from %d processes, limit %d",
 				 specs[i], total, PROCS, LIMIT);
@@ -390,7 +258,7 @@ static bool all_stopped(pid_t pid)
 	for (struct dirent *e; all && (e = readdir(d)) != NULL;) {
 		if (e->d_name[0] == '.')
 			continue;
-		char path[128], buf[512];
+		char path[400], buf[512];
 		snprintf(path, sizeof path, "%s/%s/stat", dir, e->d_name);
 		FILE *f = fopen(path, "r");
 		size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
@@ -425,10 +293,10 @@ static void test_stopped_server_times_out(void **state)
 		 "&breaker_failures=0",
 		 srv.port, timeout);
 	tu t = tu_open(uri, "sliding_window:1000000/1h");
-	run r = {.a = ctx_new(), .lim = t.lim, .key = "stop", .total = 1};
-	run_all(&r, 1); /* connected */
+	async_run r = {.a = ctx_new(), .lim = t.lim, .key = "stop", .total = 1};
+	async_run_all(&r, 1); /* connected */
 	assert_int_equal(r.allowed, 1);
-	int before = threads_now();
+	int before = async_threads_now();
 	/* A timer ringing every timeout/8: a loop the channel never blocks
 	 * sees it ring while the calls wait (one blocked until the deadline
 	 * would see at most one ring, the reads of a timerfd coalesce). */
@@ -441,13 +309,13 @@ static void test_stopped_server_times_out(void **state)
 		.it_value = {every_us / 1000000, (every_us % 1000000) * 1000}};
 	assert_int_equal(timerfd_settime(tfd, 0, &its, NULL), 0);
 	pause_server(&srv);
-	r = (run){.a = r.a,
-		  .lim = t.lim,
-		  .key = "stop",
-		  .total = 16,
-		  .tick_fd = tfd};
+	r = (async_run){.a = r.a,
+			.lim = t.lim,
+			.key = "stop",
+			.total = 16,
+			.tick_fd = tfd};
 	int64_t t0 = tu_mono_ms();
-	run_all(&r, 16);
+	async_run_all(&r, 16);
 	int64_t took = tu_mono_ms() - t0;
 	assert_int_equal(drl_fixture_resume(&srv), 0);
 	close(tfd);
@@ -461,10 +329,10 @@ static void test_stopped_server_times_out(void **state)
 		fail_msg("the loop saw the timer ring %d times while the "
 			 "calls waited %" PRId64 " ms",
 			 r.ticks, took);
-	assert_int_equal(threads_now(), before);
+	assert_int_equal(async_threads_now(), before);
 	/* Back: the next start connects afresh and decides. */
-	r = (run){.a = r.a, .lim = t.lim, .key = "stop", .total = 4};
-	run_all(&r, 4);
+	r = (async_run){.a = r.a, .lim = t.lim, .key = "stop", .total = 4};
+	async_run_all(&r, 4);
 	assert_int_equal(r.allowed, 4);
 	drl_async_free(r.a);
 	tu_free(&t);
