@@ -679,8 +679,9 @@ bool drl__req_startable(drl__req *q, const char **why)
 	bool chan = b->version >= 7 && (b->caps & DRL_CAP_CHANNEL);
 	if (q->kind == DRL__REQ_ONE && lim->algo->startable &&
 	    lim->algo->startable(lim, &probe)) {
-		w = chan ? "sent at start without a script (tx=auto's counter "
-			   "commands) on the context's own connection, "
+		w = chan ? "sent at start without a script (counter commands: "
+			   "Redis tx=auto's, memcached's) on the context's own "
+			   "connection, "
 			   "finished by the thread in drl_async_process() "
 			   "(with drl_async_notify(): by the store's I/O "
 			   "thread)"

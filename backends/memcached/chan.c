@@ -62,6 +62,7 @@
 
 #define RBUF_MAX ((size_t)2 << 20) /* a value of memcached's 1 MiB max */
 #define WBUF_MAX ((size_t)8 << 20)
+#define INLINE_KEYS 12
 
 enum op_kind { OP_INCR, OP_ADD, OP_GET };
 
@@ -228,8 +229,12 @@ int drl__mc_add_read_start(drl_backend *b, drl_channel *ch, size_t n,
 	if (delta <= -(int64_t)MC_BIAS)
 		return drl_error_set(err, DRL_ERANGE,
 				     "memcached incr: delta below -2^62");
-	mkey *mk = malloc(n * sizeof *mk);
-	uint32_t *srv = malloc(n * sizeof *srv);
+	/* no allocation for the keys of up to INLINE_KEYS (sliding_window
+	 * sends 2, subwindow its sub-windows) */
+	mkey mk_inline[INLINE_KEYS];
+	uint32_t srv_inline[INLINE_KEYS];
+	mkey *mk = n <= INLINE_KEYS ? mk_inline : malloc(n * sizeof *mk);
+	uint32_t *srv = n <= INLINE_KEYS ? srv_inline : malloc(n * sizeof *srv);
 	mcall *c = calloc(1, sizeof *c + n * sizeof c->values[0]);
 	int rc = 0;
 	if (mk == NULL || srv == NULL || c == NULL) {
@@ -283,8 +288,10 @@ int drl__mc_add_read_start(drl_backend *b, drl_channel *ch, size_t n,
 	c = NULL;
 out:
 	free(c);
-	free(mk);
-	free(srv);
+	if (mk != mk_inline)
+		free(mk);
+	if (srv != srv_inline)
+		free(srv);
 	return rc;
 }
 
