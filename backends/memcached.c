@@ -41,6 +41,13 @@
  * increments keep that expiry (windows are named in keys, so the TTL given
  * at creation covers the window; the TTL only cleans up).
  *
+ * add_read() is incr() then get_many() (two round trips: libmemcached
+ * sends nothing without waiting for it). Its started form lives on the
+ * channels (memcached/chan.c, channels=1): the async API's counter
+ * decisions go out there from the caller's loop, in the text protocol
+ * written by hand, on the same items. A channel-less start (ch NULL)
+ * is refused: there is no I/O thread of the store's.
+ *
  * Optimistic state. load() is a `gets` (the memcached CAS id is the
  * version, never 0 for a stored item), cas() with version 0 is `add`
  * (NOT_STORED: DRL_ECONFLICT), otherwise `cas` (EXISTS or NOT_FOUND:
