@@ -150,6 +150,14 @@ static void call_step(drl_channel *ch, mcall *c, int rc, const drl_error *e)
 
 /* ---- writing requests ----------------------------------------------------- */
 
+/* What an add that creates a counter for an increment by delta stores:
+ * BIAS + delta (as the blocking store's). */
+static uint64_t initial(int64_t delta)
+{
+	return delta >= 0 ? MC_BIAS + (uint64_t)delta
+			  : MC_BIAS - ((uint64_t)0 - (uint64_t)delta);
+}
+
 static int wreserve(mconn *k, size_t more)
 {
 	if (k->wcap - k->wlen >= more)
@@ -190,8 +198,7 @@ static int queue_op(mconn *k, mcall *c, enum op_kind kind, size_t slot,
 			     c->delta >= 0 ? "incr" : "decr", key->buf, mag);
 		break;
 	case OP_ADD:
-		vn = snprintf(val, sizeof val, "%" PRIu64,
-			      c->delta >= 0 ? MC_BIAS + mag : MC_BIAS - mag);
+		vn = snprintf(val, sizeof val, "%" PRIu64, initial(c->delta));
 		n = snprintf(line, sizeof line, "add %s 0 %lld %d\r\n%s\r\n",
 			     key->buf, (long long)c->exp, vn, val);
 		break;
@@ -455,6 +462,13 @@ static bool is(const char *s, size_t len, const char *word)
 	return len >= n && memcmp(s, word, n) == 0 && (len == n || s[n] == ' ');
 }
 
+/* Whether s[0..len) is one of memcached's error lines. */
+static bool is_error(const char *s, size_t len)
+{
+	return is(s, len, "CLIENT_ERROR") || is(s, len, "SERVER_ERROR") ||
+	       is(s, len, "ERROR");
+}
+
 /* The request o's reply to an error line s[0..len): the code. */
 static int reply_error(const char *s, size_t len, const char *what,
 		       drl_error *e)
@@ -501,8 +515,7 @@ static int take_reply(drl_channel *ch, mconn *k)
 		} else if (is(s, len, "NOT_FOUND")) {
 			if (c->delta != 0)
 				next = OP_ADD; /* absent and 0: reads 0 */
-		} else if (is(s, len, "CLIENT_ERROR") ||
-			   is(s, len, "SERVER_ERROR") || is(s, len, "ERROR")) {
+		} else if (is_error(s, len)) {
 			rc = reply_error(s, len, "incr", &e);
 		} else {
 			return -1;
@@ -510,14 +523,8 @@ static int take_reply(drl_channel *ch, mconn *k)
 		break;
 	case OP_ADD:
 		if (is(s, len, "STORED")) {
-			uint64_t mag =
-				c->delta >= 0
-					? (uint64_t)c->delta
-					: (uint64_t)0 - (uint64_t)c->delta;
-			rc = drl__mc_incr_value(c->delta,
-						c->delta >= 0 ? MC_BIAS + mag
-							      : MC_BIAS - mag,
-						&v, &e);
+			rc = drl__mc_incr_value(c->delta, initial(c->delta), &v,
+						&e);
 		} else if (is(s, len, "NOT_STORED") || is(s, len, "EXISTS")) {
 			if (++c->attempts < MC_ADD_RACE_RETRIES)
 				next = OP_INCR;
@@ -528,8 +535,7 @@ static int take_reply(drl_channel *ch, mconn *k)
 					"appearing and vanishing (%d "
 					"attempts)",
 					MC_ADD_RACE_RETRIES);
-		} else if (is(s, len, "SERVER_ERROR") ||
-			   is(s, len, "CLIENT_ERROR") || is(s, len, "ERROR")) {
+		} else if (is_error(s, len)) {
 			rc = reply_error(s, len, "add", &e);
 		} else {
 			return -1;
@@ -565,8 +571,7 @@ static int take_reply(drl_channel *ch, mconn *k)
 			used = end + elen + 1 + (s[end + elen] == '\r' ? 1 : 0);
 		} else if (is(s, len, "END")) {
 			v = 0;
-		} else if (is(s, len, "SERVER_ERROR") ||
-			   is(s, len, "CLIENT_ERROR") || is(s, len, "ERROR")) {
+		} else if (is_error(s, len)) {
 			rc = reply_error(s, len, "get", &e);
 		} else {
 			return -1;
