@@ -17,6 +17,9 @@
  * - a server that stops answering (SIGSTOP) fails every call in flight
  *   with DRL_ETIMEDOUT by timeout_ms while the loop keeps turning, and the
  *   store decides again after SIGCONT;
+ * - a server killed with calls written to it fails them with
+ *   DRL_EUNAVAILABLE, and the next calls connect afresh once it is back;
+ *   in a pool with one server dead, the other's keys decide;
  * - a reply that comes one byte at a time (tests/fixtures/fake_server.c)
  *   is read whole; a reply that is not memcached's fails the call with
  *   DRL_EUNAVAILABLE.
@@ -338,6 +341,77 @@ static void test_stopped_server_times_out(void **state)
 	tu_free(&t);
 }
 
+/* ---- a server that goes away ------------------------------------------------- */
+
+static void test_server_gone_reconnects(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char uri[256];
+	snprintf(uri, sizeof uri,
+		 "memcached://127.0.0.1:%d?timeout_ms=%" PRId64
+		 "&breaker_failures=0",
+		 srv.port, tu_bound_ms(5000));
+	tu t = tu_open(uri, "sliding_window:1000000/1h");
+	async_run r = {.a = ctx_new(), .lim = t.lim, .key = "gone", .total = 1};
+	async_run_all(&r, 1);
+	assert_int_equal(r.allowed, 1);
+	/* Stopped, 16 calls written to it, then killed: its end of the
+	 * connection closes with them unanswered. */
+	pause_server(&srv);
+	r = (async_run){.a = r.a, .lim = t.lim, .key = "gone", .total = 16};
+	for (int i = 0; i < 16; i++)
+		async_run_start(&r);
+	drl_fixture_kill(&srv);
+	async_run_all(&r, 0);
+	if (r.unavailable != 16)
+		fail_msg("%d of 16 unavailable; last: %s", r.unavailable,
+			 r.last);
+	assert_int_equal(drl_fixture_restart(&srv), 0);
+	r = (async_run){.a = r.a, .lim = t.lim, .key = "gone", .total = 8};
+	async_run_all(&r, 8);
+	if (r.allowed != 8)
+		fail_msg("%d of 8 allowed after the restart; last: %s",
+			 r.allowed, r.last);
+	drl_async_free(r.a);
+	tu_free(&t);
+}
+
+/* A pool with one server dead: the keys of the live one decide, those
+ * of the dead one fail DRL_EUNAVAILABLE (refused), each on its own. */
+static void test_pool_one_server_dead(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	DRL_FIXTURE_NEED(have_srv2);
+	char uri[256];
+	snprintf(uri, sizeof uri,
+		 "memcached://127.0.0.1:%d,127.0.0.1:%d?timeout_ms=%" PRId64,
+		 srv.port, srv2.port, tu_bound_ms(5000));
+	tu t = tu_open(uri, "fixed_window:1000000/1h");
+	drl_fixture_kill(&srv2);
+	drl_async *a = ctx_new();
+	int ok = 0, down = 0;
+	for (int k = 0; k < 24; k++) {
+		char key[16];
+		snprintf(key, sizeof key, "dead%d", k);
+		async_run r = {.a = a, .lim = t.lim, .key = key, .total = 2};
+		async_run_all(&r, 2);
+		if (r.allowed == 2)
+			ok++;
+		else if (r.unavailable == 2)
+			down++;
+		else
+			fail_msg("key %s: %d allowed, %d unavailable; last: %s",
+				 key, r.allowed, r.unavailable, r.last);
+	}
+	assert_int_equal(ok + down, 24);
+	assert_true(ok > 0 && down > 0);
+	assert_int_equal(drl_fixture_restart(&srv2), 0);
+	drl_async_free(a);
+	tu_free(&t);
+}
+
 /* ---- hostile replies (a fake server) ---------------------------------------- */
 
 /* One decision of `spec` at a fixed time on a fake server that answers
@@ -451,6 +525,8 @@ int main(void)
 		cmocka_unit_test(test_shares_items_with_blocking),
 		cmocka_unit_test(test_hot_key_processes),
 		cmocka_unit_test(test_stopped_server_times_out),
+		cmocka_unit_test(test_server_gone_reconnects),
+		cmocka_unit_test(test_pool_one_server_dead),
 		cmocka_unit_test(test_reply_byte_by_byte),
 		cmocka_unit_test(test_reply_not_memcached),
 	};
