@@ -233,6 +233,7 @@ static void test_open_rejects_bad_uris(void **state)
 	open_bad("memcached://127.0.0.1:11211?timeout_ms=0", "timeout_ms");
 	open_bad("memcached://127.0.0.1:11211?timeout_ms=abc", "timeout_ms");
 	open_bad("memcached://127.0.0.1:11211?binary=2", "binary");
+	open_bad("memcached://127.0.0.1:11211?channels=2", "channels");
 	open_bad("memcached://127.0.0.1:11211?pool=0", "pool");
 	open_bad("memcached://127.0.0.1:11211?prefix=a%20b", "prefix");
 	open_bad("memcached://127.0.0.1:11211?prefix=a%0Ab", "prefix");
