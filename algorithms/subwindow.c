@@ -486,19 +486,45 @@ bool drl__counter_startable(const drl__limit *lim, const drl__call *call)
 {
 	/* A decision that consumes nothing (a cost of 0, or beyond the
 	 * limit) only reads: the twin, started, does that (start() says
-	 * DRL_ENOTSUP), so it must be able to run. */
+	 * DRL_ENOTSUP), so it must be able to run; on a store with no
+	 * script (drl__chan_only) an add_read_start() by 0 reads instead. */
 	drl_backend *b = call->backend;
 	return add_read_usable(call) && b->add_read_start != NULL &&
-	       b->version >= 5 && (b->caps & DRL_CAP_EVAL_START) &&
-	       b->eval_start != NULL && drl__script_usable(lim, call);
+	       (drl__chan_only(b) ||
+		(b->version >= 5 && (b->caps & DRL_CAP_EVAL_START) &&
+		 b->eval_start != NULL && drl__script_usable(lim, call)));
+}
+
+/* The reads of a started decision that consumes nothing are in: judge. */
+static void read_done(void *arg, int rc, const int64_t *out, size_t nret,
+		      const drl_error *err)
+{
+	started *st = arg;
+	drl_result res = {0};
+	drl__undo undo;
+	bool refund;
+	if (rc == 0 && nret != st->p.nkeys)
+		rc = drl_error_set(&st->err, DRL_EINTERNAL,
+				   "add_read answered %zu values", nret);
+	if (rc == 0) {
+		memcpy(st->k.c, out, nret * sizeof *out);
+		rc = check_counts(&st->k, st->p.nkeys, &st->err);
+	}
+	if (rc) {
+		started_end(st, rc, NULL, err ? err : &st->err);
+		return;
+	}
+	judge(st->lim, &st->call, &st->p, &st->k, &res, &undo, &refund);
+	started_end(st, 0, &res, NULL);
 }
 
 int drl__counter_start(const drl__limit *lim, const drl__call *call,
 		       drl__decided_fn done, void *arg)
 {
 	drl_backend *b = call->backend;
-	if (!add_read_usable(call) || b->add_read_start == NULL || call->peek ||
-	    call->cost > lim->limit)
+	bool reads = call->peek || call->cost > lim->limit;
+	if (!add_read_usable(call) || b->add_read_start == NULL ||
+	    (reads && !drl__chan_only(b)))
 		return DRL_ENOTSUP;
 	started *st = calloc(1, sizeof *st);
 	if (st == NULL)
@@ -514,9 +540,9 @@ int drl__counter_start(const drl__limit *lim, const drl__call *call,
 	memcpy(st->k0.buf, pk.keys[0].data, pk.keys[0].len);
 	st->k0.len = pk.keys[0].len;
 	st->key0 = (drl_bytes){st->k0.buf, st->k0.len};
-	int rc = b->add_read_start(b, call->chan, st->p.nkeys, pk.keys,
-				   call->cost, st->p.ttl, added_done, st,
-				   call->err);
+	int rc = b->add_read_start(
+		b, call->chan, st->p.nkeys, pk.keys, reads ? 0 : call->cost,
+		st->p.ttl, reads ? read_done : added_done, st, call->err);
 	if (rc)
 		free(st);
 	return rc;

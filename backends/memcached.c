@@ -41,6 +41,13 @@
  * increments keep that expiry (windows are named in keys, so the TTL given
  * at creation covers the window; the TTL only cleans up).
  *
+ * add_read() is incr() then get_many() (two round trips: libmemcached
+ * sends nothing without waiting for it). Its started form lives on the
+ * channels (memcached/chan.c, channels=1): the async API's counter
+ * decisions go out there from the caller's loop, in the text protocol
+ * written by hand, on the same items. A channel-less start (ch NULL)
+ * is refused: there is no I/O thread of the store's.
+ *
  * Optimistic state. load() is a `gets` (the memcached CAS id is the
  * version, never 0 for a stored item), cas() with version 0 is `add`
  * (NOT_STORED: DRL_ECONFLICT), otherwise `cas` (EXISTS or NOT_FOUND:
@@ -67,6 +74,7 @@
  * lookup is not bounded by timeout_ms (use addresses where it matters).
  */
 #include "memcached.h"
+#include "memcached/internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -77,34 +85,16 @@
 #include <string.h>
 #include <time.h>
 
-#include <libmemcached/memcached.h>
-#include <libmemcached/util.h>
 #include <openssl/sha.h>
 
 #define DEFAULT_PORT 11211
 #define SERVERS_MAX 64
-#define KEY_MAX 250    /* memcached's key length limit */
-#define PREFIX_MAX 128 /* leaves room for "#" + 64 hex */
-#define BIAS (UINT64_C(1) << 62)
+#define KEY_MAX MC_KEY_MAX
+#define PREFIX_MAX MC_PREFIX_MAX
+#define BIAS MC_BIAS
 #define RELATIVE_TTL_MAX INT64_C(2592000) /* 30 days */
-#define ADD_RACE_RETRIES 16
+#define ADD_RACE_RETRIES MC_ADD_RACE_RETRIES
 #define INLINE_KEYS 16 /* get_many: no allocation up to this many keys */
-
-typedef struct mc_backend {
-	drl_backend parent;
-	memcached_st *master; /* configuration; cloned into the pool */
-	memcached_pool_st *pool;
-	struct timespec pool_wait; /* longest wait for a free handle */
-	bool binary;
-	size_t plen;
-	char prefix[PREFIX_MAX + 1];
-} mc_backend;
-
-/* A store key, mapped (see the top of the file). */
-typedef struct mkey {
-	size_t len;
-	char buf[KEY_MAX + 1];
-} mkey;
 
 /* One call: the borrowed handle and whether it must be reset. */
 typedef struct call {
@@ -122,7 +112,7 @@ static bool key_byte_ok(unsigned char c)
 }
 
 /* Map `key` to its store key in *out (see the top of the file). */
-static void map_key(const mc_backend *m, drl_bytes key, mkey *out)
+void drl__mc_map_key(const mc_backend *m, drl_bytes key, mkey *out)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = key.data;
@@ -152,7 +142,7 @@ static void map_key(const mc_backend *m, drl_bytes key, mkey *out)
 
 /* The memcached expiry for ttl_us (see the top of the file): relative
  * seconds up to 30 days, an absolute Unix time beyond. */
-static time_t expiry(int64_t ttl_us)
+time_t drl__mc_expiry(int64_t ttl_us)
 {
 	int64_t s =
 		ttl_us <= 0 ? 1 : ttl_us / 1000000 + (ttl_us % 1000000 != 0);
@@ -187,10 +177,27 @@ static int unbias(uint64_t stored, int64_t *value, drl_error *err)
 	return 0;
 }
 
+int drl__mc_incr_value(int64_t delta, uint64_t stored, int64_t *value,
+		       drl_error *err)
+{
+	/* decrement stops at 0, increment wraps: both mean out of range. */
+	if ((delta < 0 && stored == 0) ||
+	    (delta > 0 && stored < (uint64_t)delta))
+		return drl_error_set(err, DRL_ERANGE,
+				     "memcached incr: counter out of the "
+				     "range (-2^62, 2^63)");
+	return unbias(stored, value, err);
+}
+
+uint32_t drl__mc_server_of(const mc_backend *m, const mkey *k)
+{
+	return memcached_generate_hash(m->hasher, k->buf, k->len);
+}
+
 /* Parse a counter as memcached stores it: decimal digits, maybe followed
  * by padding. DRL_ECORRUPT when it is anything else. */
-static int parse_counter(const char *s, size_t len, int64_t *value,
-			 drl_error *err)
+int drl__mc_parse_counter(const char *s, size_t len, int64_t *value,
+			  drl_error *err)
 {
 	uint64_t v = 0;
 	size_t i = 0;
@@ -354,8 +361,8 @@ static int incr_binary_failed(call *c, const mkey *k, drl_error *err)
 	memcached_quit(c->mc);
 	value = memcached_get(c->mc, k->buf, k->len, &len, &flags, &rc);
 	if (value != NULL) {
-		int bad = parse_counter(value, len, &ignored, &scratch) ==
-			  DRL_ECORRUPT;
+		int bad = drl__mc_parse_counter(value, len, &ignored,
+						&scratch) == DRL_ECORRUPT;
 		free(value);
 		if (bad)
 			return drl_error_set(
@@ -465,24 +472,20 @@ static int mc_incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 	if (delta <= -(int64_t)BIAS)
 		return drl_error_set(err, DRL_ERANGE,
 				     "memcached incr: delta below -2^62");
-	map_key(m, key, &k);
+	drl__mc_map_key(m, key, &k);
 	rc = borrow(m, &c, err);
 	if (rc)
 		return rc;
 	if (m->binary)
-		rc = incr_binary(&c, &k, delta, expiry(ttl_us), &stored, err);
+		rc = incr_binary(&c, &k, delta, drl__mc_expiry(ttl_us), &stored,
+				 err);
 	else
-		rc = incr_ascii(&c, &k, delta, expiry(ttl_us), &stored, err);
+		rc = incr_ascii(&c, &k, delta, drl__mc_expiry(ttl_us), &stored,
+				err);
 	give_back(&c);
 	if (rc)
 		return rc;
-	/* decrement stops at 0, increment wraps: both mean out of range. */
-	if ((delta < 0 && stored == 0) ||
-	    (delta > 0 && stored < (uint64_t)delta))
-		return drl_error_set(err, DRL_ERANGE,
-				     "memcached incr: counter out of the "
-				     "range (-2^62, 2^63)");
-	return unbias(stored, value, err);
+	return drl__mc_incr_value(delta, stored, value, err);
 }
 
 /* Fill values[i] for every requested key equal to the fetched result. */
@@ -496,9 +499,9 @@ static int take_result(const memcached_result_st *r, size_t n,
 	for (size_t i = 0; i < n; i++) {
 		if (kl[i] != rkl || memcmp(kp[i], rk, rkl) != 0)
 			continue;
-		int rc = parse_counter(memcached_result_value(r),
-				       memcached_result_length(r), &values[i],
-				       err);
+		int rc = drl__mc_parse_counter(memcached_result_value(r),
+					       memcached_result_length(r),
+					       &values[i], err);
 		if (rc)
 			return rc;
 	}
@@ -567,7 +570,7 @@ static int mc_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
-		map_key(m, keys[i], &mk[i]);
+		drl__mc_map_key(m, keys[i], &mk[i]);
 		kp[i] = mk[i].buf;
 		kl[i] = mk[i].len;
 		values[i] = 0;
@@ -590,6 +593,18 @@ done:
 	return rc;
 }
 
+/* vtable add_read: incr() of keys[0], then get_many() of the others (two
+ * round trips; the channels send both at once). */
+static int mc_add_read(drl_backend *b, size_t n, const drl_bytes *keys,
+		       int64_t delta, int64_t ttl_us, int64_t *values,
+		       drl_error *err)
+{
+	int rc = mc_incr(b, keys[0], delta, ttl_us, &values[0], err);
+	if (rc == 0 && n > 1)
+		rc = mc_get_many(b, n - 1, keys + 1, values + 1, err);
+	return rc;
+}
+
 /* ---- optimistic state ---------------------------------------------------- */
 
 /* vtable load: `gets` the blob at key into buf; version = its CAS id. */
@@ -605,7 +620,7 @@ static int mc_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 	mkey k;
 	int rc;
 
-	map_key(m, key, &k);
+	drl__mc_map_key(m, key, &k);
 	kp = k.buf;
 	kl = k.len;
 	rc = borrow(m, &c, err);
@@ -684,16 +699,16 @@ static int mc_cas(drl_backend *b, drl_bytes key, const void *blob, size_t len,
 	mkey k;
 	int rc;
 
-	map_key(m, key, &k);
+	drl__mc_map_key(m, key, &k);
 	rc = borrow(m, &c, err);
 	if (rc)
 		return rc;
 	if (version == 0)
-		mrc = memcached_add(c.mc, k.buf, k.len, v, len, expiry(ttl_us),
-				    0);
+		mrc = memcached_add(c.mc, k.buf, k.len, v, len,
+				    drl__mc_expiry(ttl_us), 0);
 	else
-		mrc = memcached_cas(c.mc, k.buf, k.len, v, len, expiry(ttl_us),
-				    0, version);
+		mrc = memcached_cas(c.mc, k.buf, k.len, v, len,
+				    drl__mc_expiry(ttl_us), 0, version);
 	switch (mrc) {
 	case MEMCACHED_SUCCESS:
 		rc = 0;
@@ -737,7 +752,7 @@ static int mc_del(drl_backend *b, size_t n, const drl_bytes *keys,
 		return drl_error_set(err, DRL_EINVAL, "memcached: NULL keys");
 	int rc = borrow(m, &c, err);
 	for (size_t i = 0; i < n && rc == 0; i++) {
-		map_key(m, keys[i], &k);
+		drl__mc_map_key(m, keys[i], &k);
 		memcached_return_t mrc =
 			memcached_delete(c.mc, k.buf, k.len, 0);
 		if (mrc != MEMCACHED_SUCCESS && mrc != MEMCACHED_NOTFOUND)
@@ -756,6 +771,8 @@ static void mc_destroy(drl_backend *b)
 		return;
 	if (m->pool != NULL)
 		memcached_pool_destroy(m->pool);
+	if (m->hasher != NULL)
+		memcached_free(m->hasher);
 	if (m->master != NULL)
 		memcached_free(m->master);
 	free(m);
@@ -832,6 +849,19 @@ static int probe(mc_backend *m, drl_error *err)
 	return rc;
 }
 
+/* Give m channels (chan.c): the async API's counter decisions then go
+ * out on its event loop's thread, without a worker. */
+static void use_channels(mc_backend *m)
+{
+	m->parent.caps |= DRL_CAP_CHANNEL;
+	m->parent.add_read_start = drl__mc_add_read_start;
+	m->parent.chan_open = drl__mc_chan_open;
+	m->parent.chan_fd = drl__mc_chan_fd;
+	m->parent.chan_process = drl__mc_chan_process;
+	m->parent.chan_deadline = drl__mc_chan_deadline;
+	m->parent.chan_close = drl__mc_chan_close;
+}
+
 /* Read and check every option of *uri into m (before servers are added). */
 static int read_options(mc_backend *m, drl_uri *uri, int64_t *timeout_ms,
 			int64_t *pool, drl_error *err)
@@ -840,8 +870,15 @@ static int read_options(mc_backend *m, drl_uri *uri, int64_t *timeout_ms,
 	const char *prefix;
 	int rc;
 
+	int64_t channels;
+
 	rc = drl_uri_option_int(uri, "timeout_ms", 1, 600000, 1000, timeout_ms,
 				err);
+	if (rc == 0)
+		rc = drl_uri_option_int(uri, "channels", 0, 1, 1, &channels,
+					err);
+	if (rc == 0 && channels)
+		use_channels(m);
 	if (rc == 0)
 		rc = drl_uri_option_int(uri, "pool", 1, 1024, 16, pool, err);
 	if (rc == 0)
@@ -980,8 +1017,8 @@ int drl__memcached_open(drl_backend **out, drl_uri *uri, drl_error *err)
 	m = calloc(1, sizeof *m);
 	if (m == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "memcached: no memory");
-	m->parent.version = 4; /* the vtable version this file fills */
-	m->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS;
+	m->parent.version = 8; /* the vtable version this file fills */
+	m->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_ADD_READ;
 	m->parent.name = "memcached";
 	m->parent.destroy = mc_destroy;
 	m->parent.incr = mc_incr;
@@ -992,12 +1029,14 @@ int drl__memcached_open(drl_backend **out, drl_uri *uri, drl_error *err)
 	m->parent.eval = NULL;   /* no server-side scripts */
 	m->parent.now = NULL;    /* memcached has no clock to offer */
 	m->parent.del = mc_del;
+	m->parent.add_read = mc_add_read;
 
 	rc = drl_uri_option_lazy(uri, &lazy, err);
 	if (rc == 0)
 		rc = read_options(m, uri, &timeout_ms, &pool, err);
 	if (rc)
 		goto fail;
+	m->timeout_ms = timeout_ms;
 	m->master = memcached_create(NULL);
 	if (m->master == NULL) {
 		rc = drl_error_set(err, DRL_ENOMEM, "memcached: no memory");
@@ -1013,7 +1052,8 @@ int drl__memcached_open(drl_backend **out, drl_uri *uri, drl_error *err)
 	if (rc)
 		goto fail;
 	m->pool = memcached_pool_create(m->master, 1, (uint32_t)pool);
-	if (m->pool == NULL) {
+	m->hasher = memcached_clone(NULL, m->master);
+	if (m->pool == NULL || m->hasher == NULL) {
 		rc = drl_error_set(err, DRL_ENOMEM,
 				   "memcached: cannot create the pool");
 		goto fail;

@@ -20,7 +20,10 @@
  * prefix=P (""; prepended to every key; no spaces or control bytes, at most
  * 128 bytes), binary=0|1 (1; the binary protocol, needed for
  * one-round-trip counters), pool=N (16; connections serving calls at once;
- * a call waits up to 10 x timeout_ms for a free one, then DRL_ETIMEDOUT).
+ * a call waits up to 10 x timeout_ms for a free one, then DRL_ETIMEDOUT),
+ * channels=0|1 (1; DRL_CAP_CHANNEL: the async API's counter decisions in
+ * fd mode go out on a connection of its own that its loop drives,
+ * memcached/chan.c; 0: every async decision on a worker).
  * No user or password (SASL is not supported) and no path.
  *
  * Validates the whole URI (DRL_EINVAL naming the part), then asks every
@@ -30,7 +33,8 @@
  * and may be cleared right after.
  *
  * Thread-safe: every method may be called from any number of threads at
- * once (each call borrows one connection handle from the pool). Not
+ * once (each call borrows one connection handle from the pool); a channel
+ * by one thread at a time (drl/sys/backend.h). Not
  * fork-safe: a child process opens a store of its own.
  */
 int drl__memcached_open(drl_backend **out, drl_uri *uri, drl_error *err);

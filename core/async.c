@@ -793,6 +793,7 @@ static int node_go(drl_async *a, node *n, drl_error *err)
 {
 	int rc = 0;
 	bool worker = drl__async_force_worker;
+	n->req.no_chan = a->io.off; /* drl__chan_only stores: a worker */
 	if (drl__req_begin(&n->req) == 0) {
 		drl__req_end(&n->req);
 		outcome(n);

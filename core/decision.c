@@ -646,11 +646,16 @@ bool drl__req_startable(drl__req *q, const char **why)
 	else if (b->caps & DRL_CAP_DECLARED_KEYS) /* first: no eval_start */
 		no = "Redis Cluster's calls may need ASKING, which shared "
 		     "connections never send: a worker decides";
-	else if (b->version < 5 || !(b->caps & DRL_CAP_EVAL_START) ||
-		 !b->eval_start)
+	else if (drl__chan_only(b) && q->no_chan)
+		no = "the store starts calls only on the context's own "
+		     "connection (memcached), which drl_async_notify() "
+		     "turns off: a worker decides";
+	else if (!drl__chan_only(b) &&
+		 (b->version < 5 || !(b->caps & DRL_CAP_EVAL_START) ||
+		  !b->eval_start))
 		no = "the store sends no call without waiting (tx=watch, "
-		     "pipelines=0, memcached, a store of your own): a worker "
-		     "decides";
+		     "pipelines=0, memcached with channels=0, a store of your "
+		     "own): a worker decides";
 	else if (q->kind == DRL__REQ_BATCH &&
 		 (!drl__has_batch(b) || !l->limits[0].algo->lua_batch ||
 		  q->n > drl__batch_chunk(&l->limits[0])))
@@ -674,14 +679,20 @@ bool drl__req_startable(drl__req *q, const char **why)
 	bool chan = b->version >= 7 && (b->caps & DRL_CAP_CHANNEL);
 	if (q->kind == DRL__REQ_ONE && lim->algo->startable &&
 	    lim->algo->startable(lim, &probe)) {
-		w = chan ? "sent at start without a script (tx=auto's counter "
-			   "commands) on the context's own connection, "
+		w = chan ? "sent at start without a script (counter commands: "
+			   "Redis tx=auto's, memcached's) on the context's own "
+			   "connection, "
 			   "finished by the thread in drl_async_process() "
 			   "(with drl_async_notify(): by the store's I/O "
 			   "thread)"
 			 : "sent at start without a script (tx=auto's counter "
 			   "commands), finished by the store's I/O thread (a "
 			   "store without channels: TLS, Sentinel)";
+	} else if (drl__chan_only(b)) {
+		w = "the store has no started call for this algorithm's "
+		    "state (memcached: token_bucket, gcra, sliding_log use "
+		    "gets/cas), nor a script: a worker decides";
+		ok = false;
 	} else if (drl__script_usable(lim, &probe)) {
 		w = chan ? "sent at start as the algorithm's server-side "
 			   "script on the context's own connection, finished "
@@ -775,6 +786,9 @@ static void start_one(drl__req *q)
 		q->err->code = 0;
 	if (lim->algo->start && lim->algo->startable(lim, &call))
 		rc = lim->algo->start(lim, &call, decided, q);
+	if (rc == DRL_ENOTSUP && !b->eval_start)
+		rc = drl_error_set(q->err, DRL_EINTERNAL,
+				   "a started decision the store cannot send");
 	if (rc != DRL_ENOTSUP) {
 		/* The store's own message when it gave one (a Sentinel store
 		 * with no master known says so); ours only when none did. */

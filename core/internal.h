@@ -694,6 +694,16 @@ static inline bool drl__has_groups(const drl_backend *b)
 	       b->trim != NULL;
 }
 
+/* Whether b starts calls only on a channel (version >= 8,
+ * DRL_CAP_CHANNEL without DRL_CAP_EVAL_START: memcached): its started
+ * counter calls (add_read_start) need the async API's channel, and it
+ * has no script for what they do not take. */
+static inline bool drl__chan_only(const drl_backend *b)
+{
+	return b->version >= 8 && (b->caps & DRL_CAP_CHANNEL) &&
+	       !(b->caps & DRL_CAP_EVAL_START) && b->add_read_start != NULL;
+}
+
 /* Whether b answers without waiting for I/O (DRL_CAP_INPROC, version
  * >= 6): the async API then decides at start. */
 static inline bool drl__is_inproc(const drl_backend *b)
@@ -948,6 +958,10 @@ typedef struct drl__req {
 	/* The channel started calls go out on (the async API's,
 	 * core/async_io.c); NULL: the store's own I/O. */
 	drl_channel *chan;
+	/* Set by a caller that will have no channel for the store (the
+	 * async API with drl_async_notify()): a store whose calls start
+	 * only on channels (drl__chan_only) is then decided on a worker. */
+	bool no_chan;
 } drl__req;
 
 /* A request of `kind` on l for items[0..n) at now_us (explicit, checked,
@@ -974,6 +988,7 @@ static inline void drl__req_init(drl__req *q, drl__req_kind kind,
 	q->mem = NULL;
 	q->chunk = NULL;
 	q->chan = NULL;
+	q->no_chan = false;
 }
 
 /* The id of item i's user key (made at begin). */

@@ -73,11 +73,14 @@ int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 	/* DRL_CAP_CHANNEL means something only from version 8 on (7's
 	 * layout is refused above); the started slots take a channel. */
 	if (b->version >= 8 && (b->caps & DRL_CAP_CHANNEL) &&
-	    (!(b->caps & DRL_CAP_EVAL_START) || !b->chan_open || !b->chan_fd ||
-	     !b->chan_process || !b->chan_deadline || !b->chan_close))
+	    ((!(b->caps & DRL_CAP_EVAL_START) &&
+	      !((b->caps & DRL_CAP_ADD_READ) && b->add_read_start)) ||
+	     !b->chan_open || !b->chan_fd || !b->chan_process ||
+	     !b->chan_deadline || !b->chan_close))
 		return drl_error_set(err, DRL_EINVAL,
 				     "backend \"%s\" claims DRL_CAP_CHANNEL "
-				     "without DRL_CAP_EVAL_START or a chan_ "
+				     "without DRL_CAP_EVAL_START or "
+				     "add_read_start, or without a chan_ "
 				     "method",
 				     b->name ? b->name : "?");
 	/* DRL_CAP_COUNTER_GROUPS means something only from version 8 on. */

@@ -38,7 +38,9 @@ export interface RateLimiterDrlOptions {
   /** What to do when the store fails (libdrl's on_error=). */
   onError?: 'deny' | 'allow' | 'local';
   /**
-   * memcached:// only: the consume()s of one tick are decided this many
+   * memcached:// decisions on workers only (token_bucket, gcra,
+   * sliding_log, several limits, channels=0; the counters decide on the
+   * loop): the consume()s of one tick are decided this many
    * (default 16, 1..1024) per worker hand-off, in call order; 1: each on
    * its own. A stalled server settles a batch's last after up to this
    * many times timeout_ms.

@@ -174,14 +174,18 @@ class RateLimiterDrl {
     this.keyPrefix = keyPrefix;
     this._handle = null;
     // memory:// decides on this thread at once (no I/O: decideNow);
-    // memcached:// on the context's workers, `batch` consume()s of a tick
-    // a hand-off.
+    // memcached:// counters (fixed_window, sliding_window, subwindow)
+    // on Node's loop through the store's channel, like Redis; the rest
+    // of memcached:// (gets/cas state, policies, channels=0) on the
+    // context's workers, `batch` consume()s of a tick a hand-off (set
+    // once the store is open: native.direct says which).
     this._inproc = store === '' || store.startsWith('memory:');
     const batch = batchOf(opts.batch);
-    this._batch = store.startsWith('memcached:') ? batch : 0;
+    this._batch = 0;
     this._q = null; // the queue of this tick's consume()s
     this._last = null; // the last queue flushed
     this._ready = native.open(store, this.spec, keyPrefix).then((h) => {
+      if (store.startsWith('memcached') && !native.direct(h)) this._batch = batch;
       this._handle = h;
       handles.register(this, h);
       return h;

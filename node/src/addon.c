@@ -9,6 +9,8 @@
  *                                 (memory:// only; decide.c)
  *   reset(handle, key)            -> Promise<true>          (blocking.c)
  *   adjust(handle, key, delta)    -> Promise<RateLimiterRes> (blocking.c)
+ *   direct(handle)                -> whether decisions need no worker
+ *                                 (drl_async_direct; batch.c)
  *   decideBatch(handle, keys, points, q, chunk)  consume()s of one
  *                                 tick; settle() gets them (batch.c)
  *   init(RateLimiterRes, Float64Array(4), Float64Array(6 * N), settle)
@@ -128,6 +130,7 @@ static napi_value init_module(napi_env env, napi_value exports)
 		{"decide", NULL, js_decide, NULL, NULL, NULL, napi_default, ad},
 		{"decideNow", NULL, js_decide_now, NULL, NULL, NULL,
 		 napi_default, ad},
+		{"direct", NULL, js_direct, NULL, NULL, NULL, napi_default, ad},
 		{"decideBatch", NULL, js_decide_batch, NULL, NULL, NULL,
 		 napi_default, ad},
 		{"reset", NULL, js_reset, NULL, NULL, NULL, napi_default, ad},

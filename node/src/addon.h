@@ -129,6 +129,7 @@ napi_value js_open(napi_env env, napi_callback_info info);
 napi_value js_decide(napi_env env, napi_callback_info info);
 napi_value js_decide_now(napi_env env, napi_callback_info info);
 napi_value js_decide_batch(napi_env env, napi_callback_info info);
+napi_value js_direct(napi_env env, napi_callback_info info);
 
 /* RateLimiterRes's fields (remainingPoints, msBeforeNext,
  * consumedPoints, isFirstInDuration) for result r of a request of

@@ -240,6 +240,21 @@ static uint32_t key_hash(const char *p, size_t n)
 }
 
 /* decideBatch(handle, keys, points, q, chunk) */
+/* direct(handle): whether the limiter's consume()s are decided without
+ * a worker (drl_async_direct: memcached's counters on its channel, on
+ * Node's loop); false: they go to workers, where batches pay. */
+napi_value js_direct(napi_env env, napi_callback_info info)
+{
+	size_t argc = 1;
+	napi_value argv[1], out;
+	lim *l;
+	napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+	if ((l = get_lim(env, argv[0])) == NULL)
+		return NULL;
+	napi_get_boolean(env, drl_async_direct(l->limiter) == 1, &out);
+	return out;
+}
+
 napi_value js_decide_batch(napi_env env, napi_callback_info info)
 {
 	size_t argc = 5;

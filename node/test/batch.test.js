@@ -1,6 +1,8 @@
-// memcached:// decides the consume()s made in one tick in batches (the
-// `batch` option, node/src/batch.c): they are decided exactly and in call
-// order, a bad key or points rejects its own promise only (with the
+// memcached:// decides its counters (fixed_window, RLF's default,
+// sliding_window) on Node's loop through the store's channel, exactly;
+// its other algorithms (gets/cas: token_bucket here) decide the consume()s
+// made in one tick in batches (the `batch` option, node/src/batch.c): they
+// are decided exactly and in call order, a bad key or points rejects its own promise only (with the
 // message a lone consume() gets), a store failure rejects each of them,
 // and get()/delete()/penalty() come after the consume()s queued before
 // them.
@@ -10,6 +12,8 @@ const assert = require('node:assert');
 const { RateLimiterDrl, RateLimiterRes } = require('..');
 const servers = require('./servers');
 
+// batches serve the algorithms memcached decides on workers (gets/cas)
+const TB = 'token_bucket';
 const uniq = () => 'b' + process.pid + '-' + Math.random().toString(36).slice(2);
 
 // Each promise's outcome: 'ok N' (resolved, remainingPoints N), 'deny N'
@@ -36,13 +40,13 @@ test('memcached:// batches', async (t) => {
       'deny 0', 'deny 0', 'deny 0', 'deny 0', 'deny 0', 'deny 0', 'deny 0'];
     // batch 1: each consume() on its own, on the workers in any order:
     // exact, not ordered.
-    const l1 = new RateLimiterDrl({ store, points: 5, duration: 86400, keyPrefix: 'bt', batch: 1 });
+    const l1 = new RateLimiterDrl({ store, points: 5, duration: 86400, keyPrefix: 'bt', batch: 1, algorithm: TB });
     await l1.ready();
     const k1 = uniq();
     const got1 = await outcomes(Array.from({ length: 12 }, () => l1.consume(k1)));
     assert.deepStrictEqual(got1.slice().sort(), order.slice().sort(), 'batch 1');
     for (const batch of [2, 3, 8, 16, 1024]) {
-      const l = new RateLimiterDrl({ store, points: 5, duration: 86400, keyPrefix: 'bt', batch });
+      const l = new RateLimiterDrl({ store, points: 5, duration: 86400, keyPrefix: 'bt', batch, algorithm: TB });
       await l.ready();
       const key = uniq();
       const got = await outcomes(Array.from({ length: 12 }, () => l.consume(key)));
@@ -56,7 +60,8 @@ test('memcached:// batches', async (t) => {
   });
 
   await t.test('many keys in one tick: each exact', async () => {
-    const l = new RateLimiterDrl({ store, points: 3, duration: 86400, keyPrefix: 'bt' });
+    const l = new RateLimiterDrl({ store, points: 3, duration: 86400, keyPrefix: 'bt',
+      algorithm: TB });
     await l.ready();
     const keys = Array.from({ length: 10 }, uniq);
     const calls = [];
@@ -82,7 +87,8 @@ test('memcached:// batches', async (t) => {
   });
 
   await t.test('a bad key or points rejects its own promise only', async () => {
-    const l = new RateLimiterDrl({ store, points: 10, duration: 86400, keyPrefix: 'bt' });
+    const l = new RateLimiterDrl({ store, points: 10, duration: 86400, keyPrefix: 'bt',
+      algorithm: TB });
     await l.ready();
     const key = uniq();
     const lone = await outcomes([l.consume(42)]); // before the batch: alone in its tick
@@ -97,7 +103,8 @@ test('memcached:// batches', async (t) => {
   });
 
   await t.test('get(), delete() and penalty() come after the queued consume()s', async () => {
-    const l = new RateLimiterDrl({ store, points: 10, duration: 86400, keyPrefix: 'bt' });
+    const l = new RateLimiterDrl({ store, points: 10, duration: 86400, keyPrefix: 'bt',
+      algorithm: TB });
     await l.ready();
     const key = uniq();
     l.consume(key);
@@ -110,6 +117,23 @@ test('memcached:// batches', async (t) => {
     assert.strictEqual(await l.get(key), null);
     l.consume(key, 4);
     assert.strictEqual((await l.penalty(key, 1)).remainingPoints, 5);
+  });
+
+  await t.test('counters: on the loop, no batch, exact', async () => {
+    for (const algorithm of ['fixed_window', 'sliding_window']) {
+      const l = new RateLimiterDrl({ store, points: 5, duration: 86400, keyPrefix: 'bt',
+        algorithm, batch: 16 });
+      await l.ready();
+      assert.strictEqual(l._batch, 0, algorithm + ' goes to batches');
+      const key = uniq();
+      const got = await outcomes(Array.from({ length: 12 }, () => l.consume(key)));
+      assert.deepStrictEqual(got.slice().sort(), ['ok 4', 'ok 3', 'ok 2', 'ok 1', 'ok 0',
+        'deny 0', 'deny 0', 'deny 0', 'deny 0', 'deny 0', 'deny 0', 'deny 0'].sort(), algorithm);
+    }
+    const tb = new RateLimiterDrl({ store, points: 5, duration: 86400, keyPrefix: 'bt',
+      algorithm: TB });
+    await tb.ready();
+    assert.strictEqual(tb._batch, 16);
   });
 
   await t.test('the batch option: 1..1024, whole', () => {

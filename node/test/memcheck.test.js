@@ -3,8 +3,8 @@
 // every path of the addon once: open, consume (allowed, denied, store
 // error), get, delete, penalty/reward, bad input, a stalled call that
 // times out, on memory://, a real redis-server (tx=auto: the loop's
-// own connection; tx=watch: the worker threads) and memcached (the
-// consume()s of a tick in batches).
+// own connection; tx=watch: the worker threads) and memcached (counters
+// on the store's channel; token_bucket's consume()s of a tick in batches).
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
@@ -60,9 +60,13 @@ test('memcached://', async (t) => {
   t.after(() => m.stop());
   const store = 'memcached://127.0.0.1:' + m.port + '?timeout_ms=300';
   await paths(store);
-  // consume()s of one tick: batches, with a bad key and bad points in them.
-  const l = new RateLimiterDrl({ store, points: 2, duration: 60, keyPrefix: 'mcb' });
+  // consume()s of one tick: batches (token_bucket: gets/cas on the
+  // workers), with a bad key and bad points in them.
+  const l = new RateLimiterDrl({ store, points: 2, duration: 60, keyPrefix: 'mcb',
+    algorithm: 'token_bucket' });
   await l.ready();
+  const lc = new RateLimiterDrl({ store, points: 2, duration: 60, keyPrefix: 'mcc' });
+  await lc.ready();
   const got = await Promise.allSettled([l.consume('a'), l.consume(7), l.consume('a'),
     l.consume('a'), l.consume('b', -1), l.consume(Buffer.from('b'))]);
   assert.deepStrictEqual(got.map((s) => s.status),
@@ -73,6 +77,8 @@ test('memcached://', async (t) => {
   try {
     await Promise.allSettled([l.consume('c'), l.consume('d')]);
     await Promise.allSettled([l.consume('e')]);
+    // the channel's calls time out too
+    await Promise.allSettled([lc.consume('c'), lc.consume('d')]);
   } finally {
     process.kill(m.pid, 'SIGCONT');
   }

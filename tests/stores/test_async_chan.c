@@ -33,6 +33,7 @@
 #include <drl/drl.h>
 
 #include "async_check.h"
+#include "async_run.h"
 #include "server_fixture.h"
 #include "testutil.h"
 
@@ -60,19 +61,6 @@ static int have_srv;
 
 #define NEED_SERVER() DRL_FIXTURE_NEED(have_srv)
 
-/* Threads of this process now (/proc/self/task). */
-static int threads_now(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	assert_non_null(d);
-	int n = 0;
-	for (struct dirent *e; (e = readdir(d)) != NULL;)
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
-}
-
 static void uri_of(char *buf, size_t cap, const char *opts)
 {
 	snprintf(buf, cap, "redis://127.0.0.1:%d?timeout_ms=%" PRId64 "%s%s",
@@ -96,70 +84,6 @@ static drl_async *ctx_new(void)
 	if (drl_async_new(&a, NULL, &e))
 		fail_msg("drl_async_new: %s", e.message);
 	return a;
-}
-
-/* A loop keeping `inflight` requests on one key going until `total` are
- * done, each callback's outcome counted. */
-typedef struct run {
-	drl_async *a;
-	drl_limiter *lim;
-	int64_t at; /* 0: drl_async_allow (the clock) */
-	const char *key;
-	int total, started, done, allowed, denied;
-	int errors, timeouts, unavailable;
-	char last[300];
-} run;
-
-static void run_start(run *r);
-
-static void run_cb(drl_async *a, int rc, const drl_result *res,
-		   const drl_error *err, void *arg)
-{
-	(void)a;
-	run *r = arg;
-	r->done++;
-	if (rc == 0 && res->allowed)
-		r->allowed++;
-	else if (rc == 0)
-		r->denied++;
-	else {
-		r->errors++;
-		r->timeouts += rc == DRL_ETIMEDOUT;
-		r->unavailable += rc == DRL_EUNAVAILABLE;
-		snprintf(r->last, sizeof r->last, "%s", err->message);
-	}
-	if (r->started < r->total)
-		run_start(r);
-}
-
-static void run_start(run *r)
-{
-	drl_error e = {0};
-	size_t klen = strlen(r->key);
-	int rc = r->at ? drl_async_allow_at(r->a, r->lim, r->key, klen, 1,
-					    r->at, run_cb, r, &e)
-		       : drl_async_allow(r->a, r->lim, r->key, klen, 1, run_cb,
-					 r, &e);
-	if (rc)
-		fail_msg("start: %s", e.message);
-	r->started++;
-}
-
-/* Start `inflight`, then poll drl_async_fd() and process until every
- * one of r->total is done (the test fails after a generous deadline). */
-static void run_all(run *r, int inflight)
-{
-	for (int i = 0; i < inflight && r->started < r->total; i++)
-		run_start(r);
-	int64_t end = tu_mono_ms() + tu_bound_ms(60000);
-	while (r->done < r->total) {
-		if (tu_mono_ms() > end)
-			fail_msg("%d of %d callbacks after the deadline",
-				 r->done, r->total);
-		struct pollfd p = {.fd = drl_async_fd(r->a), .events = POLLIN};
-		if (poll(&p, 1, 100) > 0)
-			drl_async_process(r->a);
-	}
 }
 
 /* ---- a round's writes ------------------------------------------------------ */
@@ -356,11 +280,12 @@ static void test_group_trim_on_channel(void **state)
 	char uri[256];
 	uri_of(uri, sizeof uri, NULL);
 	tu t = tu_open(uri, "subwindow:100/1h,subwindows=4");
-	int before = threads_now();
-	run r = {.a = ctx_new(), .lim = t.lim, .key = "grouptrim", .total = 1};
-	run_all(&r, 1);
+	int before = async_threads_now();
+	async_run r = {
+		.a = ctx_new(), .lim = t.lim, .key = "grouptrim", .total = 1};
+	async_run_all(&r, 1);
 	assert_int_equal(r.allowed, 1);
-	assert_int_equal(threads_now(), before);
+	assert_int_equal(async_threads_now(), before);
 	redisContext *c = redisConnect("127.0.0.1", srv.port);
 	assert_non_null(c);
 	assert_int_equal(c->err, 0);
@@ -397,15 +322,15 @@ static void test_no_io_thread(void **state)
 		const char *why = NULL;
 		assert_int_equal(drl_async_path(t.lim, &why), 1);
 		assert_non_null(strstr(why, "drl_async_process"));
-		int before = threads_now();
-		run r = {.a = ctx_new(),
-			 .lim = t.lim,
-			 .key = "nothread",
-			 .total = 300};
-		run_all(&r, 16);
+		int before = async_threads_now();
+		async_run r = {.a = ctx_new(),
+			       .lim = t.lim,
+			       .key = "nothread",
+			       .total = 300};
+		async_run_all(&r, 16);
 		assert_int_equal(r.errors, 0);
 		assert_int_equal(r.allowed, 300);
-		assert_int_equal(threads_now(), before);
+		assert_int_equal(async_threads_now(), before);
 		drl_async_free(r.a);
 		tu_free(&t);
 	}
@@ -425,7 +350,7 @@ static void test_notify_keeps_io_thread(void **state)
 	char uri[256];
 	uri_of(uri, sizeof uri, NULL);
 	tu t = tu_open(uri, "fixed_window:1000000/1h");
-	int before = threads_now();
+	int before = async_threads_now();
 	drl_async *a = ctx_new();
 	assert_int_equal(drl_async_notify(a, wake_nothing, NULL), 0);
 	async_one one = {0};
@@ -438,7 +363,7 @@ static void test_notify_keeps_io_thread(void **state)
 	assert_int_equal(one.rc, 0);
 	/* At least the I/O thread (a sanitizer may start one of its own
 	 * with the process's first thread). */
-	assert_true(threads_now() > before);
+	assert_true(async_threads_now() > before);
 	drl_async_free(a);
 	tu_free(&t);
 }
@@ -497,30 +422,6 @@ static void test_hot_key_one_loop(void **state)
 
 enum { PROCS = 3, PER_PROC = 150, LIMIT = 200 };
 
-/* One process's share: PER_PROC requests for one key at one instant,
- * 16 in flight on its own loop and connection; its allowed count out. */
-static int child_run(const char *spec, const char *prefix, int64_t at)
-{
-	char uri[256];
-	uri_of(uri, sizeof uri, NULL);
-	drl_store *s = NULL;
-	drl_limiter *l = NULL;
-	drl_error e = {0};
-	if (drl_store_open(&s, uri, &e) ||
-	    drl_limiter_new(&l, s, spec, prefix, &e))
-		return -1;
-	run r = {.a = ctx_new(),
-		 .lim = l,
-		 .key = "hot",
-		 .at = at,
-		 .total = PER_PROC};
-	run_all(&r, 16);
-	drl_async_free(r.a);
-	drl_limiter_free(l);
-	drl_store_free(s);
-	return r.errors ? -1 : r.allowed;
-}
-
 static void test_hot_key_processes(void **state)
 {
 	(void)state;
@@ -533,31 +434,10 @@ static void test_hot_key_processes(void **state)
 		char prefix[64];
 		snprintf(prefix, sizeof prefix, "chanproc%zu_%d:", i, getpid());
 		int64_t at = INT64_C(1796000000000000) + (int64_t)i * SEC;
-		int fds[PROCS][2];
-		pid_t pids[PROCS];
-		for (int p = 0; p < PROCS; p++) {
-			assert_int_equal(pipe(fds[p]), 0);
-			pids[p] = fork();
-			assert_true(pids[p] >= 0);
-			if (pids[p] == 0) {
-				close(fds[p][0]);
-				int got = child_run(specs[i], prefix, at);
-				ssize_t w = write(fds[p][1], &got, sizeof got);
-				_exit(w == (ssize_t)sizeof got ? 0 : 1);
-			}
-			close(fds[p][1]);
-		}
-		int total = 0;
-		for (int p = 0; p < PROCS; p++) {
-			int got = -1, st = 0;
-			ssize_t rd = read(fds[p][0], &got, sizeof got);
-			close(fds[p][0]);
-			assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
-			assert_int_equal(rd, (ssize_t)sizeof got);
-			if (got < 0)
-				fail_msg("%s: a process failed", specs[i]);
-			total += got;
-		}
+		char uri[256];
+		uri_of(uri, sizeof uri, NULL);
+		int total = async_run_procs(uri, specs[i], prefix, at, PROCS,
+					    PER_PROC);
 		if (total != LIMIT)
 			fail_msg("%s: %d allowed from %d processes, limit %d",
 				 specs[i], total, PROCS, LIMIT);
@@ -574,14 +454,14 @@ static void test_stopped_server_times_out(void **state)
 	char uri[256];
 	uri_no_breaker(uri, sizeof uri, timeout);
 	tu t = tu_open(uri, "fixed_window:1000000/1h");
-	run r = {.a = ctx_new(), .lim = t.lim, .key = "stop", .total = 1};
-	run_all(&r, 1); /* connected */
+	async_run r = {.a = ctx_new(), .lim = t.lim, .key = "stop", .total = 1};
+	async_run_all(&r, 1); /* connected */
 	assert_int_equal(r.allowed, 1);
-	int before = threads_now();
+	int before = async_threads_now();
 	assert_int_equal(drl_fixture_pause(&srv), 0);
-	r = (run){.a = r.a, .lim = t.lim, .key = "stop", .total = 16};
+	r = (async_run){.a = r.a, .lim = t.lim, .key = "stop", .total = 16};
 	int64_t t0 = tu_mono_ms();
-	run_all(&r, 16);
+	async_run_all(&r, 16);
 	int64_t took = tu_mono_ms() - t0;
 	assert_int_equal(drl_fixture_resume(&srv), 0);
 	if (r.timeouts != 16)
@@ -589,10 +469,10 @@ static void test_stopped_server_times_out(void **state)
 	assert_non_null(strstr(r.last, "timeout_ms"));
 	/* The deadline rang: not before timeout_ms (a lower bound only). */
 	assert_true(took >= timeout - 1);
-	assert_int_equal(threads_now(), before);
+	assert_int_equal(async_threads_now(), before);
 	/* Back: the next start connects afresh and decides. */
-	r = (run){.a = r.a, .lim = t.lim, .key = "stop", .total = 4};
-	run_all(&r, 4);
+	r = (async_run){.a = r.a, .lim = t.lim, .key = "stop", .total = 4};
+	async_run_all(&r, 4);
 	assert_int_equal(r.allowed, 4);
 	drl_async_free(r.a);
 	tu_free(&t);
@@ -625,8 +505,8 @@ static void test_stopped_server_backpressure(void **state)
 	char full[300];
 	snprintf(full, sizeof full, "%s&tx=lua", uri);
 	tu t = tu_open(full, "fixed_window:1000000/1h");
-	run r = {.a = ctx_new(), .lim = t.lim, .key = "big", .total = 1};
-	run_all(&r, 1); /* connected */
+	async_run r = {.a = ctx_new(), .lim = t.lim, .key = "big", .total = 1};
+	async_run_all(&r, 1); /* connected */
 	assert_int_equal(r.allowed, 1);
 	static drl_batch_item items[BIG_ITEMS];
 	static char keys[BIG_ITEMS][BIG_KEY];
@@ -654,8 +534,8 @@ static void test_stopped_server_backpressure(void **state)
 	assert_int_equal(drl_fixture_resume(&srv), 0);
 	assert_int_equal(counts[0], BIG_BATCHES);
 	assert_int_equal(counts[1], BIG_BATCHES * BIG_ITEMS);
-	r = (run){.a = r.a, .lim = t.lim, .key = "big", .total = 2};
-	run_all(&r, 2);
+	r = (async_run){.a = r.a, .lim = t.lim, .key = "big", .total = 2};
+	async_run_all(&r, 2);
 	if (r.allowed != 2)
 		fail_msg("%d of 2 allowed after SIGCONT; last: %s", r.allowed,
 			 r.last);
@@ -674,21 +554,21 @@ static void test_stopped_before_connect(void **state)
 	uri_no_breaker(uri, sizeof uri, timeout);
 	tu t = tu_open(uri, "fixed_window:5/1h");
 	assert_int_equal(drl_fixture_pause(&srv), 0);
-	run r = {.a = ctx_new(),
-		 .lim = t.lim,
-		 .key = "unsent",
-		 .at = INT64_C(1797000000000000),
-		 .total = 20};
-	run_all(&r, 20);
+	async_run r = {.a = ctx_new(),
+		       .lim = t.lim,
+		       .key = "unsent",
+		       .at = INT64_C(1797000000000000),
+		       .total = 20};
+	async_run_all(&r, 20);
 	assert_int_equal(drl_fixture_resume(&srv), 0);
 	assert_int_equal(r.timeouts, 20);
 	/* None of the 20 ran: a limit of 5 still has all 5. */
-	r = (run){.a = r.a,
-		  .lim = t.lim,
-		  .key = "unsent",
-		  .at = INT64_C(1797000000000000),
-		  .total = 6};
-	run_all(&r, 1);
+	r = (async_run){.a = r.a,
+			.lim = t.lim,
+			.key = "unsent",
+			.at = INT64_C(1797000000000000),
+			.total = 6};
+	async_run_all(&r, 1);
 	assert_int_equal(r.errors, 0);
 	assert_int_equal(r.allowed, 5);
 	assert_int_equal(r.denied, 1);
@@ -703,23 +583,23 @@ static void test_server_gone_reconnects(void **state)
 	char uri[256];
 	uri_no_breaker(uri, sizeof uri, tu_bound_ms(5000));
 	tu t = tu_open(uri, "fixed_window:1000000/1h");
-	run r = {.a = ctx_new(), .lim = t.lim, .key = "gone", .total = 1};
-	run_all(&r, 1);
+	async_run r = {.a = ctx_new(), .lim = t.lim, .key = "gone", .total = 1};
+	async_run_all(&r, 1);
 	assert_int_equal(r.allowed, 1);
 	/* Stopped, 16 calls written to it, then killed: its end of the
 	 * connection closes with them unanswered. */
 	assert_int_equal(drl_fixture_pause(&srv), 0);
-	r = (run){.a = r.a, .lim = t.lim, .key = "gone", .total = 16};
+	r = (async_run){.a = r.a, .lim = t.lim, .key = "gone", .total = 16};
 	for (int i = 0; i < 16; i++)
-		run_start(&r);
+		async_run_start(&r);
 	drl_fixture_kill(&srv);
-	run_all(&r, 0);
+	async_run_all(&r, 0);
 	if (r.unavailable != 16)
 		fail_msg("%d of 16 unavailable; last: %s", r.unavailable,
 			 r.last);
 	assert_int_equal(drl_fixture_restart(&srv), 0);
-	r = (run){.a = r.a, .lim = t.lim, .key = "gone", .total = 8};
-	run_all(&r, 8);
+	r = (async_run){.a = r.a, .lim = t.lim, .key = "gone", .total = 8};
+	async_run_all(&r, 8);
 	if (r.allowed != 8)
 		fail_msg("%d of 8 allowed after the restart; last: %s",
 			 r.allowed, r.last);
@@ -736,9 +616,10 @@ static void test_free_in_flight(void **state)
 	char uri[256];
 	uri_of(uri, sizeof uri, NULL);
 	tu t = tu_open(uri, "fixed_window:1000000/1h");
-	run r = {.a = ctx_new(), .lim = t.lim, .key = "free", .total = 64};
+	async_run r = {
+		.a = ctx_new(), .lim = t.lim, .key = "free", .total = 64};
 	for (int i = 0; i < 64; i++)
-		run_start(&r);
+		async_run_start(&r);
 	/* Their callbacks must not start more: the context is going. */
 	r.total = r.started;
 	drl_async_free(r.a);
@@ -751,7 +632,7 @@ static void test_free_in_flight(void **state)
 static void drained(drl_async *a, void *arg)
 {
 	(void)a;
-	run *r = arg;
+	async_run *r = arg;
 	r->denied = -r->done; /* -(callbacks before the drain's) */
 }
 
@@ -762,9 +643,10 @@ static void test_drain_in_flight(void **state)
 	char uri[256];
 	uri_of(uri, sizeof uri, NULL);
 	tu t = tu_open(uri, "fixed_window:1000000/1h");
-	run r = {.a = ctx_new(), .lim = t.lim, .key = "drain", .total = 32};
+	async_run r = {
+		.a = ctx_new(), .lim = t.lim, .key = "drain", .total = 32};
 	for (int i = 0; i < 32; i++)
-		run_start(&r);
+		async_run_start(&r);
 	drl_error e = {0};
 	assert_int_equal(drl_async_drain(r.a, drained, &r, &e), 0);
 	int64_t end = tu_mono_ms() + tu_bound_ms(30000);
@@ -789,8 +671,9 @@ static void test_store_freed_first(void **state)
 		char uri[256];
 		uri_of(uri, sizeof uri, NULL);
 		tu t = tu_open(uri, "fixed_window:1000000/1h");
-		run r = {.a = a, .lim = t.lim, .key = "first", .total = 20};
-		run_all(&r, 8);
+		async_run r = {
+			.a = a, .lim = t.lim, .key = "first", .total = 20};
+		async_run_all(&r, 8);
 		assert_int_equal(r.allowed, 20);
 		tu_free(&t);
 	}

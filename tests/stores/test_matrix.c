@@ -554,6 +554,11 @@ static bool plan_of(drl_limiter *l, enum path p, plan *out, const char **why)
 		return false; /* why: the library's */
 	if (p == STARTED && !direct)
 		return false;
+	if (p == STARTED && drl__chan_only(b)) {
+		*why = "the store starts calls only on channels (memcached): "
+		       "with drl_async_notify() a worker decides";
+		return false;
+	}
 	out->force_worker = p == WORKER && direct;
 	return true;
 }

@@ -90,7 +90,8 @@ static drl_backend *open_srv(const char *opts)
 		     srv.port, opts[0] ? "&" : "", opts))
 		fail_msg("open(%s): %s", opts, err.message);
 	assert_string_equal(b->name, "memcached");
-	assert_int_equal(b->caps, DRL_CAP_COUNTER | DRL_CAP_CAS);
+	assert_int_equal(b->caps, DRL_CAP_COUNTER | DRL_CAP_CAS |
+					  DRL_CAP_ADD_READ | DRL_CAP_CHANNEL);
 	assert_true(b->version >= 1);
 	return b;
 }
@@ -232,6 +233,7 @@ static void test_open_rejects_bad_uris(void **state)
 	open_bad("memcached://127.0.0.1:11211?timeout_ms=0", "timeout_ms");
 	open_bad("memcached://127.0.0.1:11211?timeout_ms=abc", "timeout_ms");
 	open_bad("memcached://127.0.0.1:11211?binary=2", "binary");
+	open_bad("memcached://127.0.0.1:11211?channels=2", "channels");
 	open_bad("memcached://127.0.0.1:11211?pool=0", "pool");
 	open_bad("memcached://127.0.0.1:11211?prefix=a%20b", "prefix");
 	open_bad("memcached://127.0.0.1:11211?prefix=a%0Ab", "prefix");

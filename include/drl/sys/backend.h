@@ -174,9 +174,16 @@ enum {
 	 * the async API decides its requests at start, on the starting
 	 * thread, instead of on a worker. */
 	DRL_CAP_INPROC = 1u << 9,
-	/* chan_open .. chan_close (version >= 7, needs DRL_CAP_EVAL_START):
-	 * started calls on a connection a caller's thread drives (the
-	 * async API's event loop), with no thread of the store's. */
+	/* chan_open .. chan_close (version >= 7, needs DRL_CAP_EVAL_START,
+	 * or from version 8 DRL_CAP_ADD_READ with add_read_start): started
+	 * calls on a connection a caller's thread drives (the async API's
+	 * event loop), with no thread of the store's. A store with
+	 * channels and no DRL_CAP_EVAL_START (memcached: no scripts) starts
+	 * calls only on a channel: its add_read_start() with ch NULL may
+	 * fail (DRL_ENOTSUP), and the core never sends it one; the core
+	 * starts only the counter algorithms' calls on it (an increment by
+	 * 0 reads, for a decision that consumes nothing) and decides the
+	 * rest on the async API's workers. */
 	DRL_CAP_CHANNEL = 1u << 10,
 
 	/* trim, trim_start (version >= 7): the store keeps the counters of
