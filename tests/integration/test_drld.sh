@@ -1465,12 +1465,7 @@ fi
 
 if [ -n "$rport" ]; then
 	pw='Drld-Pw-4711'
-	fport=$(free_port)
-	start_redis "$fport" "$tmp" --requirepass "$pw"
-	fpid=$!
-	pids+=("$fpid")
-	wait_port "$fport"
-	check $? "a second redis-server (with a password) listens on $fport"
+	redis_up fport fpid "a second redis-server (with a password)" --requirepass "$pw"
 	cat >"$tmp/fail.json" <<EOF
 {"store": "redis://:$pw@127.0.0.1:$fport?timeout_ms=300",
  "rules": {"closed": {"limit": "fixed_window:5/1h", "on_error": "deny"},
@@ -1524,12 +1519,7 @@ fi
 # last would have taken 12 s (the bound below is 8 s). SIGTERM with
 # requests in flight answers them and exits 0.
 if [ -n "$rport" ]; then
-	sport=$(free_port)
-	start_redis "$sport" "$tmp"
-	spid=$!
-	pids+=("$spid")
-	wait_port "$sport"
-	check $? "a redis-server to stall listens on $sport"
+	redis_up sport spid "a redis-server to stall"
 	suri="redis://127.0.0.1:$sport?timeout_ms=1000&breaker_failures=0"
 	# stalled_checks N: N /v1/check at once; "CODE SECONDS" lines in
 	# $tmp/stalled
@@ -1663,12 +1653,7 @@ fi
 # request still waiting for the store is answered 503 and drld exits; a
 # request not yet read (behind the blocked thread) may only be refused.
 if [ -n "$rport" ]; then
-	sport=$(free_port)
-	start_redis "$sport" "$tmp"
-	spid=$!
-	pids+=("$spid")
-	wait_port "$sport"
-	check $? "a redis-server to stall listens on $sport"
+	redis_up sport spid "a redis-server to stall"
 	suri="redis://127.0.0.1:$sport?tx=watch&pipelines=0&timeout_ms=30000&breaker_failures=0"
 	if start drain --store "$suri" --threads 1 --drain-s 1; then
 		code=$(curl -s -o /dev/null -w '%{http_code}' -X POST \

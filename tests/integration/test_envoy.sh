@@ -1161,12 +1161,7 @@ fi
 
 if [ -n "$rport" ]; then
 	pw='Envoy-Pw-4711'
-	fport=$(free_port)
-	start_redis "$fport" "$tmp" --requirepass "$pw"
-	fpid=$!
-	pids+=("$fpid")
-	wait_port "$fport"
-	check $? "a second redis-server (with a password) listens on $fport"
+	redis_up fport fpid "a second redis-server (with a password)" --requirepass "$pw"
 	mkdir -p "$tmp/fail"
 	cat >"$tmp/fail/fail.yaml" <<'EOF'
 domain: fail
@@ -1229,12 +1224,7 @@ stall_outcomes() {
 }
 
 if [ -n "$rport" ]; then
-	sport=$(free_port)
-	start_redis "$sport" "$tmp"
-	spid=$!
-	pids+=("$spid")
-	wait_port "$sport"
-	check $? "a redis-server to stall listens on $sport"
+	redis_up sport spid "a redis-server to stall"
 	mkdir -p "$tmp/stall"
 	printf 'domain: stall\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n' \
 		>"$tmp/stall/stall.yaml"
@@ -1413,12 +1403,7 @@ fi
 # whatever --drain-s said. Now after --drain-s (1 s) the calls are
 # cancelled and drld exits without waiting for the store.
 if [ -n "$rport" ]; then
-	dport=$(free_port)
-	start_redis "$dport" "$tmp"
-	dpid=$!
-	pids+=("$dpid")
-	wait_port "$dport"
-	check $? "a redis-server to stall listens on $dport"
+	redis_up dport dpid "a redis-server to stall"
 	mkdir -p "$tmp/drain"
 	printf 'domain: drain\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n' \
 		>"$tmp/drain/drain.yaml"

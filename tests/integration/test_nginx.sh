@@ -214,12 +214,7 @@ own_redis() {
 		missing redis-server
 		finish
 	fi
-	rport=$(free_port)
-	start_redis "$rport" "$tmp"
-	rpid=$!
-	pids+=("$rpid")
-	wait_port "$rport"
-	check $? "redis-server listens on $rport"
+	redis_up rport rpid "redis-server"
 }
 
 # burst N URL...: N concurrent requests; sets $burst ("200=A 429=B other=C").
