@@ -60,16 +60,14 @@ static void on_cluster(const char *tx, int n0)
 static void test_lua(void **state)
 {
 	(void)state;
-	if (!have_cluster)
-		skip();
+	DRL_FIXTURE_NEED(have_cluster);
 	on_cluster("lua", 0);
 }
 
 static void test_watch(void **state)
 {
 	(void)state;
-	if (!have_cluster)
-		skip();
+	DRL_FIXTURE_NEED(have_cluster);
 	on_cluster("watch", 100);
 }
 

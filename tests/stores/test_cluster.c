@@ -66,8 +66,7 @@ static long long node_dbsize(int i)
 static void test_hot_key_lua(void **state)
 {
 	(void)state;
-	if (!have_cluster)
-		skip();
+	DRL_FIXTURE_NEED(have_cluster);
 	char uri[512];
 	cluster_uri(uri, sizeof uri, "lua", NULL);
 	hot_key_all_specs(uri);
@@ -76,8 +75,7 @@ static void test_hot_key_lua(void **state)
 static void test_hot_key_watch(void **state)
 {
 	(void)state;
-	if (!have_cluster)
-		skip();
+	DRL_FIXTURE_NEED(have_cluster);
 	char uri[512];
 	cluster_uri(uri, sizeof uri, "watch", NULL);
 	hot_key_all_specs(uri);
@@ -87,8 +85,7 @@ static void test_hot_key_watch(void **state)
 static void test_keys_spread(void **state)
 {
 	(void)state;
-	if (!have_cluster)
-		skip();
+	DRL_FIXTURE_NEED(have_cluster);
 	for (size_t t = 0; t < 2; t++) {
 		char uri[512];
 		cluster_uri(uri, sizeof uri, txs[t], NULL);
@@ -138,8 +135,7 @@ static const char *const redirect_specs[] = {
 static void test_migration_steps(void **state)
 {
 	(void)state;
-	if (!have_cluster)
-		skip();
+	DRL_FIXTURE_NEED(have_cluster);
 	int run = 0;
 	for (size_t t = 0; t < 2; t++) {
 		for (size_t s = 0; s < 5; s++, run++) {
@@ -265,8 +261,7 @@ static bool wait_denied(traffic *t)
 static void test_live_migration(void **state)
 {
 	(void)state;
-	if (!have_cluster)
-		skip();
+	DRL_FIXTURE_NEED(have_cluster);
 	for (size_t t = 0; t < 2; t++) {
 		char uri[512], key[32];
 		cluster_uri(uri, sizeof uri, txs[t], NULL);
@@ -327,8 +322,7 @@ static void test_live_migration(void **state)
 static void test_failover(void **state)
 {
 	(void)state;
-	if (!have_cluster)
-		skip();
+	DRL_FIXTURE_NEED(have_cluster);
 	char uri[512];
 	const char *key = "failover";
 	int slot = user_key_slot(key);
@@ -375,8 +369,7 @@ static void test_failover(void **state)
 static void test_cluster_down(void **state)
 {
 	(void)state;
-	if (!have_cluster)
-		skip();
+	DRL_FIXTURE_NEED(have_cluster);
 	static drl_cluster small;
 	if (drl_fixture_cluster_start(&small, 3, 0) != 0)
 		fail_msg("cannot start a 3-master cluster");
@@ -428,8 +421,7 @@ static void test_cluster_down(void **state)
 static void test_server_clock(void **state)
 {
 	(void)state;
-	if (!have_cluster)
-		skip();
+	DRL_FIXTURE_NEED(have_cluster);
 	for (size_t t = 0; t < 2; t++) {
 		char uri[512];
 		cluster_uri(uri, sizeof uri, txs[t], "&clock=server");
@@ -502,8 +494,7 @@ static void test_bad_uris(void **state)
 static void test_wrong_password(void **state)
 {
 	(void)state;
-	if (!have_cluster)
-		skip();
+	DRL_FIXTURE_NEED(have_cluster);
 	char uri[512];
 	snprintf(uri, sizeof uri, "redis-cluster://:s3cr3t-pw@%s", hosts);
 	drl_store *s = NULL;

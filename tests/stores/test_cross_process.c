@@ -20,8 +20,7 @@ static int have_redis, have_mc;
 static void test_redis_auto(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	char uri[128];
 	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", redis_srv.port);
 	hot_key_all_specs(uri);
@@ -31,8 +30,7 @@ static void test_redis_auto(void **state)
 static void test_redis_lua(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	char uri[128];
 	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=lua",
 		 redis_srv.port);
@@ -43,8 +41,7 @@ static void test_redis_lua(void **state)
 static void test_redis_watch(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	char uri[128];
 	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=watch",
 		 redis_srv.port);
@@ -57,8 +54,7 @@ static void test_redis_watch(void **state)
 static void test_redis_server_clock_near_cache(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	static const hot_key_opts o = {"near_cache=1;near_cache_sync=20ms", 1,
 				       50};
 	static const char *const tx[] = {"auto", "lua", "watch"};
@@ -74,8 +70,7 @@ static void test_redis_server_clock_near_cache(void **state)
 static void test_memcached(void **state)
 {
 	(void)state;
-	if (!have_mc)
-		skip();
+	DRL_FIXTURE_NEED(have_mc);
 	char uri[128];
 	snprintf(uri, sizeof uri, "memcached://127.0.0.1:%d", mc_srv.port);
 	hot_key_all_specs(uri);

@@ -19,7 +19,9 @@
 #include <strings.h>
 
 static drl_server redis_srv, mc_srv;
-static int have_servers;
+static int have_redis, have_mc;
+/* Skips the running test unless both servers run. */
+#define NEED_SERVERS() DRL_FIXTURE_NEED(have_redis &&have_mc)
 
 enum { STORES = 6, BATCHED = 4, AUTO = 5, STEPS = 400 };
 
@@ -83,8 +85,7 @@ static int check_ttls(void)
 static void test_ttl_bounds(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	static const char *const ttl_specs[] = {
 		"fixed_window:5/1s",
 		"sliding_window:5/1s",
@@ -142,10 +143,7 @@ static void test_ttl_bounds(void **state)
 static uint64_t rng = 0x853c49e6748fea9bu;
 static uint64_t next(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return tu_xorshift(&rng);
 }
 
 /* Specs decided by two clients whose clocks differ by `lag` µs (T is the
@@ -278,8 +276,7 @@ static void open_all(drl_store *stores[STORES], const char *names[STORES])
 static void test_identical_decisions(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	drl_store *stores[STORES];
 	const char *names[STORES];
 	open_all(stores, names);
@@ -300,8 +297,7 @@ static void test_identical_decisions(void **state)
 static void test_strategy_really_differs(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	char uri[128];
 	drl_store *s;
 	drl_limiter *l;
@@ -348,8 +344,7 @@ static void test_strategy_really_differs(void **state)
 static void test_server_clock(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	for (int watch = 0; watch < 2; watch++) {
 		char uri[128];
 		snprintf(uri, sizeof uri,
@@ -426,8 +421,7 @@ static redisContext *raw_redis(void)
 static void test_hostile_state(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	redisContext *raw = raw_redis();
 	const int64_t t = INT64_C(1700000000000000); /* a whole second */
 	for (int watch = 0; watch < 2; watch++) {
@@ -521,8 +515,7 @@ static void pack(unsigned char *p, int64_t v)
 static void test_gcra_states(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	redisContext *raw = raw_redis();
 	const int64_t t = INT64_C(1700000000000000);
 	for (int watch = 0; watch < 2; watch++) {
@@ -582,8 +575,7 @@ static void test_gcra_states(void **state)
 static void test_params_state_bytes(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	static const char *const algs[] = {"token_bucket", "gcra"};
 	static const char *const policies[] = {"keep_used", "keep_available",
 					       "scale", "additive", "reset"};
@@ -704,8 +696,7 @@ static size_t log_state(unsigned char *p, int64_t t)
 static void test_sliding_log_states(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	redisContext *raw = raw_redis();
 	const int64_t t = INT64_C(1700000000000000);
 	for (int watch = 0; watch < 2; watch++) {
@@ -835,8 +826,7 @@ static void test_sliding_log_states(void **state)
 static void test_log_state_bytes(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	static const char *const policies[] = {"keep_used", "reset"};
 	redisContext *raw = raw_redis();
 	const int64_t t = INT64_C(1700000000000000);
@@ -907,8 +897,7 @@ static void test_log_state_bytes(void **state)
 static void test_sliding_log_in_place(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	redisContext *raw = raw_redis();
 	const int64_t t0 = INT64_C(1700000000000000);
 	drl_store *s = redis_store(0), *mem;
@@ -986,8 +975,7 @@ static long long key_pttl(redisContext *raw, const char *key, size_t kn)
 static void test_sliding_log_ttl_kept(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	redisContext *raw = raw_redis();
 	const int64_t t0 = INT64_C(1700000000000000), S = 1000 * MS;
 	drl_store *s = redis_store(0);
@@ -1044,8 +1032,7 @@ static long long last_evalsha_nargs(redisContext *raw)
 static void test_twins_sent_what_they_read(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	static const struct {
 		const char *spec;
 		long long nargs;
@@ -1081,24 +1068,7 @@ static void test_twins_sent_what_they_read(void **state)
 	redisFree(raw);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	int rc1 = drl_fixture_redis_start(&redis_srv, NULL);
-	int rc2 = drl_fixture_memcached_start(&mc_srv, NULL);
-	if (rc1 < 0 || rc2 < 0)
-		return -1;
-	have_servers = rc1 == 0 && rc2 == 0;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	drl_fixture_stop(&redis_srv);
-	drl_fixture_stop(&mc_srv);
-	return 0;
-}
+DRL_FIXTURE_PAIR_GROUP(redis_srv, have_redis, mc_srv, have_mc)
 
 int main(void)
 {

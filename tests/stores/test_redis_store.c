@@ -1425,9 +1425,7 @@ static void test_public_api(void **state)
 		uint64_t seed = 0x9e3779b97f4a7c15u + si;
 		int64_t now = t0;
 		for (int i = 0; i < 150; i++) {
-			seed ^= seed << 13;
-			seed ^= seed >> 7;
-			seed ^= seed << 17;
+			tu_xorshift(&seed);
 			char key[2] = {(char)('a' + seed % 3), 0};
 			int64_t cost = (int64_t)((seed >> 8) % 4);
 			now += (int64_t)((seed >> 16) % (3 * SEC));
