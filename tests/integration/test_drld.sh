@@ -34,16 +34,9 @@ drld=${1:?usage: test_drld.sh PATH/TO/drld PATH/TO/drl}
 drl=${2:?usage: test_drld.sh PATH/TO/drld PATH/TO/drl}
 # Which part to run: meson runs each as a test of its own (they run in
 # parallel, and a failure names its part); "all" when not given.
-part=${3:-all}
-case $part in
-all | input | decisions | shadow | service | attack) ;;
-*)
-	echo "test_drld.sh: unknown part '$part' (all, input, decisions, shadow, service, attack)" >&2
-	exit 2
-	;;
-esac
-# in_part NAME: this run includes part NAME.
-in_part() { [ "$part" = all ] || [ "$part" = "$1" ]; }
+# shellcheck source=../fixtures/parts.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../fixtures/parts.sh"
+choose_part test_drld.sh "${3:-}" input decisions shadow service attack
 here=$(dirname "${BASH_SOURCE[0]}")
 client="$here/../fixtures/drld_client.py"
 tmp=$(mktemp -d)
