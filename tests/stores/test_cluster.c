@@ -63,21 +63,12 @@ static long long node_dbsize(int i)
 
 /* ---- exactness ------------------------------------------------------- */
 
-static void test_hot_key_lua(void **state)
+/* Every algorithm on one hot key, on the tx *state. */
+static void test_hot_key(void **state)
 {
-	(void)state;
 	DRL_FIXTURE_NEED(have_cluster);
 	char uri[512];
-	cluster_uri(uri, sizeof uri, "lua", NULL);
-	hot_key_all_specs(uri);
-}
-
-static void test_hot_key_watch(void **state)
-{
-	(void)state;
-	DRL_FIXTURE_NEED(have_cluster);
-	char uri[512];
-	cluster_uri(uri, sizeof uri, "watch", NULL);
+	cluster_uri(uri, sizeof uri, *state, NULL);
 	hot_key_all_specs(uri);
 }
 
@@ -510,8 +501,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_uris),
-		cmocka_unit_test(test_hot_key_lua),
-		cmocka_unit_test(test_hot_key_watch),
+		TU_CASE(test_hot_key_lua, test_hot_key, "lua"),
+		TU_CASE(test_hot_key_watch, test_hot_key, "watch"),
 		cmocka_unit_test(test_keys_spread),
 		cmocka_unit_test(test_server_clock),
 		cmocka_unit_test(test_wrong_password),
