@@ -63,44 +63,21 @@ fi
 
 # ---- drld processes ----------------------------------------------------
 
-# start NAME ARGS...: start drld on 127.0.0.1:0 with ARGS, its stderr in
-# $tmp/NAME.err; wait (20 s at most) for "drld: listening on
-# 127.0.0.1:PORT" and set $port and $pid. Returns nonzero when it did not
-# come up.
+# shellcheck source=../fixtures/drld_proc.sh
+source "$here/../fixtures/drld_proc.sh"
+
+# start NAME ARGS...: drld with --listen 127.0.0.1:0 and ARGS (drld_start:
+# sets $port and $pid). Returns nonzero when it did not come up.
 start() {
-	local name=$1 i
-	shift
-	port=
-	# emptied here, not by the child's redirection, which runs after
-	# the fork: the loop below could read an earlier drld's port first
-	: >"$tmp/$name.err"
-	"$drld" --listen 127.0.0.1:0 "$@" 2>>"$tmp/$name.err" &
-	pid=$!
-	pids+=("$pid")
-	for ((i = 0; i < 400; i++)); do
-		port=$(sed -n 's/^drld: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
-			"$tmp/$name.err")
-		[ -n "$port" ] && return 0
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	sed 's/^/#   stderr: /' "$tmp/$name.err"
-	return 1
+	drld_start "$1" --listen 127.0.0.1:0 "${@:2}"
 }
 
-# stop NAME PID: SIGTERM; drld must exit 0 with no sanitizer report.
+# stop NAME PID: SIGTERM; drld must exit 0 with no sanitizer report
+# (drld_stop), saying it is stopping.
 stop() {
-	local name=$1 p=$2 st
-	kill -TERM "$p"
-	wait "$p"
-	st=$?
-	[ "$st" -eq 0 ]
-	check $? "$name: drld exits 0 on SIGTERM (got $st)"
-	! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
-		"$tmp/$name.err"
-	check $? "$name: no sanitizer report on stderr"
-	grep -qF 'drld: SIGTERM: stopping' "$tmp/$name.err"
-	check $? "$name: drld says it is stopping"
+	drld_stop "$1" "$2"
+	grep -qF 'drld: SIGTERM: stopping' "$tmp/$1.err"
+	check $? "$1: drld says it is stopping"
 }
 
 # ---- HTTP requests -----------------------------------------------------
@@ -1167,9 +1144,7 @@ EOF2
 	st=$?
 	[ "$st" -eq 0 ]
 	check $? "graceful: drld exits 0 (got $st)"
-	! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
-		"$tmp/graceful.err"
-	check $? "graceful: no sanitizer report on stderr"
+	drld_clean graceful
 else
 	check 1 "drld starts for the graceful stop"
 fi
@@ -1362,9 +1337,7 @@ else
 		st=$?
 		[ "$st" -eq 0 ]
 		check $? "stalled: exit 0 (got $st)"
-		! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
-			"$tmp/stalled.err"
-		check $? "stalled: no sanitizer report on stderr"
+		drld_clean stalled
 	else
 		check 1 "drld starts with its config on the FUSE mount"
 	fi
@@ -1668,18 +1641,7 @@ if [ -n "$rport" ]; then
 		done
 		sleep 0.5 # not a wait for a thread: each request is answered or refused
 		t0=$(date +%s)
-		kill -TERM "$pid"
-		# without the fix drld exits only after the store's 30 s
-		# timeout
-		alive=no
-		gone_soon "$pid" || alive=yes
-		[ "$alive" = no ]
-		check $? "attack: SIGTERM with a request blocked on a stalled store: drld exits after --drain-s 1, not the store's timeout_ms 30000 (still running 20 s later: $alive)"
-		kill -CONT "$spid"
-		wait "$pid"
-		st=$?
-		[ "$st" -eq 0 ]
-		check $? "drain: drld exits 0 (got $st)"
+		drld_drains "a request" "$spid"
 		wait "${cpids[@]}"
 		codes=$(cat "$tmp"/dcode.* | tr '\n' ' ')
 		[ "$(cat "$tmp/dcode.0")" = 503 ] &&
@@ -1687,9 +1649,7 @@ if [ -n "$rport" ]; then
 		check $? "attack: the request waiting for the store is answered 503, the others 503 or refused (got $codes)"
 		grep -qF 'still waiting for the store' "$tmp/drain.err"
 		check $? "drain: drld says it answered the requests it could not wait for"
-		! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
-			"$tmp/drain.err"
-		check $? "drain: no sanitizer report on stderr"
+		drld_clean drain
 		echo "# drain: exited $(($(date +%s) - t0)) s after SIGTERM"
 	else
 		check 1 "drld starts on the redis-server to stall"
