@@ -91,19 +91,6 @@ static int64_t raw_int(redisContext *c, const char *key)
 	return v;
 }
 
-/* The number of clients connected to the server, but the raw one. */
-static long clients_but_me(redisContext *c)
-{
-	redisReply *r = redisCommand(c, "CLIENT LIST");
-	assert_non_null(r);
-	assert_int_equal(r->type, REDIS_REPLY_STRING);
-	long n = 0;
-	for (const char *p = r->str; (p = strstr(p, "id=")); p++)
-		n++;
-	freeReplyObject(r);
-	return n - 1;
-}
-
 /* The fixture server's URI with `opts` and a timeout no sanitizer or
  * valgrind slowdown can beat (these tests are not about timeouts). */
 static void uri_of(char *uri, size_t cap, const char *opts)
@@ -286,7 +273,7 @@ static void test_connections_shared(void **state)
 		char uri[256];
 		uri_of(uri, sizeof uri, cases[c].opts);
 		/* Connections of stores freed before are gone. */
-		assert_true(TU_WAIT_FOR(clients_but_me(raw) == 0,
+		assert_true(TU_WAIT_FOR(redis_clients_but_me(raw) == 0,
 					tu_bound_ms(5000)));
 		tu t = tu_open(uri, "fixed_window:1000000/1h");
 		pthread_t th[THREADS];
@@ -303,7 +290,7 @@ static void test_connections_shared(void **state)
 			errors += jobs[i].errors;
 		}
 		assert_int_equal(errors, 0);
-		long n = clients_but_me(raw);
+		long n = redis_clients_but_me(raw);
 		if (n > cases[c].max_clients)
 			fail_msg("%s: %ld connections after 16 threads, want "
 				 "at most %ld",
@@ -733,7 +720,8 @@ static void test_one_caller_one_connection(void **state)
 	NEED_SERVER();
 	redisContext *raw = raw_open();
 	raw_ok(raw, "FLUSHALL");
-	assert_true(TU_WAIT_FOR(clients_but_me(raw) == 0, tu_bound_ms(5000)));
+	assert_true(
+		TU_WAIT_FOR(redis_clients_but_me(raw) == 0, tu_bound_ms(5000)));
 	char uri[256];
 	uri_of(uri, sizeof uri, "pipelines=4&pool=8");
 	tu t = tu_open(uri, "fixed_window:1000000/1h");
@@ -748,7 +736,7 @@ static void test_one_caller_one_connection(void **state)
 	}
 	/* The pooled connection drl_store_open checked the server with, and
 	 * the one pipe a caller alone always finds idle. */
-	assert_true(clients_but_me(raw) <= 2);
+	assert_true(redis_clients_but_me(raw) <= 2);
 	tu_free(&t);
 	redisFree(raw);
 }
