@@ -176,8 +176,12 @@ static void *own_worker(void *arg)
 	return NULL;
 }
 
-static void replies_to_their_callers(const char *opts)
+/* Every thread gets its own replies on the store with the URI options
+ * *state (main's cases: one pipe, four, tx=watch). */
+static void test_replies_to_their_callers(void **state)
 {
+	NEED_SERVER();
+	const char *opts = *state;
 	redisContext *raw = raw_open();
 	raw_ok(raw, "FLUSHALL");
 	drl_backend *b = open_backend(opts);
@@ -212,27 +216,6 @@ static void replies_to_their_callers(const char *opts)
 	tu_free(&t);
 	b->destroy(b);
 	redisFree(raw);
-}
-
-static void test_replies_one_pipe(void **state)
-{
-	(void)state;
-	NEED_SERVER();
-	replies_to_their_callers("pipelines=1");
-}
-
-static void test_replies_four_pipes(void **state)
-{
-	(void)state;
-	NEED_SERVER();
-	replies_to_their_callers("pipelines=4");
-}
-
-static void test_replies_watch(void **state)
-{
-	(void)state;
-	NEED_SERVER();
-	replies_to_their_callers("tx=watch&pipelines=2");
 }
 
 /* ---- connections: shared, and one for a caller alone --------------------- */
@@ -1005,9 +988,12 @@ DRL_FIXTURE_REDIS_GROUP(srv, have_srv)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_replies_one_pipe),
-		cmocka_unit_test(test_replies_four_pipes),
-		cmocka_unit_test(test_replies_watch),
+		TU_CASE(test_replies_one_pipe, test_replies_to_their_callers,
+			"pipelines=1"),
+		TU_CASE(test_replies_four_pipes, test_replies_to_their_callers,
+			"pipelines=4"),
+		TU_CASE(test_replies_watch, test_replies_to_their_callers,
+			"tx=watch&pipelines=2"),
 		cmocka_unit_test(test_connections_shared),
 		cmocka_unit_test(test_script_flush_in_flight),
 		cmocka_unit_test(test_one_caller_one_connection),
