@@ -18,16 +18,9 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/python.sh"
 
 drl=${1:?usage: test_cli.sh PATH/TO/drl [PART]}
-part=${2:-all}
-case $part in
-all | local | store) ;;
-*)
-	echo "test_cli.sh: unknown part '$part' (all, local, store)" >&2
-	exit 2
-	;;
-esac
-# in_part NAME: this run includes part NAME.
-in_part() { [ "$part" = all ] || [ "$part" = "$1" ]; }
+# shellcheck source=../fixtures/parts.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../fixtures/parts.sh"
+choose_part test_cli.sh "${2:-}" local store
 tmp=$(mktemp -d)
 pids=() # servers this script started, stopped by PID at exit
 

@@ -34,16 +34,9 @@ drld=${1:?usage: test_drld.sh PATH/TO/drld PATH/TO/drl}
 drl=${2:?usage: test_drld.sh PATH/TO/drld PATH/TO/drl}
 # Which part to run: meson runs each as a test of its own (they run in
 # parallel, and a failure names its part); "all" when not given.
-part=${3:-all}
-case $part in
-all | input | decisions | shadow | service | attack) ;;
-*)
-	echo "test_drld.sh: unknown part '$part' (all, input, decisions, shadow, service, attack)" >&2
-	exit 2
-	;;
-esac
-# in_part NAME: this run includes part NAME.
-in_part() { [ "$part" = all ] || [ "$part" = "$1" ]; }
+# shellcheck source=../fixtures/parts.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../fixtures/parts.sh"
+choose_part test_drld.sh "${3:-}" input decisions shadow service attack
 here=$(dirname "${BASH_SOURCE[0]}")
 client="$here/../fixtures/drld_client.py"
 tmp=$(mktemp -d)
@@ -70,44 +63,21 @@ fi
 
 # ---- drld processes ----------------------------------------------------
 
-# start NAME ARGS...: start drld on 127.0.0.1:0 with ARGS, its stderr in
-# $tmp/NAME.err; wait (20 s at most) for "drld: listening on
-# 127.0.0.1:PORT" and set $port and $pid. Returns nonzero when it did not
-# come up.
+# shellcheck source=../fixtures/drld_proc.sh
+source "$here/../fixtures/drld_proc.sh"
+
+# start NAME ARGS...: drld with --listen 127.0.0.1:0 and ARGS (drld_start:
+# sets $port and $pid). Returns nonzero when it did not come up.
 start() {
-	local name=$1 i
-	shift
-	port=
-	# emptied here, not by the child's redirection, which runs after
-	# the fork: the loop below could read an earlier drld's port first
-	: >"$tmp/$name.err"
-	"$drld" --listen 127.0.0.1:0 "$@" 2>>"$tmp/$name.err" &
-	pid=$!
-	pids+=("$pid")
-	for ((i = 0; i < 400; i++)); do
-		port=$(sed -n 's/^drld: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
-			"$tmp/$name.err")
-		[ -n "$port" ] && return 0
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	sed 's/^/#   stderr: /' "$tmp/$name.err"
-	return 1
+	drld_start "$1" --listen 127.0.0.1:0 "${@:2}"
 }
 
-# stop NAME PID: SIGTERM; drld must exit 0 with no sanitizer report.
+# stop NAME PID: SIGTERM; drld must exit 0 with no sanitizer report
+# (drld_stop), saying it is stopping.
 stop() {
-	local name=$1 p=$2 st
-	kill -TERM "$p"
-	wait "$p"
-	st=$?
-	[ "$st" -eq 0 ]
-	check $? "$name: drld exits 0 on SIGTERM (got $st)"
-	! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
-		"$tmp/$name.err"
-	check $? "$name: no sanitizer report on stderr"
-	grep -qF 'drld: SIGTERM: stopping' "$tmp/$name.err"
-	check $? "$name: drld says it is stopping"
+	drld_stop "$1" "$2"
+	grep -qF 'drld: SIGTERM: stopping' "$tmp/$1.err"
+	check $? "$1: drld says it is stopping"
 }
 
 # ---- HTTP requests -----------------------------------------------------
@@ -1174,9 +1144,7 @@ EOF2
 	st=$?
 	[ "$st" -eq 0 ]
 	check $? "graceful: drld exits 0 (got $st)"
-	! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
-		"$tmp/graceful.err"
-	check $? "graceful: no sanitizer report on stderr"
+	drld_clean graceful
 else
 	check 1 "drld starts for the graceful stop"
 fi
@@ -1369,9 +1337,7 @@ else
 		st=$?
 		[ "$st" -eq 0 ]
 		check $? "stalled: exit 0 (got $st)"
-		! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
-			"$tmp/stalled.err"
-		check $? "stalled: no sanitizer report on stderr"
+		drld_clean stalled
 	else
 		check 1 "drld starts with its config on the FUSE mount"
 	fi
@@ -1465,12 +1431,7 @@ fi
 
 if [ -n "$rport" ]; then
 	pw='Drld-Pw-4711'
-	fport=$(free_port)
-	start_redis "$fport" "$tmp" --requirepass "$pw"
-	fpid=$!
-	pids+=("$fpid")
-	wait_port "$fport"
-	check $? "a second redis-server (with a password) listens on $fport"
+	redis_up fport fpid "a second redis-server (with a password)" --requirepass "$pw"
 	cat >"$tmp/fail.json" <<EOF
 {"store": "redis://:$pw@127.0.0.1:$fport?timeout_ms=300",
  "rules": {"closed": {"limit": "fixed_window:5/1h", "on_error": "deny"},
@@ -1524,12 +1485,7 @@ fi
 # last would have taken 12 s (the bound below is 8 s). SIGTERM with
 # requests in flight answers them and exits 0.
 if [ -n "$rport" ]; then
-	sport=$(free_port)
-	start_redis "$sport" "$tmp"
-	spid=$!
-	pids+=("$spid")
-	wait_port "$sport"
-	check $? "a redis-server to stall listens on $sport"
+	redis_up sport spid "a redis-server to stall"
 	suri="redis://127.0.0.1:$sport?timeout_ms=1000&breaker_failures=0"
 	# stalled_checks N: N /v1/check at once; "CODE SECONDS" lines in
 	# $tmp/stalled
@@ -1663,12 +1619,7 @@ fi
 # request still waiting for the store is answered 503 and drld exits; a
 # request not yet read (behind the blocked thread) may only be refused.
 if [ -n "$rport" ]; then
-	sport=$(free_port)
-	start_redis "$sport" "$tmp"
-	spid=$!
-	pids+=("$spid")
-	wait_port "$sport"
-	check $? "a redis-server to stall listens on $sport"
+	redis_up sport spid "a redis-server to stall"
 	suri="redis://127.0.0.1:$sport?tx=watch&pipelines=0&timeout_ms=30000&breaker_failures=0"
 	if start drain --store "$suri" --threads 1 --drain-s 1; then
 		code=$(curl -s -o /dev/null -w '%{http_code}' -X POST \
@@ -1690,18 +1641,7 @@ if [ -n "$rport" ]; then
 		done
 		sleep 0.5 # not a wait for a thread: each request is answered or refused
 		t0=$(date +%s)
-		kill -TERM "$pid"
-		# without the fix drld exits only after the store's 30 s
-		# timeout
-		alive=no
-		gone_soon "$pid" || alive=yes
-		[ "$alive" = no ]
-		check $? "attack: SIGTERM with a request blocked on a stalled store: drld exits after --drain-s 1, not the store's timeout_ms 30000 (still running 20 s later: $alive)"
-		kill -CONT "$spid"
-		wait "$pid"
-		st=$?
-		[ "$st" -eq 0 ]
-		check $? "drain: drld exits 0 (got $st)"
+		drld_drains "a request" "$spid"
 		wait "${cpids[@]}"
 		codes=$(cat "$tmp"/dcode.* | tr '\n' ' ')
 		[ "$(cat "$tmp/dcode.0")" = 503 ] &&
@@ -1709,9 +1649,7 @@ if [ -n "$rport" ]; then
 		check $? "attack: the request waiting for the store is answered 503, the others 503 or refused (got $codes)"
 		grep -qF 'still waiting for the store' "$tmp/drain.err"
 		check $? "drain: drld says it answered the requests it could not wait for"
-		! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
-			"$tmp/drain.err"
-		check $? "drain: no sanitizer report on stderr"
+		drld_clean drain
 		echo "# drain: exited $(($(date +%s) - t0)) s after SIGTERM"
 	else
 		check 1 "drld starts on the redis-server to stall"

@@ -66,51 +66,18 @@ start_test_servers "$tmp" # scripts/ports.sh
 
 # start_wrap: a command drld runs under (none but in one test)
 start_wrap=()
+# shellcheck source=../fixtures/drld_proc.sh
+source "$here/../fixtures/drld_proc.sh"
+
 # start NAME ARGS...: drld with --listen and --grpc-listen on 127.0.0.1:0
-# and ARGS, its stderr in $tmp/NAME.err; waits (20 s at most) for both
-# "listening" lines and sets $port (HTTP), $gport (gRPC) and $pid.
+# and ARGS (drld_start: sets $port (HTTP), $gport (gRPC) and $pid).
 start() {
-	local name=$1 i
-	shift
-	port= gport=
-	: >"$tmp/$name.err"
-	"${start_wrap[@]}" "$drld" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 "$@" \
-		2>>"$tmp/$name.err" &
-	pid=$!
-	pids+=("$pid")
-	for ((i = 0; i < 400; i++)); do
-		port=$(sed -n 's/^drld: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
-			"$tmp/$name.err")
-		gport=$(sed -n -e 's/^drld: grpc listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
-			-e 's/^drld: grpc listening on \[::\]:\([0-9]*\)$/\1/p' \
-			-e 's/^drld: grpc listening on \(unix:.*\)$/\1/p' "$tmp/$name.err")
-		[ -n "$port" ] && [ -n "$gport" ] && return 0
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	sed 's/^/#   stderr: /' "$tmp/$name.err"
-	port= gport=
-	return 1
+	drld_start "$1" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 "${@:2}"
 }
 
-# stop NAME PID [FILTER]: SIGTERM; drld must exit 0 with no sanitizer
-# report (in its stderr after FILTER FILE, when given, has dropped what it
-# knows not to be one).
+# stop NAME PID [FILTER]: drld_stop.
 stop() {
-	local name=$1 p=$2 st
-	kill -TERM "$p"
-	wait "$p"
-	st=$?
-	[ "$st" -eq 0 ]
-	check $? "$name: drld exits 0 on SIGTERM (got $st)"
-	[ -z "${3:-}" ] || "$3" "$tmp/$name.err"
-	local report='ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:'
-	! grep -qE "$report" "$tmp/$name.err"
-	st=$?
-	check $st "$name: no sanitizer report on stderr"
-	# the report itself, for the log (the folder goes at exit)
-	[ "$st" -eq 0 ] ||
-		grep -A60 -E "$report" "$tmp/$name.err" | head -120 | sed 's/^/#   /'
+	drld_stop "$@"
 }
 
 # tap CMD...: run a client command whose output is "ok - ..." / "not ok -
@@ -1161,12 +1128,7 @@ fi
 
 if [ -n "$rport" ]; then
 	pw='Envoy-Pw-4711'
-	fport=$(free_port)
-	start_redis "$fport" "$tmp" --requirepass "$pw"
-	fpid=$!
-	pids+=("$fpid")
-	wait_port "$fport"
-	check $? "a second redis-server (with a password) listens on $fport"
+	redis_up fport fpid "a second redis-server (with a password)" --requirepass "$pw"
 	mkdir -p "$tmp/fail"
 	cat >"$tmp/fail/fail.yaml" <<'EOF'
 domain: fail
@@ -1229,12 +1191,7 @@ stall_outcomes() {
 }
 
 if [ -n "$rport" ]; then
-	sport=$(free_port)
-	start_redis "$sport" "$tmp"
-	spid=$!
-	pids+=("$spid")
-	wait_port "$sport"
-	check $? "a redis-server to stall listens on $sport"
+	redis_up sport spid "a redis-server to stall"
 	mkdir -p "$tmp/stall"
 	printf 'domain: stall\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n' \
 		>"$tmp/stall/stall.yaml"
@@ -1413,12 +1370,7 @@ fi
 # whatever --drain-s said. Now after --drain-s (1 s) the calls are
 # cancelled and drld exits without waiting for the store.
 if [ -n "$rport" ]; then
-	dport=$(free_port)
-	start_redis "$dport" "$tmp"
-	dpid=$!
-	pids+=("$dpid")
-	wait_port "$dport"
-	check $? "a redis-server to stall listens on $dport"
+	redis_up dport dpid "a redis-server to stall"
 	mkdir -p "$tmp/drain"
 	printf 'domain: drain\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n' \
 		>"$tmp/drain/drain.yaml"
@@ -1430,27 +1382,14 @@ if [ -n "$rport" ]; then
 		fl=$!
 		wait_line "$tmp/drain.out" sent
 		check $? "drain: 8 calls sent to the stalled store"
-		kill -TERM "$pid"
-		# without the fix drld exits only after the store's 30 s
-		# timeout
-		alive=no
-		gone_soon "$pid" || alive=yes
-		[ "$alive" = no ]
-		check $? "attack: SIGTERM with gRPC calls blocked on a stalled store: drld exits after --drain-s 1, not the store's timeout_ms 30000 (still running 20 s later: $alive)"
-		kill -CONT "$dpid"
-		wait "$pid"
-		st=$?
-		[ "$st" -eq 0 ]
-		check $? "drain: drld exits 0 (got $st)"
+		drld_drains "gRPC calls" "$dpid"
 		wait "$fl"
 		got=$(tail -n 1 "$tmp/drain.out")
 		[[ "$got" =~ ^(CANCELLED=[0-9]+)?\ ?(UNAVAILABLE=[0-9]+)?$ ]] && [ -n "$got" ]
 		check $? "attack: every call waiting for the store ends CANCELLED or UNAVAILABLE (got $got)"
 		grep -qF 'still waiting for the store' "$tmp/drain.err"
 		check $? "drain: drld says it cancelled the calls it could not wait for"
-		! grep -qE 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
-			"$tmp/drain.err"
-		check $? "drain: no sanitizer report on stderr"
+		drld_clean drain
 	else
 		check 1 "drld starts on the redis-server to stall"
 	fi

@@ -29,15 +29,9 @@ set -u
 
 module=${1:?usage: test_nginx.sh PATH/TO/ngx_http_drl_module.so [PART]}
 module=$(realpath "$module")
-part=${2:-all}
-case $part in
-all | input | memory | shared | failure | service) ;;
-*)
-	echo "test_nginx.sh: unknown part '$part' (all, input, memory, shared, failure, service)" >&2
-	exit 2
-	;;
-esac
-in_part() { [ "$part" = all ] || [ "$part" = "$1" ]; }
+# shellcheck source=../fixtures/parts.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../fixtures/parts.sh"
+choose_part test_nginx.sh "${2:-}" input memory shared failure service
 here=$(dirname "${BASH_SOURCE[0]}")
 client="$here/../fixtures/nginx_client.py"
 tmp=$(mktemp -d)
@@ -214,12 +208,7 @@ own_redis() {
 		missing redis-server
 		finish
 	fi
-	rport=$(free_port)
-	start_redis "$rport" "$tmp"
-	rpid=$!
-	pids+=("$rpid")
-	wait_port "$rport"
-	check $? "redis-server listens on $rport"
+	redis_up rport rpid "redis-server"
 }
 
 # burst N URL...: N concurrent requests; sets $burst ("200=A 429=B other=C").

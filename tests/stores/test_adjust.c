@@ -37,35 +37,24 @@ static void every_store(void (*check)(const char *uri), bool others)
 		check(uris[u]);
 }
 
-static void test_exact(void **state)
+/* A case run by test_on_stores: a check and whether memory:// (the
+ * reference) is left out. */
+typedef struct on_stores {
+	void (*check)(const char *uri);
+	bool others;
+} on_stores;
+
+/* every_store with the case *state (main's table names each). */
+static void test_on_stores(void **state)
 {
-	(void)state;
-	every_store(adjust_check_exact, false);
+	const on_stores *c = *state;
+	every_store(c->check, c->others);
 }
 
-static void test_policy(void **state)
-{
-	(void)state;
-	every_store(adjust_check_policy, false);
-}
-
-static void test_every_store_agrees(void **state)
-{
-	(void)state;
-	every_store(adjust_check_agrees, true);
-}
-
-static void test_hot_key(void **state)
-{
-	(void)state;
-	every_store(adjust_check_hot_key, false);
-}
-
-static void test_options(void **state)
-{
-	(void)state;
-	every_store(adjust_check_options, false);
-}
+/* A case of main's table: NAME runs CHECK on every store (OTHERS: but
+ * memory://). */
+#define ON_STORES(name, check, others)                                         \
+	TU_CASE(name, test_on_stores, (&(const on_stores){(check), (others)}))
 
 /* The sentinel of test_sentinel, stopped by the group's teardown (also
  * when a check fails). */
@@ -107,12 +96,6 @@ static int teardown(void **state)
 	if (have_sen)
 		drl_fixture_stop(&sen);
 	return ops_servers_stop(state);
-}
-
-static void test_async(void **state)
-{
-	(void)state;
-	every_store(adjust_check_async, false);
 }
 
 /* At the real clock, and at the store's (clock=server, every tx). */
@@ -157,25 +140,19 @@ static void test_store_fails(void **state)
 	}
 }
 
-static void test_bad_input(void **state)
-{
-	(void)state;
-	every_store(adjust_check_bad_input, false);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_exact),
-		cmocka_unit_test(test_policy),
-		cmocka_unit_test(test_every_store_agrees),
-		cmocka_unit_test(test_hot_key),
-		cmocka_unit_test(test_options),
+		ON_STORES(test_exact, adjust_check_exact, false),
+		ON_STORES(test_policy, adjust_check_policy, false),
+		ON_STORES(test_every_store_agrees, adjust_check_agrees, true),
+		ON_STORES(test_hot_key, adjust_check_hot_key, false),
+		ON_STORES(test_options, adjust_check_options, false),
 		cmocka_unit_test(test_sentinel),
 		cmocka_unit_test(test_real_clock),
 		cmocka_unit_test(test_store_fails),
-		cmocka_unit_test(test_async),
-		cmocka_unit_test(test_bad_input),
+		ON_STORES(test_async, adjust_check_async, false),
+		ON_STORES(test_bad_input, adjust_check_bad_input, false),
 	};
 	return cmocka_run_group_tests(tests, ops_servers_start, teardown);
 }

@@ -321,8 +321,7 @@ static tally free_while_stuck(const char *opts)
 static void test_free_while_stuck(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	tally t = free_while_stuck("&pipelines=0");
 	assert_true(t.canceled >= 49);
 	assert_int_equal(t.canceled + t.failed + t.ok, 50);
@@ -334,8 +333,7 @@ static void test_free_while_stuck(void **state)
 static void test_free_while_stuck_started(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	tally t = free_while_stuck("");
 	assert_int_equal(t.canceled, 0);
 	assert_int_equal(t.failed, 50);
@@ -348,8 +346,7 @@ static void test_free_while_stuck_started(void **state)
 static void test_free_while_stuck_started_batches(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	stuck x;
 	stuck_start(&x, tu_bound_ms(100), 1, 0, "");
 	drl_limiter *two = tu_limiter(x.s,
@@ -390,8 +387,7 @@ static void test_free_while_stuck_started_batches(void **state)
 static void test_server_dies_in_flight(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	stuck x;
 	stuck_start(&x, tu_bound_ms(2000), 8, 64, "");
 	drl_fixture_kill(&redis);
@@ -420,8 +416,7 @@ static void test_server_dies_in_flight(void **state)
 static void test_near_denial_without_worker(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	char uri[160];
 	snprintf(uri, sizeof uri,
 		 "redis://127.0.0.1:%d?tx=lua&timeout_ms=3600000", redis.port);
@@ -709,8 +704,7 @@ static void test_direct(void **state)
 	assert_int_equal(drl_async_direct(ml), 1);
 	drl_limiter_free(ml);
 	drl_store_free(mem);
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	static const struct {
 		const char *opts, *spec;
 		int direct;
@@ -1145,8 +1139,7 @@ static void test_drain(void **state)
 static void test_drain_stuck(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	stuck x;
 	stuck_start(&x, tu_bound_ms(5000), 1, 20, "&pipelines=0");
 	drained d = {.t = &x.t};
@@ -1170,8 +1163,7 @@ static void test_drain_stuck(void **state)
 static void test_free_during_drain(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	stuck x;
 	stuck_start(&x, tu_bound_ms(100), 1, 10, "&pipelines=0");
 	drained d = {.t = &x.t};

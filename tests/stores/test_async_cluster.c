@@ -29,8 +29,19 @@ static const char *const hot_specs[] = {
 
 #define COUNT(x) (sizeof(x) / sizeof((x)[0]))
 
-static void on_cluster(const char *tx, int n0)
+/* A case: the cluster's tx, and where its key prefixes start (apart per
+ * tx). */
+typedef struct on_tx {
+	const char *tx;
+	int n0;
+} on_tx;
+
+/* The checks on the case *state's tx. */
+static void test_on_cluster(void **state)
 {
+	DRL_FIXTURE_NEED(have_cluster);
+	const char *tx = ((const on_tx *)*state)->tx;
+	int n0 = ((const on_tx *)*state)->n0;
 	char uri[512];
 	snprintf(uri, sizeof uri, "redis-cluster://%s?tx=%s&timeout_ms=%lld",
 		 hosts, tx, (long long)tu_bound_ms(2000));
@@ -57,29 +68,15 @@ static void on_cluster(const char *tx, int n0)
 	drl_store_free(s);
 }
 
-static void test_lua(void **state)
-{
-	(void)state;
-	if (!have_cluster)
-		skip();
-	on_cluster("lua", 0);
-}
-
-static void test_watch(void **state)
-{
-	(void)state;
-	if (!have_cluster)
-		skip();
-	on_cluster("watch", 100);
-}
+static const on_tx lua = {"lua", 0}, watch = {"watch", 100};
 
 DRL_FIXTURE_CLUSTER_GROUP(cl, 3, 0, hosts, have_cluster)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lua),
-		cmocka_unit_test(test_watch),
+		TU_CASE(test_lua, test_on_cluster, &lua),
+		TU_CASE(test_watch, test_on_cluster, &watch),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -129,10 +129,7 @@ static void only_key(redisContext *c, const char *pattern, char *buf,
 static uint64_t rng = 0x9e3779b97f4a7c15u;
 static uint64_t next(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return tu_xorshift(&rng);
 }
 
 /* ---- batch == one by one ------------------------------------------------ */
@@ -448,8 +445,7 @@ static void rt_batch(drl_limiter *l, char t)
 static void test_one_call_per_chunk(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	redisContext *raw = raw_open();
 	drl_store *s = tu_store(uri_of(URI_LUA, NULL));
 	drl_limiter *l = tu_limiter(s, "fixed_window:5/1h", "rt:");
@@ -554,8 +550,7 @@ static void test_chunk_sizes(void **state)
 static void test_per_item_errors(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	redisContext *raw = raw_open();
 	drl_store *s = tu_store(uri_of(URI_LUA, NULL));
 	drl_limiter *l = tu_limiter(s, "fixed_window:5/1h", "pce:");
@@ -633,8 +628,7 @@ static void test_per_item_errors(void **state)
 static void test_driver_kinds(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	const char *driver =
 		strstr(drl__lua_batch_counter.source, "-- Batch driver");
 	assert_non_null(driver);
@@ -723,8 +717,7 @@ static void test_driver_kinds(void **state)
 static void test_timeout(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	/* 200 ms on a quiet machine: long enough here that one wait plus
 	 * the work of 8 chunks stays well below 8 waits. */
 	const long timeout_ms = (long)tu_bound_ms(200);
@@ -786,8 +779,7 @@ static void *flusher(void *arg)
 static void test_flush_during_batches(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	redisContext *raw = raw_open();
 	drl_store *s = tu_store(uri_of(URI_LUA, NULL));
 	drl_limiter *l = tu_limiter(s, "fixed_window:100/1h", "fl:");
@@ -845,8 +837,7 @@ static void test_flush_during_batches(void **state)
 static void test_denied_peek_writes_nothing(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	redisContext *raw = raw_open();
 	drl_store *s = tu_store(uri_of(URI_WATCH, NULL));
 	drl_limiter *l =

@@ -15,39 +15,15 @@
 static drl_server redis_srv, mc_srv;
 static int have_redis, have_mc;
 
-/* tx=auto: the counters increment first and give back (INCRBY, PEXPIRE,
- * GET pipelined, no script), the others by their scripts. */
-static void test_redis_auto(void **state)
+/* Redis with the URI's query *state: tx=auto (none: the counters
+ * increment first and give back, INCRBY, PEXPIRE, GET pipelined, no
+ * script, the others by their scripts), tx=lua, tx=watch. */
+static void test_redis_tx(void **state)
 {
-	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	char uri[128];
-	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", redis_srv.port);
-	hot_key_all_specs(uri);
-	hot_key_near_cache(uri);
-}
-
-static void test_redis_lua(void **state)
-{
-	(void)state;
-	if (!have_redis)
-		skip();
-	char uri[128];
-	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=lua",
-		 redis_srv.port);
-	hot_key_all_specs(uri);
-	hot_key_near_cache(uri);
-}
-
-static void test_redis_watch(void **state)
-{
-	(void)state;
-	if (!have_redis)
-		skip();
-	char uri[128];
-	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=watch",
-		 redis_srv.port);
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d%s", redis_srv.port,
+		 (const char *)*state);
 	hot_key_all_specs(uri);
 	hot_key_near_cache(uri);
 }
@@ -57,8 +33,7 @@ static void test_redis_watch(void **state)
 static void test_redis_server_clock_near_cache(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	static const hot_key_opts o = {"near_cache=1;near_cache_sync=20ms", 1,
 				       50};
 	static const char *const tx[] = {"auto", "lua", "watch"};
@@ -74,8 +49,7 @@ static void test_redis_server_clock_near_cache(void **state)
 static void test_memcached(void **state)
 {
 	(void)state;
-	if (!have_mc)
-		skip();
+	DRL_FIXTURE_NEED(have_mc);
 	char uri[128];
 	snprintf(uri, sizeof uri, "memcached://127.0.0.1:%d", mc_srv.port);
 	hot_key_all_specs(uri);
@@ -87,9 +61,9 @@ DRL_FIXTURE_PAIR_GROUP(redis_srv, have_redis, mc_srv, have_mc)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_redis_auto),
-		cmocka_unit_test(test_redis_lua),
-		cmocka_unit_test(test_redis_watch),
+		TU_CASE(test_redis_auto, test_redis_tx, ""),
+		TU_CASE(test_redis_lua, test_redis_tx, "?tx=lua"),
+		TU_CASE(test_redis_watch, test_redis_tx, "?tx=watch"),
 		cmocka_unit_test(test_redis_server_clock_near_cache),
 		cmocka_unit_test(test_memcached),
 	};

@@ -19,7 +19,9 @@
 #include <strings.h>
 
 static drl_server redis_srv, mc_srv;
-static int have_servers;
+static int have_redis, have_mc;
+/* Skips the running test unless both servers run. */
+#define NEED_SERVERS() DRL_FIXTURE_NEED(have_redis &&have_mc)
 
 enum { STORES = 6, BATCHED = 4, AUTO = 5, STEPS = 400 };
 
@@ -83,8 +85,7 @@ static int check_ttls(void)
 static void test_ttl_bounds(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	static const char *const ttl_specs[] = {
 		"fixed_window:5/1s",
 		"sliding_window:5/1s",
@@ -142,10 +143,7 @@ static void test_ttl_bounds(void **state)
 static uint64_t rng = 0x853c49e6748fea9bu;
 static uint64_t next(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return tu_xorshift(&rng);
 }
 
 /* Specs decided by two clients whose clocks differ by `lag` µs (T is the
@@ -278,8 +276,7 @@ static void open_all(drl_store *stores[STORES], const char *names[STORES])
 static void test_identical_decisions(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	drl_store *stores[STORES];
 	const char *names[STORES];
 	open_all(stores, names);
@@ -300,8 +297,7 @@ static void test_identical_decisions(void **state)
 static void test_strategy_really_differs(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	char uri[128];
 	drl_store *s;
 	drl_limiter *l;
@@ -348,8 +344,7 @@ static void test_strategy_really_differs(void **state)
 static void test_server_clock(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	for (int watch = 0; watch < 2; watch++) {
 		char uri[128];
 		snprintf(uri, sizeof uri,
@@ -426,8 +421,7 @@ static redisContext *raw_redis(void)
 static void test_hostile_state(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	redisContext *raw = raw_redis();
 	const int64_t t = INT64_C(1700000000000000); /* a whole second */
 	for (int watch = 0; watch < 2; watch++) {
@@ -497,14 +491,53 @@ static void test_hostile_state(void **state)
 	redisFree(raw);
 }
 
-/* The one key of `l` under `prefix`, written by a decision at t, into key
- * (its length returned). */
-static size_t key_of(redisContext *raw, drl_limiter *l, const char *prefix,
-		     int64_t t, char *key, size_t cap)
+/* A limiter on the test's Redis, tx=watch (the C step) or tx=lua (the
+ * twin), and the one key a decision at t wrote for it. */
+typedef struct on_redis {
+	drl_store *s;
+	drl_limiter *l;
+	char key[512];
+	size_t kn;
+} on_redis;
+
+/* o's limiter of spec under the prefix NAME then watch (0 or 1), its key
+ * written at t; on_redis_free frees it. */
+static void on_redis_open(on_redis *o, redisContext *raw, int watch,
+			  const char *name, const char *spec, int64_t t)
 {
-	drl_result r;
-	assert_int_equal(drl_allow_at(l, "k", 1, 1, t, &r, NULL), 0);
-	return only_key(raw, prefix, key, cap);
+	char prefix[32];
+	snprintf(prefix, sizeof prefix, "%s%d:", name, watch);
+	o->s = redis_store(watch);
+	o->l = tu_limiter(o->s, spec, prefix);
+	(void)tu_at(o->l, "k", 1, t);
+	o->kn = only_key(raw, prefix, o->key, sizeof o->key);
+}
+
+static void on_redis_free(on_redis *o)
+{
+	drl_limiter_free(o->l);
+	drl_store_free(o->s);
+}
+
+/* The state bytes under prefix: its one key's value, a string. */
+static redisReply *state_of(redisContext *raw, const char *prefix)
+{
+	char key[512];
+	size_t kn = only_key(raw, prefix, key, sizeof key);
+	redisReply *r = redisCommand(raw, "GET %b", key, kn);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	return r;
+}
+
+/* Whether the twin's state (got[0], tx=lua) and the C step's (got[1],
+ * tx=watch) are the same bytes; frees both. */
+static bool same_state(redisReply *got[2])
+{
+	bool same = got[0]->len == got[1]->len &&
+		    memcmp(got[0]->str, got[1]->str, got[0]->len) == 0;
+	freeReplyObject(got[0]);
+	freeReplyObject(got[1]);
+	return same;
 }
 
 static void pack(unsigned char *p, int64_t v)
@@ -521,22 +554,16 @@ static void pack(unsigned char *p, int64_t v)
 static void test_gcra_states(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	redisContext *raw = raw_redis();
 	const int64_t t = INT64_C(1700000000000000);
 	for (int watch = 0; watch < 2; watch++) {
-		char prefix[32], key[512];
-		drl_store *s = redis_store(watch);
-		drl_limiter *l;
-		drl_error err = {0};
-		snprintf(prefix, sizeof prefix, "old%d:", watch);
 		/* T = 100ms, burst*T = 500ms */
-		assert_int_equal(drl_limiter_new(&l, s, "gcra:10/1s,burst=5",
-						 prefix, &err),
-				 0);
-		size_t kn = key_of(raw, l, prefix, t - SEC, key, sizeof key);
-		redisReply *r = redisCommand(raw, "STRLEN %b", key, kn);
+		on_redis o;
+		on_redis_open(&o, raw, watch, "old", "gcra:10/1s,burst=5",
+			      t - SEC);
+		drl_error err = {0};
+		redisReply *r = redisCommand(raw, "STRLEN %b", o.key, o.kn);
 		assert_int_equal(r->integer, 57);
 		freeReplyObject(r);
 		/* the old 'G' states; then malformed 'H' ones: TAT before
@@ -561,14 +588,13 @@ static void test_gcra_states(void **state)
 		}
 		for (int i = 0; i < 5; i++) {
 			drl_result res;
-			freeReplyObject(redisCommand(raw, "SET %b %b", key, kn,
-						     bad[i], len[i]));
+			freeReplyObject(redisCommand(raw, "SET %b %b", o.key,
+						     o.kn, bad[i], len[i]));
 			assert_int_equal(
-				drl_allow_at(l, "k", 1, 1, t, &res, &err),
+				drl_allow_at(o.l, "k", 1, 1, t, &res, &err),
 				DRL_ECORRUPT);
 		}
-		drl_limiter_free(l);
-		drl_store_free(s);
+		on_redis_free(&o);
 	}
 	redisFree(raw);
 }
@@ -582,8 +608,7 @@ static void test_gcra_states(void **state)
 static void test_params_state_bytes(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	static const char *const algs[] = {"token_bucket", "gcra"};
 	static const char *const policies[] = {"keep_used", "keep_available",
 					       "scale", "additive", "reset"};
@@ -598,7 +623,7 @@ static void test_params_state_bytes(void **state)
 			for (int to = 0; to < 2; to++) {
 				redisReply *got[2];
 				for (int w = 0; w < 2; w++) {
-					char prefix[48], spec[3][96], key[512];
+					char prefix[48], spec[3][96];
 					snprintf(prefix, sizeof prefix,
 						 "pb%zu:%zu:%d:%d:", a, p, to,
 						 w);
@@ -624,26 +649,17 @@ static void test_params_state_bytes(void **state)
 					(void)tu_at(l[1], "k", to ? 9 : 1,
 						    t + 1234);
 					(void)tu_at(l[2], "k", 1, t + 5678);
-					size_t kn = only_key(raw, prefix, key,
-							     sizeof key);
-					got[w] = redisCommand(raw, "GET %b",
-							      key, kn);
-					assert_int_equal(got[w]->type,
-							 REDIS_REPLY_STRING);
+					got[w] = state_of(raw, prefix);
 					for (int i = 0; i < 3; i++)
 						drl_limiter_free(l[i]);
 				}
-				if (got[0]->len != got[1]->len ||
-				    memcmp(got[0]->str, got[1]->str,
-					   got[0]->len))
+				if (!same_state(got))
 					fail_msg("%s on_change=%s to %d "
 						 "(from version %d): the "
 						 "twin's state differs from "
 						 "the C step's",
 						 algs[a % 2], policies[p],
 						 to ? 4 : 13, a / 2 ? 0 : 1);
-				freeReplyObject(got[0]);
-				freeReplyObject(got[1]);
 			}
 	drl_store_free(st[0]);
 	drl_store_free(st[1]);
@@ -704,29 +720,21 @@ static size_t log_state(unsigned char *p, int64_t t)
 static void test_sliding_log_states(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	redisContext *raw = raw_redis();
 	const int64_t t = INT64_C(1700000000000000);
 	for (int watch = 0; watch < 2; watch++) {
-		char prefix[32], key[512];
-		drl_store *s = redis_store(watch);
-		drl_limiter *l;
-		drl_error err = {0};
-		snprintf(prefix, sizeof prefix, "logr%d:", watch);
-		assert_int_equal(drl_limiter_new(&l, s, "sliding_log:5/1s",
-						 prefix, &err),
-				 0);
-		size_t kn =
-			key_of(raw, l, prefix, t - 2 * SEC, key, sizeof key);
+		on_redis o;
+		on_redis_open(&o, raw, watch, "logr", "sliding_log:5/1s",
+			      t - 2 * SEC);
 		unsigned char good[3 * 16 + 57];
 		size_t gl = log_state(good, t);
 		freeReplyObject(
-			redisCommand(raw, "SET %b %b", key, kn, good, gl));
-		EXPECT(tu_at(l, "k", 0, t), 1, 2, 900 * MS, 0);
-		EXPECT(tu_at(l, "k", 3, t), 0, 2, 900 * MS, 700 * MS);
-		EXPECT(tu_at(l, "k", 1, t), 1, 1, SEC, 0);
-		redisReply *r = redisCommand(raw, "GET %b", key, kn);
+			redisCommand(raw, "SET %b %b", o.key, o.kn, good, gl));
+		EXPECT(tu_at(o.l, "k", 0, t), 1, 2, 900 * MS, 0);
+		EXPECT(tu_at(o.l, "k", 3, t), 0, 2, 900 * MS, 700 * MS);
+		EXPECT(tu_at(o.l, "k", 1, t), 1, 1, SEC, 0);
+		redisReply *r = redisCommand(raw, "GET %b", o.key, o.kn);
 		int64_t tr[7];
 		log_trailer(r, tr);
 		assert_int_equal(tr[1], 3); /* live: 2 and ours */
@@ -736,21 +744,14 @@ static void test_sliding_log_states(void **state)
 		assert_int_equal(tr[5], SEC);
 		assert_int_equal(tr[6], 0);
 		freeReplyObject(r);
-		drl_limiter_free(l);
-		drl_store_free(s);
+		on_redis_free(&o);
 	}
 
 	for (int watch = 0; watch < 2; watch++) {
-		char prefix[32], key[512];
-		drl_store *s = redis_store(watch);
-		drl_limiter *l;
+		on_redis o;
+		on_redis_open(&o, raw, watch, "bad", "sliding_log:5/1s",
+			      t - 2 * SEC);
 		drl_error err = {0};
-		snprintf(prefix, sizeof prefix, "bad%d:", watch);
-		assert_int_equal(drl_limiter_new(&l, s, "sliding_log:5/1s",
-						 prefix, &err),
-				 0);
-		size_t kn =
-			key_of(raw, l, prefix, t - 2 * SEC, key, sizeof key);
 		/* the old states: 'L' and 'M' (one entry, 2 at t - 100ms),
 		 * 'S' (that entry and a 33-byte trailer) */
 		unsigned char old[3][17 + 33] = {{'L'}, {'M'}, {0}};
@@ -770,9 +771,9 @@ static void test_sliding_log_states(void **state)
 		old[2][48] = 'S';
 		for (int i = 0; i < 3; i++) {
 			drl_result res;
-			freeReplyObject(redisCommand(raw, "SET %b %b", key, kn,
-						     old[i], oldlen[i]));
-			if (drl_allow_at(l, "k", 1, 1, t, &res, &err) !=
+			freeReplyObject(redisCommand(raw, "SET %b %b", o.key,
+						     o.kn, old[i], oldlen[i]));
+			if (drl_allow_at(o.l, "k", 1, 1, t, &res, &err) !=
 			    DRL_ECORRUPT)
 				fail_msg("tx=%s: old state %c read",
 					 watch ? "watch" : "lua", "LMS"[i]);
@@ -810,17 +811,16 @@ static void test_sliding_log_states(void **state)
 		}
 		for (int i = 0; i < NBAD; i++) {
 			drl_result res;
-			freeReplyObject(redisCommand(raw, "SET %b %b", key, kn,
-						     sb[i], sl[i]));
+			freeReplyObject(redisCommand(raw, "SET %b %b", o.key,
+						     o.kn, sb[i], sl[i]));
 			/* when the entry at t - 300ms leaves: the twin reads
 			 * the first live one */
-			if (drl_allow_at(l, "k", 1, 1, t + 850 * MS, &res,
+			if (drl_allow_at(o.l, "k", 1, 1, t + 850 * MS, &res,
 					 &err) != DRL_ECORRUPT)
 				fail_msg("tx=%s: bad 'R' state %d read",
 					 watch ? "watch" : "lua", i);
 		}
-		drl_limiter_free(l);
-		drl_store_free(s);
+		on_redis_free(&o);
 	}
 	redisFree(raw);
 }
@@ -835,8 +835,7 @@ static void test_sliding_log_states(void **state)
 static void test_log_state_bytes(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	static const char *const policies[] = {"keep_used", "reset"};
 	redisContext *raw = raw_redis();
 	const int64_t t = INT64_C(1700000000000000);
@@ -854,7 +853,7 @@ static void test_log_state_bytes(void **state)
 					 to ? 4 : 13, policies[p],
 					 v ? ",version=2" : "");
 				for (int w = 0; w < 2; w++) {
-					char prefix[48], key[512];
+					char prefix[48];
 					snprintf(prefix, sizeof prefix,
 						 "lb%d:%zu:%d:%d:", v, p, to,
 						 w);
@@ -873,25 +872,16 @@ static void test_log_state_bytes(void **state)
 					if (drl_adjust_at(l[0], "k", 1, 3,
 							  t + 6000, &r, &err))
 						fail_msg("%s", err.message);
-					size_t kn = only_key(raw, prefix, key,
-							     sizeof key);
-					got[w] = redisCommand(raw, "GET %b",
-							      key, kn);
-					assert_int_equal(got[w]->type,
-							 REDIS_REPLY_STRING);
+					got[w] = state_of(raw, prefix);
 					for (int i = 0; i < 2; i++)
 						drl_limiter_free(l[i]);
 				}
-				if (got[0]->len != got[1]->len ||
-				    memcmp(got[0]->str, got[1]->str,
-					   got[0]->len))
+				if (!same_state(got))
 					fail_msg("sliding_log %s to %d%s: the "
 						 "twin's state differs from "
 						 "the C step's",
 						 policies[p], to ? 4 : 13,
 						 v ? " (versions)" : "");
-				freeReplyObject(got[0]);
-				freeReplyObject(got[1]);
 			}
 	drl_store_free(st[0]);
 	drl_store_free(st[1]);
@@ -907,8 +897,7 @@ static void test_log_state_bytes(void **state)
 static void test_sliding_log_in_place(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	redisContext *raw = raw_redis();
 	const int64_t t0 = INT64_C(1700000000000000);
 	drl_store *s = redis_store(0), *mem;
@@ -986,8 +975,7 @@ static long long key_pttl(redisContext *raw, const char *key, size_t kn)
 static void test_sliding_log_ttl_kept(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	redisContext *raw = raw_redis();
 	const int64_t t0 = INT64_C(1700000000000000), S = 1000 * MS;
 	drl_store *s = redis_store(0);
@@ -1044,8 +1032,7 @@ static long long last_evalsha_nargs(redisContext *raw)
 static void test_twins_sent_what_they_read(void **state)
 {
 	(void)state;
-	if (!have_servers)
-		skip();
+	NEED_SERVERS();
 	static const struct {
 		const char *spec;
 		long long nargs;
@@ -1081,24 +1068,7 @@ static void test_twins_sent_what_they_read(void **state)
 	redisFree(raw);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	int rc1 = drl_fixture_redis_start(&redis_srv, NULL);
-	int rc2 = drl_fixture_memcached_start(&mc_srv, NULL);
-	if (rc1 < 0 || rc2 < 0)
-		return -1;
-	have_servers = rc1 == 0 && rc2 == 0;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	drl_fixture_stop(&redis_srv);
-	drl_fixture_stop(&mc_srv);
-	return 0;
-}
+DRL_FIXTURE_PAIR_GROUP(redis_srv, have_redis, mc_srv, have_mc)
 
 int main(void)
 {

@@ -656,8 +656,7 @@ static int check_exact(const mx_store *st, int spec, const plan *p,
 static void test_row(void **state)
 {
 	const mx_store *st = *state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	size_t row = (size_t)(st - stores);
 	bool one = getenv("DRL_VALGRIND") != NULL;
 	char uri[1600];

@@ -131,8 +131,7 @@ static void test_flush_ends_blocks(void **state)
 static void test_batch_redis(void **state)
 {
 	(void)state;
-	if (!have_redis)
-		skip();
+	DRL_FIXTURE_NEED(have_redis);
 	char uri[128];
 	redis_uri(uri, sizeof uri, "tx=lua");
 	drl_store *s = tu_store(uri);

@@ -91,19 +91,6 @@ static int64_t raw_int(redisContext *c, const char *key)
 	return v;
 }
 
-/* The number of clients connected to the server, but the raw one. */
-static long clients_but_me(redisContext *c)
-{
-	redisReply *r = redisCommand(c, "CLIENT LIST");
-	assert_non_null(r);
-	assert_int_equal(r->type, REDIS_REPLY_STRING);
-	long n = 0;
-	for (const char *p = r->str; (p = strstr(p, "id=")); p++)
-		n++;
-	freeReplyObject(r);
-	return n - 1;
-}
-
 /* The fixture server's URI with `opts` and a timeout no sanitizer or
  * valgrind slowdown can beat (these tests are not about timeouts). */
 static void uri_of(char *uri, size_t cap, const char *opts)
@@ -189,8 +176,12 @@ static void *own_worker(void *arg)
 	return NULL;
 }
 
-static void replies_to_their_callers(const char *opts)
+/* Every thread gets its own replies on the store with the URI options
+ * *state (main's cases: one pipe, four, tx=watch). */
+static void test_replies_to_their_callers(void **state)
 {
+	NEED_SERVER();
+	const char *opts = *state;
 	redisContext *raw = raw_open();
 	raw_ok(raw, "FLUSHALL");
 	drl_backend *b = open_backend(opts);
@@ -225,27 +216,6 @@ static void replies_to_their_callers(const char *opts)
 	tu_free(&t);
 	b->destroy(b);
 	redisFree(raw);
-}
-
-static void test_replies_one_pipe(void **state)
-{
-	(void)state;
-	NEED_SERVER();
-	replies_to_their_callers("pipelines=1");
-}
-
-static void test_replies_four_pipes(void **state)
-{
-	(void)state;
-	NEED_SERVER();
-	replies_to_their_callers("pipelines=4");
-}
-
-static void test_replies_watch(void **state)
-{
-	(void)state;
-	NEED_SERVER();
-	replies_to_their_callers("tx=watch&pipelines=2");
 }
 
 /* ---- connections: shared, and one for a caller alone --------------------- */
@@ -286,7 +256,7 @@ static void test_connections_shared(void **state)
 		char uri[256];
 		uri_of(uri, sizeof uri, cases[c].opts);
 		/* Connections of stores freed before are gone. */
-		assert_true(TU_WAIT_FOR(clients_but_me(raw) == 0,
+		assert_true(TU_WAIT_FOR(redis_clients_but_me(raw) == 0,
 					tu_bound_ms(5000)));
 		tu t = tu_open(uri, "fixed_window:1000000/1h");
 		pthread_t th[THREADS];
@@ -303,7 +273,7 @@ static void test_connections_shared(void **state)
 			errors += jobs[i].errors;
 		}
 		assert_int_equal(errors, 0);
-		long n = clients_but_me(raw);
+		long n = redis_clients_but_me(raw);
 		if (n > cases[c].max_clients)
 			fail_msg("%s: %ld connections after 16 threads, want "
 				 "at most %ld",
@@ -733,7 +703,8 @@ static void test_one_caller_one_connection(void **state)
 	NEED_SERVER();
 	redisContext *raw = raw_open();
 	raw_ok(raw, "FLUSHALL");
-	assert_true(TU_WAIT_FOR(clients_but_me(raw) == 0, tu_bound_ms(5000)));
+	assert_true(
+		TU_WAIT_FOR(redis_clients_but_me(raw) == 0, tu_bound_ms(5000)));
 	char uri[256];
 	uri_of(uri, sizeof uri, "pipelines=4&pool=8");
 	tu t = tu_open(uri, "fixed_window:1000000/1h");
@@ -748,7 +719,7 @@ static void test_one_caller_one_connection(void **state)
 	}
 	/* The pooled connection drl_store_open checked the server with, and
 	 * the one pipe a caller alone always finds idle. */
-	assert_true(clients_but_me(raw) <= 2);
+	assert_true(redis_clients_but_me(raw) <= 2);
 	tu_free(&t);
 	redisFree(raw);
 }
@@ -1017,9 +988,12 @@ DRL_FIXTURE_REDIS_GROUP(srv, have_srv)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_replies_one_pipe),
-		cmocka_unit_test(test_replies_four_pipes),
-		cmocka_unit_test(test_replies_watch),
+		TU_CASE(test_replies_one_pipe, test_replies_to_their_callers,
+			"pipelines=1"),
+		TU_CASE(test_replies_four_pipes, test_replies_to_their_callers,
+			"pipelines=4"),
+		TU_CASE(test_replies_watch, test_replies_to_their_callers,
+			"tx=watch&pipelines=2"),
 		cmocka_unit_test(test_connections_shared),
 		cmocka_unit_test(test_script_flush_in_flight),
 		cmocka_unit_test(test_one_caller_one_connection),

@@ -336,8 +336,7 @@ static void exact_on(drl_store *s, const char *spec, const char *key)
 static void test_finds_master_exact(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	char uri[600];
 	drl_store *s = tu_store(uri_of(uri, sizeof uri, "ga", ""));
 	exact_on(s, "gcra:50/1h", "a1");
@@ -356,8 +355,7 @@ static void test_finds_master_exact(void **state)
 static void test_attack_started_counters(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	static const char *const specs[] = {
 		"fixed_window:100/1h",
 		"sliding_window:100/1h",
@@ -408,8 +406,7 @@ static drl_store *no_master_store(void)
 static void test_attack_no_master_message(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	drl_store *s = no_master_store();
 	drl_async *a = NULL;
 	drl_error err = {0};
@@ -462,8 +459,7 @@ static bool decides_on(drl_store *s, int port, const char *prefix)
 static void test_attack_many_master_addresses(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	drl_server srv[2];
 	assert_int_equal(drl_fixture_redis_start(&srv[0], NULL), 0);
 	assert_int_equal(drl_fixture_redis_start(&srv[1], NULL), 0);
@@ -572,8 +568,7 @@ static int64_t until_store_on(int port, int db, int64_t t0)
 static void test_sentinel_failover(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	char u1[600], u2[600], u3[600];
 	/* Pipelined, pooled, and one that only the sentinels' +switch-master
 	 * can move (no periodic check; the old master is never demoted, so
@@ -643,8 +638,7 @@ static void test_sentinel_failover(void **state)
 static void test_master_killed(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	char u[600];
 	drl_store *s[2] = {tu_store(uri_of(u, sizeof u, "gb", "&tx=lua&db=3")),
 			   NULL};
@@ -767,8 +761,7 @@ static void started_done(void *arg, int rc, const int64_t *out, size_t nret,
 static void test_unsent_signal(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	assert_true(is_master(mb.port) && !is_master(rb.port));
 	writes_refused(rb.port, true);
 	writes_refused(rb.port, false);
@@ -831,8 +824,7 @@ static void open_fails(const char *uri, int code, const char *says)
 static void test_errors(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	char uri[600];
 	open_fails(uri_of(uri, sizeof uri, "nosuch", ""), DRL_ESTORE,
 		   "monitors no master named \"nosuch\"");
@@ -872,8 +864,7 @@ static void test_errors(void **state)
 static void test_on_error_applies(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	tu_on_error_paths(no_master_store(), DRL_EUNAVAILABLE, "127.0.0.1:1");
 }
 

@@ -759,18 +759,6 @@ static void *load_and_exit(void *p)
 	return NULL;
 }
 
-/* Count the server's clients other than the caller. */
-static int raw_clients(redisContext *raw)
-{
-	redisReply *r = raw_cmd(raw, "CLIENT LIST");
-	assert_int_equal(r->type, REDIS_REPLY_STRING);
-	int n = 0;
-	for (const char *p = r->str; (p = strstr(p, "id=")); p++)
-		n++;
-	freeReplyObject(r);
-	return n - 1;
-}
-
 /* Threads that exit between load and cas give their connection back: with
  * pool=1, 30 of them in a row neither hang a later call nor pile up
  * connections. */
@@ -779,7 +767,7 @@ static void test_hold_released_at_thread_exit(void **state)
 	(void)state;
 	NEED_SERVER();
 	redisContext *raw = flushed();
-	int base = raw_clients(raw); /* others: left by failed tests */
+	long base = redis_clients_but_me(raw); /* others: left by failed tests */
 	/* A call that waited for the pool would wait the whole timeout. */
 	const int64_t timeout_ms = tu_bound_ms(500);
 	char opts[64];
@@ -798,13 +786,13 @@ static void test_hold_released_at_thread_exit(void **state)
 	int64_t t0 = tu_mono_ms();
 	assert_int_equal(incr(b, B("after"), 1), 1);
 	assert_true(tu_mono_ms() - t0 < timeout_ms / 2); /* did not wait */
-	assert_true(raw_clients(raw) <= base + 2);
+	assert_true(redis_clients_but_me(raw) <= base + 2);
 	b->destroy(b);
 	/* Every connection closed (the server may take a moment to see it). */
-	int left = raw_clients(raw);
+	long left = redis_clients_but_me(raw);
 	for (int i = 0; i < 200 && left > base; i++) {
 		usleep(10000);
-		left = raw_clients(raw);
+		left = redis_clients_but_me(raw);
 	}
 	assert_int_equal(left, base);
 	redisFree(raw);
@@ -1358,7 +1346,7 @@ static void test_threads_cas(void **state)
 {
 	NEED_SERVER();
 	redisContext *raw = flushed();
-	int base = raw_clients(raw);
+	long base = redis_clients_but_me(raw);
 	drl_backend *b = open_opts(*state);
 	long conflicts;
 	run_workers(b, cas_worker, 150, &conflicts);
@@ -1370,7 +1358,7 @@ static void test_threads_cas(void **state)
 	print_message("    %s: %ld conflicts for %d updates\n",
 		      (const char *)*state, conflicts, NTHREADS * 150);
 	/* Connections stay bounded: pool + 2 per thread at most. */
-	assert_true(raw_clients(raw) <= base + 16 + 2 * NTHREADS);
+	assert_true(redis_clients_but_me(raw) <= base + 16 + 2 * NTHREADS);
 	b->destroy(b);
 	redisFree(raw);
 }
@@ -1425,9 +1413,7 @@ static void test_public_api(void **state)
 		uint64_t seed = 0x9e3779b97f4a7c15u + si;
 		int64_t now = t0;
 		for (int i = 0; i < 150; i++) {
-			seed ^= seed << 13;
-			seed ^= seed >> 7;
-			seed ^= seed << 17;
+			tu_xorshift(&seed);
 			char key[2] = {(char)('a' + seed % 3), 0};
 			int64_t cost = (int64_t)((seed >> 8) % 4);
 			now += (int64_t)((seed >> 16) % (3 * SEC));

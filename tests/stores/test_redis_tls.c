@@ -130,8 +130,7 @@ static void test_pipelined_exact(void **state)
 static void test_async_direct_exact(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	static const char *const opts[] = {"&tx=lua", ""};
 	drl_async *a = NULL;
 	drl_error err = {0};
@@ -190,8 +189,7 @@ static void open_fails(const char *uri, int code, int port, const char *says)
 static void test_certificate_failures(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	char uri[1400];
 	int port = tls_srv.port;
 	/* No tls_ca: the system store does not know the test CA. */
@@ -226,8 +224,7 @@ static void test_certificate_failures(void **state)
 static void test_protocol_mismatch(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	char uri[1400];
 	/* A plaintext server on a TLS URI: it never answers the handshake
 	 * (timeout_ms bounds it). */
@@ -249,8 +246,7 @@ static void test_protocol_mismatch(void **state)
 static void test_bad_options(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	char uri[1400];
 	snprintf(uri, sizeof uri, "rediss://127.0.0.1:%d?tls_ca=%s.missing",
 		 tls_srv.port, pki.ca);
@@ -276,8 +272,7 @@ static void test_bad_options(void **state)
 static void test_on_error_applies(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	char uri[1400];
 	snprintf(uri, sizeof uri,
 		 "rediss://127.0.0.1:%d?tls_ca=%s&connect=lazy&breaker_"
@@ -289,8 +284,7 @@ static void test_on_error_applies(void **state)
 static void test_verify_off(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	char uri[1400];
 	/* The expired certificate, and a CA that signed nothing here. */
 	snprintf(uri, sizeof uri, "rediss://127.0.0.1:%d?tls_verify=no",
@@ -343,8 +337,7 @@ static long connections_received(void)
 static void test_idle_connection_reused(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	char uri[1400];
 	tu t = tu_open(
 		main_uri(uri, sizeof uri, "127.0.0.1", "&pipelines=0&pool=1"),
@@ -369,8 +362,7 @@ static void test_idle_connection_reused(void **state)
 static void test_cluster_exact(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	drl_server node;
 	assert_int_equal(
 		drl_fixture_redis_tls_cluster_node_start(&node, tls_args), 0);
@@ -429,8 +421,7 @@ static bool cli_says(int port, const char *args, const char *want)
 static void test_sentinel_exact(void **state)
 {
 	(void)state;
-	if (!have)
-		skip();
+	DRL_FIXTURE_NEED(have);
 	/* The master cannot be demoted (REPLICAOF renamed away): only the
 	 * sentinel's message can move a store with no periodic check. The
 	 * replica and the sentinel reach the master over TLS, with the

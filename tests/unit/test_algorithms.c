@@ -234,10 +234,7 @@ typedef struct ev {
 static uint64_t rng = 88172645463325252u;
 static int64_t rnd(int64_t n)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (int64_t)(rng % (uint64_t)n);
+	return (int64_t)(tu_xorshift(&rng) % (uint64_t)n);
 }
 
 /* A fresh store holding exactly the admitted events `hist[0..n)`. */
