@@ -47,10 +47,14 @@ static const char *uri_of(int which, const char *extra)
 		return "memory://";
 	case URI_LUA:
 	case URI_WATCH:
+		/* a timeout no loaded machine reaches, unless the test
+		 * sets its own */
 		snprintf(buf[which], sizeof buf[which],
-			 "redis://127.0.0.1:%d?tx=%s%s", srv.port,
-			 which == URI_LUA ? "lua" : "watch",
-			 extra ? extra : "");
+			 "redis://127.0.0.1:%d?tx=%s%s%s", srv.port,
+			 which == URI_LUA ? "lua" : "watch", extra ? extra : "",
+			 extra && strstr(extra, "timeout_ms=")
+				 ? ""
+				 : "&timeout_ms=20000");
 		return buf[which];
 	}
 	return NULL;
