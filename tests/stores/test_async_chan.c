@@ -586,23 +586,7 @@ static void test_server_gone_reconnects(void **state)
 	async_run r = {.a = ctx_new(), .lim = t.lim, .key = "gone", .total = 1};
 	async_run_all(&r, 1);
 	assert_int_equal(r.allowed, 1);
-	/* Stopped, 16 calls written to it, then killed: its end of the
-	 * connection closes with them unanswered. */
-	assert_int_equal(drl_fixture_pause(&srv), 0);
-	r = (async_run){.a = r.a, .lim = t.lim, .key = "gone", .total = 16};
-	for (int i = 0; i < 16; i++)
-		async_run_start(&r);
-	drl_fixture_kill(&srv);
-	async_run_all(&r, 0);
-	if (r.unavailable != 16)
-		fail_msg("%d of 16 unavailable; last: %s", r.unavailable,
-			 r.last);
-	assert_int_equal(drl_fixture_restart(&srv), 0);
-	r = (async_run){.a = r.a, .lim = t.lim, .key = "gone", .total = 8};
-	async_run_all(&r, 8);
-	if (r.allowed != 8)
-		fail_msg("%d of 8 allowed after the restart; last: %s",
-			 r.allowed, r.last);
+	async_run_server_gone(&r, &srv);
 	drl_async_free(r.a);
 	tu_free(&t);
 }

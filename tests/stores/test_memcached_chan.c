@@ -41,7 +41,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -248,43 +247,6 @@ static void test_hot_key_processes(void **state)
 
 /* ---- a server that stops answering ------------------------------------------ */
 
-/* Whether every thread of process pid is stopped (state T in
- * /proc/PID/task/TID/stat). */
-static bool all_stopped(pid_t pid)
-{
-	char dir[64];
-	snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
-	DIR *d = opendir(dir);
-	if (d == NULL)
-		return false;
-	bool all = true;
-	for (struct dirent *e; all && (e = readdir(d)) != NULL;) {
-		if (e->d_name[0] == '.')
-			continue;
-		char path[400], buf[512];
-		snprintf(path, sizeof path, "%s/%s/stat", dir, e->d_name);
-		FILE *f = fopen(path, "r");
-		size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-		if (f)
-			fclose(f);
-		buf[n] = '\0';
-		const char *p = strrchr(buf, ')');
-		all = p != NULL && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
-	}
-	closedir(d);
-	return all;
-}
-
-/* SIGSTOP s and wait until all its threads have stopped (a signal is
- * delivered asynchronously: a memcached thread running on another core
- * could still answer a request sent right after kill()). */
-static void pause_server(drl_server *s)
-{
-	assert_int_equal(drl_fixture_pause(s), 0);
-	if (!TU_WAIT_FOR(all_stopped(s->pid), tu_bound_ms(5000)))
-		fail_msg("memcached did not stop");
-}
-
 static void test_stopped_server_times_out(void **state)
 {
 	(void)state;
@@ -311,7 +273,7 @@ static void test_stopped_server_times_out(void **state)
 				(every_us % 1000000) * 1000},
 		.it_value = {every_us / 1000000, (every_us % 1000000) * 1000}};
 	assert_int_equal(timerfd_settime(tfd, 0, &its, NULL), 0);
-	pause_server(&srv);
+	assert_int_equal(drl_fixture_pause(&srv), 0);
 	r = (async_run){.a = r.a,
 			.lim = t.lim,
 			.key = "stop",
@@ -356,23 +318,7 @@ static void test_server_gone_reconnects(void **state)
 	async_run r = {.a = ctx_new(), .lim = t.lim, .key = "gone", .total = 1};
 	async_run_all(&r, 1);
 	assert_int_equal(r.allowed, 1);
-	/* Stopped, 16 calls written to it, then killed: its end of the
-	 * connection closes with them unanswered. */
-	pause_server(&srv);
-	r = (async_run){.a = r.a, .lim = t.lim, .key = "gone", .total = 16};
-	for (int i = 0; i < 16; i++)
-		async_run_start(&r);
-	drl_fixture_kill(&srv);
-	async_run_all(&r, 0);
-	if (r.unavailable != 16)
-		fail_msg("%d of 16 unavailable; last: %s", r.unavailable,
-			 r.last);
-	assert_int_equal(drl_fixture_restart(&srv), 0);
-	r = (async_run){.a = r.a, .lim = t.lim, .key = "gone", .total = 8};
-	async_run_all(&r, 8);
-	if (r.allowed != 8)
-		fail_msg("%d of 8 allowed after the restart; last: %s",
-			 r.allowed, r.last);
+	async_run_server_gone(&r, &srv);
 	drl_async_free(r.a);
 	tu_free(&t);
 }
