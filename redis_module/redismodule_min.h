@@ -63,6 +63,7 @@ DRL_RM_API(int, KeyType, (RedisModuleKey *kp));
 DRL_RM_API(int, DeleteKey, (RedisModuleKey *key));
 DRL_RM_API(char *, StringDMA, (RedisModuleKey *key, size_t *len, int mode));
 DRL_RM_API(int, StringSet, (RedisModuleKey *key, RedisModuleString *str));
+DRL_RM_API(int, StringTruncate, (RedisModuleKey *key, size_t newlen));
 DRL_RM_API(int, SetExpire, (RedisModuleKey *key, mstime_t expire));
 DRL_RM_API(RedisModuleString *, CreateString, (RedisModuleCtx *ctx, const char *ptr, size_t len));
 DRL_RM_API(void, FreeString, (RedisModuleCtx *ctx, RedisModuleString *str));
@@ -99,6 +100,7 @@ static int RedisModule_Init(RedisModuleCtx *ctx, const char *name, int ver,
 	      DRL_RM_GET(OpenKey) && DRL_RM_GET(CloseKey) &&
 	      DRL_RM_GET(KeyType) && DRL_RM_GET(DeleteKey) &&
 	      DRL_RM_GET(StringDMA) && DRL_RM_GET(StringSet) &&
+	      DRL_RM_GET(StringTruncate) &&
 	      DRL_RM_GET(SetExpire) && DRL_RM_GET(CreateString) &&
 	      DRL_RM_GET(FreeString) && DRL_RM_GET(StringPtrLen) &&
 	      DRL_RM_GET(WrongArity) && DRL_RM_GET(ReplyWithError) &&

@@ -229,15 +229,57 @@ static int trim(drl_backend *b, size_t n, const drl_bytes *keys, int64_t ttl_us,
 	return rc;
 }
 
+/* The Redis string for key: the command's own key argument when key is
+ * its bytes (no copy), else a new one (release_name frees it). */
+static RedisModuleString *name_of(drl__rm_store *s, drl_bytes key)
+{
+	size_t len = 0;
+	const char *p =
+		s->keyname ? RedisModule_StringPtrLen(s->keyname, &len) : NULL;
+	if (p && len == key.len && memcmp(p, key.data, len) == 0)
+		return s->keyname;
+	return RedisModule_CreateString(s->ctx, key.len ? key.data : "",
+					key.len);
+}
+
+static void release_name(drl__rm_store *s, RedisModuleString *name)
+{
+	if (name != s->keyname)
+		RedisModule_FreeString(s->ctx, name);
+}
+
+/* The string key k (empty or a string) holds v[n] afterwards: written in
+ * place (resized, no new object once the value is Redis's own raw
+ * string), or through a new string when v points into the old value
+ * (which resizing may move) or is empty (no key to size). */
+static int put_string(drl__rm_store *s, RedisModuleKey *k, const char *old,
+		      size_t oldlen, const void *v, size_t n)
+{
+	const char *b = v;
+	if (n == 0 || (old && b < old + oldlen && old < b + n)) {
+		RedisModuleString *str = RedisModule_CreateString(s->ctx, b, n);
+		int rc = RedisModule_StringSet(k, str);
+		RedisModule_FreeString(s->ctx, str);
+		return rc;
+	}
+	size_t len = 0;
+	char *p;
+	if (RedisModule_StringTruncate(k, n) != REDISMODULE_OK ||
+	    (p = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE)) == NULL ||
+	    len != n)
+		return REDISMODULE_ERR;
+	memcpy(p, b, n);
+	return REDISMODULE_OK;
+}
+
 /* The step on the string at key, in place: one lookup, no retries. */
 static int update(drl_backend *b, drl_bytes key, drl_update_fn fn, void *arg,
 		  drl_error *err)
 {
-	RedisModuleCtx *ctx = ((drl__rm_store *)b)->ctx;
-	RedisModuleString *name =
-		RedisModule_CreateString(ctx, key.len ? key.data : "", key.len);
+	drl__rm_store *s = (drl__rm_store *)b;
+	RedisModuleString *name = name_of(s, key);
 	RedisModuleKey *k = RedisModule_OpenKey(
-		ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
+		s->ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
 	int rc, type = RedisModule_KeyType(k);
 	const char *old = NULL;
 	size_t oldlen = 0;
@@ -260,14 +302,12 @@ static int update(drl_backend *b, drl_bytes key, drl_update_fn fn, void *arg,
 		RedisModule_DeleteKey(k);
 		goto done;
 	}
-	RedisModuleString *v = RedisModule_CreateString(ctx, nb, nl);
-	if (RedisModule_StringSet(k, v) != REDISMODULE_OK ||
+	if (put_string(s, k, old, oldlen, nb, nl) != REDISMODULE_OK ||
 	    RedisModule_SetExpire(k, ttl_ms(ttl)) != REDISMODULE_OK)
 		rc = drl_error_set(err, DRL_ESTORE, "SET: refused");
-	RedisModule_FreeString(ctx, v);
 done:
 	RedisModule_CloseKey(k);
-	RedisModule_FreeString(ctx, name);
+	release_name(s, name);
 	return rc;
 }
 
@@ -276,7 +316,8 @@ static void destroy(drl_backend *b)
 	(void)b; /* on the caller's stack */
 }
 
-void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx)
+void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx,
+			RedisModuleString *keyname)
 {
 	static const drl_backend proto = DRL_BACKEND_INIT(7);
 	s->parent = proto;
@@ -289,4 +330,5 @@ void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx)
 	s->parent.update = update;
 	s->parent.trim = trim;
 	s->ctx = ctx;
+	s->keyname = keyname;
 }
