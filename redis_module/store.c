@@ -248,6 +248,99 @@ static void release_name(drl__rm_store *s, RedisModuleString *name)
 		RedisModule_FreeString(s->ctx, name);
 }
 
+/* v (a field's value, or NULL: absent) + delta into field f of the hash
+ * k, *out the new value: HINCRBY's rules (Redis's integer parsing, no
+ * overflow) and texts. */
+static int hash_add(drl__rm_store *s, RedisModuleKey *k, RedisModuleString *f,
+		    RedisModuleString *v, int64_t delta, int64_t *out,
+		    drl_error *err)
+{
+	long long old = 0;
+	if (v && RedisModule_StringToLongLong(v, &old) != REDISMODULE_OK)
+		return drl_error_set(err, DRL_ESTORE,
+				     "ERR hash value is not an integer "
+				     "(HINCRBY)");
+	if ((delta < 0 && old < INT64_MIN - delta) ||
+	    (delta > 0 && old > INT64_MAX - delta))
+		return drl_error_set(err, DRL_ESTORE,
+				     "ERR increment or decrement would "
+				     "overflow (HINCRBY)");
+	RedisModuleString *nv =
+		RedisModule_CreateStringFromLongLong(s->ctx, old + delta);
+	RedisModule_HashSet(k, REDISMODULE_HASH_NONE, f, nv, NULL);
+	RedisModule_FreeString(s->ctx, nv);
+	*out = old + delta;
+	return 0;
+}
+
+/* A counter's value from a field's value (NULL: absent, 0), as
+ * reply_value reads HMGET's. */
+static int field_value(RedisModuleString *v, int64_t *out, drl_error *err)
+{
+	size_t len = 0;
+	const char *p = v ? RedisModule_StringPtrLen(v, &len) : NULL;
+	*out = 0;
+	if (p && drl_parse_int(p, len, INT64_MIN, INT64_MAX, out))
+		return drl_error_set(err, DRL_ECORRUPT,
+				     "counter holds %zu bytes that are not an "
+				     "integer",
+				     len);
+	return 0;
+}
+
+/* add_read of n grouped counters of one group (glen bytes): what
+ * HMGET of the others and HINCRBY of the first field do, on one lookup
+ * of the hash; an error changes nothing. No PEXPIRE, as the Redis
+ * store's add_read: the core trims (and sets the TTL) when the field was
+ * absent. */
+static int group_add_read(drl__rm_store *s, size_t n, const drl_bytes *keys,
+			  size_t glen, int64_t delta, int64_t *values,
+			  drl_error *err)
+{
+	RedisModuleString *name =
+		name_of(s, (drl_bytes){keys[0].data, glen});
+	RedisModuleKey *k = RedisModule_OpenKey(
+		s->ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
+	int rc = 0, type = RedisModule_KeyType(k);
+	if (type != REDISMODULE_KEYTYPE_EMPTY &&
+	    type != REDISMODULE_KEYTYPE_HASH)
+		rc = drl_error_set(err, DRL_ESTORE,
+				   "WRONGTYPE Operation against a key holding "
+				   "the wrong kind of value (HINCRBY)");
+	/* the others first: a field that is no integer fails the call
+	 * before anything is changed */
+	for (size_t j = 1; rc == 0 && j <= n; j++) {
+		size_t i = j % n;
+		RedisModuleString *f = RedisModule_CreateString(
+			s->ctx, (const char *)keys[i].data + glen + 1,
+			keys[i].len - glen - 1);
+		RedisModuleString *v = NULL;
+		RedisModule_HashGet(k, REDISMODULE_HASH_NONE, f, &v, NULL);
+		rc = i == 0 ? hash_add(s, k, f, v, delta, &values[0], err)
+			    : field_value(v, &values[i], err);
+		if (v)
+			RedisModule_FreeString(s->ctx, v);
+		RedisModule_FreeString(s->ctx, f);
+	}
+	RedisModule_CloseKey(k);
+	release_name(s, name);
+	return rc;
+}
+
+static int add_read(drl_backend *b, size_t n, const drl_bytes *keys,
+		    int64_t delta, int64_t ttl_us, int64_t *values,
+		    drl_error *err)
+{
+	size_t glen = 0;
+	if (n == 1 ? drl_key_group_split(keys[0], &glen)
+		   : one_group(n, keys, &glen))
+		return group_add_read((drl__rm_store *)b, n, keys, glen, delta,
+				      values, err);
+	/* the others first, as above */
+	int rc = n > 1 ? get_many(b, n - 1, keys + 1, values + 1, err) : 0;
+	return rc ? rc : incr(b, keys[0], delta, ttl_us, &values[0], err);
+}
+
 /* The string key k (empty or a string) holds v[n] afterwards: written in
  * place (resized, no new object once the value is Redis's own raw
  * string), or through a new string when v points into the old value
@@ -323,10 +416,12 @@ void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx,
 	s->parent = proto;
 	s->parent.name = "redis-module";
 	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_UPDATE |
-			 DRL_CAP_COUNTER_GROUPS | DRL_CAP_INPROC;
+			 DRL_CAP_COUNTER_GROUPS | DRL_CAP_INPROC |
+			 DRL_CAP_ADD_READ;
 	s->parent.destroy = destroy;
 	s->parent.incr = incr;
 	s->parent.get_many = get_many;
+	s->parent.add_read = add_read;
 	s->parent.update = update;
 	s->parent.trim = trim;
 	s->ctx = ctx;
