@@ -6,14 +6,22 @@
  *
  * The bytes are the Redis store's (backends/redis/state.c, counter.c):
  *  - a state blob is a string value, written with its TTL in whole ms
- *    (rounded up); through the low-level key API (no command parsing);
+ *    (rounded up); through the low-level key API (no command parsing),
+ *    in place once the value is Redis's own raw string;
  *  - a counter is a decimal string changed by INCRBY, or, when grouped
  *    (`group "#" index`, DRL_CAP_COUNTER_GROUPS), field `index` of the
- *    hash `group` changed by HINCRBY: through RedisModule_Call of those
- *    very commands, so integer parsing, overflow and encodings are
- *    Redis's own.
+ *    hash `group` changed by HINCRBY. A decision's counters (add_read:
+ *    one group) go through the low-level hash API, one lookup of the
+ *    group, by HINCRBY's rules (Redis's own integer parsing, overflow
+ *    check and texts); incr, get_many and trim (a peek's reads, keys
+ *    not grouped, the trim once per sub-window) through
+ *    RedisModule_Call of those very commands.
  * A key of another type is DRL_ESTORE (Redis's WRONGTYPE text); a value
  * that is no integer where a counter is read is DRL_ECORRUPT.
+ *
+ * Replication: DRL.DECIDE and DRL.TWIN are replicated verbatim
+ * (module.c), so nothing here replicates what it writes (neither the
+ * key API nor RedisModule_Call without "!" does).
  */
 #include "store.h"
 
