@@ -221,7 +221,7 @@ twin_capture() {
 	local spec=$1 mon="$tmp/monitor" mpid i
 	[ -n "${twin_cmd[$spec]:-}" ] && return 0
 	: >"$mon"
-	cli MONITOR >"$mon" 2>/dev/null &
+	redis-cli -p "$port" MONITOR >"$mon" 2>/dev/null &
 	mpid=$!
 	for ((i = 0; i < 100; i++)); do
 		[ -s "$mon" ] && break
@@ -233,7 +233,7 @@ twin_capture() {
 		grep -q '"DRL.TWIN"' "$mon" && break
 		sleep 0.05
 	done
-	stop_pids $mpid
+	stop_pids $mpid || true # its status is SIGTERM's
 	twin_cmd[$spec]=$(grep -m1 '"DRL.TWIN"' "$mon" | "$PYTHON3" -c '
 import re, sys
 a = re.findall(r"\"((?:[^\"\\]|\\.)*)\"", sys.stdin.read())
