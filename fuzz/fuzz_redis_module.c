@@ -71,9 +71,9 @@ static int parse_twin(drl__rm_request *q, char *const *arg, const size_t *len,
 	int rc = drl__rm_parse_twin(q, arg[0], len[0], arg[1], len[1], n - 2,
 				    (const char *const *)arg + 2, len + 2, err);
 	drl__rm_twin_cache_clear();
-	int rc2 = drl__rm_parse_twin(&full, arg[0], len[0], arg[1], len[1],
-				     n - 2, (const char *const *)arg + 2,
-				     len + 2, &e2);
+	int rc2 =
+		drl__rm_parse_twin(&full, arg[0], len[0], arg[1], len[1], n - 2,
+				   (const char *const *)arg + 2, len + 2, &e2);
 	int rc3 = drl__rm_parse_twin(&again, arg[0], len[0], arg[1], len[1],
 				     n - 2, (const char *const *)arg + 2,
 				     len + 2, &e3);

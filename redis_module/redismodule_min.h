@@ -107,17 +107,16 @@ static int RedisModule_Init(RedisModuleCtx *ctx, const char *name, int ver,
 	      DRL_RM_GET(OpenKey) && DRL_RM_GET(CloseKey) &&
 	      DRL_RM_GET(KeyType) && DRL_RM_GET(DeleteKey) &&
 	      DRL_RM_GET(StringDMA) && DRL_RM_GET(StringSet) &&
-	      DRL_RM_GET(StringTruncate) &&
-	      DRL_RM_GET(SetExpire) && DRL_RM_GET(HashSet) &&
-	      DRL_RM_GET(HashGet) && DRL_RM_GET(CreateString) &&
+	      DRL_RM_GET(StringTruncate) && DRL_RM_GET(SetExpire) &&
+	      DRL_RM_GET(HashSet) && DRL_RM_GET(HashGet) &&
+	      DRL_RM_GET(CreateString) &&
 	      DRL_RM_GET(CreateStringFromLongLong) &&
-	      DRL_RM_GET(StringToLongLong) &&
-	      DRL_RM_GET(FreeString) && DRL_RM_GET(StringPtrLen) &&
-	      DRL_RM_GET(WrongArity) && DRL_RM_GET(ReplyWithError) &&
-	      DRL_RM_GET(ReplyWithArray) && DRL_RM_GET(ReplyWithLongLong) &&
-	      DRL_RM_GET(ReplicateVerbatim) && DRL_RM_GET(Call) &&
-	      DRL_RM_GET(CallReplyType) && DRL_RM_GET(CallReplyInteger) &&
-	      DRL_RM_GET(CallReplyLength) &&
+	      DRL_RM_GET(StringToLongLong) && DRL_RM_GET(FreeString) &&
+	      DRL_RM_GET(StringPtrLen) && DRL_RM_GET(WrongArity) &&
+	      DRL_RM_GET(ReplyWithError) && DRL_RM_GET(ReplyWithArray) &&
+	      DRL_RM_GET(ReplyWithLongLong) && DRL_RM_GET(ReplicateVerbatim) &&
+	      DRL_RM_GET(Call) && DRL_RM_GET(CallReplyType) &&
+	      DRL_RM_GET(CallReplyInteger) && DRL_RM_GET(CallReplyLength) &&
 	      DRL_RM_GET(CallReplyArrayElement) &&
 	      DRL_RM_GET(CallReplyStringPtr) && DRL_RM_GET(FreeCallReply)))
 		return REDISMODULE_ERR;

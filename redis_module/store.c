@@ -305,8 +305,7 @@ static int group_add_read(drl__rm_store *s, size_t n, const drl_bytes *keys,
 			  size_t glen, int64_t delta, int64_t *values,
 			  drl_error *err)
 {
-	RedisModuleString *name =
-		name_of(s, (drl_bytes){keys[0].data, glen});
+	RedisModuleString *name = name_of(s, (drl_bytes){keys[0].data, glen});
 	RedisModuleKey *k = RedisModule_OpenKey(
 		s->ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
 	int rc = 0, type = RedisModule_KeyType(k);

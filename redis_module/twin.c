@@ -36,8 +36,8 @@ static cached cache[CACHE_SLOTS];
 /* The signature of twin and arg[2..nargs) into *s (each part its length
  * byte, then its bytes: one sequence of bytes says one list of parts):
  * false, and s->len 0, when it does not fit. */
-static bool sign(signature *s, const char *twin, size_t twinlen,
-		 size_t nargs, const char *const *arg, const size_t *len)
+static bool sign(signature *s, const char *twin, size_t twinlen, size_t nargs,
+		 const char *const *arg, const size_t *len)
 {
 	s->len = 0;
 	for (size_t i = 1; i < nargs; i++) {
