@@ -26,6 +26,7 @@
 #include "store.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -356,7 +357,8 @@ static int put_string(drl__rm_store *s, RedisModuleKey *k, const char *old,
 		      size_t oldlen, const void *v, size_t n)
 {
 	const char *b = v;
-	if (n == 0 || (old && b < old + oldlen && old < b + n)) {
+	uintptr_t o = (uintptr_t)old, p0 = (uintptr_t)b;
+	if (n == 0 || (old && p0 < o + oldlen && o < p0 + n)) {
 		RedisModuleString *str = RedisModule_CreateString(s->ctx, b, n);
 		int rc = RedisModule_StringSet(k, str);
 		RedisModule_FreeString(s->ctx, str);
