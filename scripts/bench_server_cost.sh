@@ -42,7 +42,11 @@
 # the library's length by redis-benchmark, as the peers' scripts are
 # sent (its exec is DRL.DECIDE's own usec, which includes the commands
 # it calls), and `tx=module` cells of the library beside tx=auto, lua and
-# watch; BENCH_MODULE=0 leaves them out.
+# watch, whose redis-benchmark column sends the library's own DRL.TWIN
+# (read once per spec with MONITOR around a one-decision `drl bench`,
+# its user key randomised, the library's explicit time); BENCH_MODULE=0
+# leaves them out. The ratios: ÷ rlf, ÷ redis_rate and ÷ envoy (Envoy's
+# INCRBY + EXPIRE, the issue 43 floor).
 # BENCH_SPECS="spec ..." and BENCH_TXS="auto lua watch" pick cells (default: all).
 # Each figure is the median of ROUNDS rounds (default 3), the cells of a
 # round in turn. Prints a Markdown table; the ratios compare medians of
