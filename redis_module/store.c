@@ -13,8 +13,8 @@
  *    hash `group` changed by HINCRBY. A decision's counters (add_read:
  *    one group) go through the low-level hash API, one lookup of the
  *    group, by HINCRBY's rules (Redis's own integer parsing, overflow
- *    check and texts); incr, get_many and trim (a peek's reads, keys
- *    not grouped, the trim once per sub-window) through
+ *    check and texts), and so does trim (HDEL's and PEXPIRE's work);
+ *    incr and get_many (a peek's reads, keys not grouped) through
  *    RedisModule_Call of those very commands.
  * A key of another type is DRL_ESTORE (Redis's WRONGTYPE text); a value
  * that is no integer where a counter is read is DRL_ECORRUPT.
@@ -206,38 +206,6 @@ static int get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 	return 0;
 }
 
-/* HDEL group field...; PEXPIRE group ttl (n grouped keys of one group):
- * one HDEL of every field. */
-static int trim(drl_backend *b, size_t n, const drl_bytes *keys, int64_t ttl_us,
-		drl_error *err)
-{
-	RedisModuleCtx *ctx = ((drl__rm_store *)b)->ctx;
-	size_t glen = 0;
-	if (n == 0)
-		return 0;
-	if (!one_group(n, keys, &glen))
-		return drl_error_set(err, DRL_EINVAL,
-				     "trim: keys of different groups");
-	const char *gk = keys[0].data;
-	RedisModuleString **f = fields_of(ctx, n, keys, glen);
-	if (f == NULL)
-		return drl_error_set(err, DRL_ENOMEM, "out of memory");
-	int64_t ignored;
-	RedisModuleCallReply *r =
-		RedisModule_Call(ctx, "HDEL", "bv", gk, glen, f, n);
-	int rc = call_int(r, "HDEL", &ignored, err);
-	if (r)
-		RedisModule_FreeCallReply(r);
-	free_fields(ctx, f, n);
-	if (rc)
-		return rc;
-	r = RedisModule_Call(ctx, "PEXPIRE", "bl", gk, glen, ttl_ms(ttl_us));
-	rc = call_int(r, "PEXPIRE", &ignored, err);
-	if (r)
-		RedisModule_FreeCallReply(r);
-	return rc;
-}
-
 /* The Redis string for key: the command's own key argument when key is
  * its bytes (no copy), else a new one (release_name frees it). */
 static RedisModuleString *name_of(drl__rm_store *s, drl_bytes key)
@@ -372,6 +340,50 @@ static int put_string(drl__rm_store *s, RedisModuleKey *k, const char *old,
 		return REDISMODULE_ERR;
 	memcpy(p, b, n);
 	return REDISMODULE_OK;
+}
+
+/* HDEL group field...; PEXPIRE group ttl (n grouped keys of one group),
+ * on one lookup of the hash: a group that is gone stays gone, a hash
+ * left empty is deleted (as HDEL does), a TTL of 0 deletes it (as
+ * PEXPIRE does). */
+static int trim(drl_backend *b, size_t n, const drl_bytes *keys, int64_t ttl_us,
+		drl_error *err)
+{
+	drl__rm_store *s = (drl__rm_store *)b;
+	size_t glen = 0;
+	if (n == 0)
+		return 0;
+	if (!one_group(n, keys, &glen))
+		return drl_error_set(err, DRL_EINVAL,
+				     "trim: keys of different groups");
+	RedisModuleString *name = name_of(s, (drl_bytes){keys[0].data, glen});
+	RedisModuleKey *k = RedisModule_OpenKey(
+		s->ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
+	int rc = 0, type = RedisModule_KeyType(k);
+	if (type != REDISMODULE_KEYTYPE_EMPTY &&
+	    type != REDISMODULE_KEYTYPE_HASH)
+		rc = drl_error_set(err, DRL_ESTORE,
+				   "WRONGTYPE Operation against a key holding "
+				   "the wrong kind of value (HDEL)");
+	for (size_t i = 0; rc == 0 && type == REDISMODULE_KEYTYPE_HASH && i < n;
+	     i++) {
+		RedisModuleString *f = RedisModule_CreateString(
+			s->ctx, (const char *)keys[i].data + glen + 1,
+			keys[i].len - glen - 1);
+		RedisModule_HashSet(k, REDISMODULE_HASH_NONE, f,
+				    REDISMODULE_HASH_DELETE, NULL);
+		RedisModule_FreeString(s->ctx, f);
+	}
+	if (rc == 0 && RedisModule_KeyType(k) == REDISMODULE_KEYTYPE_HASH) {
+		long long ms = ttl_ms(ttl_us);
+		if (ms == 0)
+			RedisModule_DeleteKey(k);
+		else if (RedisModule_SetExpire(k, ms) != REDISMODULE_OK)
+			rc = drl_error_set(err, DRL_ESTORE, "PEXPIRE: refused");
+	}
+	RedisModule_CloseKey(k);
+	release_name(s, name);
+	return rc;
 }
 
 /* The step on the string at key, in place: one lookup, no retries. */
