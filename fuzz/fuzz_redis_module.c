@@ -9,7 +9,10 @@
  * read past it. A call that does not parse must be DRL_EINVAL with a
  * message. One that parses is decided on a fresh memory:// store, as the
  * module decides it on the server's keys: rc 0, allowed 0 or 1,
- * remaining >= 0, retry_after 0 when allowed.
+ * remaining >= 0, retry_after 0 when allowed. DRL.TWIN keeps the limits
+ * it took in a cache: each twin input is parsed as the cache stands
+ * (earlier inputs' limits), then in full (cache emptied), then again
+ * (from the cache when taken), and the three must answer alike.
  */
 #include "fuzz.h"
 
@@ -43,6 +46,45 @@ static void decide(const drl__rm_request *q)
 	b->destroy(b);
 }
 
+/* Whether two parsed requests say the same decision. */
+static bool same(const drl__rm_request *a, const drl__rm_request *b)
+{
+	const drl__limit *x = &a->lim, *y = &b->lim;
+	return x->algo == y->algo && x->limit == y->limit &&
+	       x->period_us == y->period_us && x->burst == y->burst &&
+	       x->subwindows == y->subwindows && x->trailing == y->trailing &&
+	       x->on_change == y->on_change && x->version == y->version &&
+	       x->lua_ok == y->lua_ok && x->taglen == y->taglen &&
+	       memcmp(x->tag, y->tag, x->taglen) == 0 && a->now == b->now &&
+	       a->cost == b->cost && a->peek == b->peek &&
+	       a->kb.len == b->kb.len &&
+	       memcmp(a->kb.buf, b->kb.buf, a->kb.len) == 0;
+}
+
+/* DRL.TWIN's parse of the input as the cache stands, in full, and from
+ * the cache: one answer. */
+static int parse_twin(drl__rm_request *q, char *const *arg, const size_t *len,
+		      size_t n, drl_error *err)
+{
+	drl__rm_request full, again;
+	drl_error e2 = {0, {0}}, e3 = {0, {0}};
+	int rc = drl__rm_parse_twin(q, arg[0], len[0], arg[1], len[1], n - 2,
+				    (const char *const *)arg + 2, len + 2, err);
+	drl__rm_twin_cache_clear();
+	int rc2 =
+		drl__rm_parse_twin(&full, arg[0], len[0], arg[1], len[1], n - 2,
+				   (const char *const *)arg + 2, len + 2, &e2);
+	int rc3 = drl__rm_parse_twin(&again, arg[0], len[0], arg[1], len[1],
+				     n - 2, (const char *const *)arg + 2,
+				     len + 2, &e3);
+	if (rc != rc2 || rc2 != rc3 ||
+	    (rc == 0 && (!same(q, &full) || !same(&full, &again))) ||
+	    (rc != 0 && (strcmp(err->message, e2.message) != 0 ||
+			 strcmp(e2.message, e3.message) != 0)))
+		fail("DRL.TWIN: the cache changed the answer", rc, err);
+	return rc;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1 || size > 4096)
@@ -67,9 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	drl_error err = {0, {0}};
 	int rc = 0;
 	if (twin && n >= 2)
-		rc = drl__rm_parse_twin(&q, arg[0], len[0], arg[1], len[1],
-					n - 2, (const char *const *)arg + 2,
-					len + 2, &err);
+		rc = parse_twin(&q, arg, len, n, &err);
 	else if (!twin && n == 4)
 		rc = drl__rm_parse(&q, (const char *const *)arg, len, &err);
 	else

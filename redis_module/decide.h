@@ -34,11 +34,17 @@ int drl__rm_parse(drl__rm_request *q, const char *const arg[4],
  * trailing flag), nargs of them, into *q: the limit is rebuilt as the
  * spec those numbers say and parsed as any spec is. 0, or DRL_EINVAL
  * naming the bad argument (drl_adjust's eighth argument and the store's
- * clock, now = -1, are refused: not done yet). */
+ * clock, now = -1, are refused: not done yet). A limit taken is kept in
+ * a small cache under the exact bytes that said it, and the same bytes
+ * get a copy of it: the answer is what parsing answers. Not thread-safe
+ * (the cache): one thread calls it, Redis's main thread. */
 int drl__rm_parse_twin(drl__rm_request *q, const char *key, size_t keylen,
 		       const char *twin, size_t twinlen, size_t nargs,
 		       const char *const *arg, const size_t *len,
 		       drl_error *err);
+
+/* Empty drl__rm_parse_twin's cache (the next calls parse everything). */
+void drl__rm_twin_cache_clear(void);
 
 /* Decide q against backend b (one step, atomic as b is): 0 and *res,
  * *undo_a (what the decision consumed, for a refund), or a negative

@@ -41,7 +41,8 @@ static int reply_error(RedisModuleCtx *ctx, int code, const drl_error *err)
 	return RedisModule_ReplyWithError(ctx, msg);
 }
 
-static int decide_reply(RedisModuleCtx *ctx, const drl__rm_request *q);
+static int decide_reply(RedisModuleCtx *ctx, RedisModuleString *key,
+			const drl__rm_request *q);
 
 static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv,
 			  int argc)
@@ -57,15 +58,17 @@ static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv,
 	int rc = drl__rm_parse(&q, arg, len, &err);
 	if (rc)
 		return reply_error(ctx, rc, &err);
-	return decide_reply(ctx, &q);
+	return decide_reply(ctx, argv[1], &q);
 }
 
-/* Decide q on ctx's keys and reply (the common form, or an error). */
-static int decide_reply(RedisModuleCtx *ctx, const drl__rm_request *q)
+/* Decide q on ctx's keys and reply (the common form, or an error); key
+ * is the command's key argument (q's key). */
+static int decide_reply(RedisModuleCtx *ctx, RedisModuleString *key,
+			const drl__rm_request *q)
 {
 	drl_error err = {0, {0}};
 	drl__rm_store st;
-	drl__rm_store_init(&st, ctx);
+	drl__rm_store_init(&st, ctx, key);
 	drl_result res;
 	int64_t undo = 0;
 	int rc = drl__rm_decide(q, &st.parent, &res, &undo, &err);
@@ -100,7 +103,7 @@ static int twin_command(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 				    (size_t)argc - 3, arg + 2, len + 2, &err);
 	if (rc)
 		return reply_error(ctx, rc, &err);
-	return decide_reply(ctx, &q);
+	return decide_reply(ctx, argv[1], &q);
 }
 
 /* Redis calls this at --loadmodule / MODULE LOAD. The key is argument 1

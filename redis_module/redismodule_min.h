@@ -31,6 +31,10 @@
 
 #define REDISMODULE_KEYTYPE_EMPTY 0
 #define REDISMODULE_KEYTYPE_STRING 1
+#define REDISMODULE_KEYTYPE_HASH 3
+
+#define REDISMODULE_HASH_NONE 0
+#define REDISMODULE_HASH_DELETE ((RedisModuleString *)(long)1)
 
 #define REDISMODULE_REPLY_STRING 0
 #define REDISMODULE_REPLY_ERROR 1
@@ -63,8 +67,13 @@ DRL_RM_API(int, KeyType, (RedisModuleKey *kp));
 DRL_RM_API(int, DeleteKey, (RedisModuleKey *key));
 DRL_RM_API(char *, StringDMA, (RedisModuleKey *key, size_t *len, int mode));
 DRL_RM_API(int, StringSet, (RedisModuleKey *key, RedisModuleString *str));
+DRL_RM_API(int, StringTruncate, (RedisModuleKey *key, size_t newlen));
 DRL_RM_API(int, SetExpire, (RedisModuleKey *key, mstime_t expire));
+DRL_RM_API(int, HashSet, (RedisModuleKey *key, int flags, ...));
+DRL_RM_API(int, HashGet, (RedisModuleKey *key, int flags, ...));
 DRL_RM_API(RedisModuleString *, CreateString, (RedisModuleCtx *ctx, const char *ptr, size_t len));
+DRL_RM_API(RedisModuleString *, CreateStringFromLongLong, (RedisModuleCtx *ctx, long long ll));
+DRL_RM_API(int, StringToLongLong, (const RedisModuleString *str, long long *ll));
 DRL_RM_API(void, FreeString, (RedisModuleCtx *ctx, RedisModuleString *str));
 DRL_RM_API(const char *, StringPtrLen, (const RedisModuleString *str, size_t *len));
 DRL_RM_API(int, WrongArity, (RedisModuleCtx *ctx));
@@ -99,13 +108,16 @@ static int RedisModule_Init(RedisModuleCtx *ctx, const char *name, int ver,
 	      DRL_RM_GET(OpenKey) && DRL_RM_GET(CloseKey) &&
 	      DRL_RM_GET(KeyType) && DRL_RM_GET(DeleteKey) &&
 	      DRL_RM_GET(StringDMA) && DRL_RM_GET(StringSet) &&
-	      DRL_RM_GET(SetExpire) && DRL_RM_GET(CreateString) &&
-	      DRL_RM_GET(FreeString) && DRL_RM_GET(StringPtrLen) &&
-	      DRL_RM_GET(WrongArity) && DRL_RM_GET(ReplyWithError) &&
-	      DRL_RM_GET(ReplyWithArray) && DRL_RM_GET(ReplyWithLongLong) &&
-	      DRL_RM_GET(ReplicateVerbatim) && DRL_RM_GET(Call) &&
-	      DRL_RM_GET(CallReplyType) && DRL_RM_GET(CallReplyInteger) &&
-	      DRL_RM_GET(CallReplyLength) &&
+	      DRL_RM_GET(StringTruncate) && DRL_RM_GET(SetExpire) &&
+	      DRL_RM_GET(HashSet) && DRL_RM_GET(HashGet) &&
+	      DRL_RM_GET(CreateString) &&
+	      DRL_RM_GET(CreateStringFromLongLong) &&
+	      DRL_RM_GET(StringToLongLong) && DRL_RM_GET(FreeString) &&
+	      DRL_RM_GET(StringPtrLen) && DRL_RM_GET(WrongArity) &&
+	      DRL_RM_GET(ReplyWithError) && DRL_RM_GET(ReplyWithArray) &&
+	      DRL_RM_GET(ReplyWithLongLong) && DRL_RM_GET(ReplicateVerbatim) &&
+	      DRL_RM_GET(Call) && DRL_RM_GET(CallReplyType) &&
+	      DRL_RM_GET(CallReplyInteger) && DRL_RM_GET(CallReplyLength) &&
 	      DRL_RM_GET(CallReplyArrayElement) &&
 	      DRL_RM_GET(CallReplyStringPtr) && DRL_RM_GET(FreeCallReply)))
 		return REDISMODULE_ERR;

@@ -6,18 +6,27 @@
  *
  * The bytes are the Redis store's (backends/redis/state.c, counter.c):
  *  - a state blob is a string value, written with its TTL in whole ms
- *    (rounded up); through the low-level key API (no command parsing);
+ *    (rounded up); through the low-level key API (no command parsing),
+ *    in place once the value is Redis's own raw string;
  *  - a counter is a decimal string changed by INCRBY, or, when grouped
  *    (`group "#" index`, DRL_CAP_COUNTER_GROUPS), field `index` of the
- *    hash `group` changed by HINCRBY: through RedisModule_Call of those
- *    very commands, so integer parsing, overflow and encodings are
- *    Redis's own.
+ *    hash `group` changed by HINCRBY. A decision's counters (add_read:
+ *    one group) go through the low-level hash API, one lookup of the
+ *    group, by HINCRBY's rules (Redis's own integer parsing, overflow
+ *    check and texts), and so does trim (HDEL's and PEXPIRE's work);
+ *    incr and get_many (a peek's reads, keys not grouped) through
+ *    RedisModule_Call of those very commands.
  * A key of another type is DRL_ESTORE (Redis's WRONGTYPE text); a value
  * that is no integer where a counter is read is DRL_ECORRUPT.
+ *
+ * Replication: DRL.DECIDE and DRL.TWIN are replicated verbatim
+ * (module.c), so nothing here replicates what it writes (neither the
+ * key API nor RedisModule_Call without "!" does).
  */
 #include "store.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,35 +206,183 @@ static int get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 	return 0;
 }
 
-/* HDEL group field...; PEXPIRE group ttl (n grouped keys of one group):
- * one HDEL of every field. */
+/* The Redis string for key: the command's own key argument when key is
+ * its bytes (no copy), else a new one (release_name frees it). */
+static RedisModuleString *name_of(drl__rm_store *s, drl_bytes key)
+{
+	size_t len = 0;
+	const char *p =
+		s->keyname ? RedisModule_StringPtrLen(s->keyname, &len) : NULL;
+	if (p && len == key.len && memcmp(p, key.data, len) == 0)
+		return s->keyname;
+	return RedisModule_CreateString(s->ctx, key.len ? key.data : "",
+					key.len);
+}
+
+static void release_name(drl__rm_store *s, RedisModuleString *name)
+{
+	if (name != s->keyname)
+		RedisModule_FreeString(s->ctx, name);
+}
+
+/* v (a field's value, or NULL: absent) + delta into field f of the hash
+ * k, *out the new value: HINCRBY's rules (Redis's integer parsing, no
+ * overflow) and texts. */
+static int hash_add(drl__rm_store *s, RedisModuleKey *k, RedisModuleString *f,
+		    RedisModuleString *v, int64_t delta, int64_t *out,
+		    drl_error *err)
+{
+	long long old = 0;
+	if (v && RedisModule_StringToLongLong(v, &old) != REDISMODULE_OK)
+		return drl_error_set(err, DRL_ESTORE,
+				     "ERR hash value is not an integer "
+				     "(HINCRBY)");
+	if ((delta < 0 && old < INT64_MIN - delta) ||
+	    (delta > 0 && old > INT64_MAX - delta))
+		return drl_error_set(err, DRL_ESTORE,
+				     "ERR increment or decrement would "
+				     "overflow (HINCRBY)");
+	RedisModuleString *nv =
+		RedisModule_CreateStringFromLongLong(s->ctx, old + delta);
+	RedisModule_HashSet(k, REDISMODULE_HASH_NONE, f, nv, NULL);
+	RedisModule_FreeString(s->ctx, nv);
+	*out = old + delta;
+	return 0;
+}
+
+/* A counter's value from a field's value (NULL: absent, 0), as
+ * reply_value reads HMGET's. */
+static int field_value(RedisModuleString *v, int64_t *out, drl_error *err)
+{
+	size_t len = 0;
+	const char *p = v ? RedisModule_StringPtrLen(v, &len) : NULL;
+	*out = 0;
+	if (p && drl_parse_int(p, len, INT64_MIN, INT64_MAX, out))
+		return drl_error_set(err, DRL_ECORRUPT,
+				     "counter holds %zu bytes that are not an "
+				     "integer",
+				     len);
+	return 0;
+}
+
+/* add_read of n grouped counters of one group (glen bytes): what
+ * HMGET of the others and HINCRBY of the first field do, on one lookup
+ * of the hash; an error changes nothing. No PEXPIRE, as the Redis
+ * store's add_read: the core trims (and sets the TTL) when the field was
+ * absent. */
+static int group_add_read(drl__rm_store *s, size_t n, const drl_bytes *keys,
+			  size_t glen, int64_t delta, int64_t *values,
+			  drl_error *err)
+{
+	RedisModuleString *name = name_of(s, (drl_bytes){keys[0].data, glen});
+	RedisModuleKey *k = RedisModule_OpenKey(
+		s->ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
+	int rc = 0, type = RedisModule_KeyType(k);
+	if (type != REDISMODULE_KEYTYPE_EMPTY &&
+	    type != REDISMODULE_KEYTYPE_HASH)
+		rc = drl_error_set(err, DRL_ESTORE,
+				   "WRONGTYPE Operation against a key holding "
+				   "the wrong kind of value (HINCRBY)");
+	/* the others first: a field that is no integer fails the call
+	 * before anything is changed */
+	for (size_t j = 1; rc == 0 && j <= n; j++) {
+		size_t i = j % n;
+		RedisModuleString *f = RedisModule_CreateString(
+			s->ctx, (const char *)keys[i].data + glen + 1,
+			keys[i].len - glen - 1);
+		RedisModuleString *v = NULL;
+		RedisModule_HashGet(k, REDISMODULE_HASH_NONE, f, &v, NULL);
+		rc = i == 0 ? hash_add(s, k, f, v, delta, &values[0], err)
+			    : field_value(v, &values[i], err);
+		if (v)
+			RedisModule_FreeString(s->ctx, v);
+		RedisModule_FreeString(s->ctx, f);
+	}
+	RedisModule_CloseKey(k);
+	release_name(s, name);
+	return rc;
+}
+
+static int add_read(drl_backend *b, size_t n, const drl_bytes *keys,
+		    int64_t delta, int64_t ttl_us, int64_t *values,
+		    drl_error *err)
+{
+	size_t glen = 0;
+	if (n == 1 ? drl_key_group_split(keys[0], &glen)
+		   : one_group(n, keys, &glen))
+		return group_add_read((drl__rm_store *)b, n, keys, glen, delta,
+				      values, err);
+	/* the others first, as above */
+	int rc = n > 1 ? get_many(b, n - 1, keys + 1, values + 1, err) : 0;
+	return rc ? rc : incr(b, keys[0], delta, ttl_us, &values[0], err);
+}
+
+/* The string key k (empty or a string) holds v[n] afterwards: written in
+ * place (resized, no new object once the value is Redis's own raw
+ * string), or through a new string when v points into the old value
+ * (which resizing may move) or is empty (no key to size). */
+static int put_string(drl__rm_store *s, RedisModuleKey *k, const char *old,
+		      size_t oldlen, const void *v, size_t n)
+{
+	const char *b = v;
+	uintptr_t o = (uintptr_t)old, p0 = (uintptr_t)b;
+	if (n == 0 || (old && p0 < o + oldlen && o < p0 + n)) {
+		RedisModuleString *str = RedisModule_CreateString(s->ctx, b, n);
+		int rc = RedisModule_StringSet(k, str);
+		RedisModule_FreeString(s->ctx, str);
+		return rc;
+	}
+	size_t len = 0;
+	char *p;
+	if (RedisModule_StringTruncate(k, n) != REDISMODULE_OK ||
+	    (p = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE)) == NULL ||
+	    len != n)
+		return REDISMODULE_ERR;
+	memcpy(p, b, n);
+	return REDISMODULE_OK;
+}
+
+/* HDEL group field...; PEXPIRE group ttl (n grouped keys of one group),
+ * on one lookup of the hash: a group that is gone stays gone, a hash
+ * left empty is deleted (as HDEL does), a TTL of 0 deletes it (as
+ * PEXPIRE does). */
 static int trim(drl_backend *b, size_t n, const drl_bytes *keys, int64_t ttl_us,
 		drl_error *err)
 {
-	RedisModuleCtx *ctx = ((drl__rm_store *)b)->ctx;
+	drl__rm_store *s = (drl__rm_store *)b;
 	size_t glen = 0;
 	if (n == 0)
 		return 0;
 	if (!one_group(n, keys, &glen))
 		return drl_error_set(err, DRL_EINVAL,
 				     "trim: keys of different groups");
-	const char *gk = keys[0].data;
-	RedisModuleString **f = fields_of(ctx, n, keys, glen);
-	if (f == NULL)
-		return drl_error_set(err, DRL_ENOMEM, "out of memory");
-	int64_t ignored;
-	RedisModuleCallReply *r =
-		RedisModule_Call(ctx, "HDEL", "bv", gk, glen, f, n);
-	int rc = call_int(r, "HDEL", &ignored, err);
-	if (r)
-		RedisModule_FreeCallReply(r);
-	free_fields(ctx, f, n);
-	if (rc)
-		return rc;
-	r = RedisModule_Call(ctx, "PEXPIRE", "bl", gk, glen, ttl_ms(ttl_us));
-	rc = call_int(r, "PEXPIRE", &ignored, err);
-	if (r)
-		RedisModule_FreeCallReply(r);
+	RedisModuleString *name = name_of(s, (drl_bytes){keys[0].data, glen});
+	RedisModuleKey *k = RedisModule_OpenKey(
+		s->ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
+	int rc = 0, type = RedisModule_KeyType(k);
+	if (type != REDISMODULE_KEYTYPE_EMPTY &&
+	    type != REDISMODULE_KEYTYPE_HASH)
+		rc = drl_error_set(err, DRL_ESTORE,
+				   "WRONGTYPE Operation against a key holding "
+				   "the wrong kind of value (HDEL)");
+	for (size_t i = 0; rc == 0 && type == REDISMODULE_KEYTYPE_HASH && i < n;
+	     i++) {
+		RedisModuleString *f = RedisModule_CreateString(
+			s->ctx, (const char *)keys[i].data + glen + 1,
+			keys[i].len - glen - 1);
+		RedisModule_HashSet(k, REDISMODULE_HASH_NONE, f,
+				    REDISMODULE_HASH_DELETE, NULL);
+		RedisModule_FreeString(s->ctx, f);
+	}
+	if (rc == 0 && RedisModule_KeyType(k) == REDISMODULE_KEYTYPE_HASH) {
+		long long ms = ttl_ms(ttl_us);
+		if (ms == 0)
+			RedisModule_DeleteKey(k);
+		else if (RedisModule_SetExpire(k, ms) != REDISMODULE_OK)
+			rc = drl_error_set(err, DRL_ESTORE, "PEXPIRE: refused");
+	}
+	RedisModule_CloseKey(k);
+	release_name(s, name);
 	return rc;
 }
 
@@ -233,11 +390,10 @@ static int trim(drl_backend *b, size_t n, const drl_bytes *keys, int64_t ttl_us,
 static int update(drl_backend *b, drl_bytes key, drl_update_fn fn, void *arg,
 		  drl_error *err)
 {
-	RedisModuleCtx *ctx = ((drl__rm_store *)b)->ctx;
-	RedisModuleString *name =
-		RedisModule_CreateString(ctx, key.len ? key.data : "", key.len);
+	drl__rm_store *s = (drl__rm_store *)b;
+	RedisModuleString *name = name_of(s, key);
 	RedisModuleKey *k = RedisModule_OpenKey(
-		ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
+		s->ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
 	int rc, type = RedisModule_KeyType(k);
 	const char *old = NULL;
 	size_t oldlen = 0;
@@ -260,14 +416,12 @@ static int update(drl_backend *b, drl_bytes key, drl_update_fn fn, void *arg,
 		RedisModule_DeleteKey(k);
 		goto done;
 	}
-	RedisModuleString *v = RedisModule_CreateString(ctx, nb, nl);
-	if (RedisModule_StringSet(k, v) != REDISMODULE_OK ||
+	if (put_string(s, k, old, oldlen, nb, nl) != REDISMODULE_OK ||
 	    RedisModule_SetExpire(k, ttl_ms(ttl)) != REDISMODULE_OK)
 		rc = drl_error_set(err, DRL_ESTORE, "SET: refused");
-	RedisModule_FreeString(ctx, v);
 done:
 	RedisModule_CloseKey(k);
-	RedisModule_FreeString(ctx, name);
+	release_name(s, name);
 	return rc;
 }
 
@@ -276,17 +430,21 @@ static void destroy(drl_backend *b)
 	(void)b; /* on the caller's stack */
 }
 
-void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx)
+void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx,
+			RedisModuleString *keyname)
 {
 	static const drl_backend proto = DRL_BACKEND_INIT(7);
 	s->parent = proto;
 	s->parent.name = "redis-module";
 	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_UPDATE |
-			 DRL_CAP_COUNTER_GROUPS | DRL_CAP_INPROC;
+			 DRL_CAP_COUNTER_GROUPS | DRL_CAP_INPROC |
+			 DRL_CAP_ADD_READ;
 	s->parent.destroy = destroy;
 	s->parent.incr = incr;
 	s->parent.get_many = get_many;
+	s->parent.add_read = add_read;
 	s->parent.update = update;
 	s->parent.trim = trim;
 	s->ctx = ctx;
+	s->keyname = keyname;
 }

@@ -18,9 +18,13 @@
 typedef struct drl__rm_store {
 	drl_backend parent;
 	RedisModuleCtx *ctx;
+	RedisModuleString *keyname; /* the command's key argument, or NULL */
 } drl__rm_store;
 
-/* A store over ctx's keys, for the command running in ctx. */
-void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx);
+/* A store over ctx's keys, for the command running in ctx; keyname (may
+ * be NULL) is the command's key argument, used as it is where a step
+ * names those bytes (valid while the command runs). */
+void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx,
+			RedisModuleString *keyname);
 
 #endif

@@ -12,6 +12,61 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The limits parsed lately, each under the bytes that said it (the
+ * twin's name and its arguments after now and cost, as sent): a limit
+ * sent again in the same bytes is copied, not rebuilt and parsed again.
+ * Only limits the parser took are kept, so an entry answers exactly what
+ * parsing its bytes answers. Direct-mapped, CACHE_SLOTS entries (a few
+ * tens of kB, whatever the traffic); one thread (Redis's main thread). */
+#define CACHE_SLOTS 64
+#define SIG_MAX 120 /* the bytes of a signature: longer ones are not kept */
+
+typedef struct signature {
+	unsigned char b[SIG_MAX];
+	size_t len;
+} signature;
+
+typedef struct cached {
+	signature sig; /* len 0: empty */
+	drl__limit lim;
+} cached;
+
+static cached cache[CACHE_SLOTS];
+
+/* The signature of twin and arg[2..nargs) into *s (each part its length
+ * byte, then its bytes: one sequence of bytes says one list of parts):
+ * false, and s->len 0, when it does not fit. */
+static bool sign(signature *s, const char *twin, size_t twinlen, size_t nargs,
+		 const char *const *arg, const size_t *len)
+{
+	s->len = 0;
+	for (size_t i = 1; i < nargs; i++) {
+		const char *p = i == 1 ? twin : arg[i];
+		size_t l = i == 1 ? twinlen : len[i];
+		if (l > 255 || s->len + 1 + l > SIG_MAX) {
+			s->len = 0;
+			return false;
+		}
+		s->b[s->len++] = (unsigned char)l;
+		memcpy(s->b + s->len, p, l);
+		s->len += l;
+	}
+	return true;
+}
+
+static cached *slot_of(const signature *s)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (size_t i = 0; i < s->len; i++)
+		h = (h ^ s->b[i]) * 16777619u;
+	return &cache[(h ^ (h >> 16)) % CACHE_SLOTS];
+}
+
+void drl__rm_twin_cache_clear(void)
+{
+	memset(cache, 0, sizeof cache);
+}
+
 static bool is(const char *s, size_t len, const char *word)
 {
 	return len == strlen(word) && memcmp(s, word, len) == 0;
@@ -76,6 +131,20 @@ static int apply_changes(drl__limit *lim, int64_t word, drl_error *err)
 	return 0;
 }
 
+/* The limit twin and a[2..nargs) say (a[0..nargs) parsed): built as a
+ * spec and parsed, the change rules set as the parser sets them. */
+static int twin_limit(drl__limit *lim, const char *twin, size_t twinlen,
+		      const int64_t *a, size_t nargs, drl_error *err)
+{
+	char spec[DRL__RM_SPEC_MAX];
+	int rc = twin_spec(twin, twinlen, a, nargs, spec, sizeof spec, err);
+	if (rc == 0)
+		rc = drl__limit_parse(lim, spec, strlen(spec), err);
+	if (rc == 0 && lim->algo->keeps_params && nargs > 5)
+		rc = apply_changes(lim, a[5], err);
+	return rc;
+}
+
 int drl__rm_parse_twin(drl__rm_request *q, const char *key, size_t keylen,
 		       const char *twin, size_t twinlen, size_t nargs,
 		       const char *const *arg, const size_t *len,
@@ -94,8 +163,18 @@ int drl__rm_parse_twin(drl__rm_request *q, const char *key, size_t keylen,
 		return drl_error_set(err, DRL_EINVAL,
 				     "%zu twin arguments; expected 4..%d",
 				     nargs, DRL__SCRIPT_NARGS);
+	signature sig;
+	cached *c = NULL;
+	if (sign(&sig, twin, twinlen, nargs, arg, len)) {
+		c = slot_of(&sig);
+		if (c->sig.len != sig.len ||
+		    memcmp(c->sig.b, sig.b, sig.len) != 0)
+			c = NULL;
+	}
+	/* now and cost always; the limit's numbers when it is not cached */
+	size_t parsed = c ? 2 : nargs;
 	int64_t a[DRL__SCRIPT_NARGS];
-	for (size_t i = 0; i < nargs; i++)
+	for (size_t i = 0; i < parsed; i++)
 		if (drl_parse_int(arg[i], len[i], INT64_MIN, INT64_MAX, &a[i]))
 			return drl_error_set(err, DRL_EINVAL,
 					     "twin argument %zu: expected an "
@@ -108,14 +187,18 @@ int drl__rm_parse_twin(drl__rm_request *q, const char *key, size_t keylen,
 	if (a[0] < 0 || a[0] > DRL_TIME_MAX_US)
 		return drl_error_set(err, DRL_EINVAL,
 				     "now_us: expected an integer in 0..2^62");
-	char spec[DRL__RM_SPEC_MAX];
-	int rc = twin_spec(twin, twinlen, a, nargs, spec, sizeof spec, err);
-	if (rc == 0)
-		rc = drl__limit_parse(&q->lim, spec, strlen(spec), err);
-	if (rc == 0 && q->lim.algo->keeps_params && nargs > 5)
-		rc = apply_changes(&q->lim, a[5], err);
-	if (rc)
-		return rc;
+	if (c) {
+		memcpy(&q->lim, &c->lim, sizeof q->lim);
+	} else {
+		int rc = twin_limit(&q->lim, twin, twinlen, a, nargs, err);
+		if (rc)
+			return rc;
+		if (sig.len) {
+			c = slot_of(&sig);
+			memcpy(&c->lim, &q->lim, sizeof c->lim);
+			c->sig = sig;
+		}
+	}
 	q->now = a[0];
 	q->peek = a[1] < 0;
 	q->cost = a[1] < 0 ? -1 - a[1] : a[1]; /* -1 - INT64_MIN fits */

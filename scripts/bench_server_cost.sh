@@ -42,7 +42,11 @@
 # the library's length by redis-benchmark, as the peers' scripts are
 # sent (its exec is DRL.DECIDE's own usec, which includes the commands
 # it calls), and `tx=module` cells of the library beside tx=auto, lua and
-# watch; BENCH_MODULE=0 leaves them out.
+# watch, whose redis-benchmark column sends the library's own DRL.TWIN
+# (read once per spec with MONITOR around a one-decision `drl bench`,
+# its user key randomised, the library's explicit time); BENCH_MODULE=0
+# leaves them out. The ratios: ÷ rlf, ÷ redis_rate and ÷ envoy (Envoy's
+# INCRBY + EXPIRE, the issue 43 floor).
 # BENCH_SPECS="spec ..." and BENCH_TXS="auto lua watch" pick cells (default: all).
 # Each figure is the median of ROUNDS rounds (default 3), the cells of a
 # round in turn. Prints a Markdown table; the ratios compare medians of
@@ -108,7 +112,7 @@ for cmd, calls, us in re.findall(r"cmdstat_([^:]+):calls=(\d+),usec=(\d+)", text
     if skip.match(cmd):
         continue
     usec[cmd] = float(us)
-    if cmd in ("evalsha", "eval", "fcall", "fcall_ro", "drl.decide"):
+    if cmd in ("evalsha", "eval", "fcall", "fcall_ro", "drl.decide", "drl.twin"):
         scripts += float(us)
 exec_us = scripts if scripts else sum(usec.values())
 cpu = sum(float(x) for x in re.findall(r"used_cpu_(?:sys|user):([0-9.]+)", text))
@@ -206,8 +210,52 @@ print("%.2f %.2f %d %s" % (c["server_exec_us"] or 0, c["server_cpu_us"] or 0,
 	elif [ "$args" != - ] && [ -n "$args" ]; then
 		b=$(script_cost "$spec" $args)
 	fi
+	[ "$tx" = module ] && b=$(twin_cost "$spec")
 	[ "$b" != - ] && rb["$spec|$tx"]+="$b "
 	return 0
+}
+
+# The DRL.TWIN the library sends under tx=module for spec $1, as
+# redis-benchmark arguments after the time: "key twin cost arg...", its
+# user key (the {hash tag}) redis-benchmark's random one. Read once per
+# spec by MONITOR around a one-decision `drl bench` (not around a timed
+# cell: MONITOR costs the server).
+declare -A twin_cmd
+twin_capture() {
+	local spec=$1 mon="$tmp/monitor" mpid i
+	[ -n "${twin_cmd[$spec]:-}" ] && return 0
+	: >"$mon"
+	redis-cli -p "$port" MONITOR >"$mon" 2>/dev/null &
+	mpid=$!
+	for ((i = 0; i < 100; i++)); do
+		[ -s "$mon" ] && break
+		sleep 0.05
+	done
+	"$drl" bench --store "redis://127.0.0.1:$port?tx=module" --limit "$spec" \
+		--keys 1 --concurrency 1 --duration 0.05 >/dev/null 2>&1 || true
+	for ((i = 0; i < 100; i++)); do
+		grep -q '"DRL.TWIN"' "$mon" && break
+		sleep 0.05
+	done
+	stop_pids $mpid || true # its status is SIGTERM's
+	twin_cmd[$spec]=$(grep -m1 '"DRL.TWIN"' "$mon" | "$PYTHON3" -c '
+import re, sys
+a = re.findall(r"\"((?:[^\"\\]|\\.)*)\"", sys.stdin.read())
+if len(a) > 5:
+    key = re.sub(r"\{[^}]*\}", "{__rand_int__}", a[1], count=1)
+    print(" ".join([key, a[2]] + a[4:]))')
+}
+
+# What the library's DRL.TWIN for one decision of spec $1 costs, sent by
+# redis-benchmark (as script_cost sends the library's script), with the
+# time the library sends, fixed for the run.
+twin_cost() {
+	local spec=$1 r
+	[ -n "${twin_cmd[$spec]:-}" ] || { echo -; return; }
+	set -- ${twin_cmd[$spec]}
+	local key=$1 twin=$2
+	shift 2
+	r=$(peer_once drl.twin "$key" "$twin" "$(date +%s%6N)" "$@") && echo "${r% *}"
 }
 
 # What the library's script for one decision costs, sent by
@@ -347,6 +395,12 @@ mc_cell() {
 	mc["$spec"]+="$(awk -v a="$c0" -v b="$c1" -v n="$n" 'BEGIN{printf "%.2f", (b - a) * 1e6 / n}') "
 }
 
+# the DRL.TWIN of each spec, when tx=module is measured
+for tx in "${txs[@]}"; do
+	[ "$tx" = module ] || continue
+	for spec in "${specs[@]}"; do twin_capture "$spec"; done
+done
+
 for ((k = 0; k < rounds; k++)); do
 	for spec in "${specs[@]}"; do
 		for tx in "${txs[@]}"; do
@@ -384,31 +438,31 @@ ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN{printf "%
 echo "redis-server $(redis-server --version | awk '{print $3}'), $(nproc) CPUs, ${secs}s x $rounds rounds, medians; keys of $keylen bytes; measured: $measure"
 echo
 if [ "$measure" = instructions ]; then
-	echo "| what runs on the server for one decision | exec instructions, library | all instructions, library | exec instructions, redis-benchmark | ÷ rlf | ÷ redis_rate |"
+	echo "| what runs on the server for one decision | exec instructions, library | all instructions, library | exec instructions, redis-benchmark | ÷ rlf | ÷ redis_rate | ÷ envoy |"
 else
-	echo "| what runs on the server for one decision | exec µs, library | CPU µs, library | exec µs, redis-benchmark | ÷ rlf | ÷ redis_rate |"
+	echo "| what runs on the server for one decision | exec µs, library | CPU µs, library | exec µs, redis-benchmark | ÷ rlf | ÷ redis_rate | ÷ envoy |"
 fi
-echo "|---|--:|--:|--:|--:|--:|"
+echo "|---|--:|--:|--:|--:|--:|--:|"
 for spec in "${specs[@]}"; do
 	for tx in "${txs[@]}"; do
 		e=$(median "${ex[$spec|$tx]}")
 		c=$(median "${cp[$spec|$tx]}")
 		b=""
 		[ -n "${rb[$spec|$tx]:-}" ] && b=$(median "${rb[$spec|$tx]}")
-		echo "| libdrl \`$spec\` tx=$tx | $e | $c | ${b:-—} | $(ratio "$b" "$rlf_m") | $(ratio "$b" "$rr_m") |"
+		echo "| libdrl \`$spec\` tx=$tx | $e | $c | ${b:-—} | $(ratio "$b" "$rlf_m") | $(ratio "$b" "$rr_m") | $(ratio "$b" "$env_m") |"
 	done
 done
 if [ -n "$module_so" ]; then
 	for spec in "${specs[@]}"; do
 		m=$(median "${ex[module|$spec]}")
-		echo "| libdrl \`$spec\` DRL.DECIDE (Redis module) | — | — | $m | $(ratio "$m" "$rlf_m") | $(ratio "$m" "$rr_m") |"
+		echo "| libdrl \`$spec\` DRL.DECIDE (Redis module) | — | — | $m | $(ratio "$m" "$rlf_m") | $(ratio "$m" "$rr_m") | $(ratio "$m" "$env_m") |"
 	done
 fi
 if [ -n "$mc_port" ]; then
 	for spec in "${specs[@]}"; do
-		echo "| libdrl \`$spec\` on memcached (incr; gets/cas) | — | $(median "${mc[$spec]}") | — | — | — |"
+		echo "| libdrl \`$spec\` on memcached (incr; gets/cas) | — | $(median "${mc[$spec]}") | — | — | — | — |"
 	done
 fi
-[ -n "$rlf" ] && echo "| rate-limiter-flexible's script (EVALSHA) | — | — | $rlf_m | 1.00 | $(ratio "$rlf_m" "$rr_m") |"
-echo "| go-redis/redis_rate's GCRA script (EVALSHA) | — | — | $rr_m | $(ratio "$rr_m" "$rlf_m") | 1.00 |"
-echo "| Envoy's INCRBY + EXPIRE (pipelined) | — | — | $env_m | $(ratio "$env_m" "$rlf_m") | $(ratio "$env_m" "$rr_m") |"
+[ -n "$rlf" ] && echo "| rate-limiter-flexible's script (EVALSHA) | — | — | $rlf_m | 1.00 | $(ratio "$rlf_m" "$rr_m") | $(ratio "$rlf_m" "$env_m") |"
+echo "| go-redis/redis_rate's GCRA script (EVALSHA) | — | — | $rr_m | $(ratio "$rr_m" "$rlf_m") | 1.00 | $(ratio "$rr_m" "$env_m") |"
+echo "| Envoy's INCRBY + EXPIRE (pipelined) | — | — | $env_m | $(ratio "$env_m" "$rlf_m") | $(ratio "$env_m" "$rr_m") | 1.00 |"

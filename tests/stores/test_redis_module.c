@@ -859,6 +859,89 @@ static void test_twin_hostile(void **state)
 	}
 }
 
+/* DRL.TWIN's remaining for a fresh key k and twin arguments a[0..n). */
+static long long twin_remaining(const char *k, int n, const char *const *a)
+{
+	const char *argv[12] = {"DRL.TWIN", k};
+	size_t lens[12] = {8, strlen(k)};
+	for (int i = 0; i < n; i++) {
+		argv[2 + i] = a[i];
+		lens[2 + i] = strlen(a[i]);
+	}
+	redisReply *r = cmdv(2 + n, argv, lens);
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 5)
+		fail_msg("DRL.TWIN %s: %s", a[0],
+			 r->type == REDIS_REPLY_ERROR ? r->str : "no array");
+	long long rem = r->element[1]->integer;
+	freeReplyObject(r);
+	return rem;
+}
+
+/* DRL.TWIN keeps the limits it took under the bytes that said them:
+ * limits that differ in one number are never taken for one another, and
+ * a limit refused stays refused after its neighbours were taken. */
+static void test_twin_cache(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	static const char *const burst5[] = {"gcra", "1",       "1",
+					     "5",    "1000000", "5"};
+	static const char *const burst50[] = {"gcra", "1",       "1",
+					      "5",    "1000000", "50"};
+	static const char *const bucket[] = {"token_bucket", "1", "1", "5",
+					     "1000000",      "5"};
+	static const char *const refused[] = {"gcra", "1",       "1",
+					      "5",    "1000000", "-5"};
+	char k[64];
+	for (int round = 0; round < 2; round++) {
+		snprintf(k, sizeof k, "drl:{cache:%d:a}", round);
+		assert_int_equal(twin_remaining(k, 6, burst5), 4);
+		snprintf(k, sizeof k, "drl:{cache:%d:b}", round);
+		assert_int_equal(twin_remaining(k, 6, burst50), 49);
+		snprintf(k, sizeof k, "drl:{cache:%d:c}", round);
+		assert_int_equal(twin_remaining(k, 6, bucket), 4);
+		/* the same key: the same limit goes on counting */
+		assert_int_equal(twin_remaining(k, 6, bucket), 3);
+		size_t lens[8];
+		const char *argv[8] = {"DRL.TWIN", k};
+		lens[0] = 8, lens[1] = strlen(k);
+		for (int i = 0; i < 6; i++) {
+			argv[2 + i] = refused[i];
+			lens[2 + i] = strlen(refused[i]);
+		}
+		expect_error(8, argv, lens, "ERR", k);
+	}
+}
+
+/* A counter decision whose neighbour field (the previous sub-window) is
+ * not an integer is an error, and the current field is not incremented:
+ * the neighbours are read before anything is written. */
+static void test_corrupt_neighbour(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	drl__limit lim;
+	drl__keybase kb;
+	const char *spec = "sliding_window:5/1s";
+	store_key(spec, "h:", "neighbour", &kb, &lim);
+	drl_result res;
+	module_decide(&lim, &kb, spec, INT64_C(1700000000000000), 1, &res);
+	assert_int_equal(res.allowed, 1);
+	const char *keys[] = {"HKEYS", kb.buf};
+	size_t keysl[] = {5, kb.len};
+	redisReply *f = cmdv(2, keys, keysl);
+	assert_int_equal(f->elements, 1);
+	long long cur = strtoll(f->element[0]->str, NULL, 10);
+	freeReplyObject(f);
+	char prev[24];
+	snprintf(prev, sizeof prev, "%lld", cur - 1);
+	const char *hs[] = {"HSET", kb.buf, prev, "x"};
+	size_t hsl[] = {4, kb.len, strlen(prev), 1};
+	freeReplyObject(cmdv(4, hs, hsl));
+	expect_error4(kb.buf, spec, "1700000000000001", "1", "ECORRUPT",
+		      kb.buf);
+}
+
 /* tx=module on a server without the module: every decision fails with
  * an error that says to load it; nothing is written. */
 static void test_no_module(void **state)
@@ -1117,6 +1200,8 @@ int main(void)
 		cmocka_unit_test(test_refused_specs),
 		cmocka_unit_test(test_wrong_type_and_corrupt),
 		cmocka_unit_test(test_twin_hostile),
+		cmocka_unit_test(test_twin_cache),
+		cmocka_unit_test(test_corrupt_neighbour),
 		cmocka_unit_test(test_hot_key),
 		cmocka_unit_test(test_async_differential),
 		cmocka_unit_test(test_async_hot_key),
