@@ -306,7 +306,7 @@ static void test_open_fails_fast_without_server(void **state)
 /* state: extra options, e.g. "binary=0" */
 static void test_counter_conformance(void **state)
 {
-	const char *proto = *state;
+	const char *proto = *state ? (const char *)*state : "";
 	char opts[128];
 	drl_error err = {0};
 	int64_t v;
