@@ -446,14 +446,16 @@ static void maybe_shrink(shard *sh)
 
 /*
  * Advance the sweep hand over `steps` slots, freeing what has expired;
- * nothing to do while the shard's bound says nothing has. A lap of the
+ * nothing to free while the shard's bound says nothing has. A lap of the
  * hand makes the bound the lap's minimum. May move entries and resize
  * the table: call it before taking pointers into the table.
  */
 static void sweep(store *st, shard *sh, int64_t now, size_t steps)
 {
-	if (sh->min_expires > now)
+	if (sh->min_expires > now) {
+		maybe_shrink(sh); /* after deletes */
 		return;
+	}
 	size_t mask = sh->nslots - 1;
 	if (steps > sh->nslots)
 		steps = sh->nslots;
