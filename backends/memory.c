@@ -10,7 +10,8 @@
  * an expiry, a counter or a blob's version, and the key's bytes inline
  * when they fit, so a decision on a counter waits for one cache miss,
  * not for a bucket and then the entry it points to. The price is memory:
- * SLOT_SIZE bytes per slot at most half full, 256-512 bytes per key.
+ * SLOT_SIZE bytes a slot, 3/8 to 3/4 of them full: 171-341 bytes a key
+ * (and a key longer than KEY_INLINE, a blob: their allocations).
  *
  * Hash: XXH3-64 from xxHash (Debian's libxxhash-dev, used header-only
  * through XXH_INLINE_ALL so nothing is linked): among the fast
@@ -30,10 +31,11 @@
  * creation sweeps SWEEP_INSERT slots, so the hand laps a table of S slots
  * every S / SWEEP_INSERT creations; an expired entry waits about one lap,
  * so garbage stays below about S / SWEEP_INSERT entries. Tables double
- * when they would be more than half full, so with SWEEP_INSERT = 8 a
- * table stops growing once its live keys stay below 3S/8: a stream of
- * distinct short-lived keys reaches a steady size. Tables shrink when
- * they fall below a sixteenth full.
+ * when they would be more than three quarters full (probe runs stay
+ * short: the next slot is the next two cache lines), so with
+ * SWEEP_INSERT = 8 a table stops growing once its live keys stay below
+ * 5S/8: a stream of distinct short-lived keys reaches a steady size.
+ * Tables shrink when they fall below a sixteenth full.
  *
  * Versions come from a per-shard counter, so a key that expires and is
  * created again never repeats a version a client may still hold (no ABA).
@@ -542,7 +544,7 @@ static int insert(store *st, shard *sh, uint64_t h, drl_bytes key, int64_t now,
 	if (rc == 0 && key.len > KEY_INLINE &&
 	    (longkey = malloc(key.len)) == NULL)
 		rc = DRL_ENOMEM;
-	if (rc == 0 && sh->count + 1 > sh->nslots / 2) {
+	if (rc == 0 && sh->count + 1 > sh->nslots / 4 * 3) {
 		resize(sh, sh->nslots * 2);
 		if (sh->count + 1 >= sh->nslots) /* no room at all */
 			rc = DRL_ENOMEM;
