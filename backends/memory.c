@@ -344,14 +344,17 @@ static void group_give(store *st, group *g)
 
 /* ---- table operations, all with the shard locked ---------------------- */
 
-/* Start loading the slot hash h names (both its cache lines: one miss's
- * wait) while the sweep runs. */
+/* Start loading the slot hash h names (both its cache lines) and the
+ * next one's hash (where a probe goes on) while the sweep runs: misses
+ * waited for together, not one after the other. */
 static void prefetch_slot(const shard *sh, uint64_t h)
 {
 #ifdef __GNUC__
-	const char *s = (const char *)&sh->slots[h & (sh->nslots - 1)];
+	size_t i = h & (sh->nslots - 1);
+	const char *s = (const char *)&sh->slots[i];
 	__builtin_prefetch(s);
 	__builtin_prefetch(s + CACHELINE);
+	__builtin_prefetch(&sh->slots[(i + 1) & (sh->nslots - 1)]);
 #else
 	(void)sh;
 	(void)h;
