@@ -56,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,6 +71,7 @@
 #define SWEEP_INSERT 8  /* more slots swept by a write that adds a key */
 #define SHOW_KEY_MAX 64 /* key bytes quoted in a message */
 #define CACHELINE 64
+#define HUGE_PAGE ((size_t)2 << 20) /* x86-64's transparent huge page */
 
 /* insert(): max_keys reached, or group_max_keys for the key's group (not
  * error codes) */
@@ -231,14 +233,23 @@ static shard *shard_of(store *st, uint64_t h)
 	return &st->shards[st->shard_bits ? h >> (64 - st->shard_bits) : 0];
 }
 
-/* A table of n empty slots (n a power of two); NULL when out of memory. */
+/* A table of n empty slots (n a power of two); NULL when out of memory.
+ * A table of HUGE_PAGE bytes or more asks for huge pages: a lookup in a
+ * big table then waits for the slot, not for a page walk too. */
 static entry *slots_new(size_t n)
 {
 	if (n > SIZE_MAX / 4 / SLOT_SIZE)
 		return NULL;
-	entry *s = aligned_alloc(SLOT_SIZE, n * SLOT_SIZE);
-	if (s)
-		memset(s, 0, n * SLOT_SIZE);
+	size_t bytes = n * SLOT_SIZE;
+	entry *s = aligned_alloc(bytes >= HUGE_PAGE ? HUGE_PAGE : SLOT_SIZE,
+				 bytes);
+	if (s == NULL)
+		return NULL;
+#ifdef MADV_HUGEPAGE
+	if (bytes >= HUGE_PAGE)
+		madvise(s, bytes, MADV_HUGEPAGE); /* a hint: ignore failure */
+#endif
+	memset(s, 0, bytes);
 	return s;
 }
 
