@@ -2,34 +2,40 @@
  * The embedded in-process store, "memory://".
  *
  * Layout: the key space is split into 2^k shards by the top bits of a
- * seeded 64-bit hash of the key; each shard is a chained hash table (by the
- * low bits) behind its own mutex. There is no global lock: a call locks the
- * one shard its key lives in. An entry holds its key bytes inline, the
- * cached hash, an expiry and either a counter or a blob with a version.
+ * seeded 64-bit hash of the key; each shard is an open-addressing table
+ * (linear probing from the slot the low bits name, deletion by backward
+ * shift: no tombstones) behind its own mutex. There is no global lock: a
+ * call locks the one shard its key lives in. A slot is the entry itself
+ * (SLOT_SIZE bytes, two cache lines fetched together): the cached hash,
+ * an expiry, a counter or a blob's version, and the key's bytes inline
+ * when they fit, so a decision on a counter waits for one cache miss,
+ * not for a bucket and then the entry it points to. The price is memory:
+ * SLOT_SIZE bytes a slot, 3/8 to 3/4 of them full: 171-341 bytes a key
+ * (and a key longer than KEY_INLINE, a blob: their allocations).
  *
  * Hash: XXH3-64 from xxHash (Debian's libxxhash-dev, used header-only
  * through XXH_INLINE_ALL so nothing is linked): among the fast
  * non-cryptographic hashes it is the one Debian packages with the best
  * speed on the short keys this store sees (a few to a few hundred bytes),
  * with good distribution in both its high bits (shard) and low bits
- * (bucket). It is seeded with a random value per store so that keys chosen
- * by clients cannot be precomputed to pile into one bucket.
+ * (slot). It is seeded with a random value per store so that keys chosen
+ * by clients cannot be precomputed to pile into one probe run.
  *
  * Time: expiries are CLOCK_MONOTONIC microseconds (wall-clock jumps cannot
  * expire or revive keys). An expired entry is absent to every method
  * (checked on lookup, and freed then), and memory comes back without
- * anyone reading the key: each bucket records a lower bound of its
- * entries' expiries, and every write moves the shard's sweep hand over a
- * bucket (SWEEP_INSERT more when the write creates a key), freeing what has
- * expired in those whose bound has passed. A key creation sweeps
- * SWEEP_INSERT buckets, so the hand laps a table of B buckets every
- * B / SWEEP_INSERT creations; an expired entry waits at most one lap, so
- * garbage stays below B / SWEEP_INSERT entries. Tables double when they
- * are more than half full (short chains: in a big table every entry a
- * lookup passes is a cache miss), so with SWEEP_INSERT = 8 a table stops
- * growing once its live keys stay below 3B/8: a stream of distinct
- * short-lived keys reaches a steady size. Tables shrink when they fall
- * below a sixteenth full.
+ * anyone reading the key: every write moves the shard's sweep hand over a
+ * slot (SWEEP_INSERT more when the write creates a key), freeing what has
+ * expired, unless the shard's lower bound of its expiries says nothing
+ * has (each lap of the hand makes the bound the lap's minimum). A key
+ * creation sweeps SWEEP_INSERT slots, so the hand laps a table of S slots
+ * every S / SWEEP_INSERT creations; an expired entry waits about one lap,
+ * so garbage stays below about S / SWEEP_INSERT entries. Tables double
+ * when they would be more than three quarters full (probe runs stay
+ * short: the next slot is the next two cache lines), so with
+ * SWEEP_INSERT = 8 a table stops growing once its live keys stay below
+ * 5S/8: a stream of distinct short-lived keys reaches a steady size.
+ * Tables shrink when they fall below a sixteenth full.
  *
  * Versions come from a per-shard counter, so a key that expires and is
  * created again never repeats a version a client may still hold (no ABA).
@@ -50,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,11 +66,12 @@
 #define SHARDS_DEFAULT 64
 #define SHARDS_MAX 1024
 #define MAX_KEYS_MAX (INT64_C(1) << 48)
-#define BUCKETS_MIN 16  /* per shard; power of two */
-#define SWEEP_WRITE 1   /* buckets swept by every write */
-#define SWEEP_INSERT 8  /* more buckets swept by a write that adds a key */
+#define SLOTS_MIN 16    /* per shard; power of two */
+#define SWEEP_WRITE 1   /* slots swept by every write */
+#define SWEEP_INSERT 8  /* more slots swept by a write that adds a key */
 #define SHOW_KEY_MAX 64 /* key bytes quoted in a message */
 #define CACHELINE 64
+#define HUGE_PAGE ((size_t)2 << 20) /* x86-64's transparent huge page */
 
 /* insert(): max_keys reached, or group_max_keys for the key's group (not
  * error codes) */
@@ -89,9 +97,21 @@ typedef struct stripe {
 	size_t ngroups;
 } stripe;
 
+/*
+ * An entry is one slot of its shard's table: the table is an array of
+ * entries, so a lookup reads the slot its hash names (two adjacent cache
+ * lines, fetched together) and finds the key, its expiry and its counter
+ * there, with no pointer to follow. A key of up to KEY_INLINE bytes lives
+ * in the slot; a longer one in an allocation of its own (a second miss
+ * for those keys only). A blob lives in an allocation of its own.
+ */
+#define SLOT_SIZE 128 /* two cache lines; a power of two */
+#define KEY_INLINE                                                             \
+	(SLOT_SIZE - 4 * sizeof(int64_t) - 3 * sizeof(void *) -                \
+	 2 * sizeof(uint32_t))
+
 typedef struct entry {
-	struct entry *next;
-	uint64_t hash;
+	uint64_t hash;    /* 0: an empty slot (hash_key() never returns 0) */
 	int64_t expires;  /* CLOCK_MONOTONIC µs; gone when <= now */
 	uint64_t version; /* 0: a counter; else a blob and its version */
 	union {
@@ -99,24 +119,24 @@ typedef struct entry {
 		size_t bloblen;  /* version != 0 */
 	};
 	group *grp; /* its group's count; NULL without group_max_keys */
-	size_t blobcap;
 	unsigned char *blob;
-	size_t keylen;
-	unsigned char key[];
+	unsigned char *longkey; /* keylen > KEY_INLINE: the key's bytes */
+	uint32_t keylen;
+	uint32_t blobcap;
+	unsigned char key[KEY_INLINE]; /* keylen <= KEY_INLINE */
 } entry;
 
-typedef struct bucket {
-	entry *head;
-	int64_t min_expires; /* <= expires of every entry in the chain */
-} bucket;
+_Static_assert(sizeof(entry) == SLOT_SIZE, "an entry fills one slot");
 
 typedef struct shard {
 	_Alignas(CACHELINE) pthread_mutex_t lock;
-	bucket *buckets;
-	size_t nbuckets;     /* power of two */
+	entry *slots;        /* linear probing; SLOT_SIZE-aligned */
+	size_t nslots;       /* power of two */
 	size_t count;        /* entries held, expired or not */
-	size_t hand;         /* next bucket the sweep looks at */
+	size_t hand;         /* next slot the sweep looks at */
 	int64_t min_expires; /* <= expires of every entry in the shard */
+	int64_t lap_min;     /* <= expires of every entry the hand passed,
+				written or moved in this lap of the hand */
 	uint64_t vclock;     /* last version handed out */
 } shard;
 
@@ -191,14 +211,20 @@ static int check_key(drl_bytes key, drl_error *err)
 {
 	if (key.data == NULL && key.len > 0)
 		return drl_error_set(err, DRL_EINVAL, "memory store: NULL key");
+	if (key.len > UINT32_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "memory store: key of %zu bytes (at most "
+				     "%" PRIu32 ")",
+				     key.len, UINT32_MAX);
 	return 0;
 }
 
-/* The store's seeded 64-bit hash of key: top bits pick the shard, low
- * bits the bucket. */
+/* The store's seeded 64-bit hash of key, never 0 (an empty slot's): top
+ * bits pick the shard, low bits the slot. */
 static uint64_t hash_key(const store *st, drl_bytes key)
 {
-	return XXH3_64bits_withSeed(key.data, key.len, st->seed);
+	uint64_t h = XXH3_64bits_withSeed(key.data, key.len, st->seed);
+	return h ? h : 1;
 }
 
 /* The shard owning hash h. */
@@ -207,28 +233,30 @@ static shard *shard_of(store *st, uint64_t h)
 	return &st->shards[st->shard_bits ? h >> (64 - st->shard_bits) : 0];
 }
 
-/* A bucket array of n entries, all empty; NULL when out of memory. */
-static bucket *buckets_new(size_t n)
+/* A table of n empty slots (n a power of two); NULL when out of memory.
+ * A table of HUGE_PAGE bytes or more asks for huge pages: a lookup in a
+ * big table then waits for the slot, not for a page walk too. */
+static entry *slots_new(size_t n)
 {
-	bucket *bs = malloc(n * sizeof *bs);
-	if (bs)
-		for (size_t i = 0; i < n; i++)
-			bs[i] = (bucket){NULL, INT64_MAX};
-	return bs;
+	if (n > SIZE_MAX / 4 / SLOT_SIZE)
+		return NULL;
+	size_t bytes = n * SLOT_SIZE;
+	entry *s = aligned_alloc(bytes >= HUGE_PAGE ? HUGE_PAGE : SLOT_SIZE,
+				 bytes);
+	if (s == NULL)
+		return NULL;
+#ifdef MADV_HUGEPAGE
+	if (bytes >= HUGE_PAGE)
+		madvise(s, bytes, MADV_HUGEPAGE); /* a hint: ignore failure */
+#endif
+	memset(s, 0, bytes);
+	return s;
 }
 
-/* ---- table operations, all with the shard locked ---------------------- */
-
-/* Start loading key's bucket (in a big table, a cache miss) while the
- * sweep runs. */
-static void prefetch_bucket(const shard *sh, uint64_t h)
+/* e's key bytes. */
+static const unsigned char *entry_key(const entry *e)
 {
-#ifdef __GNUC__
-	__builtin_prefetch(&sh->buckets[h & (sh->nbuckets - 1)]);
-#else
-	(void)sh;
-	(void)h;
-#endif
+	return e->keylen > KEY_INLINE ? e->longkey : e->key;
 }
 
 /* ---- groups ----------------------------------------------------------- */
@@ -325,141 +353,186 @@ static void group_give(store *st, group *g)
 	pthread_mutex_unlock(&sp->lock);
 }
 
-/* Free one entry already unlinked from its chain. */
-static void entry_free(store *st, shard *sh, entry *e)
+/* ---- table operations, all with the shard locked ---------------------- */
+
+/* Start loading the slot hash h names (both its cache lines) and the
+ * next one's hash (where a probe goes on) while the sweep runs: misses
+ * waited for together, not one after the other. */
+static void prefetch_slot(const shard *sh, uint64_t h)
+{
+#ifdef __GNUC__
+	size_t i = h & (sh->nslots - 1);
+	const char *s = (const char *)&sh->slots[i];
+	__builtin_prefetch(s);
+	__builtin_prefetch(s + CACHELINE);
+	__builtin_prefetch(&sh->slots[(i + 1) & (sh->nslots - 1)]);
+#else
+	(void)sh;
+	(void)h;
+#endif
+}
+
+/* Lower e's shard's bounds to e's expiry: e was written or moved. */
+static void bound(shard *sh, const entry *e)
+{
+	if (e->expires < sh->min_expires)
+		sh->min_expires = e->expires;
+	if (e->expires < sh->lap_min)
+		sh->lap_min = e->expires;
+}
+
+/* Empty slot i, closing the gap (backward-shift deletion: every entry
+ * stays reachable from its home slot without tombstones). An entry moved
+ * may now sit behind the sweep hand: bound() keeps the lap's minimum. */
+static void slot_clear(shard *sh, size_t i)
+{
+	size_t mask = sh->nslots - 1;
+	for (size_t j = (i + 1) & mask; sh->slots[j].hash != 0;
+	     j = (j + 1) & mask) {
+		size_t home = sh->slots[j].hash & mask;
+		/* j's entry may fill i unless its home lies in (i, j] */
+		if (((j - home) & mask) < ((j - i) & mask))
+			continue;
+		sh->slots[i] = sh->slots[j];
+		bound(sh, &sh->slots[i]);
+		i = j;
+	}
+	memset(&sh->slots[i], 0, sizeof(entry));
+}
+
+/* Free entry e (a slot of sh) and empty its slot. Entries after it may
+ * move: pointers into the table are stale after. */
+static void drop(store *st, shard *sh, entry *e)
 {
 	if (e->grp != NULL)
 		group_give(st, e->grp);
 	free(e->blob);
-	free(e);
+	if (e->keylen > KEY_INLINE)
+		free(e->longkey);
+	slot_clear(sh, (size_t)(e - sh->slots));
 	sh->count--;
 	if (st->max_keys)
 		atomic_fetch_sub_explicit(&st->nkeys, 1, memory_order_relaxed);
 }
 
-/* Unlink and free the entry *pp. */
-static void unlink_free(store *st, shard *sh, entry **pp)
-{
-	entry *e = *pp;
-	*pp = e->next;
-	entry_free(st, sh, e);
-}
-
-/* Set e's expiry and keep the lower bounds of its bucket and shard. */
+/* Set e's expiry and keep the shard's lower bounds. */
 static void touch(shard *sh, entry *e, int64_t expires)
 {
 	e->expires = expires;
-	bucket *bk = &sh->buckets[e->hash & (sh->nbuckets - 1)];
-	if (expires < bk->min_expires)
-		bk->min_expires = expires;
-	if (expires < sh->min_expires)
-		sh->min_expires = expires;
+	bound(sh, e);
 }
 
-/* Move every entry into a new table of n buckets (power of two). Keeps
- * the old table when memory is short: a fuller table is slower, not
- * wrong. */
+/* The first empty slot on h's probe sequence. */
+static entry *free_slot(entry *slots, size_t n, uint64_t h)
+{
+	size_t i = h & (n - 1);
+	while (slots[i].hash != 0)
+		i = (i + 1) & (n - 1);
+	return &slots[i];
+}
+
+/* Move every entry into a new table of n slots (a power of two above the
+ * count). Keeps the old table when memory is short: a fuller table is
+ * slower, not wrong. The sweep hand starts a new lap. */
 static void resize(shard *sh, size_t n)
 {
-	bucket *nb = buckets_new(n);
-	if (!nb)
+	entry *ns = slots_new(n);
+	if (!ns)
 		return;
-	for (size_t i = 0; i < sh->nbuckets; i++) {
-		entry *e = sh->buckets[i].head;
-		while (e) {
-			entry *next = e->next;
-			bucket *bk = &nb[e->hash & (n - 1)];
-			e->next = bk->head;
-			bk->head = e;
-			if (e->expires < bk->min_expires)
-				bk->min_expires = e->expires;
-			e = next;
-		}
-	}
-	free(sh->buckets);
-	sh->buckets = nb;
-	sh->nbuckets = n;
-	sh->hand &= n - 1;
+	for (size_t i = 0; i < sh->nslots; i++)
+		if (sh->slots[i].hash != 0)
+			*free_slot(ns, n, sh->slots[i].hash) = sh->slots[i];
+	free(sh->slots);
+	sh->slots = ns;
+	sh->nslots = n;
+	sh->hand = 0;
+	sh->lap_min = INT64_MAX;
 }
 
 /* Shrink a table that fell below a sixteenth full to about a quarter. */
 static void maybe_shrink(shard *sh)
 {
-	if (sh->nbuckets <= BUCKETS_MIN || sh->count >= sh->nbuckets / 16)
+	if (sh->nslots <= SLOTS_MIN || sh->count >= sh->nslots / 16)
 		return;
-	size_t n = sh->nbuckets;
-	while (n > BUCKETS_MIN && sh->count < n / 8)
+	size_t n = sh->nslots;
+	while (n > SLOTS_MIN && sh->count < n / 8)
 		n /= 2;
 	resize(sh, n);
 }
 
-/* Free the expired entries of bucket i, when its bound says there may be
- * some, and make its bound exact. */
-static void sweep_bucket(store *st, shard *sh, size_t i, int64_t now)
-{
-	bucket *bk = &sh->buckets[i];
-	if (bk->min_expires > now)
-		return;
-	int64_t m = INT64_MAX;
-	entry **pp = &bk->head;
-	entry *e;
-	while ((e = *pp) != NULL) {
-		if (e->expires <= now) {
-			unlink_free(st, sh, pp);
-			continue;
-		}
-		if (e->expires < m)
-			m = e->expires;
-		pp = &e->next;
-	}
-	bk->min_expires = m;
-}
-
-/* Advance the sweep hand over `steps` buckets. May resize the table:
- * call it before taking pointers into the table. */
+/*
+ * Advance the sweep hand over `steps` slots, freeing what has expired;
+ * nothing to free while the shard's bound says nothing has. A lap of the
+ * hand makes the bound the lap's minimum. May move entries and resize
+ * the table: call it before taking pointers into the table.
+ */
 static void sweep(store *st, shard *sh, int64_t now, size_t steps)
 {
-	size_t mask = sh->nbuckets - 1;
-	if (steps > sh->nbuckets)
-		steps = sh->nbuckets;
+	if (sh->min_expires > now) {
+		maybe_shrink(sh); /* after deletes */
+		return;
+	}
+	size_t mask = sh->nslots - 1;
+	if (steps > sh->nslots)
+		steps = sh->nslots;
 	for (size_t s = 0; s < steps; s++) {
-		sweep_bucket(st, sh, sh->hand & mask, now);
+		entry *e = &sh->slots[sh->hand];
+		if (e->hash != 0 && e->expires <= now) {
+			drop(st, sh,
+			     e); /* the next may move here: look again */
+			continue;
+		}
+		if (e->hash != 0 && e->expires < sh->lap_min)
+			sh->lap_min = e->expires;
 		sh->hand = (sh->hand + 1) & mask;
+		if (sh->hand == 0) {
+			sh->min_expires = sh->lap_min;
+			sh->lap_min = INT64_MAX;
+		}
 	}
 	maybe_shrink(sh);
 }
 
-/* Sweep every bucket and make the shard's bound exact. */
+/* Free every expired entry of sh and make the shard's bound exact. */
 static void sweep_all(store *st, shard *sh, int64_t now)
 {
-	int64_t m = INT64_MAX;
-	for (size_t i = 0; i < sh->nbuckets; i++) {
-		sweep_bucket(st, sh, i, now);
-		if (sh->buckets[i].min_expires < m)
-			m = sh->buckets[i].min_expires;
+	for (size_t i = 0; i < sh->nslots;) {
+		entry *e = &sh->slots[i];
+		if (e->hash != 0 && e->expires <= now)
+			drop(st, sh,
+			     e); /* the next may move here: look again */
+		else
+			i++;
 	}
+	/* a drop near the end may have moved an entry to the start, behind
+	 * i: the bound is taken once every slot holds its last entry */
+	int64_t m = INT64_MAX;
+	for (size_t i = 0; i < sh->nslots; i++)
+		if (sh->slots[i].hash != 0 && sh->slots[i].expires < m)
+			m = sh->slots[i].expires;
 	sh->min_expires = m;
 	maybe_shrink(sh);
 }
 
-/* The link pointing at the live entry for key, or NULL when absent. An
- * expired entry met on the way is freed (and reported absent). */
-static entry **lookup(store *st, shard *sh, uint64_t h, drl_bytes key,
-		      int64_t now)
+/* The live entry for key, or NULL when absent. An expired entry met on
+ * the way is freed (and reported absent). */
+static entry *lookup(store *st, shard *sh, uint64_t h, drl_bytes key,
+		     int64_t now)
 {
-	entry **pp = &sh->buckets[h & (sh->nbuckets - 1)].head;
-	entry *e;
-	for (; (e = *pp) != NULL; pp = &e->next) {
+	size_t mask = sh->nslots - 1;
+	for (size_t i = h & mask;; i = (i + 1) & mask) {
+		entry *e = &sh->slots[i];
+		if (e->hash == 0)
+			return NULL;
 		if (e->hash != h || e->keylen != key.len ||
-		    (key.len && memcmp(e->key, key.data, key.len) != 0))
+		    (key.len && memcmp(entry_key(e), key.data, key.len) != 0))
 			continue;
 		if (e->expires <= now) {
-			unlink_free(st, sh, pp);
+			drop(st, sh, e);
 			return NULL;
 		}
-		return pp;
+		return e;
 	}
-	return NULL;
 }
 
 /*
@@ -479,36 +552,39 @@ static int insert(store *st, shard *sh, uint64_t h, drl_bytes key, int64_t now,
 		atomic_fetch_sub_explicit(&st->nkeys, 1, memory_order_relaxed);
 		return FULL;
 	}
-	entry *e = NULL;
 	group *g = NULL;
+	unsigned char *longkey = NULL;
 	int rc = st->group_max_keys ? group_take(st, key, &g) : 0;
-	if (rc == 0 && key.len <= SIZE_MAX - sizeof *e)
-		e = malloc(sizeof *e + key.len);
-	if (!e) {
+	if (rc == 0 && key.len > KEY_INLINE &&
+	    (longkey = malloc(key.len)) == NULL)
+		rc = DRL_ENOMEM;
+	if (rc == 0 && sh->count + 1 > sh->nslots / 4 * 3) {
+		resize(sh, sh->nslots * 2);
+		if (sh->count + 1 >= sh->nslots) /* no room at all */
+			rc = DRL_ENOMEM;
+	}
+	if (rc != 0) {
+		free(longkey);
 		if (g != NULL)
 			group_give(st, g);
 		if (st->max_keys)
 			atomic_fetch_sub_explicit(&st->nkeys, 1,
 						  memory_order_relaxed);
-		return rc ? rc : DRL_ENOMEM;
+		return rc;
 	}
-	e->grp = g;
+	entry *e = free_slot(sh->slots, sh->nslots, h);
 	e->hash = h;
 	e->expires = INT64_MAX;
 	e->version = 0;
 	e->counter = 0;
-	e->blobcap = 0;
+	e->grp = g;
 	e->blob = NULL;
-	e->keylen = key.len;
+	e->blobcap = 0;
+	e->keylen = (uint32_t)key.len;
+	e->longkey = longkey;
 	if (key.len)
-		memcpy(e->key, key.data, key.len);
-	bucket *bk = &sh->buckets[h & (sh->nbuckets - 1)];
-	e->next = bk->head;
-	bk->head = e;
+		memcpy(longkey ? longkey : e->key, key.data, key.len);
 	sh->count++;
-	if (sh->count > sh->nbuckets / 2 &&
-	    sh->nbuckets <= SIZE_MAX / 4 / sizeof *bk)
-		resize(sh, sh->nbuckets * 2);
 	*out = e;
 	return 0;
 }
@@ -562,7 +638,7 @@ static int set_blob(entry *e, const void *blob, size_t len)
 		memcpy(nb, blob, len);
 	free(e->blob);
 	e->blob = nb;
-	e->blobcap = len;
+	e->blobcap = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
 	e->bloblen = len;
 	return 0;
 }
@@ -586,7 +662,7 @@ static int insert_blob(store *st, shard *sh, uint64_t h, drl_bytes key,
 		return rc;
 	}
 	e->blob = copy;
-	e->blobcap = len;
+	e->blobcap = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
 	e->bloblen = len;
 	e->version = ++sh->vclock;
 	touch(sh, e, deadline(now, ttl_us));
@@ -611,11 +687,10 @@ static int mem_incr(drl_backend *b, drl_bytes key, int64_t delta,
 	shard *sh = shard_of(st, h);
 	for (int attempt = 0;; attempt++) {
 		pthread_mutex_lock(&sh->lock);
-		prefetch_bucket(sh, h);
+		prefetch_slot(sh, h);
 		sweep(st, sh, now, SWEEP_WRITE);
-		entry **pp = lookup(st, sh, h, key, now);
-		if (pp) {
-			entry *e = *pp;
+		entry *e = lookup(st, sh, h, key, now);
+		if (e) {
 			if (e->version != 0) {
 				pthread_mutex_unlock(&sh->lock);
 				return wrong_kind(err, key, true);
@@ -632,7 +707,7 @@ static int mem_incr(drl_backend *b, drl_bytes key, int64_t delta,
 			e->counter += delta;
 			*value = e->counter;
 			if (ttl_us <= 0)
-				unlink_free(st, sh, pp);
+				drop(st, sh, e);
 			else
 				touch(sh, e, deadline(now, ttl_us));
 			pthread_mutex_unlock(&sh->lock);
@@ -643,7 +718,6 @@ static int mem_incr(drl_backend *b, drl_bytes key, int64_t delta,
 			*value = delta;
 			return 0;
 		}
-		entry *e;
 		rc = insert(st, sh, h, key, now, &e);
 		if (rc == 0) {
 			e->counter = delta;
@@ -677,12 +751,12 @@ static int mem_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 		uint64_t h = hash_key(st, keys[i]);
 		shard *sh = shard_of(st, h);
 		pthread_mutex_lock(&sh->lock);
-		entry **pp = lookup(st, sh, h, keys[i], now);
-		if (pp && (*pp)->version != 0) {
+		const entry *e = lookup(st, sh, h, keys[i], now);
+		if (e && e->version != 0) {
 			pthread_mutex_unlock(&sh->lock);
 			return wrong_kind(err, keys[i], true);
 		}
-		values[i] = pp ? (*pp)->counter : 0;
+		values[i] = e ? e->counter : 0;
 		pthread_mutex_unlock(&sh->lock);
 	}
 	return 0;
@@ -701,14 +775,13 @@ static int mem_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 	uint64_t h = hash_key(st, key);
 	shard *sh = shard_of(st, h);
 	pthread_mutex_lock(&sh->lock);
-	entry **pp = lookup(st, sh, h, key, now);
-	if (!pp) {
+	const entry *e = lookup(st, sh, h, key, now);
+	if (!e) {
 		pthread_mutex_unlock(&sh->lock);
 		*len = 0;
 		*version = 0;
 		return 0;
 	}
-	entry *e = *pp;
 	if (e->version == 0) {
 		pthread_mutex_unlock(&sh->lock);
 		return wrong_kind(err, key, false);
@@ -751,10 +824,9 @@ static int locked_write(store *st, drl_bytes key, blob_decide decide, void *arg,
 	shard *sh = shard_of(st, h);
 	for (int attempt = 0;; attempt++) {
 		pthread_mutex_lock(&sh->lock);
-		prefetch_bucket(sh, h);
+		prefetch_slot(sh, h);
 		sweep(st, sh, now, SWEEP_WRITE);
-		entry **pp = lookup(st, sh, h, key, now);
-		entry *e = pp ? *pp : NULL;
+		entry *e = lookup(st, sh, h, key, now);
 		if (e && e->version == 0) {
 			pthread_mutex_unlock(&sh->lock);
 			return wrong_kind(err, key, false);
@@ -769,7 +841,7 @@ static int locked_write(store *st, drl_bytes key, blob_decide decide, void *arg,
 		}
 		if (ttl_us <= 0) { /* written and expired at once */
 			if (e)
-				unlink_free(st, sh, pp);
+				drop(st, sh, e);
 			pthread_mutex_unlock(&sh->lock);
 			return 0;
 		}
@@ -899,9 +971,9 @@ static int mem_del(drl_backend *b, size_t n, const drl_bytes *keys,
 	for (size_t i = 0; i < n; i++) {
 		uint64_t h = hash_key(st, keys[i]);
 		shard *sh = shard_of(st, h);
-		entry **pp = lookup(st, sh, h, keys[i], now);
-		if (pp)
-			unlink_free(st, sh, pp);
+		entry *e = lookup(st, sh, h, keys[i], now);
+		if (e)
+			drop(st, sh, e);
 	}
 	for (size_t j = st->nshards; j-- > 0;)
 		if (locked[j])
@@ -918,16 +990,15 @@ static void mem_destroy(drl_backend *b)
 		return;
 	for (size_t i = 0; i < st->nshards; i++) {
 		shard *sh = &st->shards[i];
-		for (size_t j = 0; sh->buckets && j < sh->nbuckets; j++) {
-			entry *e = sh->buckets[j].head;
-			while (e) {
-				entry *next = e->next;
-				free(e->blob);
-				free(e);
-				e = next;
-			}
+		for (size_t j = 0; sh->slots && j < sh->nslots; j++) {
+			entry *e = &sh->slots[j];
+			if (e->hash == 0)
+				continue;
+			free(e->blob);
+			if (e->keylen > KEY_INLINE)
+				free(e->longkey);
 		}
-		free(sh->buckets);
+		free(sh->slots);
 		pthread_mutex_destroy(&sh->lock);
 	}
 	free(st->shards);
@@ -1076,17 +1147,18 @@ int drl__memory_open(drl_backend **out, drl_uri *uri, drl_error *err)
 #endif
 	for (size_t i = 0; i < st->nshards; i++) {
 		shard *sh = &st->shards[i];
-		sh->buckets = buckets_new(BUCKETS_MIN);
-		if (!sh->buckets || pthread_mutex_init(&sh->lock, &attr) != 0) {
-			free(sh->buckets);
-			sh->buckets = NULL;
+		sh->slots = slots_new(SLOTS_MIN);
+		if (!sh->slots || pthread_mutex_init(&sh->lock, &attr) != 0) {
+			free(sh->slots);
+			sh->slots = NULL;
 			st->nshards = i; /* destroy only what was set up */
 			pthread_mutexattr_destroy(&attr);
 			mem_destroy(&st->parent);
 			return drl_error_set(err, DRL_ENOMEM, "out of memory");
 		}
-		sh->nbuckets = BUCKETS_MIN;
+		sh->nslots = SLOTS_MIN;
 		sh->min_expires = INT64_MAX;
+		sh->lap_min = INT64_MAX;
 	}
 	pthread_mutexattr_destroy(&attr);
 	if (group_max_keys > 0 && stripes_init(st) != 0) {

@@ -19,6 +19,9 @@
 #include "testutil.h"
 
 #define LONG_TTL (INT64_C(60) * 1000000)
+/* makes a key longer than the memory store keeps in its table's slot */
+#define LONG_PAD                                                               \
+	"padding-padding-padding-padding-padding-padding-padding-padding"
 
 /* Open a memory store from `text`, expecting success. */
 static drl_backend *open_store(const char *text)
@@ -579,6 +582,65 @@ static void test_threads_groups(void **state)
 	b->destroy(b);
 }
 
+/* Keys expiring and created again among live ones, in one shard's table
+ * (the sweep frees expired slots and moves the entries after them): every
+ * round creates the same NSHORT short-lived counters again, each reading
+ * exactly 1 (the last round's expired, none revived), and counts every
+ * live counter (short and long keys) and blob once more, each exactly;
+ * the table grows through it and nothing is lost or counted twice. */
+static void test_churn_exact(void **state)
+{
+	(void)state;
+	enum { NLIVE = 2800, NBLOB = 500, NSHORT = 20000, ROUNDS = 6 };
+	drl_backend *b = open_store("memory://?shards=1");
+	drl_error err = {0};
+	char key[128];
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int i = 0; i < NSHORT; i++) {
+			int n = snprintf(key, sizeof key, "short:%d", i);
+			if (incr1(b, (drl_bytes){key, (size_t)n}, 1, 2000) != 1)
+				fail_msg("round %d: %s not fresh", r, key);
+			if (i % 7 != 0 || i / 7 >= NLIVE)
+				continue;
+			/* a third of them longer than a slot's inline key */
+			n = snprintf(key, sizeof key, "live:%d:%s", i / 7,
+				     i % 3 ? "" : LONG_PAD);
+			if (incr1(b, (drl_bytes){key, (size_t)n}, 1,
+				  LONG_TTL) != r + 1)
+				fail_msg("round %d: %s miscounted", r, key);
+		}
+		for (int i = 0; i < NBLOB; i++) {
+			int n = snprintf(key, sizeof key, "blob:%d", i);
+			drl_bytes k = {key, (size_t)n};
+			unsigned char buf[8];
+			size_t len = 0;
+			uint64_t ver = 0;
+			assert_int_equal(b->load(b, k, buf, sizeof buf, &len,
+						 &ver, &err),
+					 0);
+			if (len != (r ? 1u : 0u) ||
+			    (r && buf[0] != 'a' + r - 1))
+				fail_msg("round %d: %s holds %zu bytes", r, key,
+					 len);
+			char v = (char)('a' + r);
+			assert_int_equal(
+				b->cas(b, k, &v, 1, ver, LONG_TTL, &err), 0);
+		}
+		tu_sleep_ms(30); /* every short key expires */
+	}
+	for (int i = 0; i < NLIVE; i++) {
+		int n = snprintf(key, sizeof key, "live:%d:%s", i,
+				 (i * 7) % 3 ? "" : LONG_PAD);
+		if (get1(b, (drl_bytes){key, (size_t)n}) != ROUNDS)
+			fail_msg("%s: not %d", key, ROUNDS);
+	}
+	for (int i = 0; i < NSHORT; i += 97) {
+		int n = snprintf(key, sizeof key, "short:%d", i);
+		assert_int_equal(get1(b, (drl_bytes){key, (size_t)n}), 0);
+	}
+	b->destroy(b);
+}
+
 /* ---- memory reclamation ----------------------------------------------- */
 
 /* Distinct short-lived keys must not make the store grow without bound:
@@ -621,6 +683,7 @@ int main(void)
 		cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_threads_churn),
 		cmocka_unit_test(test_threads_groups),
+		cmocka_unit_test(test_churn_exact),
 		cmocka_unit_test(test_growth),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
