@@ -414,6 +414,16 @@ static size_t state_size(const drl__limit *lim)
 	return TRAILER + (size_t)lim->limit * ENTRY;
 }
 
+/* A step writes the live entries of the log it read and at most one
+ * more (write_log: a new time's entry), so beyond the state read it
+ * needs at most one entry and a trailer: a decision on a long log
+ * allocates the log read, not its LIMIT's worth. */
+static size_t step_room(const drl__limit *lim)
+{
+	(void)lim;
+	return TRAILER + ENTRY;
+}
+
 static size_t stored_size(const drl__limit *lim)
 {
 	(void)lim;
@@ -445,6 +455,7 @@ const drl__algorithm drl__sliding_log = {
 	.unstep = unstep,
 	.adjust_step = adjust_step,
 	.state_size = state_size,
+	.step_room = step_room,
 	.stored_size = stored_size,
 	.lua = &drl__lua_sliding_log,
 	.lua_batch = &drl__lua_batch_sliding_log,

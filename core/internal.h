@@ -281,12 +281,16 @@ typedef struct drl__algorithm {
 	 * stored state of n bytes, at most that + n: a state written under
 	 * other parameters may be larger than the caller's own);
 	 * stored_size(lim), when set, the largest state read (the twin's may
-	 * be larger than the step's), else the same. */
+	 * be larger than the step's), else the same. step_room(lim), when
+	 * set, is the tighter bound core/optimistic.c gives room for: the
+	 * most any step (decision, refund, adjust) writes beyond the n bytes
+	 * of the state it read (from no state: all it writes). */
 	drl__step_fn step;
 	drl__step_fn unstep;
 	size_t state_len;
 	size_t (*state_size)(const drl__limit *lim);
 	size_t (*stored_size)(const drl__limit *lim);
+	size_t (*step_room)(const drl__limit *lim);
 	/* The Lua twin run by stores with DRL_CAP_SCRIPT, or NULL, and its
 	 * batch variant (many items in one call, see core/batch.c). */
 	const drl_script *lua;

@@ -171,7 +171,9 @@ static int run(const drl__limit *lim, const drl__call *call, drl__step_fn step,
 {
 	unsigned char stackout[STACK_STATE];
 	const drl__algorithm *a = lim->algo;
-	size_t size = a->state_size ? a->state_size(lim) : a->state_len;
+	size_t size = a->step_room    ? a->step_room(lim)
+		      : a->state_size ? a->state_size(lim)
+				      : a->state_len;
 	size_t stored = a->stored_size ? a->stored_size(lim) : size;
 	step_ctx c = {lim,  call,   step, stackout, sizeof stackout,
 		      size, stored, res,  undo};
