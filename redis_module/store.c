@@ -265,6 +265,34 @@ static int field_value(RedisModuleString *v, int64_t *out, drl_error *err)
 	return 0;
 }
 
+/* The group hash of keys[0] (its first glen bytes) opened for reading
+ * and writing, in *k, with its name in *name (close_group() both): 0 when
+ * it is a hash or absent (*type says which), else Redis's WRONGTYPE for
+ * cmd. */
+static int open_group(drl__rm_store *s, const drl_bytes *keys, size_t glen,
+		      const char *cmd, RedisModuleString **name,
+		      RedisModuleKey **k, int *type, drl_error *err)
+{
+	*name = name_of(s, (drl_bytes){keys[0].data, glen});
+	*k = RedisModule_OpenKey(s->ctx, *name,
+				 REDISMODULE_READ | REDISMODULE_WRITE);
+	*type = RedisModule_KeyType(*k);
+	if (*type != REDISMODULE_KEYTYPE_EMPTY &&
+	    *type != REDISMODULE_KEYTYPE_HASH)
+		return drl_error_set(err, DRL_ESTORE,
+				     "WRONGTYPE Operation against a key "
+				     "holding the wrong kind of value (%s)",
+				     cmd);
+	return 0;
+}
+
+static void close_group(drl__rm_store *s, RedisModuleString *name,
+			RedisModuleKey *k)
+{
+	RedisModule_CloseKey(k);
+	release_name(s, name);
+}
+
 /* add_read of n grouped counters of one group (glen bytes): what
  * HMGET of the others and HINCRBY of the first field do, on one lookup
  * of the hash; an error changes nothing. No PEXPIRE, as the Redis
@@ -274,15 +302,10 @@ static int group_add_read(drl__rm_store *s, size_t n, const drl_bytes *keys,
 			  size_t glen, int64_t delta, int64_t *values,
 			  drl_error *err)
 {
-	RedisModuleString *name = name_of(s, (drl_bytes){keys[0].data, glen});
-	RedisModuleKey *k = RedisModule_OpenKey(
-		s->ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
-	int rc = 0, type = RedisModule_KeyType(k);
-	if (type != REDISMODULE_KEYTYPE_EMPTY &&
-	    type != REDISMODULE_KEYTYPE_HASH)
-		rc = drl_error_set(err, DRL_ESTORE,
-				   "WRONGTYPE Operation against a key holding "
-				   "the wrong kind of value (HINCRBY)");
+	RedisModuleString *name;
+	RedisModuleKey *k;
+	int type;
+	int rc = open_group(s, keys, glen, "HINCRBY", &name, &k, &type, err);
 	/* the others first: a field that is no integer fails the call
 	 * before anything is changed */
 	for (size_t j = 1; rc == 0 && j <= n; j++) {
@@ -298,8 +321,7 @@ static int group_add_read(drl__rm_store *s, size_t n, const drl_bytes *keys,
 			RedisModule_FreeString(s->ctx, v);
 		RedisModule_FreeString(s->ctx, f);
 	}
-	RedisModule_CloseKey(k);
-	release_name(s, name);
+	close_group(s, name, k);
 	return rc;
 }
 
@@ -356,15 +378,10 @@ static int trim(drl_backend *b, size_t n, const drl_bytes *keys, int64_t ttl_us,
 	if (!one_group(n, keys, &glen))
 		return drl_error_set(err, DRL_EINVAL,
 				     "trim: keys of different groups");
-	RedisModuleString *name = name_of(s, (drl_bytes){keys[0].data, glen});
-	RedisModuleKey *k = RedisModule_OpenKey(
-		s->ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
-	int rc = 0, type = RedisModule_KeyType(k);
-	if (type != REDISMODULE_KEYTYPE_EMPTY &&
-	    type != REDISMODULE_KEYTYPE_HASH)
-		rc = drl_error_set(err, DRL_ESTORE,
-				   "WRONGTYPE Operation against a key holding "
-				   "the wrong kind of value (HDEL)");
+	RedisModuleString *name;
+	RedisModuleKey *k;
+	int type;
+	int rc = open_group(s, keys, glen, "HDEL", &name, &k, &type, err);
 	for (size_t i = 0; rc == 0 && type == REDISMODULE_KEYTYPE_HASH && i < n;
 	     i++) {
 		RedisModuleString *f = RedisModule_CreateString(
@@ -381,8 +398,7 @@ static int trim(drl_backend *b, size_t n, const drl_bytes *keys, int64_t ttl_us,
 		else if (RedisModule_SetExpire(k, ms) != REDISMODULE_OK)
 			rc = drl_error_set(err, DRL_ESTORE, "PEXPIRE: refused");
 	}
-	RedisModule_CloseKey(k);
-	release_name(s, name);
+	close_group(s, name, k);
 	return rc;
 }
 
