@@ -430,18 +430,10 @@ static void test_hot_key_processes(void **state)
 		"fixed_window:200/1h", "sliding_window:200/1h",
 		"subwindow:200/1h,subwindows=6", "token_bucket:200/1h",
 		"gcra:200/1h"};
-	for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
-		char prefix[64];
-		snprintf(prefix, sizeof prefix, "chanproc%zu_%d:", i, getpid());
-		int64_t at = INT64_C(1796000000000000) + (int64_t)i * SEC;
-		char uri[256];
-		uri_of(uri, sizeof uri, NULL);
-		int total = async_run_procs(uri, specs[i], prefix, at, PROCS,
-					    PER_PROC);
-		if (total != LIMIT)
-			fail_msg("%s: %d allowed from %d processes, limit %d",
-				 specs[i], total, PROCS, LIMIT);
-	}
+	char uri[256];
+	uri_of(uri, sizeof uri, NULL);
+	async_run_hot_specs(uri, specs, sizeof specs / sizeof specs[0],
+			    "chanproc", PROCS, PER_PROC, LIMIT);
 }
 
 /* ---- a server that stops answering, or goes away -------------------------- */
