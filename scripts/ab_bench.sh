@@ -20,25 +20,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/ports.sh
 . "$here/ports.sh"
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
-	--daemonize no >"$tmp/redis.log" 2>&1 &
-pids+=($!)
-mport=$(free_port)
-user=()
-[ "$(id -u)" -eq 0 ] && user=(-u root)
-memcached -p "$mport" -l 127.0.0.1 -U 0 "${user[@]}" >"$tmp/mc.log" 2>&1 &
-pids+=($!)
-wait_port "$rport"
-wait_port "$mport"
+work_dir # $work, pids: stopped and removed at exit (ports.sh)
+bench_servers ab_bench # rport, mport
 
 echo "# $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); token_bucket, 10k keys, 0.6 s cells, $rounds rounds"
 for store in "memory://?max_keys=100000" \
@@ -70,8 +53,8 @@ print(sys.argv[1], sys.argv[2], sys.argv[3], d["decisions_per_s"], d["latency_us
 			done
 		done
 	done
-done >"$tmp/raw"
-"$PYTHON3" - "$tmp/raw" <<'PY'
+done >"$work/raw"
+"$PYTHON3" - "$work/raw" <<'PY'
 import collections, statistics, sys
 rate = collections.defaultdict(list)
 p50 = collections.defaultdict(list)

@@ -12,35 +12,11 @@ set -euo pipefail
 
 drl=${1:?usage: scripts/bench_grid.sh PATH/TO/drl [drl bench options...]}
 shift
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null || true
-	done
-	for p in "${pids[@]}"; do
-		wait "$p" 2>/dev/null || true
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# shellcheck source=../scripts/ports.sh
+# shellcheck source=scripts/ports.sh
 . "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 
-rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no \
-	--dir "$tmp" --daemonize no >"$tmp/redis.log" 2>&1 &
-pids+=($!)
-mport=$(free_port)
-muser=()
-[ "$(id -u)" -eq 0 ] && muser=(-u root)
-memcached -p "$mport" -l 127.0.0.1 -U 0 "${muser[@]}" \
-	>"$tmp/memcached.log" 2>&1 &
-pids+=($!)
-wait_port "$rport"
-wait_port "$mport"
+work_dir # $work, pids: stopped and removed at exit (scripts/ports.sh)
+bench_servers bench_grid # rport, mport
 
 {
 	echo "# nproc: $(nproc)"

@@ -1,7 +1,7 @@
 # Sourced by scripts that start their own servers on loopback
-# (scripts/bench_grid.sh, tests/integration/test_bench.sh): free_port prints a
-# port that was free a moment ago; wait_port PORT waits (30 s at most) until
-# something accepts connections on 127.0.0.1:PORT.
+# (scripts/bench_*.sh, scripts/ab_bench.sh, tests/integration/*.sh):
+# free_port prints a port that was free a moment ago; wait_port PORT waits
+# (30 s at most) until something accepts connections on 127.0.0.1:PORT.
 
 # shellcheck source=scripts/python.sh
 . "$(dirname "${BASH_SOURCE[0]}")/python.sh"
@@ -27,14 +27,14 @@ sys.exit(1)' "$1"
 
 # stop_pids PID...: SIGTERM each process (one that is gone already is
 # fine), then reap them all. For the EXIT traps of scripts that keep the
-# PIDs of what they started.
+# PIDs of what they started (under set -e too).
 stop_pids() {
 	local p
 	for p in "$@"; do
-		kill "$p" 2>/dev/null
+		kill "$p" 2>/dev/null || true
 	done
 	for p in "$@"; do
-		wait "$p" 2>/dev/null
+		wait "$p" 2>/dev/null || true
 	done
 }
 
@@ -108,6 +108,23 @@ bench_redis() {
 	pids+=("$redis_pid")
 	wait_port "$redis_port" || {
 		echo "$1: redis-server did not start" >&2
+		exit 1
+	}
+}
+
+# bench_servers WHO: for the benchmarks over every network store, after
+# work_dir: a redis-server (start_redis) and a memcached (start_memcached)
+# of their own on free ports in $work; sets rport and mport, adds their
+# PIDs to pids, and exits 1 naming WHO unless both listen.
+bench_servers() {
+	rport=$(free_port)
+	start_redis "$rport" "$work"
+	pids+=($!)
+	mport=$(free_port)
+	start_memcached "$mport" "$work"
+	pids+=($!)
+	wait_port "$rport" && wait_port "$mport" || {
+		echo "$1: redis-server or memcached did not start" >&2
 		exit 1
 	}
 }

@@ -498,86 +498,91 @@ static int take_reply(drl_channel *ch, mconn *k)
 	used = (size_t)((const char *)memchr(s, '\n', k->rlen - k->roff) - s) +
 	       1;
 	enum op_kind next = OP_GET; /* OP_GET: no follow-up */
-	switch (o->kind) {
-	case OP_INCR:
-		if (len > 0 && s[0] >= '0' && s[0] <= '9') {
-			uint64_t stored = 0;
-			size_t i = 0;
-			for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
-				unsigned d = (unsigned)(s[i] - '0');
-				if (stored > (UINT64_MAX - d) / 10)
+	/* an error line answers any request (no other reply starts so) */
+	static const char *const op_name[] = {"incr", "add", "get"};
+	if (is_error(s, len))
+		rc = reply_error(s, len, op_name[o->kind], &e);
+	else
+		switch (o->kind) {
+		case OP_INCR:
+			if (len > 0 && s[0] >= '0' && s[0] <= '9') {
+				uint64_t stored = 0;
+				size_t i = 0;
+				for (; i < len && s[i] >= '0' && s[i] <= '9';
+				     i++) {
+					unsigned d = (unsigned)(s[i] - '0');
+					if (stored > (UINT64_MAX - d) / 10)
+						return -1;
+					stored = stored * 10 + d;
+				}
+				if (i != len)
 					return -1;
-				stored = stored * 10 + d;
+				rc = drl__mc_incr_value(c->delta, stored, &v,
+							&e);
+			} else if (is(s, len, "NOT_FOUND")) {
+				if (c->delta != 0)
+					next = OP_ADD; /* absent and 0: reads 0 */
+			} else {
+				return -1;
 			}
-			if (i != len)
+			break;
+		case OP_ADD:
+			if (is(s, len, "STORED")) {
+				rc = drl__mc_incr_value(
+					c->delta, initial(c->delta), &v, &e);
+			} else if (is(s, len, "NOT_STORED") ||
+				   is(s, len, "EXISTS")) {
+				if (++c->attempts < MC_ADD_RACE_RETRIES)
+					next = OP_INCR;
+				else
+					rc = drl_error_set(
+						&e, DRL_ECONFLICT,
+						"memcached incr: the key kept "
+						"appearing and vanishing (%d "
+						"attempts)",
+						MC_ADD_RACE_RETRIES);
+			} else {
 				return -1;
-			rc = drl__mc_incr_value(c->delta, stored, &v, &e);
-		} else if (is(s, len, "NOT_FOUND")) {
-			if (c->delta != 0)
-				next = OP_ADD; /* absent and 0: reads 0 */
-		} else if (is_error(s, len)) {
-			rc = reply_error(s, len, "incr", &e);
-		} else {
-			return -1;
-		}
-		break;
-	case OP_ADD:
-		if (is(s, len, "STORED")) {
-			rc = drl__mc_incr_value(c->delta, initial(c->delta), &v,
-						&e);
-		} else if (is(s, len, "NOT_STORED") || is(s, len, "EXISTS")) {
-			if (++c->attempts < MC_ADD_RACE_RETRIES)
-				next = OP_INCR;
-			else
-				rc = drl_error_set(
-					&e, DRL_ECONFLICT,
-					"memcached incr: the key kept "
-					"appearing and vanishing (%d "
-					"attempts)",
-					MC_ADD_RACE_RETRIES);
-		} else if (is_error(s, len)) {
-			rc = reply_error(s, len, "add", &e);
-		} else {
-			return -1;
-		}
-		break;
-	case OP_GET:
-		if (is(s, len, "VALUE")) {
-			/* VALUE <key> <flags> <bytes> */
-			const char *sp = s + len;
-			while (sp > s && sp[-1] != ' ')
-				sp--;
-			int64_t bytes;
-			if (drl_parse_int(sp, (size_t)(s + len - sp), 0,
-					  (int64_t)RBUF_MAX - 4096,
-					  &bytes) != 0)
+			}
+			break;
+		case OP_GET:
+			if (is(s, len, "VALUE")) {
+				/* VALUE <key> <flags> <bytes> */
+				const char *sp = s + len;
+				while (sp > s && sp[-1] != ' ')
+					sp--;
+				int64_t bytes;
+				if (drl_parse_int(sp, (size_t)(s + len - sp), 0,
+						  (int64_t)RBUF_MAX - 4096,
+						  &bytes) != 0)
+					return -1;
+				size_t end = used + (size_t)bytes + 2;
+				size_t elen;
+				if (k->rlen - k->roff <
+				    end) /* the value's rest */
+					return 0;
+				if (!line_at(k, k->roff + end, &elen))
+					return 0;
+				if (!is(s + end, elen, "END"))
+					return -1;
+				rc = drl__mc_parse_counter(
+					s + used, (size_t)bytes, &v, &e);
+				if (rc == DRL_ECORRUPT)
+					drl_error_set(
+						&e, DRL_ECORRUPT,
+						"memcached get: a counter key "
+						"holds %lld bytes that are not "
+						"a counter",
+						(long long)bytes);
+				used = end + elen + 1 +
+				       (s[end + elen] == '\r' ? 1 : 0);
+			} else if (is(s, len, "END")) {
+				v = 0;
+			} else {
 				return -1;
-			size_t end = used + (size_t)bytes + 2;
-			size_t elen;
-			if (k->rlen - k->roff < end) /* the value's rest */
-				return 0;
-			if (!line_at(k, k->roff + end, &elen))
-				return 0;
-			if (!is(s + end, elen, "END"))
-				return -1;
-			rc = drl__mc_parse_counter(s + used, (size_t)bytes, &v,
-						   &e);
-			if (rc == DRL_ECORRUPT)
-				drl_error_set(&e, DRL_ECORRUPT,
-					      "memcached get: a counter key "
-					      "holds %lld bytes that are not "
-					      "a counter",
-					      (long long)bytes);
-			used = end + elen + 1 + (s[end + elen] == '\r' ? 1 : 0);
-		} else if (is(s, len, "END")) {
-			v = 0;
-		} else if (is_error(s, len)) {
-			rc = reply_error(s, len, "get", &e);
-		} else {
-			return -1;
+			}
+			break;
 		}
-		break;
-	}
 	size_t slot = o->slot;
 	k->roff += used;
 	k->head = o->next;

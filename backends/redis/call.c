@@ -645,23 +645,27 @@ int drl__redis_ttl_arg(rstore *s, int64_t ttl_us, char ms[24], size_t *len,
 	return 0;
 }
 
-/* One command on a connection of s (a shared one when s has them, set up
- * in *proxy), one round trip: on success *r is its reply and *c the
- * connection, both for the caller to give back (drl__redis_free_replies,
- * drl__redis_release). */
-int drl__redis_one_command(rstore *s, int argc, const char **argv,
-			   const size_t *lens, conn *proxy, conn **c,
-			   redisReply **r, drl_error *err)
+/* One command on a connection of s (a shared one when s has them), one
+ * round trip; read(s, reply, arg, err) reads its reply, and what read
+ * returns is returned. The reply and the connection are given back after
+ * read, whatever it returns. */
+int drl__redis_ask(rstore *s, int argc, const char **argv, const size_t *lens,
+		   drl__redis_read_fn read, void *arg, drl_error *err)
 {
-	int rc = drl__redis_acquire_shared(s, proxy, c, err);
+	conn proxy, *c;
+	int rc = drl__redis_acquire_shared(s, &proxy, &c, err);
 	if (rc)
 		return rc;
-	rc = drl__redis_begin(s, *c, err);
+	redisReply *r;
+	rc = drl__redis_begin(s, c, err);
 	if (rc == 0)
-		rc = drl__redis_append(s, *c, argc, argv, lens, err);
+		rc = drl__redis_append(s, c, argc, argv, lens, err);
 	if (rc == 0)
-		rc = drl__redis_collect(s, *c, 1, r, argv[0], err);
-	if (rc)
-		drl__redis_release(s, *c);
+		rc = drl__redis_collect(s, c, 1, &r, argv[0], err);
+	if (rc == 0) {
+		rc = read(s, r, arg, err);
+		freeReplyObject(r);
+	}
+	drl__redis_release(s, c);
 	return rc;
 }

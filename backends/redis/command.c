@@ -17,6 +17,16 @@
 
 /* ---- single commands: DEL (drl_reset), TIME (clock=server) -------------- */
 
+/* DEL's reply: how many keys it removed. */
+static int read_del(rstore *s, const redisReply *r, void *arg, drl_error *err)
+{
+	(void)arg;
+	if (r->type == REDIS_REPLY_INTEGER)
+		return 0;
+	return drl__redis_refused(
+		s, r, drl__redis_reply_error(s, "DEL", r, false, err));
+}
+
 /* One DEL of every key: atomic on the server (a script or a transaction
  * sees all of them or none gone). On a cluster node the keys must share a
  * slot (backends/redis/cluster.c groups them). */
@@ -35,7 +45,6 @@ int drl__redis_del(drl_backend *b, size_t n, const drl_bytes *keys,
 	const char **argv = malloc((n + 1) * sizeof *argv);
 	size_t *lens = malloc((n + 1) * sizeof *lens);
 	char *buf = malloc(total ? total : 1);
-	conn proxy, *c = NULL;
 	int rc = 0;
 	if (argv == NULL || lens == NULL || buf == NULL)
 		rc = drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
@@ -54,18 +63,8 @@ int drl__redis_del(drl_backend *b, size_t n, const drl_bytes *keys,
 			lens[i + 1] = s->prefixlen + keys[i].len;
 			p += lens[i + 1];
 		}
-		redisReply *r;
-		rc = drl__redis_one_command(s, (int)(n + 1), argv, lens, &proxy,
-					    &c, &r, err);
-		if (rc == 0) {
-			if (r->type != REDIS_REPLY_INTEGER)
-				rc = drl__redis_refused(
-					s, r,
-					drl__redis_reply_error(s, "DEL", r,
-							       false, err));
-			freeReplyObject(r);
-			drl__redis_release(s, c);
-		}
+		rc = drl__redis_ask(s, (int)(n + 1), argv, lens, read_del, NULL,
+				    err);
 	}
 	free(argv);
 	free(lens);
@@ -73,33 +72,31 @@ int drl__redis_del(drl_backend *b, size_t n, const drl_bytes *keys,
 	return rc;
 }
 
-/* Redis TIME, in microseconds since the epoch. */
-int drl__redis_now(drl_backend *b, int64_t *now_us, drl_error *err)
+/* TIME's reply: ["seconds", "microseconds"] into *arg (int64_t). */
+static int read_time(rstore *s, const redisReply *t, void *arg, drl_error *err)
 {
-	rstore *s = (rstore *)b;
-	const char *argv[1] = {"TIME"};
-	size_t lens[1] = {4};
-	redisReply *r[1];
-	conn proxy, *c;
-	int rc = drl__redis_one_command(s, 1, argv, lens, &proxy, &c, r, err);
-	if (rc)
-		return rc;
 	int64_t sec, usec;
-	const redisReply *t = r[0];
 	if (t->type == REDIS_REPLY_ARRAY && t->elements == 2 &&
 	    t->element[0]->type == REDIS_REPLY_STRING &&
 	    t->element[1]->type == REDIS_REPLY_STRING &&
 	    drl_parse_int(t->element[0]->str, t->element[0]->len, 0,
 			  INT64_C(9000000000), &sec) == 0 &&
 	    drl_parse_int(t->element[1]->str, t->element[1]->len, 0, 999999,
-			  &usec) == 0)
-		*now_us = sec * 1000000 + usec;
-	else if (t->type == REDIS_REPLY_ERROR)
-		rc = drl__redis_reply_error(s, "TIME", t, false, err);
-	else
-		rc = drl_error_set(err, DRL_ECORRUPT,
-				   "redis %s: TIME: malformed reply", s->where);
-	drl__redis_free_replies(r, 1);
-	drl__redis_release(s, c);
-	return rc;
+			  &usec) == 0) {
+		*(int64_t *)arg = sec * 1000000 + usec;
+		return 0;
+	}
+	if (t->type == REDIS_REPLY_ERROR)
+		return drl__redis_reply_error(s, "TIME", t, false, err);
+	return drl_error_set(err, DRL_ECORRUPT,
+			     "redis %s: TIME: malformed reply", s->where);
+}
+
+/* Redis TIME, in microseconds since the epoch. */
+int drl__redis_now(drl_backend *b, int64_t *now_us, drl_error *err)
+{
+	const char *argv[1] = {"TIME"};
+	size_t lens[1] = {4};
+	return drl__redis_ask((rstore *)b, 1, argv, lens, read_time, now_us,
+			      err);
 }

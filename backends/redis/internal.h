@@ -427,13 +427,16 @@ void drl__redis_call_start(conn *c);
 int drl__redis_tx_call(rstore *s, conn *c, size_t n, const tx_cmd *cmd,
 		       redisReply **r, const char *what, bool value_err_corrupt,
 		       redisReply **exec, drl_error *err);
-/* One command on a connection of s (a shared one when s has them, set up
- * in *proxy), one round trip: on success *r is its reply and *c the
- * connection, both for the caller to give back (drl__redis_free_replies,
- * drl__redis_release). */
-int drl__redis_one_command(rstore *s, int argc, const char **argv,
-			   const size_t *lens, conn *proxy, conn **c,
-			   redisReply **r, drl_error *err);
+/* Reads the reply of drl__redis_ask's command (never NULL): 0 or an
+ * error code, returned by drl__redis_ask. */
+typedef int (*drl__redis_read_fn)(rstore *s, const redisReply *r, void *arg,
+				  drl_error *err);
+/* One command on a connection of s (a shared one when s has them), one
+ * round trip; read(s, reply, arg, err) reads its reply, and what read
+ * returns is returned. The reply and the connection are given back after
+ * read, whatever it returns. */
+int drl__redis_ask(rstore *s, int argc, const char **argv, const size_t *lens,
+		   drl__redis_read_fn read, void *arg, drl_error *err);
 /* A store key (s's prefix + key) in k: init, make (DRL_ENOMEM), done. */
 void drl__redis_key_init(keybuf *k);
 int drl__redis_key_make(rstore *s, keybuf *k, drl_bytes key, drl_error *err);

@@ -51,48 +51,46 @@ struct source {
 	drl__redis_sub *sub; /* the thread's */
 };
 
+/* Where hget writes the spec, and the hash it asked. */
+typedef struct spec_out {
+	char *spec;
+	size_t cap;
+	const char *hash;
+} spec_out;
+
+/* HGET's reply: the spec, NUL-terminated, into arg's spec. */
+static int read_spec(rstore *s, const redisReply *t, void *arg, drl_error *err)
+{
+	const spec_out *o = arg;
+	if (t->type == REDIS_REPLY_STRING && t->len > 0 && t->len < o->cap) {
+		memcpy(o->spec, t->str, t->len);
+		o->spec[t->len] = '\0';
+		return 0;
+	}
+	if (t->type == REDIS_REPLY_NIL)
+		return drl_error_set(
+			err, DRL_EINVAL,
+			"redis %s: hash %s has no spec for the key", s->where,
+			o->hash);
+	if (t->type == REDIS_REPLY_STRING)
+		return drl_error_set(err, DRL_ERANGE,
+				     "redis %s: hash %s: the key's spec is "
+				     "empty or too long",
+				     s->where, o->hash);
+	return drl__redis_reply_error(s, "HGET", t, false, err);
+}
+
 /* HGET hash key into spec: 0, or DRL_EINVAL (no such field), or the
  * store's failure. */
 static int hget(void *arg, const void *key, size_t keylen, char *spec,
 		size_t cap, drl_error *err)
 {
 	struct source *src = arg;
-	rstore *s = (rstore *)src->node;
 	const char *argv[3] = {"HGET", src->hash, key};
 	size_t lens[3] = {4, strlen(src->hash), keylen};
-	redisReply *r[1] = {NULL};
-	conn proxy, *c = NULL;
-
-	int rc = drl__redis_acquire_shared(s, &proxy, &c, err);
-	if (rc)
-		return drl__redis_code(rc);
-	rc = drl__redis_begin(s, c, err);
-	if (rc == 0)
-		rc = drl__redis_append(s, c, 3, argv, lens, err);
-	if (rc == 0)
-		rc = drl__redis_collect(s, c, 1, r, "HGET", err);
-	if (rc == 0) {
-		const redisReply *t = r[0];
-		if (t->type == REDIS_REPLY_STRING && t->len > 0 &&
-		    t->len < cap) {
-			memcpy(spec, t->str, t->len);
-			spec[t->len] = '\0';
-		} else if (t->type == REDIS_REPLY_NIL) {
-			rc = drl_error_set(err, DRL_EINVAL,
-					   "redis %s: hash %s has no spec for "
-					   "the key",
-					   s->where, src->hash);
-		} else if (t->type == REDIS_REPLY_STRING) {
-			rc = drl_error_set(err, DRL_ERANGE,
-					   "redis %s: hash %s: the key's spec "
-					   "is empty or too long",
-					   s->where, src->hash);
-		} else {
-			rc = drl__redis_reply_error(s, "HGET", t, false, err);
-		}
-		drl__redis_free_replies(r, 1);
-	}
-	drl__redis_release(s, c);
+	spec_out o = {spec, cap, src->hash};
+	int rc = drl__redis_ask((rstore *)src->node, 3, argv, lens, read_spec,
+				&o, err);
 	return drl__redis_code(rc);
 }
 

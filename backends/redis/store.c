@@ -32,6 +32,29 @@ static void free_secret(char *p)
 	free(p);
 }
 
+/* Free s's pipes, its settings and s, not its mutexes: all a store that
+ * never made it to the registry holds, and r_destroy's last step. */
+static void free_unregistered(rstore *s)
+{
+	drl__redis_pipes_free(s);
+	drl__tls_unref(s->tls);
+	free(s->host);
+	free(s->user);
+	free_secret(s->password);
+	free(s->prefix);
+	free(s);
+}
+
+/* Free the connections of a list (linked by next). */
+static void free_conns(conn *c)
+{
+	while (c) {
+		conn *next = c->next;
+		drl__redis_conn_free(c);
+		c = next;
+	}
+}
+
 /* Free everything; safe on a half-opened store (registered or not). */
 static void r_destroy(drl_backend *b)
 {
@@ -39,26 +62,12 @@ static void r_destroy(drl_backend *b)
 	if (s == NULL)
 		return;
 	drl__redis_unregister(s); /* no hold can reach s now */
-	while (s->free) {
-		conn *c = s->free;
-		s->free = c->next;
-		drl__redis_conn_free(c);
-	}
-	while (s->held) {
-		conn *c = s->held;
-		s->held = c->next;
-		drl__redis_conn_free(c);
-	}
-	drl__redis_pipes_free(s);
+	free_conns(s->free);
+	free_conns(s->held);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->script_mu);
-	drl__tls_unref(s->tls);
-	free(s->host);
-	free(s->user);
-	free_secret(s->password);
-	free(s->prefix);
-	free(s);
+	free_unregistered(s);
 }
 
 /* What the URI says (drl__redis_parse_uri), and the methods that go with
@@ -148,18 +157,6 @@ static int init_sync(rstore *s)
 		return -1;
 	}
 	return 0;
-}
-
-/* Free the strings of a store that never made it to the registry. */
-static void free_unregistered(rstore *s)
-{
-	drl__redis_pipes_free(s);
-	drl__tls_unref(s->tls);
-	free(s->host);
-	free(s->user);
-	free_secret(s->password);
-	free(s->prefix);
-	free(s);
 }
 
 /* A new store of uri, registered: a store of its own (redis://,
@@ -335,72 +332,76 @@ void drl__redis_watch(drl_backend *node, void (*trouble)(void *arg), void *arg)
 	s->mark_unsent = true;
 }
 
+/* Where drl__redis_sentinel_master writes its answer. */
+typedef struct master_addr {
+	char *host; /* 256 bytes */
+	int *port;
+	bool *known;
+} master_addr;
+
+/* GET-MASTER-ADDR-BY-NAME's reply: ["host", "port"], or nil. */
+static int read_master(rstore *s, const redisReply *t, void *arg,
+		       drl_error *err)
+{
+	master_addr *m = arg;
+	int64_t p;
+	if (t->type == REDIS_REPLY_NIL)
+		return 0;
+	if (t->type == REDIS_REPLY_ARRAY && t->elements == 2 &&
+	    t->element[0]->type == REDIS_REPLY_STRING &&
+	    t->element[1]->type == REDIS_REPLY_STRING &&
+	    t->element[0]->len > 0 && t->element[0]->len < 256 &&
+	    strlen(t->element[0]->str) == t->element[0]->len &&
+	    drl_parse_int(t->element[1]->str, t->element[1]->len, 1, 65535,
+			  &p) == 0) {
+		memcpy(m->host, t->element[0]->str, t->element[0]->len + 1);
+		*m->port = (int)p;
+		*m->known = true;
+		return 0;
+	}
+	if (t->type == REDIS_REPLY_ERROR)
+		return drl__redis_reply_error(
+			s, "SENTINEL GET-MASTER-ADDR-BY-NAME", t, false, err);
+	return drl_error_set(err, DRL_ESTORE,
+			     "redis %s: SENTINEL GET-MASTER-ADDR-BY-NAME: "
+			     "malformed reply (is this a sentinel?)",
+			     s->where);
+}
+
 /* SENTINEL GET-MASTER-ADDR-BY-NAME name: ["host", "port"], or nil. */
 int drl__redis_sentinel_master(drl_backend *sentinel, const char *name,
 			       char host[256], int *port, bool *known,
 			       drl_error *err)
 {
-	rstore *s = (rstore *)sentinel;
 	const char *argv[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", name};
 	size_t lens[3] = {8, 23, strlen(name)};
-	redisReply *r[1];
-	conn proxy, *c;
+	master_addr m = {host, port, known};
 	*known = false;
-	int rc = drl__redis_one_command(s, 3, argv, lens, &proxy, &c, r, err);
-	if (rc)
-		return rc;
-	const redisReply *t = r[0];
-	int64_t p;
-	if (t->type == REDIS_REPLY_NIL) {
-		rc = 0;
-	} else if (t->type == REDIS_REPLY_ARRAY && t->elements == 2 &&
-		   t->element[0]->type == REDIS_REPLY_STRING &&
-		   t->element[1]->type == REDIS_REPLY_STRING &&
-		   t->element[0]->len > 0 && t->element[0]->len < 256 &&
-		   strlen(t->element[0]->str) == t->element[0]->len &&
-		   drl_parse_int(t->element[1]->str, t->element[1]->len, 1,
-				 65535, &p) == 0) {
-		memcpy(host, t->element[0]->str, t->element[0]->len + 1);
-		*port = (int)p;
-		*known = true;
-	} else if (t->type == REDIS_REPLY_ERROR) {
-		rc = drl__redis_reply_error(
-			s, "SENTINEL GET-MASTER-ADDR-BY-NAME", t, false, err);
-	} else {
-		rc = drl_error_set(
-			err, DRL_ESTORE,
-			"redis %s: SENTINEL GET-MASTER-ADDR-BY-NAME: "
-			"malformed reply (is this a sentinel?)",
-			s->where);
+	return drl__redis_ask((rstore *)sentinel, 3, argv, lens, read_master,
+			      &m, err);
+}
+
+/* ROLE's reply: its first element into arg (16 bytes). */
+static int read_role(rstore *s, const redisReply *t, void *arg, drl_error *err)
+{
+	if (t->type == REDIS_REPLY_ARRAY && t->elements > 0 &&
+	    t->element[0]->type == REDIS_REPLY_STRING &&
+	    t->element[0]->len < 16) {
+		memcpy(arg, t->element[0]->str, t->element[0]->len);
+		((char *)arg)[t->element[0]->len] = '\0';
+		return 0;
 	}
-	drl__redis_free_replies(r, 1);
-	drl__redis_release(s, c);
-	return rc;
+	return drl__redis_reply_error(s, "ROLE", t, false, err);
 }
 
 /* ROLE: its first element, "master", "slave" or "sentinel". */
 int drl__redis_role(drl_backend *node, char role[16], drl_error *err)
 {
-	rstore *s = (rstore *)node;
 	const char *argv[1] = {"ROLE"};
 	size_t lens[1] = {4};
-	redisReply *r[1];
-	conn proxy, *c;
-	int rc = drl__redis_one_command(s, 1, argv, lens, &proxy, &c, r, err);
-	if (rc)
-		return drl__redis_code(rc); /* never run again */
-	const redisReply *t = r[0];
-	if (t->type == REDIS_REPLY_ARRAY && t->elements > 0 &&
-	    t->element[0]->type == REDIS_REPLY_STRING &&
-	    t->element[0]->len < 16) {
-		memcpy(role, t->element[0]->str, t->element[0]->len);
-		role[t->element[0]->len] = '\0';
-	} else {
-		rc = drl__redis_reply_error(s, "ROLE", t, false, err);
-	}
-	drl__redis_free_replies(r, 1);
-	drl__redis_release(s, c);
-	return rc;
+	int rc = drl__redis_ask((rstore *)node, 1, argv, lens, read_role, role,
+				err);
+	return drl__redis_code(rc); /* never run again */
 }
 
 /* One "host, port, id..." entry of a CLUSTER SLOTS range. */
@@ -419,18 +420,17 @@ static bool slots_endpoint(const redisReply *e, const char *asked,
 	return strlen(*host) < 256;
 }
 
-int drl__redis_cluster_slots(drl_backend *node, drl__redis_slots_fn fn,
-			     void *arg, drl_error *err)
+/* What drl__redis_cluster_slots calls for each range's node. */
+typedef struct slots_call {
+	drl__redis_slots_fn fn;
+	void *arg;
+} slots_call;
+
+/* CLUSTER SLOTS' reply: each range's nodes to the caller's fn. */
+static int read_slots(rstore *s, const redisReply *t, void *arg, drl_error *err)
 {
-	rstore *s = (rstore *)node;
-	const char *argv[2] = {"CLUSTER", "SLOTS"};
-	size_t lens[2] = {7, 5};
-	redisReply *r[1];
-	conn proxy, *c;
-	int rc = drl__redis_one_command(s, 2, argv, lens, &proxy, &c, r, err);
-	if (rc)
-		return rc;
-	const redisReply *t = r[0];
+	const slots_call *sc = arg;
+	int rc = 0;
 	if (t->type != REDIS_REPLY_ARRAY)
 		rc = drl__redis_reply_error(s, "CLUSTER SLOTS", t, false, err);
 	for (size_t i = 0; rc == 0 && i < t->elements; i++) {
@@ -459,12 +459,20 @@ int drl__redis_cluster_slots(drl_backend *node, drl__redis_slots_fn fn,
 						   s->where, i);
 				break;
 			}
-			rc = fn(arg, (int)e->element[0]->integer,
-				(int)e->element[1]->integer, host, port,
-				j == 2);
+			rc = sc->fn(sc->arg, (int)e->element[0]->integer,
+				    (int)e->element[1]->integer, host, port,
+				    j == 2);
 		}
 	}
-	drl__redis_free_replies(r, 1);
-	drl__redis_release(s, c);
 	return rc;
+}
+
+int drl__redis_cluster_slots(drl_backend *node, drl__redis_slots_fn fn,
+			     void *arg, drl_error *err)
+{
+	const char *argv[2] = {"CLUSTER", "SLOTS"};
+	size_t lens[2] = {7, 5};
+	slots_call sc = {fn, arg};
+	return drl__redis_ask((rstore *)node, 2, argv, lens, read_slots, &sc,
+			      err);
 }

@@ -42,6 +42,7 @@
 #define DRL_ADAPTERS_LIBEVENT_H
 
 #include <drl/async.h>
+#include <drl/sys/backend.h> /* drl_error_set */
 
 #include <errno.h>
 #include <event2/event.h>
@@ -128,18 +129,6 @@ static void drl_libevent__on_read(evutil_socket_t fd, short what, void *arg)
 		drl_libevent__check(h, fd);
 }
 
-/* Fill err (may be NULL) with code and msg; returns code. */
-static inline int drl_libevent__fail(drl_error *err, int code, const char *what,
-				     const char *detail)
-{
-	if (err != NULL) {
-		err->code = code;
-		snprintf(err->message, sizeof err->message, "%s: %s", what,
-			 detail);
-	}
-	return code;
-}
-
 /* Watch a's fd on base, on the loop's thread. 0 and *out is the
  * attachment; DRL_EINVAL (NULL argument, or libevent refused the event),
  * DRL_ENOMEM, DRL_EBUSY (an adapter is attached to a already). */
@@ -148,23 +137,21 @@ static inline int drl_libevent_attach(drl_libevent **out,
 				      drl_error *err)
 {
 	if (out == NULL || base == NULL || a == NULL)
-		return drl_libevent__fail(err, DRL_EINVAL,
-					  "drl_libevent_attach",
-					  "NULL argument");
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_libevent_attach: NULL argument");
 	*out = NULL;
 	drl_libevent *h = (drl_libevent *)calloc(1, sizeof *h);
 	if (h == NULL)
-		return drl_libevent__fail(err, DRL_ENOMEM,
-					  "drl_libevent_attach",
-					  "out of memory");
+		return drl_error_set(err, DRL_ENOMEM,
+				     "drl_libevent_attach: out of memory");
 	h->async = a;
 	h->ev = event_new(base, drl_async_fd(a), EV_READ | EV_PERSIST,
 			  drl_libevent__on_read, h);
 	if (h->ev == NULL) {
 		free(h);
-		return drl_libevent__fail(err, DRL_EINVAL,
-					  "drl_libevent_attach",
-					  "libevent refused the event");
+		return drl_error_set(
+			err, DRL_EINVAL,
+			"drl_libevent_attach: libevent refused the event");
 	}
 	/* adds the event now when the context is busy */
 	drl_async_adapter hooks = {drl_libevent__busy, drl_libevent__cleanup,

@@ -40,6 +40,7 @@
 #define DRL_ADAPTERS_LIBUV_H
 
 #include <drl/async.h>
+#include <drl/sys/backend.h> /* drl_error_set */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,18 +138,6 @@ static void drl_libuv__cleanup(void *arg)
 	drl_libuv__close((drl_libuv *)arg);
 }
 
-/* Fill err (may be NULL) with code and msg; returns code. */
-static inline int drl_libuv__fail(drl_error *err, int code, const char *what,
-				  const char *detail)
-{
-	if (err != NULL) {
-		err->code = code;
-		snprintf(err->message, sizeof err->message, "%s: %s", what,
-			 detail);
-	}
-	return code;
-}
-
 /* Watch a's fd on loop, on the loop's thread. 0 and *out is the
  * attachment; DRL_EINVAL (NULL argument, or libuv refused the handles),
  * DRL_ENOMEM, DRL_EBUSY (an adapter is attached to a already). */
@@ -156,13 +145,13 @@ static inline int drl_libuv_attach(drl_libuv **out, uv_loop_t *loop,
 				   drl_async *a, drl_error *err)
 {
 	if (out == NULL || loop == NULL || a == NULL)
-		return drl_libuv__fail(err, DRL_EINVAL, "drl_libuv_attach",
-				       "NULL argument");
+		return drl_error_set(err, DRL_EINVAL,
+				     "drl_libuv_attach: NULL argument");
 	*out = NULL;
 	drl_libuv *h = (drl_libuv *)calloc(1, sizeof *h);
 	if (h == NULL)
-		return drl_libuv__fail(err, DRL_ENOMEM, "drl_libuv_attach",
-				       "out of memory");
+		return drl_error_set(err, DRL_ENOMEM,
+				     "drl_libuv_attach: out of memory");
 	h->async = a;
 	h->poll.data = h;
 	h->wake.data = h;
@@ -170,15 +159,15 @@ static inline int drl_libuv_attach(drl_libuv **out, uv_loop_t *loop,
 	int rc = uv_poll_init(loop, &h->poll, drl_async_fd(a));
 	if (rc != 0) {
 		free(h);
-		return drl_libuv__fail(err, DRL_EINVAL, "drl_libuv_attach",
-				       uv_strerror(rc));
+		return drl_error_set(err, DRL_EINVAL, "drl_libuv_attach: %s",
+				     uv_strerror(rc));
 	}
 	rc = uv_async_init(loop, &h->wake, drl_libuv__on_wake);
 	if (rc != 0) {
 		h->closing = 1;
 		uv_close((uv_handle_t *)&h->poll, drl_libuv__on_close);
-		return drl_libuv__fail(err, DRL_EINVAL, "drl_libuv_attach",
-				       uv_strerror(rc));
+		return drl_error_set(err, DRL_EINVAL, "drl_libuv_attach: %s",
+				     uv_strerror(rc));
 	}
 	uv_unref((uv_handle_t *)&h->wake);
 	rc = uv_poll_start(&h->poll, UV_READABLE, drl_libuv__on_poll);
@@ -187,8 +176,8 @@ static inline int drl_libuv_attach(drl_libuv **out, uv_loop_t *loop,
 	if (drc != 0) {
 		drl_libuv__close(h);
 		if (rc != 0)
-			drl_libuv__fail(err, drc, "drl_libuv_attach",
-					uv_strerror(rc));
+			drl_error_set(err, drc, "drl_libuv_attach: %s",
+				      uv_strerror(rc));
 		return drc;
 	}
 	*out = h;
