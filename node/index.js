@@ -52,8 +52,9 @@ class RateLimiterRes {
     return JSON.stringify(this.toJSON());
   }
 }
-// decideNow() writes a memory:// decision's fields here.
-const out = new Float64Array(4);
+// decideNow() writes a memory:// decision's fields here, and in out[4]
+// its outcome: 1 allowed, 0 denied, -1 (get()) nothing used.
+const out = new Float64Array(5);
 // A count read from out or bout, for a RateLimiterRes field: a small
 // whole number as an integer (V8 keeps it in the object), a larger one as
 // the double it is. Doubles alone would make V8 store every field of every
@@ -263,13 +264,15 @@ class RateLimiterDrl {
   }
 
   // A memory:// decision, made now; settled as decide()'s promise would be.
+  // decideNow(h, key, points) consumes, decideNow(h, key) is get().
   _now(key, points, get) {
-    let allowed;
     try {
-      allowed = native.decideNow(this._handle, key, points, get);
+      if (get) native.decideNow(this._handle, key);
+      else native.decideNow(this._handle, key, points);
     } catch (e) {
       return Promise.reject(e);
     }
+    const allowed = out[4];
     if (allowed < 0) return Promise.resolve(null);
     const res = new RateLimiterRes(count(out[0]), count(out[1]), count(out[2]), out[3] === 1);
     return allowed ? Promise.resolve(res) : Promise.reject(res);

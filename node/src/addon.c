@@ -5,15 +5,16 @@
  * are its private helpers:
  *   open(uri, spec, prefix)       -> Promise<handle>        (limiter.c)
  *   decide(handle, key, pts, get) -> Promise<RateLimiterRes> (decide.c)
- *   decideNow(handle, key, pts, get) -> 1|0|-1, fields in init's array
- *                                 (memory:// only; decide.c)
+ *   decideNow(handle, key[, pts]) -> undefined, the outcome in
+ *                                 init's Float64Array(5) (memory://
+ *                                 only; decide.c)
  *   reset(handle, key)            -> Promise<true>          (blocking.c)
  *   adjust(handle, key, delta)    -> Promise<RateLimiterRes> (blocking.c)
  *   direct(handle)                -> whether decisions need no worker
  *                                 (drl_async_direct; batch.c)
  *   decideBatch(handle, keys, points, q, chunk)  consume()s of one
  *                                 tick; settle() gets them (batch.c)
- *   init(RateLimiterRes, Float64Array(4), Float64Array(6 * N), settle)
+ *   init(RateLimiterRes, Float64Array(5), Float64Array(6 * N), settle)
  *   release(handle)               (limiter.c: FinalizationRegistry)
  *   hasAdjust, version
  */
@@ -72,7 +73,7 @@ static void keep(napi_env env, napi_ref *ref, napi_value v)
 	napi_create_reference(env, v, 1, ref);
 }
 
-/* init(RateLimiterRes, Float64Array(4), Float64Array(6 * N), settle):
+/* init(RateLimiterRes, Float64Array(5), Float64Array(6 * N), settle):
  * the class results are instances of, where decideNow() writes its
  * result's fields, where decideBatch() writes up to N items' outcomes,
  * and the function that settles them (batch.c). */
@@ -83,13 +84,13 @@ static napi_value js_init(napi_env env, napi_callback_info info)
 	addon *ad = NULL;
 	napi_valuetype t = napi_undefined;
 	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&ad);
-	double *out = argc >= 4 ? f64(env, argv[1], 4, &len) : NULL;
+	double *out = argc >= 4 ? f64(env, argv[1], 5, &len) : NULL;
 	double *bout = out ? f64(env, argv[2], 6, &blen) : NULL;
 	if (bout != NULL)
 		napi_typeof(env, argv[3], &t);
 	if (t != napi_function)
 		return throw_drl(env, DRL_EINVAL,
-				 "init(RateLimiterRes, Float64Array(4), "
+				 "init(RateLimiterRes, Float64Array(5), "
 				 "Float64Array(6 * N), settle)",
 				 1);
 	keep(env, &ad->res_class, argv[0]);

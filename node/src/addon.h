@@ -38,8 +38,8 @@ typedef struct addon {
 				  specs on (no I/O) */
 	napi_ref res_class;   /* RateLimiterRes, from index.js */
 	napi_ref out_ref;     /* keeps `out` alive */
-	double *out;          /* init()'s Float64Array(4): decideNow()'s
-				  result fields (decide.c) */
+	double *out;          /* init()'s Float64Array(5): decideNow()'s
+				  result fields and outcome (decide.c) */
 	napi_ref bout_ref;    /* keeps `bout` alive */
 	double *bout;         /* init()'s batch Float64Array: 6 numbers a
 				  row (batch.c) */

@@ -111,8 +111,7 @@ static void decided(drl_async *a, int rc, const drl_result *result,
 	free(q);
 }
 
-/* The arguments of decide() and decideNow(): 0, or -1 with an error
- * thrown. */
+/* The arguments of decide(): 0, or -1 with an error thrown. */
 static int decide_args(napi_env env, napi_callback_info info, addon **ad,
 		       lim **l, keybuf *k, int64_t *cost, bool *get)
 {
@@ -131,37 +130,45 @@ static int decide_args(napi_env env, napi_callback_info info, addon **ad,
 	return 0;
 }
 
-/* decideNow(handle, key, points, get) -> 1 allowed, 0 denied, -1 (get:
- * nothing used), the result's fields in init()'s Float64Array; a store
- * error throws. For memory:// only (index.js asks lim.inproc): the
- * store is this process's memory, so the blocking call is a hash lookup
- * under a shard's lock, no I/O, and deciding at once costs less than a
- * promise through the loop. */
+/* decideNow(handle, key[, points]) -> undefined: consume() with
+ * points, get() without; the result's fields in init()'s
+ * Float64Array(5), out[4] 1 allowed, 0 denied, -1 (get: nothing used); a
+ * bad argument or a store error throws. For memory:// only (index.js
+ * asks lim.inproc): the store is this process's memory, so the blocking
+ * call is a hash lookup under a shard's lock, no I/O, and deciding at
+ * once costs less than a promise through the loop. One Node-API call
+ * and no JS value made in C: the call and the key's first touch are what
+ * a memory:// decision costs in Node besides libdrl's own path. */
 napi_value js_decide_now(napi_env env, napi_callback_info info)
 {
+	size_t argc = 3;
+	napi_value argv[3];
 	addon *ad;
 	lim *l;
 	keybuf k;
-	int64_t cost;
-	bool get;
+	int64_t cost = 0;
 	drl_result r;
 	drl_error err = {0, {0}};
-	napi_value v;
-	if (decide_args(env, info, &ad, &l, &k, &cost, &get) != 0)
+	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&ad);
+	bool get = argc < 3;
+	if ((l = get_lim(env, argv[0])) == NULL)
 		return NULL;
-	if (!l->inproc) {
-		keybuf_free(&k);
+	if (!l->inproc)
 		return throw_drl(env, DRL_EINVAL, "decideNow: not memory://",
 				 1);
+	if (get_key(env, argv[1], &k) != 0)
+		return NULL;
+	if (!get && get_points(env, argv[2], "points", &cost) != 0) {
+		keybuf_free(&k);
+		return NULL;
 	}
 	int rc = drl_allow(l->limiter, k.bytes, k.len, cost, &r, &err);
 	keybuf_free(&k);
 	if (rc != 0)
 		return throw_drl(env, rc, err.message, 0);
 	decision_fields(&r, cost, ad->out);
-	napi_create_int32(env, get && r.remaining >= r.limit ? -1 : r.allowed,
-			  &v);
-	return v;
+	ad->out[4] = get && r.remaining >= r.limit ? -1 : r.allowed;
+	return NULL;
 }
 
 /* decide(handle, key, points, get: boolean) -> Promise */
