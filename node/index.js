@@ -89,7 +89,49 @@ function settle(q, n, errs) {
     }
   }
 }
-native.init(RateLimiterRes, out, bout, settle);
+// decide()'s promises: their functions by slot id, settled by
+// settleOne(id, code, err) from node/src/decide.c (code 1 allowed, 0
+// denied: the fields in out; 3 get() with nothing used: null; 2 failed:
+// err). Free slots are reused.
+const resolves = [];
+const rejects = [];
+const freeIds = [];
+
+function settleOne(id, code, err) {
+  const resolve = resolves[id];
+  const reject = rejects[id];
+  resolves[id] = undefined;
+  rejects[id] = undefined;
+  freeIds.push(id);
+  if (code === 2) {
+    reject(err);
+  } else if (code === 3) {
+    resolve(null);
+  } else {
+    const res = new RateLimiterRes(count(out[0]), count(out[1]), count(out[2]), out[3] === 1);
+    (code === 1 ? resolve : reject)(res);
+  }
+}
+native.init(RateLimiterRes, out, bout, settle, settleOne);
+
+// A decision through Node's loop: decide() starts it, settleOne()
+// settles the promise. A start that throws rejects it (the slot is
+// free again).
+function decide(h, key, points, get) {
+  return new Promise((resolve, reject) => {
+    const id = freeIds.length > 0 ? freeIds.pop() : resolves.length;
+    resolves[id] = resolve;
+    rejects[id] = reject;
+    try {
+      native.decide(h, key, points, get, id);
+    } catch (e) {
+      resolves[id] = undefined;
+      rejects[id] = undefined;
+      freeIds.push(id);
+      throw e;
+    }
+  });
+}
 
 // A limiter's native handle is let go when the limiter is collected
 // (node/src/limiter.c says why not by a Node-API finalizer).
@@ -215,7 +257,7 @@ class RateLimiterDrl {
   consume(key, points = 1) {
     if (this._batch > 1 && this._handle !== null) return this._queue(key, points);
     if (this._inproc && this._handle !== null) return this._now(key, points, false);
-    return this._call(native.decide, key, points, false);
+    return this._call(decide, key, points, false);
   }
 
   // Queue a consume() for this tick's batch, decided in call order by one
@@ -284,7 +326,7 @@ class RateLimiterDrl {
     const wait = this._sync();
     if (wait !== null) return wait.then(() => this.get(key));
     if (this._inproc && this._handle !== null) return this._now(key, 0, true);
-    return this._call(native.decide, key, 0, true);
+    return this._call(decide, key, 0, true);
   }
 
   // Forget the key on this limiter: resolves true (libdrl's reset does not

@@ -45,7 +45,9 @@ typedef struct addon {
 				  row (batch.c) */
 	uint32_t bout_items;  /* the most items of one decideBatch() */
 	napi_ref settle;      /* index.js's settle(q, n, errs) */
-	napi_ref resource;    /* the async resource of our callbacks */
+	napi_ref
+		settle_one; /* index.js's settleOne(id, code, err) (decide.c) */
+	napi_ref resource;  /* the async resource of our callbacks */
 	napi_async_context actx;
 	int closing;         /* the environment is being torn down */
 	struct lim *handles; /* limiters a JS handle holds (limiter.c) */
