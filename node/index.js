@@ -52,8 +52,9 @@ class RateLimiterRes {
     return JSON.stringify(this.toJSON());
   }
 }
-// decideNow() writes a memory:// decision's fields here.
-const out = new Float64Array(4);
+// decideNow() writes a memory:// decision's fields here, and in out[4]
+// its outcome: 1 allowed, 0 denied, -1 (get()) nothing used.
+const out = new Float64Array(5);
 // A count read from out or bout, for a RateLimiterRes field: a small
 // whole number as an integer (V8 keeps it in the object), a larger one as
 // the double it is. Doubles alone would make V8 store every field of every
@@ -88,7 +89,49 @@ function settle(q, n, errs) {
     }
   }
 }
-native.init(RateLimiterRes, out, bout, settle);
+// decide()'s promises: their functions by slot id, settled by
+// settleOne(id, code, err) from node/src/decide.c (code 1 allowed, 0
+// denied: the fields in out; 3 get() with nothing used: null; 2 failed:
+// err). Free slots are reused.
+const resolves = [];
+const rejects = [];
+const freeIds = [];
+
+function settleOne(id, code, err) {
+  const resolve = resolves[id];
+  const reject = rejects[id];
+  resolves[id] = undefined;
+  rejects[id] = undefined;
+  freeIds.push(id);
+  if (code === 2) {
+    reject(err);
+  } else if (code === 3) {
+    resolve(null);
+  } else {
+    const res = new RateLimiterRes(count(out[0]), count(out[1]), count(out[2]), out[3] === 1);
+    (code === 1 ? resolve : reject)(res);
+  }
+}
+native.init(RateLimiterRes, out, bout, settle, settleOne);
+
+// A decision through Node's loop: decide() starts it, settleOne()
+// settles the promise. A start that throws rejects it (the slot is
+// free again).
+function decide(h, key, points, get) {
+  return new Promise((resolve, reject) => {
+    const id = freeIds.length > 0 ? freeIds.pop() : resolves.length;
+    resolves[id] = resolve;
+    rejects[id] = reject;
+    try {
+      native.decide(h, key, points, get, id);
+    } catch (e) {
+      resolves[id] = undefined;
+      rejects[id] = undefined;
+      freeIds.push(id);
+      throw e;
+    }
+  });
+}
 
 // A limiter's native handle is let go when the limiter is collected
 // (node/src/limiter.c says why not by a Node-API finalizer).
@@ -214,7 +257,7 @@ class RateLimiterDrl {
   consume(key, points = 1) {
     if (this._batch > 1 && this._handle !== null) return this._queue(key, points);
     if (this._inproc && this._handle !== null) return this._now(key, points, false);
-    return this._call(native.decide, key, points, false);
+    return this._call(decide, key, points, false);
   }
 
   // Queue a consume() for this tick's batch, decided in call order by one
@@ -263,13 +306,15 @@ class RateLimiterDrl {
   }
 
   // A memory:// decision, made now; settled as decide()'s promise would be.
+  // decideNow(h, key, points) consumes, decideNow(h, key) is get().
   _now(key, points, get) {
-    let allowed;
     try {
-      allowed = native.decideNow(this._handle, key, points, get);
+      if (get) native.decideNow(this._handle, key);
+      else native.decideNow(this._handle, key, points);
     } catch (e) {
       return Promise.reject(e);
     }
+    const allowed = out[4];
     if (allowed < 0) return Promise.resolve(null);
     const res = new RateLimiterRes(count(out[0]), count(out[1]), count(out[2]), out[3] === 1);
     return allowed ? Promise.resolve(res) : Promise.reject(res);
@@ -281,7 +326,7 @@ class RateLimiterDrl {
     const wait = this._sync();
     if (wait !== null) return wait.then(() => this.get(key));
     if (this._inproc && this._handle !== null) return this._now(key, 0, true);
-    return this._call(native.decide, key, 0, true);
+    return this._call(decide, key, 0, true);
   }
 
   // Forget the key on this limiter: resolves true (libdrl's reset does not

@@ -4,16 +4,19 @@
  * when the environment ends. index.js is the public API; these exports
  * are its private helpers:
  *   open(uri, spec, prefix)       -> Promise<handle>        (limiter.c)
- *   decide(handle, key, pts, get) -> Promise<RateLimiterRes> (decide.c)
- *   decideNow(handle, key, pts, get) -> 1|0|-1, fields in init's array
- *                                 (memory:// only; decide.c)
+ *   decide(handle, key, pts, get, id) -> undefined; settleOne(id, ...)
+ *                                 settles index.js's promise (decide.c)
+ *   decideNow(handle, key[, pts]) -> undefined, the outcome in
+ *                                 init's Float64Array(5) (memory://
+ *                                 only; decide.c)
  *   reset(handle, key)            -> Promise<true>          (blocking.c)
  *   adjust(handle, key, delta)    -> Promise<RateLimiterRes> (blocking.c)
  *   direct(handle)                -> whether decisions need no worker
  *                                 (drl_async_direct; batch.c)
  *   decideBatch(handle, keys, points, q, chunk)  consume()s of one
  *                                 tick; settle() gets them (batch.c)
- *   init(RateLimiterRes, Float64Array(4), Float64Array(6 * N), settle)
+ *   init(RateLimiterRes, Float64Array(5), Float64Array(6 * N), settle,
+ *        settleOne)
  *   release(handle)               (limiter.c: FinalizationRegistry)
  *   hasAdjust, version
  */
@@ -36,8 +39,8 @@ static void cleanup(void *arg)
 	if (ad->actx != NULL)
 		napi_async_destroy(ad->env, ad->actx);
 	ad->actx = NULL;
-	napi_ref *refs[] = {&ad->res_class, &ad->out_ref, &ad->bout_ref,
-			    &ad->settle, &ad->resource};
+	napi_ref *refs[] = {&ad->res_class, &ad->out_ref,    &ad->bout_ref,
+			    &ad->settle,    &ad->settle_one, &ad->resource};
 	for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
 		if (*refs[i] != NULL)
 			napi_delete_reference(ad->env, *refs[i]);
@@ -72,30 +75,34 @@ static void keep(napi_env env, napi_ref *ref, napi_value v)
 	napi_create_reference(env, v, 1, ref);
 }
 
-/* init(RateLimiterRes, Float64Array(4), Float64Array(6 * N), settle):
- * the class results are instances of, where decideNow() writes its
- * result's fields, where decideBatch() writes up to N items' outcomes,
- * and the function that settles them (batch.c). */
+/* init(RateLimiterRes, Float64Array(5), Float64Array(6 * N), settle,
+ * settleOne): the class results are instances of, where decideNow() and
+ * decide()'s settleOne write a result's fields, where decideBatch()
+ * writes up to N items' outcomes, the function that settles them
+ * (batch.c), and the one that settles a decide() (decide.c). */
 static napi_value js_init(napi_env env, napi_callback_info info)
 {
-	size_t argc = 4, len = 0, blen = 0;
-	napi_value argv[4], resource, name;
+	size_t argc = 5, len = 0, blen = 0;
+	napi_value argv[5], resource, name;
 	addon *ad = NULL;
-	napi_valuetype t = napi_undefined;
+	napi_valuetype t = napi_undefined, t1 = napi_undefined;
 	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&ad);
-	double *out = argc >= 4 ? f64(env, argv[1], 4, &len) : NULL;
+	double *out = argc >= 5 ? f64(env, argv[1], 5, &len) : NULL;
 	double *bout = out ? f64(env, argv[2], 6, &blen) : NULL;
-	if (bout != NULL)
+	if (bout != NULL) {
 		napi_typeof(env, argv[3], &t);
-	if (t != napi_function)
+		napi_typeof(env, argv[4], &t1);
+	}
+	if (t != napi_function || t1 != napi_function)
 		return throw_drl(env, DRL_EINVAL,
-				 "init(RateLimiterRes, Float64Array(4), "
-				 "Float64Array(6 * N), settle)",
+				 "init(RateLimiterRes, Float64Array(5), "
+				 "Float64Array(6 * N), settle, settleOne)",
 				 1);
 	keep(env, &ad->res_class, argv[0]);
 	keep(env, &ad->out_ref, argv[1]);
 	keep(env, &ad->bout_ref, argv[2]);
 	keep(env, &ad->settle, argv[3]);
+	keep(env, &ad->settle_one, argv[4]);
 	ad->out = out;
 	ad->bout = bout;
 	ad->bout_items =

@@ -38,14 +38,16 @@ typedef struct addon {
 				  specs on (no I/O) */
 	napi_ref res_class;   /* RateLimiterRes, from index.js */
 	napi_ref out_ref;     /* keeps `out` alive */
-	double *out;          /* init()'s Float64Array(4): decideNow()'s
-				  result fields (decide.c) */
+	double *out;          /* init()'s Float64Array(5): decideNow()'s
+				  result fields and outcome (decide.c) */
 	napi_ref bout_ref;    /* keeps `bout` alive */
 	double *bout;         /* init()'s batch Float64Array: 6 numbers a
 				  row (batch.c) */
 	uint32_t bout_items;  /* the most items of one decideBatch() */
 	napi_ref settle;      /* index.js's settle(q, n, errs) */
-	napi_ref resource;    /* the async resource of our callbacks */
+	napi_ref
+		settle_one; /* index.js's settleOne(id, code, err) (decide.c) */
+	napi_ref resource;  /* the async resource of our callbacks */
 	napi_async_context actx;
 	int closing;         /* the environment is being torn down */
 	struct lim *handles; /* limiters a JS handle holds (limiter.c) */

@@ -1,15 +1,18 @@
 /*
  * consume() and get(): one decision through the async API
  * (drl_async_allow on the environment's context, on Node's loop). The
- * promise settles in the decision's callback, on the JS thread:
+ * promise is index.js's, made around decide(handle, key, points, get,
+ * id); the decision's callback settles it on the JS thread through
+ * init()'s settleOne(id, code, err), the result's fields in init()'s
+ * Float64Array (no promise, reference or object made in C):
  *   consume: resolves a RateLimiterRes when allowed, rejects with one when
  *            denied, rejects with an Error (the library's message, .code
  *            its name) when the store failed;
  *   get:     a cost-0 decision (consumes nothing): resolves a
  *            RateLimiterRes, or null when the key's quota is full (RLF's
  *            "no record").
- * Start errors (bad key or points, a full queue) throw; index.js turns
- * them into rejections. On memory:// index.js calls decideNow() instead,
+ * Start errors (bad key or points, a full queue) throw, and settle
+ * nothing; index.js turns them into rejections. On memory:// index.js calls decideNow() instead,
  * which decides at once (below).
  */
 #include "addon.h"
@@ -17,7 +20,7 @@
 #include <stdlib.h>
 
 typedef struct decide_req {
-	napi_deferred deferred;
+	uint32_t id; /* index.js's slot for the promise's functions */
 	addon *ad;
 	lim *l;
 	int64_t cost;
@@ -45,40 +48,35 @@ void decision_fields(const drl_result *r, int64_t cost, double f[4])
 	f[3] = r->allowed && cost > 0 && consumed == cost;
 }
 
-/* RateLimiterRes(...fields) for result r of a request of `cost`. */
-static napi_value make_res(napi_env env, addon *ad, const drl_result *r,
-			   int64_t cost)
-{
-	napi_value ctor, argv[4], res = NULL;
-	double f[4];
-	decision_fields(r, cost, f);
-	for (int i = 0; i < 3; i++)
-		napi_create_double(env, f[i], &argv[i]);
-	napi_get_boolean(env, f[3] != 0, &argv[3]);
-	napi_get_reference_value(env, ad->res_class, &ctor);
-	napi_new_instance(env, ctor, 4, argv, &res);
-	return res;
-}
-
-/* Settle q's promise with the decision (rc, result, err). */
+/* Settle q's promise with the decision (rc, result, err): settleOne(id,
+ * code, err), code 1 allowed and 0 denied (the fields in ad->out, read
+ * by settleOne before it returns), 3 get() with nothing used (null), 2
+ * failed (err, an Error). A throw from settleOne is reported as an
+ * uncaught exception. */
 static void settle(napi_env env, decide_req *q, int rc,
 		   const drl_result *result, const drl_error *err)
 {
-	napi_value v;
 	addon *ad = q->ad;
+	napi_value fn, recv, argv[3], exc;
+	int code;
 	if (rc != 0) {
-		napi_reject_deferred(env, q->deferred,
-				     make_drl_error(env, rc, err->message, 0));
-	} else if (q->get && result->remaining >= result->limit) {
-		napi_get_null(env, &v);
-		napi_resolve_deferred(env, q->deferred, v);
+		code = 2;
+		argv[2] = make_drl_error(env, rc, err->message, 0);
 	} else {
-		v = make_res(env, ad, result, q->cost);
-		if (result->allowed)
-			napi_resolve_deferred(env, q->deferred, v);
-		else
-			napi_reject_deferred(env, q->deferred, v);
+		code = q->get && result->remaining >= result->limit
+			       ? 3
+			       : result->allowed;
+		decision_fields(result, q->cost, ad->out);
+		napi_get_undefined(env, &argv[2]);
 	}
+	napi_create_uint32(env, q->id, &argv[0]);
+	napi_create_int32(env, code, &argv[1]);
+	napi_get_reference_value(env, ad->settle_one, &fn);
+	napi_get_undefined(env, &recv);
+	if (napi_call_function(env, recv, fn, 3, argv, NULL) ==
+		    napi_pending_exception &&
+	    napi_get_and_clear_last_exception(env, &exc) == napi_ok)
+		napi_fatal_exception(env, exc);
 }
 
 typedef struct outcome {
@@ -111,16 +109,20 @@ static void decided(drl_async *a, int rc, const drl_result *result,
 	free(q);
 }
 
-/* The arguments of decide() and decideNow(): 0, or -1 with an error
- * thrown. */
+/* The arguments of decide(): 0, or -1 with an error thrown. */
 static int decide_args(napi_env env, napi_callback_info info, addon **ad,
-		       lim **l, keybuf *k, int64_t *cost, bool *get)
+		       lim **l, keybuf *k, int64_t *cost, bool *get,
+		       uint32_t *id)
 {
-	size_t argc = 4;
-	napi_value argv[4];
+	size_t argc = 5;
+	napi_value argv[5];
 	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)ad);
 	*get = false;
 	*cost = 0;
+	if (argc < 5 || napi_get_value_uint32(env, argv[4], id) != napi_ok) {
+		napi_throw_type_error(env, "DRL_EINVAL", "decide: no slot id");
+		return -1;
+	}
 	if ((*l = get_lim(env, argv[0])) == NULL || get_key(env, argv[1], k))
 		return -1;
 	napi_get_value_bool(env, argv[3], get);
@@ -131,40 +133,50 @@ static int decide_args(napi_env env, napi_callback_info info, addon **ad,
 	return 0;
 }
 
-/* decideNow(handle, key, points, get) -> 1 allowed, 0 denied, -1 (get:
- * nothing used), the result's fields in init()'s Float64Array; a store
- * error throws. For memory:// only (index.js asks lim.inproc): the
- * store is this process's memory, so the blocking call is a hash lookup
- * under a shard's lock, no I/O, and deciding at once costs less than a
- * promise through the loop. */
+/* decideNow(handle, key[, points]) -> undefined: consume() with
+ * points, get() without; the result's fields in init()'s
+ * Float64Array(5), out[4] 1 allowed, 0 denied, -1 (get: nothing used); a
+ * bad argument or a store error throws. For memory:// only (index.js
+ * asks lim.inproc): the store is this process's memory, so the blocking
+ * call is a hash lookup under a shard's lock, no I/O, and deciding at
+ * once costs less than a promise through the loop. One Node-API call
+ * and no JS value made in C: the call and the key's first touch are what
+ * a memory:// decision costs in Node besides libdrl's own path. */
 napi_value js_decide_now(napi_env env, napi_callback_info info)
 {
+	size_t argc = 3;
+	napi_value argv[3];
 	addon *ad;
 	lim *l;
 	keybuf k;
-	int64_t cost;
-	bool get;
+	int64_t cost = 0;
 	drl_result r;
 	drl_error err = {0, {0}};
-	napi_value v;
-	if (decide_args(env, info, &ad, &l, &k, &cost, &get) != 0)
+	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&ad);
+	bool get = argc < 3;
+	if ((l = get_lim(env, argv[0])) == NULL)
 		return NULL;
-	if (!l->inproc) {
-		keybuf_free(&k);
+	if (!l->inproc)
 		return throw_drl(env, DRL_EINVAL, "decideNow: not memory://",
 				 1);
+	if (get_key(env, argv[1], &k) != 0)
+		return NULL;
+	if (!get && get_points(env, argv[2], "points", &cost) != 0) {
+		keybuf_free(&k);
+		return NULL;
 	}
 	int rc = drl_allow(l->limiter, k.bytes, k.len, cost, &r, &err);
 	keybuf_free(&k);
 	if (rc != 0)
 		return throw_drl(env, rc, err.message, 0);
 	decision_fields(&r, cost, ad->out);
-	napi_create_int32(env, get && r.remaining >= r.limit ? -1 : r.allowed,
-			  &v);
-	return v;
+	ad->out[4] = get && r.remaining >= r.limit ? -1 : r.allowed;
+	return NULL;
 }
 
-/* decide(handle, key, points, get: boolean) -> Promise */
+/* decide(handle, key, points, get: boolean, id) -> undefined: starts
+ * the decision, settled by settleOne(id, ...) (settle() above); a bad
+ * argument or a start that fails throws, and nothing is settled. */
 napi_value js_decide(napi_env env, napi_callback_info info)
 {
 	addon *ad;
@@ -172,31 +184,31 @@ napi_value js_decide(napi_env env, napi_callback_info info)
 	keybuf k;
 	int64_t cost;
 	bool get;
-	napi_value promise;
-	if (decide_args(env, info, &ad, &l, &k, &cost, &get) != 0)
+	uint32_t id = 0;
+	if (decide_args(env, info, &ad, &l, &k, &cost, &get, &id) != 0)
 		return NULL;
 	drl_async *a = addon_async(env, ad);
-	decide_req *q = a ? calloc(1, sizeof *q) : NULL;
+	decide_req *q = a ? malloc(sizeof *q) : NULL;
 	if (q == NULL) {
 		keybuf_free(&k);
 		return a ? throw_drl(env, DRL_ENOMEM, "out of memory", 0)
 			 : NULL;
 	}
+	q->id = id;
 	q->ad = ad;
 	q->l = l;
 	q->cost = cost;
 	q->get = get;
 	drl_error err = {0, {0}};
-	napi_create_promise(env, &q->deferred, &promise);
 	l->refs++; /* the request's, released by its callback */
 	int rc = drl_async_allow(a, l->limiter, k.bytes, k.len, cost, decided,
 				 q, &err);
 	keybuf_free(&k);
 	if (rc != 0) {
-		/* No callback follows: settle here. */
-		settle(env, q, rc, NULL, &err);
+		/* No callback follows. */
 		lim_release(l);
 		free(q);
+		return throw_drl(env, rc, err.message, 0);
 	}
-	return promise;
+	return NULL;
 }

@@ -55,6 +55,85 @@ test('memory://: msBeforeNext past 2^30 ms is exact', async () => {
   assert.deepStrictEqual([res.remainingPoints, res.consumedPoints], [1, 1]);
 });
 
+// One tick of calls, each its own answer. memory:// decides each call at
+// once (decideNow: its fields and outcome in one shared Float64Array,
+// read back before the next call); Redis through Node's loop, each
+// promise settled by settleOne() from its slot id, the fields in the same
+// array. Many consume()s and get()s made in one tick, on distinct keys
+// and on one key, each settle with their own key's answer, in call order
+// (Redis: the consume()s of one pipelined connection; a get() there is
+// not ordered with them, so only its own consistency is checked); a bad
+// argument rejects its own call only. Two rounds, so the second reuses
+// the first's slots.
+async function oneTick(store, getOrdered) {
+  const l = new RateLimiterDrl({ store, points: 3, duration: 3600, keyPrefix: 'api' });
+  await l.ready(); // memory://: then decided at once (decideNow)
+  for (let round = 0; round < 2; round++) await oneTickRound(l, getOrdered);
+}
+
+async function oneTickRound(l, getOrdered) {
+  const hot = uniq();
+  const cold = Array.from({ length: 8 }, uniq);
+  const calls = [];
+  const call = (what, p) => calls.push([what, p.then((v) => ['ok', v], (e) => ['no', e])]);
+  call('get fresh', l.get(cold[0]));
+  for (let i = 0; i < 5; i++) {
+    call('hot ' + i, l.consume(hot));
+    call('cold ' + i, l.consume(cold[i], i < 4 ? i : 4)); // 4 > points: denied
+    if (i === 1) call('get hot', l.get(hot));
+  }
+  call('bad key', l.consume(42));
+  call('bad points', l.consume(cold[5], 1.5));
+  call('negative points', l.consume(cold[5], -1));
+  call('bad get', l.get({}));
+  call('cold 5', l.consume(cold[5], 2));
+  const got = {};
+  for (const [what, p] of calls) got[what] = await p;
+  const fields = ([how, r]) => [how, r.remainingPoints, r.consumedPoints, r.isFirstInDuration];
+  assert.deepStrictEqual(got['get fresh'], ['ok', null]);
+  for (let i = 0; i < 5; i++) {
+    assert.ok(got['hot ' + i][1] instanceof RateLimiterRes, 'hot ' + i);
+    assert.deepStrictEqual(fields(got['hot ' + i]),
+      i < 3 ? ['ok', 2 - i, i + 1, i === 0] : ['no', 0, 3, false], 'hot ' + i);
+  }
+  const gh = fields(got['get hot']);
+  if (getOrdered) {
+    assert.deepStrictEqual(gh, ['ok', 1, 2, false]);
+  } else {
+    assert.ok(gh[0] === 'ok' && gh[1] + gh[2] === 3 && gh[2] >= 1, String(gh));
+  }
+  // cold[0]: 0 points (a read); cold[1..3]: that many; cold[4]: 4 > 3,
+  // never allowed, nothing used.
+  assert.deepStrictEqual(fields(got['cold 0']), ['ok', 3, 0, false]);
+  for (let i = 1; i < 4; i++) {
+    assert.deepStrictEqual(fields(got['cold ' + i]), ['ok', 3 - i, i, true], 'cold ' + i);
+  }
+  assert.deepStrictEqual(fields(got['cold 4']), ['no', 3, 0, false]);
+  assert.ok(got['bad key'][1] instanceof TypeError, String(got['bad key'][1]));
+  assert.ok(got['bad points'][1] instanceof RangeError, String(got['bad points'][1]));
+  assert.ok(got['negative points'][1] instanceof RangeError, String(got['negative points'][1]));
+  assert.ok(got['bad get'][1] instanceof TypeError, String(got['bad get'][1]));
+  assert.deepStrictEqual(fields(got['cold 5']), ['ok', 1, 2, true],
+    'the bad calls on cold[5] consumed nothing');
+  // Many distinct keys in the same tick: each its own count.
+  const many = Array.from({ length: 300 }, uniq);
+  const firsts = await Promise.all(many.map((k, i) => l.consume(k, 1 + (i % 3))));
+  firsts.forEach((r, i) => assert.deepStrictEqual([r.consumedPoints, r.remainingPoints],
+    [1 + (i % 3), 2 - (i % 3)], 'key ' + i));
+}
+
+test('memory://: one tick of calls, each its own answer', () => oneTick('memory://', true));
+
+test('redis://: one tick of calls through the loop, each its own answer', async (t) => {
+  const r = await servers.redis(t);
+  if (!r) return;
+  try {
+    await oneTick('redis://127.0.0.1:' + r.port + '?timeout_ms=10000', false);
+  } finally {
+    r.stop();
+  }
+});
+
 test('redis://, each tx', async (t) => {
   const r = await servers.redis(t);
   if (!r) return;
