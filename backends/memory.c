@@ -1042,6 +1042,7 @@ static const drl_backend memory_vtable = {
 	NULL,
 	/* trim */ NULL,
 	/* trim_start */ NULL,
+	/* eval_policy */ NULL,
 };
 
 /* ---- opening ----------------------------------------------------------- */

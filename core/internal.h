@@ -690,6 +690,39 @@ static inline bool drl__has_add_read(const drl_backend *b)
 	       b->add_read != NULL;
 }
 
+/* Whether b hands a policy's limits to a server that decides them as one
+ * atomic step (DRL_CAP_POLICY, version >= 9: eval_policy). */
+static inline bool drl__has_policy(const drl_backend *b)
+{
+	return b->version >= 9 && (b->caps & DRL_CAP_POLICY) &&
+	       b->eval_policy != NULL;
+}
+
+/* What eval_policy answers: the twins' common form, then the index of
+ * the limit the decision reports (drl_result.limit_index). */
+#define DRL__POLICY_NOUT (DRL__SCRIPT_NOUT + 1)
+
+/* The limits of one request (core/policy.c): n of them; limit(arg, i, kb)
+ * is limit i, its key base built into *kb. */
+typedef struct drl__policy {
+	size_t n;
+	const drl__limit *(*limit)(void *arg, size_t i, drl__keybase *kb);
+	void *arg;
+} drl__policy;
+
+/* The policy's step: call->cost on every limit of p at call->now (a peek
+ * when call->peek; quiet: not counted in decisions, the near cache's
+ * sync). *result: the allowing limit with the least left, or the first
+ * that denies, widened (drl__policy_widen) by the peeks of the limits
+ * after it; the limits before it refunded. Through the store's
+ * eval_policy when it has one that takes the call. call->key is
+ * clobbered. */
+int drl__policy_step(const drl__policy *p, drl__call *call, bool quiet,
+		     drl_result *result);
+/* A denial *res, and another limit's decision r of the same request:
+ * *res becomes r when r denies for longer (DRL_NEVER is the longest). */
+void drl__policy_widen(drl_result *res, const drl_result *r);
+
 /* Whether b keeps counters in groups (DRL_CAP_COUNTER_GROUPS, version
  * >= 7): the counter engine may then send it grouped keys. */
 static inline bool drl__has_groups(const drl_backend *b)
