@@ -109,8 +109,8 @@ static int by_store(const drl__policy *p, drl__call *call, bool quiet,
 	size_t nret = 0;
 	int rc = b->eval_policy(b, p->n, calls, out, DRL__POLICY_NOUT, &nret,
 				call->err);
-	if (rc == DRL_ENOTSUP)
-		return 1;
+	if (rc == DRL_ENOTSUP || rc == DRL_BACKEND_ESPLIT)
+		return 1; /* nothing ran */
 	if (!quiet)
 		for (size_t i = 0; i < p->n; i++)
 			DRL__COUNT(call->stats, decisions);

@@ -565,6 +565,17 @@ int drl__redis_twin_result(rstore *s, const drl_script *script,
 			   const redisReply *r, int64_t *out, size_t nout,
 			   size_t *nret, drl_error *err);
 
+/* s's eval_policy() under tx=module and tx=auto (drl/sys/backend.h):
+ * DRL.POLICY, per limit keys[0], its twin's name and its seven integers,
+ * one round trip; the module's answer (six integers) into out. Under
+ * tx=auto, and under either for a call the module does not take
+ * (drl__redis_twin_takes), DRL_ENOTSUP with nothing run when the server
+ * lacks the module (asked as for DRL.TWIN; a shared connection's server
+ * answering "unknown command" ran nothing either). */
+int drl__redis_module_policy(drl_backend *b, size_t n,
+			     const drl_script_call *calls, int64_t *out,
+			     size_t nout, size_t *nret, drl_error *err);
+
 /* ---- keys (call.c) ----------------------------------------------------- */
 
 /* Point argv[j], lens[j] at keys[j] behind s's prefix, for n keys: the

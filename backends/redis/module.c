@@ -8,6 +8,11 @@
  * what to do. Under tx=auto, script.c sends DRL.TWIN instead of EVALSHA
  * for the calls drl__redis_twin_takes() says the module takes, on a
  * connection whose server has it.
+ *
+ * A policy (several limits of one request) goes as one DRL.POLICY under
+ * tx=module, and under tx=auto where the connection's server has the
+ * module (drl__redis_module_policy): the module decides the limits as the
+ * core would, with no other client in between.
  */
 #include "internal.h"
 
@@ -147,6 +152,98 @@ int drl__redis_module_eval(drl_backend *b, const drl_script *script,
 		rc = drl__redis_collect(s, c, 1, &r, "DRL.TWIN", err);
 	if (rc == 0)
 		rc = drl__redis_twin_result(s, script, r, out, nout, nret, err);
+	if (r)
+		freeReplyObject(r);
+	drl__redis_release(s, c);
+	return rc;
+}
+
+/* Queue DRL.POLICY, per call keys[0] (prefixed), the twin's name and its
+ * DRL__TWIN_ARGS_MAX integers, on c's call. */
+static int policy_append(rstore *s, conn *c, size_t n,
+			 const drl_script_call *calls, drl_error *err)
+{
+	enum {
+		G = 2 + DRL__TWIN_ARGS_MAX,
+		ARGC = 1 + G * DRL_POLICY_LIMITS_MAX
+	};
+	const char *argv[ARGC];
+	size_t lens[ARGC];
+	char num[DRL_POLICY_LIMITS_MAX * DRL__TWIN_ARGS_MAX][24];
+	char keys[DRL_POLICY_LIMITS_MAX * DRL__TWIN_KEY_MAX];
+	size_t used = 0;
+	argv[0] = "DRL.POLICY";
+	lens[0] = 10;
+	for (size_t i = 0; i < n; i++) {
+		const drl_script_call *k = &calls[i];
+		size_t a = 1 + i * G;
+		used += drl__redis_prefixed_keys(s, 1, k->keys, keys + used,
+						 argv + a, lens + a);
+		argv[a + 1] = twin_name(k->script);
+		lens[a + 1] = strlen(argv[a + 1]);
+		for (size_t j = 0; j < DRL__TWIN_ARGS_MAX; j++) {
+			char *d = num[i * DRL__TWIN_ARGS_MAX + j];
+			lens[a + 2 + j] = drl__redis_i64(d, k->args[j]);
+			argv[a + 2 + j] = d;
+		}
+	}
+	return drl__redis_append(s, c, (int)(1 + n * G), argv, lens, err);
+}
+
+/* Whether the module takes every call of the policy as DRL.TWIN would. */
+static bool policy_takes(const rstore *s, size_t n,
+			 const drl_script_call *calls)
+{
+	if (n < 1 || n > DRL_POLICY_LIMITS_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		const drl_script_call *k = &calls[i];
+		if (k->nargs != DRL__TWIN_ARGS_MAX ||
+		    k->args[0] != calls[0].args[0] ||
+		    k->args[1] != calls[0].args[1] ||
+		    !drl__redis_twin_takes(s, k->script, k->nkeys, k->keys,
+					   k->nargs, k->args))
+			return false;
+	}
+	return true;
+}
+
+int drl__redis_module_policy(drl_backend *b, size_t n,
+			     const drl_script_call *calls, int64_t *out,
+			     size_t nout, size_t *nret, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	if (!policy_takes(s, n, calls))
+		return DRL_ENOTSUP;
+	conn proxy, *c = NULL;
+	redisReply *r = NULL;
+	int rc = drl__redis_acquire_shared(s, &proxy, &c, err);
+	if (rc)
+		return rc;
+	/* tx=auto: a connection of its own asks its server (once); a shared
+	 * one goes by the last answer seen, and an "unknown command" from
+	 * its server ran nothing */
+	if (s->auto_twin && !c->shared) {
+		rc = drl__redis_begin(s, c, err);
+		if (rc == 0)
+			rc = drl__redis_conn_probe(s, c, err);
+		if (rc == 0 && c->twin != TWIN_YES)
+			rc = DRL_ENOTSUP;
+	} else if (s->auto_twin && !atomic_load(&s->twin_seen)) {
+		rc = DRL_ENOTSUP;
+	}
+	if (rc == 0)
+		rc = drl__redis_begin(s, c, err);
+	if (rc == 0)
+		rc = policy_append(s, c, n, calls, err);
+	if (rc == 0)
+		rc = drl__redis_collect(s, c, 1, &r, "DRL.POLICY", err);
+	if (rc == 0 && s->auto_twin && r->type == REDIS_REPLY_ERROR && r->str &&
+	    strncmp(r->str, "ERR unknown command", 19) == 0)
+		rc = DRL_ENOTSUP;
+	if (rc == 0)
+		rc = drl__redis_twin_result(s, calls[0].script, r, out, nout,
+					    nret, err);
 	if (r)
 		freeReplyObject(r);
 	drl__redis_release(s, c);
