@@ -964,7 +964,36 @@ static void test_no_module(void **state)
 		assert_non_null(strstr(e.message, "--loadmodule"));
 		drl_limiter_free(l);
 	}
+	/* a policy: DRL.POLICY, refused as clearly */
+	drl_limiter *pl = limiter(st, "gcra:3/1s;fixed_window:4/1s", NULL);
+	drl_result pres;
+	assert_int_equal(drl_allow_at(pl, "u", 1, 1, INT64_C(1700000000000000),
+				      &pres, &e),
+			 DRL_ESTORE);
+	assert_non_null(strstr(e.message, "--loadmodule"));
+	drl_limiter_free(pl);
 	drl_store_free(st);
+	/* tx=auto: the policy limit by limit, by the twins (pooled and
+	 * shared connections) */
+	static const char *const autos[] = {"tx=auto&pool=2", "tx=auto"};
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?%s", plain.port,
+			 autos[i]);
+		assert_int_equal(drl_store_open(&st, uri, &e), 0);
+		pl = limiter(st, "gcra:3/1h;fixed_window:4/1h", "na:");
+		for (int k = 0; k < 6; k++) {
+			if (drl_allow_at(pl, "u", 1, 1,
+					 INT64_C(1700000000000000), &pres, &e))
+				fail_msg("tx=auto without the module: %s",
+					 e.message);
+			assert_int_equal(pres.allowed, k < 3); /* gcra's 3 */
+		}
+		drl_limiter_free(pl);
+		drl_store_free(st);
+		redisContext *fc = redisConnect("127.0.0.1", plain.port);
+		freeReplyObject(redisCommand(fc, "FLUSHALL"));
+		redisFree(fc);
+	}
 	/* and clock=server is refused at open */
 	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=module&clock=server",
 		 plain.port);
@@ -1052,10 +1081,14 @@ enum { P_MEM, P_LUA, P_WATCH, P_MODULE, P_AUTO, P_TURN, P_STREAMS };
  * tx=auto (the same C steps and refunds). Returns how many decisions
  * went to the module (pe:, pf:, and pc:'s module and auto turns). */
 static long policy_differential(drl_store *const st[P_STREAMS],
-				const char *spec)
+				const char *spec, int run)
 {
-	static const char *const prefix[P_STREAMS] = {
-		"pm:", "pa:", "pd:", "pe:", "pf:", "pc:"};
+	static const char *const name[P_STREAMS] = {"pm", "pa", "pd",
+						    "pe", "pf", "pc"};
+	/* a run's own keys (two policies may share a limit's tag) */
+	char prefix[P_STREAMS][16];
+	for (int k = 0; k < P_STREAMS; k++)
+		snprintf(prefix[k], sizeof prefix[k], "%s%d:", name[k], run);
 	drl_limiter *l[P_TURN], *turn[4];
 	for (int k = 0; k < P_TURN; k++)
 		l[k] = limiter(st[k], spec, prefix[k]);
@@ -1140,7 +1173,7 @@ static void test_policy_differential(void **state)
 	reset_stats();
 	long to_module = 0;
 	for (size_t i = 0; i < sizeof policies / sizeof *policies; i++)
-		to_module += policy_differential(st, policies[i]);
+		to_module += policy_differential(st, policies[i], (int)i);
 	assert_int_equal(command_calls("drl.policy"), to_module);
 	assert_int_equal(command_calls("drl.twin"), 0);
 	for (int k = 0; k < P_TURN; k++)
