@@ -67,7 +67,8 @@ typedef struct drl__rm_policy {
 /* Parse DRL.POLICY's nargs arguments (after the command's name) into
  * *p: each group by drl__rm_parse_twin, as DRL.TWIN parses its
  * arguments; then every limit's time, cost and peek must be the first's
- * (one request). 0, or DRL_EINVAL naming the group and what is wrong.
+ * (one request), and no two limits may name one key. 0, or DRL_EINVAL
+ * naming the group and what is wrong.
  * Reads nothing past the lengths; looks at no argument when nargs is
  * not a whole number of groups (or too many). Not thread-safe (the
  * twin cache). */
