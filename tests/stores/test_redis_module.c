@@ -1329,6 +1329,17 @@ static void test_policy_hostile(void **state)
 				       "0",
 				       "0"};
 	expect_policy_error(k1, cost_differs, "ERR limit 2: now and cost", k1);
+	const char *same_key[9] = {k1,
+				   "token_bucket",
+				   "1700000000000000",
+				   "1",
+				   "5",
+				   "1000000",
+				   "5",
+				   "0",
+				   "0"};
+	expect_policy_error(k1, same_key, "ERR limit 2: the key of limit 1",
+			    k1);
 	const char *bad_twin[9] = {k2,  "lua", "1700000000000000",
 				   "1", "5",   "1000000",
 				   "5", "0",   "0"};
