@@ -38,6 +38,14 @@ int drl__rm_parse_policy(drl__rm_policy *p, size_t nargs,
 		}
 		if (rc)
 			return rc;
+		for (size_t j = 0; j < i; j++)
+			if (q->kb.len == p->q[j].kb.len &&
+			    memcmp(q->kb.buf, p->q[j].kb.buf, q->kb.len) == 0)
+				return drl_error_set(err, DRL_EINVAL,
+						     "limit %zu: the key of "
+						     "limit %zu (each limit "
+						     "has its own)",
+						     i + 1, j + 1);
 		if (i > 0 &&
 		    (q->now != p->q[0].now || q->cost != p->q[0].cost ||
 		     q->peek != p->q[0].peek))
