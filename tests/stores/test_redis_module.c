@@ -271,6 +271,15 @@ static const char *const specs[] = {
 	"sliding_log:4/1s",
 };
 
+/* Policies of two and three limits, mixed algorithms. */
+static const char *const policies[] = {
+	"token_bucket:5/1s,burst=7;fixed_window:4/1s",
+	"gcra:4/700ms,burst=3;sliding_log:4/1s;subwindow:6/1200ms,subwindows=3",
+	"fixed_window:3/1s;token_bucket:6/2s,on_change=scale,version=2",
+	"sliding_window:5/1s;gcra:3/500ms;subwindow:6/1s,subwindows=4,"
+	"trailing=1",
+};
+
 /* ---- differential -------------------------------------------------------- */
 
 /* Six streams of one random sequence: tx=lua alone (prefix a:),
@@ -703,6 +712,49 @@ static void test_async_differential(void **state)
 	drl_store_free(sl);
 }
 
+/* Policies through the async API on tx=module and tx=lua: the same
+ * outcome at every step, and each tx=module decision one DRL.POLICY (on
+ * a worker: the started calls take one limit). */
+static void test_async_policy(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	drl_store *sm, *sl;
+	drl_async *a = async_open("module", &sm, &sl);
+	unsigned seed = 987;
+	for (size_t i = 0; i < 2; i++) {
+		char pm[32], pl[32];
+		snprintf(pm, sizeof pm, "apm%zu:", i);
+		snprintf(pl, sizeof pl, "apl%zu:", i);
+		drl_limiter *lm = tu_limiter(sm, policies[i], pm);
+		drl_limiter *ll = tu_limiter(sl, policies[i], pl);
+		reset_stats();
+		int64_t now = INT64_C(1700000000000000);
+		for (int step = 0; step < STEPS / 4; step++) {
+			now += (int64_t)(rand_r(&seed) % 300) * 1000;
+			int64_t cost = rand_r(&seed) % 3;
+			const char *key = rand_r(&seed) % 4 ? "k1" : "k2";
+			async_one m = async_decide(a, lm, key, cost, now);
+			async_one l = async_decide(a, ll, key, cost, now);
+			async_same(m.rc, &m.result, &m.err, l.rc, &l.result,
+				   &l.err, policies[i], step);
+			if (m.result.limit_index != l.result.limit_index)
+				fail_msg("%s step %d: limit_index %d/%d",
+					 policies[i], step,
+					 m.result.limit_index,
+					 l.result.limit_index);
+		}
+		assert_int_equal(command_calls("drl.policy"), STEPS / 4);
+		assert_int_equal(command_calls("drl.twin"), 0);
+		drl_limiter_free(lm);
+		drl_limiter_free(ll);
+	}
+	assert_int_equal(drl_async_pending(a), 0);
+	drl_async_free(a);
+	drl_store_free(sm);
+	drl_store_free(sl);
+}
+
 /* One process of the async hot-key run: HOT_THREADS * HOT_CALLS
  * requests for one key at one instant, all in flight at once. */
 typedef struct async_hot {
@@ -1010,14 +1062,6 @@ static void test_no_module(void **state)
 }
 
 /* ---- policies: DRL.POLICY ------------------------------------------------ */
-
-static const char *const policies[] = {
-	"token_bucket:5/1s,burst=7;fixed_window:4/1s",
-	"gcra:4/700ms,burst=3;sliding_log:4/1s;subwindow:6/1200ms,subwindows=3",
-	"fixed_window:3/1s;token_bucket:6/2s,on_change=scale,version=2",
-	"sliding_window:5/1s;gcra:3/500ms;subwindow:6/1s,subwindows=4,"
-	"trailing=1",
-};
 
 /* The store keys of every limit of `policy` for "u" under `prefix`:
  * kb[0..n). */
@@ -1607,6 +1651,7 @@ int main(void)
 		cmocka_unit_test(test_policy_one_command),
 		cmocka_unit_test(test_policy_hot_key),
 		cmocka_unit_test(test_policy_hostile),
+		cmocka_unit_test(test_async_policy),
 		cmocka_unit_test(test_no_module),
 		cmocka_unit_test(test_auto),
 		cmocka_unit_test(test_auto_asks_once),
