@@ -55,6 +55,22 @@ static int reply_error(RedisModuleCtx *ctx, int code, const drl_error *err)
 static int decide_reply(RedisModuleCtx *ctx, RedisModuleString *key,
 			const drl__rm_request *q);
 
+/* The twins' common form for res and undo, then (index >= 0: a policy)
+ * the index of the limit it reports. */
+static int reply_decision(RedisModuleCtx *ctx, const drl_result *res,
+			  int64_t undo, int index)
+{
+	RedisModule_ReplyWithArray(ctx, index >= 0 ? 6 : 5);
+	RedisModule_ReplyWithLongLong(ctx, res->allowed);
+	RedisModule_ReplyWithLongLong(ctx, res->remaining);
+	RedisModule_ReplyWithLongLong(ctx, res->reset_after_us);
+	RedisModule_ReplyWithLongLong(ctx, res->retry_after_us);
+	RedisModule_ReplyWithLongLong(ctx, undo);
+	if (index >= 0)
+		RedisModule_ReplyWithLongLong(ctx, index);
+	return REDISMODULE_OK;
+}
+
 static int decide_command(RedisModuleCtx *ctx, RedisModuleString **argv,
 			  int argc)
 {
@@ -88,13 +104,7 @@ static int decide_reply(RedisModuleCtx *ctx, RedisModuleString *key,
 	RedisModule_ReplicateVerbatim(ctx);
 	if (rc)
 		return reply_error(ctx, rc, &err);
-	RedisModule_ReplyWithArray(ctx, 5);
-	RedisModule_ReplyWithLongLong(ctx, res.allowed);
-	RedisModule_ReplyWithLongLong(ctx, res.remaining);
-	RedisModule_ReplyWithLongLong(ctx, res.reset_after_us);
-	RedisModule_ReplyWithLongLong(ctx, res.retry_after_us);
-	RedisModule_ReplyWithLongLong(ctx, undo);
-	return REDISMODULE_OK;
+	return reply_decision(ctx, &res, undo, -1);
 }
 
 /* DRL.TWIN key twin arg...: as DRL.DECIDE, the limit said by a Lua
@@ -145,14 +155,8 @@ static int policy_command(RedisModuleCtx *ctx, RedisModuleString **argv,
 	RedisModule_ReplicateVerbatim(ctx);
 	if (rc)
 		return reply_error(ctx, rc, &err);
-	RedisModule_ReplyWithArray(ctx, 6);
-	RedisModule_ReplyWithLongLong(ctx, res.allowed);
-	RedisModule_ReplyWithLongLong(ctx, res.remaining);
-	RedisModule_ReplyWithLongLong(ctx, res.reset_after_us);
-	RedisModule_ReplyWithLongLong(ctx, res.retry_after_us);
-	RedisModule_ReplyWithLongLong(ctx, 0); /* nothing to give back */
-	RedisModule_ReplyWithLongLong(ctx, res.limit_index);
-	return REDISMODULE_OK;
+	/* nothing for the client to give back */
+	return reply_decision(ctx, &res, 0, res.limit_index);
 }
 
 /* Redis calls this at --loadmodule / MODULE LOAD. The key is argument 1

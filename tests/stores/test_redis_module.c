@@ -455,6 +455,23 @@ static void expect_error4(const char *key, const char *spec, const char *now,
 	expect_error(5, argv, lens, want, probe);
 }
 
+/* cmd with 10^6 - 1 arguments "1": an arity error. */
+static void expect_million_args(const char *cmd)
+{
+	size_t n = 1000000;
+	const char **many = malloc(n * sizeof *many);
+	size_t *ml = malloc(n * sizeof *ml);
+	assert_non_null(many);
+	assert_non_null(ml);
+	many[0] = cmd;
+	ml[0] = strlen(cmd);
+	for (size_t i = 1; i < n; i++)
+		many[i] = "1", ml[i] = 1;
+	expect_error((int)n, many, ml, "ERR wrong number", NULL);
+	free(many);
+	free(ml);
+}
+
 static void test_arity(void **state)
 {
 	(void)state;
@@ -465,18 +482,7 @@ static void test_arity(void **state)
 	expect_error(4, argv, lens, "ERR wrong number", NULL);
 	expect_error(6, argv, lens, "ERR wrong number", NULL);
 	/* 10^6 arguments */
-	size_t n = 1000000;
-	const char **many = malloc(n * sizeof *many);
-	size_t *ml = malloc(n * sizeof *ml);
-	assert_non_null(many);
-	assert_non_null(ml);
-	many[0] = "DRL.DECIDE";
-	ml[0] = 10;
-	for (size_t i = 1; i < n; i++)
-		many[i] = "1", ml[i] = 1;
-	expect_error((int)n, many, ml, "ERR wrong number", NULL);
-	free(many);
-	free(ml);
+	expect_million_args("DRL.DECIDE");
 }
 
 static void test_numbers(void **state)
@@ -1339,18 +1345,7 @@ static void test_policy_hostile(void **state)
 		nine[1 + i] = argv[1 + i % 9], nl[1 + i] = lens[1 + i % 9];
 	expect_error(82, nine, nl, "ERR wrong number", NULL);
 	/* 10^6 arguments (999,999 after the name: whole groups) */
-	size_t n = 1000000;
-	const char **many = malloc(n * sizeof *many);
-	size_t *ml = malloc(n * sizeof *ml);
-	assert_non_null(many);
-	assert_non_null(ml);
-	many[0] = "DRL.POLICY";
-	ml[0] = 10;
-	for (size_t i = 1; i < n; i++)
-		many[i] = "1", ml[i] = 1;
-	expect_error((int)n, many, ml, "ERR wrong number", NULL);
-	free(many);
-	free(ml);
+	expect_million_args("DRL.POLICY");
 
 	const char *k1 = kfw.buf, *k2 = ktb.buf;
 	const char *now_differs[9] = {k2,
