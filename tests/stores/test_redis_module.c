@@ -674,6 +674,27 @@ static drl_async *async_open(const char *tx, drl_store **st, drl_store **lua)
 	return a;
 }
 
+/* STEPS / 4 started decisions of random costs (min_cost to min_cost + 2),
+ * keys and time steps on lm and ll: the same outcome at every step,
+ * limit_index included. */
+static void async_sequence(drl_async *a, drl_limiter *lm, drl_limiter *ll,
+			   const char *spec, unsigned *seed, int64_t min_cost)
+{
+	int64_t now = INT64_C(1700000000000000);
+	for (int step = 0; step < STEPS / 4; step++) {
+		now += (int64_t)(rand_r(seed) % 300) * 1000;
+		int64_t cost = min_cost + rand_r(seed) % 3;
+		const char *key = rand_r(seed) % 4 ? "k1" : "k2";
+		async_one m = async_decide(a, lm, key, cost, now);
+		async_one l = async_decide(a, ll, key, cost, now);
+		async_same(m.rc, &m.result, &m.err, l.rc, &l.result, &l.err,
+			   spec, step);
+		if (m.result.limit_index != l.result.limit_index)
+			fail_msg("%s step %d: limit_index %d/%d", spec, step,
+				 m.result.limit_index, l.result.limit_index);
+	}
+}
+
 /* A random sequence of costs, keys and time steps through the async API
  * on tx=module and on tx=lua: the same outcome at every step; the
  * module's calls were started (no worker) and sent DRL.TWIN, never a
@@ -696,16 +717,7 @@ static void test_async_differential(void **state)
 			fail_msg("%s on tx=module: a worker decides: %s",
 				 async_specs[i], why ? why : "?");
 		reset_stats();
-		int64_t now = INT64_C(1700000000000000);
-		for (int step = 0; step < STEPS / 4; step++) {
-			now += (int64_t)(rand_r(&seed) % 300) * 1000;
-			int64_t cost = 1 + rand_r(&seed) % 3;
-			const char *key = rand_r(&seed) % 4 ? "k1" : "k2";
-			async_one m = async_decide(a, lm, key, cost, now);
-			async_one l = async_decide(a, ll, key, cost, now);
-			async_same(m.rc, &m.result, &m.err, l.rc, &l.result,
-				   &l.err, async_specs[i], step);
-		}
+		async_sequence(a, lm, ll, async_specs[i], &seed, 1);
 		/* the state algorithms by DRL.TWIN; counters too (tx=module
 		 * decides every algorithm by the module) */
 		assert_true(command_calls("drl.twin") >= STEPS / 4);
@@ -735,21 +747,7 @@ static void test_async_policy(void **state)
 		drl_limiter *lm = tu_limiter(sm, policies[i], pm);
 		drl_limiter *ll = tu_limiter(sl, policies[i], pl);
 		reset_stats();
-		int64_t now = INT64_C(1700000000000000);
-		for (int step = 0; step < STEPS / 4; step++) {
-			now += (int64_t)(rand_r(&seed) % 300) * 1000;
-			int64_t cost = rand_r(&seed) % 3;
-			const char *key = rand_r(&seed) % 4 ? "k1" : "k2";
-			async_one m = async_decide(a, lm, key, cost, now);
-			async_one l = async_decide(a, ll, key, cost, now);
-			async_same(m.rc, &m.result, &m.err, l.rc, &l.result,
-				   &l.err, policies[i], step);
-			if (m.result.limit_index != l.result.limit_index)
-				fail_msg("%s step %d: limit_index %d/%d",
-					 policies[i], step,
-					 m.result.limit_index,
-					 l.result.limit_index);
-		}
+		async_sequence(a, lm, ll, policies[i], &seed, 0);
 		assert_int_equal(command_calls("drl.policy"), STEPS / 4);
 		assert_int_equal(command_calls("drl.twin"), 0);
 		drl_limiter_free(lm);
