@@ -1043,6 +1043,7 @@ static const drl_backend memory_vtable = {
 	/* trim */ NULL,
 	/* trim_start */ NULL,
 	/* eval_policy */ NULL,
+	/* eval_policy_start */ NULL,
 };
 
 /* ---- opening ----------------------------------------------------------- */

@@ -563,17 +563,56 @@ bool drl__req_peek(drl_limiter *l, const drl__key_id_buf *id, int64_t cost,
 
 /* ---- start: the store call sent without waiting ---------------------------- */
 
+/* Whether q, a decision of a policy of several limits, is started as
+ * one call of a store that hands it to a server deciding it whole
+ * (eval_policy_start): every limit's twin runs at the time it is decided
+ * at (*now: explicit, or the local clock; not a store's clock). */
+static bool policy_startable(const drl__req *q, int64_t *now)
+{
+	drl_limiter *l = q->l;
+	drl_backend *b = l->store->backend;
+	if (q->kind != DRL__REQ_ONE || !drl__has_policy(b) ||
+	    !b->eval_policy_start || !(b->caps & DRL_CAP_EVAL_START) ||
+	    l->nlimits > DRL_POLICY_LIMITS_MAX)
+		return false;
+	int64_t t = q->now_us;
+	if (t == DRL__NOW_READ) {
+		if (b->caps & DRL_CAP_CLOCK)
+			return false;
+		t = drl_now_us();
+	}
+	drl__call probe = {.backend = b, .now = t};
+	for (size_t i = 0; i < l->nlimits; i++)
+		if (!drl__script_usable(&l->limits[i], &probe))
+			return false;
+	*now = t;
+	return true;
+}
+
 bool drl__req_startable(drl__req *q, const char **why)
 {
 	drl_limiter *l = q->l;
 	drl_backend *b = l->store->backend;
 	const char *no = NULL, *w;
+	int64_t t;
+	if (l->nlimits != 1 && policy_startable(q, &t)) {
+		if (why)
+			*why = "sent at start as one call deciding the whole "
+			       "policy (eval_policy_start: Redis tx=module's "
+			       "DRL.POLICY), finished by the thread in "
+			       "drl_async_process() on a store with channels, "
+			       "else by the store's I/O thread";
+		q->now = t;
+		return true;
+	}
 	if (q->kind == DRL__REQ_ADJUST)
 		no = "an adjustment is made on a worker (its own steps, not "
 		     "a decision's started call)";
 	else if (l->nlimits != 1)
 		no = "a policy of several limits is decided on a worker (a "
-		     "denial gives back the others: more store calls)";
+		     "denial gives back the others: more store calls), "
+		     "unless the store starts it as one call (Redis "
+		     "tx=module)";
 	else if (b->caps & DRL_CAP_DECLARED_KEYS) /* first: no eval_start */
 		no = "Redis Cluster's calls may need ASKING, which shared "
 		     "connections never send: a worker decides";
@@ -656,7 +695,8 @@ static void decided(void *arg, int rc, const drl_result *res,
 	drl_batch_item *it = &q->items[0];
 	if (rc == 0) {
 		it->result = *res;
-		it->result.limit_index = 0;
+		if (q->l->nlimits == 1)
+			it->result.limit_index = 0;
 		it->rc = 0;
 	} else {
 		if (q->err && err)
@@ -689,10 +729,74 @@ static void script_done(void *arg, int rc, const int64_t *out, size_t nret,
 	decided(q, rc, &res, err);
 }
 
+/* eval_policy_start()'s outcome for q: the policy's answer, or the
+ * store's error. */
+static void policy_done(void *arg, int rc, const int64_t *out, size_t nret,
+			const drl_error *err)
+{
+	drl__req *q = arg;
+	drl_result res;
+	if (rc == 0) {
+		limits_of o = {q->l, &q->one.id};
+		drl__policy p = {q->l->nlimits, limit_at, &o};
+		rc = drl__policy_answer(&p, out, nret, &res, q->err);
+		err = NULL; /* the detail is in q->err */
+	}
+	decided(q, rc, &res, err);
+}
+
+/* Start q, a decision of a policy drl__req_startable took, as one call
+ * of the store (eval_policy_start). */
+static void start_policy(drl__req *q)
+{
+	drl_limiter *l = q->l;
+	drl_backend *b = l->store->backend;
+	drl_batch_item *it = &q->items[0];
+	drl__call call = {
+		.backend = b,
+		.chan = q->chan,
+		.now = q->now,
+		.cost = it->cost,
+		.peek = it->cost == 0,
+		.err = q->err,
+		.stats = &l->store->stats,
+	};
+	limits_of o = {l, &q->one.id};
+	drl__policy p = {l->nlimits, limit_at, &o};
+	drl__policy_calls *pc = malloc(sizeof *pc); /* ~8 kB: not on a
+						      loop's stack */
+	int rc;
+	if (q->err)
+		q->err->code = 0;
+	if (pc == NULL)
+		rc = drl_error_set(q->err, DRL_ENOMEM, "out of memory");
+	else if (!drl__policy_calls_make(pc, &p, &call))
+		rc = drl_error_set(q->err, DRL_EINTERNAL,
+				   "a started policy the store cannot send");
+	else
+		rc = 1;
+	if (rc == 1) {
+		/* counted first: q may end before the start returns */
+		for (size_t i = 0; i < l->nlimits; i++)
+			DRL__COUNT(call.stats, decisions);
+		DRL__COUNT(call.stats, scripts);
+		rc = b->eval_policy_start(b, q->chan, pc->n, pc->calls,
+					  DRL__POLICY_NOUT, policy_done, q,
+					  q->err);
+	}
+	free(pc);
+	if (rc)
+		decided(q, rc, NULL, NULL);
+}
+
 /* Start q's one item: the algorithm's own started call first (counters:
  * no script), the twin for what it does not take. */
 static void start_one(drl__req *q)
 {
+	if (q->l->nlimits > 1) {
+		start_policy(q);
+		return;
+	}
 	drl_limiter *l = q->l;
 	drl__limit *lim = &l->limits[0];
 	drl_backend *b = l->store->backend;

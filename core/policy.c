@@ -76,6 +76,46 @@ static int widen_retry(const drl__policy *p, size_t denied, drl__call *call,
 	return 0;
 }
 
+bool drl__policy_calls_make(drl__policy_calls *pc, const drl__policy *p,
+			    drl__call *call)
+{
+	if (p->n < 2 || p->n > DRL_POLICY_LIMITS_MAX ||
+	    call->now == DRL__NOW_STORE || call->delta != 0)
+		return false;
+	pc->n = p->n;
+	for (size_t i = 0; i < p->n; i++) {
+		const drl__limit *lim = p->limit(p->arg, i, &pc->kb[i]);
+		call->key = &pc->kb[i];
+		if (!drl__script_usable(lim, call))
+			return false;
+		pc->keys[i] = drl__key_plain(&pc->k[i], &pc->kb[i]);
+		drl__script_args(lim, call, pc->args[i]);
+		pc->calls[i] = (drl_script_call){.script = lim->algo->lua,
+						 .nkeys = 1,
+						 .keys = &pc->keys[i],
+						 .nargs = DRL__SCRIPT_NARGS,
+						 .args = pc->args[i]};
+	}
+	return true;
+}
+
+int drl__policy_answer(const drl__policy *p, const int64_t *out, size_t nret,
+		       drl_result *res, drl_error *err)
+{
+	if (nret != DRL__POLICY_NOUT || out[5] < 0 || out[5] >= (int64_t)p->n)
+		return drl_error_set(err, DRL_ECORRUPT,
+				     "a policy's answer of %zu values is not "
+				     "a decision",
+				     nret);
+	drl__keybase kb;
+	drl__undo undo;
+	memset(res, 0, sizeof *res);
+	int rc = drl__script_answer(p->limit(p->arg, (size_t)out[5], &kb), out,
+				    DRL__SCRIPT_NOUT, res, &undo, err);
+	res->limit_index = (int)out[5];
+	return rc;
+}
+
 /* The policy in one call of a store that hands it to a server deciding
  * it whole (eval_policy): 1 when the store cannot now (nothing ran: the
  * caller decides limit by limit), else 0 or an error with *result set. */
@@ -83,31 +123,12 @@ static int by_store(const drl__policy *p, drl__call *call, bool quiet,
 		    drl_result *result)
 {
 	drl_backend *b = call->backend;
-	if (!drl__has_policy(b) || p->n < 2 || p->n > DRL_POLICY_LIMITS_MAX ||
-	    call->now == DRL__NOW_STORE || call->delta != 0)
+	drl__policy_calls pc;
+	if (!drl__has_policy(b) || !drl__policy_calls_make(&pc, p, call))
 		return 1;
-	drl__keybase kb[DRL_POLICY_LIMITS_MAX];
-	drl__key k[DRL_POLICY_LIMITS_MAX];
-	drl_bytes keys[DRL_POLICY_LIMITS_MAX];
-	int64_t args[DRL_POLICY_LIMITS_MAX][DRL__SCRIPT_NARGS];
-	drl_script_call calls[DRL_POLICY_LIMITS_MAX];
-	const drl__limit *lims[DRL_POLICY_LIMITS_MAX];
-	for (size_t i = 0; i < p->n; i++) {
-		lims[i] = p->limit(p->arg, i, &kb[i]);
-		call->key = &kb[i];
-		if (!drl__script_usable(lims[i], call))
-			return 1;
-		keys[i] = drl__key_plain(&k[i], &kb[i]);
-		drl__script_args(lims[i], call, args[i]);
-		calls[i] = (drl_script_call){.script = lims[i]->algo->lua,
-					     .nkeys = 1,
-					     .keys = &keys[i],
-					     .nargs = DRL__SCRIPT_NARGS,
-					     .args = args[i]};
-	}
 	int64_t out[DRL__POLICY_NOUT];
 	size_t nret = 0;
-	int rc = b->eval_policy(b, p->n, calls, out, DRL__POLICY_NOUT, &nret,
+	int rc = b->eval_policy(b, p->n, pc.calls, out, DRL__POLICY_NOUT, &nret,
 				call->err);
 	if (rc == DRL_ENOTSUP || rc == DRL_BACKEND_ESPLIT)
 		return 1; /* nothing ran */
@@ -117,17 +138,7 @@ static int by_store(const drl__policy *p, drl__call *call, bool quiet,
 	DRL__COUNT(call->stats, scripts);
 	if (rc)
 		return rc;
-	if (nret != DRL__POLICY_NOUT || out[5] < 0 || out[5] >= (int64_t)p->n)
-		return drl_error_set(call->err, DRL_ECORRUPT,
-				     "a policy's answer of %zu values is not "
-				     "a decision",
-				     nret);
-	drl__undo undo;
-	memset(result, 0, sizeof *result);
-	rc = drl__script_answer(lims[out[5]], out, DRL__SCRIPT_NOUT, result,
-				&undo, call->err);
-	result->limit_index = (int)out[5];
-	return rc;
+	return drl__policy_answer(p, out, nret, result, call->err);
 }
 
 int drl__policy_step(const drl__policy *p, drl__call *call, bool quiet,

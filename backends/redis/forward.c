@@ -86,6 +86,7 @@ void drl__redis_fwd_methods(drl_backend *parent, const drl_backend *tmpl,
 	OFFER(trim);
 	OFFER(trim_start);
 	OFFER(eval_policy);
+	OFFER(eval_policy_start);
 	if (parent->eval_policy == NULL) /* not forwarded: not offered */
 		parent->caps &= ~(unsigned)DRL_CAP_POLICY;
 }

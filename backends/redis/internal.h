@@ -576,6 +576,22 @@ int drl__redis_module_policy(drl_backend *b, size_t n,
 			     const drl_script_call *calls, int64_t *out,
 			     size_t nout, size_t *nret, drl_error *err);
 
+/* Queue DRL.POLICY on c's call: per limit i keys[i] (prefixed), its
+ * twin's name and args[i * DRL__TWIN_ARGS_MAX ..] (n of 1..8): the one
+ * formatter of the blocking call and of a started one
+ * (drl__redis_policy_start). */
+int drl__redis_policy_append(rstore *s, conn *c, size_t n,
+			     const drl_script *const *scripts,
+			     const drl_bytes *keys, const int64_t *args,
+			     drl_error *err);
+/* s's eval_policy_start() under tx=module (script.c): DRL.POLICY started
+ * as drl__redis_eval_start() starts DRL.TWIN; every call of 1 to 8
+ * limits with DRL__TWIN_ARGS_MAX integers and a key is sent (the module
+ * answers what it refuses). */
+int drl__redis_policy_start(drl_backend *b, drl_channel *ch, size_t n,
+			    const drl_script_call *calls, size_t nout,
+			    drl_eval_done_fn done, void *arg, drl_error *err);
+
 /* ---- keys (call.c) ----------------------------------------------------- */
 
 /* Point argv[j], lens[j] at keys[j] behind s's prefix, for n keys: the

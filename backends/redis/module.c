@@ -158,36 +158,55 @@ int drl__redis_module_eval(drl_backend *b, const drl_script *script,
 	return rc;
 }
 
-/* Queue DRL.POLICY, per call keys[0] (prefixed), the twin's name and its
- * DRL__TWIN_ARGS_MAX integers, on c's call. */
-static int policy_append(rstore *s, conn *c, size_t n,
-			 const drl_script_call *calls, drl_error *err)
+int drl__redis_policy_append(rstore *s, conn *c, size_t n,
+			     const drl_script *const *scripts,
+			     const drl_bytes *keys, const int64_t *args,
+			     drl_error *err)
 {
 	enum {
 		G = 2 + DRL__TWIN_ARGS_MAX,
 		ARGC = 1 + G * DRL_POLICY_LIMITS_MAX
 	};
+	if (n < 1 || n > DRL_POLICY_LIMITS_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis %s: DRL.POLICY of %zu limits",
+				     s->where, n);
 	const char *argv[ARGC];
 	size_t lens[ARGC];
 	char num[DRL_POLICY_LIMITS_MAX * DRL__TWIN_ARGS_MAX][24];
-	char keys[DRL_POLICY_LIMITS_MAX * DRL__TWIN_KEY_MAX];
+	char kbuf[DRL_POLICY_LIMITS_MAX * DRL__TWIN_KEY_MAX];
 	size_t used = 0;
 	argv[0] = "DRL.POLICY";
 	lens[0] = 10;
 	for (size_t i = 0; i < n; i++) {
-		const drl_script_call *k = &calls[i];
 		size_t a = 1 + i * G;
-		used += drl__redis_prefixed_keys(s, 1, k->keys, keys + used,
+		used += drl__redis_prefixed_keys(s, 1, &keys[i], kbuf + used,
 						 argv + a, lens + a);
-		argv[a + 1] = twin_name(k->script);
+		argv[a + 1] = twin_name(scripts[i]);
 		lens[a + 1] = strlen(argv[a + 1]);
 		for (size_t j = 0; j < DRL__TWIN_ARGS_MAX; j++) {
-			char *d = num[i * DRL__TWIN_ARGS_MAX + j];
-			lens[a + 2 + j] = drl__redis_i64(d, k->args[j]);
-			argv[a + 2 + j] = d;
+			size_t x = i * DRL__TWIN_ARGS_MAX + j;
+			lens[a + 2 + j] = drl__redis_i64(num[x], args[x]);
+			argv[a + 2 + j] = num[x];
 		}
 	}
 	return drl__redis_append(s, c, (int)(1 + n * G), argv, lens, err);
+}
+
+/* Queue DRL.POLICY for calls[0..n) on c's call. */
+static int policy_append(rstore *s, conn *c, size_t n,
+			 const drl_script_call *calls, drl_error *err)
+{
+	const drl_script *scripts[DRL_POLICY_LIMITS_MAX];
+	drl_bytes keys[DRL_POLICY_LIMITS_MAX];
+	int64_t args[DRL_POLICY_LIMITS_MAX * DRL__TWIN_ARGS_MAX];
+	for (size_t i = 0; i < n && i < DRL_POLICY_LIMITS_MAX; i++) {
+		scripts[i] = calls[i].script;
+		keys[i] = calls[i].keys[0];
+		memcpy(args + i * DRL__TWIN_ARGS_MAX, calls[i].args,
+		       sizeof *args * DRL__TWIN_ARGS_MAX);
+	}
+	return drl__redis_policy_append(s, c, n, scripts, keys, args, err);
 }
 
 /* Whether the module takes every call of the policy as DRL.TWIN would. */

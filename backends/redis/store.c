@@ -110,6 +110,11 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 		s->parent.caps |= DRL_CAP_EVAL_START;
 		s->parent.eval_start = drl__redis_eval_start;
 	}
+	/* a policy started as one DRL.POLICY: tx=module only (tx=auto's
+	 * connections may lack the module, and a started policy has no
+	 * script to fall back on) */
+	if (s->module_tx && !s->cluster && s->npipes > 0)
+		s->parent.eval_policy_start = drl__redis_policy_start;
 	/* Channels a loop drives: plaintext single-node stores (TLS and a
 	 * Sentinel's master keep the pipes' I/O thread, docs/threading.md). */
 	if ((lua || s->module_tx) && !s->cluster && s->npipes > 0 && !s->tls &&

@@ -731,8 +731,8 @@ static void test_async_differential(void **state)
 }
 
 /* Policies through the async API on tx=module and tx=lua: the same
- * outcome at every step, and each tx=module decision one DRL.POLICY (on
- * a worker: the started calls take one limit). */
+ * outcome at every step, and each tx=module decision one DRL.POLICY,
+ * started (no worker). */
 static void test_async_policy(void **state)
 {
 	(void)state;
@@ -746,6 +746,10 @@ static void test_async_policy(void **state)
 		snprintf(pl, sizeof pl, "apl%zu:", i);
 		drl_limiter *lm = tu_limiter(sm, policies[i], pm);
 		drl_limiter *ll = tu_limiter(sl, policies[i], pl);
+		const char *why = NULL;
+		if (!drl_async_path(lm, &why))
+			fail_msg("%s on tx=module: a worker decides: %s",
+				 policies[i], why ? why : "?");
 		reset_stats();
 		async_sequence(a, lm, ll, policies[i], &seed, 0);
 		assert_int_equal(command_calls("drl.policy"), STEPS / 4);
@@ -819,7 +823,8 @@ out:
 }
 
 /* Processes on one key at one instant through the async API (started
- * DRL.TWIN calls) under tx=module: exactly the limit allowed. */
+ * DRL.TWIN calls, and DRL.POLICY for a policy of three) under tx=module:
+ * exactly the limit allowed. */
 static void test_async_hot_key(void **state)
 {
 	(void)state;
@@ -830,9 +835,12 @@ static void test_async_hot_key(void **state)
 		"token_bucket:200/1h",
 		"gcra:200/1h",
 		"sliding_log:200/1h",
+		/* started DRL.POLICY: the tightest limit */
+		"token_bucket:400/1h,burst=400;fixed_window:200/1h;"
+		"sliding_log:300/1h",
 	};
 	reset_stats();
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		async_hot h = {uri, hot_specs[i], i};
 		hot_key_counts c = hot_key_fork(HOT_PROCS, async_hot_body, &h);
 		if (c.lost || c.errors || c.allowed != HOT_LIMIT)
@@ -843,6 +851,8 @@ static void test_async_hot_key(void **state)
 	}
 	assert_true(command_calls("drl.twin") >=
 		    3 * HOT_PROCS * HOT_THREADS * HOT_CALLS);
+	assert_true(command_calls("drl.policy") >=
+		    HOT_PROCS * HOT_THREADS * HOT_CALLS);
 	assert_int_equal(command_calls("evalsha"), 0);
 }
 

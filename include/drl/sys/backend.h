@@ -139,9 +139,9 @@ extern "C" {
  * eval_start, add_read_start, DRL_CAP_CHANNEL or DRL_CAP_COUNTER_GROUPS),
  * and uses nothing of it past del() and add_read(), whose places did not
  * move; one that does is refused, naming the version to rebuild for.
- * 9: eval_policy (optional, DRL_CAP_POLICY; appended, read only from
- * stores of version >= 9: the core decides a policy limit by limit
- * otherwise). */
+ * 9: eval_policy and eval_policy_start (optional, DRL_CAP_POLICY;
+ * appended, read only from stores of version >= 9: the core decides a
+ * policy limit by limit otherwise). */
 #define DRL_BACKEND_VERSION 9
 
 typedef struct drl_bytes {
@@ -481,6 +481,19 @@ struct drl_backend {
 	int (*eval_policy)(drl_backend *b, size_t n,
 			   const drl_script_call *calls, int64_t *out,
 			   size_t nout, size_t *nret, drl_error *err);
+
+	/* Optional (version >= 9, DRL_CAP_POLICY, with DRL_CAP_EVAL_START):
+	 * eval_policy() without waiting, as eval_start() is eval() (the
+	 * same rules and `ch`; calls and what they point at copied before
+	 * it returns). The core starts a policy only on a store that fills
+	 * this slot, and only when eval_policy() could take it (the
+	 * limits' twins run, the time is known): a store fills it only
+	 * where every such call goes to a server that decides policies
+	 * (Redis tx=module; not tx=auto, whose connections may lack it). */
+	int (*eval_policy_start)(drl_backend *b, drl_channel *ch, size_t n,
+				 const drl_script_call *calls, size_t nout,
+				 drl_eval_done_fn done, void *arg,
+				 drl_error *err);
 };
 
 /* The start of every store's drl_backend: the version the store was
