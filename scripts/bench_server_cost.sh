@@ -48,9 +48,6 @@
 # leaves them out. The ratios: ÷ rlf, ÷ redis_rate and ÷ envoy (Envoy's
 # INCRBY + EXPIRE, the issue 43 floor).
 # BENCH_SPECS="spec ..." and BENCH_TXS="auto lua watch" pick cells (default: all).
-# A policy ("a;b", quoted) gets the library's columns only: tx=module
-# sends it as one DRL.POLICY, tx=lua as one EVALSHA per limit (and the
-# refunds of a denial), so no one command of it is sent alone.
 # Each figure is the median of ROUNDS rounds (default 3), the cells of a
 # round in turn. Prints a Markdown table; the ratios compare medians of
 # the same run.
@@ -199,9 +196,6 @@ print("%.2f %.2f %d %s" % (c["server_exec_us"] or 0, c["server_cpu_us"] or 0,
 	fi
 	ex["$spec|$tx"]+="$e "
 	cp["$spec|$tx"]+="$c "
-	# a policy: the library's figures only (no one script or command
-	# of it to send alone)
-	case $spec in *";"*) return 0 ;; esac
 	b=-
 	if [ "$tx" = auto ] && [ -n "${neighbours[$spec]:-}" ]; then
 		# trims per decision: 10,000 keys, each once per sub-window,
@@ -404,9 +398,7 @@ mc_cell() {
 # the DRL.TWIN of each spec, when tx=module is measured
 for tx in "${txs[@]}"; do
 	[ "$tx" = module ] || continue
-	for spec in "${specs[@]}"; do
-		case $spec in *";"*) ;; *) twin_capture "$spec" ;; esac
-	done
+	for spec in "${specs[@]}"; do twin_capture "$spec"; done
 done
 
 for ((k = 0; k < rounds; k++)); do
@@ -428,8 +420,7 @@ for ((k = 0; k < rounds; k++)); do
 		i=0
 		for spec in "${specs[@]}"; do
 			# a key prefix per spec; the time the library sends
-			# (clock=client), fixed; DRL.DECIDE takes one limit
-			case $spec in *";"*) continue ;; esac
+			# (clock=client), fixed
 			peer_cell "module|$spec" drl.decide "$(pk "m$i:")" \
 				"$spec" "$(date +%s%6N)" 1
 			i=$((i + 1))
@@ -463,7 +454,6 @@ for spec in "${specs[@]}"; do
 done
 if [ -n "$module_so" ]; then
 	for spec in "${specs[@]}"; do
-		case $spec in *";"*) continue ;; esac
 		m=$(median "${ex[module|$spec]}")
 		echo "| libdrl \`$spec\` DRL.DECIDE (Redis module) | — | — | $m | $(ratio "$m" "$rlf_m") | $(ratio "$m" "$rr_m") | $(ratio "$m" "$env_m") |"
 	done
