@@ -568,9 +568,9 @@ static int c_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 }
 
 /* A policy's calls, one key each, all in one slot (the core's keys of
- * one user key share its hash tag; a prefix holding a brace may split
- * them): DRL_ENOTSUP otherwise, nothing sent, and the core decides limit
- * by limit. */
+ * one user key share its hash tag, and prefixes with braces are
+ * refused): DRL_ENOTSUP otherwise, nothing sent, and the core decides
+ * limit by limit. */
 static int c_eval_policy(drl_backend *b, size_t n, const drl_script_call *calls,
 			 int64_t *out, size_t nout, size_t *nret,
 			 drl_error *err)
