@@ -558,10 +558,12 @@ bool drl__redis_twin_takes(const rstore *s, const drl_script *script,
 int drl__redis_twin_append(rstore *s, conn *c, const drl_script *script,
 			   size_t nkeys, const drl_bytes *keys, size_t nargs,
 			   const int64_t *args, drl_error *err);
-/* DRL.TWIN's reply r into out[0..nout), *nret: an array of integers (the
- * common answer); an error reply as the store's error (a server without
- * the module: DRL_ESTORE saying to load it; ECORRUPT: DRL_ECORRUPT). */
-int drl__redis_twin_result(rstore *s, const drl_script *script,
+/* The reply r of the module's command cmd ("DRL.TWIN" for script, or
+ * "DRL.POLICY": script NULL) into out[0..nout), *nret: an array of
+ * integers (the common answer); an error reply as the store's error (a
+ * server without the module: DRL_ESTORE saying to load it; ECORRUPT:
+ * DRL_ECORRUPT). */
+int drl__redis_twin_result(rstore *s, const char *cmd, const drl_script *script,
 			   const redisReply *r, int64_t *out, size_t nout,
 			   size_t *nret, drl_error *err);
 

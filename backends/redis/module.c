@@ -46,11 +46,11 @@ bool drl__redis_twin_takes(const rstore *s, const drl_script *script,
 	       keys[0].len <= DRL__TWIN_KEY_MAX - s->prefixlen;
 }
 
-int drl__redis_twin_result(rstore *s, const drl_script *script,
+int drl__redis_twin_result(rstore *s, const char *cmd, const drl_script *script,
 			   const redisReply *r, int64_t *out, size_t nout,
 			   size_t *nret, drl_error *err)
 {
-	const char *name = twin_name(script);
+	const char *name = twin_name(script), *sp = *name ? " " : "";
 	if (r->type == REDIS_REPLY_ERROR) {
 		int redirect = drl__redis_cluster_reply(s, r, err);
 		if (redirect)
@@ -61,33 +61,33 @@ int drl__redis_twin_result(rstore *s, const drl_script *script,
 		if (strncmp(t, "ERR unknown command", 19) == 0)
 			return drl_error_set(err, DRL_ESTORE,
 					     "redis %s: tx=module: the server "
-					     "has no DRL.TWIN command: load "
+					     "has no %s command: load "
 					     "the module (redis-server "
 					     "--loadmodule drl_redis.so), or "
 					     "use tx=lua",
-					     s->where);
+					     s->where, cmd);
 		return drl__redis_refused(
 			s, r,
 			drl_error_set(err,
 				      strncmp(t, "ECORRUPT ", 9) == 0
 					      ? DRL_ECORRUPT
 					      : DRL_ESTORE,
-				      "redis %s: DRL.TWIN %s: %.*s", s->where,
-				      name, n, t));
+				      "redis %s: %s%s%s: %.*s", s->where, cmd,
+				      sp, name, n, t));
 	}
 	if (r->type != REDIS_REPLY_ARRAY || r->elements > nout)
 		return drl_error_set(err, DRL_ECORRUPT,
-				     "redis %s: DRL.TWIN %s answered a %s of "
+				     "redis %s: %s%s%s answered a %s of "
 				     "%zu, not a decision",
-				     s->where, name,
+				     s->where, cmd, sp, name,
 				     drl__redis_reply_type_name(r->type),
 				     r->elements);
 	for (size_t i = 0; i < r->elements; i++) {
 		if (r->element[i]->type != REDIS_REPLY_INTEGER)
 			return drl_error_set(err, DRL_ECORRUPT,
-					     "redis %s: DRL.TWIN %s: value %zu "
+					     "redis %s: %s%s%s: value %zu "
 					     "is no integer",
-					     s->where, name, i);
+					     s->where, cmd, sp, name, i);
 		out[i] = r->element[i]->integer;
 	}
 	*nret = r->elements;
@@ -151,7 +151,8 @@ int drl__redis_module_eval(drl_backend *b, const drl_script *script,
 	if (rc == 0)
 		rc = drl__redis_collect(s, c, 1, &r, "DRL.TWIN", err);
 	if (rc == 0)
-		rc = drl__redis_twin_result(s, script, r, out, nout, nret, err);
+		rc = drl__redis_twin_result(s, "DRL.TWIN", script, r, out, nout,
+					    nret, err);
 	if (r)
 		freeReplyObject(r);
 	drl__redis_release(s, c);
@@ -261,7 +262,7 @@ int drl__redis_module_policy(drl_backend *b, size_t n,
 	    strncmp(r->str, "ERR unknown command", 19) == 0)
 		rc = DRL_ENOTSUP;
 	if (rc == 0)
-		rc = drl__redis_twin_result(s, calls[0].script, r, out, nout,
+		rc = drl__redis_twin_result(s, "DRL.POLICY", NULL, r, out, nout,
 					    nret, err);
 	if (r)
 		freeReplyObject(r);

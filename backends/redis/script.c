@@ -392,7 +392,8 @@ static int eval_by(rstore *s, const drl_script *script, size_t nkeys,
 	c->form = NULL;
 	/* the form that went out (a shared call's may have changed) */
 	if (rc == 0 && a.twin) {
-		rc = drl__redis_twin_result(s, script, r, out, nout, nret, err);
+		rc = drl__redis_twin_result(s, "DRL.TWIN", script, r, out, nout,
+					    nret, err);
 		freeReplyObject(r);
 	} else if (rc == 0) {
 		rc = script_answer(s, c, script, hex, nkeys, keys, nargs, args,
@@ -530,8 +531,10 @@ static void eval_complete(rstore *s, rreq *q)
 			return; /* back here when its reply is in */
 	}
 	if (rc == 0 && e->twin)
-		rc = drl__redis_twin_result(s, e->script, e->r[0], e->out,
-					    e->nout, &nret, &err);
+		rc = drl__redis_twin_result(
+			s, e->npolicy ? "DRL.POLICY" : "DRL.TWIN",
+			e->npolicy ? NULL : e->script, e->r[0], e->out, e->nout,
+			&nret, &err);
 	else if (rc == 0)
 		rc = script_result(s, e->script, e->r[0], e->out, e->nout,
 				   &nret, &err);
