@@ -1042,6 +1042,8 @@ static const drl_backend memory_vtable = {
 	NULL,
 	/* trim */ NULL,
 	/* trim_start */ NULL,
+	/* eval_policy */ NULL,
+	/* eval_policy_start */ NULL,
 };
 
 /* ---- opening ----------------------------------------------------------- */

@@ -8,11 +8,12 @@
  *   begin  checks; the near cache's denials (no store call); each user
  *          key's id, a long key hashed here, once per decision
  *   enter  the store's breaker, and the time the store decides at
- *   step   the limits: each consumes as it allows; when one denies, what
- *          the earlier ones consumed is refunded, and the later ones are
- *          asked (consuming nothing) so retry_after is when every limit
- *          allows. A batch's items go to the batch script in chunks
- *          (core/batch.c) or through this step one by one.
+ *   step   the limits (core/policy.c): each consumes as it allows; when
+ *          one denies, what the earlier ones consumed is refunded, and
+ *          the later ones are asked (consuming nothing) so retry_after is
+ *          when every limit allows. A batch's items go to the batch
+ *          script in chunks (core/batch.c) or through this step one by
+ *          one.
  *   start  instead of step: the store call sent without waiting (one
  *          limit: the algorithm's own started call, or its twin)
  *   end    breaker leave, the on_error fallback (core/failure.c says
@@ -35,77 +36,25 @@ static size_t begin_near(drl__req *q, drl__near *near);
 
 /* ---- step: the limits ----------------------------------------------- */
 
-/* Decide limit i for call (its key made from id); counted in the store's
- * decisions unless it is the near cache's sync (`quiet`). */
-static int decide_one(drl_limiter *l, size_t i, drl__call *call,
-		      drl__keybase *kb, const drl__key_id_buf *id, bool quiet,
-		      drl_result *r, drl__undo *undo)
-{
-	drl__limit *lim = &l->limits[i];
-	drl__keybase_make_id(kb, l->prefix, l->prefixlen, lim, id->bytes,
-			     id->len, id->digest);
-	call->key = kb;
-	if (!quiet)
-		DRL__COUNT(call->stats, decisions);
-	memset(r, 0, sizeof *r);
-	int rc = lim->algo->decide(lim, call, r, undo);
-	r->limit_index = (int)i;
-	return rc;
-}
+/* A limiter's limits for the user key id, as core/policy.c takes them. */
+typedef struct limits_of {
+	const drl_limiter *l;
+	const drl__key_id_buf *id;
+} limits_of;
 
-/* Give back what limits [0, n) consumed. A refund that fails leaves quota
- * consumed: the safe direction (a later request may be denied early), so
- * the decision already made stands. */
-static void refund_all(drl_limiter *l, size_t n, const drl__call *call,
-		       const drl__key_id_buf *id, const drl__undo *undo)
+static const drl__limit *limit_at(void *arg, size_t i, drl__keybase *kb)
 {
-	drl__keybase kb;
-	drl__call c = *call;
-	c.peek = false;
-	c.err = NULL; /* keep the caller's message: the error that matters */
-	for (size_t i = 0; i < n; i++) {
-		drl__limit *lim = &l->limits[i];
-		drl__keybase_make_id(&kb, l->prefix, l->prefixlen, lim,
-				     id->bytes, id->len, id->digest);
-		c.key = &kb;
-		(void)lim->algo->refund(lim, &c, &undo[i]);
-	}
-}
-
-/* A denial *res, and another limit's decision r of the same request:
- * *res becomes r when r denies for longer (DRL_NEVER is the longest). */
-static void widen(drl_result *res, const drl_result *r)
-{
-	if (r->allowed || res->retry_after_us == DRL_NEVER)
-		return;
-	if (r->retry_after_us == DRL_NEVER ||
-	    r->retry_after_us > res->retry_after_us)
-		*res = *r;
-}
-
-/* After limit `denied` said no: ask the limits after it (without
- * consuming) so retry_after is the time when every limit would allow. */
-static int widen_retry(drl_limiter *l, size_t denied, drl__call *call,
-		       const drl__key_id_buf *id, bool quiet, drl_result *res)
-{
-	drl__keybase kb;
-	call->peek = true;
-	for (size_t i = denied + 1; i < l->nlimits; i++) {
-		drl_result r;
-		drl__undo undo;
-		int rc = decide_one(l, i, call, &kb, id, quiet, &r, &undo);
-		if (rc)
-			return rc;
-		widen(res, &r);
-	}
-	return 0;
+	const limits_of *o = arg;
+	const drl__limit *lim = &o->l->limits[i];
+	drl__keybase_make_id(kb, o->l->prefix, o->l->prefixlen, lim,
+			     o->id->bytes, o->id->len, o->id->digest);
+	return lim;
 }
 
 /* The step: cost on every limit of l at now (explicit, or
  * DRL__NOW_STORE) for the user key id; cost 0 peeks (consumes nothing),
  * and so does the near cache's sync (`sync`, not counted in decisions).
- * *result as drl_allow_at() fills it: the allowing limit with the least
- * left, or the first that denies, widened. */
+ * *result as drl_allow_at() fills it (drl__policy_step). */
 static int step(drl_limiter *l, const drl__key_id_buf *id, int64_t cost,
 		int64_t now, bool sync, drl_result *result, drl_error *err)
 {
@@ -113,31 +62,13 @@ static int step(drl_limiter *l, const drl__key_id_buf *id, int64_t cost,
 		.backend = l->store->backend,
 		.now = now,
 		.cost = cost,
+		.peek = sync || cost == 0,
 		.err = err,
 		.stats = &l->store->stats,
 	};
-	bool peek = sync || cost == 0;
-	drl__undo undo[DRL_POLICY_LIMITS_MAX];
-	drl__keybase kb;
-	drl_result best = {0}, r;
-	for (size_t i = 0; i < l->nlimits; i++) {
-		call.peek = peek;
-		int rc = decide_one(l, i, &call, &kb, id, sync, &r, &undo[i]);
-		if (rc == 0 && r.allowed) {
-			if (i == 0 || r.remaining < best.remaining)
-				best = r;
-			continue;
-		}
-		if (!peek) /* a peek consumed nothing */
-			refund_all(l, i, &call, id, undo);
-		if (rc == 0)
-			rc = widen_retry(l, i, &call, id, sync, &r);
-		if (rc == 0)
-			*result = r;
-		return rc;
-	}
-	*result = best;
-	return 0;
+	limits_of o = {l, id};
+	drl__policy p = {l->nlimits, limit_at, &o};
+	return drl__policy_step(&p, &call, sync, result);
 }
 
 /* Item i of q through the step (a request of one: its id is q->one's;
@@ -247,7 +178,7 @@ static int adjust_step(drl_limiter *l, const drl__key_id_buf *id, int64_t delta,
 			return rc;
 		r.limit_index = (int)i;
 		if (denied) {
-			widen(&best, &r);
+			drl__policy_widen(&best, &r);
 		} else if (!r.allowed) {
 			best = r;
 			denied = true;
@@ -632,17 +563,56 @@ bool drl__req_peek(drl_limiter *l, const drl__key_id_buf *id, int64_t cost,
 
 /* ---- start: the store call sent without waiting ---------------------------- */
 
+/* Whether q, a decision of a policy of several limits, is started as
+ * one call of a store that hands it to a server deciding it whole
+ * (eval_policy_start): every limit's twin runs at the time it is decided
+ * at (*now: explicit, or the local clock; not a store's clock). */
+static bool policy_startable(const drl__req *q, int64_t *now)
+{
+	drl_limiter *l = q->l;
+	drl_backend *b = l->store->backend;
+	if (q->kind != DRL__REQ_ONE || !drl__has_policy(b) ||
+	    !b->eval_policy_start || !(b->caps & DRL_CAP_EVAL_START) ||
+	    l->nlimits > DRL_POLICY_LIMITS_MAX)
+		return false;
+	int64_t t = q->now_us;
+	if (t == DRL__NOW_READ) {
+		if (b->caps & DRL_CAP_CLOCK)
+			return false;
+		t = drl_now_us();
+	}
+	drl__call probe = {.backend = b, .now = t};
+	for (size_t i = 0; i < l->nlimits; i++)
+		if (!drl__script_usable(&l->limits[i], &probe))
+			return false;
+	*now = t;
+	return true;
+}
+
 bool drl__req_startable(drl__req *q, const char **why)
 {
 	drl_limiter *l = q->l;
 	drl_backend *b = l->store->backend;
 	const char *no = NULL, *w;
+	int64_t t;
+	if (l->nlimits != 1 && policy_startable(q, &t)) {
+		if (why)
+			*why = "sent at start as one call deciding the whole "
+			       "policy (eval_policy_start: Redis tx=module's "
+			       "DRL.POLICY), finished by the thread in "
+			       "drl_async_process() on a store with channels, "
+			       "else by the store's I/O thread";
+		q->now = t;
+		return true;
+	}
 	if (q->kind == DRL__REQ_ADJUST)
 		no = "an adjustment is made on a worker (its own steps, not "
 		     "a decision's started call)";
 	else if (l->nlimits != 1)
 		no = "a policy of several limits is decided on a worker (a "
-		     "denial gives back the others: more store calls)";
+		     "denial gives back the others: more store calls), "
+		     "unless the store starts it as one call (Redis "
+		     "tx=module)";
 	else if (b->caps & DRL_CAP_DECLARED_KEYS) /* first: no eval_start */
 		no = "Redis Cluster's calls may need ASKING, which shared "
 		     "connections never send: a worker decides";
@@ -725,7 +695,8 @@ static void decided(void *arg, int rc, const drl_result *res,
 	drl_batch_item *it = &q->items[0];
 	if (rc == 0) {
 		it->result = *res;
-		it->result.limit_index = 0;
+		if (q->l->nlimits == 1)
+			it->result.limit_index = 0;
 		it->rc = 0;
 	} else {
 		if (q->err && err)
@@ -758,10 +729,74 @@ static void script_done(void *arg, int rc, const int64_t *out, size_t nret,
 	decided(q, rc, &res, err);
 }
 
+/* eval_policy_start()'s outcome for q: the policy's answer, or the
+ * store's error. */
+static void policy_done(void *arg, int rc, const int64_t *out, size_t nret,
+			const drl_error *err)
+{
+	drl__req *q = arg;
+	drl_result res;
+	if (rc == 0) {
+		limits_of o = {q->l, &q->one.id};
+		drl__policy p = {q->l->nlimits, limit_at, &o};
+		rc = drl__policy_answer(&p, out, nret, &res, q->err);
+		err = NULL; /* the detail is in q->err */
+	}
+	decided(q, rc, &res, err);
+}
+
+/* Start q, a decision of a policy drl__req_startable took, as one call
+ * of the store (eval_policy_start). */
+static void start_policy(drl__req *q)
+{
+	drl_limiter *l = q->l;
+	drl_backend *b = l->store->backend;
+	drl_batch_item *it = &q->items[0];
+	drl__call call = {
+		.backend = b,
+		.chan = q->chan,
+		.now = q->now,
+		.cost = it->cost,
+		.peek = it->cost == 0,
+		.err = q->err,
+		.stats = &l->store->stats,
+	};
+	limits_of o = {l, &q->one.id};
+	drl__policy p = {l->nlimits, limit_at, &o};
+	drl__policy_calls *pc = malloc(sizeof *pc); /* ~8 kB: not on a
+						      loop's stack */
+	int rc;
+	if (q->err)
+		q->err->code = 0;
+	if (pc == NULL)
+		rc = drl_error_set(q->err, DRL_ENOMEM, "out of memory");
+	else if (!drl__policy_calls_make(pc, &p, &call))
+		rc = drl_error_set(q->err, DRL_EINTERNAL,
+				   "a started policy the store cannot send");
+	else
+		rc = 1;
+	if (rc == 1) {
+		/* counted first: q may end before the start returns */
+		for (size_t i = 0; i < l->nlimits; i++)
+			DRL__COUNT(call.stats, decisions);
+		DRL__COUNT(call.stats, scripts);
+		rc = b->eval_policy_start(b, q->chan, pc->n, pc->calls,
+					  DRL__POLICY_NOUT, policy_done, q,
+					  q->err);
+	}
+	free(pc);
+	if (rc)
+		decided(q, rc, NULL, NULL);
+}
+
 /* Start q's one item: the algorithm's own started call first (counters:
  * no script), the twin for what it does not take. */
 static void start_one(drl__req *q)
 {
+	if (q->l->nlimits > 1) {
+		start_policy(q);
+		return;
+	}
 	drl_limiter *l = q->l;
 	drl__limit *lim = &l->limits[0];
 	drl_backend *b = l->store->backend;

@@ -690,6 +690,59 @@ static inline bool drl__has_add_read(const drl_backend *b)
 	       b->add_read != NULL;
 }
 
+/* Whether b hands a policy's limits to a server that decides them as one
+ * atomic step (DRL_CAP_POLICY, version >= 9: eval_policy). */
+static inline bool drl__has_policy(const drl_backend *b)
+{
+	return b->version >= 9 && (b->caps & DRL_CAP_POLICY) &&
+	       b->eval_policy != NULL;
+}
+
+/* What eval_policy answers: the twins' common form, then the index of
+ * the limit the decision reports (drl_result.limit_index). */
+#define DRL__POLICY_NOUT (DRL__SCRIPT_NOUT + 1)
+
+/* The limits of one request (core/policy.c): n of them; limit(arg, i, kb)
+ * is limit i, its key base built into *kb. */
+typedef struct drl__policy {
+	size_t n;
+	const drl__limit *(*limit)(void *arg, size_t i, drl__keybase *kb);
+	void *arg;
+} drl__policy;
+
+/* The policy's step: call->cost on every limit of p at call->now (a peek
+ * when call->peek; quiet: not counted in decisions, the near cache's
+ * sync). *result: the allowing limit with the least left, or the first
+ * that denies, widened (drl__policy_widen) by the peeks of the limits
+ * after it; the limits before it refunded. Through the store's
+ * eval_policy when it has one that takes the call. call->key is
+ * clobbered. */
+int drl__policy_step(const drl__policy *p, drl__call *call, bool quiet,
+		     drl_result *result);
+/* A denial *res, and another limit's decision r of the same request:
+ * *res becomes r when r denies for longer (DRL_NEVER is the longest). */
+void drl__policy_widen(drl_result *res, const drl_result *r);
+
+/* A policy's script calls for eval_policy / eval_policy_start: one per
+ * limit, all DRL__SCRIPT_NARGS integers, pointing into the struct. */
+typedef struct drl__policy_calls {
+	size_t n;
+	drl__keybase kb[DRL_POLICY_LIMITS_MAX];
+	drl__key k[DRL_POLICY_LIMITS_MAX];
+	drl_bytes keys[DRL_POLICY_LIMITS_MAX];
+	int64_t args[DRL_POLICY_LIMITS_MAX][DRL__SCRIPT_NARGS];
+	drl_script_call calls[DRL_POLICY_LIMITS_MAX];
+} drl__policy_calls;
+/* Fill *pc for p decided as call says: false when a server cannot
+ * decide it (one limit, the store's clock, an adjustment, a limit whose
+ * twin does not run: drl__script_usable). call->key is clobbered. */
+bool drl__policy_calls_make(drl__policy_calls *pc, const drl__policy *p,
+			    drl__call *call);
+/* eval_policy's answer out[0..nret) for p as a decision *res
+ * (limit_index set): 0, or DRL_ECORRUPT (in err) when it is none. */
+int drl__policy_answer(const drl__policy *p, const int64_t *out, size_t nret,
+		       drl_result *res, drl_error *err);
+
 /* Whether b keeps counters in groups (DRL_CAP_COUNTER_GROUPS, version
  * >= 7): the counter engine may then send it grouped keys. */
 static inline bool drl__has_groups(const drl_backend *b)

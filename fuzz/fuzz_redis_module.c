@@ -1,9 +1,13 @@
 /*
  * fuzz_redis_module: the argument parsers of the Redis module's commands
- * (redis_module/decide.h): DRL.DECIDE's (key, spec, now_us, cost) and
- * DRL.TWIN's (key, twin, integers), as any Redis client may send them.
- * Input: the arguments separated by '\n' (each may hold any other byte,
- * NUL included); the first byte picks the command (even: DRL.DECIDE).
+ * (redis_module/decide.h): DRL.DECIDE's (key, spec, now_us, cost),
+ * DRL.TWIN's (key, twin, integers) and DRL.POLICY's (groups of DRL.TWIN's
+ * arguments), as any Redis client may send them. Input: the arguments
+ * separated by '\n' (each may hold any other byte, NUL included); the
+ * first byte picks the command (& 3 == 2: DRL.POLICY, else odd: DRL.TWIN,
+ * else DRL.DECIDE). A policy that parses is decided as the module
+ * decides it (drl__rm_decide_policy) on a fresh memory:// store: rc 0,
+ * a decision, limit_index one of its limits.
  *
  * Each argument is copied to a buffer of its own length, so ASan sees a
  * read past it. A call that does not parse must be DRL_EINVAL with a
@@ -20,7 +24,8 @@
 
 #include <stdio.h>
 
-#define ARGS_MAX 12
+/* DRL.POLICY's most, and one more */
+#define ARGS_MAX (DRL__RM_POLICY_GROUP * DRL_POLICY_LIMITS_MAX + 1)
 
 static void fail(const char *what, int rc, const drl_error *err)
 {
@@ -43,6 +48,41 @@ static void decide(const drl__rm_request *q)
 	if ((res.allowed != 0 && res.allowed != 1) || res.remaining < 0 ||
 	    (res.allowed && res.retry_after_us != 0))
 		fail("not a decision", rc, &err);
+	b->destroy(b);
+}
+
+/* Whether a key of p begins another (a counter's group and a key of
+ * its record: one limit may then read another's state as its own). */
+static bool keys_overlap(const drl__rm_policy *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		for (size_t j = 0; j < p->n; j++)
+			if (i != j && p->q[i].kb.len < p->q[j].kb.len &&
+			    memcmp(p->q[i].kb.buf, p->q[j].kb.buf,
+				   p->q[i].kb.len) == 0)
+				return true;
+	return false;
+}
+
+static void decide_policy(const drl__rm_policy *p)
+{
+	drl_backend *b = NULL;
+	drl_error err = {0, {0}};
+	if (drl_backend_open_with(&b, "memory://", NULL, 0, &err) != 0)
+		abort();
+	drl_result res;
+	int rc = drl__rm_decide_policy(p, b, &res, &err);
+	if (rc != 0 && keys_overlap(p) &&
+	    (rc == DRL_ECORRUPT || rc == DRL_ESTORE) && err.message[0]) {
+		b->destroy(b);
+		return;
+	}
+	if (rc != 0)
+		fail("policy on memory://", rc, &err);
+	if ((res.allowed != 0 && res.allowed != 1) || res.remaining < 0 ||
+	    (res.allowed && res.retry_after_us != 0) || res.limit_index < 0 ||
+	    (size_t)res.limit_index >= p->n)
+		fail("policy: not a decision", rc, &err);
 	b->destroy(b);
 }
 
@@ -89,7 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1 || size > 4096)
 		return 0;
-	bool twin = data[0] & 1;
+	bool policy = (data[0] & 3) == 2, twin = data[0] & 1;
 	char *arg[ARGS_MAX];
 	size_t len[ARGS_MAX], n = 0;
 	const uint8_t *p = data + 1, *end = data + size;
@@ -108,7 +148,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	drl__rm_request q;
 	drl_error err = {0, {0}};
 	int rc = 0;
-	if (twin && n >= 2)
+	if (policy) {
+		drl__rm_policy pol;
+		rc = drl__rm_parse_policy(&pol, n, (const char *const *)arg,
+					  len, &err);
+		if (rc == 0)
+			decide_policy(&pol);
+		else if (rc != DRL_EINVAL || !err.message[0])
+			fail("DRL.POLICY parse", rc, &err);
+		rc = 1; /* decided here */
+	} else if (twin && n >= 2)
 		rc = parse_twin(&q, arg, len, n, &err);
 	else if (!twin && n == 4)
 		rc = drl__rm_parse(&q, (const char *const *)arg, len, &err);

@@ -52,4 +52,35 @@ void drl__rm_twin_cache_clear(void);
 int drl__rm_decide(const drl__rm_request *q, drl_backend *b, drl_result *res,
 		   int64_t *undo_a, drl_error *err);
 
+/* DRL.POLICY's arguments: per limit one group of DRL__RM_POLICY_GROUP
+ * (its key, its twin's name and the DRL__SCRIPT_NARGS integers
+ * DRL.TWIN takes), 1 to DRL_POLICY_LIMITS_MAX groups. */
+#define DRL__RM_POLICY_GROUP (2 + DRL__SCRIPT_NARGS)
+
+/* A policy of several limits on one request: q[i] is limit i (its key,
+ * limit, and the request's time and cost, the same in every q[i]). */
+typedef struct drl__rm_policy {
+	size_t n;
+	drl__rm_request q[DRL_POLICY_LIMITS_MAX];
+} drl__rm_policy;
+
+/* Parse DRL.POLICY's nargs arguments (after the command's name) into
+ * *p: each group by drl__rm_parse_twin, as DRL.TWIN parses its
+ * arguments; then every limit's time, cost and peek must be the first's
+ * (one request), and no two limits may name one key. 0, or DRL_EINVAL
+ * naming the group and what is wrong.
+ * Reads nothing past the lengths; looks at no argument when nargs is
+ * not a whole number of groups (or too many). Not thread-safe (the
+ * twin cache). */
+int drl__rm_parse_policy(drl__rm_policy *p, size_t nargs,
+			 const char *const *arg, const size_t *len,
+			 drl_error *err);
+
+/* Decide p against backend b as the core decides a policy
+ * (drl__policy_step: in order, refunds, widened), atomic as b is: 0 and
+ * *res (limit_index: the limit it reports), or a negative DRL_E* code
+ * with err set. */
+int drl__rm_decide_policy(const drl__rm_policy *p, drl_backend *b,
+			  drl_result *res, drl_error *err);
+
 #endif

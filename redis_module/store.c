@@ -206,23 +206,26 @@ static int get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 	return 0;
 }
 
-/* The Redis string for key: the command's own key argument when key is
- * its bytes (no copy), else a new one (release_name frees it). */
+/* The Redis string for key: one of the command's own key arguments when
+ * key is its bytes (no copy), else a new one (release_name frees it). */
 static RedisModuleString *name_of(drl__rm_store *s, drl_bytes key)
 {
-	size_t len = 0;
-	const char *p =
-		s->keyname ? RedisModule_StringPtrLen(s->keyname, &len) : NULL;
-	if (p && len == key.len && memcmp(p, key.data, len) == 0)
-		return s->keyname;
+	for (size_t i = 0; i < s->nkeynames; i++) {
+		size_t len = 0;
+		const char *p = RedisModule_StringPtrLen(s->keynames[i], &len);
+		if (len == key.len && memcmp(p, key.data, len) == 0)
+			return s->keynames[i];
+	}
 	return RedisModule_CreateString(s->ctx, key.len ? key.data : "",
 					key.len);
 }
 
 static void release_name(drl__rm_store *s, RedisModuleString *name)
 {
-	if (name != s->keyname)
-		RedisModule_FreeString(s->ctx, name);
+	for (size_t i = 0; i < s->nkeynames; i++)
+		if (name == s->keynames[i])
+			return;
+	RedisModule_FreeString(s->ctx, name);
 }
 
 /* v (a field's value, or NULL: absent) + delta into field f of the hash
@@ -447,7 +450,7 @@ static void destroy(drl_backend *b)
 }
 
 void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx,
-			RedisModuleString *keyname)
+			RedisModuleString **keynames, size_t n)
 {
 	static const drl_backend proto = DRL_BACKEND_INIT(7);
 	s->parent = proto;
@@ -462,5 +465,6 @@ void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx,
 	s->parent.update = update;
 	s->parent.trim = trim;
 	s->ctx = ctx;
-	s->keyname = keyname;
+	s->keynames = keynames;
+	s->nkeynames = n;
 }

@@ -18,13 +18,14 @@
 typedef struct drl__rm_store {
 	drl_backend parent;
 	RedisModuleCtx *ctx;
-	RedisModuleString *keyname; /* the command's key argument, or NULL */
+	RedisModuleString **keynames; /* the command's key arguments */
+	size_t nkeynames;
 } drl__rm_store;
 
-/* A store over ctx's keys, for the command running in ctx; keyname (may
- * be NULL) is the command's key argument, used as it is where a step
- * names those bytes (valid while the command runs). */
+/* A store over ctx's keys, for the command running in ctx; keynames[0..n)
+ * (n may be 0) are the command's key arguments, used as they are where a
+ * step names those bytes (valid while the command runs). */
 void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx,
-			RedisModuleString *keyname);
+			RedisModuleString **keynames, size_t n);
 
 #endif

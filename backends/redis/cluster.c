@@ -567,6 +567,28 @@ static int c_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 	return route(cs, slot, drl__redis_fwd_eval, &a, true, NULL, NULL, err);
 }
 
+/* A policy's calls, one key each, all in one slot (the core's keys of
+ * one user key share its hash tag, and prefixes with braces are
+ * refused): DRL_ENOTSUP otherwise, nothing sent, and the core decides
+ * limit by limit. */
+static int c_eval_policy(drl_backend *b, size_t n, const drl_script_call *calls,
+			 int64_t *out, size_t nout, size_t *nret,
+			 drl_error *err)
+{
+	cstore *cs = (cstore *)b;
+	if (n == 0 || calls[0].nkeys == 0)
+		return DRL_ENOTSUP;
+	int slot = key_slot(cs, calls[0].keys[0]);
+	for (size_t i = 1; i < n; i++)
+		if (calls[i].nkeys == 0 ||
+		    key_slot(cs, calls[i].keys[0]) != slot)
+			return DRL_ENOTSUP;
+	drl__redis_fwd a = {
+		.n = n, .calls = calls, .out = out, .nout = nout, .nret = nret};
+	return route(cs, slot, drl__redis_fwd_policy, &a, true, NULL, NULL,
+		     err);
+}
+
 /* One group's counters: one key (the group's hash), one slot. */
 static int c_trim(drl_backend *b, size_t n, const drl_bytes *keys,
 		  int64_t ttl_us, drl_error *err)
@@ -677,6 +699,7 @@ static const drl_backend c_methods = {
 	.now = c_now,
 	.del = c_del,
 	.trim = c_trim,
+	.eval_policy = c_eval_policy,
 };
 
 int drl__redis_cluster_open(drl_backend **out, drl_uri *uri, drl_error *err)

@@ -34,6 +34,13 @@ int drl__redis_fwd_eval(drl_backend *node, void *fwd, drl_error *err)
 			  a->out, a->nout, a->nret, err);
 }
 
+int drl__redis_fwd_policy(drl_backend *node, void *fwd, drl_error *err)
+{
+	drl__redis_fwd *a = fwd;
+	return node->eval_policy(node, a->n, a->calls, a->out, a->nout, a->nret,
+				 err);
+}
+
 int drl__redis_fwd_now(drl_backend *node, void *fwd, drl_error *err)
 {
 	drl__redis_fwd *a = fwd;
@@ -78,4 +85,8 @@ void drl__redis_fwd_methods(drl_backend *parent, const drl_backend *tmpl,
 	OFFER(add_read_start);
 	OFFER(trim);
 	OFFER(trim_start);
+	OFFER(eval_policy);
+	OFFER(eval_policy_start);
+	if (parent->eval_policy == NULL) /* not forwarded: not offered */
+		parent->caps &= ~(unsigned)DRL_CAP_POLICY;
 }

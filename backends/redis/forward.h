@@ -25,6 +25,7 @@ typedef struct drl__redis_fwd {
 	size_t nargs, nout, *nret;
 	const int64_t *args;
 	int64_t *out;
+	const drl_script_call *calls; /* eval_policy: n of them */
 } drl__redis_fwd;
 
 /* Run the method on `node` with the arguments in fwd (a drl__redis_fwd *):
@@ -36,6 +37,7 @@ int drl__redis_fwd_get_many(drl_backend *node, void *fwd, drl_error *err);
 int drl__redis_fwd_load(drl_backend *node, void *fwd, drl_error *err);
 int drl__redis_fwd_cas(drl_backend *node, void *fwd, drl_error *err);
 int drl__redis_fwd_eval(drl_backend *node, void *fwd, drl_error *err);
+int drl__redis_fwd_policy(drl_backend *node, void *fwd, drl_error *err);
 int drl__redis_fwd_now(drl_backend *node, void *fwd, drl_error *err);
 int drl__redis_fwd_del(drl_backend *node, void *fwd, drl_error *err);
 int drl__redis_fwd_add_read(drl_backend *node, void *fwd, drl_error *err);

@@ -561,12 +561,41 @@ bool drl__redis_twin_takes(const rstore *s, const drl_script *script,
 int drl__redis_twin_append(rstore *s, conn *c, const drl_script *script,
 			   size_t nkeys, const drl_bytes *keys, size_t nargs,
 			   const int64_t *args, drl_error *err);
-/* DRL.TWIN's reply r into out[0..nout), *nret: an array of integers (the
- * common answer); an error reply as the store's error (a server without
- * the module: DRL_ESTORE saying to load it; ECORRUPT: DRL_ECORRUPT). */
-int drl__redis_twin_result(rstore *s, const drl_script *script,
+/* The reply r of the module's command cmd ("DRL.TWIN" for script, or
+ * "DRL.POLICY": script NULL) into out[0..nout), *nret: an array of
+ * integers (the common answer); an error reply as the store's error (a
+ * server without the module: DRL_ESTORE saying to load it; ECORRUPT:
+ * DRL_ECORRUPT). */
+int drl__redis_twin_result(rstore *s, const char *cmd, const drl_script *script,
 			   const redisReply *r, int64_t *out, size_t nout,
 			   size_t *nret, drl_error *err);
+
+/* s's eval_policy() under tx=module and tx=auto (drl/sys/backend.h):
+ * DRL.POLICY, per limit keys[0], its twin's name and its seven integers,
+ * one round trip; the module's answer (six integers) into out. Under
+ * tx=auto, and under either for a call the module does not take
+ * (drl__redis_twin_takes), DRL_ENOTSUP with nothing run when the server
+ * lacks the module (asked as for DRL.TWIN; a shared connection's server
+ * answering "unknown command" ran nothing either). */
+int drl__redis_module_policy(drl_backend *b, size_t n,
+			     const drl_script_call *calls, int64_t *out,
+			     size_t nout, size_t *nret, drl_error *err);
+
+/* Queue DRL.POLICY on c's call: per limit i keys[i] (prefixed), its
+ * twin's name and args[i * DRL__TWIN_ARGS_MAX ..] (n of 1..8): the one
+ * formatter of the blocking call and of a started one
+ * (drl__redis_policy_start). */
+int drl__redis_policy_append(rstore *s, conn *c, size_t n,
+			     const drl_script *const *scripts,
+			     const drl_bytes *keys, const int64_t *args,
+			     drl_error *err);
+/* s's eval_policy_start() under tx=module (script.c): DRL.POLICY started
+ * as drl__redis_eval_start() starts DRL.TWIN; every call of 1 to 8
+ * limits with DRL__TWIN_ARGS_MAX integers and a key is sent (the module
+ * answers what it refuses). */
+int drl__redis_policy_start(drl_backend *b, drl_channel *ch, size_t n,
+			    const drl_script_call *calls, size_t nout,
+			    drl_eval_done_fn done, void *arg, drl_error *err);
 
 /* ---- keys (call.c) ----------------------------------------------------- */
 

@@ -392,7 +392,8 @@ static int eval_by(rstore *s, const drl_script *script, size_t nkeys,
 	c->form = NULL;
 	/* the form that went out (a shared call's may have changed) */
 	if (rc == 0 && a.twin) {
-		rc = drl__redis_twin_result(s, script, r, out, nout, nret, err);
+		rc = drl__redis_twin_result(s, "DRL.TWIN", script, r, out, nout,
+					    nret, err);
 		freeReplyObject(r);
 	} else if (rc == 0) {
 		rc = script_answer(s, c, script, hex, nkeys, keys, nargs, args,
@@ -438,6 +439,10 @@ typedef struct eval_call {
 	const drl_script *script;
 	char *cmd; /* the formatted command in flight */
 	bool twin; /* DRL.TWIN (tx=module; tx=auto: for now), not a script */
+	/* DRL.POLICY of npolicy limits (tx=module), their twins: keys[i],
+	 * args[i * DRL__TWIN_ARGS_MAX ..] */
+	size_t npolicy;
+	const drl_script *scripts[DRL_POLICY_LIMITS_MAX];
 	bool by_source;
 	char hex[41]; /* the script's SHA1 (not under tx=module) */
 	drl_eval_done_fn done;
@@ -462,7 +467,10 @@ static int eval_format(rstore *s, eval_call *e, drl_error *err)
 {
 	conn pc = {.shared = true};
 	int rc = drl__redis_begin(s, &pc, err);
-	if (rc == 0 && e->twin)
+	if (rc == 0 && e->npolicy)
+		rc = drl__redis_policy_append(s, &pc, e->npolicy, e->scripts,
+					      e->keys, e->args, err);
+	else if (rc == 0 && e->twin)
 		rc = drl__redis_twin_append(s, &pc, e->script, e->nkeys,
 					    e->keys, e->nargs, e->args, err);
 	else if (rc == 0)
@@ -479,7 +487,10 @@ static int eval_format(rstore *s, eval_call *e, drl_error *err)
 	e->q.len = pc.qlen;
 	e->q.n = 1;
 	e->q.r = e->r;
-	e->q.what = e->twin ? "DRL.TWIN" : e->by_source ? "EVAL" : "EVALSHA";
+	e->q.what = e->npolicy     ? "DRL.POLICY"
+		    : e->twin      ? "DRL.TWIN"
+		    : e->by_source ? "EVAL"
+				   : "EVALSHA";
 	return 0;
 }
 
@@ -520,8 +531,10 @@ static void eval_complete(rstore *s, rreq *q)
 			return; /* back here when its reply is in */
 	}
 	if (rc == 0 && e->twin)
-		rc = drl__redis_twin_result(s, e->script, e->r[0], e->out,
-					    e->nout, &nret, &err);
+		rc = drl__redis_twin_result(
+			s, e->npolicy ? "DRL.POLICY" : "DRL.TWIN",
+			e->npolicy ? NULL : e->script, e->r[0], e->out, e->nout,
+			&nret, &err);
 	else if (rc == 0)
 		rc = script_result(s, e->script, e->r[0], e->out, e->nout,
 				   &nret, &err);
@@ -603,6 +616,56 @@ int drl__redis_eval_start(drl_backend *b, drl_channel *ch,
 	e->q.chan = ch;
 	e->q.deadline = drl__redis_deadline_in(s->timeout_ms);
 	rc = eval_format(s, e, err);
+	if (rc == 0)
+		rc = drl__redis_req_queue(s, &e->q, err);
+	if (rc)
+		eval_call_free(e);
+	return rc;
+}
+
+/*
+ * DRL.POLICY started (tx=module): one eval_call whose keys and integers
+ * are every limit's, formatted by module.c and answered as DRL.TWIN is
+ * (eval_complete: the module's integers, here six).
+ */
+int drl__redis_policy_start(drl_backend *b, drl_channel *ch, size_t n,
+			    const drl_script_call *calls, size_t nout,
+			    drl_eval_done_fn done, void *arg, drl_error *err)
+{
+	rstore *s = (rstore *)b;
+	enum { A = DRL__TWIN_ARGS_MAX };
+	if (done == NULL || nout > ARGS_MAX || n < 1 ||
+	    n > DRL_POLICY_LIMITS_MAX)
+		return drl_error_set(err, DRL_EINVAL,
+				     "redis: a started policy of %zu limits, "
+				     "or no callback",
+				     n);
+	drl_bytes keys[DRL_POLICY_LIMITS_MAX];
+	int64_t args[DRL_POLICY_LIMITS_MAX * A];
+	for (size_t i = 0; i < n; i++) {
+		if (calls[i].nkeys < 1 || calls[i].nargs != A)
+			return drl_error_set(err, DRL_EINVAL,
+					     "redis: a policy's limit %zu has "
+					     "%zu keys and %zu integers",
+					     i, calls[i].nkeys, calls[i].nargs);
+		keys[i] = calls[i].keys[0];
+		memcpy(args + i * A, calls[i].args, sizeof *args * A);
+	}
+	eval_call *e = eval_call_new(n, keys, n * A, args, nout);
+	if (e == NULL)
+		return drl_error_set(err, DRL_ENOMEM, "redis %s: out of memory",
+				     s->where);
+	e->npolicy = n;
+	for (size_t i = 0; i < n; i++)
+		e->scripts[i] = calls[i].script;
+	e->script = calls[0].script;
+	e->twin = true; /* answered as DRL.TWIN is */
+	e->done = done;
+	e->arg = arg;
+	e->q.complete = eval_complete;
+	e->q.chan = ch;
+	e->q.deadline = drl__redis_deadline_in(s->timeout_ms);
+	int rc = eval_format(s, e, err);
 	if (rc == 0)
 		rc = drl__redis_req_queue(s, &e->q, err);
 	if (rc)

@@ -78,7 +78,7 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 	int rc = drl__redis_parse_uri(s, u, &server_clock, err);
 	if (rc)
 		return rc;
-	s->parent.version = 8; /* the vtable version this file fills */
+	s->parent.version = 9; /* the vtable version this file fills */
 	/* Every strategy keeps counters in groups (one hash per limit and
 	 * user key), so processes of any tx count the same counters. */
 	s->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_COUNTER_GROUPS;
@@ -107,12 +107,23 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 		s->parent.caps |= DRL_CAP_SCRIPT;
 		s->parent.eval = drl__redis_module_eval;
 	}
+	/* a policy as one DRL.POLICY: tx=module, and tx=auto where the
+	 * connection's server has the module (module.c) */
+	if (s->module_tx || s->auto_twin) {
+		s->parent.caps |= DRL_CAP_POLICY;
+		s->parent.eval_policy = drl__redis_module_policy;
+	}
 	/* A started script needs a shared connection to travel on; a
 	 * Cluster node's calls may need ASKING, which the pipes never send. */
 	if ((lua || s->module_tx) && !s->cluster && s->npipes > 0) {
 		s->parent.caps |= DRL_CAP_EVAL_START;
 		s->parent.eval_start = drl__redis_eval_start;
 	}
+	/* a policy started as one DRL.POLICY: tx=module only (tx=auto's
+	 * connections may lack the module, and a started policy has no
+	 * script to fall back on) */
+	if (s->module_tx && !s->cluster && s->npipes > 0)
+		s->parent.eval_policy_start = drl__redis_policy_start;
 	/* Channels a loop drives: plaintext single-node stores (TLS and a
 	 * Sentinel's master keep the pipes' I/O thread, docs/threading.md). */
 	if ((lua || s->module_tx) && !s->cluster && s->npipes > 0 && !s->tls &&

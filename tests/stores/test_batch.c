@@ -972,6 +972,8 @@ static drl_backend stub = {
 	NULL,
 	/* trim */ NULL,
 	/* trim_start */ NULL,
+	/* eval_policy */ NULL,
+	/* eval_policy_start */ NULL,
 };
 
 /* A version 1 store gets no batch scripts, whatever its caps say: its

@@ -271,6 +271,15 @@ static const char *const specs[] = {
 	"sliding_log:4/1s",
 };
 
+/* Policies of two and three limits, mixed algorithms. */
+static const char *const policies[] = {
+	"token_bucket:5/1s,burst=7;fixed_window:4/1s",
+	"gcra:4/700ms,burst=3;sliding_log:4/1s;subwindow:6/1200ms,subwindows=3",
+	"fixed_window:3/1s;token_bucket:6/2s,on_change=scale,version=2",
+	"sliding_window:5/1s;gcra:3/500ms;subwindow:6/1s,subwindows=4,"
+	"trailing=1",
+};
+
 /* ---- differential -------------------------------------------------------- */
 
 /* Six streams of one random sequence: tx=lua alone (prefix a:),
@@ -446,6 +455,23 @@ static void expect_error4(const char *key, const char *spec, const char *now,
 	expect_error(5, argv, lens, want, probe);
 }
 
+/* cmd with 10^6 - 1 arguments "1": an arity error. */
+static void expect_million_args(const char *cmd)
+{
+	size_t n = 1000000;
+	const char **many = malloc(n * sizeof *many);
+	size_t *ml = malloc(n * sizeof *ml);
+	assert_non_null(many);
+	assert_non_null(ml);
+	many[0] = cmd;
+	ml[0] = strlen(cmd);
+	for (size_t i = 1; i < n; i++)
+		many[i] = "1", ml[i] = 1;
+	expect_error((int)n, many, ml, "ERR wrong number", NULL);
+	free(many);
+	free(ml);
+}
+
 static void test_arity(void **state)
 {
 	(void)state;
@@ -456,18 +482,7 @@ static void test_arity(void **state)
 	expect_error(4, argv, lens, "ERR wrong number", NULL);
 	expect_error(6, argv, lens, "ERR wrong number", NULL);
 	/* 10^6 arguments */
-	size_t n = 1000000;
-	const char **many = malloc(n * sizeof *many);
-	size_t *ml = malloc(n * sizeof *ml);
-	assert_non_null(many);
-	assert_non_null(ml);
-	many[0] = "DRL.DECIDE";
-	ml[0] = 10;
-	for (size_t i = 1; i < n; i++)
-		many[i] = "1", ml[i] = 1;
-	expect_error((int)n, many, ml, "ERR wrong number", NULL);
-	free(many);
-	free(ml);
+	expect_million_args("DRL.DECIDE");
 }
 
 static void test_numbers(void **state)
@@ -659,6 +674,27 @@ static drl_async *async_open(const char *tx, drl_store **st, drl_store **lua)
 	return a;
 }
 
+/* STEPS / 4 started decisions of random costs (min_cost to min_cost + 2),
+ * keys and time steps on lm and ll: the same outcome at every step,
+ * limit_index included. */
+static void async_sequence(drl_async *a, drl_limiter *lm, drl_limiter *ll,
+			   const char *spec, unsigned *seed, int64_t min_cost)
+{
+	int64_t now = INT64_C(1700000000000000);
+	for (int step = 0; step < STEPS / 4; step++) {
+		now += (int64_t)(rand_r(seed) % 300) * 1000;
+		int64_t cost = min_cost + rand_r(seed) % 3;
+		const char *key = rand_r(seed) % 4 ? "k1" : "k2";
+		async_one m = async_decide(a, lm, key, cost, now);
+		async_one l = async_decide(a, ll, key, cost, now);
+		async_same(m.rc, &m.result, &m.err, l.rc, &l.result, &l.err,
+			   spec, step);
+		if (m.result.limit_index != l.result.limit_index)
+			fail_msg("%s step %d: limit_index %d/%d", spec, step,
+				 m.result.limit_index, l.result.limit_index);
+	}
+}
+
 /* A random sequence of costs, keys and time steps through the async API
  * on tx=module and on tx=lua: the same outcome at every step; the
  * module's calls were started (no worker) and sent DRL.TWIN, never a
@@ -681,19 +717,43 @@ static void test_async_differential(void **state)
 			fail_msg("%s on tx=module: a worker decides: %s",
 				 async_specs[i], why ? why : "?");
 		reset_stats();
-		int64_t now = INT64_C(1700000000000000);
-		for (int step = 0; step < STEPS / 4; step++) {
-			now += (int64_t)(rand_r(&seed) % 300) * 1000;
-			int64_t cost = 1 + rand_r(&seed) % 3;
-			const char *key = rand_r(&seed) % 4 ? "k1" : "k2";
-			async_one m = async_decide(a, lm, key, cost, now);
-			async_one l = async_decide(a, ll, key, cost, now);
-			async_same(m.rc, &m.result, &m.err, l.rc, &l.result,
-				   &l.err, async_specs[i], step);
-		}
+		async_sequence(a, lm, ll, async_specs[i], &seed, 1);
 		/* the state algorithms by DRL.TWIN; counters too (tx=module
 		 * decides every algorithm by the module) */
 		assert_true(command_calls("drl.twin") >= STEPS / 4);
+		drl_limiter_free(lm);
+		drl_limiter_free(ll);
+	}
+	assert_int_equal(drl_async_pending(a), 0);
+	drl_async_free(a);
+	drl_store_free(sm);
+	drl_store_free(sl);
+}
+
+/* Policies through the async API on tx=module and tx=lua: the same
+ * outcome at every step, and each tx=module decision one DRL.POLICY,
+ * started (no worker). */
+static void test_async_policy(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	drl_store *sm, *sl;
+	drl_async *a = async_open("module", &sm, &sl);
+	unsigned seed = 987;
+	for (size_t i = 0; i < 2; i++) {
+		char pm[32], pl[32];
+		snprintf(pm, sizeof pm, "apm%zu:", i);
+		snprintf(pl, sizeof pl, "apl%zu:", i);
+		drl_limiter *lm = tu_limiter(sm, policies[i], pm);
+		drl_limiter *ll = tu_limiter(sl, policies[i], pl);
+		const char *why = NULL;
+		if (!drl_async_path(lm, &why))
+			fail_msg("%s on tx=module: a worker decides: %s",
+				 policies[i], why ? why : "?");
+		reset_stats();
+		async_sequence(a, lm, ll, policies[i], &seed, 0);
+		assert_int_equal(command_calls("drl.policy"), STEPS / 4);
+		assert_int_equal(command_calls("drl.twin"), 0);
 		drl_limiter_free(lm);
 		drl_limiter_free(ll);
 	}
@@ -763,7 +823,8 @@ out:
 }
 
 /* Processes on one key at one instant through the async API (started
- * DRL.TWIN calls) under tx=module: exactly the limit allowed. */
+ * DRL.TWIN calls, and DRL.POLICY for a policy of three) under tx=module:
+ * exactly the limit allowed. */
 static void test_async_hot_key(void **state)
 {
 	(void)state;
@@ -774,9 +835,12 @@ static void test_async_hot_key(void **state)
 		"token_bucket:200/1h",
 		"gcra:200/1h",
 		"sliding_log:200/1h",
+		/* started DRL.POLICY: the tightest limit */
+		"token_bucket:400/1h,burst=400;fixed_window:200/1h;"
+		"sliding_log:300/1h",
 	};
 	reset_stats();
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		async_hot h = {uri, hot_specs[i], i};
 		hot_key_counts c = hot_key_fork(HOT_PROCS, async_hot_body, &h);
 		if (c.lost || c.errors || c.allowed != HOT_LIMIT)
@@ -787,6 +851,8 @@ static void test_async_hot_key(void **state)
 	}
 	assert_true(command_calls("drl.twin") >=
 		    3 * HOT_PROCS * HOT_THREADS * HOT_CALLS);
+	assert_true(command_calls("drl.policy") >=
+		    HOT_PROCS * HOT_THREADS * HOT_CALLS);
 	assert_int_equal(command_calls("evalsha"), 0);
 }
 
@@ -964,7 +1030,36 @@ static void test_no_module(void **state)
 		assert_non_null(strstr(e.message, "--loadmodule"));
 		drl_limiter_free(l);
 	}
+	/* a policy: DRL.POLICY, refused as clearly */
+	drl_limiter *pl = limiter(st, "gcra:3/1s;fixed_window:4/1s", NULL);
+	drl_result pres;
+	assert_int_equal(drl_allow_at(pl, "u", 1, 1, INT64_C(1700000000000000),
+				      &pres, &e),
+			 DRL_ESTORE);
+	assert_non_null(strstr(e.message, "--loadmodule"));
+	drl_limiter_free(pl);
 	drl_store_free(st);
+	/* tx=auto: the policy limit by limit, by the twins (pooled and
+	 * shared connections) */
+	static const char *const autos[] = {"tx=auto&pool=2", "tx=auto"};
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?%s", plain.port,
+			 autos[i]);
+		assert_int_equal(drl_store_open(&st, uri, &e), 0);
+		pl = limiter(st, "gcra:3/1h;fixed_window:4/1h", "na:");
+		for (int k = 0; k < 6; k++) {
+			if (drl_allow_at(pl, "u", 1, 1,
+					 INT64_C(1700000000000000), &pres, &e))
+				fail_msg("tx=auto without the module: %s",
+					 e.message);
+			assert_int_equal(pres.allowed, k < 3); /* gcra's 3 */
+		}
+		drl_limiter_free(pl);
+		drl_store_free(st);
+		redisContext *fc = redisConnect("127.0.0.1", plain.port);
+		freeReplyObject(redisCommand(fc, "FLUSHALL"));
+		redisFree(fc);
+	}
 	/* and clock=server is refused at open */
 	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=module&clock=server",
 		 plain.port);
@@ -978,6 +1073,356 @@ static void test_no_module(void **state)
 	freeReplyObject(r);
 	redisFree(c);
 	drl_fixture_stop(&plain);
+}
+
+/* ---- policies: DRL.POLICY ------------------------------------------------ */
+
+/* The store keys of every limit of `policy` for "u" under `prefix`:
+ * kb[0..n). */
+static size_t policy_keys(const char *policy, const char *prefix,
+			  drl__keybase kb[DRL_POLICY_LIMITS_MAX])
+{
+	size_t n = 0;
+	const char *p = policy;
+	while (*p) {
+		const char *semi = strchr(p, ';');
+		size_t len = semi ? (size_t)(semi - p) : strlen(p);
+		char one[128];
+		drl__limit lim;
+		assert_true(len < sizeof one && n < DRL_POLICY_LIMITS_MAX);
+		memcpy(one, p, len);
+		one[len] = 0;
+		store_key(one, prefix, "u", &kb[n++], &lim);
+		p += len + (semi != NULL);
+	}
+	return n;
+}
+
+static void reset_at(drl_limiter *l, int64_t now, const char *spec)
+{
+	drl_error e = {0, {0}};
+	if (drl_reset_at(l, "u", 1, now, &e))
+		fail_msg("reset %s: %s", spec, e.message);
+}
+
+/* assert_same, and the same limit reported. */
+static void assert_same_policy(const drl_result *a, const drl_result *b,
+			       const char *what, const char *spec, int step)
+{
+	assert_same(a, b, what, spec, step);
+	if (a->limit_index != b->limit_index)
+		fail_msg("%s, %s step %d: limit_index %d/%d", spec, what, step,
+			 a->limit_index, b->limit_index);
+}
+
+static drl_store *open_tx(int port, const char *tx)
+{
+	char uri[112];
+	drl_error e = {0, {0}};
+	drl_store *st = NULL;
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=%s&timeout_ms=10000",
+		 port, tx);
+	if (drl_store_open(&st, uri, &e))
+		fail_msg("open %s: %s", uri, e.message);
+	return st;
+}
+
+enum { P_MEM, P_LUA, P_WATCH, P_MODULE, P_AUTO, P_TURN, P_STREAMS };
+
+/* One random sequence of a policy's decisions (costs 0..3, 0 a peek),
+ * resets and time steps (forwards, and backwards as a lagging clock) on
+ * memory:// (pm:), tx=lua (pa:), tx=watch (pd:), tx=module (pe:),
+ * tx=auto with the module (pf:) and all of them in turn on one key
+ * (pc:): the same
+ * drl_result (limit_index too) everywhere, and after every step each
+ * limit's key holds the same bytes on tx=module as on tx=watch and
+ * tx=auto (the same C steps and refunds). Returns how many decisions
+ * went to the module (pe:, pf:, and pc:'s module and auto turns). */
+static long policy_differential(drl_store *const st[P_STREAMS],
+				const char *spec, int run)
+{
+	static const char *const name[P_STREAMS] = {"pm", "pa", "pd",
+						    "pe", "pf", "pc"};
+	/* a run's own keys (two policies may share a limit's tag) */
+	char prefix[P_STREAMS][16];
+	for (int k = 0; k < P_STREAMS; k++)
+		snprintf(prefix[k], sizeof prefix[k], "%s%d:", name[k], run);
+	drl_limiter *l[P_TURN], *turn[4];
+	for (int k = 0; k < P_TURN; k++)
+		l[k] = limiter(st[k], spec, prefix[k]);
+	for (int k = 0; k < 4; k++)
+		turn[k] = limiter(st[P_LUA + k], spec, prefix[P_TURN]);
+	drl__keybase kd[DRL_POLICY_LIMITS_MAX], ke[DRL_POLICY_LIMITS_MAX],
+		kf[DRL_POLICY_LIMITS_MAX];
+	size_t n = policy_keys(spec, prefix[P_WATCH], kd);
+	assert_int_equal(policy_keys(spec, prefix[P_MODULE], ke), n);
+	assert_int_equal(policy_keys(spec, prefix[P_AUTO], kf), n);
+	long to_module = 0;
+	int64_t now = INT64_C(1700000000000000) + (int64_t)(rnd() % SEC);
+	for (int i = 0; i < STEPS; i++) {
+		uint64_t r = rnd();
+		int64_t cost = (int64_t)(r % 4);
+		if (r % 10 == 0)
+			now -= (int64_t)(rnd() % (SEC / 5));
+		else
+			now += (int64_t)(rnd() % (SEC / 4));
+		drl_limiter *lt = turn[i % 4];
+		if (r % 29 == 3) { /* a reset, on every stream */
+			for (int k = 0; k < P_STREAMS; k++)
+				reset_at(k == P_TURN ? lt : l[k], now, spec);
+			continue;
+		}
+		drl_result res[P_STREAMS];
+		for (int k = 0; k < P_STREAMS; k++)
+			allow_at(k == P_TURN ? lt : l[k], now, cost, &res[k],
+				 spec);
+		to_module += 2 + (i % 4 >= 2);
+		static const char *const what[P_STREAMS] = {
+			"",
+			"tx=lua vs memory",
+			"tx=watch vs memory",
+			"tx=module vs memory",
+			"tx=auto vs memory",
+			"all in turn vs memory"};
+		for (int k = 1; k < P_STREAMS; k++)
+			assert_same_policy(&res[P_MEM], &res[k], what[k], spec,
+					   i);
+		for (size_t j = 0; j < n; j++) {
+			char *id = key_image(&kd[j]), *ie = key_image(&ke[j]);
+			char *iff = key_image(&kf[j]);
+			if (strcmp(id, ie) != 0 || strcmp(ie, iff) != 0)
+				fail_msg("%s step %d limit %zu: state "
+					 "differs:\n watch     %s\n tx=module "
+					 "%s\n tx=auto   %s",
+					 spec, i, j, id, ie, iff);
+			free(id);
+			free(ie);
+			free(iff);
+		}
+	}
+	for (int k = 0; k < P_TURN; k++)
+		drl_limiter_free(l[k]);
+	for (int k = 0; k < 4; k++)
+		drl_limiter_free(turn[k]);
+	return to_module;
+}
+
+/* Policies of two and three limits, mixed algorithms: the same answers
+ * and state on every strategy; every decision tx=module and tx=auto made
+ * was one DRL.POLICY (no DRL.TWIN, no script). */
+static void test_policy_differential(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	drl_store *st[P_STREAMS] = {NULL};
+	drl_error e = {0, {0}};
+	if (drl_store_open(&st[P_MEM], "memory://", &e))
+		fail_msg("open: %s", e.message);
+	static const char *const tx[] = {"lua", "watch", "module", "auto"};
+	for (int k = 0; k < 4; k++)
+		st[P_LUA + k] = open_tx(srv.port, tx[k]);
+	/* tx=auto's shared connection asks its server at its setup: a
+	 * call before that goes limit by limit (as for a server without
+	 * the module), so one call first */
+	drl_limiter *warm = limiter(st[P_AUTO], "gcra:1/1s;gcra:2/2s", "pw:");
+	drl_result res;
+	allow_at(warm, INT64_C(1700000000000000), 1, &res, "warm");
+	drl_limiter_free(warm);
+	reset_stats();
+	long to_module = 0;
+	for (size_t i = 0; i < sizeof policies / sizeof *policies; i++)
+		to_module += policy_differential(st, policies[i], (int)i);
+	assert_int_equal(command_calls("drl.policy"), to_module);
+	assert_int_equal(command_calls("drl.twin"), 0);
+	for (int k = 0; k < P_TURN; k++)
+		drl_store_free(st[k]);
+	assert_pong();
+}
+
+/* Atomic: under tx=module each decision of a policy is one command, and
+ * no other command reaches the server (Redis runs a module command
+ * alone: no client sees a limit consumed that a later one then gives
+ * back). One limit per command, or refunds sent by the client, would
+ * show here as DRL.TWIN, INCRBY or more calls than decisions. */
+static void test_policy_one_command(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	drl_store *st = open_tx(srv.port, "module");
+	drl_limiter *l =
+		limiter(st, "fixed_window:20/1h;token_bucket:3/1h", "one:");
+	reset_stats();
+	int allowed = 0;
+	for (int i = 0; i < 10; i++) {
+		drl_result res;
+		allow_at(l, INT64_C(1700000000000000), 1, &res, "one");
+		allowed += res.allowed;
+	}
+	assert_int_equal(allowed, 3); /* the tighter limit, then denials */
+	redisReply *r = redisCommand(rc_, "INFO commandstats");
+	assert_non_null(r);
+	long calls = 0;
+	for (const char *p = strstr(r->str, "cmdstat_"); p;
+	     p = strstr(p + 1, "cmdstat_")) {
+		static const char *const quiet[] = {
+			"cmdstat_info",   "cmdstat_config", "cmdstat_ping",
+			"cmdstat_client", "cmdstat_hello",  "cmdstat_select",
+			"cmdstat_command"};
+		bool skip_it = false;
+		for (size_t q = 0; q < sizeof quiet / sizeof *quiet; q++)
+			skip_it |= strncmp(p, quiet[q], strlen(quiet[q])) == 0;
+		if (skip_it)
+			continue;
+		if (strncmp(p, "cmdstat_drl.policy:", 19) != 0)
+			fail_msg("not one command per decision: %.60s", p);
+		calls += strtol(strstr(p, "calls=") + 6, NULL, 10);
+	}
+	freeReplyObject(r);
+	assert_int_equal(calls, 10);
+	drl_limiter_free(l);
+	drl_store_free(st);
+}
+
+/* Processes of threads on one key at one instant, a policy of three
+ * mixed limits: exactly the tightest allowed, every decision one
+ * DRL.POLICY. */
+static void test_policy_hot_key(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	char uri[96];
+	snprintf(uri, sizeof uri, "redis://127.0.0.1:%d?tx=module", srv.port);
+	reset_stats();
+	hot_key_run(uri,
+		    "token_bucket:400/1h,burst=400;fixed_window:200/1h;"
+		    "gcra:300/1h,burst=300",
+		    71);
+	hot_key_run(uri, "sliding_log:250/1h;subwindow:200/1h,subwindows=6",
+		    72);
+	assert_true(command_calls("drl.policy") > 0);
+	assert_int_equal(command_calls("drl.twin"), 0);
+	assert_int_equal(command_calls("evalsha"), 0);
+}
+
+/* DRL.POLICY key twin now cost LIMIT PERIOD burst word trailing... with
+ * limit 2's group from g2 (9 strings), limit 1 a fixed_window on key1. */
+static void expect_policy_error(const char *key1, const char *const g2[9],
+				const char *want, const char *probe)
+{
+	const char *argv[19] = {
+		"DRL.POLICY", key1, "counter", "1700000000000000",
+		"1",          "5",  "1000000", "0",
+		"1",          "2"};
+	size_t lens[19];
+	for (int i = 0; i < 9; i++)
+		argv[10 + i] = g2[i];
+	for (int i = 0; i < 19; i++)
+		lens[i] = strlen(argv[i]);
+	expect_error(19, argv, lens, want, probe);
+}
+
+/* Hostile DRL.POLICY calls: an error reply each, limit 1's state as it
+ * was, and the server alive. */
+static void test_policy_hostile(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	drl__keybase kfw, ktb;
+	drl__limit lim;
+	store_key("fixed_window:5/1s", "ph:", "u", &kfw, &lim);
+	store_key("token_bucket:5/1s", "ph:", "u", &ktb, &lim);
+	/* limit 1's counter exists: a refund leaves its bytes */
+	drl_store *st = open_tx(srv.port, "module");
+	drl_limiter *l = limiter(st, "fixed_window:5/1s", "ph:");
+	drl_result res;
+	allow_at(l, INT64_C(1700000000000000), 2, &res, "ph");
+	drl_limiter_free(l);
+	drl_store_free(st);
+
+	const char *argv[] = {"DRL.POLICY", "k", "gcra", "1", "1", "1",
+			      "1000000",    "1", "0",    "0", "k2"};
+	size_t lens[] = {10, 1, 4, 1, 1, 1, 7, 1, 1, 1, 2};
+	expect_error(1, argv, lens, "ERR wrong number", NULL);
+	expect_error(9, argv, lens, "ERR wrong number", NULL);
+	expect_error(11, argv, lens, "ERR wrong number", NULL);
+	/* nine groups: one more than a policy holds */
+	const char *nine[1 + 81];
+	size_t nl[1 + 81];
+	nine[0] = "DRL.POLICY", nl[0] = 10;
+	for (int i = 0; i < 81; i++)
+		nine[1 + i] = argv[1 + i % 9], nl[1 + i] = lens[1 + i % 9];
+	expect_error(82, nine, nl, "ERR wrong number", NULL);
+	/* 10^6 arguments (999,999 after the name: whole groups) */
+	expect_million_args("DRL.POLICY");
+
+	const char *k1 = kfw.buf, *k2 = ktb.buf;
+	const char *now_differs[9] = {k2,
+				      "token_bucket",
+				      "1700000000000001",
+				      "1",
+				      "5",
+				      "1000000",
+				      "5",
+				      "0",
+				      "0"};
+	expect_policy_error(k1, now_differs, "ERR limit 2: now and cost", k1);
+	const char *cost_differs[9] = {k2,
+				       "token_bucket",
+				       "1700000000000000",
+				       "2",
+				       "5",
+				       "1000000",
+				       "5",
+				       "0",
+				       "0"};
+	expect_policy_error(k1, cost_differs, "ERR limit 2: now and cost", k1);
+	const char *same_key[9] = {k1,
+				   "token_bucket",
+				   "1700000000000000",
+				   "1",
+				   "5",
+				   "1000000",
+				   "5",
+				   "0",
+				   "0"};
+	expect_policy_error(k1, same_key, "ERR limit 2: the key of limit 1",
+			    k1);
+	const char *bad_twin[9] = {k2,  "lua", "1700000000000000",
+				   "1", "5",   "1000000",
+				   "5", "0",   "0"};
+	expect_policy_error(k1, bad_twin, "ERR limit 2: twin", k1);
+	const char *not_number[9] = {k2,
+				     "token_bucket",
+				     "1700000000000000",
+				     "1",
+				     "5x",
+				     "1000000",
+				     "5",
+				     "0",
+				     "0"};
+	expect_policy_error(k1, not_number, "ERR limit 2:", k1);
+	const char *bad_period[9] = {
+		k2, "gcra", "1700000000000000", "1", "5", "999", "5", "0", "0"};
+	expect_policy_error(k1, bad_period, "ERR limit 2:", k1);
+	/* limit 2's key holds a list: WRONGTYPE, limit 1 given back */
+	const char *lpush[] = {"RPUSH", k2, "x"};
+	size_t pl[] = {5, ktb.len, 1};
+	freeReplyObject(cmdv(3, lpush, pl));
+	const char *wrong_type[9] = {k2,
+				     "token_bucket",
+				     "1700000000000000",
+				     "1",
+				     "5",
+				     "1000000",
+				     "5",
+				     "0",
+				     "0"};
+	expect_policy_error(k1, wrong_type, "WRONGTYPE", k1);
+	/* corrupt state bytes under limit 2 */
+	const char *set[] = {"SET", k2, "garbage"};
+	size_t sl[] = {3, ktb.len, 7};
+	freeReplyObject(cmdv(3, set, sl));
+	expect_policy_error(k1, wrong_type, "ECORRUPT", k1);
 }
 
 /* ---- tx=auto ---------------------------------------------------------- */
@@ -1205,6 +1650,11 @@ int main(void)
 		cmocka_unit_test(test_hot_key),
 		cmocka_unit_test(test_async_differential),
 		cmocka_unit_test(test_async_hot_key),
+		cmocka_unit_test(test_policy_differential),
+		cmocka_unit_test(test_policy_one_command),
+		cmocka_unit_test(test_policy_hot_key),
+		cmocka_unit_test(test_policy_hostile),
+		cmocka_unit_test(test_async_policy),
 		cmocka_unit_test(test_no_module),
 		cmocka_unit_test(test_auto),
 		cmocka_unit_test(test_auto_asks_once),

@@ -7,9 +7,12 @@
  *
  * Cross-process exactness on a hot key under tx=module and tx=auto: every
  * algorithm and a policy of two admit exactly the limit, and they were
- * DRL.TWIN's decisions (INFO commandstats: no EVALSHA). A Redis Cluster
+ * DRL.TWIN's decisions (INFO commandstats: no EVALSHA), a policy's
+ * DRL.POLICY's (its keys share the user key's hash tag: one slot, the
+ * groups' keys declared by the legacy range, step 9). A Redis Cluster
  * store has no plain counter commands, so tx=auto's counters are
- * DRL.TWIN's too. Then tx=auto decides as tx=lua on a random sequence.
+ * DRL.TWIN's too. Then tx=auto decides as tx=lua on a random sequence,
+ * policies too.
  *
  * Under CI=true a missing redis-server or module fails; otherwise skips.
  */
@@ -87,6 +90,24 @@ static void hot_key_by_module(const char *tx)
 	if (twin == 0 || sha != 0)
 		fail_msg("tx=%s on the cluster: %lld DRL.TWIN, %lld EVALSHA",
 			 tx, twin, sha);
+	/* the policy of two: one DRL.POLICY per decision, routed by its
+	 * keys' one slot */
+	long long policy = redis_cmd_calls(node, "drl.policy");
+	if (policy == 0)
+		fail_msg("tx=%s on the cluster: no DRL.POLICY", tx);
+	freeReplyObject(redisCommand(node, "CONFIG RESETSTAT"));
+	hot_key_run(uri,
+		    "token_bucket:400/1h,burst=400;fixed_window:200/1h;"
+		    "sliding_log:300/1h",
+		    91);
+	twin = redis_cmd_calls(node, "drl.twin");
+	policy = redis_cmd_calls(node, "drl.policy");
+	/* tx=auto: the calls that go out before a connection's server has
+	 * answered whether it has the module go limit by limit */
+	if ((twin != 0 && strcmp(tx, "module") == 0) || policy == 0)
+		fail_msg("tx=%s on the cluster: a policy of three: %lld "
+			 "DRL.TWIN, %lld DRL.POLICY",
+			 tx, twin, policy);
 }
 
 static void test_hot_key_module(void **state)
@@ -119,6 +140,10 @@ static void test_auto_as_lua(void **state)
 		"token_bucket:5/1s,burst=7",
 		"gcra:4/700ms,burst=3",
 		"sliding_log:4/1s",
+		/* policies: DRL.POLICY (one slot: the user key's tag) */
+		"token_bucket:5/1s,burst=7;fixed_window:4/1s",
+		"gcra:4/700ms,burst=3;sliding_log:3/1s;subwindow:6/1s,"
+		"subwindows=4",
 	};
 	char ua[160], ul[160];
 	snprintf(ua, sizeof ua, "redis-cluster://%s?tx=auto", hosts);
@@ -142,7 +167,8 @@ static void test_auto_as_lua(void **state)
 			if (a.allowed != l.allowed || a.limit != l.limit ||
 			    a.remaining != l.remaining ||
 			    a.reset_after_us != l.reset_after_us ||
-			    a.retry_after_us != l.retry_after_us)
+			    a.retry_after_us != l.retry_after_us ||
+			    a.limit_index != l.limit_index)
 				fail_msg("%s step %d: tx=auto and tx=lua "
 					 "differ",
 					 specs[i], k);

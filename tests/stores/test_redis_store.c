@@ -336,7 +336,11 @@ static void test_caps(void **state)
 	assert_int_equal(dflt->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH |
 					     DRL_CAP_EVAL_START |
 					     DRL_CAP_ADD_READ |
-					     DRL_CAP_CHANNEL);
+					     DRL_CAP_CHANNEL | DRL_CAP_POLICY);
+	/* tx=auto: a policy by DRL.POLICY where the module is loaded */
+	assert_non_null(dflt->eval_policy);
+	assert_null(lua->eval_policy);
+	assert_null(watch->eval_policy);
 	assert_non_null(dflt->add_read);
 	assert_non_null(dflt->add_read_start);
 	assert_non_null(dflt->trim);
@@ -344,11 +348,13 @@ static void test_caps(void **state)
 	assert_non_null(watch->trim);
 	assert_null(watch->trim_start);
 	assert_int_equal(autos->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH |
-					      DRL_CAP_ADD_READ);
+					      DRL_CAP_ADD_READ |
+					      DRL_CAP_POLICY);
 	assert_non_null(autos->add_read);
 	assert_null(autos->add_read_start);
 	assert_int_equal(alone->caps, base | DRL_CAP_SCRIPT | DRL_CAP_BATCH |
-					      DRL_CAP_ADD_READ);
+					      DRL_CAP_ADD_READ |
+					      DRL_CAP_POLICY);
 	assert_null(alone->eval_start);
 	assert_null(alone->chan_open);
 	assert_int_equal(watch->caps, base);

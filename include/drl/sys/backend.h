@@ -138,8 +138,11 @@ extern "C" {
  * takes a store written for 5 to 7 only when it starts no calls (no
  * eval_start, add_read_start, DRL_CAP_CHANNEL or DRL_CAP_COUNTER_GROUPS),
  * and uses nothing of it past del() and add_read(), whose places did not
- * move; one that does is refused, naming the version to rebuild for. */
-#define DRL_BACKEND_VERSION 8
+ * move; one that does is refused, naming the version to rebuild for.
+ * 9: eval_policy and eval_policy_start (optional, DRL_CAP_POLICY;
+ * appended, read only from stores of version >= 9: the core decides a
+ * policy limit by limit otherwise). */
+#define DRL_BACKEND_VERSION 9
 
 typedef struct drl_bytes {
 	const void *data;
@@ -189,7 +192,12 @@ enum {
 	/* trim, trim_start (version >= 7): the store keeps the counters of
 	 * one group in one record (Redis: one hash). See "Counter groups"
 	 * above struct drl_backend. */
-	DRL_CAP_COUNTER_GROUPS = 1u << 11
+	DRL_CAP_COUNTER_GROUPS = 1u << 11,
+
+	/* eval_policy (version >= 9, needs DRL_CAP_SCRIPT): a policy's
+	 * script calls run as one atomic step on a server that decides
+	 * them itself (Redis with libdrl's module: DRL.POLICY). */
+	DRL_CAP_POLICY = 1u << 12
 };
 
 /* A channel (version >= 7, DRL_CAP_CHANNEL): a connection of the store's
@@ -264,6 +272,15 @@ typedef struct drl_script {
  * hands back add_read()'s outcome the same way (out: its values, nret: n). */
 typedef void (*drl_eval_done_fn)(void *arg, int rc, const int64_t *out,
 				 size_t nret, const drl_error *err);
+
+/* One script call as eval() takes it (eval_policy hands several). */
+typedef struct drl_script_call {
+	const drl_script *script;
+	size_t nkeys;
+	const drl_bytes *keys;
+	size_t nargs;
+	const int64_t *args;
+} drl_script_call;
 
 typedef struct drl_backend drl_backend;
 struct drl_backend {
@@ -446,6 +463,37 @@ struct drl_backend {
 	int (*trim_start)(drl_backend *b, drl_channel *ch, size_t n,
 			  const drl_bytes *keys, int64_t ttl_us,
 			  drl_eval_done_fn done, void *arg, drl_error *err);
+
+	/* Optional (version >= 9, DRL_CAP_POLICY): the n script calls of
+	 * one request's limits (calls[i] is what eval() would be handed
+	 * for limit i: its twin, its key, all DRL__SCRIPT_NARGS integers;
+	 * one time and cost for all), decided as one atomic step by a
+	 * server that runs the limits' steps itself: every limit decided
+	 * in order, the earlier ones given back when one denies, the later
+	 * ones then asked. out gets the policy's decision in the twins'
+	 * common form (allowed, remaining, reset_after_us, retry_after_us,
+	 * consumed) and the index of the limit it reports: six integers.
+	 * A store that cannot take this call now (its server lacks the
+	 * command, keys of several slots) returns DRL_ENOTSUP with nothing
+	 * run: the core then decides limit by limit. Errors as eval(). A
+	 * store that runs scripts only (Lua) leaves it NULL: no script can
+	 * call another. */
+	int (*eval_policy)(drl_backend *b, size_t n,
+			   const drl_script_call *calls, int64_t *out,
+			   size_t nout, size_t *nret, drl_error *err);
+
+	/* Optional (version >= 9, DRL_CAP_POLICY, with DRL_CAP_EVAL_START):
+	 * eval_policy() without waiting, as eval_start() is eval() (the
+	 * same rules and `ch`; calls and what they point at copied before
+	 * it returns). The core starts a policy only on a store that fills
+	 * this slot, and only when eval_policy() could take it (the
+	 * limits' twins run, the time is known): a store fills it only
+	 * where every such call goes to a server that decides policies
+	 * (Redis tx=module; not tx=auto, whose connections may lack it). */
+	int (*eval_policy_start)(drl_backend *b, drl_channel *ch, size_t n,
+				 const drl_script_call *calls, size_t nout,
+				 drl_eval_done_fn done, void *arg,
+				 drl_error *err);
 };
 
 /* The start of every store's drl_backend: the version the store was
