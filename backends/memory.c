@@ -1019,7 +1019,7 @@ static void mem_destroy(drl_backend *b)
 }
 
 static const drl_backend memory_vtable = {
-	/* version */ 8, /* the vtable version this file fills */
+	/* version */ 9, /* the vtable version this file fills */
 	/* caps */ DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_UPDATE |
 		DRL_CAP_INPROC,
 	/* name */ "memory",
