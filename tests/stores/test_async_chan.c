@@ -68,6 +68,14 @@ static void uri_of(char *buf, size_t cap, const char *opts)
 		 opts ? opts : "");
 }
 
+/* A limiter of spec on a store of uri_of(NULL): both freed by tu_free(). */
+static tu plain_open(const char *spec)
+{
+	char uri[256];
+	uri_of(uri, sizeof uri, NULL);
+	return tu_open(uri, spec);
+}
+
 /* timeout_ms, and no breaker: every call goes to the server. */
 static void uri_no_breaker(char *buf, size_t cap, int64_t timeout_ms)
 {
@@ -233,9 +241,7 @@ static void test_starts_from_threads(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	char uri[256];
-	uri_of(uri, sizeof uri, NULL);
-	tu t = tu_open(uri, "fixed_window:150/1h");
+	tu t = plain_open("fixed_window:150/1h");
 	mt_run m = {.a = async_run_ctx(), .lim = t.lim};
 	pthread_t th[MT_THREADS];
 	for (int i = 0; i < MT_THREADS; i++)
@@ -332,9 +338,7 @@ static void test_notify_keeps_io_thread(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	char uri[256];
-	uri_of(uri, sizeof uri, NULL);
-	tu t = tu_open(uri, "fixed_window:1000000/1h");
+	tu t = plain_open("fixed_window:1000000/1h");
 	int before = async_threads_now();
 	drl_async *a = async_run_ctx();
 	assert_int_equal(drl_async_notify(a, wake_nothing, NULL), 0);
@@ -520,9 +524,8 @@ static void test_stopped_before_connect(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	int64_t timeout = tu_bound_ms(100);
 	char uri[256];
-	uri_no_breaker(uri, sizeof uri, timeout);
+	uri_no_breaker(uri, sizeof uri, tu_bound_ms(100));
 	async_run r = async_run_open(uri, "fixed_window:5/1h", "unsent", 20);
 	r.at = INT64_C(1797000000000000);
 	assert_int_equal(drl_fixture_pause(&srv), 0);
@@ -549,16 +552,23 @@ static void test_server_gone_reconnects(void **state)
 
 /* ---- free and drain with calls in flight ---------------------------------- */
 
+/* *r: a run of n requests for key on the plain URI, all started (in
+ * flight: their callbacks hold r). */
+static void in_flight(async_run *r, const char *key, int n)
+{
+	char uri[256];
+	uri_of(uri, sizeof uri, NULL);
+	*r = async_run_open(uri, "fixed_window:1000000/1h", key, n);
+	for (int i = 0; i < n; i++)
+		async_run_start(r);
+}
+
 static void test_free_in_flight(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	char uri[256];
-	uri_of(uri, sizeof uri, NULL);
-	async_run r =
-		async_run_open(uri, "fixed_window:1000000/1h", "free", 64);
-	for (int i = 0; i < 64; i++)
-		async_run_start(&r);
+	async_run r;
+	in_flight(&r, "free", 64);
 	/* Their callbacks must not start more: the context is going. */
 	r.total = r.started;
 	drl_async_free(r.a);
@@ -580,12 +590,8 @@ static void test_drain_in_flight(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	char uri[256];
-	uri_of(uri, sizeof uri, NULL);
-	async_run r =
-		async_run_open(uri, "fixed_window:1000000/1h", "drain", 32);
-	for (int i = 0; i < 32; i++)
-		async_run_start(&r);
+	async_run r;
+	in_flight(&r, "drain", 32);
 	drl_error e = {0};
 	assert_int_equal(drl_async_drain(r.a, drained, &r, &e), 0);
 	int64_t end = tu_mono_ms() + tu_bound_ms(30000);
@@ -606,9 +612,7 @@ static void test_store_freed_first(void **state)
 	NEED_SERVER();
 	drl_async *a = async_run_ctx();
 	for (int i = 0; i < 3; i++) {
-		char uri[256];
-		uri_of(uri, sizeof uri, NULL);
-		tu t = tu_open(uri, "fixed_window:1000000/1h");
+		tu t = plain_open("fixed_window:1000000/1h");
 		async_run r = {
 			.a = a, .lim = t.lim, .key = "first", .total = 20};
 		async_run_all(&r, 8);
