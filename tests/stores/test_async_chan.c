@@ -434,26 +434,8 @@ static void test_stopped_server_times_out(void **state)
 	int64_t timeout = tu_bound_ms(100);
 	char uri[256];
 	uri_no_breaker(uri, sizeof uri, timeout);
-	async_run r =
-		async_run_connected(uri, "fixed_window:1000000/1h", "stop");
-	int before = async_threads_now();
-	assert_int_equal(drl_fixture_pause(&srv), 0);
-	async_run_again(&r, 16, 0);
-	int64_t t0 = tu_mono_ms();
-	async_run_all(&r, 16);
-	int64_t took = tu_mono_ms() - t0;
-	assert_int_equal(drl_fixture_resume(&srv), 0);
-	if (r.timeouts != 16)
-		fail_msg("%d of 16 timed out; last: %s", r.timeouts, r.last);
-	assert_non_null(strstr(r.last, "timeout_ms"));
-	/* The deadline rang: not before timeout_ms (a lower bound only). */
-	assert_true(took >= timeout - 1);
-	assert_int_equal(async_threads_now(), before);
-	/* Back: the next start connects afresh and decides. */
-	async_run_again(&r, 4, 0);
-	async_run_all(&r, 4);
-	assert_int_equal(r.allowed, 4);
-	async_run_close(&r);
+	async_run_stopped(uri, "fixed_window:1000000/1h", &srv, timeout, 0,
+			  NULL);
 }
 
 /* More than the socket buffers hold, written to a stopped server: the
