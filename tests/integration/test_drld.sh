@@ -1060,12 +1060,7 @@ body = b'{"key":"g","limit":"fixed_window:5/1s"}'
 def in_flight():
     m = socket.create_connection(("127.0.0.1", port))
     m.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    text = b""
-    while True:
-        part = m.recv(65536)
-        if not part:
-            break
-        text += part
+    text = m.makefile("rb").read()  # to the close
     m.close()
     for line in text.decode().splitlines():
         if line.startswith("drld_http_requests_in_flight "):
