@@ -13,20 +13,9 @@
 set -u
 
 drl=${1:?usage: test_bench.sh PATH/TO/drl}
-tmp=$(mktemp -d)
-pids=()
-
-# shellcheck source=../../scripts/ports.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/ports.sh"
-
-cleanup() {
-	stop_pids "${pids[@]}" # scripts/ports.sh
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# shellcheck source=../fixtures/tap.sh
-source "$(dirname "$0")/../fixtures/tap.sh"
+here=$(dirname "${BASH_SOURCE[0]}")
+# shellcheck source=../fixtures/scratch.sh
+source "$here/../fixtures/scratch.sh" # $tmp, pids, tap.sh
 
 run() {
 	last_args=("$@")

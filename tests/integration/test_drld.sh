@@ -39,20 +39,8 @@ drl=${2:?usage: test_drld.sh PATH/TO/drld PATH/TO/drl}
 choose_part test_drld.sh "${3:-}" input decisions shadow service attack
 here=$(dirname "${BASH_SOURCE[0]}")
 client="$here/../fixtures/drld_client.py"
-tmp=$(mktemp -d)
-pids=() # every process this script started, stopped by PID at exit
-
-# shellcheck source=../../scripts/ports.sh
-. "$here/../../scripts/ports.sh"
-
-cleanup() {
-	stop_pids "${pids[@]}" # scripts/ports.sh
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# shellcheck source=../fixtures/tap.sh
-source "$here/../fixtures/tap.sh"
+# shellcheck source=../fixtures/scratch.sh
+source "$here/../fixtures/scratch.sh" # $tmp, pids, tap.sh
 
 if ! command -v curl >/dev/null; then
 	missing curl
@@ -195,16 +183,9 @@ except (ValueError, AttributeError):
 	check $? "$2: error message has '$1' (got $msg)"
 }
 
-# The value of the metric line starting with $1 (exact labels) at $port.
-metric() {
-	curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '
-		substr($0, 1, length(m) + 1) == m " " { print $2; f = 1 }
-		END { if (!f) print "<absent>" }'
-}
-
 expect_metric() {
 	local got
-	got=$(metric "$1")
+	got=$(drld_metric "$1")
 	[ "$got" = "$2" ]
 	check $? "$3: $1 = $2 (got $got)"
 }
@@ -215,45 +196,27 @@ start_test_servers "$tmp" # scripts/ports.sh
 
 # ---- the command line --------------------------------------------------
 
-# run ARGS...: drld ARGS in the foreground, status in $rc, stderr in
-# $tmp/run.err (for commands that exit at once).
-run() {
-	"$drld" "$@" >"$tmp/run.out" 2>"$tmp/run.err" </dev/null
-	rc=$?
-}
-
-# bad_usage TEXT ARGS...: drld ARGS exits 2 naming TEXT on stderr.
-bad_usage() {
-	local text=$1
-	shift
-	run "$@"
-	[ "$rc" -eq 2 ] && grep -qF -- "$text" "$tmp/run.err"
-	local st=$?
-	check $st "drld $*: exit 2 (got $rc), stderr names '$text'"
-	[ "$st" -eq 0 ] || sed 's/^/#   stderr: /' "$tmp/run.err"
-}
-
 if in_part input; then
-run --version
+drld_run --version
 [ "$rc" -eq 0 ] && grep -qE '^drld [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/run.out"
 check $? "drld --version prints 'drld X.Y.Z'"
-run --help
+drld_run --help
 [ "$rc" -eq 0 ] && grep -qF -- '--max-connections' "$tmp/run.out"
 check $? "drld --help lists the options"
 
-bad_usage "unknown option '--bogus'" --bogus
-bad_usage "unexpected argument 'extra'" extra
-bad_usage "bad --listen 'localhost:8080'" --listen localhost:8080
-bad_usage "bad --listen '127.0.0.1'" --listen 127.0.0.1
-bad_usage "bad --listen '127.0.0.1:65536'" --listen 127.0.0.1:65536
-bad_usage "bad --listen '::1:80'" --listen ::1:80
-bad_usage "bad --threads '0'" --threads 0
-bad_usage "bad --max-body '1x'" --max-body 1x
-bad_usage "bad --timeout-s '-1'" --timeout-s -1
-bad_usage "option '--store' needs a value" --store
-bad_usage 'unknown store scheme "bogus"' --listen 127.0.0.1:0 \
+drld_refused "unknown option '--bogus'" --bogus
+drld_refused "unexpected argument 'extra'" extra
+drld_refused "bad --listen 'localhost:8080'" --listen localhost:8080
+drld_refused "bad --listen '127.0.0.1'" --listen 127.0.0.1
+drld_refused "bad --listen '127.0.0.1:65536'" --listen 127.0.0.1:65536
+drld_refused "bad --listen '::1:80'" --listen ::1:80
+drld_refused "bad --threads '0'" --threads 0
+drld_refused "bad --max-body '1x'" --max-body 1x
+drld_refused "bad --timeout-s '-1'" --timeout-s -1
+drld_refused "option '--store' needs a value" --store
+drld_refused 'unknown store scheme "bogus"' --listen 127.0.0.1:0 \
 	--store bogus://x
-bad_usage 'no-such-file.json' --listen 127.0.0.1:0 \
+drld_refused 'no-such-file.json' --listen 127.0.0.1:0 \
 	--config "$tmp/no-such-file.json"
 # attack (issue 33, 6): --config naming a FIFO blocked the start forever
 # (open(2) waits for a writer); `timeout` bounds that old behaviour
@@ -269,7 +232,7 @@ rm -f "$tmp/fifo.json"
 # a message naming the file and TEXT.
 bad_config() {
 	printf '%s\n' "$2" >"$tmp/bad.json"
-	bad_usage "$tmp/bad.json: $1" --listen 127.0.0.1:0 \
+	drld_refused "$tmp/bad.json: $1" --listen 127.0.0.1:0 \
 		--config "$tmp/bad.json"
 }
 bad_config 'line 2, column 0' '{"rules": '
@@ -315,14 +278,14 @@ bad_config 'rule "a": limits_from: by "{nope}": unknown placeholder' \
 
 if [ -n "$rport" ]; then
 	closed=$(free_port) # nothing listens there
-	run --listen 127.0.0.1:0 --store "redis://127.0.0.1:$closed"
+	drld_run --listen 127.0.0.1:0 --store "redis://127.0.0.1:$closed"
 	[ "$rc" -eq 3 ] && grep -qF 'drld: --store:' "$tmp/run.err"
 	check $? "an unreachable store exits 3 (got $rc)"
 fi
 
 # the address is taken: exit 1
 if start busy; then
-	run --listen "127.0.0.1:$port"
+	drld_run --listen "127.0.0.1:$port"
 	[ "$rc" -eq 1 ]
 	check $? "an address in use exits 1 (got $rc)"
 	stop busy "$pid"
@@ -527,7 +490,7 @@ decisions() {
 	expect_metric 'drld_store_errors_total' 0 "$s"
 	expect_metric 'drld_adhoc_limiters' 1 "$s"
 	local sd
-	sd=$(metric drld_store_decisions_total)
+	sd=$(drld_metric drld_store_decisions_total)
 	[[ "$sd" =~ ^[0-9]+$ ]] && [ "$sd" -ge 27 ]
 	check $? "$s: drld_store_decisions_total >= 27 (got $sd)"
 	stop "dec-$s" "$pid"
@@ -1097,12 +1060,7 @@ body = b'{"key":"g","limit":"fixed_window:5/1s"}'
 def in_flight():
     m = socket.create_connection(("127.0.0.1", port))
     m.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    text = b""
-    while True:
-        part = m.recv(65536)
-        if not part:
-            break
-        text += part
+    text = m.makefile("rb").read()  # to the close
     m.close()
     for line in text.decode().splitlines():
         if line.startswith("drld_http_requests_in_flight "):
@@ -1159,19 +1117,11 @@ cat >"$tmp/r5.json" <<'EOF'
 EOF
 cp "$tmp/r2.json" "$tmp/live.json"
 
-# reload_to FILE: copy FILE over the live config, SIGHUP, and wait for
-# drld_config_reloads_total{result=RESULT} to grow.
+# reload_to FILE RESULT: copy FILE over the live config, and
+# drld_reload RESULT.
 reload_to() {
-	local result=$2 before i
-	before=$(metric "drld_config_reloads_total{result=\"$result\"}")
 	cp "$1" "$tmp/live.json"
-	kill -HUP "$pid"
-	for ((i = 0; i < 200; i++)); do
-		[ "$(metric "drld_config_reloads_total{result=\"$result\"}")" \
-			-gt "$before" ] && return 0
-		sleep 0.05
-	done
-	return 1
+	drld_reload "$2"
 }
 
 clear_of_hour_edge # rule r counts fixed_window:N/1h across reloads
@@ -1218,7 +1168,7 @@ if start reload --config "$tmp/live.json"; then
 		[ "${BASH_REMATCH[1]}" -ge 100 ]
 	check $? "20 SIGHUPs while 4 clients hammer: no failure ($got)"
 	for ((i = 0; i < 200; i++)); do
-		[ "$(metric 'drld_config_reloads_total{result="ok"}')" = 21 ] &&
+		[ "$(drld_metric 'drld_config_reloads_total{result="ok"}')" = 21 ] &&
 			break
 		sleep 0.05
 	done
@@ -1234,7 +1184,7 @@ fi
 ok_reloads_pass() {
 	local i
 	for ((i = 0; i < 600; i++)); do
-		[ "$(metric 'drld_config_reloads_total{result="ok"}')" -gt "$1" ] &&
+		[ "$(drld_metric 'drld_config_reloads_total{result="ok"}')" -gt "$1" ] &&
 			return 0
 		sleep 0.05
 	done
@@ -1245,7 +1195,7 @@ ok_reloads_pass() {
 # over, as an editor or a deploy does) is reloaded with no signal.
 cp "$tmp/r2.json" "$tmp/watched.json"
 if start watched --config "$tmp/watched.json" --watch-config; then
-	before=$(metric 'drld_config_reloads_total{result="ok"}')
+	before=$(drld_metric 'drld_config_reloads_total{result="ok"}')
 	cp "$tmp/r5.json" "$tmp/watched.json.new"
 	mv "$tmp/watched.json.new" "$tmp/watched.json"
 	ok_reloads_pass "$before"
@@ -1265,7 +1215,7 @@ fi
 mkdir -p "$tmp/ovf"
 cp "$tmp/r2.json" "$tmp/ovf/drld.json"
 if start overflow --config "$tmp/ovf/drld.json" --watch-config; then
-	before=$(metric 'drld_config_reloads_total{result="ok"}')
+	before=$(drld_metric 'drld_config_reloads_total{result="ok"}')
 	q=$(cat /proc/sys/fs/inotify/max_queued_events 2>/dev/null || echo 16384)
 	kill -STOP "$pid"
 	# two events a file (IN_CREATE, IN_CLOSE_WRITE): past the queue
@@ -1374,17 +1324,17 @@ if start perkey --config "$tmp/perkey.json"; then
 	# the map changes with the config: gold 3 -> 5 keeps its count
 	printf '{"gold": "fixed_window:5/1h", "silver": "fixed_window:2/1h"}\n' \
 		>"$tmp/plans.json"
-	before=$(metric 'drld_config_reloads_total{result="ok"}')
+	before=$(drld_metric 'drld_config_reloads_total{result="ok"}')
 	kill -HUP "$pid"
 	ok_reloads_pass "$before"
 	check $? "limits_from map: SIGHUP reloads"
 	per_key gold 3 2 "map: gold raised to 5/1h after 3 used: exactly 2 more"
 	per_key silver 2 1 "map: silver now 2/1h after 1 used: exactly 1 more"
 	printf '{"gold": "fixed_window:0/1h"}\n' >"$tmp/plans.json"
-	before=$(metric 'drld_config_reloads_total{result="error"}')
+	before=$(drld_metric 'drld_config_reloads_total{result="error"}')
 	kill -HUP "$pid"
 	for ((i = 0; i < 200; i++)); do
-		[ "$(metric 'drld_config_reloads_total{result="error"}')" -gt "$before" ] && break
+		[ "$(drld_metric 'drld_config_reloads_total{result="error"}')" -gt "$before" ] && break
 		sleep 0.05
 	done
 	grep -qF "plans.json: \"gold\": invalid limit spec \"fixed_window:0/1h\"" "$tmp/perkey.err"
@@ -1464,7 +1414,7 @@ EOF
 		expect_code 503 "store down, a protected path"
 		expect_metric drld_store_errors_total 5 "store down"
 		expect_metric 'drld_http_requests_total{code="503"}' 3 "store down"
-		local_f=$(metric drld_store_failures_total)
+		local_f=$(drld_metric drld_store_failures_total)
 		[[ "$local_f" =~ ^[0-9]+$ ]] && [ "$local_f" -ge 1 ]
 		check $? "drld_store_failures_total counts (got $local_f)"
 		! grep -qF -- "$pw" "$tmp/fail.err"

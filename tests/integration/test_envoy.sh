@@ -27,22 +27,11 @@ drld=${1:?usage: test_envoy.sh PATH/TO/drld PATH/TO/drld/envoy/proto}
 protos=${2:?usage: test_envoy.sh PATH/TO/drld PATH/TO/drld/envoy/proto}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 client=(/usr/bin/python3 "$here/../fixtures/envoy_client.py" "$protos")
-tmp=$(mktemp -d)
-pids=()
 # under TSan (scripts/test.sh): grpc++ and abseil are not instrumented
 export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$here/../fixtures/tsan_grpc.supp"
 
-# shellcheck source=../../scripts/ports.sh
-. "$here/../../scripts/ports.sh"
-
-cleanup() {
-	stop_pids "${pids[@]}" # scripts/ports.sh
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# shellcheck source=../fixtures/tap.sh
-source "$here/../fixtures/tap.sh"
+# shellcheck source=../fixtures/scratch.sh
+source "$here/../fixtures/scratch.sh" # $tmp, pids, tap.sh
 
 # A program is missing: skip what needs it, or fail under CI.
 if ! /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null; then
@@ -103,12 +92,6 @@ wait_line() {
 	return 1
 }
 
-# One value of drld's /metrics at $port ("<absent>" if none).
-metric() {
-	curl -s "http://127.0.0.1:$port/metrics" |
-		awk -v m="$1" '$1 == m { print $2; f = 1 } END { if (!f) print "<absent>" }'
-}
-
 # expect_call WANT DOMAIN ENTRIES: one request's summary line is WANT.
 expect_call() {
 	local got
@@ -119,18 +102,12 @@ expect_call() {
 
 # ---- the command line and bad configs ----------------------------------
 
-run() {
-	"$drld" "$@" >"$tmp/run.out" 2>"$tmp/run.err" </dev/null
-	rc=$?
-}
-
-# refused TEXT ARGS...: drld ARGS exits 2 naming TEXT on stderr.
+# refused TEXT ARGS...: drld --listen 127.0.0.1:0 ARGS exits 2 naming
+# TEXT on stderr.
 refused() {
 	local text=$1
 	shift
-	run --listen 127.0.0.1:0 "$@"
-	[ "$rc" -eq 2 ] && grep -qF -- "$text" "$tmp/run.err"
-	check $? "refused with exit 2 and '$text' (got $rc: $(head -c 300 "$tmp/run.err"))"
+	drld_refused "$text" --listen 127.0.0.1:0 "$@"
 }
 
 refused "bad --grpc-listen 'nowhere'" --grpc-listen nowhere
@@ -190,7 +167,7 @@ refused "bad --grpc-max-connection-age '604801'" --grpc-max-connection-age 60480
 refused "bad --grpc-max-connection-age-grace '-1'" --grpc-max-connection-age-grace -1
 refused "bad --grpc-max-connection-idle '604801'" --grpc-max-connection-idle 604801
 if [ -n "$rport" ]; then # redis-server holds that port
-	run --listen 127.0.0.1:0 --grpc-listen "127.0.0.1:$rport"
+	drld_run --listen 127.0.0.1:0 --grpc-listen "127.0.0.1:$rport"
 	[ "$rc" -eq 1 ] &&
 		grep -qF "drld: --grpc-listen 127.0.0.1:$rport: cannot listen" "$tmp/run.err"
 	check $? "--grpc-listen on a port in use: exit 1 and a message (got $rc)"
@@ -420,7 +397,7 @@ if [ -n "$mport" ]; then
 	STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=1 together tg-memcached-stop \
 		"memcached://127.0.0.1:$mport" stop
 fi
-STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=yes run --grpc-listen 127.0.0.1:0 \
+STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=yes drld_run --grpc-listen 127.0.0.1:0 \
 	--envoy-config "$tmp/cfg-tg-memory"
 [ "$rc" = 2 ] && grep -qF "bad STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT 'yes'" "$tmp/run.err"
 check $? "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=yes: exit 2, named"
@@ -453,7 +430,7 @@ else
 fi
 if start shadow --envoy-config "$tmp/cfg-flags" --shadow; then
 	expect_call "OK OVER_LIMIT 0" flags user=blocked
-	[ "$(metric drld_envoy_global_shadow_mode_total)" = 1 ]
+	[ "$(drld_metric drld_envoy_global_shadow_mode_total)" = 1 ]
 	check $? "--shadow: drld_envoy_global_shadow_mode_total is 1"
 	stop shadow "$pid"
 else
@@ -504,7 +481,7 @@ if start shards --envoy-config "$tmp/cfg-flags" --grpc-pollers 2; then
 	got=$("${client[@]}" conns "$gport" flags user=shards 4)
 	[ "$got" = "OK OK OK OVER_LIMIT" ]
 	check $? "2 shards, 4 connections, 3/hour: each connection's call decided against one limit (got $got)"
-	got="$(metric 'drld_grpc_connections_total{shard="0"}') $(metric 'drld_grpc_connections_total{shard="1"}') $(metric 'drld_grpc_connections_total{shard="2"}')"
+	got="$(drld_metric 'drld_grpc_connections_total{shard="0"}') $(drld_metric 'drld_grpc_connections_total{shard="1"}') $(drld_metric 'drld_grpc_connections_total{shard="2"}')"
 	[ "$got" = "2 2 <absent>" ]
 	check $? "the listener dealt the 4 connections 2 and 2 to the 2 shards (got $got)"
 	stop shards "$pid"
@@ -520,7 +497,7 @@ if start one-cpu --envoy-config "$tmp/cfg-flags"; then
 	got=$("${client[@]}" conns "$gport" flags user=onecpu 2)
 	[ "$got" = "OK OK" ]
 	check $? "one CPU: 2 connections decided (got $got)"
-	got="$(metric 'drld_grpc_connections_total{shard="0"}') $(metric 'drld_grpc_connections_total{shard="1"}')"
+	got="$(drld_metric 'drld_grpc_connections_total{shard="0"}') $(drld_metric 'drld_grpc_connections_total{shard="1"}')"
 	[ "$got" = "2 <absent>" ]
 	check $? "one CPU (taskset -c 0): one shard by default, dealt both connections (got $got)"
 	stop one-cpu "$pid"
@@ -568,7 +545,7 @@ if start fds --envoy-config "$tmp/cfg-flags"; then
 	got=$("${client[@]}" fdflood "$gport" flags user=fds 200)
 	[ "$got" = "OK OK" ]
 	check $? "64 descriptors, 200 idle connections: a call is served while they stay, and after they close (got $got)"
-	got=$(metric 'drld_grpc_connections_closed_total{reason="no_preface"}')
+	got=$(drld_metric 'drld_grpc_connections_closed_total{reason="no_preface"}')
 	[ "$got" != "<absent>" ] && [ "$got" -ge 100 ]
 	check $? "the silent connections were closed to make room (no_preface: got $got)"
 	stop fds "$pid" drop_vptr_probe_reports
@@ -731,7 +708,7 @@ fi
 reloads_grow() {
 	local i
 	for ((i = 0; i < 600; i++)); do
-		[ "$(metric "drld_config_reloads_total{result=\"$1\"}")" -gt "$2" ] &&
+		[ "$(drld_metric "drld_config_reloads_total{result=\"$1\"}")" -gt "$2" ] &&
 			return 0
 		sleep 0.05
 	done
@@ -747,12 +724,12 @@ mkdir -p "$tmp/watch/..v3"
 printf 'domain: d00\ndescriptors: [\n' >"$tmp/watch/..v3/d00.yaml"
 if start watching --envoy-config "$tmp/watch" --watch-config; then
 	expect_call "OK OK 0" d00 k=a
-	ok=$(metric 'drld_config_reloads_total{result="ok"}')
+	ok=$(drld_metric 'drld_config_reloads_total{result="ok"}')
 	flip "$tmp/watch" ..v2
 	reloads_grow ok "$ok"
 	check $? "watch: a ConfigMap swap (..data renamed) reloads, no signal"
 	expect_call "OK OK 1" d00 k=b
-	bad=$(metric 'drld_config_reloads_total{result="error"}')
+	bad=$(drld_metric 'drld_config_reloads_total{result="error"}')
 	flip "$tmp/watch" ..v3
 	reloads_grow error "$bad"
 	check $? "watch: a swap to a bad version: reloads{error} grows"
@@ -773,7 +750,7 @@ printf '{"rules": {"r": {"limit": "fixed_window:2/1h"}}}\n' >"$tmp/both/drld.jso
 printf 'domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n' \
 	>"$tmp/both/envoy/b.yaml"
 if start both --config "$tmp/both/drld.json" --envoy-config "$tmp/both/envoy" --watch-config; then
-	ok=$(metric 'drld_config_reloads_total{result="ok"}')
+	ok=$(drld_metric 'drld_config_reloads_total{result="ok"}')
 	# in place: the same inode, written and closed (IN_CLOSE_WRITE)
 	printf '{"rules": {"r": {"limit": "fixed_window:5/1h"}}}\n' >"$tmp/both/drld.json"
 	reloads_grow ok "$ok"
@@ -793,13 +770,13 @@ printf 'domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, reques
 ln -sfn v1 "$tmp/root/current"
 if RUNTIME_WATCH_ROOT=true start watching-root --envoy-config "$tmp/root/current"; then
 	expect_call "OK OK 0" r k=a
-	ok=$(metric 'drld_config_reloads_total{result="ok"}')
+	ok=$(drld_metric 'drld_config_reloads_total{result="ok"}')
 	ln -sfn v2 "$tmp/root/current.tmp" && mv -T "$tmp/root/current.tmp" "$tmp/root/current"
 	reloads_grow ok "$ok"
 	check $? "watch: the config directory's own link swapped (RUNTIME_WATCH_ROOT=true): reloads"
 	expect_call "OK OK 4" r k=b
 	# and again: the watch followed the link to v2
-	ok=$(metric 'drld_config_reloads_total{result="ok"}')
+	ok=$(drld_metric 'drld_config_reloads_total{result="ok"}')
 	printf 'domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 7}\n' >"$tmp/root/v2/r.yaml.new"
 	mv "$tmp/root/v2/r.yaml.new" "$tmp/root/v2/r.yaml"
 	reloads_grow ok "$ok"
@@ -832,7 +809,7 @@ else
 	check 1 "drld starts with --grpc-listen unix:PATH"
 fi
 : >"$tmp/not-a-socket"
-run --listen 127.0.0.1:0 --grpc-listen "unix:$tmp/not-a-socket"
+drld_run --listen 127.0.0.1:0 --grpc-listen "unix:$tmp/not-a-socket"
 [ "$rc" -eq 1 ] && [ -f "$tmp/not-a-socket" ] && [ ! -S "$tmp/not-a-socket" ]
 check $? "unix:PATH naming a regular file: exit 1, the file left alone (got $rc)"
 
@@ -937,7 +914,7 @@ else
 		got=$(ENVOY_CLIENT_TLS=$t/ca.crt "${client[@]}" conns "$gport" flags user=tls 6)
 		[ "$got" = "OK OK OVER_LIMIT OVER_LIMIT OVER_LIMIT OVER_LIMIT" ]
 		check $? "TLS port, 3 shards: 6 connections each decided against one limit (got $got)"
-		got=$(metric 'drld_grpc_connections_total{shard="0"}')
+		got=$(drld_metric 'drld_grpc_connections_total{shard="0"}')
 		[ "$got" = "<absent>" ]
 		check $? "TLS: no connections dealt by drld's listener (got $got)"
 		stop tls "$pid"
@@ -1040,20 +1017,6 @@ fi
 
 # ---- reload on SIGHUP --------------------------------------------------
 
-# reload_to RESULT: SIGHUP, and wait for
-# drld_config_reloads_total{result=RESULT} to grow.
-reload_to() {
-	local result=$1 before i
-	before=$(metric "drld_config_reloads_total{result=\"$result\"}")
-	kill -HUP "$pid"
-	for ((i = 0; i < 400; i++)); do
-		[ "$(metric "drld_config_reloads_total{result=\"$result\"}")" \
-			-gt "$before" ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
-
 mkdir -p "$tmp/live"
 printf 'domain: live\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 2}\n' \
 	>"$tmp/live/live.yaml"
@@ -1061,7 +1024,7 @@ if start reload --envoy-config "$tmp/live"; then
 	expect_call "OK OK 1" live k=a
 	printf 'domain: live\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n' \
 		>"$tmp/live/live.yaml"
-	reload_to ok
+	drld_reload ok
 	check $? "SIGHUP with a valid config: reloads{ok} grows"
 	# the count carries over (issue 42): 1 used, now of 5
 	expect_call "OK OK 3" live k=a
@@ -1069,18 +1032,18 @@ if start reload --envoy-config "$tmp/live"; then
 	check $? "the reload is reported on stderr"
 	printf 'domain: live\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: -5}\n' \
 		>"$tmp/live/live.yaml"
-	reload_to error
+	drld_reload error
 	check $? "SIGHUP with a negative limit: reloads{error} grows"
 	grep -qF "drld: reload failed, keeping the old envoy config: $tmp/live/live.yaml:4: requests_per_unit:" \
 		"$tmp/reload.err"
 	check $? "the bad config is reported: file, line and key"
 	printf 'domain: live\n  descriptors: [\n' >"$tmp/live/live.yaml"
-	reload_to error
+	drld_reload error
 	check $? "SIGHUP with bad YAML: reloads{error} grows"
 	expect_call "OK OK 2" live k=a
 	printf 'domain: other\n' >"$tmp/live/live.yaml"
 	printf 'domain: other\n' >"$tmp/live/twice.yaml"
-	reload_to error
+	drld_reload error
 	check $? "SIGHUP with a duplicate domain: reloads{error} grows"
 	expect_call "OK OK 1" live k=a
 	# a domain with a NUL inside is another domain: unknown, answered OK
@@ -1089,7 +1052,7 @@ if start reload --envoy-config "$tmp/live"; then
 	# attack (issue 33, 9): the directory emptied (a volume not yet
 	# mounted): refused, the old config kept, not "0 domains"
 	rm -f "$tmp/live/live.yaml" "$tmp/live/twice.yaml"
-	reload_to error
+	drld_reload error
 	check $? "attack: SIGHUP with an empty directory: reloads{error} grows"
 	grep -qF "drld: reload failed, keeping the old envoy config: $tmp/live: no *.yaml or *.yml file" \
 		"$tmp/reload.err"
@@ -1106,7 +1069,7 @@ if start reload --envoy-config "$tmp/live"; then
 	printf 'domain: live\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n' \
 		>"$tmp/live/live.yaml"
 	mkfifo "$tmp/live/pipe.yaml"
-	reload_to error
+	drld_reload error
 	check $? "attack: SIGHUP with a FIFO named pipe.yaml: reloads{error} grows"
 	grep -qF "drld: reload failed, keeping the old envoy config: $tmp/live/pipe.yaml: not a regular file" \
 		"$tmp/reload.err"
@@ -1150,7 +1113,7 @@ EOF
 		expect_call "OK OK 0" fail open=x
 		! grep -qF -- "$pw" "$tmp/fail.err"
 		check $? "no password on stderr"
-		v=$(metric 'drld_grpc_calls_total{outcome="unavailable"}')
+		v=$(drld_metric 'drld_grpc_calls_total{outcome="unavailable"}')
 		[ "$v" = 1 ]
 		check $? "drld_grpc_calls_total{outcome=\"unavailable\"} is 1 (got $v)"
 		stop fail "$pid"
@@ -1182,8 +1145,8 @@ fi
 stall_outcomes() {
 	local i v c
 	for ((i = 0; i < 600; i++)); do
-		v=$(metric 'drld_grpc_calls_total{outcome="unavailable"}')
-		c=$(metric 'drld_grpc_calls_total{outcome="cancelled"}')
+		v=$(drld_metric 'drld_grpc_calls_total{outcome="unavailable"}')
+		c=$(drld_metric 'drld_grpc_calls_total{outcome="cancelled"}')
 		[ "$((v + c))" -eq 24 ] && break
 		sleep 0.1
 	done
@@ -1228,7 +1191,7 @@ if [ -n "$rport" ]; then
 			[[ "$got" == *RESOURCE_EXHAUSTED=* ]] &&
 				! [[ "$got" =~ (^|\ )OK= ]]
 			check $? "40 calls on one decider, --grpc-queue 8: some refused RESOURCE_EXHAUSTED at once, none allowed (got $got)"
-			x=$(metric 'drld_grpc_calls_total{outcome="resource_exhausted"}')
+			x=$(drld_metric 'drld_grpc_calls_total{outcome="resource_exhausted"}')
 			[ "$x" -ge 1 ] && [ "$x" -le 32 ]
 			check $? "drld counted $x resource_exhausted (at most 40 - 8 queued)"
 			stop stall-full "$pid"
@@ -1269,7 +1232,7 @@ if [ -n "$rport" ] && [ -n "${spid:-}" ]; then
 		got=$("${client[@]}" flood "$gport" stall k=c 24 1 | tail -n 1)
 		[ "$got" = "UNAVAILABLE=24" ]
 		check $? "stalled store, async: 24 calls with a 1 s deadline each end UNAVAILABLE, none past its deadline (got $got)"
-		v=$(metric 'drld_grpc_calls_total{outcome="unavailable"}')
+		v=$(drld_metric 'drld_grpc_calls_total{outcome="unavailable"}')
 		[ "$v" = 24 ]
 		check $? "drld counted 24 unavailable (got $v)"
 		"${client[@]}" flood "$gport" stall k=c 24 60 >"$tmp/flood.out" 2>&1 &
@@ -1292,7 +1255,7 @@ if [ -n "$rport" ] && [ -n "${spid:-}" ]; then
 		[[ "$got" == *RESOURCE_EXHAUSTED=* ]] &&
 			! [[ "$got" =~ (^|\ )OK= ]]
 		check $? "40 started calls, --grpc-queue 8: some refused RESOURCE_EXHAUSTED at once, none allowed (got $got)"
-		x=$(metric 'drld_grpc_calls_total{outcome="resource_exhausted"}')
+		x=$(drld_metric 'drld_grpc_calls_total{outcome="resource_exhausted"}')
 		[ "$x" -ge 1 ] && [ "$x" -le 32 ]
 		check $? "drld counted $x resource_exhausted (at most 40 - 8 in flight)"
 		kill -CONT "$spid"

@@ -133,21 +133,35 @@ static int cluster(void)
 }
 #endif
 
+/* The stores on one server each, by the name meson passes: how the
+ * server starts, its binary, the URI scheme, the variants run on it. */
+static const struct {
+	const char *which;
+	int (*start)(drl_server *, const char *const *);
+	const char *what, *scheme;
+	const variant *v;
+	size_t n;
+} on_one_server[] = {
+	{"redis_auto", drl_fixture_redis_start, "redis-server", "redis",
+	 redis_auto, 1},
+	{"redis_lua", drl_fixture_redis_start, "redis-server", "redis",
+	 redis_lua, 1},
+	{"redis_watch", drl_fixture_redis_start, "redis-server", "redis",
+	 redis_watch, 1},
+	{"memcached", drl_fixture_memcached_start, "memcached", "memcached",
+	 memcached, 2},
+};
+
 int main(int argc, char **argv)
 {
 	const char *which = argc == 2 ? argv[1] : "";
-	if (strcmp(which, "redis_auto") == 0)
-		return on_server(drl_fixture_redis_start, "redis-server",
-				 "redis", redis_auto, 1);
-	if (strcmp(which, "redis_lua") == 0)
-		return on_server(drl_fixture_redis_start, "redis-server",
-				 "redis", redis_lua, 1);
-	if (strcmp(which, "redis_watch") == 0)
-		return on_server(drl_fixture_redis_start, "redis-server",
-				 "redis", redis_watch, 1);
-	if (strcmp(which, "memcached") == 0)
-		return on_server(drl_fixture_memcached_start, "memcached",
-				 "memcached", memcached, 2);
+	for (size_t i = 0; i < sizeof on_one_server / sizeof on_one_server[0];
+	     i++)
+		if (strcmp(which, on_one_server[i].which) == 0)
+			return on_server(
+				on_one_server[i].start, on_one_server[i].what,
+				on_one_server[i].scheme, on_one_server[i].v,
+				on_one_server[i].n);
 #ifdef CONTRACT_HAVE_CLUSTER
 	if (strcmp(which, "redis_cluster") == 0)
 		return cluster();

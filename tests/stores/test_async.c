@@ -91,6 +91,32 @@ static drl_async *async_new(int threads, size_t queue)
 	return a;
 }
 
+/* What most tests work on: a store of uri, a limiter of spec on it
+ * (prefix may be NULL) and a context of `threads` workers and `queue`
+ * places (0: the default); each fails the test when it cannot be made.
+ * trio_free() frees the three (a context already freed: a NULL a). */
+typedef struct trio {
+	drl_store *s;
+	drl_limiter *l;
+	drl_async *a;
+} trio;
+
+static trio trio_open(const char *uri, const char *spec, const char *prefix,
+		      int threads, size_t queue)
+{
+	trio t = {.s = tu_store(uri)};
+	t.l = tu_limiter(t.s, spec, prefix);
+	t.a = async_new(threads, queue);
+	return t;
+}
+
+static void trio_free(trio *t)
+{
+	drl_async_free(t->a);
+	drl_limiter_free(t->l);
+	drl_store_free(t->s);
+}
+
 /* ---- async equals blocking ---------------------------------------------- */
 
 static const char *const specs[] = {
@@ -106,66 +132,79 @@ static const char *const specs[] = {
 };
 #define NSPECS (sizeof specs / sizeof specs[0])
 
-static void test_equals_blocking(void **state)
+/* fn(s, u, arg) on a store of each URI from URI_MEMORY to `last` whose
+ * server runs (u indexes uri_names). */
+static void each_store(int last, void (*fn)(drl_store *s, int u, void *arg),
+		       void *arg)
 {
-	(void)state;
-	drl_async *a = async_new(4, 0);
-	for (int u = 0; u < URI_COUNT; u++) {
+	for (int u = 0; u <= last; u++) {
 		char buf[192];
 		const char *uri = uri_of(u, buf, sizeof buf);
 		if (uri == NULL)
 			continue;
 		drl_store *s = tu_store(uri);
-		for (size_t i = 0; i < NSPECS; i++) {
-			char what[160];
-			snprintf(what, sizeof what, "%s on %s", specs[i],
-				 uri_names[u]);
-			async_check_equal(a, s, specs[i], what,
-					  (int)(u * 100 + i));
-		}
+		fn(s, u, arg);
 		drl_store_free(s);
 	}
+}
+
+static void equals_on(drl_store *s, int u, void *a)
+{
+	for (size_t i = 0; i < NSPECS; i++) {
+		char what[160];
+		snprintf(what, sizeof what, "%s on %s", specs[i], uri_names[u]);
+		async_check_equal(a, s, specs[i], what, (int)(u * 100 + i));
+	}
+}
+
+static void test_equals_blocking(void **state)
+{
+	(void)state;
+	drl_async *a = async_new(4, 0);
+	each_store(URI_COUNT - 1, equals_on, a);
 	assert_int_equal(drl_async_pending(a), 0);
 	drl_async_free(a);
 }
 
 /* ---- a hot key ---------------------------------------------------------- */
 
-static const char *const hot_specs[] = {
-	"fixed_window:100/1h",
-	"sliding_window:100/1h",
-	"subwindow:100/1h,subwindows=4",
-	"token_bucket:100/1h",
-	"gcra:100/1h",
-	"sliding_log:100/1h",
-};
+static const char *const hot_specs[] = {TU_EVERY_ALGORITHM_100};
+
+/* async_check_hot on a store for each of n specs (a limit of 100 each),
+ * each limiter under its own prefix (tag, store, spec). */
+typedef struct hot_run {
+	drl_async *a;
+	const char *const *specs;
+	size_t n;
+	const char *tag;
+	bool real_clock;
+} hot_run;
+
+static void hot_on(drl_store *s, int u, void *arg)
+{
+	const hot_run *h = arg;
+	for (size_t i = 0; i < h->n; i++) {
+		char prefix[32], what[160];
+		snprintf(prefix, sizeof prefix, "%s:%d:%zu:", h->tag, u, i);
+		snprintf(what, sizeof what, "%s on %s", h->specs[i],
+			 uri_names[u]);
+		drl_limiter *l = tu_limiter(s, h->specs[i], prefix);
+		async_check_hot(h->a, l, what, h->real_clock);
+		drl_limiter_free(l);
+	}
+}
 
 /* HOT requests for one key at one instant, all in flight at once on 16
  * workers (the cas stores' contention included): exactly 100 allowed. */
 static void test_hot_key_exact(void **state)
 {
 	(void)state;
-	drl_async *a = async_new(16, 0);
-	for (int u = 0; u < URI_COUNT; u++) {
-		char buf[192];
-		const char *uri = uri_of(u, buf, sizeof buf);
-		if (uri == NULL)
-			continue;
-		drl_store *s = tu_store(uri);
-		for (size_t i = 0; i < sizeof hot_specs / sizeof hot_specs[0];
-		     i++) {
-			char prefix[32];
-			snprintf(prefix, sizeof prefix, "hot:%d:%zu:", u, i);
-			drl_limiter *l = tu_limiter(s, hot_specs[i], prefix);
-			char what[160];
-			snprintf(what, sizeof what, "%s on %s", hot_specs[i],
-				 uri_names[u]);
-			async_check_hot(a, l, what, false);
-			drl_limiter_free(l);
-		}
-		drl_store_free(s);
-	}
-	drl_async_free(a);
+	hot_run h = {.a = async_new(16, 0),
+		     .specs = hot_specs,
+		     .n = sizeof hot_specs / sizeof hot_specs[0],
+		     .tag = "hot"};
+	each_store(URI_COUNT - 1, hot_on, &h);
+	drl_async_free(h.a);
 }
 
 /* The same at the real-time clock (drl_async_allow), limits whose
@@ -175,23 +214,13 @@ static void test_hot_key_real_clock(void **state)
 	(void)state;
 	static const char *const sp[] = {"token_bucket:100/1d", "gcra:100/1d",
 					 "sliding_log:100/1d"};
-	drl_async *a = async_new(16, 0);
-	for (int u = 0; u <= URI_LUA; u++) {
-		char buf[192];
-		const char *uri = uri_of(u, buf, sizeof buf);
-		if (uri == NULL)
-			continue;
-		drl_store *s = tu_store(uri);
-		for (size_t i = 0; i < 3; i++) {
-			char prefix[32];
-			snprintf(prefix, sizeof prefix, "hotr:%d:%zu:", u, i);
-			drl_limiter *l = tu_limiter(s, sp[i], prefix);
-			async_check_hot(a, l, sp[i], true);
-			drl_limiter_free(l);
-		}
-		drl_store_free(s);
-	}
-	drl_async_free(a);
+	hot_run h = {.a = async_new(16, 0),
+		     .specs = sp,
+		     .n = 3,
+		     .tag = "hotr",
+		     .real_clock = true};
+	each_store(URI_LUA, hot_on, &h);
+	drl_async_free(h.a);
 }
 
 /* ---- exactly one callback ----------------------------------------------- */
@@ -231,6 +260,18 @@ static void tally_batch_cb(drl_async *a, int rc, const drl_batch_item *items,
 			 &items[i].result, err, arg);
 }
 
+/* n requests for "k" at T0 on tr, each tallied in t; every start must
+ * succeed. */
+static void start_tallied(trio *tr, tally *t, int n)
+{
+	for (int i = 0; i < n; i++) {
+		drl_error err = {0};
+		if (drl_async_allow_at(tr->a, tr->l, "k", 1, 1, T0, tally_cb, t,
+				       &err))
+			fail_msg("start %d of %d: %s", i, n, err.message);
+	}
+}
+
 /* drl_async_free with 600 single requests and 20 batches of 10 in flight
  * on the memory store: 800 callbacks, each a decision or DRL_ECANCELED,
  * all run before drl_async_free returns; the canceled ones consumed
@@ -238,65 +279,47 @@ static void tally_batch_cb(drl_async *a, int rc, const drl_batch_item *items,
 static void test_free_in_flight_memory(void **state)
 {
 	(void)state;
-	drl_store *s = tu_store("memory://");
-	drl_limiter *l = tu_limiter(s, "fixed_window:500/1h", NULL);
-	drl_async *a = async_new(2, 0);
+	trio tr = trio_open("memory://", "fixed_window:500/1h", NULL, 2, 0);
 	tally t = {0};
-	for (int i = 0; i < 600; i++)
-		assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0,
-						    tally_cb, &t, NULL),
-				 0);
+	start_tallied(&tr, &t, 600);
 	drl_batch_item items[10];
 	for (int i = 0; i < 10; i++)
 		items[i] = (drl_batch_item){.key = "k", .keylen = 1, .cost = 1};
 	for (int i = 0; i < 20; i++)
-		assert_int_equal(drl_async_batch_at(a, l, items, 10, T0,
+		assert_int_equal(drl_async_batch_at(tr.a, tr.l, items, 10, T0,
 						    tally_batch_cb, &t, NULL),
 				 0);
-	drl_async_free(a);
+	drl_async_free(tr.a);
+	tr.a = NULL;
 	assert_int_equal(t.count, 800);
 	assert_int_equal(t.ok + t.canceled, 800);
 	assert_int_equal(t.other + t.failed, 0);
-	drl_result r = tu_at(l, "k", 0, T0);
+	drl_result r = tu_at(tr.l, "k", 0, T0);
 	assert_int_equal(r.remaining, 500 - t.allowed);
-	drl_limiter_free(l);
-	drl_store_free(s);
+	trio_free(&tr);
 }
 
 /* A Redis tx=lua store (timeout_ms `tms`), a limiter, a context of
  * `threads` workers, and `n` requests started while redis-server is
  * stopped (SIGSTOP): the workers are inside store calls that cannot
- * finish, the other requests wait for a worker. */
-typedef struct stuck {
-	drl_store *s;
-	drl_limiter *l;
-	drl_async *a;
-	tally t;
-} stuck;
-
-static void stuck_start(stuck *x, int64_t tms, int threads, int n,
+ * finish, the other requests wait for a worker; their outcomes tallied
+ * in *t. Skips the test without redis-server. */
+static trio stuck_start(tally *t, int64_t tms, int threads, int n,
 			const char *opts)
 {
+	DRL_FIXTURE_NEED(have_redis);
 	char uri[200];
 	snprintf(uri, sizeof uri,
 		 "redis://127.0.0.1:%d?tx=lua&timeout_ms=%lld%s", redis.port,
 		 (long long)tms, opts);
-	x->s = tu_store(uri);
-	x->l = tu_limiter(x->s, "token_bucket:1000/1s", "stuck:");
-	x->a = async_new(threads, 0);
-	x->t = (tally){0};
+	trio x = trio_open(uri, "token_bucket:1000/1s", "stuck:", threads, 0);
+	*t = (tally){0};
 	assert_int_equal(drl_fixture_pause(&redis), 0);
 	for (int i = 0; i < n; i++)
-		assert_int_equal(drl_async_allow(x->a, x->l, "k", 1, 1,
-						 tally_cb, &x->t, NULL),
-				 0);
-}
-
-static void stuck_free(stuck *x)
-{
-	drl_async_free(x->a);
-	drl_limiter_free(x->l);
-	drl_store_free(x->s);
+		assert_int_equal(
+			drl_async_allow(x.a, x.l, "k", 1, 1, tally_cb, t, NULL),
+			0);
+	return x;
 }
 
 /* 50 requests started on a context of one worker while redis-server is
@@ -304,15 +327,15 @@ static void stuck_free(stuck *x)
  * each with its own outcome; the tally is returned. */
 static tally free_while_stuck(const char *opts)
 {
-	stuck x;
-	stuck_start(&x, tu_bound_ms(100), 1, 50, opts);
+	tally t;
+	trio x = stuck_start(&t, tu_bound_ms(100), 1, 50, opts);
 	drl_async_free(x.a);
 	x.a = NULL;
 	assert_int_equal(drl_fixture_resume(&redis), 0);
-	stuck_free(&x);
-	assert_int_equal(x.t.count, 50);
-	assert_int_equal(x.t.other, 0);
-	return x.t;
+	trio_free(&x);
+	assert_int_equal(t.count, 50);
+	assert_int_equal(t.other, 0);
+	return t;
 }
 
 /* A store without shared connections (pipelines=0): every request needs
@@ -321,7 +344,6 @@ static tally free_while_stuck(const char *opts)
 static void test_free_while_stuck(void **state)
 {
 	(void)state;
-	DRL_FIXTURE_NEED(have_redis);
 	tally t = free_while_stuck("&pipelines=0");
 	assert_true(t.canceled >= 49);
 	assert_int_equal(t.canceled + t.failed + t.ok, 50);
@@ -333,7 +355,6 @@ static void test_free_while_stuck(void **state)
 static void test_free_while_stuck_started(void **state)
 {
 	(void)state;
-	DRL_FIXTURE_NEED(have_redis);
 	tally t = free_while_stuck("");
 	assert_int_equal(t.canceled, 0);
 	assert_int_equal(t.failed, 50);
@@ -346,9 +367,8 @@ static void test_free_while_stuck_started(void **state)
 static void test_free_while_stuck_started_batches(void **state)
 {
 	(void)state;
-	DRL_FIXTURE_NEED(have_redis);
-	stuck x;
-	stuck_start(&x, tu_bound_ms(100), 1, 0, "");
+	tally t;
+	trio x = stuck_start(&t, tu_bound_ms(100), 1, 0, "");
 	drl_limiter *two = tu_limiter(x.s,
 				      "fixed_window:5/1s;sliding_window:"
 				      "50/1m",
@@ -366,18 +386,18 @@ static void test_free_while_stuck_started_batches(void **state)
 			 0);
 	for (int i = 0; i < 20; i++)
 		assert_int_equal(drl_async_batch(x.a, x.l, items, 10,
-						 tally_batch_cb, &x.t, NULL),
+						 tally_batch_cb, &t, NULL),
 				 0);
 	drl_async_free(x.a);
 	x.a = NULL;
 	assert_int_equal(drl_fixture_resume(&redis), 0);
-	assert_int_equal(x.t.count, 200);
-	assert_int_equal(x.t.canceled, 0);
-	assert_int_equal(x.t.failed, 200);
+	assert_int_equal(t.count, 200);
+	assert_int_equal(t.canceled, 0);
+	assert_int_equal(t.failed, 200);
 	assert_int_equal(two_t.count, 20);
 	assert_true(two_t.canceled >= 10); /* the second waited: canceled */
 	drl_limiter_free(two);
-	stuck_free(&x);
+	trio_free(&x);
 }
 
 /* redis-server killed with 64 requests in flight on 8 workers (stopped
@@ -387,12 +407,11 @@ static void test_free_while_stuck_started_batches(void **state)
 static void test_server_dies_in_flight(void **state)
 {
 	(void)state;
-	DRL_FIXTURE_NEED(have_redis);
-	stuck x;
-	stuck_start(&x, tu_bound_ms(2000), 8, 64, "");
+	tally t;
+	trio x = stuck_start(&t, tu_bound_ms(2000), 8, 64, "");
 	drl_fixture_kill(&redis);
-	async_process_until(x.a, &x.t.count, 64);
-	assert_int_equal(x.t.failed, 64);
+	async_process_until(x.a, &t.count, 64);
+	assert_int_equal(t.failed, 64);
 	assert_int_equal(drl_fixture_restart(&redis), 0);
 	async_one o = {0};
 	int64_t end = tu_mono_ms() + tu_bound_ms(5000);
@@ -405,7 +424,7 @@ static void test_server_dies_in_flight(void **state)
 	} while (o.rc != 0 && tu_mono_ms() < end);
 	assert_int_equal(o.rc, 0);
 	assert_int_equal(o.result.allowed, 1);
-	stuck_free(&x);
+	trio_free(&x);
 }
 
 /* A key the near cache blocks is denied at start, without a worker: while
@@ -420,40 +439,37 @@ static void test_near_denial_without_worker(void **state)
 	char uri[160];
 	snprintf(uri, sizeof uri,
 		 "redis://127.0.0.1:%d?tx=lua&timeout_ms=3600000", redis.port);
-	drl_store *s = tu_store(uri);
-	drl_limiter *l =
-		tu_limiter(s, "fixed_window:2/1h;block_on_exceed=1h", "nf:");
-	drl_async *a = async_new(1, 0);
+	trio tr = trio_open(uri, "fixed_window:2/1h;block_on_exceed=1h",
+			    "nf:", 1, 0);
 	for (int i = 0; i < 3; i++) /* the third is denied: a block */
-		assert_int_equal(tu_at(l, "k", 1, T0).allowed, i < 2);
+		assert_int_equal(tu_at(tr.l, "k", 1, T0).allowed, i < 2);
 	assert_int_equal(drl_fixture_pause(&redis), 0);
 	async_one slow = {0}, last = {0};
-	assert_int_equal(drl_async_allow_at(a, l, "other", 5, 1, T0,
+	assert_int_equal(drl_async_allow_at(tr.a, tr.l, "other", 5, 1, T0,
 					    async_one_cb, &slow, NULL),
 			 0);
 	tally t = {0};
 	for (int i = 0; i < 19; i++)
-		assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0 + SEC,
-						    tally_cb, &t, NULL),
+		assert_int_equal(drl_async_allow_at(tr.a, tr.l, "k", 1, 1,
+						    T0 + SEC, tally_cb, &t,
+						    NULL),
 				 0);
-	assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0 + SEC,
+	assert_int_equal(drl_async_allow_at(tr.a, tr.l, "k", 1, 1, T0 + SEC,
 					    async_one_cb, &last, NULL),
 			 0);
-	async_process_until(a, &t.count, 19);
-	async_process_until(a, &last.count, 1);
+	async_process_until(tr.a, &t.count, 19);
+	async_process_until(tr.a, &last.count, 1);
 	assert_int_equal(t.ok, 19);
 	assert_int_equal(t.allowed, 0);
 	assert_int_equal(last.rc, 0);
 	assert_int_equal(last.result.path, DRL_PATH_NEAR);
 	assert_int_equal(slow.count, 0); /* its server is stopped */
-	assert_int_equal(tu_stats(s).near_denials, 20);
+	assert_int_equal(tu_stats(tr.s).near_denials, 20);
 	assert_int_equal(drl_fixture_resume(&redis), 0);
-	async_process_until(a, &slow.count, 1);
+	async_process_until(tr.a, &slow.count, 1);
 	assert_int_equal(slow.rc, 0);
 	assert_int_equal(slow.result.allowed, 1);
-	drl_async_free(a);
-	drl_limiter_free(l);
-	drl_store_free(s);
+	trio_free(&tr);
 }
 
 /* A callback that starts the next request, CHAIN times, and one batch
@@ -504,32 +520,29 @@ static void chain_cb(drl_async *a, int rc, const drl_result *r,
 static void test_callback_starts_requests(void **state)
 {
 	(void)state;
-	drl_store *s = tu_store("memory://");
-	drl_limiter *l = tu_limiter(s, "fixed_window:1000/1h", NULL);
-	drl_async *a = async_new(2, 1); /* one place: the chain needs no more */
-	chain c = {.l = l, .left = 100};
-	assert_int_equal(
-		drl_async_allow_at(a, l, "chain", 5, 1, T0, chain_cb, &c, NULL),
-		DRL_OK);
+	trio tr = trio_open("memory://", "fixed_window:1000/1h", NULL, 2,
+			    1); /* one place: the chain needs no more */
+	chain c = {.l = tr.l, .left = 100};
+	assert_int_equal(drl_async_allow_at(tr.a, tr.l, "chain", 5, 1, T0,
+					    chain_cb, &c, NULL),
+			 DRL_OK);
 	/* queue 1 counts requests whose callback has not begun: the chain's
 	 * next start fits, the batch in its callback does not */
-	async_process_until(a, &c.count, 101);
+	async_process_until(tr.a, &c.count, 101);
 	assert_int_equal(c.batch_rc, DRL_EBUSY);
 	assert_int_equal(c.batches, 0);
-	drl_async_free(a);
+	drl_async_free(tr.a);
 
-	a = async_new(2, 0);
-	c = (chain){.l = l, .left = 100};
-	assert_int_equal(
-		drl_async_allow_at(a, l, "chain", 5, 1, T0, chain_cb, &c, NULL),
-		DRL_OK);
-	async_process_until(a, &c.count, 102);
+	tr.a = async_new(2, 0);
+	c = (chain){.l = tr.l, .left = 100};
+	assert_int_equal(drl_async_allow_at(tr.a, tr.l, "chain", 5, 1, T0,
+					    chain_cb, &c, NULL),
+			 DRL_OK);
+	async_process_until(tr.a, &c.count, 102);
 	assert_int_equal(c.batch_rc, 0);
 	assert_int_equal(c.batches, 1);
-	assert_int_equal(drl_async_pending(a), 0);
-	drl_async_free(a);
-	drl_limiter_free(l);
-	drl_store_free(s);
+	assert_int_equal(drl_async_pending(tr.a), 0);
+	trio_free(&tr);
 }
 
 /* Threads that start requests while the test's thread processes: every
@@ -555,28 +568,24 @@ static void *starter_main(void *p)
 static void test_starts_from_threads(void **state)
 {
 	(void)state;
-	drl_store *s = tu_store("memory://");
-	drl_limiter *l = tu_limiter(s, "gcra:700/1h", NULL);
-	drl_async *a = async_new(4, 0);
+	trio tr = trio_open("memory://", "gcra:700/1h", NULL, 4, 0);
 	tally t = {0}; /* written by callbacks: this thread only */
 	starter st[STARTERS];
 	pthread_t th[STARTERS];
 	for (int i = 0; i < STARTERS; i++) {
-		st[i] = (starter){.a = a, .l = l, .t = &t};
+		st[i] = (starter){.a = tr.a, .l = tr.l, .t = &t};
 		assert_int_equal(
 			pthread_create(&th[i], NULL, starter_main, &st[i]), 0);
 	}
-	async_process_until(a, &t.count, STARTERS * PER_STARTER);
+	async_process_until(tr.a, &t.count, STARTERS * PER_STARTER);
 	for (int i = 0; i < STARTERS; i++) {
 		pthread_join(th[i], NULL);
 		assert_int_equal(st[i].rc, 0);
 	}
 	assert_int_equal(t.ok, STARTERS * PER_STARTER);
 	assert_int_equal(t.allowed, 700);
-	assert_int_equal(drl_async_pending(a), 0);
-	drl_async_free(a);
-	drl_limiter_free(l);
-	drl_store_free(s);
+	assert_int_equal(drl_async_pending(tr.a), 0);
+	trio_free(&tr);
 }
 
 /* ---- failures, bad input, a full queue ---------------------------------- */
@@ -856,15 +865,13 @@ static void test_notify(void **state)
 		const char *uri = uri_of(u, buf, sizeof buf);
 		if (uri == NULL)
 			continue;
-		drl_store *s = tu_store(uri);
-		drl_limiter *l = tu_limiter(s, "fixed_window:1000/1h", "n:");
-		drl_async *a = async_new(4, 0);
+		trio tr = trio_open(uri, "fixed_window:1000/1h", "n:", 4, 0);
 		atomic_store(&notified, 0);
-		assert_int_equal(drl_async_notify(a, count_notify, &notified),
-				 0);
+		assert_int_equal(
+			drl_async_notify(tr.a, count_notify, &notified), 0);
 		for (int i = 0; i < 5; i++) {
 			async_one o = {0};
-			assert_int_equal(drl_async_allow(a, l, "k", 1, 1,
+			assert_int_equal(drl_async_allow(tr.a, tr.l, "k", 1, 1,
 							 async_one_cb, &o,
 							 NULL),
 					 0);
@@ -874,8 +881,8 @@ static void test_notify(void **state)
 					 "times",
 					 uri_names[u], i,
 					 atomic_load(&notified));
-			assert_false(fd_readable(a));
-			assert_int_equal(drl_async_process(a), 1);
+			assert_false(fd_readable(tr.a));
+			assert_int_equal(drl_async_process(tr.a), 1);
 			assert_int_equal(o.count, 1);
 			assert_int_equal(o.rc, 0);
 			assert_true(o.result.allowed);
@@ -885,7 +892,7 @@ static void test_notify(void **state)
 		async_one burst[BURST] = {{0}};
 		atomic_store(&notified, 0);
 		for (int i = 0; i < BURST; i++)
-			assert_int_equal(drl_async_allow(a, l, "k", 1, 1,
+			assert_int_equal(drl_async_allow(tr.a, tr.l, "k", 1, 1,
 							 async_one_cb,
 							 &burst[i], NULL),
 					 0);
@@ -897,17 +904,15 @@ static void test_notify(void **state)
 				continue;
 			}
 			seen = atomic_load(&notified);
-			ran += drl_async_process(a);
+			ran += drl_async_process(tr.a);
 		}
 		assert_int_equal(ran, BURST);
 		assert_true(seen >= 1 && seen <= BURST);
 		for (int i = 0; i < BURST; i++)
 			assert_int_equal(burst[i].count, 1);
-		assert_false(fd_readable(a));
-		assert_int_equal(drl_async_pending(a), 0);
-		drl_async_free(a);
-		drl_limiter_free(l);
-		drl_store_free(s);
+		assert_false(fd_readable(tr.a));
+		assert_int_equal(drl_async_pending(tr.a), 0);
+		trio_free(&tr);
 	}
 }
 
@@ -916,46 +921,52 @@ static void test_notify(void **state)
 static void test_bad_input(void **state)
 {
 	(void)state;
-	drl_store *s = tu_store("memory://");
-	drl_limiter *l = tu_limiter(s, "fixed_window:5/1s", NULL);
-	drl_async *a = async_new(1, 0);
+	trio tr = trio_open("memory://", "fixed_window:5/1s", NULL, 1, 0);
 	drl_batch_item it = {.key = "k", .keylen = 1, .cost = 1};
 
-	EXPECT_EINVAL(drl_async_allow(NULL, l, "k", 1, 1, never_cb, NULL, err),
-		      "NULL context");
-	EXPECT_EINVAL(drl_async_allow(a, NULL, "k", 1, 1, never_cb, NULL, err),
-		      "NULL limiter");
-	EXPECT_EINVAL(drl_async_allow(a, l, "k", 1, 1, NULL, NULL, err),
-		      "NULL callback");
-	EXPECT_EINVAL(drl_async_allow(a, l, "k", 1, -1, never_cb, NULL, err),
-		      "cost -1 is negative");
-	EXPECT_EINVAL(drl_async_allow(a, l, NULL, 1, 1, never_cb, NULL, err),
-		      "NULL key");
-	EXPECT_EINVAL(drl_async_allow(a, l, "k", 0, 1, never_cb, NULL, err),
-		      "key length 0");
-	EXPECT_EINVAL(drl_async_allow(a, l, "k", DRL_KEY_MAX + 1, 1, never_cb,
-				      NULL, err),
-		      "key length");
 	EXPECT_EINVAL(
-		drl_async_allow_at(a, l, "k", 1, 1, -1, never_cb, NULL, err),
-		"outside 0..2^62");
-	EXPECT_EINVAL(drl_async_batch(a, l, NULL, 1, never_batch_cb, NULL, err),
-		      "NULL items");
-	EXPECT_EINVAL(drl_async_batch(a, l, &it, 0, never_batch_cb, NULL, err),
-		      "outside 1..4096");
-	EXPECT_EINVAL(drl_async_batch(a, l, &it, DRL_BATCH_MAX + 1,
+		drl_async_allow(NULL, tr.l, "k", 1, 1, never_cb, NULL, err),
+		"NULL context");
+	EXPECT_EINVAL(
+		drl_async_allow(tr.a, NULL, "k", 1, 1, never_cb, NULL, err),
+		"NULL limiter");
+	EXPECT_EINVAL(drl_async_allow(tr.a, tr.l, "k", 1, 1, NULL, NULL, err),
+		      "NULL callback");
+	EXPECT_EINVAL(
+		drl_async_allow(tr.a, tr.l, "k", 1, -1, never_cb, NULL, err),
+		"cost -1 is negative");
+	EXPECT_EINVAL(
+		drl_async_allow(tr.a, tr.l, NULL, 1, 1, never_cb, NULL, err),
+		"NULL key");
+	EXPECT_EINVAL(
+		drl_async_allow(tr.a, tr.l, "k", 0, 1, never_cb, NULL, err),
+		"key length 0");
+	EXPECT_EINVAL(drl_async_allow(tr.a, tr.l, "k", DRL_KEY_MAX + 1, 1,
+				      never_cb, NULL, err),
+		      "key length");
+	EXPECT_EINVAL(drl_async_allow_at(tr.a, tr.l, "k", 1, 1, -1, never_cb,
+					 NULL, err),
+		      "outside 0..2^62");
+	EXPECT_EINVAL(
+		drl_async_batch(tr.a, tr.l, NULL, 1, never_batch_cb, NULL, err),
+		"NULL items");
+	EXPECT_EINVAL(
+		drl_async_batch(tr.a, tr.l, &it, 0, never_batch_cb, NULL, err),
+		"outside 1..4096");
+	EXPECT_EINVAL(drl_async_batch(tr.a, tr.l, &it, DRL_BATCH_MAX + 1,
 				      never_batch_cb, NULL, err),
 		      "outside 1..4096");
-	EXPECT_EINVAL(drl_async_batch(a, l, &it, 1, NULL, NULL, err),
+	EXPECT_EINVAL(drl_async_batch(tr.a, tr.l, &it, 1, NULL, NULL, err),
 		      "NULL callback");
 	EXPECT_EINVAL(
-		drl_async_batch(a, NULL, &it, 1, never_batch_cb, NULL, err),
+		drl_async_batch(tr.a, NULL, &it, 1, never_batch_cb, NULL, err),
 		"NULL limiter");
-	EXPECT_EINVAL(drl_async_batch_at(a, l, &it, 1, DRL_TIME_MAX_US + 1,
-					 never_batch_cb, NULL, err),
+	EXPECT_EINVAL(drl_async_batch_at(tr.a, tr.l, &it, 1,
+					 DRL_TIME_MAX_US + 1, never_batch_cb,
+					 NULL, err),
 		      "outside 0..2^62");
-	assert_int_equal(drl_async_pending(a), 0);
-	assert_int_equal(drl_async_process(a), 0);
+	assert_int_equal(drl_async_pending(tr.a), 0);
+	assert_int_equal(drl_async_process(tr.a), 0);
 
 	drl_async *none = (drl_async *)&it;
 	drl_async_opts o = {.threads = -2};
@@ -971,11 +982,25 @@ static void test_bad_input(void **state)
 	assert_int_equal(drl_async_pending(NULL), 0);
 	drl_async_free(NULL);
 	/* nothing was decided */
-	drl_result r = tu_at(l, "k", 0, T0);
+	drl_result r = tu_at(tr.l, "k", 0, T0);
 	assert_int_equal(r.remaining, 5);
-	drl_async_free(a);
-	drl_limiter_free(l);
-	drl_store_free(s);
+	trio_free(&tr);
+}
+
+/* A single start and a batch start on tr both return rc (the single's
+ * message holds `says`): neither starts anything. */
+static void starts_refused(trio *tr, int rc, const char *says)
+{
+	drl_error err = {0};
+	assert_int_equal(drl_async_allow_at(tr->a, tr->l, "k", 1, 1, T0,
+					    never_cb, NULL, &err),
+			 rc);
+	if (strstr(err.message, says) == NULL)
+		fail_msg("\"%s\" does not say \"%s\"", err.message, says);
+	drl_batch_item it = {.key = "k", .keylen = 1, .cost = 1};
+	assert_int_equal(drl_async_batch_at(tr->a, tr->l, &it, 1, T0,
+					    never_batch_cb, NULL, NULL),
+			 rc);
 }
 
 /* queue=4: four requests whose callbacks have not run fill it (decided
@@ -984,35 +1009,21 @@ static void test_bad_input(void **state)
 static void test_queue_full(void **state)
 {
 	(void)state;
-	drl_store *s = tu_store("memory://");
-	drl_limiter *l = tu_limiter(s, "fixed_window:100/1h", NULL);
-	drl_async *a = async_new(2, 4);
+	trio tr = trio_open("memory://", "fixed_window:100/1h", NULL, 2, 4);
 	tally t = {0};
-	for (int i = 0; i < 4; i++)
-		assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0,
-						    tally_cb, &t, NULL),
-				 0);
-	drl_error err = {0};
-	assert_int_equal(
-		drl_async_allow_at(a, l, "k", 1, 1, T0, never_cb, NULL, &err),
-		DRL_EBUSY);
-	assert_non_null(strstr(err.message, "queue is full"));
-	drl_batch_item it = {.key = "k", .keylen = 1, .cost = 1};
-	assert_int_equal(drl_async_batch_at(a, l, &it, 1, T0, never_batch_cb,
-					    NULL, NULL),
-			 DRL_EBUSY);
-	assert_int_equal(drl_async_pending(a), 4);
-	async_process_until(a, &t.count, 4);
-	assert_int_equal(drl_async_pending(a), 0);
-	assert_int_equal(
-		drl_async_allow_at(a, l, "k", 1, 1, T0, tally_cb, &t, NULL), 0);
-	async_process_until(a, &t.count, 5);
+	start_tallied(&tr, &t, 4);
+	starts_refused(&tr, DRL_EBUSY, "queue is full");
+	assert_int_equal(drl_async_pending(tr.a), 4);
+	async_process_until(tr.a, &t.count, 4);
+	assert_int_equal(drl_async_pending(tr.a), 0);
+	start_tallied(&tr, &t, 1);
+	async_process_until(tr.a, &t.count, 5);
 	assert_int_equal(t.allowed, 5);
-	drl_async_free(a);
-	drl_result r = tu_at(l, "k", 0, T0);
+	drl_async_free(tr.a);
+	tr.a = NULL;
+	drl_result r = tu_at(tr.l, "k", 0, T0);
 	assert_int_equal(r.remaining, 95);
-	drl_limiter_free(l);
-	drl_store_free(s);
+	trio_free(&tr);
 }
 
 /* A start from a callback run by drl_async_free is DRL_ECANCELED;
@@ -1039,19 +1050,17 @@ static void restart_cb(drl_async *a, int rc, const drl_result *r,
 static void test_start_during_free(void **state)
 {
 	(void)state;
-	drl_store *s = tu_store("memory://");
-	drl_limiter *l = tu_limiter(s, "fixed_window:100/1h", NULL);
-	drl_async *a = async_new(1, 0);
-	restart x = {.l = l};
-	assert_int_equal(
-		drl_async_allow_at(a, l, "k", 1, 1, T0, restart_cb, &x, NULL),
-		0);
-	drl_async_free(a);
+	trio tr = trio_open("memory://", "fixed_window:100/1h", NULL, 1, 0);
+	restart x = {.l = tr.l};
+	assert_int_equal(drl_async_allow_at(tr.a, tr.l, "k", 1, 1, T0,
+					    restart_cb, &x, NULL),
+			 0);
+	drl_async_free(tr.a);
+	tr.a = NULL;
 	assert_int_equal(x.count, 1);
 	assert_int_equal(x.rc, DRL_ECANCELED);
 	assert_int_equal(x.process_rc, DRL_EINVAL);
-	drl_limiter_free(l);
-	drl_store_free(s);
+	trio_free(&tr);
 }
 
 /* ---- drl_async_drain ------------------------------------------------------ */
@@ -1081,55 +1090,44 @@ static void drained_cb(drl_async *a, void *arg)
 static void test_drain(void **state)
 {
 	(void)state;
-	drl_store *s = tu_store("memory://");
-	drl_limiter *l = tu_limiter(s, "fixed_window:100/1h", NULL);
-	drl_async *a = async_new(2, 0);
+	trio tr = trio_open("memory://", "fixed_window:100/1h", NULL, 2, 0);
 	tally t = {0};
 	drained d = {.t = &t};
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0,
-						    tally_cb, &t, NULL),
-				 0);
+	start_tallied(&tr, &t, 3);
 	drl_error err = {0};
 	assert_int_equal(drl_async_drain(NULL, drained_cb, &d, &err),
 			 DRL_EINVAL);
-	assert_int_equal(drl_async_drain(a, NULL, &d, &err), DRL_EINVAL);
-	assert_int_equal(drl_async_drain(a, drained_cb, &d, &err), 0);
-	assert_int_equal(drl_async_drain(a, drained_cb, &d, &err), DRL_EINVAL);
+	assert_int_equal(drl_async_drain(tr.a, NULL, &d, &err), DRL_EINVAL);
+	assert_int_equal(drl_async_drain(tr.a, drained_cb, &d, &err), 0);
+	assert_int_equal(drl_async_drain(tr.a, drained_cb, &d, &err),
+			 DRL_EINVAL);
 	assert_non_null(strstr(err.message, "already"));
-	assert_int_equal(
-		drl_async_allow_at(a, l, "k", 1, 1, T0, never_cb, NULL, &err),
-		DRL_ECANCELED);
-	assert_non_null(strstr(err.message, "drl_async_drain() has begun"));
-	drl_batch_item it = {.key = "k", .keylen = 1, .cost = 1};
-	assert_int_equal(drl_async_batch_at(a, l, &it, 1, T0, never_batch_cb,
-					    NULL, NULL),
-			 DRL_ECANCELED);
+	starts_refused(&tr, DRL_ECANCELED, "drl_async_drain() has begun");
 	assert_int_equal(d.count, 0);
-	async_process_until(a, &d.count, 1);
+	async_process_until(tr.a, &d.count, 1);
 	assert_int_equal(t.count, 3);
 	assert_int_equal(t.allowed, 3);
 	assert_int_equal(d.after, 3);
-	assert_int_equal(drl_async_pending(a), 0);
-	assert_int_equal(drl_async_process(a), 0);
-	assert_false(fd_readable(a));
-	drl_async_free(a);
+	assert_int_equal(drl_async_pending(tr.a), 0);
+	assert_int_equal(drl_async_process(tr.a), 0);
+	assert_false(fd_readable(tr.a));
+	drl_async_free(tr.a);
 	assert_int_equal(d.count, 1);
 
-	a = async_new(2, 0);
+	tr.a = async_new(2, 0);
 	d = (drained){.t = &t};
-	assert_int_equal(drl_async_drain(a, drained_cb, &d, NULL), 0);
+	assert_int_equal(drl_async_drain(tr.a, drained_cb, &d, NULL), 0);
 	assert_int_equal(d.count, 0);
-	assert_true(fd_readable(a));
-	assert_int_equal(drl_async_process(a), 0);
+	assert_true(fd_readable(tr.a));
+	assert_int_equal(drl_async_process(tr.a), 0);
 	assert_int_equal(d.count, 1);
-	assert_false(fd_readable(a));
-	drl_async_free(a);
+	assert_false(fd_readable(tr.a));
+	drl_async_free(tr.a);
+	tr.a = NULL;
 	assert_int_equal(d.count, 1);
-	drl_result r = tu_at(l, "k", 0, T0);
+	drl_result r = tu_at(tr.l, "k", 0, T0);
 	assert_int_equal(r.remaining, 97);
-	drl_limiter_free(l);
-	drl_store_free(s);
+	trio_free(&tr);
 }
 
 /* A drain with requests that wait for the context's one worker behind a
@@ -1139,21 +1137,20 @@ static void test_drain(void **state)
 static void test_drain_stuck(void **state)
 {
 	(void)state;
-	DRL_FIXTURE_NEED(have_redis);
-	stuck x;
-	stuck_start(&x, tu_bound_ms(5000), 1, 20, "&pipelines=0");
-	drained d = {.t = &x.t};
+	tally t;
+	trio x = stuck_start(&t, tu_bound_ms(5000), 1, 20, "&pipelines=0");
+	drained d = {.t = &t};
 	assert_int_equal(drl_async_drain(x.a, drained_cb, &d, NULL), 0);
 	assert_int_equal(
 		drl_async_allow(x.a, x.l, "k", 1, 1, never_cb, NULL, NULL),
 		DRL_ECANCELED);
 	assert_int_equal(drl_fixture_resume(&redis), 0);
 	async_process_until(x.a, &d.count, 1);
-	assert_int_equal(x.t.count, 20);
-	assert_int_equal(x.t.ok, 20);
-	assert_int_equal(x.t.allowed, 20);
+	assert_int_equal(t.count, 20);
+	assert_int_equal(t.ok, 20);
+	assert_int_equal(t.allowed, 20);
 	assert_int_equal(d.after, 20);
-	stuck_free(&x);
+	trio_free(&x);
 	assert_int_equal(d.count, 1);
 }
 
@@ -1163,19 +1160,18 @@ static void test_drain_stuck(void **state)
 static void test_free_during_drain(void **state)
 {
 	(void)state;
-	DRL_FIXTURE_NEED(have_redis);
-	stuck x;
-	stuck_start(&x, tu_bound_ms(100), 1, 10, "&pipelines=0");
-	drained d = {.t = &x.t};
+	tally t;
+	trio x = stuck_start(&t, tu_bound_ms(100), 1, 10, "&pipelines=0");
+	drained d = {.t = &t};
 	assert_int_equal(drl_async_drain(x.a, drained_cb, &d, NULL), 0);
 	drl_async_free(x.a);
 	x.a = NULL;
 	assert_int_equal(drl_fixture_resume(&redis), 0);
-	assert_int_equal(x.t.count, 10);
-	assert_true(x.t.canceled >= 9);
+	assert_int_equal(t.count, 10);
+	assert_true(t.canceled >= 9);
 	assert_int_equal(d.count, 1);
 	assert_int_equal(d.after, 10);
-	stuck_free(&x);
+	trio_free(&x);
 }
 
 /* ---- drl_async_set_adapter ------------------------------------------------ */
@@ -1209,60 +1205,50 @@ static void hooks_cleanup(void *arg)
 static void test_adapter_hooks(void **state)
 {
 	(void)state;
-	drl_store *s = tu_store("memory://");
-	drl_limiter *l = tu_limiter(s, "fixed_window:100/1h", NULL);
-	drl_async *a = async_new(2, 0);
+	trio tr = trio_open("memory://", "fixed_window:100/1h", NULL, 2, 0);
 	tally t = {0};
 	hooks h = {.t = &t}, other = {.t = &t};
 	drl_async_adapter ad = {hooks_busy, hooks_cleanup, &h};
 	drl_async_adapter ad2 = {hooks_busy, hooks_cleanup, &other};
 	drl_error err = {0};
 	assert_int_equal(drl_async_set_adapter(NULL, &ad, &err), DRL_EINVAL);
-	assert_int_equal(drl_async_set_adapter(a, &ad, &err), 0);
-	assert_int_equal(drl_async_set_adapter(a, &ad2, &err), DRL_EBUSY);
+	assert_int_equal(drl_async_set_adapter(tr.a, &ad, &err), 0);
+	assert_int_equal(drl_async_set_adapter(tr.a, &ad2, &err), DRL_EBUSY);
 	assert_non_null(strstr(err.message, "attached"));
 	assert_int_equal(other.n, 0);
-	for (int i = 0; i < 2; i++)
-		assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0,
-						    tally_cb, &t, NULL),
-				 0);
-	async_process_until(a, &t.count, 2);
-	assert_int_equal(
-		drl_async_allow_at(a, l, "k", 1, 1, T0, tally_cb, &t, NULL), 0);
-	async_process_until(a, &t.count, 3);
+	start_tallied(&tr, &t, 2);
+	async_process_until(tr.a, &t.count, 2);
+	start_tallied(&tr, &t, 1);
+	async_process_until(tr.a, &t.count, 3);
 	assert_string_equal(h.seq, "01010");
 	/* detached: nothing more; another may attach */
-	assert_int_equal(drl_async_set_adapter(a, NULL, &err), 0);
-	assert_int_equal(
-		drl_async_allow_at(a, l, "k", 1, 1, T0, tally_cb, &t, NULL), 0);
+	assert_int_equal(drl_async_set_adapter(tr.a, NULL, &err), 0);
+	start_tallied(&tr, &t, 1);
 	assert_string_equal(h.seq, "01010");
-	assert_int_equal(drl_async_set_adapter(a, &ad2, &err), 0);
+	assert_int_equal(drl_async_set_adapter(tr.a, &ad2, &err), 0);
 	assert_string_equal(other.seq, "1"); /* the state at attach */
-	async_process_until(a, &t.count, 4);
+	async_process_until(tr.a, &t.count, 4);
 	drained d = {.t = &t};
-	assert_int_equal(drl_async_drain(a, drained_cb, &d, NULL), 0);
-	assert_int_equal(drl_async_process(a), 0);
+	assert_int_equal(drl_async_drain(tr.a, drained_cb, &d, NULL), 0);
+	assert_int_equal(drl_async_process(tr.a), 0);
 	assert_int_equal(d.count, 1);
 	assert_string_equal(other.seq, "1010");
-	drl_async_free(a);
+	drl_async_free(tr.a);
 	assert_string_equal(other.seq, "1010c");
 	assert_string_equal(h.seq, "01010");
 
 	/* free with requests waiting: their callbacks, then the cleanup */
-	a = async_new(2, 0);
+	tr.a = async_new(2, 0);
 	hooks f = {.t = &t};
 	drl_async_adapter adf = {hooks_busy, hooks_cleanup, &f};
-	assert_int_equal(drl_async_set_adapter(a, &adf, NULL), 0);
+	assert_int_equal(drl_async_set_adapter(tr.a, &adf, NULL), 0);
 	t = (tally){0};
-	for (int i = 0; i < 5; i++)
-		assert_int_equal(drl_async_allow_at(a, l, "k", 1, 1, T0,
-						    tally_cb, &t, NULL),
-				 0);
-	drl_async_free(a);
+	start_tallied(&tr, &t, 5);
+	drl_async_free(tr.a);
+	tr.a = NULL;
 	assert_string_equal(f.seq, "010c");
 	assert_int_equal(f.cleanup_after, 5);
-	drl_limiter_free(l);
-	drl_store_free(s);
+	trio_free(&tr);
 }
 
 DRL_FIXTURE_PAIR_GROUP(redis, have_redis, mc, have_mc)

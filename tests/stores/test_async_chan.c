@@ -68,6 +68,14 @@ static void uri_of(char *buf, size_t cap, const char *opts)
 		 opts ? opts : "");
 }
 
+/* A limiter of spec on a store of uri_of(NULL): both freed by tu_free(). */
+static tu plain_open(const char *spec)
+{
+	char uri[256];
+	uri_of(uri, sizeof uri, NULL);
+	return tu_open(uri, spec);
+}
+
 /* timeout_ms, and no breaker: every call goes to the server. */
 static void uri_no_breaker(char *buf, size_t cap, int64_t timeout_ms)
 {
@@ -75,15 +83,6 @@ static void uri_no_breaker(char *buf, size_t cap, int64_t timeout_ms)
 		 "redis://127.0.0.1:%d?timeout_ms=%" PRId64
 		 "&breaker_failures=0",
 		 srv.port, timeout_ms);
-}
-
-static drl_async *ctx_new(void)
-{
-	drl_async *a = NULL;
-	drl_error e = {0};
-	if (drl_async_new(&a, NULL, &e))
-		fail_msg("drl_async_new: %s", e.message);
-	return a;
 }
 
 /* ---- a round's writes ------------------------------------------------------ */
@@ -158,7 +157,7 @@ static void test_round_writes_in_parts(void **state)
 	/* Calls outlive the last callback's wait, also when it fails. */
 	uri_no_breaker(uri, sizeof uri, tu_bound_ms(30000));
 	tu t = tu_open(uri, "fixed_window:1000000/1h");
-	parts p = {.a = ctx_new(), .lim = t.lim};
+	parts p = {.a = async_run_ctx(), .lim = t.lim};
 	p.peek = redisConnect("127.0.0.1", srv.port);
 	assert_non_null(p.peek);
 	assert_int_equal(p.peek->err, 0);
@@ -242,10 +241,8 @@ static void test_starts_from_threads(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	char uri[256];
-	uri_of(uri, sizeof uri, NULL);
-	tu t = tu_open(uri, "fixed_window:150/1h");
-	mt_run m = {.a = ctx_new(), .lim = t.lim};
+	tu t = plain_open("fixed_window:150/1h");
+	mt_run m = {.a = async_run_ctx(), .lim = t.lim};
 	pthread_t th[MT_THREADS];
 	for (int i = 0; i < MT_THREADS; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, mt_starter, &m),
@@ -279,10 +276,9 @@ static void test_group_trim_on_channel(void **state)
 	NEED_SERVER();
 	char uri[256];
 	uri_of(uri, sizeof uri, NULL);
-	tu t = tu_open(uri, "subwindow:100/1h,subwindows=4");
+	async_run r = async_run_open(uri, "subwindow:100/1h,subwindows=4",
+				     "grouptrim", 1);
 	int before = async_threads_now();
-	async_run r = {
-		.a = ctx_new(), .lim = t.lim, .key = "grouptrim", .total = 1};
 	async_run_all(&r, 1);
 	assert_int_equal(r.allowed, 1);
 	assert_int_equal(async_threads_now(), before);
@@ -304,8 +300,7 @@ static void test_group_trim_on_channel(void **state)
 	freeReplyObject(ty);
 	freeReplyObject(k);
 	redisFree(c);
-	drl_async_free(r.a);
-	tu_free(&t);
+	async_run_close(&r);
 }
 
 /* ---- no thread ------------------------------------------------------------ */
@@ -318,21 +313,17 @@ static void test_no_io_thread(void **state)
 	for (size_t i = 0; i < 2; i++) {
 		char uri[256];
 		uri_of(uri, sizeof uri, tx[i]);
-		tu t = tu_open(uri, "fixed_window:1000000/1h");
-		const char *why = NULL;
-		assert_int_equal(drl_async_path(t.lim, &why), 1);
-		assert_non_null(strstr(why, "drl_async_process"));
+		async_run r = async_run_open(uri, "fixed_window:1000000/1h",
+					     "nothread", 300);
 		int before = async_threads_now();
-		async_run r = {.a = ctx_new(),
-			       .lim = t.lim,
-			       .key = "nothread",
-			       .total = 300};
+		const char *why = NULL;
+		assert_int_equal(drl_async_path(r.lim, &why), 1);
+		assert_non_null(strstr(why, "drl_async_process"));
 		async_run_all(&r, 16);
 		assert_int_equal(r.errors, 0);
 		assert_int_equal(r.allowed, 300);
 		assert_int_equal(async_threads_now(), before);
-		drl_async_free(r.a);
-		tu_free(&t);
+		async_run_close(&r);
 	}
 }
 
@@ -347,11 +338,9 @@ static void test_notify_keeps_io_thread(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	char uri[256];
-	uri_of(uri, sizeof uri, NULL);
-	tu t = tu_open(uri, "fixed_window:1000000/1h");
+	tu t = plain_open("fixed_window:1000000/1h");
 	int before = async_threads_now();
-	drl_async *a = ctx_new();
+	drl_async *a = async_run_ctx();
 	assert_int_equal(drl_async_notify(a, wake_nothing, NULL), 0);
 	async_one one = {0};
 	drl_error e = {0};
@@ -386,7 +375,7 @@ static void test_equals_blocking(void **state)
 		char uri[256];
 		uri_of(uri, sizeof uri, tx[i]);
 		drl_store *s = tu_store(uri);
-		drl_async *a = ctx_new();
+		drl_async *a = async_run_ctx();
 		for (size_t j = 0; j < sizeof specs / sizeof specs[0]; j++) {
 			char what[128];
 			snprintf(what, sizeof what, "%s on %s", specs[j],
@@ -411,7 +400,7 @@ static void test_hot_key_one_loop(void **state)
 		drl_store *s = tu_store(uri);
 		snprintf(prefix, sizeof prefix, "chanhot%zu%d:", i, getpid());
 		drl_limiter *l = tu_limiter(s, specs[i], prefix);
-		drl_async *a = ctx_new();
+		drl_async *a = async_run_ctx();
 		async_check_hot(a, l, specs[i], false);
 		async_check_hot(a, l, specs[i], true);
 		drl_async_free(a);
@@ -445,38 +434,8 @@ static void test_stopped_server_times_out(void **state)
 	int64_t timeout = tu_bound_ms(100);
 	char uri[256];
 	uri_no_breaker(uri, sizeof uri, timeout);
-	tu t = tu_open(uri, "fixed_window:1000000/1h");
-	/* Connected, and nothing in flight: the first write of a window
-	 * starts the group's trim (best effort, no caller waits for it),
-	 * and the second decision's reply comes after the trim's. A call in
-	 * flight at the pause would time out first and take the 16 sent
-	 * after it with it (chan.c: replies come in order), before their
-	 * own timeout_ms. */
-	async_run r = {.a = ctx_new(), .lim = t.lim, .key = "stop", .total = 2};
-	async_run_all(&r, 1);
-	assert_int_equal(r.allowed, 2);
-	int before = async_threads_now();
-	assert_int_equal(drl_fixture_pause(&srv), 0);
-	r = (async_run){.a = r.a, .lim = t.lim, .key = "stop", .total = 16};
-	int64_t t0 = tu_mono_ms();
-	async_run_all(&r, 16);
-	int64_t took = tu_mono_ms() - t0;
-	assert_int_equal(drl_fixture_resume(&srv), 0);
-	if (r.timeouts != 16)
-		fail_msg("%d of 16 timed out; last: %s", r.timeouts, r.last);
-	assert_non_null(strstr(r.last, "timeout_ms"));
-	/* The deadline rang: not before timeout_ms (a lower bound only). */
-	if (took < timeout - 1)
-		fail_msg("16 timed out after %" PRId64
-			 " ms < timeout_ms=%" PRId64 "; last: %s",
-			 took, timeout, r.last);
-	assert_int_equal(async_threads_now(), before);
-	/* Back: the next start connects afresh and decides. */
-	r = (async_run){.a = r.a, .lim = t.lim, .key = "stop", .total = 4};
-	async_run_all(&r, 4);
-	assert_int_equal(r.allowed, 4);
-	drl_async_free(r.a);
-	tu_free(&t);
+	async_run_stopped(uri, "fixed_window:1000000/1h", &srv, timeout, 0,
+			  NULL);
 }
 
 /* More than the socket buffers hold, written to a stopped server: the
@@ -505,10 +464,8 @@ static void test_stopped_server_backpressure(void **state)
 	uri_no_breaker(uri, sizeof uri, tu_bound_ms(300));
 	char full[300];
 	snprintf(full, sizeof full, "%s&tx=lua", uri);
-	tu t = tu_open(full, "fixed_window:1000000/1h");
-	async_run r = {.a = ctx_new(), .lim = t.lim, .key = "big", .total = 1};
-	async_run_all(&r, 1); /* connected */
-	assert_int_equal(r.allowed, 1);
+	async_run r =
+		async_run_connected(full, "fixed_window:1000000/1h", "big");
 	static drl_batch_item items[BIG_ITEMS];
 	static char keys[BIG_ITEMS][BIG_KEY];
 	for (int i = 0; i < BIG_ITEMS; i++) {
@@ -522,7 +479,7 @@ static void test_stopped_server_backpressure(void **state)
 	int counts[2] = {0, 0};
 	for (int b = 0; b < BIG_BATCHES; b++) {
 		drl_error e = {0};
-		if (drl_async_batch(r.a, t.lim, items, BIG_ITEMS, big_cb,
+		if (drl_async_batch(r.a, r.lim, items, BIG_ITEMS, big_cb,
 				    counts, &e))
 			fail_msg("batch %d: %s", b, e.message);
 	}
@@ -535,13 +492,12 @@ static void test_stopped_server_backpressure(void **state)
 	assert_int_equal(drl_fixture_resume(&srv), 0);
 	assert_int_equal(counts[0], BIG_BATCHES);
 	assert_int_equal(counts[1], BIG_BATCHES * BIG_ITEMS);
-	r = (async_run){.a = r.a, .lim = t.lim, .key = "big", .total = 2};
+	async_run_again(&r, 2, 0);
 	async_run_all(&r, 2);
 	if (r.allowed != 2)
 		fail_msg("%d of 2 allowed after SIGCONT; last: %s", r.allowed,
 			 r.last);
-	drl_async_free(r.a);
-	tu_free(&t);
+	async_run_close(&r);
 }
 
 /* Stopped before the connection is made: the setup is not answered, the
@@ -550,31 +506,21 @@ static void test_stopped_before_connect(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	int64_t timeout = tu_bound_ms(100);
 	char uri[256];
-	uri_no_breaker(uri, sizeof uri, timeout);
-	tu t = tu_open(uri, "fixed_window:5/1h");
+	uri_no_breaker(uri, sizeof uri, tu_bound_ms(100));
+	async_run r = async_run_open(uri, "fixed_window:5/1h", "unsent", 20);
+	r.at = INT64_C(1797000000000000);
 	assert_int_equal(drl_fixture_pause(&srv), 0);
-	async_run r = {.a = ctx_new(),
-		       .lim = t.lim,
-		       .key = "unsent",
-		       .at = INT64_C(1797000000000000),
-		       .total = 20};
 	async_run_all(&r, 20);
 	assert_int_equal(drl_fixture_resume(&srv), 0);
 	assert_int_equal(r.timeouts, 20);
 	/* None of the 20 ran: a limit of 5 still has all 5. */
-	r = (async_run){.a = r.a,
-			.lim = t.lim,
-			.key = "unsent",
-			.at = INT64_C(1797000000000000),
-			.total = 6};
+	async_run_again(&r, 6, 0);
 	async_run_all(&r, 1);
 	assert_int_equal(r.errors, 0);
 	assert_int_equal(r.allowed, 5);
 	assert_int_equal(r.denied, 1);
-	drl_async_free(r.a);
-	tu_free(&t);
+	async_run_close(&r);
 }
 
 static void test_server_gone_reconnects(void **state)
@@ -583,35 +529,36 @@ static void test_server_gone_reconnects(void **state)
 	NEED_SERVER();
 	char uri[256];
 	uri_no_breaker(uri, sizeof uri, tu_bound_ms(5000));
-	tu t = tu_open(uri, "fixed_window:1000000/1h");
-	async_run r = {.a = ctx_new(), .lim = t.lim, .key = "gone", .total = 1};
-	async_run_all(&r, 1);
-	assert_int_equal(r.allowed, 1);
-	async_run_server_gone(&r, &srv);
-	drl_async_free(r.a);
-	tu_free(&t);
+	async_run_server_gone(uri, "fixed_window:1000000/1h", &srv);
 }
 
 /* ---- free and drain with calls in flight ---------------------------------- */
+
+/* *r: a run of n requests for key on the plain URI, all started (in
+ * flight: their callbacks hold r). */
+static void in_flight(async_run *r, const char *key, int n)
+{
+	char uri[256];
+	uri_of(uri, sizeof uri, NULL);
+	*r = async_run_open(uri, "fixed_window:1000000/1h", key, n);
+	for (int i = 0; i < n; i++)
+		async_run_start(r);
+}
 
 static void test_free_in_flight(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	char uri[256];
-	uri_of(uri, sizeof uri, NULL);
-	tu t = tu_open(uri, "fixed_window:1000000/1h");
-	async_run r = {
-		.a = ctx_new(), .lim = t.lim, .key = "free", .total = 64};
-	for (int i = 0; i < 64; i++)
-		async_run_start(&r);
+	async_run r;
+	in_flight(&r, "free", 64);
 	/* Their callbacks must not start more: the context is going. */
 	r.total = r.started;
 	drl_async_free(r.a);
+	r.a = NULL;
 	assert_int_equal(r.done, 64);
 	assert_int_equal(r.errors, 0);
 	assert_int_equal(r.allowed, 64);
-	tu_free(&t);
+	async_run_close(&r);
 }
 
 static void drained(drl_async *a, void *arg)
@@ -625,13 +572,8 @@ static void test_drain_in_flight(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	char uri[256];
-	uri_of(uri, sizeof uri, NULL);
-	tu t = tu_open(uri, "fixed_window:1000000/1h");
-	async_run r = {
-		.a = ctx_new(), .lim = t.lim, .key = "drain", .total = 32};
-	for (int i = 0; i < 32; i++)
-		async_run_start(&r);
+	async_run r;
+	in_flight(&r, "drain", 32);
 	drl_error e = {0};
 	assert_int_equal(drl_async_drain(r.a, drained, &r, &e), 0);
 	int64_t end = tu_mono_ms() + tu_bound_ms(30000);
@@ -642,8 +584,7 @@ static void test_drain_in_flight(void **state)
 	}
 	assert_int_equal(r.denied, -32); /* every callback, then the drain */
 	assert_int_equal(r.allowed, 32);
-	drl_async_free(r.a);
-	tu_free(&t);
+	async_run_close(&r);
 }
 
 /* A store freed while the context lives: its channel goes with it. */
@@ -651,11 +592,9 @@ static void test_store_freed_first(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	drl_async *a = ctx_new();
+	drl_async *a = async_run_ctx();
 	for (int i = 0; i < 3; i++) {
-		char uri[256];
-		uri_of(uri, sizeof uri, NULL);
-		tu t = tu_open(uri, "fixed_window:1000000/1h");
+		tu t = plain_open("fixed_window:1000000/1h");
 		async_run r = {
 			.a = a, .lim = t.lim, .key = "first", .total = 20};
 		async_run_all(&r, 8);

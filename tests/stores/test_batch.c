@@ -244,14 +244,7 @@ static void test_batch_equals_one_by_one(void **state)
 
 /* ---- a hot key ---------------------------------------------------------- */
 
-static const char *const hot_specs[] = {
-	"fixed_window:100/1h",
-	"sliding_window:100/1h",
-	"subwindow:100/1h,subwindows=4",
-	"token_bucket:100/1h",
-	"gcra:100/1h",
-	"sliding_log:100/1h",
-};
+static const char *const hot_specs[] = {TU_EVERY_ALGORITHM_100};
 
 enum { HOT = 1000 };
 

@@ -70,6 +70,35 @@ static redisContext *raw_open(void)
 	return redis_raw_open(srv.port);
 }
 
+/* One tx's run of a check: a raw connection, a store of that tx, a
+ * limiter on it and its prefix "<name>:<tx>:". */
+typedef struct tx_run {
+	redisContext *c;
+	drl_store *s;
+	drl_limiter *l;
+	const char *prefix;
+	const char *tx;
+} tx_run;
+
+/* check on a store of each tx in turn, a limiter of spec on it (see
+ * tx_limiter); the tx is printed before its run, so a failed assert
+ * names the tx it failed on. */
+static void every_tx(const char *name, const char *spec,
+		     void (*check)(const tx_run *x))
+{
+	redisContext *c = raw_open();
+	for (size_t t = 0; t < 3; t++) {
+		char prefix[PREFIX_MAX];
+		tx_run x = {.c = c, .prefix = prefix, .tx = txs[t]};
+		x.l = tx_limiter(t, name, spec, &x.s, prefix);
+		print_message("    tx=%s\n", txs[t]);
+		check(&x);
+		drl_limiter_free(x.l);
+		drl_store_free(x.s);
+	}
+	redisFree(c);
+}
+
 static long long raw_int(redisContext *c, const char *fmt, const char *key,
 			 size_t len, const char *field)
 {
@@ -242,31 +271,27 @@ static void test_sparse_started(void **state)
  * the next wrote it: the hash must still live as long as the newer
  * field's flat key would (11.99 s here; a flat TTL from the late client
  * alone would be 11.01 s). */
+static void lagging_clock(const tx_run *x)
+{
+	int64_t now = T0 + 10 * MS;
+	assert_true(tu_at(x->l, "k", 1, now).allowed);
+	assert_true(tu_at(x->l, "k", 1, now - 20 * MS).allowed);
+	char key[512];
+	size_t len = group_key(x->c, x->prefix, key, sizeof key);
+	assert_int_equal(raw_int(x->c, "HLEN %b", key, len, NULL), 2);
+	long long pttl = raw_int(x->c, "PTTL %b", key, len, NULL);
+	/* 11.99 s less what passed since (generous: 0.5 s) */
+	if (pttl < 11490)
+		fail_msg("tx=%s: the hash lives %lld ms: less than its "
+			 "newest field needs",
+			 x->tx, pttl);
+}
+
 static void test_lagging_clock(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	redisContext *c = raw_open();
-	for (size_t t = 0; t < 3; t++) {
-		drl_store *s;
-		char prefix[PREFIX_MAX];
-		drl_limiter *l = tx_limiter(t, "lag", SPEC, &s, prefix);
-		int64_t now = T0 + 10 * MS;
-		assert_true(tu_at(l, "k", 1, now).allowed);
-		assert_true(tu_at(l, "k", 1, now - 20 * MS).allowed);
-		char key[512];
-		size_t len = group_key(c, prefix, key, sizeof key);
-		assert_int_equal(raw_int(c, "HLEN %b", key, len, NULL), 2);
-		long long pttl = raw_int(c, "PTTL %b", key, len, NULL);
-		/* 11.99 s less what passed since (generous: 0.5 s) */
-		if (pttl < 11490)
-			fail_msg("tx=%s: the hash lives %lld ms: less than its "
-				 "newest field needs",
-				 txs[t], pttl);
-		drl_limiter_free(l);
-		drl_store_free(s);
-	}
-	redisFree(c);
+	every_tx("lag", SPEC, lagging_clock);
 }
 
 /* Three limiters, one per tx, on one Redis, one prefix: interleaved on a
@@ -340,71 +365,62 @@ static void test_peek_one_hmget(void **state)
 }
 
 /* drl_reset removes the hash itself (every field, the dead ones too). */
+static void reset_removes_hash(const tx_run *x)
+{
+	for (int k = 0; k < 5; k++)
+		assert_true(tu_at(x->l, "k", 1, T0 + k * 3 * S).allowed);
+	char key[512];
+	size_t len = group_key(x->c, x->prefix, key, sizeof key);
+	drl_error err = {0};
+	assert_int_equal(drl_reset_at(x->l, "k", 1, T0 + 12 * S, &err), 0);
+	assert_int_equal(raw_int(x->c, "EXISTS %b", key, len, NULL), 0);
+	drl_result r = tu_at(x->l, "k", 1, T0 + 12 * S);
+	assert_int_equal(r.remaining, 999);
+}
+
 static void test_reset_removes_hash(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	redisContext *c = raw_open();
-	for (size_t t = 0; t < 3; t++) {
-		drl_store *s;
-		char prefix[PREFIX_MAX];
-		drl_limiter *l = tx_limiter(t, "rs", SPEC, &s, prefix);
-		for (int k = 0; k < 5; k++)
-			assert_true(tu_at(l, "k", 1, T0 + k * 3 * S).allowed);
-		char key[512];
-		size_t len = group_key(c, prefix, key, sizeof key);
-		drl_error err = {0};
-		assert_int_equal(drl_reset_at(l, "k", 1, T0 + 12 * S, &err), 0);
-		assert_int_equal(raw_int(c, "EXISTS %b", key, len, NULL), 0);
-		drl_result r = tu_at(l, "k", 1, T0 + 12 * S);
-		assert_int_equal(r.remaining, 999);
-		drl_limiter_free(l);
-		drl_store_free(s);
-	}
-	redisFree(c);
+	every_tx("rs", SPEC, reset_removes_hash);
 }
 
 /* The hash's key holding a string (someone else's, or a flat counter of
  * a client that wrote there): every tx says WRONGTYPE; nothing is read as
  * 0. The longest prefix and user key still fit. */
+static void wrongtype_and_long_keys(const tx_run *x)
+{
+	assert_true(tu_at(x->l, "k", 1, T0).allowed);
+	char key[512];
+	size_t len = group_key(x->c, x->prefix, key, sizeof key);
+	freeReplyObject(redisCommand(x->c, "DEL %b", key, len));
+	freeReplyObject(redisCommand(x->c, "SET %b 5", key, len));
+	drl_result r;
+	drl_error err = {0};
+	int rc = drl_allow_at(x->l, "k", 1, 1, T0, &r, &err);
+	if (rc != DRL_ESTORE || strstr(err.message, "WRONGTYPE") == NULL)
+		fail_msg("tx=%s: %s (%s)", x->tx, err.message,
+			 drl_err_name(rc));
+
+	char longp[129], longk[600];
+	memset(longp, 'p', 128);
+	longp[128] = '\0';
+	memset(longk, 'k', sizeof longk);
+	drl_limiter *l = tu_limiter(x->s, SPEC, longp);
+	for (size_t n = 1; n <= sizeof longk; n += 131) {
+		rc = drl_allow_at(l, longk, n, 1, T0, &r, &err);
+		if (rc || !r.allowed)
+			fail_msg("tx=%s, key of %zu: %s", x->tx, n,
+				 err.message);
+	}
+	drl_limiter_free(l);
+}
+
 static void test_wrongtype_and_long_keys(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	redisContext *c = raw_open();
-	for (size_t t = 0; t < 3; t++) {
-		drl_store *s;
-		char prefix[PREFIX_MAX];
-		drl_limiter *l = tx_limiter(t, "wt", SPEC, &s, prefix);
-		assert_true(tu_at(l, "k", 1, T0).allowed);
-		char key[512];
-		size_t len = group_key(c, prefix, key, sizeof key);
-		freeReplyObject(redisCommand(c, "DEL %b", key, len));
-		freeReplyObject(redisCommand(c, "SET %b 5", key, len));
-		drl_result r;
-		drl_error err = {0};
-		int rc = drl_allow_at(l, "k", 1, 1, T0, &r, &err);
-		if (rc != DRL_ESTORE ||
-		    strstr(err.message, "WRONGTYPE") == NULL)
-			fail_msg("tx=%s: %s (%s)", txs[t], err.message,
-				 drl_err_name(rc));
-		drl_limiter_free(l);
-
-		char longp[129], longk[600];
-		memset(longp, 'p', 128);
-		longp[128] = '\0';
-		memset(longk, 'k', sizeof longk);
-		l = tu_limiter(s, SPEC, longp);
-		for (size_t n = 1; n <= sizeof longk; n += 131) {
-			rc = drl_allow_at(l, longk, n, 1, T0, &r, &err);
-			if (rc || !r.allowed)
-				fail_msg("tx=%s, key of %zu: %s", txs[t], n,
-					 err.message);
-		}
-		drl_limiter_free(l);
-		drl_store_free(s);
-	}
-	redisFree(c);
+	every_tx("wt", SPEC, wrongtype_and_long_keys);
 }
 
 /* A policy whose second limit denies gives the first one's increment
@@ -412,44 +428,37 @@ static void test_wrongtype_and_long_keys(void **state)
  * the admitted count, the hash keeps a TTL, no field goes. Also on the
  * last microsecond of a sub-window, the give-back landing as the next
  * begins. */
+static void refund(const tx_run *x)
+{
+	int64_t edge = T0 + 3 * S - 1; /* the end of sub-window 2 */
+	assert_true(tu_at(x->l, "k", 1, T0).allowed);
+	assert_true(tu_at(x->l, "k", 1, edge).allowed);
+	assert_false(tu_at(x->l, "k", 1, edge).allowed); /* fixed_window */
+	assert_false(tu_at(x->l, "k", 1, edge + 1).allowed);
+	char pattern[PREFIX_MAX + 8];
+	snprintf(pattern, sizeof pattern, "%ssub", x->prefix);
+	char key[512];
+	size_t len = group_key(x->c, pattern, key, sizeof key);
+	char f0[24], f2[24];
+	snprintf(f0, sizeof f0, "%lld", (long long)(T0 / S));
+	snprintf(f2, sizeof f2, "%lld", (long long)(T0 / S + 2));
+	redisReply *r = redisCommand(x->c, "HMGET %b %s %s", key, len, f0, f2);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_string_equal(r->element[0]->str, "1");
+	assert_string_equal(r->element[1]->str, "1");
+	freeReplyObject(r);
+	/* the refunds left a 0 (or no field) in sub-window 3 */
+	long long n = raw_int(x->c, "HLEN %b", key, len, NULL);
+	assert_true(n == 2 || n == 3);
+	assert_true(raw_int(x->c, "PTTL %b", key, len, NULL) > 0);
+}
+
 static void test_refund(void **state)
 {
 	(void)state;
 	NEED_SERVER();
-	redisContext *c = raw_open();
-	for (size_t t = 0; t < 3; t++) {
-		drl_store *s;
-		char prefix[PREFIX_MAX];
-		drl_limiter *l = tx_limiter(
-			t, "rf",
-			"subwindow:1000/10s,subwindows=10;fixed_window:2/1h",
-			&s, prefix);
-		int64_t edge = T0 + 3 * S - 1; /* the end of sub-window 2 */
-		assert_true(tu_at(l, "k", 1, T0).allowed);
-		assert_true(tu_at(l, "k", 1, edge).allowed);
-		assert_false(tu_at(l, "k", 1, edge).allowed); /* fixed_window */
-		assert_false(tu_at(l, "k", 1, edge + 1).allowed);
-		char pattern[PREFIX_MAX + 8];
-		snprintf(pattern, sizeof pattern, "%ssub", prefix);
-		char key[512];
-		size_t len = group_key(c, pattern, key, sizeof key);
-		char f0[24], f2[24];
-		snprintf(f0, sizeof f0, "%lld", (long long)(T0 / S));
-		snprintf(f2, sizeof f2, "%lld", (long long)(T0 / S + 2));
-		redisReply *r =
-			redisCommand(c, "HMGET %b %s %s", key, len, f0, f2);
-		assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-		assert_string_equal(r->element[0]->str, "1");
-		assert_string_equal(r->element[1]->str, "1");
-		freeReplyObject(r);
-		/* the refunds left a 0 (or no field) in sub-window 3 */
-		long long n = raw_int(c, "HLEN %b", key, len, NULL);
-		assert_true(n == 2 || n == 3);
-		assert_true(raw_int(c, "PTTL %b", key, len, NULL) > 0);
-		drl_limiter_free(l);
-		drl_store_free(s);
-	}
-	redisFree(c);
+	every_tx("rf", "subwindow:1000/10s,subwindows=10;fixed_window:2/1h",
+		 refund);
 }
 
 DRL_FIXTURE_REDIS_GROUP(srv, have_srv)

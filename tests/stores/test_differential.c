@@ -498,6 +498,7 @@ typedef struct on_redis {
 	drl_limiter *l;
 	char key[512];
 	size_t kn;
+	int watch;
 } on_redis;
 
 /* o's limiter of spec under the prefix NAME then watch (0 or 1), its key
@@ -507,6 +508,7 @@ static void on_redis_open(on_redis *o, redisContext *raw, int watch,
 {
 	char prefix[32];
 	snprintf(prefix, sizeof prefix, "%s%d:", name, watch);
+	o->watch = watch;
 	o->s = redis_store(watch);
 	o->l = tu_limiter(o->s, spec, prefix);
 	(void)tu_at(o->l, "k", 1, t);
@@ -519,6 +521,41 @@ static void on_redis_free(on_redis *o)
 	drl_store_free(o->s);
 }
 
+/* A fixed decision time. */
+#define T_FIXED INT64_C(1700000000000000)
+
+/* body(o, raw) with o on the twin (tx=lua), then on the C step
+ * (tx=watch): o's limiter of spec under name, its key written at `at`
+ * (on_redis_open). */
+static void on_each_tx(const char *name, const char *spec, int64_t at,
+		       void (*body)(on_redis *o, redisContext *raw))
+{
+	redisContext *raw = raw_redis();
+	for (int watch = 0; watch < 2; watch++) {
+		on_redis o;
+		on_redis_open(&o, raw, watch, name, spec, at);
+		body(&o, raw);
+		on_redis_free(&o);
+	}
+	redisFree(raw);
+}
+
+/* state (len bytes) stored under o's key: a decision at t is
+ * DRL_ECORRUPT, or the test fails naming o's tx, what and i. */
+static void reads_corrupt(on_redis *o, redisContext *raw,
+			  const unsigned char *state, size_t len, int64_t t,
+			  const char *what, int i)
+{
+	drl_result res;
+	drl_error err = {0};
+	freeReplyObject(
+		redisCommand(raw, "SET %b %b", o->key, o->kn, state, len));
+	int rc = drl_allow_at(o->l, "k", 1, 1, t, &res, &err);
+	if (rc != DRL_ECORRUPT)
+		fail_msg("tx=%s: %s %d read (%s)", o->watch ? "watch" : "lua",
+			 what, i, drl_err_name(rc));
+}
+
 /* The state bytes under prefix: its one key's value, a string. */
 static redisReply *state_of(redisContext *raw, const char *prefix)
 {
@@ -529,15 +566,52 @@ static redisReply *state_of(redisContext *raw, const char *prefix)
 	return r;
 }
 
-/* Whether the twin's state (got[0], tx=lua) and the C step's (got[1],
- * tx=watch) are the same bytes; frees both. */
-static bool same_state(redisReply *got[2])
+/* One case of the state bytes tests: limiters of spec[0..n) (n <= 3)
+ * under one prefix, the decisions run(l, to) makes with them; tag makes
+ * the prefix, what names the case. */
+typedef struct bytes_case {
+	char spec[3][96];
+	int n;
+	void (*run)(drl_limiter **l, int to);
+	int to;
+	char tag[32], what[128];
+} bytes_case;
+
+/* make(i, &c) for i in 0..count: each case on the twin's store (tx=lua)
+ * and the C step's (tx=watch), each under the prefix "<tag>:<store>:";
+ * the test fails, naming the case, unless both leave the same state
+ * bytes. */
+static void same_bytes(int count, void (*make)(int i, bytes_case *c))
 {
-	bool same = got[0]->len == got[1]->len &&
-		    memcmp(got[0]->str, got[1]->str, got[0]->len) == 0;
-	freeReplyObject(got[0]);
-	freeReplyObject(got[1]);
-	return same;
+	redisContext *raw = raw_redis();
+	drl_store *st[2] = {redis_store(0), redis_store(1)};
+	for (int k = 0; k < count; k++) {
+		bytes_case c = {0};
+		make(k, &c);
+		redisReply *got[2];
+		for (int w = 0; w < 2; w++) {
+			char prefix[64];
+			snprintf(prefix, sizeof prefix, "%s:%d:", c.tag, w);
+			drl_limiter *l[3];
+			for (int i = 0; i < c.n; i++)
+				l[i] = tu_limiter(st[w], c.spec[i], prefix);
+			c.run(l, c.to);
+			got[w] = state_of(raw, prefix);
+			for (int i = 0; i < c.n; i++)
+				drl_limiter_free(l[i]);
+		}
+		bool same = got[0]->len == got[1]->len &&
+			    memcmp(got[0]->str, got[1]->str, got[0]->len) == 0;
+		freeReplyObject(got[0]);
+		freeReplyObject(got[1]);
+		if (!same)
+			fail_msg("%s: the twin's state differs from the C "
+				 "step's",
+				 c.what);
+	}
+	drl_store_free(st[0]);
+	drl_store_free(st[1]);
+	redisFree(raw);
 }
 
 static void pack(unsigned char *p, int64_t v)
@@ -551,52 +625,74 @@ static void pack(unsigned char *p, int64_t v)
  * bytes, under keys that named LIMIT and burst) are DRL_ECORRUPT on the
  * twin and the C step alike, as is an 'H' state breaking
  * NEWEST <= TAT <= NEWEST + 2 x burst x T or recording another PERIOD. */
+static void gcra_states(on_redis *o, redisContext *raw)
+{
+	const int64_t t = T_FIXED;
+	redisReply *r = redisCommand(raw, "STRLEN %b", o->key, o->kn);
+	assert_int_equal(r->integer, 57);
+	freeReplyObject(r);
+	/* the old 'G' states; then malformed 'H' ones: TAT before
+	 * NEWEST, TAT beyond NEWEST + 2 x 500ms (a penalty's debt,
+	 * drl_adjust, reaches 2 x burst x T at most), another PERIOD */
+	unsigned char bad[5][57] = {{'G'}, {'G'}, {'H'}, {'H'}, {'H'}};
+	const size_t len[5] = {17, 25, 57, 57, 57};
+	pack(bad[0] + 1, t + 300 * MS);
+	pack(bad[1] + 1, t + 300 * MS);
+	pack(bad[1] + 17, t);
+	pack(bad[2] + 1, t - 1);
+	pack(bad[2] + 17, t);
+	pack(bad[3] + 1, t + 1000 * MS);
+	pack(bad[3] + 9, 1);
+	pack(bad[3] + 17, t);
+	pack(bad[4] + 1, t);
+	pack(bad[4] + 17, t);
+	for (int i = 2; i < 5; i++) {
+		pack(bad[i] + 25, 10);
+		pack(bad[i] + 33, i == 4 ? 2 * SEC : SEC);
+		pack(bad[i] + 41, 5);
+	}
+	for (int i = 0; i < 5; i++)
+		reads_corrupt(o, raw, bad[i], len[i], t, "gcra state", i);
+}
+
 static void test_gcra_states(void **state)
 {
 	(void)state;
 	NEED_SERVERS();
-	redisContext *raw = raw_redis();
-	const int64_t t = INT64_C(1700000000000000);
-	for (int watch = 0; watch < 2; watch++) {
-		/* T = 100ms, burst*T = 500ms */
-		on_redis o;
-		on_redis_open(&o, raw, watch, "old", "gcra:10/1s,burst=5",
-			      t - SEC);
-		drl_error err = {0};
-		redisReply *r = redisCommand(raw, "STRLEN %b", o.key, o.kn);
-		assert_int_equal(r->integer, 57);
-		freeReplyObject(r);
-		/* the old 'G' states; then malformed 'H' ones: TAT before
-		 * NEWEST, TAT beyond NEWEST + 2 x 500ms (a penalty's debt,
-		 * drl_adjust, reaches 2 x burst x T at most), another PERIOD */
-		unsigned char bad[5][57] = {{'G'}, {'G'}, {'H'}, {'H'}, {'H'}};
-		const size_t len[5] = {17, 25, 57, 57, 57};
-		pack(bad[0] + 1, t + 300 * MS);
-		pack(bad[1] + 1, t + 300 * MS);
-		pack(bad[1] + 17, t);
-		pack(bad[2] + 1, t - 1);
-		pack(bad[2] + 17, t);
-		pack(bad[3] + 1, t + 1000 * MS);
-		pack(bad[3] + 9, 1);
-		pack(bad[3] + 17, t);
-		pack(bad[4] + 1, t);
-		pack(bad[4] + 17, t);
-		for (int i = 2; i < 5; i++) {
-			pack(bad[i] + 25, 10);
-			pack(bad[i] + 33, i == 4 ? 2 * SEC : SEC);
-			pack(bad[i] + 41, 5);
-		}
-		for (int i = 0; i < 5; i++) {
-			drl_result res;
-			freeReplyObject(redisCommand(raw, "SET %b %b", o.key,
-						     o.kn, bad[i], len[i]));
-			assert_int_equal(
-				drl_allow_at(o.l, "k", 1, 1, t, &res, &err),
-				DRL_ECORRUPT);
-		}
-		on_redis_free(&o);
-	}
-	redisFree(raw);
+	/* T = 100ms, burst*T = 500ms */
+	on_each_tx("old", "gcra:10/1s,burst=5", T_FIXED - SEC, gcra_states);
+}
+
+/* The older limit, the changed one (a raise or a cut: `to`), the older
+ * again. */
+static void params_run(drl_limiter **l, int to)
+{
+	(void)tu_at(l[0], "k", 7, T_FIXED);
+	/* 7 / 3s: 1234 µs refill 2.879... units */
+	(void)tu_at(l[1], "k", to ? 9 : 1, T_FIXED + 1234);
+	(void)tu_at(l[2], "k", 1, T_FIXED + 5678);
+}
+
+/* Case i: alg = a % 2; from a / 2 on, the older limit has the default
+ * rules (version 0, keep_used: its twin is sent no change rules,
+ * lua_params.lua). */
+static void params_case(int i, bytes_case *c)
+{
+	static const char *const algs[] = {"token_bucket", "gcra"};
+	static const char *const policies[] = {"keep_used", "keep_available",
+					       "scale", "additive", "reset"};
+	int a = i / 10, p = i / 2 % 5, to = i % 2;
+	*c = (bytes_case){.n = 3, .run = params_run, .to = to};
+	snprintf(c->spec[0], sizeof c->spec[0], "%s:7/3s,burst=10%s",
+		 algs[a % 2], a / 2 ? "" : ",version=1");
+	snprintf(c->spec[1], sizeof c->spec[1],
+		 "%s:%d/3s,version=2,on_change=%s", algs[a % 2], to ? 4 : 13,
+		 policies[p]);
+	memcpy(c->spec[2], c->spec[0], sizeof c->spec[0]);
+	snprintf(c->tag, sizeof c->tag, "pb%d:%d:%d", a, p, to);
+	snprintf(c->what, sizeof c->what,
+		 "%s on_change=%s to %d (from version %d)", algs[a % 2],
+		 policies[p], to ? 4 : 13, a / 2 ? 0 : 1);
 }
 
 /* A changed limit converted by the twin (tx=lua) and by the C step
@@ -609,61 +705,7 @@ static void test_params_state_bytes(void **state)
 {
 	(void)state;
 	NEED_SERVERS();
-	static const char *const algs[] = {"token_bucket", "gcra"};
-	static const char *const policies[] = {"keep_used", "keep_available",
-					       "scale", "additive", "reset"};
-	redisContext *raw = raw_redis();
-	const int64_t t = INT64_C(1700000000000000);
-	drl_store *st[2] = {redis_store(0), redis_store(1)};
-	/* alg = a % 2; from a / 2 on, the older limit has the default rules
-	 * (version 0, keep_used: its twin is sent no change rules,
-	 * lua_params.lua) */
-	for (size_t a = 0; a < 4; a++)
-		for (size_t p = 0; p < 5; p++)
-			for (int to = 0; to < 2; to++) {
-				redisReply *got[2];
-				for (int w = 0; w < 2; w++) {
-					char prefix[48], spec[3][96];
-					snprintf(prefix, sizeof prefix,
-						 "pb%zu:%zu:%d:%d:", a, p, to,
-						 w);
-					snprintf(spec[0], sizeof spec[0],
-						 "%s:7/3s,burst=10%s",
-						 algs[a % 2],
-						 a / 2 ? "" : ",version=1");
-					snprintf(spec[1], sizeof spec[1],
-						 "%s:%d/"
-						 "3s,version=2,on_change=%s",
-						 algs[a % 2], to ? 4 : 13,
-						 policies[p]);
-					snprintf(spec[2], sizeof spec[2],
-						 "%s:7/3s,burst=10%s",
-						 algs[a % 2],
-						 a / 2 ? "" : ",version=1");
-					drl_limiter *l[3];
-					for (int i = 0; i < 3; i++)
-						l[i] = tu_limiter(
-							st[w], spec[i], prefix);
-					(void)tu_at(l[0], "k", 7, t);
-					/* 7 / 3s: 1234 µs refill 2.879... units */
-					(void)tu_at(l[1], "k", to ? 9 : 1,
-						    t + 1234);
-					(void)tu_at(l[2], "k", 1, t + 5678);
-					got[w] = state_of(raw, prefix);
-					for (int i = 0; i < 3; i++)
-						drl_limiter_free(l[i]);
-				}
-				if (!same_state(got))
-					fail_msg("%s on_change=%s to %d "
-						 "(from version %d): the "
-						 "twin's state differs from "
-						 "the C step's",
-						 algs[a % 2], policies[p],
-						 to ? 4 : 13, a / 2 ? 0 : 1);
-			}
-	drl_store_free(st[0]);
-	drl_store_free(st[1]);
-	redisFree(raw);
+	same_bytes(4 * 5 * 2, params_case);
 }
 
 /* The trailer of an 'R' sliding_log state in reply r: dead, n, sum,
@@ -717,112 +759,128 @@ static size_t log_state(unsigned char *p, int64_t t)
  * another PERIOD, a LIMIT out of sliding_log's bounds or a version out of
  * version='s (the C step checks every entry; the twin what it reads and
  * what the trailer must meet). */
+static void log_state_good(on_redis *o, redisContext *raw)
+{
+	const int64_t t = T_FIXED;
+	unsigned char good[3 * 16 + 57];
+	size_t gl = log_state(good, t);
+	freeReplyObject(
+		redisCommand(raw, "SET %b %b", o->key, o->kn, good, gl));
+	EXPECT(tu_at(o->l, "k", 0, t), 1, 2, 900 * MS, 0);
+	EXPECT(tu_at(o->l, "k", 3, t), 0, 2, 900 * MS, 700 * MS);
+	EXPECT(tu_at(o->l, "k", 1, t), 1, 1, SEC, 0);
+	redisReply *r = redisCommand(raw, "GET %b", o->key, o->kn);
+	int64_t tr[7];
+	log_trailer(r, tr);
+	assert_int_equal(tr[1], 3); /* live: 2 and ours */
+	assert_int_equal(tr[2], 4);
+	assert_int_equal(tr[3], t - 300 * MS);
+	assert_int_equal(tr[4], 5);
+	assert_int_equal(tr[5], SEC);
+	assert_int_equal(tr[6], 0);
+	freeReplyObject(r);
+}
+
+static void log_states_bad(on_redis *o, redisContext *raw)
+{
+	const int64_t t = T_FIXED;
+	/* the old states: 'L' and 'M' (one entry, 2 at t - 100ms),
+	 * 'S' (that entry and a 33-byte trailer) */
+	unsigned char old[3][17 + 33] = {{'L'}, {'M'}, {0}};
+	const size_t oldlen[3] = {9 + 16, 17 + 16, 16 + 33};
+	pack(old[0] + 1, 1);
+	pack(old[0] + 9, t - 100 * MS);
+	pack(old[0] + 17, 2);
+	pack(old[1] + 1, 1);
+	pack(old[1] + 9, 2);
+	pack(old[1] + 17, t - 100 * MS);
+	pack(old[1] + 25, 2);
+	pack(old[2], t - 100 * MS);
+	pack(old[2] + 8, 2);
+	pack(old[2] + 24, 1);
+	pack(old[2] + 32, 2);
+	pack(old[2] + 40, t - 100 * MS);
+	old[2][48] = 'S';
+	for (int i = 0; i < 3; i++)
+		reads_corrupt(o, raw, old[i], oldlen[i], t,
+			      "old state (0 L, 1 M, 2 S)", i);
+	/* malformed 'R' (log_state's): a sum of 2 (below the
+	 * newest's count and one more entry), a sum of 20001 (above
+	 * 2 x the largest LIMIT, what a penalty may reach:
+	 * drl_adjust), a first live time that is not the first live
+	 * entry's, one dead entry too few, two live entries said for
+	 * one, another PERIOD, LIMIT 0 and 10001, version 10^9 + 1 */
+	enum { NBAD = 9 };
+	unsigned char sb[NBAD][3 * 16 + 57];
+	size_t sl[NBAD];
+	for (int i = 0; i < NBAD; i++) {
+		unsigned char *p = sb[i], *tr = p + 48;
+		sl[i] = log_state(p, t);
+		if (i == 0 || i == 1)
+			pack(tr + 16, i == 0 ? 2 : 20001);
+		if (i == 2)
+			pack(tr + 24, t - 200 * MS);
+		if (i == 3)
+			pack(tr, 0);
+		if (i == 4) { /* the live entry at t - 300ms removed */
+			memmove(p + 16, p + 32, 16 + 57);
+			sl[i] -= 16;
+			pack(p + 32 + 8, 2);
+			pack(p + 32 + 16, 2);
+		}
+		if (i == 5)
+			pack(tr + 40, 2 * SEC);
+		if (i == 6 || i == 7)
+			pack(tr + 32, i == 6 ? 0 : 10001);
+		if (i == 8)
+			pack(tr + 48, 1000000001);
+	}
+	/* when the entry at t - 300ms leaves: the twin reads the first
+	 * live one */
+	for (int i = 0; i < NBAD; i++)
+		reads_corrupt(o, raw, sb[i], sl[i], t + 850 * MS,
+			      "bad 'R' state", i);
+}
+
 static void test_sliding_log_states(void **state)
 {
 	(void)state;
 	NEED_SERVERS();
-	redisContext *raw = raw_redis();
-	const int64_t t = INT64_C(1700000000000000);
-	for (int watch = 0; watch < 2; watch++) {
-		on_redis o;
-		on_redis_open(&o, raw, watch, "logr", "sliding_log:5/1s",
-			      t - 2 * SEC);
-		unsigned char good[3 * 16 + 57];
-		size_t gl = log_state(good, t);
-		freeReplyObject(
-			redisCommand(raw, "SET %b %b", o.key, o.kn, good, gl));
-		EXPECT(tu_at(o.l, "k", 0, t), 1, 2, 900 * MS, 0);
-		EXPECT(tu_at(o.l, "k", 3, t), 0, 2, 900 * MS, 700 * MS);
-		EXPECT(tu_at(o.l, "k", 1, t), 1, 1, SEC, 0);
-		redisReply *r = redisCommand(raw, "GET %b", o.key, o.kn);
-		int64_t tr[7];
-		log_trailer(r, tr);
-		assert_int_equal(tr[1], 3); /* live: 2 and ours */
-		assert_int_equal(tr[2], 4);
-		assert_int_equal(tr[3], t - 300 * MS);
-		assert_int_equal(tr[4], 5);
-		assert_int_equal(tr[5], SEC);
-		assert_int_equal(tr[6], 0);
-		freeReplyObject(r);
-		on_redis_free(&o);
-	}
+	on_each_tx("logr", "sliding_log:5/1s", T_FIXED - 2 * SEC,
+		   log_state_good);
+	on_each_tx("bad", "sliding_log:5/1s", T_FIXED - 2 * SEC,
+		   log_states_bad);
+}
 
-	for (int watch = 0; watch < 2; watch++) {
-		on_redis o;
-		on_redis_open(&o, raw, watch, "bad", "sliding_log:5/1s",
-			      t - 2 * SEC);
-		drl_error err = {0};
-		/* the old states: 'L' and 'M' (one entry, 2 at t - 100ms),
-		 * 'S' (that entry and a 33-byte trailer) */
-		unsigned char old[3][17 + 33] = {{'L'}, {'M'}, {0}};
-		const size_t oldlen[3] = {9 + 16, 17 + 16, 16 + 33};
-		pack(old[0] + 1, 1);
-		pack(old[0] + 9, t - 100 * MS);
-		pack(old[0] + 17, 2);
-		pack(old[1] + 1, 1);
-		pack(old[1] + 9, 2);
-		pack(old[1] + 17, t - 100 * MS);
-		pack(old[1] + 25, 2);
-		pack(old[2], t - 100 * MS);
-		pack(old[2] + 8, 2);
-		pack(old[2] + 24, 1);
-		pack(old[2] + 32, 2);
-		pack(old[2] + 40, t - 100 * MS);
-		old[2][48] = 'S';
-		for (int i = 0; i < 3; i++) {
-			drl_result res;
-			freeReplyObject(redisCommand(raw, "SET %b %b", o.key,
-						     o.kn, old[i], oldlen[i]));
-			if (drl_allow_at(o.l, "k", 1, 1, t, &res, &err) !=
-			    DRL_ECORRUPT)
-				fail_msg("tx=%s: old state %c read",
-					 watch ? "watch" : "lua", "LMS"[i]);
-		}
-		/* malformed 'R' (log_state's): a sum of 2 (below the
-		 * newest's count and one more entry), a sum of 20001 (above
-		 * 2 x the largest LIMIT, what a penalty may reach:
-		 * drl_adjust), a first live time that is not the first live
-		 * entry's, one dead entry too few, two live entries said for
-		 * one, another PERIOD, LIMIT 0 and 10001, version 10^9 + 1 */
-		enum { NBAD = 9 };
-		unsigned char sb[NBAD][3 * 16 + 57];
-		size_t sl[NBAD];
-		for (int i = 0; i < NBAD; i++) {
-			unsigned char *p = sb[i], *tr = p + 48;
-			sl[i] = log_state(p, t);
-			if (i == 0 || i == 1)
-				pack(tr + 16, i == 0 ? 2 : 20001);
-			if (i == 2)
-				pack(tr + 24, t - 200 * MS);
-			if (i == 3)
-				pack(tr, 0);
-			if (i == 4) { /* the live entry at t - 300ms removed */
-				memmove(p + 16, p + 32, 16 + 57);
-				sl[i] -= 16;
-				pack(p + 32 + 8, 2);
-				pack(p + 32 + 16, 2);
-			}
-			if (i == 5)
-				pack(tr + 40, 2 * SEC);
-			if (i == 6 || i == 7)
-				pack(tr + 32, i == 6 ? 0 : 10001);
-			if (i == 8)
-				pack(tr + 48, 1000000001);
-		}
-		for (int i = 0; i < NBAD; i++) {
-			drl_result res;
-			freeReplyObject(redisCommand(raw, "SET %b %b", o.key,
-						     o.kn, sb[i], sl[i]));
-			/* when the entry at t - 300ms leaves: the twin reads
-			 * the first live one */
-			if (drl_allow_at(o.l, "k", 1, 1, t + 850 * MS, &res,
-					 &err) != DRL_ECORRUPT)
-				fail_msg("tx=%s: bad 'R' state %d read",
-					 watch ? "watch" : "lua", i);
-		}
-		on_redis_free(&o);
-	}
-	redisFree(raw);
+/* Six entries, the changed limit (a raise or a cut: `to`), the old one,
+ * a penalty. */
+static void log_run(drl_limiter **l, int to)
+{
+	for (int k = 0; k < 6; k++)
+		(void)tu_at(l[0], "k", 1, T_FIXED + 100 * k);
+	(void)tu_at(l[1], "k", to ? 9 : 1, T_FIXED + 1234);
+	(void)tu_at(l[0], "k", 1, T_FIXED + 5678);
+	drl_result r;
+	drl_error err = {0};
+	if (drl_adjust_at(l[0], "k", 1, 3, T_FIXED + 6000, &r, &err))
+		fail_msg("%s", err.message);
+}
+
+/* Case i: with versions or not (v), keep_used or reset, a raise or a
+ * cut. */
+static void log_case(int i, bytes_case *c)
+{
+	static const char *const policies[] = {"keep_used", "reset"};
+	int v = i / 4, p = i / 2 % 2, to = i % 2;
+	*c = (bytes_case){.n = 2, .run = log_run, .to = to};
+	snprintf(c->spec[0], sizeof c->spec[0], "sliding_log:7/3s%s",
+		 v ? ",version=1" : "");
+	snprintf(c->spec[1], sizeof c->spec[1],
+		 "sliding_log:%d/3s,on_change=%s%s", to ? 4 : 13, policies[p],
+		 v ? ",version=2" : "");
+	snprintf(c->tag, sizeof c->tag, "lb%d:%d:%d", v, p, to);
+	snprintf(c->what, sizeof c->what, "sliding_log %s to %d%s", policies[p],
+		 to ? 4 : 13, v ? " (versions)" : "");
 }
 
 /* A sliding_log limit changed under the twin (tx=lua) and the C step
@@ -836,56 +894,7 @@ static void test_log_state_bytes(void **state)
 {
 	(void)state;
 	NEED_SERVERS();
-	static const char *const policies[] = {"keep_used", "reset"};
-	redisContext *raw = raw_redis();
-	const int64_t t = INT64_C(1700000000000000);
-	drl_store *st[2] = {redis_store(0), redis_store(1)};
-	for (int v = 0; v < 2; v++)
-		for (size_t p = 0; p < 2; p++)
-			for (int to = 0; to < 2; to++) {
-				redisReply *got[2];
-				char spec[2][96];
-				snprintf(spec[0], sizeof spec[0],
-					 "sliding_log:7/3s%s",
-					 v ? ",version=1" : "");
-				snprintf(spec[1], sizeof spec[1],
-					 "sliding_log:%d/3s,on_change=%s%s",
-					 to ? 4 : 13, policies[p],
-					 v ? ",version=2" : "");
-				for (int w = 0; w < 2; w++) {
-					char prefix[48];
-					snprintf(prefix, sizeof prefix,
-						 "lb%d:%zu:%d:%d:", v, p, to,
-						 w);
-					drl_limiter *l[2];
-					for (int i = 0; i < 2; i++)
-						l[i] = tu_limiter(
-							st[w], spec[i], prefix);
-					for (int k = 0; k < 6; k++)
-						(void)tu_at(l[0], "k", 1,
-							    t + 100 * k);
-					(void)tu_at(l[1], "k", to ? 9 : 1,
-						    t + 1234);
-					(void)tu_at(l[0], "k", 1, t + 5678);
-					drl_result r;
-					drl_error err = {0};
-					if (drl_adjust_at(l[0], "k", 1, 3,
-							  t + 6000, &r, &err))
-						fail_msg("%s", err.message);
-					got[w] = state_of(raw, prefix);
-					for (int i = 0; i < 2; i++)
-						drl_limiter_free(l[i]);
-				}
-				if (!same_state(got))
-					fail_msg("sliding_log %s to %d%s: the "
-						 "twin's state differs from "
-						 "the C step's",
-						 policies[p], to ? 4 : 13,
-						 v ? " (versions)" : "");
-			}
-	drl_store_free(st[0]);
-	drl_store_free(st[1]);
-	redisFree(raw);
+	same_bytes(2 * 2 * 2, log_case);
 }
 
 /* What a sliding_log decision costs the server does not grow with the

@@ -95,6 +95,28 @@ static void uri_patient(char *buf, size_t cap, store_kind k, int port,
 
 static int admitted(drl_limiter *l, const char *key, int n, int64_t now);
 
+/* A server of kind k started into *srv (a skip when its binary is
+ * missing), a store on it (uri_patient's URI, or uri_of's when not
+ * patient; extra appended) and a limiter of spec with prefix into *l;
+ * the test fails, naming the URI, when one cannot be made. */
+static drl_store *serve(drl_server *srv, store_kind k, bool patient,
+			const char *extra, const char *spec, const char *prefix,
+			drl_limiter **l)
+{
+	char uri[256];
+	drl_store *s;
+	drl_error e = {0};
+	start(srv, k);
+	if (patient)
+		uri_patient(uri, sizeof uri, k, srv->port, extra);
+	else
+		uri_of(uri, sizeof uri, k, srv->port, extra);
+	if (drl_store_open(&s, uri, &e) ||
+	    drl_limiter_new(l, s, spec, prefix, &e))
+		fail_msg("%s: %s", uri, e.message);
+	return s;
+}
+
 /* ---- a multi-threaded run through a fault -------------------------------- */
 
 typedef struct tally {
@@ -286,18 +308,11 @@ static void run_fault(void **state)
 {
 	const fault_case *fc = *state;
 	drl_server srv;
-	char uri[256], spec[96];
-	drl_store *s;
+	char spec[96];
 	drl_limiter *l;
-	drl_error e = {0};
-
-	start(&srv, fc->kind);
-	uri_of(uri, sizeof uri, fc->kind, srv.port, "");
 	snprintf(spec, sizeof spec, "token_bucket:%d/1h%s", LIMIT,
 		 policies[fc->policy]);
-	if (drl_store_open(&s, uri, &e) ||
-	    drl_limiter_new(&l, s, spec, "faults:", &e))
-		fail_msg("%s: %s", uri, e.message);
+	drl_store *s = serve(&srv, fc->kind, false, "", spec, "faults:", &l);
 
 	workers ws;
 	workers_start(&ws, l);
@@ -419,15 +434,9 @@ static long dead_server_attempts(store_kind k, const char *extra, long *calls,
 				 int64_t *window_ms)
 {
 	drl_server srv;
-	char uri[256];
-	drl_store *s;
 	drl_limiter *l;
-	drl_error e = {0};
-	start(&srv, k);
-	uri_of(uri, sizeof uri, k, srv.port, extra);
-	if (drl_store_open(&s, uri, &e) ||
-	    drl_limiter_new(&l, s, "fixed_window:10/1s", NULL, &e))
-		fail_msg("%s: %s", uri, e.message);
+	drl_store *s =
+		serve(&srv, k, false, extra, "fixed_window:10/1s", NULL, &l);
 	drl_fixture_kill(&srv);
 	workers ws;
 	int64_t t0 = tu_mono_us();
@@ -557,15 +566,10 @@ static void test_restart_replaces_stale_connections(void **state)
 {
 	(void)state;
 	drl_server srv;
-	char uri[256];
-	drl_store *s;
 	drl_limiter *l;
+	drl_store *s = serve(&srv, REDIS_LUA, true, "",
+			     "fixed_window:1000000/1h", NULL, &l);
 	drl_error e = {0};
-	start(&srv, REDIS_LUA);
-	uri_patient(uri, sizeof uri, REDIS_LUA, srv.port, "");
-	if (drl_store_open(&s, uri, &e) ||
-	    drl_limiter_new(&l, s, "fixed_window:1000000/1h", NULL, &e))
-		fail_msg("%s", e.message);
 	/* Several threads at once: several pooled connections. */
 	workers ws;
 	workers_start(&ws, l);
@@ -631,16 +635,9 @@ static void test_flushall_starts_over(void **state)
 {
 	store_kind k = *(store_kind *)*state;
 	drl_server srv;
-	char uri[256];
-	drl_store *s;
 	drl_limiter *l;
-	drl_error e = {0};
-	start(&srv, k);
-	uri_patient(uri, sizeof uri, k, srv.port, "");
-	if (drl_store_open(&s, uri, &e) ||
-	    drl_limiter_new(&l, s, "sliding_window:10/1h;on_error=deny", NULL,
-			    &e))
-		fail_msg("%s", e.message);
+	drl_store *s = serve(&srv, k, true, "",
+			     "sliding_window:10/1h;on_error=deny", NULL, &l);
 	redisContext *raw = raw_connect(srv.port);
 	int64_t now = drl_now_us();
 	assert_int_equal(admitted(l, "f", 15, now), 10);
@@ -669,18 +666,11 @@ static void test_error_replies(void **state)
 {
 	store_kind k = *(store_kind *)*state;
 	drl_server srv;
-	char uri[256];
-	drl_store *s;
-	drl_limiter *none, *deny, *allow;
-	drl_error e = {0};
+	drl_limiter *none;
+	drl_store *s = serve(&srv, k, true, "", "gcra:5/1s", "p:", &none);
+	drl_limiter *deny = tu_limiter(s, "gcra:5/1s;on_error=deny", "p:");
+	drl_limiter *allow = tu_limiter(s, "gcra:5/1s;on_error=allow", "p:");
 	drl_result r;
-	start(&srv, k);
-	uri_patient(uri, sizeof uri, k, srv.port, "");
-	if (drl_store_open(&s, uri, &e) ||
-	    drl_limiter_new(&none, s, "gcra:5/1s", "p:", &e) ||
-	    drl_limiter_new(&deny, s, "gcra:5/1s;on_error=deny", "p:", &e) ||
-	    drl_limiter_new(&allow, s, "gcra:5/1s;on_error=allow", "p:", &e))
-		fail_msg("%s", e.message);
 	redisContext *raw = raw_connect(srv.port);
 
 	raw_ok(raw, "CONFIG SET maxmemory-policy noeviction");

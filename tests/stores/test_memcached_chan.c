@@ -62,15 +62,6 @@ static void uri_of(char *buf, size_t cap, const char *opts)
 		srv.port, tu_bound_ms(2000), opts ? "&" : "", opts ? opts : "");
 }
 
-static drl_async *ctx_new(void)
-{
-	drl_async *a = NULL;
-	drl_error e = {0};
-	if (drl_async_new(&a, NULL, &e))
-		fail_msg("drl_async_new: %s", e.message);
-	return a;
-}
-
 /* ---- the path ------------------------------------------------------------- */
 
 static void test_counters_on_the_loop(void **state)
@@ -82,7 +73,7 @@ static void test_counters_on_the_loop(void **state)
 	uri_of(off, sizeof off, "channels=0");
 	static const char *const specs[] = {"fixed_window:1000/1h",
 					    "sliding_window:1000/1h"};
-	drl_async *a = ctx_new();
+	drl_async *a = async_run_ctx();
 	for (size_t i = 0; i < 2; i++) {
 		tu t = tu_open(uri, specs[i]);
 		const char *why = NULL;
@@ -125,7 +116,7 @@ static const char *const all_specs[] = {"fixed_window:5/1s",
 static void check_equal_on(const char *uri, int seed)
 {
 	drl_store *s = tu_store(uri);
-	drl_async *a = ctx_new();
+	drl_async *a = async_run_ctx();
 	for (size_t j = 0; j < sizeof all_specs / sizeof all_specs[0]; j++) {
 		char what[300];
 		snprintf(what, sizeof what, "%s on %s", all_specs[j], uri);
@@ -175,7 +166,7 @@ static void check_shared(const char *bin, const char *ascii, int nkeys, int tag)
 		drl_limiter *la = tu_limiter(sa, specs[i], prefix);
 		int64_t at =
 			INT64_C(1796000000000000) + (int64_t)i * 7200 * SEC;
-		drl_async *a = ctx_new();
+		drl_async *a = async_run_ctx();
 		for (int key = 0; key < nkeys; key++) {
 			char kb[32];
 			snprintf(kb, sizeof kb, "mixed%d", key);
@@ -249,11 +240,6 @@ static void test_stopped_server_times_out(void **state)
 		 "memcached://127.0.0.1:%d?timeout_ms=%" PRId64
 		 "&breaker_failures=0",
 		 srv.port, timeout);
-	tu t = tu_open(uri, "sliding_window:1000000/1h");
-	async_run r = {.a = ctx_new(), .lim = t.lim, .key = "stop", .total = 1};
-	async_run_all(&r, 1); /* connected */
-	assert_int_equal(r.allowed, 1);
-	int before = async_threads_now();
 	/* A timer ringing every timeout/8: a loop the channel never blocks
 	 * sees it ring while the calls wait (one blocked until the deadline
 	 * would see at most one ring, the reads of a timerfd coalesce). */
@@ -265,34 +251,14 @@ static void test_stopped_server_times_out(void **state)
 				(every_us % 1000000) * 1000},
 		.it_value = {every_us / 1000000, (every_us % 1000000) * 1000}};
 	assert_int_equal(timerfd_settime(tfd, 0, &its, NULL), 0);
-	assert_int_equal(drl_fixture_pause(&srv), 0);
-	r = (async_run){.a = r.a,
-			.lim = t.lim,
-			.key = "stop",
-			.total = 16,
-			.tick_fd = tfd};
-	int64_t t0 = tu_mono_ms();
-	async_run_all(&r, 16);
-	int64_t took = tu_mono_ms() - t0;
-	assert_int_equal(drl_fixture_resume(&srv), 0);
+	int ticks = 0;
+	int64_t took = async_run_stopped(uri, "sliding_window:1000000/1h", &srv,
+					 timeout, tfd, &ticks);
 	close(tfd);
-	if (r.timeouts != 16)
-		fail_msg("%d of 16 timed out (%d errors, %d allowed); last: "
-			 "%s",
-			 r.timeouts, r.errors, r.allowed, r.last);
-	assert_non_null(strstr(r.last, "timeout_ms"));
-	assert_true(took >= timeout - 1); /* not before timeout_ms */
-	if (r.ticks < 2)
+	if (ticks < 2)
 		fail_msg("the loop saw the timer ring %d times while the "
 			 "calls waited %" PRId64 " ms",
-			 r.ticks, took);
-	assert_int_equal(async_threads_now(), before);
-	/* Back: the next start connects afresh and decides. */
-	r = (async_run){.a = r.a, .lim = t.lim, .key = "stop", .total = 4};
-	async_run_all(&r, 4);
-	assert_int_equal(r.allowed, 4);
-	drl_async_free(r.a);
-	tu_free(&t);
+			 ticks, took);
 }
 
 /* ---- a server that goes away ------------------------------------------------- */
@@ -306,13 +272,7 @@ static void test_server_gone_reconnects(void **state)
 		 "memcached://127.0.0.1:%d?timeout_ms=%" PRId64
 		 "&breaker_failures=0",
 		 srv.port, tu_bound_ms(5000));
-	tu t = tu_open(uri, "sliding_window:1000000/1h");
-	async_run r = {.a = ctx_new(), .lim = t.lim, .key = "gone", .total = 1};
-	async_run_all(&r, 1);
-	assert_int_equal(r.allowed, 1);
-	async_run_server_gone(&r, &srv);
-	drl_async_free(r.a);
-	tu_free(&t);
+	async_run_server_gone(uri, "sliding_window:1000000/1h", &srv);
 }
 
 /* A pool with one server dead: the keys of the live one decide, those
@@ -328,7 +288,7 @@ static void test_pool_one_server_dead(void **state)
 		 srv.port, srv2.port, tu_bound_ms(5000));
 	tu t = tu_open(uri, "fixed_window:1000000/1h");
 	drl_fixture_kill(&srv2);
-	drl_async *a = ctx_new();
+	drl_async *a = async_run_ctx();
 	int ok = 0, down = 0;
 	for (int k = 0; k < 24; k++) {
 		char key[16];
@@ -369,7 +329,7 @@ static void fake_decide(const char *spec, const char *reply, int dribble,
 		 "memcached://127.0.0.1:%d?connect=lazy&timeout_ms=%" PRId64,
 		 fake_server_port(fs), tu_bound_ms(5000));
 	tu t = tu_open(uri, spec);
-	drl_async *a = ctx_new();
+	drl_async *a = async_run_ctx();
 	drl_error e = {0};
 	*o = (async_one){0};
 	if (drl_async_allow_at(a, t.lim, "k", 1, 1, ASYNC_T0, async_one_cb, o,

@@ -742,22 +742,6 @@ static void writes_refused(int replica, bool watched)
 	assert_true(watched ? atomic_load(&seen) >= 5 : true);
 }
 
-typedef struct started {
-	atomic_int rc;
-	atomic_bool done;
-} started;
-
-static void started_done(void *arg, int rc, const int64_t *out, size_t nret,
-			 const drl_error *err)
-{
-	started *st = arg;
-	(void)out;
-	(void)nret;
-	(void)err;
-	atomic_store(&st->rc, rc);
-	atomic_store(&st->done, true);
-}
-
 static void test_unsent_signal(void **state)
 {
 	(void)state;
@@ -782,14 +766,13 @@ static void test_unsent_signal(void **state)
 	     DRL_EUNAVAILABLE, "127.0.0.1:1");
 	/* A started call is never run again: its callback gets the plain
 	 * code. */
-	started st;
-	atomic_init(&st.rc, 0);
-	atomic_init(&st.done, false);
+	tu_started st;
+	tu_started_init(&st);
 	assert_int_equal(b->add_read_start(b, NULL, 1, &key, 1, SEC,
-					   started_done, &st, &err),
+					   tu_started_done, &st, &err),
 			 0);
-	assert_true(TU_WAIT_FOR(atomic_load(&st.done), tu_bound_ms(5000)));
-	assert_int_equal(atomic_load(&st.rc), DRL_EUNAVAILABLE);
+	assert_int_equal(tu_started_wait(&st), DRL_EUNAVAILABLE);
+	tu_started_fini(&st);
 	b->destroy(b);
 	b = node_of(1, "&tx=auto", NULL);
 	says(b->add_read(b, 1, &key, 1, SEC, v, &err), &err, false,

@@ -434,54 +434,21 @@ static void test_counters(void **state)
 	redisFree(raw);
 }
 
-/* What a started add_read hands back (add_read_done). */
-typedef struct add_out {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int calls, rc;
-	size_t n;
-	int64_t v[4];
-	char msg[256];
-} add_out;
-
-static void add_read_done(void *arg, int rc, const int64_t *out, size_t nret,
-			  const drl_error *err)
-{
-	add_out *o = arg;
-	pthread_mutex_lock(&o->mu);
-	o->rc = rc;
-	o->n = nret;
-	for (size_t i = 0; rc == 0 && i < nret && i < 4; i++)
-		o->v[i] = out[i];
-	if (err)
-		snprintf(o->msg, sizeof o->msg, "%s", err->message);
-	o->calls++;
-	pthread_cond_broadcast(&o->cv);
-	pthread_mutex_unlock(&o->mu);
-}
-
 /* add_read_start, waited for here (a generous deadline: the callback is
  * an event, not a timing). */
 static int add_read_wait(drl_backend *b, size_t n, const drl_bytes *keys,
-			 int64_t delta, int64_t ttl, add_out *o)
+			 int64_t delta, int64_t ttl, tu_started *o)
 {
-	*o = (add_out){.mu = PTHREAD_MUTEX_INITIALIZER,
-		       .cv = PTHREAD_COND_INITIALIZER};
+	tu_started_init(o);
 	drl_error e = {0};
-	int rc = b->add_read_start(b, NULL, n, keys, delta, ttl, add_read_done,
-				   o, &e);
-	if (rc)
-		return rc;
-	struct timespec dl;
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += 60;
-	pthread_mutex_lock(&o->mu);
-	while (o->calls == 0 &&
-	       pthread_cond_timedwait(&o->cv, &o->mu, &dl) == 0)
-		;
-	pthread_mutex_unlock(&o->mu);
-	assert_int_equal(o->calls, 1);
-	return o->rc;
+	int rc = b->add_read_start(b, NULL, n, keys, delta, ttl,
+				   tu_started_done, o, &e);
+	if (rc == 0) {
+		rc = tu_started_wait(o);
+		assert_int_equal(tu_started_calls(o), 1);
+	}
+	tu_started_fini(o);
+	return rc;
 }
 
 /* tx=auto's add_read (the counters without a script or a transaction):
@@ -495,7 +462,7 @@ static void test_add_read(void **state)
 	drl_backend *b = open_opts("tx=auto&prefix=ar:");
 	drl_error e = {0};
 	int64_t v[3];
-	add_out o;
+	tu_started o;
 
 	raw_set(raw, B("ar:prev"), "7");
 	drl_bytes k3[3] = {B("cur"), B("prev"), B("none")};
@@ -509,10 +476,10 @@ static void test_add_read(void **state)
 	assert_int_equal(raw_pttl(raw, B("ar:prev")), -1); /* not written */
 
 	expect_rc(add_read_wait(b, 3, k3, -1, TTL, &o), 0, NULL);
-	assert_int_equal(o.n, 3);
-	assert_int_equal(o.v[0], 1);
-	assert_int_equal(o.v[1], 7);
-	assert_int_equal(o.v[2], 0);
+	assert_int_equal(o.nret, 3);
+	assert_int_equal(o.out[0], 1);
+	assert_int_equal(o.out[1], 7);
+	assert_int_equal(o.out[2], 0);
 	assert_true(raw_pttl(raw, B("ar:cur")) > 50000);
 
 	/* The current counter of another type: WRONGTYPE, blocking and
@@ -524,7 +491,7 @@ static void test_add_read(void **state)
 	expect_rc(b->add_read(b, 2, bad, 1, TTL, v, &e), DRL_ESTORE, &e);
 	assert_non_null(strstr(e.message, "WRONGTYPE"));
 	expect_rc(add_read_wait(b, 2, bad, 1, TTL, &o), DRL_ESTORE, NULL);
-	assert_non_null(strstr(o.msg, "WRONGTYPE"));
+	assert_non_null(strstr(o.err.message, "WRONGTYPE"));
 	drl_bytes lst_old[2] = {B("cur"), B("lst")};
 	expect_rc(b->add_read(b, 2, lst_old, 1, TTL, v, &e), 0, &e);
 	assert_int_equal(v[0], 2);
