@@ -745,22 +745,28 @@ static void policy_done(void *arg, int rc, const int64_t *out, size_t nret,
 	decided(q, rc, &res, err);
 }
 
+/* The call of q's one item (started: on q's channel). */
+static drl__call started_call(const drl__req *q)
+{
+	const drl_batch_item *it = &q->items[0];
+	return (drl__call){
+		.backend = q->l->store->backend,
+		.chan = q->chan,
+		.now = q->now,
+		.cost = it->cost,
+		.peek = it->cost == 0,
+		.err = q->err,
+		.stats = &q->l->store->stats,
+	};
+}
+
 /* Start q, a decision of a policy drl__req_startable took, as one call
  * of the store (eval_policy_start). */
 static void start_policy(drl__req *q)
 {
 	drl_limiter *l = q->l;
 	drl_backend *b = l->store->backend;
-	drl_batch_item *it = &q->items[0];
-	drl__call call = {
-		.backend = b,
-		.chan = q->chan,
-		.now = q->now,
-		.cost = it->cost,
-		.peek = it->cost == 0,
-		.err = q->err,
-		.stats = &l->store->stats,
-	};
+	drl__call call = started_call(q);
 	limits_of o = {l, &q->one.id};
 	drl__policy p = {l->nlimits, limit_at, &o};
 	drl__policy_calls *pc = malloc(sizeof *pc); /* ~8 kB: not on a
@@ -800,16 +806,7 @@ static void start_one(drl__req *q)
 	drl_limiter *l = q->l;
 	drl__limit *lim = &l->limits[0];
 	drl_backend *b = l->store->backend;
-	drl_batch_item *it = &q->items[0];
-	drl__call call = {
-		.backend = b,
-		.chan = q->chan,
-		.now = q->now,
-		.cost = it->cost,
-		.peek = it->cost == 0,
-		.err = q->err,
-		.stats = &l->store->stats,
-	};
+	drl__call call = started_call(q);
 	drl__keybase kb;
 	drl__key k;
 	drl__keybase_make_id(&kb, l->prefix, l->prefixlen, lim, q->one.id.bytes,

@@ -239,7 +239,41 @@ static uint32_t key_hash(const char *p, size_t n)
 	return h;
 }
 
-/* decideBatch(handle, keys, points, q, chunk) */
+/* decideBatch's working arrays for n items: the items, their copy
+ * grouped by chunk (part), each key's offset in the arena, each part's
+ * item index, each item's chunk, and the chunks' starts (n + 2). */
+typedef struct batch_bufs {
+	drl_batch_item *items, *part;
+	size_t *koff;
+	uint32_t *idx, *which, *start;
+} batch_bufs;
+
+static void batch_bufs_free(batch_bufs *bb)
+{
+	free(bb->items);
+	free(bb->part);
+	free(bb->koff);
+	free(bb->idx);
+	free(bb->which);
+	free(bb->start);
+}
+
+/* 0, or -1 (out of memory, nothing held). */
+static int batch_bufs_new(batch_bufs *bb, size_t n)
+{
+	bb->items = calloc(n, sizeof *bb->items);
+	bb->part = calloc(n, sizeof *bb->part);
+	bb->koff = calloc(n, sizeof *bb->koff);
+	bb->idx = calloc(n, sizeof *bb->idx);
+	bb->which = calloc(n, sizeof *bb->which);
+	bb->start = calloc(n + 2, sizeof *bb->start);
+	if (bb->items && bb->part && bb->koff && bb->idx && bb->which &&
+	    bb->start)
+		return 0;
+	batch_bufs_free(bb);
+	return -1;
+}
+
 /* direct(handle): whether the limiter's consume()s are decided without
  * a worker (drl_async_direct: memcached's counters on its channel, on
  * Node's loop); false: they go to workers, where batches pay. */
@@ -255,6 +289,7 @@ napi_value js_direct(napi_env env, napi_callback_info info)
 	return out;
 }
 
+/* decideBatch(handle, keys, points, q, chunk) */
 napi_value js_decide_batch(napi_env env, napi_callback_info info)
 {
 	size_t argc = 5;
@@ -270,22 +305,13 @@ napi_value js_decide_batch(napi_env env, napi_callback_info info)
 	if (n == 0 || n > ad->bout_items || chunk == 0)
 		return throw_drl(env, DRL_EINVAL, "decideBatch: bad batch", 1);
 
-	drl_batch_item *items = calloc(n, sizeof *items);
-	drl_batch_item *part = calloc(n, sizeof *part);
-	size_t *koff = calloc(n, sizeof *koff);
-	uint32_t *idx = calloc(n, sizeof *idx);
-	uint32_t *which = calloc(n, sizeof *which);
-	uint32_t *start = calloc(n + 2, sizeof *start);
-	arena ar = {0};
-	if (!items || !part || !koff || !idx || !which || !start) {
-		free(items);
-		free(part);
-		free(koff);
-		free(idx);
-		free(which);
-		free(start);
+	batch_bufs bb;
+	if (batch_bufs_new(&bb, n) != 0)
 		return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
-	}
+	drl_batch_item *items = bb.items, *part = bb.part;
+	size_t *koff = bb.koff;
+	uint32_t *idx = bb.idx, *which = bb.which, *start = bb.start;
+	arena ar = {0};
 
 	/* The items; the bad ones settled at once. */
 	size_t nbad = 0;
@@ -353,12 +379,7 @@ napi_value js_decide_batch(napi_env env, napi_callback_info info)
 			       &err);
 		}
 	}
-	free(items);
-	free(part);
-	free(koff);
-	free(idx);
-	free(which);
-	free(start);
+	batch_bufs_free(&bb);
 	free(ar.buf);
 	return NULL;
 }
