@@ -1305,13 +1305,15 @@ static void test_policy_hot_key(void **state)
 }
 
 /* DRL.POLICY key twin now cost LIMIT PERIOD burst word trailing... with
- * limit 2's group from g2 (9 strings), limit 1 a fixed_window on key1. */
+ * limit 2's group from g2 (9 strings), limit 1 a fixed_window of 5 an
+ * hour on key1 (an hour: its record outlives the test under valgrind,
+ * so each call's probe compares a record that exists). */
 static void expect_policy_error(const char *key1, const char *const g2[9],
 				const char *want, const char *probe)
 {
 	const char *argv[19] = {
-		"DRL.POLICY", key1, "counter", "1700000000000000",
-		"1",          "5",  "1000000", "0",
+		"DRL.POLICY", key1, "counter",    "1700000000000000",
+		"1",          "5",  "3600000000", "0",
 		"1",          "2"};
 	size_t lens[19];
 	for (int i = 0; i < 9; i++)
@@ -1329,11 +1331,11 @@ static void test_policy_hostile(void **state)
 	NEED_SERVER();
 	drl__keybase kfw, ktb;
 	drl__limit lim;
-	store_key("fixed_window:5/1s", "ph:", "u", &kfw, &lim);
+	store_key("fixed_window:5/1h", "ph:", "u", &kfw, &lim);
 	store_key("token_bucket:5/1s", "ph:", "u", &ktb, &lim);
 	/* limit 1's counter exists: a refund leaves its bytes */
 	drl_store *st = open_tx(srv.port, "module");
-	drl_limiter *l = limiter(st, "fixed_window:5/1s", "ph:");
+	drl_limiter *l = limiter(st, "fixed_window:5/1h", "ph:");
 	drl_result res;
 	allow_at(l, INT64_C(1700000000000000), 2, &res, "ph");
 	drl_limiter_free(l);
