@@ -856,9 +856,8 @@ static void use_channels(mc_backend *m)
 	m->parent.caps |= DRL_CAP_CHANNEL;
 	m->parent.add_read_start = drl__mc_add_read_start;
 	m->parent.chan_open = drl__mc_chan_open;
-	m->parent.chan_fd = drl__mc_chan_fd;
+	m->parent.chan_poll = drl__mc_chan_poll;
 	m->parent.chan_process = drl__mc_chan_process;
-	m->parent.chan_deadline = drl__mc_chan_deadline;
 	m->parent.chan_close = drl__mc_chan_close;
 }
 
@@ -1017,7 +1016,7 @@ int drl__memcached_open(drl_backend **out, drl_uri *uri, drl_error *err)
 	m = calloc(1, sizeof *m);
 	if (m == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "memcached: no memory");
-	m->parent.version = 8; /* the vtable version this file fills */
+	m->parent.version = 9; /* the vtable version this file fills */
 	m->parent.caps = DRL_CAP_COUNTER | DRL_CAP_CAS | DRL_CAP_ADD_READ;
 	m->parent.name = "memcached";
 	m->parent.destroy = mc_destroy;

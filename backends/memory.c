@@ -1039,11 +1039,9 @@ static const drl_backend memory_vtable = {
 	NULL,
 	NULL,
 	NULL,
-	NULL,
 	/* trim */ NULL,
 	/* trim_start */ NULL,
 	/* eval_policy */ NULL,
-	/* eval_policy_start */ NULL,
 };
 
 /* ---- opening ----------------------------------------------------------- */

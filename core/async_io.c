@@ -122,8 +122,7 @@ void drl__aio_free(drl__aio *io)
 static bool has_channels(const drl_backend *b)
 {
 	return b->version >= 8 && (b->caps & DRL_CAP_CHANNEL) && b->chan_open &&
-	       b->chan_fd && b->chan_process && b->chan_deadline &&
-	       b->chan_close;
+	       b->chan_poll && b->chan_process && b->chan_close;
 }
 
 /* io's channel of store, or NULL (io->mu held). */
@@ -169,15 +168,17 @@ drl_channel *drl__aio_channel(drl__aio *io, drl_store *owner)
 	return c ? c->ch : NULL;
 }
 
-/* Follow c's descriptor in epfd (io->mu held): a number the channel
- * gives stays one connection until it gives another (chan_fd's
- * contract), so an unchanged number and events need no call. */
-static void follow(drl__aio *io, drl__aio_chan *c)
+/* Follow c's descriptor in epfd (io->mu held) and return its deadline
+ * (chan_poll): a number the channel gives stays one connection until it
+ * gives another (chan_poll's contract), so an unchanged number and
+ * events need no call. */
+static int64_t follow(drl__aio *io, drl__aio_chan *c)
 {
 	short events = 0;
-	int fd = c->store->chan_fd(c->ch, &events);
+	int64_t deadline = INT64_MAX;
+	int fd = c->store->chan_poll(c->ch, &events, &deadline);
 	if (fd == c->fd && events == c->events)
-		return;
+		return deadline;
 	struct epoll_event ev = {.data.ptr = c};
 	ev.events = ((events & POLLIN) ? EPOLLIN : 0) |
 		    ((events & POLLOUT) ? EPOLLOUT : 0);
@@ -189,6 +190,7 @@ static void follow(drl__aio *io, drl__aio_chan *c)
 		(void)epoll_ctl(io->epfd, EPOLL_CTL_ADD, fd, &ev);
 	c->fd = fd;
 	c->events = events;
+	return deadline;
 }
 
 /* Follow every channel and arm the timer at the earliest deadline when
@@ -198,8 +200,7 @@ static void follow_all(drl__aio *io)
 {
 	int64_t d = INT64_MAX;
 	for (drl__aio_chan *c = io->chans; c; c = c->next) {
-		follow(io, c);
-		int64_t cd = c->store->chan_deadline(c->ch);
+		int64_t cd = follow(io, c);
 		if (cd < d)
 			d = cd;
 	}
@@ -265,7 +266,7 @@ int drl__aio_wait_ms(drl__aio *io)
 	int64_t d = INT64_MAX;
 	pthread_mutex_lock(&io->mu);
 	for (drl__aio_chan *c = io->chans; c; c = c->next) {
-		int64_t cd = c->store->chan_deadline(c->ch);
+		int64_t cd = follow(io, c); /* a number it gives is followed */
 		if (cd < d)
 			d = cd;
 	}

@@ -565,14 +565,13 @@ bool drl__req_peek(drl_limiter *l, const drl__key_id_buf *id, int64_t cost,
 
 /* Whether q, a decision of a policy of several limits, is started as
  * one call of a store that hands it to a server deciding it whole
- * (eval_policy_start): every limit's twin runs at the time it is decided
+ * (eval_policy, started): every limit's twin runs at the time it is decided
  * at (*now: explicit, or the local clock; not a store's clock). */
 static bool policy_startable(const drl__req *q, int64_t *now)
 {
 	drl_limiter *l = q->l;
 	drl_backend *b = l->store->backend;
-	if (q->kind != DRL__REQ_ONE || !drl__has_policy(b) ||
-	    !b->eval_policy_start || !(b->caps & DRL_CAP_EVAL_START) ||
+	if (q->kind != DRL__REQ_ONE || !drl__starts_policy(b) ||
 	    l->nlimits > DRL_POLICY_LIMITS_MAX)
 		return false;
 	int64_t t = q->now_us;
@@ -598,7 +597,7 @@ bool drl__req_startable(drl__req *q, const char **why)
 	if (l->nlimits != 1 && policy_startable(q, &t)) {
 		if (why)
 			*why = "sent at start as one call deciding the whole "
-			       "policy (eval_policy_start: Redis tx=module's "
+			       "policy (a started eval_policy: Redis tx=module's "
 			       "DRL.POLICY), finished by the thread in "
 			       "drl_async_process() on a store with channels, "
 			       "else by the store's I/O thread";
@@ -729,7 +728,7 @@ static void script_done(void *arg, int rc, const int64_t *out, size_t nret,
 	decided(q, rc, &res, err);
 }
 
-/* eval_policy_start()'s outcome for q: the policy's answer, or the
+/* A started eval_policy()'s outcome for q: the policy's answer, or the
  * store's error. */
 static void policy_done(void *arg, int rc, const int64_t *out, size_t nret,
 			const drl_error *err)
@@ -761,7 +760,7 @@ static drl__call started_call(const drl__req *q)
 }
 
 /* Start q, a decision of a policy drl__req_startable took, as one call
- * of the store (eval_policy_start). */
+ * of the store (eval_policy, started). */
 static void start_policy(drl__req *q)
 {
 	drl_limiter *l = q->l;
@@ -786,9 +785,9 @@ static void start_policy(drl__req *q)
 		for (size_t i = 0; i < l->nlimits; i++)
 			DRL__COUNT(call.stats, decisions);
 		DRL__COUNT(call.stats, scripts);
-		rc = b->eval_policy_start(b, q->chan, pc->n, pc->calls,
-					  DRL__POLICY_NOUT, policy_done, q,
-					  q->err);
+		rc = b->eval_policy(b, q->chan, pc->n, pc->calls, NULL,
+				    DRL__POLICY_NOUT, NULL, policy_done, q,
+				    q->err);
 	}
 	free(pc);
 	if (rc)

@@ -698,6 +698,15 @@ static inline bool drl__has_policy(const drl_backend *b)
 	       b->eval_policy != NULL;
 }
 
+/* Whether b's eval_policy also starts calls (DRL_CAP_POLICY_START, with
+ * DRL_CAP_EVAL_START): the async API then decides a policy without a
+ * worker. */
+static inline bool drl__starts_policy(const drl_backend *b)
+{
+	return drl__has_policy(b) && (b->caps & DRL_CAP_POLICY_START) &&
+	       (b->caps & DRL_CAP_EVAL_START);
+}
+
 /* What eval_policy answers: the twins' common form, then the index of
  * the limit the decision reports (drl_result.limit_index). */
 #define DRL__POLICY_NOUT (DRL__SCRIPT_NOUT + 1)
@@ -723,7 +732,7 @@ int drl__policy_step(const drl__policy *p, drl__call *call, bool quiet,
  * *res becomes r when r denies for longer (DRL_NEVER is the longest). */
 void drl__policy_widen(drl_result *res, const drl_result *r);
 
-/* A policy's script calls for eval_policy / eval_policy_start: one per
+/* A policy's script calls for eval_policy (blocking or started): one per
  * limit, all DRL__SCRIPT_NARGS integers, pointing into the struct. */
 typedef struct drl__policy_calls {
 	size_t n;

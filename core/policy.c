@@ -128,8 +128,8 @@ static int by_store(const drl__policy *p, drl__call *call, bool quiet,
 		return 1;
 	int64_t out[DRL__POLICY_NOUT];
 	size_t nret = 0;
-	int rc = b->eval_policy(b, p->n, pc.calls, out, DRL__POLICY_NOUT, &nret,
-				call->err);
+	int rc = b->eval_policy(b, NULL, p->n, pc.calls, out, DRL__POLICY_NOUT,
+				&nret, NULL, NULL, call->err);
 	if (rc == DRL_ENOTSUP || rc == DRL_BACKEND_ESPLIT)
 		return 1; /* nothing ran */
 	if (!quiet)

@@ -4,6 +4,57 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What b lacks for what it claims (a required method, a capability's
+ * method), as the end of a sentence naming it; NULL: nothing. A bit
+ * means something only from the version that brought it. */
+static const char *missing(const drl_backend *b)
+{
+	unsigned need = DRL_CAP_COUNTER | DRL_CAP_CAS;
+	if ((b->caps & need) != need || !b->incr || !b->get_many || !b->load ||
+	    !b->cas || !b->destroy)
+		return "lacks a required method (incr, get_many, load, cas, "
+		       "destroy)";
+	if (((b->caps & DRL_CAP_UPDATE) && !b->update) ||
+	    ((b->caps & DRL_CAP_SCRIPT) && !b->eval) ||
+	    ((b->caps & DRL_CAP_CLOCK) && !b->now))
+		return "claims a capability without its method";
+	/* DRL_CAP_BATCH is a promise about eval(): a store of version 1
+	 * never gets batch scripts, whatever its caps say. */
+	if (b->version >= 2 && (b->caps & DRL_CAP_BATCH) &&
+	    !(b->caps & DRL_CAP_SCRIPT))
+		return "claims DRL_CAP_BATCH without DRL_CAP_SCRIPT";
+	if (b->version >= 5 && (b->caps & DRL_CAP_EVAL_START) &&
+	    (!b->eval_start || !(b->caps & DRL_CAP_SCRIPT)))
+		return "claims DRL_CAP_EVAL_START without eval_start or "
+		       "DRL_CAP_SCRIPT";
+	/* add_read_start is optional within DRL_CAP_ADD_READ */
+	if (b->version >= 6 && (b->caps & DRL_CAP_ADD_READ) && !b->add_read)
+		return "claims DRL_CAP_ADD_READ without add_read";
+	/* channels (8 on: 7's layout, and 8's with channels, are refused
+	 * before): the started slots take a channel */
+	if (b->version >= 8 && (b->caps & DRL_CAP_CHANNEL) &&
+	    ((!(b->caps & DRL_CAP_EVAL_START) &&
+	      !((b->caps & DRL_CAP_ADD_READ) && b->add_read_start)) ||
+	     !b->chan_open || !b->chan_poll || !b->chan_process ||
+	     !b->chan_close))
+		return "claims DRL_CAP_CHANNEL without DRL_CAP_EVAL_START or "
+		       "add_read_start, or without a chan_ method";
+	if (b->version >= 8 && (b->caps & DRL_CAP_COUNTER_GROUPS) &&
+	    (!b->trim || (b->add_read_start && !b->trim_start)))
+		return "claims DRL_CAP_COUNTER_GROUPS without trim (or "
+		       "trim_start beside add_read_start)";
+	if (b->version >= 9 &&
+	    (((b->caps & DRL_CAP_POLICY) &&
+	      (!b->eval_policy || !(b->caps & DRL_CAP_SCRIPT))) ||
+	     ((b->caps & DRL_CAP_POLICY_START) &&
+	      (!(b->caps & DRL_CAP_POLICY) ||
+	       !(b->caps & DRL_CAP_EVAL_START)))))
+		return "claims DRL_CAP_POLICY without eval_policy or "
+		       "DRL_CAP_SCRIPT, or DRL_CAP_POLICY_START without "
+		       "DRL_CAP_POLICY or DRL_CAP_EVAL_START";
+	return NULL;
+}
+
 int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 {
 	if (out == NULL || b == NULL)
@@ -18,13 +69,19 @@ int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 				     b->name ? b->name : "?", b->version,
 				     DRL_BACKEND_VERSION);
 	/* Version 8 changed the started slots' signatures and dropped the
-	 * channel twins (include/drl/sys/backend.h): from a store of 5 to 7
-	 * only the slots up to add_read() are where they were, so it is
-	 * taken only when it starts no calls. */
-	if (b->version >= 5 && b->version <= 7 &&
-	    (b->eval_start || (b->version >= 6 && b->add_read_start) ||
-	     (b->version >= 7 &&
-	      (b->caps & (DRL_CAP_CHANNEL | DRL_CAP_COUNTER_GROUPS)))))
+	 * channel twins, 9 moved the slots after chan_open
+	 * (include/drl/sys/backend.h): from a store of 5 to 7 only the slots
+	 * up to add_read() are where they were, so it is taken only when it
+	 * starts no calls; from one of 8, when it has no channels and no
+	 * counter groups (the slots up to chan_open()). */
+	if ((b->version >= 5 && b->version <= 7 &&
+	     (b->eval_start || (b->version >= 6 && b->add_read_start) ||
+	      (b->version >= 7 &&
+	       (b->caps & (DRL_CAP_CHANNEL | DRL_CAP_COUNTER_GROUPS))))) ||
+	    /* and version 9 folded 8's chan_fd and chan_deadline into
+	     * chan_poll: the slots after chan_open moved */
+	    (b->version == 8 &&
+	     (b->caps & (DRL_CAP_CHANNEL | DRL_CAP_COUNTER_GROUPS))))
 		return drl_error_set(err, DRL_EINVAL,
 				     "backend \"%s\" was written for store "
 				     "interface version %d and starts calls, "
@@ -33,64 +90,10 @@ int drl_store_from_backend(drl_store **out, drl_backend *b, drl_error *err)
 				     "(docs/stores.md)",
 				     b->name ? b->name : "?", b->version,
 				     DRL_BACKEND_VERSION, DRL_BACKEND_VERSION);
-	unsigned need = DRL_CAP_COUNTER | DRL_CAP_CAS;
-	if ((b->caps & need) != need || !b->incr || !b->get_many || !b->load ||
-	    !b->cas || !b->destroy)
-		return drl_error_set(err, DRL_EINVAL,
-				     "backend \"%s\" lacks a required method "
-				     "(incr, get_many, load, cas, destroy)",
-				     b->name ? b->name : "?");
-	if (((b->caps & DRL_CAP_UPDATE) && !b->update) ||
-	    ((b->caps & DRL_CAP_SCRIPT) && !b->eval) ||
-	    ((b->caps & DRL_CAP_CLOCK) && !b->now))
-		return drl_error_set(err, DRL_EINVAL,
-				     "backend \"%s\" claims a capability "
-				     "without its method",
-				     b->name ? b->name : "?");
-	/* DRL_CAP_BATCH is a promise about eval(): it means something only
-	 * from a store written for version 2 on (a store of version 1 never
-	 * gets batch scripts, whatever its caps say). */
-	if (b->version >= 2 && (b->caps & DRL_CAP_BATCH) &&
-	    !(b->caps & DRL_CAP_SCRIPT))
-		return drl_error_set(err, DRL_EINVAL,
-				     "backend \"%s\" claims DRL_CAP_BATCH "
-				     "without DRL_CAP_SCRIPT",
-				     b->name ? b->name : "?");
-	/* DRL_CAP_EVAL_START means something only from version 5 on. */
-	if (b->version >= 5 && (b->caps & DRL_CAP_EVAL_START) &&
-	    (!b->eval_start || !(b->caps & DRL_CAP_SCRIPT)))
-		return drl_error_set(err, DRL_EINVAL,
-				     "backend \"%s\" claims DRL_CAP_EVAL_START "
-				     "without eval_start or DRL_CAP_SCRIPT",
-				     b->name ? b->name : "?");
-	/* DRL_CAP_ADD_READ means something only from version 6 on;
-	 * add_read_start is optional within it. */
-	if (b->version >= 6 && (b->caps & DRL_CAP_ADD_READ) && !b->add_read)
-		return drl_error_set(err, DRL_EINVAL,
-				     "backend \"%s\" claims DRL_CAP_ADD_READ "
-				     "without add_read",
-				     b->name ? b->name : "?");
-	/* DRL_CAP_CHANNEL means something only from version 8 on (7's
-	 * layout is refused above); the started slots take a channel. */
-	if (b->version >= 8 && (b->caps & DRL_CAP_CHANNEL) &&
-	    ((!(b->caps & DRL_CAP_EVAL_START) &&
-	      !((b->caps & DRL_CAP_ADD_READ) && b->add_read_start)) ||
-	     !b->chan_open || !b->chan_fd || !b->chan_process ||
-	     !b->chan_deadline || !b->chan_close))
-		return drl_error_set(err, DRL_EINVAL,
-				     "backend \"%s\" claims DRL_CAP_CHANNEL "
-				     "without DRL_CAP_EVAL_START or "
-				     "add_read_start, or without a chan_ "
-				     "method",
-				     b->name ? b->name : "?");
-	/* DRL_CAP_COUNTER_GROUPS means something only from version 8 on. */
-	if (b->version >= 8 && (b->caps & DRL_CAP_COUNTER_GROUPS) &&
-	    (!b->trim || (b->add_read_start && !b->trim_start)))
-		return drl_error_set(err, DRL_EINVAL,
-				     "backend \"%s\" claims "
-				     "DRL_CAP_COUNTER_GROUPS without trim "
-				     "(or trim_start beside add_read_start)",
-				     b->name ? b->name : "?");
+	const char *why = missing(b);
+	if (why)
+		return drl_error_set(err, DRL_EINVAL, "backend \"%s\" %s",
+				     b->name ? b->name : "?", why);
 	drl_store *s = calloc(1, sizeof *s);
 	if (!s)
 		return drl_error_set(err, DRL_ENOMEM, "out of memory");

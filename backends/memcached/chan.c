@@ -22,7 +22,7 @@
  * queued for it (a blocking connect, bounded by the earliest call's
  * deadline: the one wait of a channel); a key goes to the server the
  * blocking calls send it to (drl__mc_server_of: libmemcached's own
- * ketama map, of a clone as the blocking calls' handles are). An epoll descriptor over the sockets is what chan_fd()
+ * ketama map, of a clone as the blocking calls' handles are). An epoll descriptor over the sockets is what chan_poll()
  * gives: one number for the channel's whole life, whatever the sockets.
  * Requests go out in order and memcached answers a connection's
  * requests in order: a reply is matched to the oldest request sent on
@@ -700,8 +700,10 @@ int drl__mc_chan_open(drl_backend *b, drl_channel **out, drl_error *err)
 	return 0;
 }
 
-int drl__mc_chan_fd(drl_channel *ch, short *events)
+int drl__mc_chan_poll(drl_channel *ch, short *events, int64_t *deadline)
 {
+	/* the oldest call's deadline is the earliest */
+	*deadline = ch->first ? ch->first->deadline : INT64_MAX;
 	*events = POLLIN;
 	return ch->ep;
 }
@@ -738,11 +740,6 @@ void drl__mc_chan_process(drl_channel *ch, short revents)
 	}
 	for (size_t i = 0; i < ch->n; i++)
 		conn_write(ch, &ch->conns[i]);
-}
-
-int64_t drl__mc_chan_deadline(drl_channel *ch)
-{
-	return ch->first ? ch->first->deadline : INT64_MAX;
 }
 
 void drl__mc_chan_close(drl_channel *ch)

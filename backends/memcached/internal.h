@@ -68,9 +68,8 @@ uint32_t drl__mc_server_of(const mc_backend *m, const mkey *k);
 
 /* The channel slots (chan.c; drl/sys/backend.h, DRL_CAP_CHANNEL). */
 int drl__mc_chan_open(drl_backend *b, drl_channel **out, drl_error *err);
-int drl__mc_chan_fd(drl_channel *ch, short *events);
+int drl__mc_chan_poll(drl_channel *ch, short *events, int64_t *deadline);
 void drl__mc_chan_process(drl_channel *ch, short revents);
-int64_t drl__mc_chan_deadline(drl_channel *ch);
 void drl__mc_chan_close(drl_channel *ch);
 int drl__mc_add_read_start(drl_backend *b, drl_channel *ch, size_t n,
 			   const drl_bytes *keys, int64_t delta, int64_t ttl_us,

@@ -52,7 +52,7 @@ struct drl_channel {
 	bool ready;        /* the connection's setup was answered */
 	/* A connection dropped, closed at the next chan_process(): its
 	 * descriptor's number is not reused by a new connection before the
-	 * caller has seen chan_fd() change (its epoll registration). */
+	 * caller has seen chan_poll()'s number change (its epoll registration). */
 	conn *dead;
 };
 
@@ -435,7 +435,7 @@ static void r_chan_process(drl_channel *ch, short revents)
 		ended_run(ch->s, &out);
 		/* A completion of a failed write may have queued again: it
 		 * goes out at the next chan_process() (the caller asks
-		 * chan_fd() and chan_deadline() after this one). */
+		 * chan_poll() after this one). */
 	}
 }
 
@@ -451,8 +451,13 @@ static int r_chan_open(drl_backend *b, drl_channel **out, drl_error *err)
 	return 0;
 }
 
-static int r_chan_fd(drl_channel *ch, short *events)
+static int r_chan_poll(drl_channel *ch, short *events, int64_t *deadline)
 {
+	int64_t d = INT64_MAX;
+	for (rreq *q = ch->head; q; q = q->next)
+		if (ts_us(&q->deadline) < d)
+			d = ts_us(&q->deadline);
+	*deadline = d;
 	*events = 0;
 	if (ch->c == NULL)
 		return -1;
@@ -462,15 +467,6 @@ static int r_chan_fd(drl_channel *ch, short *events)
 	if (ch->want_out)
 		*events |= POLLOUT;
 	return ch->c->ctx->fd;
-}
-
-static int64_t r_chan_deadline(drl_channel *ch)
-{
-	int64_t d = INT64_MAX;
-	for (rreq *q = ch->head; q; q = q->next)
-		if (ts_us(&q->deadline) < d)
-			d = ts_us(&q->deadline);
-	return d;
 }
 
 static void r_chan_close(drl_channel *ch)
@@ -514,8 +510,7 @@ void drl__redis_chan_methods(rstore *s)
 {
 	s->parent.caps |= DRL_CAP_CHANNEL;
 	s->parent.chan_open = r_chan_open;
-	s->parent.chan_fd = r_chan_fd;
+	s->parent.chan_poll = r_chan_poll;
 	s->parent.chan_process = r_chan_process;
-	s->parent.chan_deadline = r_chan_deadline;
 	s->parent.chan_close = r_chan_close;
 }

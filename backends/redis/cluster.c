@@ -571,13 +571,15 @@ static int c_eval(drl_backend *b, const drl_script *script, size_t nkeys,
  * one user key share its hash tag, and prefixes with braces are
  * refused): DRL_ENOTSUP otherwise, nothing sent, and the core decides
  * limit by limit. */
-static int c_eval_policy(drl_backend *b, size_t n, const drl_script_call *calls,
-			 int64_t *out, size_t nout, size_t *nret,
-			 drl_error *err)
+static int c_eval_policy(drl_backend *b, drl_channel *ch, size_t n,
+			 const drl_script_call *calls, int64_t *out,
+			 size_t nout, size_t *nret, drl_eval_done_fn done,
+			 void *arg, drl_error *err)
 {
 	cstore *cs = (cstore *)b;
-	if (n == 0 || calls[0].nkeys == 0)
-		return DRL_ENOTSUP;
+	(void)ch, (void)arg;
+	if (done != NULL || n == 0 || calls[0].nkeys == 0)
+		return DRL_ENOTSUP; /* blocking only (no DRL_CAP_POLICY_START) */
 	int slot = key_slot(cs, calls[0].keys[0]);
 	for (size_t i = 1; i < n; i++)
 		if (calls[i].nkeys == 0 ||

@@ -37,8 +37,8 @@ int drl__redis_fwd_eval(drl_backend *node, void *fwd, drl_error *err)
 int drl__redis_fwd_policy(drl_backend *node, void *fwd, drl_error *err)
 {
 	drl__redis_fwd *a = fwd;
-	return node->eval_policy(node, a->n, a->calls, a->out, a->nout, a->nret,
-				 err);
+	return node->eval_policy(node, NULL, a->n, a->calls, a->out, a->nout,
+				 a->nret, NULL, NULL, err);
 }
 
 int drl__redis_fwd_now(drl_backend *node, void *fwd, drl_error *err)
@@ -86,7 +86,8 @@ void drl__redis_fwd_methods(drl_backend *parent, const drl_backend *tmpl,
 	OFFER(trim);
 	OFFER(trim_start);
 	OFFER(eval_policy);
-	OFFER(eval_policy_start);
 	if (parent->eval_policy == NULL) /* not forwarded: not offered */
 		parent->caps &= ~(unsigned)DRL_CAP_POLICY;
+	/* forwarded policies are blocking ones (fwd_policy) */
+	parent->caps &= ~(unsigned)DRL_CAP_POLICY_START;
 }

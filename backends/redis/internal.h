@@ -570,7 +570,7 @@ int drl__redis_twin_result(rstore *s, const char *cmd, const drl_script *script,
 			   const redisReply *r, int64_t *out, size_t nout,
 			   size_t *nret, drl_error *err);
 
-/* s's eval_policy() under tx=module and tx=auto (drl/sys/backend.h):
+/* s's blocking eval_policy() under tx=module and tx=auto (drl/sys/backend.h):
  * DRL.POLICY, per limit keys[0], its twin's name and its seven integers,
  * one round trip; the module's answer (six integers) into out. Under
  * tx=auto, and under either for a call the module does not take
@@ -589,7 +589,7 @@ int drl__redis_policy_append(rstore *s, conn *c, size_t n,
 			     const drl_script *const *scripts,
 			     const drl_bytes *keys, const int64_t *args,
 			     drl_error *err);
-/* s's eval_policy_start() under tx=module (script.c): DRL.POLICY started
+/* s's started eval_policy() under tx=module (script.c): DRL.POLICY started
  * as drl__redis_eval_start() starts DRL.TWIN; every call of 1 to 8
  * limits with DRL__TWIN_ARGS_MAX integers and a key is sent (the module
  * answers what it refuses). */

@@ -72,6 +72,24 @@ static void r_destroy(drl_backend *b)
 
 /* What the URI says (drl__redis_parse_uri), and the methods that go with
  * it: everything checked before any connection is made. */
+/* eval_policy (tx=module; tx=auto, blocking only): a blocking call by
+ * module.c's round trip, a started one (DRL_CAP_POLICY_START) by
+ * script.c's started call, both sending DRL.POLICY. */
+static int eval_policy(drl_backend *b, drl_channel *ch, size_t n,
+		       const drl_script_call *calls, int64_t *out, size_t nout,
+		       size_t *nret, drl_eval_done_fn done, void *arg,
+		       drl_error *err)
+{
+	if (done == NULL)
+		return drl__redis_module_policy(b, n, calls, out, nout, nret,
+						err);
+	if (!(b->caps & DRL_CAP_POLICY_START))
+		return drl_error_set(err, DRL_ENOTSUP,
+				     "redis: a started policy needs tx=module "
+				     "and pipelines >= 1");
+	return drl__redis_policy_start(b, ch, n, calls, nout, done, arg, err);
+}
+
 static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 {
 	bool server_clock;
@@ -111,7 +129,7 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 	 * connection's server has the module (module.c) */
 	if (s->module_tx || s->auto_twin) {
 		s->parent.caps |= DRL_CAP_POLICY;
-		s->parent.eval_policy = drl__redis_module_policy;
+		s->parent.eval_policy = eval_policy;
 	}
 	/* A started script needs a shared connection to travel on; a
 	 * Cluster node's calls may need ASKING, which the pipes never send. */
@@ -123,7 +141,7 @@ static int parse_uri(rstore *s, drl_uri *u, drl_error *err)
 	 * connections may lack the module, and a started policy has no
 	 * script to fall back on) */
 	if (s->module_tx && !s->cluster && s->npipes > 0)
-		s->parent.eval_policy_start = drl__redis_policy_start;
+		s->parent.caps |= DRL_CAP_POLICY_START;
 	/* Channels a loop drives: plaintext single-node stores (TLS and a
 	 * Sentinel's master keep the pipes' I/O thread, docs/threading.md). */
 	if ((lua || s->module_tx) && !s->cluster && s->npipes > 0 && !s->tls &&

@@ -962,11 +962,9 @@ static drl_backend stub = {
 	NULL,
 	NULL,
 	NULL,
-	NULL,
 	/* trim */ NULL,
 	/* trim_start */ NULL,
 	/* eval_policy */ NULL,
-	/* eval_policy_start */ NULL,
 };
 
 /* A version 1 store gets no batch scripts, whatever its caps say: its

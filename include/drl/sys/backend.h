@@ -139,9 +139,13 @@ extern "C" {
  * eval_start, add_read_start, DRL_CAP_CHANNEL or DRL_CAP_COUNTER_GROUPS),
  * and uses nothing of it past del() and add_read(), whose places did not
  * move; one that does is refused, naming the version to rebuild for.
- * 9: eval_policy and eval_policy_start (optional, DRL_CAP_POLICY;
- * appended, read only from stores of version >= 9: the core decides a
- * policy limit by limit otherwise). */
+ * 9: eval_policy (optional, DRL_CAP_POLICY, blocking or started:
+ * DRL_CAP_POLICY_START; read only from stores of version >= 9: the core
+ * decides a policy limit by limit otherwise), and chan_poll in the place
+ * of version 8's chan_fd and chan_deadline (one question: what to wait
+ * for). Versions 5 to 9 came after the last release (0.3.0: version 4),
+ * so a store written for 8 that has channels is refused as 5 to 7 are
+ * (rebuild it for 9); one without channels keeps working. */
 #define DRL_BACKEND_VERSION 9
 
 typedef struct drl_bytes {
@@ -197,14 +201,19 @@ enum {
 	/* eval_policy (version >= 9, needs DRL_CAP_SCRIPT): a policy's
 	 * script calls run as one atomic step on a server that decides
 	 * them itself (Redis with libdrl's module: DRL.POLICY). */
-	DRL_CAP_POLICY = 1u << 12
+	DRL_CAP_POLICY = 1u << 12,
+	/* eval_policy started (version >= 9, needs DRL_CAP_POLICY and
+	 * DRL_CAP_EVAL_START): every started policy call goes to a server
+	 * that decides policies (Redis tx=module; not tx=auto, whose
+	 * connections may lack the module). */
+	DRL_CAP_POLICY_START = 1u << 13
 };
 
 /* A channel (version >= 7, DRL_CAP_CHANNEL): a connection of the store's
  * own, opened for one caller, whose started calls the caller's thread
- * drives (as hiredis's async adapters do): it watches chan_fd() in its
- * event loop and calls chan_process() when the descriptor is ready, and
- * at chan_deadline(). The async API opens one per store and context, for
+ * drives (as hiredis's async adapters do): it watches what chan_poll()
+ * names in its event loop and calls chan_process() when the descriptor
+ * is ready, and at the deadline chan_poll() gives. The async API opens one per store and context, for
  * its requests started in fd mode (drl_async_fd()). Opaque: the store's. */
 typedef struct drl_channel drl_channel;
 
@@ -417,34 +426,35 @@ struct drl_backend {
 	 * the first such call's deadline (a connection lost fails the calls
 	 * sent on it; the next call connects afresh). */
 	int (*chan_open)(drl_backend *b, drl_channel **out, drl_error *err);
-	/* The descriptor to watch (-1: none now) and the poll events it
-	 * waits for (POLLIN, POLLOUT) in *events. Both may change after any
-	 * other chan_* call: ask again after each. A number it gives names
-	 * one connection until chan_fd() gives another number or -1 (the
-	 * store keeps a dropped connection's descriptor open until then, so
-	 * a caller's epoll registration of it never silently goes). */
-	int (*chan_fd)(drl_channel *ch, short *events);
-	/* Started calls on a channel: eval_start(), add_read_start() and
-	 * trim_start() with a channel `ch` of b keep their rules, but the
-	 * call is only queued (nothing is written before the next
-	 * chan_process()), and done runs inside chan_process() on the
-	 * channel's thread, never inside the start. done may start calls on
-	 * the same channel (they go out at the end of that chan_process()).
-	 * A store with channels takes every started slot it has on them. */
+	/* What to wait for: returns the descriptor to watch (-1: none now),
+	 * the poll events it waits for (POLLIN, POLLOUT) in *events, and in
+	 * *deadline the earliest deadline of a call on the channel, in µs on
+	 * CLOCK_MONOTONIC (INT64_MAX: none; chan_process() at that time
+	 * fails the call if its reply has not come). All three may change
+	 * after any other chan_* call: ask again after each. A number it
+	 * gives names one connection until chan_poll() gives another number
+	 * or -1 (the store keeps a dropped connection's descriptor open
+	 * until then, so a caller's epoll registration of it never silently
+	 * goes). */
+	int (*chan_poll)(drl_channel *ch, short *events, int64_t *deadline);
+	/* Started calls on a channel: eval_start(), add_read_start(),
+	 * trim_start() and a started eval_policy() with a channel `ch` of b
+	 * keep their rules, but the call is only queued (nothing is written
+	 * before the next chan_process()), and done runs inside
+	 * chan_process() on the channel's thread, never inside the start.
+	 * done may start calls on the same channel (they go out at the end
+	 * of that chan_process()). A store with channels takes every started
+	 * slot it has on them. */
 	/* Do what the channel can without waiting: read what revents (poll
-	 * events of chan_fd(), 0: none) say is there, run the done of every
+	 * events of chan_poll(), 0: none) say is there, run the done of every
 	 * call whose reply is in, fail the calls whose deadline passed
 	 * (DRL_ETIMEDOUT), then write every queued call (connecting first
 	 * when needed, the one wait a channel makes, bounded by the calls'
 	 * deadline), as one write where the socket takes it. */
 	void (*chan_process)(drl_channel *ch, short revents);
-	/* The earliest deadline of a call on the channel, in µs on
-	 * CLOCK_MONOTONIC; INT64_MAX when it has none. chan_process() at
-	 * that time fails it if its reply has not come. */
-	int64_t (*chan_deadline)(drl_channel *ch);
 	/* Close ch: a call still on it ends with DRL_ECANCELED (its done
 	 * runs here); the caller normally drives every call to its end
-	 * first (chan_process() until chan_deadline() is INT64_MAX). */
+	 * first (chan_process() until chan_poll()'s deadline is INT64_MAX). */
 	void (*chan_close)(drl_channel *ch);
 
 	/* Optional (version >= 7, DRL_CAP_COUNTER_GROUPS; required with
@@ -470,30 +480,28 @@ struct drl_backend {
 	 * one time and cost for all), decided as one atomic step by a
 	 * server that runs the limits' steps itself: every limit decided
 	 * in order, the earlier ones given back when one denies, the later
-	 * ones then asked. out gets the policy's decision in the twins'
-	 * common form (allowed, remaining, reset_after_us, retry_after_us,
-	 * consumed) and the index of the limit it reports: six integers.
-	 * A store that cannot take this call now (its server lacks the
-	 * command, keys of several slots) returns DRL_ENOTSUP with nothing
-	 * run: the core then decides limit by limit. Errors as eval(). A
-	 * store that runs scripts only (Lua) leaves it NULL: no script can
-	 * call another. */
-	int (*eval_policy)(drl_backend *b, size_t n,
+	 * ones then asked. The answer is the policy's decision in the
+	 * twins' common form (allowed, remaining, reset_after_us,
+	 * retry_after_us, consumed) and the index of the limit it reports:
+	 * six integers. A store that runs scripts only (Lua) leaves it
+	 * NULL: no script can call another.
+	 *
+	 * done NULL: blocking, as eval(): the answer into out[0..nout),
+	 * *nret how many; ch is NULL. DRL_ENOTSUP with nothing run when the
+	 * store cannot take this call now (its server lacks the command,
+	 * keys of several slots): the core then decides limit by limit.
+	 * Errors as eval().
+	 *
+	 * done set (DRL_CAP_POLICY_START, with DRL_CAP_EVAL_START): started,
+	 * as eval_start() is eval() (the same rules and `ch`; calls and
+	 * what they point at copied before it returns; out and nret unused,
+	 * NULL): done gets the answer. The core starts a policy only on a
+	 * store with DRL_CAP_POLICY_START, and only when the blocking call
+	 * could take it (the limits' twins run, the time is known). */
+	int (*eval_policy)(drl_backend *b, drl_channel *ch, size_t n,
 			   const drl_script_call *calls, int64_t *out,
-			   size_t nout, size_t *nret, drl_error *err);
-
-	/* Optional (version >= 9, DRL_CAP_POLICY, with DRL_CAP_EVAL_START):
-	 * eval_policy() without waiting, as eval_start() is eval() (the
-	 * same rules and `ch`; calls and what they point at copied before
-	 * it returns). The core starts a policy only on a store that fills
-	 * this slot, and only when eval_policy() could take it (the
-	 * limits' twins run, the time is known): a store fills it only
-	 * where every such call goes to a server that decides policies
-	 * (Redis tx=module; not tx=auto, whose connections may lack it). */
-	int (*eval_policy_start)(drl_backend *b, drl_channel *ch, size_t n,
-				 const drl_script_call *calls, size_t nout,
-				 drl_eval_done_fn done, void *arg,
-				 drl_error *err);
+			   size_t nout, size_t *nret, drl_eval_done_fn done,
+			   void *arg, drl_error *err);
 };
 
 /* The start of every store's drl_backend: the version the store was
