@@ -34,19 +34,35 @@ static void fail(const char *what, int rc, const drl_error *err)
 	abort();
 }
 
-static void decide(const drl__rm_request *q)
+/* A fresh memory:// store, as the module's keys are to each call. */
+static drl_backend *fresh_store(void)
 {
 	drl_backend *b = NULL;
 	drl_error err = {0, {0}};
 	if (drl_backend_open_with(&b, "memory://", NULL, 0, &err) != 0)
 		abort();
+	return b;
+}
+
+/* Whether res is a decision: allowed 0 or 1, remaining >= 0, no wait when
+ * allowed. */
+static bool is_decision(const drl_result *res)
+{
+	return (res->allowed == 0 || res->allowed == 1) &&
+	       res->remaining >= 0 &&
+	       (!res->allowed || res->retry_after_us == 0);
+}
+
+static void decide(const drl__rm_request *q)
+{
+	drl_backend *b = fresh_store();
+	drl_error err = {0, {0}};
 	drl_result res;
 	int64_t undo = 0;
 	int rc = drl__rm_decide(q, b, &res, &undo, &err);
 	if (rc != 0)
 		fail("decide on memory://", rc, &err);
-	if ((res.allowed != 0 && res.allowed != 1) || res.remaining < 0 ||
-	    (res.allowed && res.retry_after_us != 0))
+	if (!is_decision(&res))
 		fail("not a decision", rc, &err);
 	b->destroy(b);
 }
@@ -66,10 +82,8 @@ static bool keys_overlap(const drl__rm_policy *p)
 
 static void decide_policy(const drl__rm_policy *p)
 {
-	drl_backend *b = NULL;
+	drl_backend *b = fresh_store();
 	drl_error err = {0, {0}};
-	if (drl_backend_open_with(&b, "memory://", NULL, 0, &err) != 0)
-		abort();
 	drl_result res;
 	int rc = drl__rm_decide_policy(p, b, &res, &err);
 	if (rc != 0 && keys_overlap(p) &&
@@ -79,8 +93,7 @@ static void decide_policy(const drl__rm_policy *p)
 	}
 	if (rc != 0)
 		fail("policy on memory://", rc, &err);
-	if ((res.allowed != 0 && res.allowed != 1) || res.remaining < 0 ||
-	    (res.allowed && res.retry_after_us != 0) || res.limit_index < 0 ||
+	if (!is_decision(&res) || res.limit_index < 0 ||
 	    (size_t)res.limit_index >= p->n)
 		fail("policy: not a decision", rc, &err);
 	b->destroy(b);

@@ -74,19 +74,21 @@ static ngx_int_t get_variable(ngx_http_request_t *r,
 	return set(v, p, (size_t)(ngx_sprintf(p, "%L", n) - p));
 }
 
+/* The variable $name, answered by get_variable for `which`, read anew
+ * each time it is used. */
+#define DRL_VARIABLE(name, which)                                              \
+	{                                                                      \
+		ngx_string(name), NULL, get_variable, which,                   \
+			NGX_HTTP_VAR_NOCACHEABLE, 0                            \
+	}
+
 static ngx_http_variable_t variables[] = {
-	{ngx_string("drl_status"), NULL, get_variable, V_STATUS,
-	 NGX_HTTP_VAR_NOCACHEABLE, 0},
-	{ngx_string("drl_remaining"), NULL, get_variable, V_REMAINING,
-	 NGX_HTTP_VAR_NOCACHEABLE, 0},
-	{ngx_string("drl_retry_after"), NULL, get_variable, V_RETRY_AFTER,
-	 NGX_HTTP_VAR_NOCACHEABLE, 0},
-	{ngx_string("drl_limit"), NULL, get_variable, V_LIMIT,
-	 NGX_HTTP_VAR_NOCACHEABLE, 0},
-	{ngx_string("drl_zone"), NULL, get_variable, V_ZONE,
-	 NGX_HTTP_VAR_NOCACHEABLE, 0},
-	{ngx_string("drl_path"), NULL, get_variable, V_PATH,
-	 NGX_HTTP_VAR_NOCACHEABLE, 0},
+	DRL_VARIABLE("drl_status", V_STATUS),
+	DRL_VARIABLE("drl_remaining", V_REMAINING),
+	DRL_VARIABLE("drl_retry_after", V_RETRY_AFTER),
+	DRL_VARIABLE("drl_limit", V_LIMIT),
+	DRL_VARIABLE("drl_zone", V_ZONE),
+	DRL_VARIABLE("drl_path", V_PATH),
 	ngx_http_null_variable};
 
 ngx_int_t ngx_http_drl_add_variables(ngx_conf_t *cf)

@@ -102,12 +102,7 @@ for r in $(seq "$rounds"); do
 		name=${names[$i]}
 		out=$(wrk -t2 -c"$conns" -d"${seconds}s" --latency \
 			-s "$work/check.lua" "http://127.0.0.1:${ports[$c]}" 2>&1)
-		read -r rps p50 p99 non2xx errs <<<"$(parse_wrk <<<"$out")"
-		if [ "$non2xx" != 0 ] || [ "$errs" != ok ]; then
-			echo "bench_drld: drld on $name: $non2xx non-2xx, $errs" >&2
-			echo "$out" >&2
-			exit 1
-		fi
+		wrk_numbers "bench_drld: drld on $name" "$out"
 		echo "drld-$name-$t $rps $p50 $p99" >>"$results"
 		echo "round $r drld $name --threads $t: $rps req/s p50 ${p50}us p99 ${p99}us" >&2
 		lib=$("$drl" bench --store "${stores[$i]}" --limit "$spec" \

@@ -186,11 +186,7 @@ for r in $(seq "$rounds"); do
 		out=$(wrk -t1 -c"$conc" -d"${seconds}s" --latency \
 			-s "$work/check.lua" "http://127.0.0.1:${hports[$i]}" 2>&1)
 		t1=$(cpu_ticks "$dpid")
-		read -r rps p50 p99 non2xx errs <<<"$(parse_wrk <<<"$out")"
-		if [ "$non2xx" != 0 ] || [ "$errs" != ok ]; then
-			echo "bench_envoy: wrk on $name: $out" >&2
-			exit 1
-		fi
+		wrk_numbers "bench_envoy: wrk on $name" "$out"
 		calls=$(sed -n 's/^ *\([0-9]*\) requests in .*/\1/p' <<<"$out")
 		line="$rps $p50 $p99 $(us_per_call $((t1 - t0)) "$calls")"
 		echo "http-$name $line" >>"$results"

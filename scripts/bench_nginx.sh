@@ -103,12 +103,7 @@ for r in $(seq "$rounds"); do
 		out=$(wrk -t1 -c32 -d"${seconds}s" --latency -s "$work/keys.lua" \
 			"http://127.0.0.1:$port/$loc" 2>&1)
 		c1=$(cpu_ticks)
-		read -r rps p50 p99 non2xx errs <<<"$(parse_wrk <<<"$out")"
-		if [ "$non2xx" != 0 ] || [ "$errs" != ok ]; then
-			echo "bench_nginx: /$loc: $non2xx non-2xx, $errs" >&2
-			echo "$out" >&2
-			exit 1
-		fi
+		wrk_numbers "bench_nginx: /$loc" "$out"
 		reqs=$(sed -n 's/^ *\([0-9]*\) requests in.*/\1/p' <<<"$out")
 		cpu=$("$PYTHON3" -c "print(($c1 - $c0) * 1e6 / $hz / $reqs)")
 		echo "$loc $rps $p50 $p99 $cpu" >>"$results"

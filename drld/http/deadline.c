@@ -1,6 +1,8 @@
 /* Whole-request deadlines for HTTP connections: see deadline.h. */
 #include "deadline.h"
 
+#include "list.h"
+
 #include <drl/drl.h>
 
 #include <errno.h>
@@ -107,10 +109,7 @@ struct drld_deadline *drld_deadline_add(struct drld_deadlines *ds, int fd)
 	c->fd = fd;
 	atomic_init(&c->due, now_ms() + ds->timeout_ms);
 	pthread_mutex_lock(&ds->lock);
-	c->next = ds->head;
-	if (ds->head != NULL)
-		ds->head->prev = c;
-	ds->head = c;
+	DRLD_LIST_PUSH(ds->head, c, prev, next);
 	ds->open++;
 	pthread_mutex_unlock(&ds->lock);
 	return c;
@@ -134,12 +133,7 @@ void drld_deadline_remove(struct drld_deadlines *ds, struct drld_deadline *c)
 	if (c == NULL)
 		return;
 	pthread_mutex_lock(&ds->lock);
-	if (c->prev != NULL)
-		c->prev->next = c->next;
-	else
-		ds->head = c->next;
-	if (c->next != NULL)
-		c->next->prev = c->prev;
+	DRLD_LIST_UNLINK(ds->head, c, prev, next);
 	ds->open--;
 	if (c->pushed)
 		ds->pushed--;

@@ -6,6 +6,7 @@
 #include "common/args.h"
 #include "common/json.h"
 #include "common/result.h"
+#include "list.h"
 #include "path.h"
 
 #include <arpa/inet.h>
@@ -328,11 +329,7 @@ static void blocking_begin(struct drld_http *h, struct MHD_Connection *conn,
 
 	rq->fd = ci != NULL ? ci->connect_fd : -1;
 	pthread_mutex_lock(&h->blocked_lock);
-	rq->bprev = NULL;
-	rq->bnext = h->blocked;
-	if (h->blocked != NULL)
-		h->blocked->bprev = rq;
-	h->blocked = rq;
+	DRLD_LIST_PUSH(h->blocked, rq, bprev, bnext);
 	pthread_mutex_unlock(&h->blocked_lock);
 }
 
@@ -342,13 +339,7 @@ static void blocking_begin(struct drld_http *h, struct MHD_Connection *conn,
 static bool blocking_end(struct drld_http *h, struct req *rq)
 {
 	pthread_mutex_lock(&h->blocked_lock);
-	if (rq->bprev != NULL)
-		rq->bprev->bnext = rq->bnext;
-	else
-		h->blocked = rq->bnext;
-	if (rq->bnext != NULL)
-		rq->bnext->bprev = rq->bprev;
-	rq->bprev = rq->bnext = NULL;
+	DRLD_LIST_UNLINK(h->blocked, rq, bprev, bnext);
 	pthread_mutex_unlock(&h->blocked_lock);
 	return !atomic_load(&rq->stopped);
 }
