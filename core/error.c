@@ -4,32 +4,37 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+/* A code with its name and text. */
+typedef struct code_row {
+	int code;
+	const char *name, *text;
+} code_row;
+
+/* Every code, from the one list (drl.h). */
+#define DRL__ERRNO_ROW(name, value, text) {DRL_##name, "DRL_" #name, text},
+static const code_row rows[] = {DRL__ERRNO_ROW(OK, 0, "success")
+					DRL_ERRNO_MAP(DRL__ERRNO_ROW)};
+#undef DRL__ERRNO_ROW
+
+/* code's row, or NULL for a code not in the list. */
+static const code_row *find(int code)
+{
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+		if (rows[i].code == code)
+			return &rows[i];
+	return NULL;
+}
+
 const char *drl_strerror(int code)
 {
-	switch (code) {
-	case DRL_OK:
-		return "success";
-#define DRL__ERRNO_TEXT(name, value, text)                                     \
-	case DRL_##name:                                                       \
-		return text;
-		DRL_ERRNO_MAP(DRL__ERRNO_TEXT)
-#undef DRL__ERRNO_TEXT
-	}
-	return "unknown error";
+	const code_row *r = find(code);
+	return r ? r->text : "unknown error";
 }
 
 const char *drl_err_name(int code)
 {
-	switch (code) {
-	case DRL_OK:
-		return "DRL_OK";
-#define DRL__ERRNO_NAME(name, value, text)                                     \
-	case DRL_##name:                                                       \
-		return "DRL_" #name;
-		DRL_ERRNO_MAP(DRL__ERRNO_NAME)
-#undef DRL__ERRNO_NAME
-	}
-	return "DRL_EUNKNOWN";
+	const code_row *r = find(code);
+	return r ? r->name : "DRL_EUNKNOWN";
 }
 
 const char *drl_version(void)

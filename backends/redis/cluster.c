@@ -485,11 +485,8 @@ static int c_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 		  size_t *len, uint64_t *version, drl_error *err)
 {
 	cstore *cs = (cstore *)b;
-	drl__redis_fwd a = {.key = key,
-			    .buf = buf,
-			    .cap = cap,
-			    .lenp = len,
-			    .versionp = version};
+	drl__redis_fwd a =
+		drl__redis_fwd_load_args(key, buf, cap, len, version);
 	size_t node = 0;
 	bool asked = false;
 	load_at.store_id = 0;
@@ -556,14 +553,8 @@ static int c_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 			return drl_error_set(err, DRL_EINVAL,
 					     "redis cluster: a script's keys "
 					     "span hash slots");
-	drl__redis_fwd a = {.script = script,
-			    .n = nkeys,
-			    .keys = keys,
-			    .nargs = nargs,
-			    .args = args,
-			    .out = out,
-			    .nout = nout,
-			    .nret = nret};
+	drl__redis_fwd a = drl__redis_fwd_eval_args(script, nkeys, keys, nargs,
+						    args, out, nout, nret);
 	return route(cs, slot, drl__redis_fwd_eval, &a, true, NULL, NULL, err);
 }
 

@@ -182,23 +182,19 @@ static int reader_error(rstore *s, conn *c, const char *what, drl_error *err)
 		r->errstr[0] ? r->errstr : "protocol error");
 }
 
+/* The names of hiredis's reply types, by type. */
+static const char *const reply_type_names[] = {
+	[REDIS_REPLY_STRING] = "string",   [REDIS_REPLY_ARRAY] = "array",
+	[REDIS_REPLY_INTEGER] = "integer", [REDIS_REPLY_NIL] = "nil",
+	[REDIS_REPLY_STATUS] = "status",   [REDIS_REPLY_ERROR] = "error",
+};
+
 const char *drl__redis_reply_type_name(int type)
 {
-	switch (type) {
-	case REDIS_REPLY_STRING:
-		return "string";
-	case REDIS_REPLY_ARRAY:
-		return "array";
-	case REDIS_REPLY_INTEGER:
-		return "integer";
-	case REDIS_REPLY_NIL:
-		return "nil";
-	case REDIS_REPLY_STATUS:
-		return "status";
-	case REDIS_REPLY_ERROR:
-		return "error";
-	}
-	return "unknown";
+	size_t n = sizeof reply_type_names / sizeof reply_type_names[0];
+	if (type < 0 || (size_t)type >= n || reply_type_names[type] == NULL)
+		return "unknown";
+	return reply_type_names[type];
 }
 
 /* ---- Redis Cluster: redirects ------------------------------------------- */

@@ -66,6 +66,31 @@ int drl__redis_fwd_trim(drl_backend *node, void *fwd, drl_error *err)
 	return node->trim(node, a->n, a->keys, a->ttl_us, err);
 }
 
+drl__redis_fwd drl__redis_fwd_load_args(drl_bytes key, void *buf, size_t cap,
+					size_t *len, uint64_t *version)
+{
+	return (drl__redis_fwd){.key = key,
+				.buf = buf,
+				.cap = cap,
+				.lenp = len,
+				.versionp = version};
+}
+
+drl__redis_fwd drl__redis_fwd_eval_args(const drl_script *script, size_t nkeys,
+					const drl_bytes *keys, size_t nargs,
+					const int64_t *args, int64_t *out,
+					size_t nout, size_t *nret)
+{
+	return (drl__redis_fwd){.script = script,
+				.n = nkeys,
+				.keys = keys,
+				.nargs = nargs,
+				.args = args,
+				.out = out,
+				.nout = nout,
+				.nret = nret};
+}
+
 #define OFFER(slot) parent->slot = tmpl->slot ? own->slot : NULL
 
 void drl__redis_fwd_methods(drl_backend *parent, const drl_backend *tmpl,

@@ -43,6 +43,16 @@ int drl__redis_fwd_del(drl_backend *node, void *fwd, drl_error *err);
 int drl__redis_fwd_add_read(drl_backend *node, void *fwd, drl_error *err);
 int drl__redis_fwd_trim(drl_backend *node, void *fwd, drl_error *err);
 
+/* The arguments of a load or an eval call packed (the method's
+ * parameters, in their order), as both forwarding stores send them:
+ * what drl__redis_fwd_load and drl__redis_fwd_eval unpack. */
+drl__redis_fwd drl__redis_fwd_load_args(drl_bytes key, void *buf, size_t cap,
+					size_t *len, uint64_t *version);
+drl__redis_fwd drl__redis_fwd_eval_args(const drl_script *script, size_t nkeys,
+					const drl_bytes *keys, size_t nargs,
+					const int64_t *args, int64_t *out,
+					size_t nout, size_t *nret);
+
 /* Fill the method slots of parent, a forwarding store, with own's: each
  * one where tmpl (the store its nodes are) offers it (every store offers
  * the five it must have) and own has it; update never (a forwarding store

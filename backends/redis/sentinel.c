@@ -636,11 +636,8 @@ static int s_get_many(drl_backend *b, size_t n, const drl_bytes *keys,
 static int s_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 		  size_t *len, uint64_t *version, drl_error *err)
 {
-	drl__redis_fwd a = {.key = key,
-			    .buf = buf,
-			    .cap = cap,
-			    .lenp = len,
-			    .versionp = version};
+	drl__redis_fwd a =
+		drl__redis_fwd_load_args(key, buf, cap, len, version);
 	return run((sstore *)b, drl__redis_fwd_load, &a, err);
 }
 
@@ -659,14 +656,8 @@ static int s_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 		  const drl_bytes *keys, size_t nargs, const int64_t *iargs,
 		  int64_t *out, size_t nout, size_t *nret, drl_error *err)
 {
-	drl__redis_fwd a = {.script = script,
-			    .n = nkeys,
-			    .keys = keys,
-			    .nargs = nargs,
-			    .args = iargs,
-			    .out = out,
-			    .nout = nout,
-			    .nret = nret};
+	drl__redis_fwd a = drl__redis_fwd_eval_args(script, nkeys, keys, nargs,
+						    iargs, out, nout, nret);
 	return run((sstore *)b, drl__redis_fwd_eval, &a, err);
 }
 
