@@ -69,7 +69,6 @@
 #define SLOTS_MIN 16    /* per shard; power of two */
 #define SWEEP_WRITE 1   /* slots swept by every write */
 #define SWEEP_INSERT 8  /* more slots swept by a write that adds a key */
-#define SHOW_KEY_MAX 64 /* key bytes quoted in a message */
 #define CACHELINE 64
 #define HUGE_PAGE ((size_t)2 << 20) /* x86-64's transparent huge page */
 
@@ -172,36 +171,15 @@ static int64_t deadline(int64_t now, int64_t ttl_us)
 	return ttl_us > INT64_MAX - now ? INT64_MAX : now + ttl_us;
 }
 
-/* Write key bytes for a message: printable ASCII as is, the rest as \xNN,
- * cut at SHOW_KEY_MAX bytes. */
-static const char *show_key(char *buf, size_t cap, drl_bytes key)
-{
-	const unsigned char *k = key.data;
-	size_t o = 0;
-	for (size_t i = 0; i < key.len; i++) {
-		if (i == SHOW_KEY_MAX || o + 8 > cap) {
-			memcpy(buf + o, "...", 3);
-			o += 3;
-			break;
-		}
-		if (k[i] >= 0x20 && k[i] < 0x7f && k[i] != '"' && k[i] != '\\')
-			buf[o++] = (char)k[i];
-		else
-			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x",
-					      k[i]);
-	}
-	buf[o] = '\0';
-	return buf;
-}
 
 /* DRL_ESTORE for a counter method used on a blob or the reverse. */
 static int wrong_kind(drl_error *err, drl_bytes key, bool want_counter)
 {
-	char k[SHOW_KEY_MAX * 4 + 8];
+	char k[DRL_KEY_SHOW_BUF];
 	return drl_error_set(err, DRL_ESTORE,
 			     "wrong kind of value at key \"%s\": found %s, "
 			     "expected %s",
-			     show_key(k, sizeof k, key),
+			     drl_key_show(k, sizeof k, key),
 			     want_counter ? "a state blob" : "a counter",
 			     want_counter ? "a counter" : "a state blob");
 }
@@ -698,11 +676,11 @@ static int mem_incr(drl_backend *b, drl_bytes key, int64_t delta,
 			if ((delta > 0 && e->counter > INT64_MAX - delta) ||
 			    (delta < 0 && e->counter < INT64_MIN - delta)) {
 				pthread_mutex_unlock(&sh->lock);
-				char k[SHOW_KEY_MAX * 4 + 8];
+				char k[DRL_KEY_SHOW_BUF];
 				return drl_error_set(
 					err, DRL_ERANGE,
 					"counter at key \"%s\" would overflow",
-					show_key(k, sizeof k, key));
+					drl_key_show(k, sizeof k, key));
 			}
 			e->counter += delta;
 			*value = e->counter;

@@ -134,3 +134,30 @@ bool drl_key_group_split(drl_bytes key, size_t *glen)
 	*glen = j - 1;
 	return true;
 }
+
+const char *drl_key_show(char *buf, size_t cap, drl_bytes key)
+{
+	const unsigned char *k = key.data;
+	size_t o = 0;
+	if (cap < 4) {
+		if (cap > 0)
+			buf[0] = '\0';
+		return buf;
+	}
+	for (size_t i = 0; i < key.len; i++) {
+		bool plain = k[i] >= 0x20 && k[i] < 0x7f && k[i] != '"' &&
+			     k[i] != '\\';
+		/* room for this byte's form and "..." after it, and the NUL */
+		if (i == DRL_KEY_SHOW_MAX || o + (plain ? 1 : 4) + 3 >= cap) {
+			memcpy(buf + o, "...", 3);
+			o += 3;
+			break;
+		}
+		if (plain)
+			buf[o++] = (char)k[i];
+		else
+			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", k[i]);
+	}
+	buf[o] = '\0';
+	return buf;
+}

@@ -81,7 +81,6 @@
 #define POOL_MAX 64
 #define SWEEP_EVERY 32  /* writes of this process between two sweeps */
 #define SWEEP_ROWS 64   /* expired rows one sweep deletes at most */
-#define SHOW_KEY_MAX 48 /* key bytes quoted in a message */
 
 /* The prepared statements of a connection. */
 enum {
@@ -189,37 +188,16 @@ static int64_t deadline(int64_t now, int64_t ttl_us)
 	return ttl_us > INT64_MAX - now ? INT64_MAX : now + ttl_us;
 }
 
-/* Key bytes for a message: printable ASCII as is, the rest as \xNN. */
-static const char *show_key(char *buf, size_t cap, drl_bytes key)
-{
-	const unsigned char *k = key.data;
-	size_t o = 0;
-	for (size_t i = 0; i < key.len; i++) {
-		if (i == SHOW_KEY_MAX || o + 8 > cap) {
-			memcpy(buf + o, "...", 3);
-			o += 3;
-			break;
-		}
-		if (k[i] >= 0x20 && k[i] < 0x7f && k[i] != '"' && k[i] != '\\')
-			buf[o++] = (char)k[i];
-		else
-			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x",
-					      k[i]);
-	}
-	buf[o] = '\0';
-	return buf;
-}
 
-#define KEYBUF (SHOW_KEY_MAX * 4 + 8)
 
 /* DRL_ESTORE for a counter method on a blob or the reverse. */
 static int wrong_kind(drl_error *err, drl_bytes key, bool want_counter)
 {
-	char k[KEYBUF];
+	char k[DRL_KEY_SHOW_BUF];
 	return drl_error_set(err, DRL_ESTORE,
 			     "sqlite store: wrong kind of value at key \"%s\": "
 			     "found %s, expected %s",
-			     show_key(k, sizeof k, key),
+			     drl_key_show(k, sizeof k, key),
 			     want_counter ? "a state blob" : "a counter",
 			     want_counter ? "a counter" : "a state blob");
 }
@@ -227,11 +205,11 @@ static int wrong_kind(drl_error *err, drl_bytes key, bool want_counter)
 /* DRL_ECORRUPT: a row this store did not write. */
 static int corrupt(drl_error *err, drl_bytes key, const char *what)
 {
-	char k[KEYBUF];
+	char k[DRL_KEY_SHOW_BUF];
 	return drl_error_set(err, DRL_ECORRUPT,
 			     "sqlite store: key \"%s\" holds %s, not written "
 			     "by this store",
-			     show_key(k, sizeof k, key), what);
+			     drl_key_show(k, sizeof k, key), what);
 }
 
 /* DRL_EINVAL for a method's bad arguments: keys[0..n) must be byte
@@ -695,11 +673,11 @@ static int incr_refused(store *st, conn *c, drl_bytes key, int64_t now,
 	if (type != SQLITE_INTEGER)
 		return corrupt(err, key, "a counter that is not an integer");
 	if (v < lo || v > hi) {
-		char k[KEYBUF];
+		char k[DRL_KEY_SHOW_BUF];
 		return drl_error_set(err, DRL_ERANGE,
 				     "sqlite store: counter at key \"%s\" "
 				     "would overflow",
-				     show_key(k, sizeof k, key));
+				     drl_key_show(k, sizeof k, key));
 	}
 	return 1;
 }

@@ -378,6 +378,48 @@ static void test_group_split(void **state)
 	}
 }
 
+/* drl_key_show: what a hostile key looks like in a message. Quotes,
+ * backslashes and control bytes escaped (no way to close the message's
+ * quotes or forge a line), a long key cut after DRL_KEY_SHOW_MAX bytes,
+ * a short buffer cut early yet terminated, and never overrun. */
+static void test_key_show(void **state)
+{
+	(void)state;
+	char buf[DRL_KEY_SHOW_BUF + 8];
+	drl_bytes k = {"a\"b\\c\n\x7f\xffz", 9};
+	assert_string_equal(drl_key_show(buf, DRL_KEY_SHOW_BUF, k),
+			    "a\\x22b\\x5cc\\x0a\\x7f\\xffz");
+	assert_string_equal(drl_key_show(buf, DRL_KEY_SHOW_BUF,
+					 (drl_bytes){"", 0}),
+			    "");
+	/* the longest key's form fits DRL_KEY_SHOW_BUF, cut with "..." */
+	char big[DRL_KEY_SHOW_MAX + 10];
+	memset(big, 0x01, sizeof big);
+	memset(buf, 'Z', sizeof buf);
+	drl_key_show(buf, DRL_KEY_SHOW_BUF, (drl_bytes){big, sizeof big});
+	assert_int_equal(strlen(buf), DRL_KEY_SHOW_MAX * 4 + 3);
+	assert_memory_equal(buf + DRL_KEY_SHOW_MAX * 4, "...", 4);
+	assert_int_equal(buf[DRL_KEY_SHOW_BUF], 'Z'); /* not overrun */
+	/* exactly DRL_KEY_SHOW_MAX bytes: whole, no "..." */
+	drl_key_show(buf, DRL_KEY_SHOW_BUF,
+		     (drl_bytes){big, DRL_KEY_SHOW_MAX});
+	assert_int_equal(strlen(buf), DRL_KEY_SHOW_MAX * 4);
+	/* every short cap: terminated within cap, "..." when cut */
+	for (size_t cap = 0; cap < 24; cap++) {
+		memset(buf, 'Z', sizeof buf);
+		drl_key_show(buf, cap, (drl_bytes){"q\x01q\x01q\x01q", 7});
+		if (cap == 0) {
+			assert_int_equal(buf[0], 'Z');
+			continue;
+		}
+		size_t n = strnlen(buf, cap);
+		assert_true(n < cap);
+		assert_int_equal(buf[cap], 'Z');
+		if (n != strlen("q\\x01q\\x01q\\x01q") && n > 0)
+			assert_memory_equal(buf + n - 3, "...", 3);
+	}
+}
+
 static void test_store_key_bound(void **state)
 {
 	(void)state;
@@ -429,6 +471,7 @@ int main(void)
 		cmocka_unit_test(test_key_isolation),
 		cmocka_unit_test(test_store_key_bound),
 		cmocka_unit_test(test_group_split),
+		cmocka_unit_test(test_key_show),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -249,6 +249,15 @@ typedef struct drl_channel drl_channel;
  * bytes after it and the '#'); false for an ordinary key. */
 DRL_EXPORT bool drl_key_group_split(drl_bytes key, size_t *glen);
 
+/* A key's bytes for an error message, into buf (cap bytes) as a C
+ * string: printable ASCII as is (but '"' and '\\'), every other byte as
+ * \xNN, and "..." after DRL_KEY_SHOW_MAX bytes of the key (earlier when
+ * cap is short; a cap of DRL_KEY_SHOW_BUF holds any key's). Returns buf
+ * ("" when cap < 4). The core's stores quote keys this way. */
+#define DRL_KEY_SHOW_MAX 64
+#define DRL_KEY_SHOW_BUF (DRL_KEY_SHOW_MAX * 4 + 4)
+DRL_EXPORT const char *drl_key_show(char *buf, size_t cap, drl_bytes key);
+
 /* What eval() of a store with DRL_CAP_DECLARED_KEYS may return when it
  * cannot run a script now because its keys are split (Redis Cluster's
  * TRYAGAIN: a slot in migration holds some of them). Nothing ran; the
