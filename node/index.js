@@ -52,8 +52,8 @@ class RateLimiterRes {
     return JSON.stringify(this.toJSON());
   }
 }
-// decideNow() writes a memory:// decision's fields here, and in out[4]
-// its outcome: 1 allowed, 0 denied, -1 (get()) nothing used.
+// decideNow() (memory://'s get()) writes a decision's fields here, and in
+// out[4] its outcome: 1 allowed, 0 denied, -1 (get()) nothing used.
 const out = new Float64Array(5);
 // A count read from out or bout, for a RateLimiterRes field: a small
 // whole number as an integer (V8 keeps it in the object), a larger one as
@@ -64,7 +64,10 @@ const count = (x) => (x <= 0x3fffffff ? x | 0 : x);
 // (RateLimiterDrl's _queue): at most BATCH_ITEMS a call, whose outcomes
 // decideBatch() writes here before it calls settle(), 6 numbers a row:
 // the item's index in its queue, a code (1 allowed, 0 denied, 2 failed)
-// and RateLimiterRes's 4 fields.
+// and RateLimiterRes's 4 fields. memory:// consume()s of one tick, too
+// (_nowQueue): decideNowMany() reads item i's points from row i's first
+// number and writes its code (1 allowed, 0 denied, 2 failed) and the 4
+// fields after it.
 const BATCH_ITEMS = 1024;
 const bout = new Float64Array(6 * BATCH_ITEMS);
 // The consume()s of a tick decided a worker hand-off, by default
@@ -216,7 +219,8 @@ class RateLimiterDrl {
       : opts.duration === undefined ? 1 : opts.duration;
     this.keyPrefix = keyPrefix;
     this._handle = null;
-    // memory:// decides on this thread at once (no I/O: decideNow);
+    // memory:// decides on this thread (no I/O): a tick's consume()s
+    // together from a microtask (decideNowMany), get() at once (decideNow);
     // memcached:// counters (fixed_window, sliding_window, subwindow)
     // on Node's loop through the store's channel, like Redis; the rest
     // of memcached:// (gets/cas state, policies, channels=0) on the
@@ -360,12 +364,10 @@ class RateLimiterDrl {
     });
   }
 
-  // A memory:// decision, made now; settled as decide()'s promise would be.
-  // decideNow(h, key, points) consumes, decideNow(h, key) is get().
-  _now(key, points, get) {
+  // A memory:// get(), made now; settled as decide()'s promise would be.
+  _nowGet(key) {
     try {
-      if (get) native.decideNow(this._handle, key);
-      else native.decideNow(this._handle, key, points);
+      native.decideNow(this._handle, key);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -380,7 +382,7 @@ class RateLimiterDrl {
   get(key) {
     const wait = this._sync();
     if (wait !== null) return wait.then(() => this.get(key));
-    if (this._inproc && this._handle !== null) return this._now(key, 0, true);
+    if (this._inproc && this._handle !== null) return this._nowGet(key);
     return this._call(decide, key, 0, true);
   }
 

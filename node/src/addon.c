@@ -9,7 +9,7 @@
  *   decideNow(handle, key[, pts]) -> undefined, the outcome in
  *                                 init's Float64Array(5) (memory://
  *                                 only; decide.c)
- *   decideNowMany(handle, keys, n) -> undefined | errs: a tick's
+ *   decideNowMany(handle, ...keys) -> undefined | errs: a tick's
  *                                 memory:// consume()s, points in and
  *                                 outcomes out in init's batch array
  *                                 (decide.c)
