@@ -52,8 +52,8 @@ class RateLimiterRes {
     return JSON.stringify(this.toJSON());
   }
 }
-// decideNow() writes a memory:// decision's fields here, and in out[4]
-// its outcome: 1 allowed, 0 denied, -1 (get()) nothing used.
+// decideNow() (memory://'s get()) writes a decision's fields here, and in
+// out[4] its outcome: 1 allowed, 0 denied, -1 (get()) nothing used.
 const out = new Float64Array(5);
 // A count read from out or bout, for a RateLimiterRes field: a small
 // whole number as an integer (V8 keeps it in the object), a larger one as
@@ -64,7 +64,10 @@ const count = (x) => (x <= 0x3fffffff ? x | 0 : x);
 // (RateLimiterDrl's _queue): at most BATCH_ITEMS a call, whose outcomes
 // decideBatch() writes here before it calls settle(), 6 numbers a row:
 // the item's index in its queue, a code (1 allowed, 0 denied, 2 failed)
-// and RateLimiterRes's 4 fields.
+// and RateLimiterRes's 4 fields. memory:// consume()s of one tick, too
+// (_nowQueue): decideNowMany() reads item i's points from row i's first
+// number and writes its code (1 allowed, 0 denied, 2 failed) and the 4
+// fields after it.
 const BATCH_ITEMS = 1024;
 const bout = new Float64Array(6 * BATCH_ITEMS);
 // The consume()s of a tick decided a worker hand-off, by default
@@ -216,7 +219,8 @@ class RateLimiterDrl {
       : opts.duration === undefined ? 1 : opts.duration;
     this.keyPrefix = keyPrefix;
     this._handle = null;
-    // memory:// decides on this thread at once (no I/O: decideNow);
+    // memory:// decides on this thread (no I/O): a tick's consume()s
+    // together from a microtask (decideNowMany), get() at once (decideNow);
     // memcached:// counters (fixed_window, sliding_window, subwindow)
     // on Node's loop through the store's channel, like Redis; the rest
     // of memcached:// (gets/cas state, policies, channels=0) on the
@@ -226,6 +230,7 @@ class RateLimiterDrl {
     const batch = batchOf(opts.batch);
     this._batch = 0;
     this._q = null; // the queue of this tick's consume()s
+    this._mq = null; // memory://: the queue of this tick's consume()s
     this._last = null; // the last queue flushed
     this._ready = native.open(store, this.spec, keyPrefix).then((h) => {
       if (store.startsWith('memcached') && !native.direct(h)) this._batch = batch;
@@ -256,8 +261,61 @@ class RateLimiterDrl {
   // with an Error (.code 'DRL_E...') when the store failed.
   consume(key, points = 1) {
     if (this._batch > 1 && this._handle !== null) return this._queue(key, points);
-    if (this._inproc && this._handle !== null) return this._now(key, points, false);
+    if (this._inproc && this._handle !== null) return this._nowQueue(key, points);
     return this._call(decide, key, points, false);
+  }
+
+  // Queue a memory:// consume() for this tick, decided in call order by
+  // one decideNowMany() from a microtask (_nowFlush). Points that are not
+  // a Number reject at once, with the TypeError decideNow() would throw.
+  _nowQueue(key, points) {
+    if (typeof points !== 'number') {
+      return Promise.reject(Object.assign(new TypeError('points must be a number'),
+        { code: 'DRL_EINVAL' }));
+    }
+    let q = this._mq;
+    if (q === null) {
+      q = this._mq = { keys: [], points: [], fns: [], done: false };
+      queueMicrotask(() => this._nowFlush(q));
+    }
+    q.keys.push(key);
+    q.points.push(points);
+    const p = new Promise((resolve, reject) => {
+      q.fns.push(resolve, reject);
+    });
+    // A full queue is decided now: so at most one waits, and an earlier
+    // call is never decided after a later one.
+    if (q.keys.length === BATCH_ITEMS) this._nowFlush(q);
+    return p;
+  }
+
+  // Decide queue q's consume()s now (its microtask; a full queue; or a
+  // get()/delete()/penalty()/reward() after them: _sync) and settle their
+  // promises.
+  _nowFlush(q) {
+    if (this._mq === q) this._mq = null;
+    if (q.done) return;
+    q.done = true;
+    const { keys, points: codes, fns } = q;
+    const n = keys.length;
+    for (let i = 0; i < n; i++) bout[6 * i] = codes[i];
+    let errs;
+    try {
+      errs = native.decideNowMany(this._handle, ...keys);
+    } catch (e) {
+      // Thrown before any item was decided.
+      for (let k = 1; k < fns.length; k += 2) fns[k](e);
+      return;
+    }
+    // Every outcome read before any promise settles: keys and codes
+    // become the results and their codes.
+    for (let i = 0, j = 0; i < n; i++, j += 6) {
+      const code = bout[j + 1];
+      codes[i] = code;
+      keys[i] = code === 2 ? errs[i] : new RateLimiterRes(count(bout[j + 2]),
+        count(bout[j + 3]), count(bout[j + 4]), bout[j + 5] === 1);
+    }
+    for (let i = 0; i < n; i++) fns[codes[i] === 1 ? 2 * i : 2 * i + 1](keys[i]);
   }
 
   // Queue a consume() for this tick's batch, decided in call order by one
@@ -296,6 +354,7 @@ class RateLimiterDrl {
   // of the last queue (this tick's, flushed now) are decided: a promise
   // to wait for, or null.
   _sync() {
+    if (this._mq !== null) this._nowFlush(this._mq);
     if (this._q !== null) this._flush(this._q);
     const q = this._last;
     if (q === null || q.left === 0) return null;
@@ -305,12 +364,10 @@ class RateLimiterDrl {
     });
   }
 
-  // A memory:// decision, made now; settled as decide()'s promise would be.
-  // decideNow(h, key, points) consumes, decideNow(h, key) is get().
-  _now(key, points, get) {
+  // A memory:// get(), made now; settled as decide()'s promise would be.
+  _nowGet(key) {
     try {
-      if (get) native.decideNow(this._handle, key);
-      else native.decideNow(this._handle, key, points);
+      native.decideNow(this._handle, key);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -325,7 +382,7 @@ class RateLimiterDrl {
   get(key) {
     const wait = this._sync();
     if (wait !== null) return wait.then(() => this.get(key));
-    if (this._inproc && this._handle !== null) return this._now(key, 0, true);
+    if (this._inproc && this._handle !== null) return this._nowGet(key);
     return this._call(decide, key, 0, true);
   }
 

@@ -9,6 +9,10 @@
  *   decideNow(handle, key[, pts]) -> undefined, the outcome in
  *                                 init's Float64Array(5) (memory://
  *                                 only; decide.c)
+ *   decideNowMany(handle, ...keys) -> undefined | errs: a tick's
+ *                                 memory:// consume()s, points in and
+ *                                 outcomes out in init's batch array
+ *                                 (decide.c)
  *   reset(handle, key)            -> Promise<true>          (blocking.c)
  *   adjust(handle, key, delta)    -> Promise<RateLimiterRes> (blocking.c)
  *   direct(handle)                -> whether decisions need no worker
@@ -136,6 +140,8 @@ static napi_value init_module(napi_env env, napi_value exports)
 		{"open", NULL, js_open, NULL, NULL, NULL, napi_default, ad},
 		{"decide", NULL, js_decide, NULL, NULL, NULL, napi_default, ad},
 		{"decideNow", NULL, js_decide_now, NULL, NULL, NULL,
+		 napi_default, ad},
+		{"decideNowMany", NULL, js_decide_now_many, NULL, NULL, NULL,
 		 napi_default, ad},
 		{"direct", NULL, js_direct, NULL, NULL, NULL, napi_default, ad},
 		{"decideBatch", NULL, js_decide_batch, NULL, NULL, NULL,

@@ -106,10 +106,21 @@ void keybuf_free(keybuf *k);
  * number) or RangeError (fractional, not finite, above 2^53) thrown.
  * `what` names the argument in messages. */
 int get_points(napi_env env, napi_value v, const char *what, int64_t *out);
+/* The same checks on a Number's value d (a points argument passed in a
+ * Float64Array: its type checked in JS). */
+int points_of(napi_env env, double d, const char *what, int64_t *out);
 
 /* A string argument copied into malloc'd memory (free() it); NULL with a
  * TypeError thrown when v is not a string. */
 char *get_string(napi_env env, napi_value v, const char *what);
+
+/* The Error for a batch item drl_allow() refuses as bad input (a
+ * negative cost, an empty or too long key), with drl_allow()'s own
+ * message (a batch's would name the item's index): asked of drl_allow()
+ * itself, which refuses it before reading the store. NULL for a good
+ * item (batch.c). */
+napi_value refused(napi_env env, lim *l, const char *key, size_t len,
+		   int64_t cost);
 
 /* The lim held by a limiter handle (made by limiter.c); NULL with a
  * TypeError thrown for anything else. */
@@ -130,6 +141,7 @@ void with_callback_scope(addon *ad, void (*fn)(void *), void *arg);
 napi_value js_open(napi_env env, napi_callback_info info);
 napi_value js_decide(napi_env env, napi_callback_info info);
 napi_value js_decide_now(napi_env env, napi_callback_info info);
+napi_value js_decide_now_many(napi_env env, napi_callback_info info);
 napi_value js_decide_batch(napi_env env, napi_callback_info info);
 napi_value js_direct(napi_env env, napi_callback_info info);
 

@@ -99,11 +99,16 @@ static int want_type(napi_env env, napi_value v, napi_valuetype type,
 int get_points(napi_env env, napi_value v, const char *what, int64_t *out)
 {
 	double d = 0;
-	char msg[160];
 	/* napi_number_expected for anything else: then the TypeError. */
 	if (napi_get_value_double(env, v, &d) != napi_ok &&
 	    want_type(env, v, napi_number, what, "number") != 0)
 		return -1;
+	return points_of(env, d, what, out);
+}
+
+int points_of(napi_env env, double d, const char *what, int64_t *out)
+{
+	char msg[160];
 	if (!isfinite(d) || d != floor(d)) {
 		snprintf(msg, sizeof msg, "%s must be a whole number, got %g",
 			 what, d);

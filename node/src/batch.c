@@ -92,12 +92,8 @@ static int item_key(napi_env env, napi_value v, arena *a, size_t *off,
 	return rc;
 }
 
-/* The Error for an item drl_allow() refuses as bad input (a negative
- * cost, an empty or too long key), with drl_allow()'s own message
- * (a batch's would name the item's index): asked of drl_allow() itself,
- * which refuses it before reading the store. NULL for a good item. */
-static napi_value refused(napi_env env, lim *l, const char *key, size_t len,
-			  int64_t cost)
+napi_value refused(napi_env env, lim *l, const char *key, size_t len,
+		   int64_t cost)
 {
 	if (cost >= 0 && len > 0 && len <= DRL_KEY_MAX)
 		return NULL;

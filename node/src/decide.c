@@ -212,3 +212,123 @@ napi_value js_decide(napi_env env, napi_callback_info info)
 	}
 	return NULL;
 }
+
+/* Item i's Error into errs (made at the first) and its row's code 2. */
+static void fail_item(napi_env env, napi_value *errs, double *f, uint32_t i,
+		      napi_value e)
+{
+	if (*errs == NULL)
+		napi_create_array(env, errs);
+	napi_set_element(env, *errs, i, e);
+	f[1] = 2;
+}
+
+/* decideNowMany()'s items live on the stack up to this many. */
+#define NOW_MANY_STACK 64
+
+static void now_many_free(napi_value *argv, napi_value *stack_argv, keybuf *kb,
+			  drl_batch_item *items, uint32_t *idx)
+{
+	if (argv == stack_argv)
+		return;
+	free(argv);
+	free(kb);
+	free(items);
+	free(idx);
+}
+
+/* decideNowMany(handle, ...keys) -> undefined, or errs: the memory://
+ * consume()s of one tick (index.js queues them and calls this once, from
+ * a microtask), decided now in call order by one drl_allow_batch(): the
+ * decisions of drl_allow() on each in turn, at one time. Row i of
+ * init()'s batch Float64Array (6 numbers a row) is item i: index.js
+ * writes its points in the row's first number (a Number: index.js checked
+ * the type); this writes its code (1 allowed, 0 denied, 2 failed) in the
+ * second and RateLimiterRes's 4 fields in the rest. A bad key or points,
+ * or a store error, fails its own item only, with the Error a lone
+ * decideNow() would throw, in errs[i] (errs made at the first failure).
+ * One call for a tick's items keeps libdrl's path in the CPU's caches,
+ * which the JS heap evicts between lone calls. A bad handle or n throws. */
+napi_value js_decide_now_many(napi_env env, napi_callback_info info)
+{
+	size_t argc = NOW_MANY_STACK + 1;
+	napi_value stack_argv[NOW_MANY_STACK + 1], *argv = stack_argv;
+	napi_value errs = NULL;
+	keybuf stack_kb[NOW_MANY_STACK], *kb = stack_kb;
+	drl_batch_item stack_items[NOW_MANY_STACK], *items = stack_items;
+	uint32_t stack_idx[NOW_MANY_STACK], *idx = stack_idx;
+	addon *ad;
+	lim *l;
+	uint32_t m = 0;
+	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&ad);
+	size_t n = argc ? argc - 1 : 0;
+	if (n > NOW_MANY_STACK) { /* more than fit: all of them, on the heap */
+		argv = malloc((n + 1) * sizeof *argv);
+		kb = malloc(n * sizeof *kb);
+		items = malloc(n * sizeof *items);
+		idx = malloc(n * sizeof *idx);
+		if (argv == NULL || kb == NULL || items == NULL ||
+		    idx == NULL) {
+			now_many_free(argv, stack_argv, kb, items, idx);
+			return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
+		}
+		argc = n + 1;
+		napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+	}
+	napi_value ret = NULL;
+	if ((l = get_lim(env, argv[0])) == NULL)
+		goto out;
+	if (!l->inproc || n == 0 || n > ad->bout_items) {
+		throw_drl(env, DRL_EINVAL,
+			  l->inproc ? "decideNowMany: bad batch"
+				    : "decideNowMany: not memory://",
+			  1);
+		goto out;
+	}
+	/* The good items into items[0..m) (queue index idx[j]); the bad
+	 * ones failed at once, each with a lone call's message. */
+	for (uint32_t i = 0; i < n; i++) {
+		double *f = ad->bout + 6 * (size_t)i;
+		napi_value bad = NULL;
+		int64_t cost = 0;
+		if (get_key(env, argv[i + 1], &kb[m]) != 0) {
+			napi_get_and_clear_last_exception(env, &bad);
+		} else if (points_of(env, f[0], "points", &cost) != 0) {
+			napi_get_and_clear_last_exception(env, &bad);
+		} else {
+			bad = refused(env, l, kb[m].bytes, kb[m].len, cost);
+		}
+		if (bad != NULL) {
+			keybuf_free(&kb[m]);
+			fail_item(env, &errs, f, i, bad);
+			continue;
+		}
+		items[m] = (drl_batch_item){
+			.key = kb[m].bytes, .keylen = kb[m].len, .cost = cost};
+		idx[m++] = i;
+	}
+	drl_error err = {0, {0}};
+	int rc = m ? drl_allow_batch(l->limiter, items, m, &err) : 0;
+	for (uint32_t j = 0; j < m; j++) {
+		double *f = ad->bout + 6 * (size_t)idx[j];
+		int irc = rc ? rc : items[j].rc;
+		keybuf_free(&kb[j]);
+		if (irc == 0) {
+			f[1] = items[j].result.allowed;
+			decision_fields(&items[j].result, items[j].cost, f + 2);
+			continue;
+		}
+		/* err describes the first item that failed; the others of
+		 * its code (the store failed them alike) get its message. */
+		fail_item(env, &errs, f, idx[j],
+			  make_drl_error(env, irc,
+					 err.code == irc ? err.message
+							 : drl_strerror(irc),
+					 0));
+	}
+	ret = errs;
+out:
+	if (argv != stack_argv)
+		now_many_free(argv, stack_argv, kb, items, idx);
+	return ret;
+}

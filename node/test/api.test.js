@@ -124,6 +124,73 @@ async function oneTickRound(l, getOrdered) {
 
 test('memory://: one tick of calls, each its own answer', () => oneTick('memory://', true));
 
+// memory://'s consume()s of one tick are decided together (index.js
+// queues them; one decideNowMany() from a microtask, up to 1,024 a call,
+// drl_allow_batch in call order; rows of the shared batch array). Each
+// gets its own key's answer in call order across queues of 1,024, a bad
+// key or points (a lone call's message) or a store error fails its own
+// call only, and a get() made between consume()s sees those before it.
+test('memory://: a tick\'s consume()s decided together, each its own answer', async () => {
+  const l = new RateLimiterDrl({ points: 1000, duration: 3600, keyPrefix: 'api' });
+  await l.ready();
+  // 2,500 on one key and one on another every 100th: three queues.
+  const hot = uniq();
+  const side = uniq();
+  const ps = [];
+  const sides = [];
+  let got = null;
+  for (let i = 0; i < 2500; i++) {
+    ps.push(l.consume(hot).then((r) => ['ok', r], (r) => ['no', r]));
+    if (i % 100 === 0) sides.push(l.consume(side, 2));
+    if (i === 1500) got = l.get(hot);
+  }
+  const out = await Promise.all(ps);
+  out.forEach(([how, r], i) => {
+    assert.ok(r instanceof RateLimiterRes, 'call ' + i);
+    assert.deepStrictEqual([how, r.consumedPoints, r.remainingPoints],
+      i < 1000 ? ['ok', i + 1, 999 - i] : ['no', 1000, 0], 'call ' + i);
+  });
+  (await Promise.all(sides)).forEach((r, j) =>
+    assert.deepStrictEqual([r.consumedPoints, r.isFirstInDuration], [2 * (j + 1), j === 0]));
+  assert.strictEqual((await got).consumedPoints, 1000, 'get() after 1,501 consume()s');
+
+  // Bad calls among good ones: the error a lone call gets, nothing
+  // consumed; a long key (past the 256-byte buffer) and its Buffer are one.
+  const long = 'L'.repeat(300) + uniq();
+  const bad = [['', 1], ['x'.repeat((1 << 20) + 1), 1], [42, 1], [uniq(), 1.5], [uniq(), -1],
+    [uniq(), 2 ** 53], [uniq(), 'x'], [uniq(), 1001]];
+  const lone = [];
+  for (const [k, p] of bad) lone.push(await l.consume(k, p).then(() => null, (e) => e));
+  const tick = [];
+  const longs = [];
+  for (const [k, p] of bad) {
+    tick.push(l.consume(k, p).then(() => null, (e) => e));
+    longs.push(l.consume(long));
+    longs.push(l.consume(Buffer.from(long)));
+  }
+  const errs = await Promise.all(tick);
+  errs.forEach((e, j) => {
+    assert.strictEqual(e.constructor, lone[j].constructor, 'bad call ' + j);
+    assert.strictEqual(e.message, lone[j].message, 'bad call ' + j);
+    if (e instanceof Error) assert.strictEqual(e.code, lone[j].code, 'bad call ' + j);
+  });
+  (await Promise.all(longs)).forEach((r, j) => assert.strictEqual(r.consumedPoints, j + 1));
+
+  // A store error (max_keys=2: a third key does not fit) fails its own
+  // call only, with the library's message.
+  const full = new RateLimiterDrl({ store: 'memory://?max_keys=2', points: 5, duration: 3600 });
+  await full.ready();
+  const fp = ['a', 'b', 'c', 'a', 'd', 'b'].map((k) => full.consume(k).then((r) => r, (e) => e));
+  const [a, b, c, a2, d, b2] = await Promise.all(fp);
+  assert.deepStrictEqual([a.consumedPoints, b.consumedPoints, a2.consumedPoints,
+    b2.consumedPoints], [1, 1, 2, 2]);
+  for (const e of [c, d]) {
+    assert.ok(e instanceof Error && !(e instanceof RateLimiterRes), String(e));
+    assert.match(e.message, /max_keys=2/);
+    assert.match(e.code, /^DRL_E/);
+  }
+});
+
 test('redis://: one tick of calls through the loop, each its own answer', async (t) => {
   const r = await servers.redis(t);
   if (!r) return;

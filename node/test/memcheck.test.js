@@ -33,6 +33,20 @@ async function paths(store) {
 
 test('memory://', () => paths('memory://'));
 
+// memory://'s consume()s of one tick, decided together (decideNowMany):
+// more than its stack holds (64), a bad key and points, a long key, and a
+// store error (max_keys=1).
+test('memory://: a tick of consume()s', async () => {
+  const l = new RateLimiterDrl({ store: 'memory://?max_keys=1', points: 100, duration: 60 });
+  await l.ready();
+  const ps = [];
+  for (let i = 0; i < 70; i++) ps.push(l.consume(i % 7 ? 'k' : 'L'.repeat(300)).catch((e) => e));
+  ps.push(l.consume(42).catch((e) => e), l.consume('k', 1.5).catch((e) => e));
+  const out = await Promise.all(ps);
+  assert.ok(out[0] instanceof RateLimiterRes && out[1] instanceof Error); // 'k': no room
+  assert.ok(out[70] instanceof TypeError && out[71] instanceof RangeError);
+});
+
 test('bad spec, bad URI', async () => {
   assert.throws(() => new RateLimiterDrl({ points: -1 }), TypeError);
   await assert.rejects(new RateLimiterDrl({ store: 'nope://' }).consume('a'), TypeError);
