@@ -34,8 +34,8 @@ RedisModuleString *drl__rm_field(const char *p, size_t len)
 	slot *s = slot_of(p, len);
 	if (s->str && s->len == len && memcmp(s->b, p, len) == 0)
 		return s->str;
-	RedisModuleString *str = RedisModule_CreateString(NULL, len ? p : "",
-							  len);
+	RedisModuleString *str =
+		RedisModule_CreateString(NULL, len ? p : "", len);
 	if (str == NULL)
 		return NULL;
 	if (s->str)

@@ -112,11 +112,10 @@ static int RedisModule_Init(RedisModuleCtx *ctx, const char *name, int ver,
 	if (!(DRL_RM_GET(SetModuleAttribs) && DRL_RM_GET(CreateCommand) &&
 	      DRL_RM_GET(OpenKey) && DRL_RM_GET(CloseKey) &&
 	      DRL_RM_GET(KeyType) && DRL_RM_GET(ValueLength) &&
-	      DRL_RM_GET(DeleteKey) &&
-	      DRL_RM_GET(StringDMA) && DRL_RM_GET(StringSet) &&
-	      DRL_RM_GET(StringTruncate) && DRL_RM_GET(SetExpire) &&
-	      DRL_RM_GET(HashSet) && DRL_RM_GET(HashGet) &&
-	      DRL_RM_GET(CreateString) &&
+	      DRL_RM_GET(DeleteKey) && DRL_RM_GET(StringDMA) &&
+	      DRL_RM_GET(StringSet) && DRL_RM_GET(StringTruncate) &&
+	      DRL_RM_GET(SetExpire) && DRL_RM_GET(HashSet) &&
+	      DRL_RM_GET(HashGet) && DRL_RM_GET(CreateString) &&
 	      DRL_RM_GET(CreateStringFromLongLong) &&
 	      DRL_RM_GET(StringToLongLong) && DRL_RM_GET(FreeString) &&
 	      DRL_RM_GET(StringPtrLen) && DRL_RM_GET(WrongArity) &&

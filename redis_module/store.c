@@ -19,6 +19,15 @@
  * A key of another type is DRL_ESTORE (Redis's WRONGTYPE text); a value
  * that is no integer where a counter is read is DRL_ECORRUPT.
  *
+ * What a group's decision costs (the server's thread): its field names
+ * come from a cache kept between commands (fields.h), and a field is
+ * looked up only while the hash may hold it: once the lookups have found
+ * as many fields as the hash holds (RedisModule_ValueLength), the rest
+ * are absent; a trim right after skips the fields that add_read showed
+ * absent (drl__rm_store.known). Redis 7.0's module API reads a field only
+ * by a listpack scan (lpFind) that makes a string of its value, so a
+ * field that is there costs one scan and one string.
+ *
  * Replication: DRL.DECIDE and DRL.TWIN are replicated verbatim
  * (module.c), so nothing here replicates what it writes (neither the
  * key API nor RedisModule_Call without "!" does).
@@ -308,8 +317,7 @@ static void close_group(drl__rm_store *s, RedisModuleString *name,
  * long): the field cache's (fields.h), valid until the next field_of(),
  * or, for a field too long for it, one of its own that field_done()
  * frees. */
-static RedisModuleString *field_of(drl__rm_store *s, drl_bytes key,
-				   size_t glen)
+static RedisModuleString *field_of(drl__rm_store *s, drl_bytes key, size_t glen)
 {
 	const char *p = (const char *)key.data + glen + 1;
 	size_t len = key.len - glen - 1;
@@ -341,7 +349,8 @@ static bool distinct(const drl_bytes *keys, const size_t *at, size_t n)
 	for (size_t i = 1; i < n; i++)
 		for (size_t j = 0; j < i; j++) {
 			drl_bytes a = keys[at[i]], b = keys[at[j]];
-			if (a.len == b.len && memcmp(a.data, b.data, a.len) == 0)
+			if (a.len == b.len &&
+			    memcmp(a.data, b.data, a.len) == 0)
 				return false;
 		}
 	return true;
@@ -351,8 +360,8 @@ static bool distinct(const drl_bytes *keys, const size_t *at, size_t n)
  * `name` and found present, before it, the fields of keys[at[0..n)],
  * distinct, which were all the hash held (else known is nothing). */
 static void know(drl__rm_store *s, RedisModuleString *name,
-		 const drl_bytes *keys, size_t glen, const size_t *at,
-		 size_t n, bool all)
+		 const drl_bytes *keys, size_t glen, const size_t *at, size_t n,
+		 bool all)
 {
 	bool had0 = n > 0 && at[0] == 0; /* keys[0] is looked up first */
 	size_t m = n + !had0;
@@ -479,7 +488,8 @@ static bool may_hold(const drl__rm_store *s, RedisModuleString *name,
 	const char *p = (const char *)key.data + glen + 1;
 	size_t flen = key.len - glen - 1;
 	for (size_t j = 0; j < s->known.n; j++)
-		if (s->known.len[j] == flen && memcmp(s->known.f[j], p, flen) == 0)
+		if (s->known.len[j] == flen &&
+		    memcmp(s->known.f[j], p, flen) == 0)
 			return true;
 	return false;
 }
