@@ -45,7 +45,9 @@ static int reply_error(RedisModuleCtx *ctx, int code, const drl_error *err)
 {
 	char msg[DRL_ERROR_MESSAGE_MAX + 16];
 	const char *word = code == DRL_ECORRUPT ? "ECORRUPT" : "ERR";
-	if (code == DRL_ESTORE && strncmp(err->message, "WRONGTYPE", 9) == 0)
+	/* the server's own error (a command the store ran): as it is */
+	if (code == DRL_ESTORE && (strncmp(err->message, "WRONGTYPE", 9) == 0 ||
+				   strncmp(err->message, "ERR ", 4) == 0))
 		word = "";
 	snprintf(msg, sizeof msg, "%s%s%s", word, *word ? " " : "",
 		 err->message[0] ? err->message : drl_strerror(code));

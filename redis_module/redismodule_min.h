@@ -8,6 +8,10 @@
  * (4.0 too) and RedisModule_IsModuleNameBusy (optional: looked up, not
  * required). The numbers are the ABI: they are copied from Redis's
  * documented module API reference and never change within API version 1.
+ * RedisModule_CreateString and RedisModule_FreeString are called with a
+ * NULL context too (fields.c: strings that outlive a command), which the
+ * reference documents ("ctx is optional and may be NULL ... the string
+ * memory must be managed manually"), in Redis 7.0 as now.
  *
  * As in redismodule.h, every function is a pointer filled at load time by
  * RedisModule_Init() through the GetApi function whose address Redis puts
@@ -64,6 +68,7 @@ DRL_RM_API(int, CreateCommand, (RedisModuleCtx *ctx, const char *name, RedisModu
 DRL_RM_API(void *, OpenKey, (RedisModuleCtx *ctx, RedisModuleString *keyname, int mode));
 DRL_RM_API(void, CloseKey, (RedisModuleKey *kp));
 DRL_RM_API(int, KeyType, (RedisModuleKey *kp));
+DRL_RM_API(size_t, ValueLength, (RedisModuleKey *kp));
 DRL_RM_API(int, DeleteKey, (RedisModuleKey *key));
 DRL_RM_API(char *, StringDMA, (RedisModuleKey *key, size_t *len, int mode));
 DRL_RM_API(int, StringSet, (RedisModuleKey *key, RedisModuleString *str));
@@ -106,11 +111,11 @@ static int RedisModule_Init(RedisModuleCtx *ctx, const char *name, int ver,
 	RedisModule_GetApi = (int (*)(const char *, void *))(uintptr_t)getapi;
 	if (!(DRL_RM_GET(SetModuleAttribs) && DRL_RM_GET(CreateCommand) &&
 	      DRL_RM_GET(OpenKey) && DRL_RM_GET(CloseKey) &&
-	      DRL_RM_GET(KeyType) && DRL_RM_GET(DeleteKey) &&
-	      DRL_RM_GET(StringDMA) && DRL_RM_GET(StringSet) &&
-	      DRL_RM_GET(StringTruncate) && DRL_RM_GET(SetExpire) &&
-	      DRL_RM_GET(HashSet) && DRL_RM_GET(HashGet) &&
-	      DRL_RM_GET(CreateString) &&
+	      DRL_RM_GET(KeyType) && DRL_RM_GET(ValueLength) &&
+	      DRL_RM_GET(DeleteKey) && DRL_RM_GET(StringDMA) &&
+	      DRL_RM_GET(StringSet) && DRL_RM_GET(StringTruncate) &&
+	      DRL_RM_GET(SetExpire) && DRL_RM_GET(HashSet) &&
+	      DRL_RM_GET(HashGet) && DRL_RM_GET(CreateString) &&
 	      DRL_RM_GET(CreateStringFromLongLong) &&
 	      DRL_RM_GET(StringToLongLong) && DRL_RM_GET(FreeString) &&
 	      DRL_RM_GET(StringPtrLen) && DRL_RM_GET(WrongArity) &&

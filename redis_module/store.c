@@ -19,6 +19,15 @@
  * A key of another type is DRL_ESTORE (Redis's WRONGTYPE text); a value
  * that is no integer where a counter is read is DRL_ECORRUPT.
  *
+ * What a group's decision costs (the server's thread): its field names
+ * come from a cache kept between commands (fields.h), and a field is
+ * looked up only while the hash may hold it: once the lookups have found
+ * as many fields as the hash holds (RedisModule_ValueLength), the rest
+ * are absent; a trim right after skips the fields that add_read showed
+ * absent (drl__rm_store.known). Redis 7.0's module API reads a field only
+ * by a listpack scan (lpFind) that makes a string of its value, so a
+ * field that is there costs one scan and one string.
+ *
  * Replication: DRL.DECIDE and DRL.TWIN are replicated verbatim
  * (module.c), so nothing here replicates what it writes (neither the
  * key API nor RedisModule_Call without "!" does).
@@ -74,6 +83,7 @@ static int incr(drl_backend *b, drl_bytes key, int64_t delta, int64_t ttl_us,
 	size_t glen = 0;
 	bool g = drl_key_group_split(key, &glen);
 	const char *k = key.len ? key.data : "";
+	((drl__rm_store *)b)->known.group = NULL; /* a write */
 	RedisModuleCallReply *r =
 		g ? RedisModule_Call(ctx, "HINCRBY", "bbl", k, glen,
 				     k + glen + 1, key.len - glen - 1,
@@ -220,12 +230,19 @@ static RedisModuleString *name_of(drl__rm_store *s, drl_bytes key)
 					key.len);
 }
 
-static void release_name(drl__rm_store *s, RedisModuleString *name)
+/* Whether name is one of the command's key arguments. */
+static bool is_keyname(const drl__rm_store *s, const RedisModuleString *name)
 {
 	for (size_t i = 0; i < s->nkeynames; i++)
 		if (name == s->keynames[i])
-			return;
-	RedisModule_FreeString(s->ctx, name);
+			return true;
+	return false;
+}
+
+static void release_name(drl__rm_store *s, RedisModuleString *name)
+{
+	if (!is_keyname(s, name))
+		RedisModule_FreeString(s->ctx, name);
 }
 
 /* v (a field's value, or NULL: absent) + delta into field f of the hash
@@ -296,34 +313,127 @@ static void close_group(drl__rm_store *s, RedisModuleString *name,
 	release_name(s, name);
 }
 
+/* The string of keys[i]'s field (keys grouped, of a group glen bytes
+ * long): the field cache's (fields.h), valid until the next field_of(),
+ * or, for a field too long for it, one of its own that field_done()
+ * frees. */
+static RedisModuleString *field_of(drl__rm_store *s, drl_bytes key, size_t glen)
+{
+	const char *p = (const char *)key.data + glen + 1;
+	size_t len = key.len - glen - 1;
+	RedisModuleString *f = drl__rm_field(p, len);
+	return f ? f : RedisModule_CreateString(s->ctx, p, len);
+}
+
+static void field_done(drl__rm_store *s, drl_bytes key, size_t glen,
+		       RedisModuleString *f)
+{
+	if (key.len - glen - 1 > DRL__RM_FIELD_MAX)
+		RedisModule_FreeString(s->ctx, f);
+}
+
+/* keys[i]'s field's value in the hash k (a new string, or NULL: absent). */
+static RedisModuleString *hash_get(drl__rm_store *s, RedisModuleKey *k,
+				   drl_bytes key, size_t glen)
+{
+	RedisModuleString *f = field_of(s, key, glen), *v = NULL;
+	RedisModule_HashGet(k, REDISMODULE_HASH_NONE, f, &v, NULL);
+	field_done(s, key, glen, f);
+	return v;
+}
+
+/* Whether the fields of keys[at[0..n)] (grouped, one group: the fields
+ * alone differ) are n different ones. */
+static bool distinct(const drl_bytes *keys, const size_t *at, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = 0; j < i; j++) {
+			drl_bytes a = keys[at[i]], b = keys[at[j]];
+			if (a.len == b.len &&
+			    memcmp(a.data, b.data, a.len) == 0)
+				return false;
+		}
+	return true;
+}
+
+/* s->known after an add_read that wrote keys[0]'s field of the group
+ * `name` and found present, before it, the fields of keys[at[0..n)],
+ * distinct, which were all the hash held (else known is nothing). */
+static void know(drl__rm_store *s, RedisModuleString *name,
+		 const drl_bytes *keys, size_t glen, const size_t *at, size_t n,
+		 bool all)
+{
+	bool had0 = n > 0 && at[0] == 0; /* keys[0] is looked up first */
+	size_t m = n + !had0;
+	s->known.group = NULL;
+	if (!all || m > DRL__RM_KNOWN_MAX || !is_keyname(s, name))
+		return;
+	for (size_t j = 0; j < m; j++) {
+		drl_bytes key = keys[j < n ? at[j] : 0];
+		size_t len = key.len - glen - 1;
+		if (len > DRL__RM_FIELD_MAX)
+			return;
+		s->known.len[j] = (unsigned char)len;
+		memcpy(s->known.f[j], (const char *)key.data + glen + 1, len);
+	}
+	s->known.n = m;
+	s->known.group = name;
+}
+
+/* The most present fields an add_read counts (found[] below): past it,
+ * every field is looked up. */
+#define FOUND_MAX 64
+
 /* add_read of n grouped counters of one group (glen bytes): what
  * HMGET of the others and HINCRBY of the first field do, on one lookup
- * of the hash; an error changes nothing. No PEXPIRE, as the Redis
+ * of the hash; an error changes nothing. keys[0]'s field is looked up
+ * first and written last (a field that is no integer fails the call
+ * before anything is changed, the others' first, as before); once the
+ * lookups have found as many distinct fields as the hash holds, the
+ * fields left are absent and are not looked up. No PEXPIRE, as the Redis
  * store's add_read: the core trims (and sets the TTL) when the field was
  * absent. */
 static int group_add_read(drl__rm_store *s, size_t n, const drl_bytes *keys,
 			  size_t glen, int64_t delta, int64_t *values,
 			  drl_error *err)
 {
-	RedisModuleString *name;
+	RedisModuleString *name, *v0 = NULL;
 	RedisModuleKey *k;
 	int type;
+	size_t found[FOUND_MAX], nfound = 0;
+	s->known.group = NULL;
 	int rc = open_group(s, keys, glen, "HINCRBY", &name, &k, &type, err);
-	/* the others first: a field that is no integer fails the call
-	 * before anything is changed */
-	for (size_t j = 1; rc == 0 && j <= n; j++) {
-		size_t i = j % n;
-		RedisModuleString *f = RedisModule_CreateString(
-			s->ctx, (const char *)keys[i].data + glen + 1,
-			keys[i].len - glen - 1);
-		RedisModuleString *v = NULL;
-		RedisModule_HashGet(k, REDISMODULE_HASH_NONE, f, &v, NULL);
-		rc = i == 0 ? hash_add(s, k, f, v, delta, &values[0], err)
-			    : field_value(v, &values[i], err);
-		if (v)
+	/* the hash's fields not found yet; SIZE_MAX: not counted */
+	size_t left = rc == 0 ? RedisModule_ValueLength(k) : 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		RedisModuleString *v =
+			left ? hash_get(s, k, keys[i], glen) : NULL;
+		if (v && left != SIZE_MAX) {
+			left--;
+			if (nfound == FOUND_MAX)
+				left = SIZE_MAX;
+			else
+				found[nfound++] = i;
+			/* the same field named twice is found twice */
+			if (left == 0 && !distinct(keys, found, nfound))
+				left = SIZE_MAX;
+		}
+		if (i == 0)
+			v0 = v;
+		else
+			rc = field_value(v, &values[i], err);
+		if (i > 0 && v)
 			RedisModule_FreeString(s->ctx, v);
-		RedisModule_FreeString(s->ctx, f);
 	}
+	if (rc == 0) {
+		RedisModuleString *f = field_of(s, keys[0], glen);
+		rc = hash_add(s, k, f, v0, delta, &values[0], err);
+		field_done(s, keys[0], glen, f);
+		if (rc == 0)
+			know(s, name, keys, glen, found, nfound, left == 0);
+	}
+	if (v0)
+		RedisModule_FreeString(s->ctx, v0);
 	close_group(s, name, k);
 	return rc;
 }
@@ -367,10 +477,28 @@ static int put_string(drl__rm_store *s, RedisModuleKey *k, const char *old,
 	return REDISMODULE_OK;
 }
 
+/* Whether keys' field (grouped, of a group glen bytes long) may be in
+ * the hash named `name` of `len` fields: not when s->known says which
+ * fields it holds and that one is not among them. */
+static bool may_hold(const drl__rm_store *s, RedisModuleString *name,
+		     size_t len, drl_bytes key, size_t glen)
+{
+	if (s->known.group != name || s->known.n != len)
+		return true;
+	const char *p = (const char *)key.data + glen + 1;
+	size_t flen = key.len - glen - 1;
+	for (size_t j = 0; j < s->known.n; j++)
+		if (s->known.len[j] == flen &&
+		    memcmp(s->known.f[j], p, flen) == 0)
+			return true;
+	return false;
+}
+
 /* HDEL group field...; PEXPIRE group ttl (n grouped keys of one group),
  * on one lookup of the hash: a group that is gone stays gone, a hash
  * left empty is deleted (as HDEL does), a TTL of 0 deletes it (as
- * PEXPIRE does). */
+ * PEXPIRE does). A field that the add_read before it showed absent
+ * (s->known) is not looked up. */
 static int trim(drl_backend *b, size_t n, const drl_bytes *keys, int64_t ttl_us,
 		drl_error *err)
 {
@@ -385,15 +513,17 @@ static int trim(drl_backend *b, size_t n, const drl_bytes *keys, int64_t ttl_us,
 	RedisModuleKey *k;
 	int type;
 	int rc = open_group(s, keys, glen, "HDEL", &name, &k, &type, err);
+	size_t len = rc == 0 ? RedisModule_ValueLength(k) : 0;
 	for (size_t i = 0; rc == 0 && type == REDISMODULE_KEYTYPE_HASH && i < n;
 	     i++) {
-		RedisModuleString *f = RedisModule_CreateString(
-			s->ctx, (const char *)keys[i].data + glen + 1,
-			keys[i].len - glen - 1);
+		if (!may_hold(s, name, len, keys[i], glen))
+			continue;
+		RedisModuleString *f = field_of(s, keys[i], glen);
 		RedisModule_HashSet(k, REDISMODULE_HASH_NONE, f,
 				    REDISMODULE_HASH_DELETE, NULL);
-		RedisModule_FreeString(s->ctx, f);
+		field_done(s, keys[i], glen, f);
 	}
+	s->known.group = NULL;
 	if (rc == 0 && RedisModule_KeyType(k) == REDISMODULE_KEYTYPE_HASH) {
 		long long ms = ttl_ms(ttl_us);
 		if (ms == 0)
@@ -411,6 +541,7 @@ static int update(drl_backend *b, drl_bytes key, drl_update_fn fn, void *arg,
 {
 	drl__rm_store *s = (drl__rm_store *)b;
 	RedisModuleString *name = name_of(s, key);
+	s->known.group = NULL; /* a write */
 	RedisModuleKey *k = RedisModule_OpenKey(
 		s->ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
 	int rc, type = RedisModule_KeyType(k);
@@ -467,4 +598,5 @@ void drl__rm_store_init(drl__rm_store *s, RedisModuleCtx *ctx,
 	s->ctx = ctx;
 	s->keynames = keynames;
 	s->nkeynames = n;
+	s->known.group = NULL;
 }

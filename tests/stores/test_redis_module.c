@@ -1008,6 +1008,121 @@ static void test_corrupt_neighbour(void **state)
 		      kb.buf);
 }
 
+/* The hash key (deleted first) holding fields[i] = values[i] ("" ends
+ * the list; a field is the sub-window index i0 - offs[i]). */
+static void put_fields(const char *key, int64_t i0, const int *offs,
+		       const char *const *values)
+{
+	const char *del[] = {"DEL", key};
+	size_t dell[] = {3, strlen(key)};
+	freeReplyObject(cmdv(2, del, dell));
+	for (size_t j = 0; values[j][0]; j++) {
+		char f[24];
+		snprintf(f, sizeof f, "%" PRId64, i0 - offs[j]);
+		const char *hs[] = {"HSET", key, f, values[j]};
+		size_t hsl[] = {4, strlen(key), strlen(f), strlen(values[j])};
+		freeReplyObject(cmdv(4, hs, hsl));
+	}
+}
+
+/* One decision (cost 1) of a sub-window counter whose hash holds fields
+ * of its window, beyond it and being trimmed, in every mix the module's
+ * reads take short cuts on (a lookup stops once every field the hash
+ * holds is found; a trim skips the fields its add_read showed absent):
+ * the answer counts exactly the window's fields, the hash afterwards
+ * holds what the rules of algorithms/subwindow.c leave (the current
+ * field incremented; on a first write, fields i - 12 .. i - 25 removed:
+ * D = 12, W = 14 for 10 sub-windows of 1 s and 1 s of grace), and it has
+ * a TTL. A field that is no integer fails the call only where it is read,
+ * the neighbours before the current field. */
+static void test_group_fields(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	const char *spec = "subwindow:100/10s,subwindows=10";
+	const int64_t now = INT64_C(1700000000500000), i0 = now / SEC;
+	static const struct {
+		int before[8], after[8];
+		const char *vb[8], *va[8];
+		long long remaining; /* -1: an error, `error` */
+		const char *error;
+	} cases[] = {
+		/* window, trailing, dead fields; some trimmed, one not */
+		{{3, 9, 10, 11, 12, 25, 26},
+		 {0, 3, 9, 10, 11, 26},
+		 {"4", "2", "9", "8", "7", "1", "5", ""},
+		 {"1", "4", "2", "9", "8", "5", ""},
+		 93,
+		 NULL},
+		/* only fields the decision reads: the trim deletes none */
+		{{1}, {0, 1}, {"3", ""}, {"1", "3", ""}, 96, NULL},
+		/* no first write (no trim); a dead field no integer: not read */
+		{{0, 5, 30},
+		 {0, 5, 30},
+		 {"2", "1", "x", ""},
+		 {"3", "1", "x", ""},
+		 96,
+		 NULL},
+		/* every field found before the last lookup */
+		{{0, 5}, {0, 5}, {"2", "1", ""}, {"3", "1", ""}, 96, NULL},
+		/* absent */
+		{{0}, {0}, {""}, {"1", ""}, 99, NULL},
+		/* the current field and a neighbour no integer: the
+		 * neighbour's error, nothing written */
+		{{0, 2},
+		 {0, 2},
+		 {"x", "y", ""},
+		 {"x", "y", ""},
+		 -1,
+		 "ECORRUPT"},
+		/* the current field alone: HINCRBY's error */
+		{{0, 2},
+		 {0, 2},
+		 {"x", "5", ""},
+		 {"x", "5", ""},
+		 -1,
+		 "ERR hash value is not an integer"},
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+		drl__limit lim;
+		drl__keybase kb, want;
+		char user[32];
+		snprintf(user, sizeof user, "fields%zu", c);
+		store_key(spec, "g:", user, &kb, &lim);
+		store_key(spec, "want:", user, &want, &lim);
+		put_fields(kb.buf, i0, cases[c].before, cases[c].vb);
+		put_fields(want.buf, i0, cases[c].after, cases[c].va);
+		char ns[24];
+		snprintf(ns, sizeof ns, "%" PRId64, now);
+		if (cases[c].remaining < 0) {
+			expect_error4(kb.buf, spec, ns, "1", cases[c].error,
+				      kb.buf);
+			continue;
+		}
+		drl_result res;
+		module_decide(&lim, &kb, spec, now, 1, &res);
+		assert_int_equal(res.allowed, 1);
+		if (res.remaining != cases[c].remaining)
+			fail_msg("case %zu: remaining %lld, expected %lld", c,
+				 (long long)res.remaining, cases[c].remaining);
+		char *got = key_image(&kb), *exp = key_image(&want);
+		if (strcmp(got, exp) != 0)
+			fail_msg("case %zu: hash\n %s\nexpected\n %s", c, got,
+				 exp);
+		free(got);
+		free(exp);
+		const char *pt[] = {"PTTL", kb.buf};
+		size_t ptl[] = {4, kb.len};
+		redisReply *r = cmdv(2, pt, ptl);
+		bool first = cases[c].vb[0][0] == 0 || cases[c].before[0] != 0;
+		/* a first write sets the TTL; the others had none */
+		if (first ? r->integer <= 0 : r->integer != -1)
+			fail_msg("case %zu: PTTL %lld", c, r->integer);
+		freeReplyObject(r);
+	}
+	assert_pong();
+}
+
 /* tx=module on a server without the module: every decision fails with
  * an error that says to load it; nothing is written. */
 static void test_no_module(void **state)
@@ -1649,6 +1764,7 @@ int main(void)
 		cmocka_unit_test(test_twin_hostile),
 		cmocka_unit_test(test_twin_cache),
 		cmocka_unit_test(test_corrupt_neighbour),
+		cmocka_unit_test(test_group_fields),
 		cmocka_unit_test(test_hot_key),
 		cmocka_unit_test(test_async_differential),
 		cmocka_unit_test(test_async_hot_key),
