@@ -111,6 +111,7 @@ struct drl_async {
 	size_t started;      /* in a started store call (no worker) */
 	pthread_cond_t idle; /* started reached 0 while stopping */
 	size_t queue;        /* the bound on pending */
+	size_t write_parts;  /* drl_async_write_parts (the loop's thread) */
 	bool stopping;
 	int efd;
 	drl__aio io; /* drl_async_fd() and the channels (core/async_io.c) */
@@ -313,6 +314,7 @@ int drl_async_new(drl_async **out, const drl_async_opts *opts, drl_error *err)
 	if (a == NULL)
 		return drl_error_set(err, DRL_ENOMEM, "drl_async_new");
 	a->queue = queue;
+	a->write_parts = DRL_ASYNC_WRITE_PARTS_DEFAULT;
 	a->maxthreads = nthreads;
 	a->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	a->threads = calloc(nthreads ? nthreads : 1, sizeof *a->threads);
@@ -342,7 +344,7 @@ int drl_async_new(drl_async **out, const drl_async_opts *opts, drl_error *err)
  * drl_async_process() from one of its own callbacks is refused. */
 static _Thread_local drl_async *delivering;
 /* The context whose drl_async_process() this thread is in (starts leave
- * their writes to it: a few a round, see WRITE_PARTS), and the one
+ * their writes to it: a few a round, see write_every), and the one
  * whose channels it is reading (their requests need no eventfd signal:
  * the done list is taken after). */
 static _Thread_local drl_async *processing;
@@ -361,8 +363,8 @@ static void deliver(drl_async *a, node *n)
 }
 
 /* Within drl_async_process(), the requests the callbacks start go out
- * in WRITE_PARTS writes a round when many are in flight (one every
- * pending / WRITE_PARTS callbacks, at least 2 apart), not in one at the
+ * in write_parts writes a round when many are in flight (one every
+ * pending / write_parts callbacks, at least 2 apart), not in one at the
  * round's end. One write a round makes the loop and the server take
  * turns: the server idles while the loop runs the round's callbacks, and
  * the loop idles while the server decides what they started (measured:
@@ -372,14 +374,23 @@ static void deliver(drl_async *a, node *n)
  * parts") has the sweep this comes from, on one connection: a write
  * every 2 or 3 callbacks doubled the rate at 16 in flight, every 6
  * gained nothing there, a write after every callback lost; a fifth of
- * what is in flight was best or near it at 16, 32 and 64 in flight, and
- * changed nothing at 1 to 4. */
-#define WRITE_PARTS 5
-
-static size_t write_every(size_t pending)
+ * what is in flight (DRL_ASYNC_WRITE_PARTS_DEFAULT) was best or near it
+ * at 16, 32 and 64 in flight, and changed nothing at 1 to 4. That holds
+ * for callbacks as cheap as the server's decision; a loop whose callbacks
+ * cost more (JavaScript) is the busy side, never waited on by the server,
+ * and saves its writes with fewer parts (drl_async_write_parts). */
+static size_t write_every(const drl_async *a, size_t pending)
 {
-	size_t k = pending / WRITE_PARTS;
+	size_t k = pending / a->write_parts;
 	return k < 2 ? 2 : k;
+}
+
+int drl_async_write_parts(drl_async *a, int parts)
+{
+	if (a == NULL || parts < 1 || parts > DRL_ASYNC_WRITE_PARTS_MAX)
+		return DRL_EINVAL;
+	a->write_parts = (size_t)parts;
+	return 0;
 }
 
 /* Deliver the nodes from n on (taken off the context), in order: each
@@ -399,7 +410,7 @@ static int deliver_all(drl_async *a, node *n)
 			a->running--;
 		}
 		if (every == 0)
-			every = write_every(a->pending);
+			every = write_every(a, a->pending);
 		a->pending--;
 		a->running++;
 		busy_update(a);

@@ -5,6 +5,7 @@
 # rate-limiter-flexible").
 #
 #   bash scripts/bench_node.sh [BUILDDIR] [SECONDS] [ROUNDS]
+#   BENCH_STORES="redis" bash scripts/bench_node.sh ...   (some stores only)
 #
 # Every cell: node/bench/bench.js, IN_FLIGHT (16, 64) consume() calls in
 # flight on 10,000 distinct keys, fixed window, limits never reached, for
@@ -58,7 +59,7 @@ rlf_version=$(node -p "require('rate-limiter-flexible/package.json').version")
 
 declare -A rate cpu
 cells=()
-for store in redis memcached memory; do
+for store in ${BENCH_STORES:-redis memcached memory}; do
 	for n in 16 64; do
 		cells+=("$store $n")
 	done

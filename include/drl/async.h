@@ -117,6 +117,22 @@ DRL_EXPORT int drl_async_fd(const drl_async *a);
 DRL_EXPORT int drl_async_notify(drl_async *a, void (*notify)(void *arg),
 				void *arg);
 
+/* How many writes the requests that one drl_async_process() round's
+ * callbacks start go out in, when many are in flight on a store with
+ * channels: one write every pending / parts callbacks (at least 2
+ * apart), 1..DRL_ASYNC_WRITE_PARTS_MAX; DRL_ASYNC_WRITE_PARTS_DEFAULT
+ * (5) until set. More parts keep the server deciding one part while the
+ * loop runs the next part's callbacks, which pays where a callback costs
+ * about what the server's decision does (C); fewer parts cost the loop
+ * fewer writes, which pays where the loop is the busy side (a callback
+ * that runs JavaScript: the Node addon sets 2). docs/performance.md,
+ * "The loop writes in parts", has the measurements. Call it on the
+ * loop's thread, or before the loop runs. 0, or DRL_EINVAL (nothing
+ * changed) for a NULL context or parts out of range. */
+#define DRL_ASYNC_WRITE_PARTS_DEFAULT 5
+#define DRL_ASYNC_WRITE_PARTS_MAX 64
+DRL_EXPORT int drl_async_write_parts(drl_async *a, int parts);
+
 /* Run the callbacks of the requests finished so far, in the order they
  * finished, on the calling thread, and return how many ran (0 when none
  * waited; DRL_EINVAL for a NULL context). Requests that finish while it

@@ -22,6 +22,11 @@
  * least this many chunks when there are as many items, so batching never
  * leaves a worker idle that would have decided one. */
 #define NODE_WORKERS 16
+/* drl_async_write_parts() of the addon's context (loop.c); a build may
+ * set another (-DNODE_WRITE_PARTS=5) to compare. */
+#ifndef NODE_WRITE_PARTS
+#define NODE_WRITE_PARTS 2
+#endif
 
 #define NAPI_VERSION 8
 #include <node_api.h>

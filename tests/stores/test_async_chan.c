@@ -99,7 +99,8 @@ typedef struct parts {
 	int round;        /* drl_async_process() calls so far */
 	int first[ROUND]; /* the round each first-batch callback ran in */
 	int done, more_done, errors;
-	bool seen; /* the last callback saw the first request */
+	bool one_write; /* drl_async_write_parts(1): look, do not wait */
+	bool seen;      /* the last callback saw the first request */
 } parts;
 
 static long long dbsize(redisContext *c)
@@ -139,7 +140,9 @@ static void parts_cb(drl_async *a, int rc, const drl_result *res,
 	 * Written at the round's end, it could not reach the server while
 	 * this callback waits; written in parts, it has (ROUND keys of the
 	 * first batch, one more when it is decided). */
-	p->seen = TU_WAIT_FOR(dbsize(p->peek) > ROUND, tu_bound_ms(10000));
+	p->seen = p->one_write ? dbsize(p->peek) > ROUND
+			       : TU_WAIT_FOR(dbsize(p->peek) > ROUND,
+					     tu_bound_ms(10000));
 }
 
 /* The requests a round's callbacks start go out while the round goes on
@@ -149,15 +152,16 @@ static void parts_cb(drl_async *a, int rc, const drl_result *res,
  * them in one sendmsg(); their replies come back in one write, and one
  * drl_async_process() delivers all ROUND (asserted: a round of one
  * would prove nothing). */
-static void test_round_writes_in_parts(void **state)
+static void round_in_parts(int write_parts)
 {
-	(void)state;
-	NEED_SERVER();
 	char uri[256];
 	/* Calls outlive the last callback's wait, also when it fails. */
 	uri_no_breaker(uri, sizeof uri, tu_bound_ms(30000));
 	tu t = tu_open(uri, "fixed_window:1000000/1h");
-	parts p = {.a = async_run_ctx(), .lim = t.lim};
+	parts p = {.a = async_run_ctx(), .lim = t.lim,
+		   .one_write = write_parts == 1};
+	if (write_parts)
+		assert_int_equal(drl_async_write_parts(p.a, write_parts), 0);
 	p.peek = redisConnect("127.0.0.1", srv.port);
 	assert_non_null(p.peek);
 	assert_int_equal(p.peek->err, 0);
@@ -188,14 +192,44 @@ static void test_round_writes_in_parts(void **state)
 				"one round (callback %d in round %d, the first "
 				"in %d)",
 				i, p.first[i], p.first[0]);
-	if (!p.seen)
+	if (!p.seen && !p.one_write)
 		fail_msg("the round's first request had not reached the "
 			 "server by its last callback");
+	if (p.seen && p.one_write)
+		fail_msg("write_parts 1: a request of the round was written "
+			 "before its last callback");
 	assert_int_equal(p.errors, 0);
 	assert_int_equal(dbsize(p.peek), 2 * ROUND);
 	redisFree(p.peek);
 	drl_async_free(p.a);
 	tu_free(&t);
+}
+
+static void test_round_writes_in_parts(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	round_in_parts(0); /* the default: DRL_ASYNC_WRITE_PARTS_DEFAULT */
+	round_in_parts(10);
+}
+
+/* drl_async_write_parts(1): the requests a round's callbacks start wait
+ * for the round's end, one write (nothing of them at the server during
+ * its last callback); out of range, or no context: DRL_EINVAL. */
+static void test_round_in_one_write(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	round_in_parts(1);
+	drl_async *a = async_run_ctx();
+	assert_int_equal(drl_async_write_parts(a, 0), DRL_EINVAL);
+	assert_int_equal(drl_async_write_parts(
+				 a, DRL_ASYNC_WRITE_PARTS_MAX + 1),
+			 DRL_EINVAL);
+	assert_int_equal(drl_async_write_parts(NULL, 2), DRL_EINVAL);
+	assert_int_equal(drl_async_write_parts(a, DRL_ASYNC_WRITE_PARTS_MAX),
+			 0);
+	drl_async_free(a);
 }
 
 /* ---- starts from other threads ------------------------------------------- */
@@ -615,6 +649,7 @@ int main(void)
 		cmocka_unit_test(test_notify_keeps_io_thread),
 		cmocka_unit_test(test_equals_blocking),
 		cmocka_unit_test(test_round_writes_in_parts),
+		cmocka_unit_test(test_round_in_one_write),
 		cmocka_unit_test(test_hot_key_one_loop),
 		cmocka_unit_test(test_hot_key_processes),
 		cmocka_unit_test(test_stopped_server_times_out),
