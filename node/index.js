@@ -232,6 +232,7 @@ class RateLimiterDrl {
     this._q = null; // the queue of this tick's consume()s
     this._mq = null; // memory://: the queue of this tick's consume()s
     this._last = null; // the last queue flushed
+    this._unflushed = []; // queues made, not yet flushed, oldest first
     this._ready = native.open(store, this.spec, keyPrefix).then((h) => {
       if (store.startsWith('memcached') && !native.direct(h)) this._batch = batch;
       this._handle = h;
@@ -325,6 +326,7 @@ class RateLimiterDrl {
     let q = this._q;
     if (q === null) {
       q = this._q = { keys: [], points: [], fns: [], left: 0, wake: null, done: false };
+      this._unflushed.push(q);
       queueMicrotask(() => this._flush(q));
     }
     q.keys.push(key);
@@ -335,18 +337,38 @@ class RateLimiterDrl {
     });
   }
 
+  // Flush q and every queue made before it, oldest first. A queue is
+  // decided once the one flushed before it is (its items may name the
+  // same keys, on other workers): the tick's consume()s are decided in
+  // call order, more than BATCH_ITEMS of them too, and a get() waiting
+  // for the last queue flushed waits for every one before it.
   _flush(q) {
-    if (this._q === q) this._q = null;
     if (q.done) return;
-    q.done = true;
-    q.left = q.keys.length;
-    this._last = q;
+    while (this._unflushed.length > 0) {
+      const p = this._unflushed.shift();
+      if (this._q === p) this._q = null;
+      p.done = true;
+      p.left = p.keys.length;
+      const prev = this._last;
+      this._last = p;
+      if (prev !== null && prev.left > 0) {
+        if (prev.wake === null) prev.wake = [];
+        prev.wake.push(() => queueMicrotask(() => this._decide(p)));
+      } else {
+        this._decide(p);
+      }
+      if (p === q) break;
+    }
+  }
+
+  _decide(q) {
     try {
       native.decideBatch(this._handle, q.keys, q.points, q, this._batch);
     } catch (e) {
       // Thrown before any item was decided.
       for (let k = 1; k < q.fns.length; k += 2) q.fns[k](e);
       q.left = 0;
+      if (q.wake !== null) q.wake.forEach((wake) => wake());
     }
   }
 

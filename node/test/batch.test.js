@@ -5,7 +5,7 @@
 // are decided exactly and in call order, a bad key or points rejects its own promise only (with the
 // message a lone consume() gets), a store failure rejects each of them,
 // and get()/delete()/penalty() come after the consume()s queued before
-// them.
+// them; more than one queue's worth in a tick (1,024) keeps call order.
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
@@ -117,6 +117,25 @@ test('memcached:// batches', async (t) => {
     assert.strictEqual(await l.get(key), null);
     l.consume(key, 4);
     assert.strictEqual((await l.penalty(key, 1)).remainingPoints, 5);
+  });
+
+  await t.test('more than 1,024 in one tick, a get() among them: in call order', async () => {
+    // Three queues (1,024 + 476 before the get(), 1,000 after): each is
+    // decided after the one before it, whatever flushes it first.
+    const l = new RateLimiterDrl({ store, points: 2000, duration: 86400, keyPrefix: 'bt',
+      algorithm: TB });
+    await l.ready();
+    const key = uniq();
+    const calls = [];
+    for (let i = 0; i < 1500; i++) calls.push(l.consume(key));
+    const seen = l.get(key);
+    for (let i = 0; i < 1000; i++) calls.push(l.consume(key));
+    const got = await outcomes(calls);
+    const want = Array.from({ length: 2500 }, (_, i) => (i < 2000 ? 'ok ' + (1999 - i) : 'deny 0'));
+    const wrong = got.findIndex((g, i) => g !== want[i]);
+    assert.strictEqual(wrong, -1, wrong < 0 ? '' : 'call ' + wrong + ': ' + got[wrong]);
+    // the get() after the first 1,500 sees them (and maybe later ones)
+    assert.ok((await seen).consumedPoints >= 1500, String((await seen).consumedPoints));
   });
 
   await t.test('counters: on the loop, no batch, exact', async () => {
