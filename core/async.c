@@ -377,8 +377,8 @@ static void deliver(drl_async *a, node *n)
  * what is in flight (DRL_ASYNC_WRITE_PARTS_DEFAULT) was best or near it
  * at 16, 32 and 64 in flight, and changed nothing at 1 to 4. That holds
  * for callbacks as cheap as the server's decision; a loop whose callbacks
- * cost more (JavaScript) is the busy side, never waited on by the server,
- * and saves its writes with fewer parts (drl_async_write_parts). */
+ * cost more (JavaScript) saves CPU with fewer parts where it is the busy
+ * side, and loses rate where it is not (drl_async_write_parts). */
 static size_t write_every(const drl_async *a, size_t pending)
 {
 	size_t k = pending / a->write_parts;

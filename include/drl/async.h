@@ -124,9 +124,9 @@ DRL_EXPORT int drl_async_notify(drl_async *a, void (*notify)(void *arg),
  * (5) until set. More parts keep the server deciding one part while the
  * loop runs the next part's callbacks, which pays where a callback costs
  * about what the server's decision does (C); fewer parts cost the loop
- * fewer writes, which pays where the loop is the busy side (a callback
- * that runs JavaScript: the Node addon sets 2). docs/performance.md,
- * "The loop writes in parts", has the measurements. Call it on the
+ * fewer writes, which pays only where the loop is the busy side (heavy
+ * callbacks on a loaded machine; on an idle one they lose rate).
+ * docs/performance.md, "The loop writes in parts", has the measurements. Call it on the
  * loop's thread, or before the loop runs. 0, or DRL_EINVAL (nothing
  * changed) for a NULL context or parts out of range. */
 #define DRL_ASYNC_WRITE_PARTS_DEFAULT 5

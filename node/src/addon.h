@@ -22,10 +22,11 @@
  * least this many chunks when there are as many items, so batching never
  * leaves a worker idle that would have decided one. */
 #define NODE_WORKERS 16
-/* drl_async_write_parts() of the addon's context (loop.c); a build may
- * set another (-DNODE_WRITE_PARTS=5) to compare. */
+/* drl_async_write_parts() of the addon's context (loop.c): the library's
+ * default; a build may set another (-DNODE_WRITE_PARTS=2) to compare
+ * (docs/performance.md, "The loop writes in parts"). */
 #ifndef NODE_WRITE_PARTS
-#define NODE_WRITE_PARTS 2
+#define NODE_WRITE_PARTS DRL_ASYNC_WRITE_PARTS_DEFAULT
 #endif
 
 #define NAPI_VERSION 8
