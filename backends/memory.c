@@ -66,9 +66,9 @@
 #define SHARDS_DEFAULT 64
 #define SHARDS_MAX 1024
 #define MAX_KEYS_MAX (INT64_C(1) << 48)
-#define SLOTS_MIN 16    /* per shard; power of two */
-#define SWEEP_WRITE 1   /* slots swept by every write */
-#define SWEEP_INSERT 8  /* more slots swept by a write that adds a key */
+#define SLOTS_MIN 16   /* per shard; power of two */
+#define SWEEP_WRITE 1  /* slots swept by every write */
+#define SWEEP_INSERT 8 /* more slots swept by a write that adds a key */
 #define CACHELINE 64
 #define HUGE_PAGE ((size_t)2 << 20) /* x86-64's transparent huge page */
 
@@ -170,7 +170,6 @@ static int64_t deadline(int64_t now, int64_t ttl_us)
 {
 	return ttl_us > INT64_MAX - now ? INT64_MAX : now + ttl_us;
 }
-
 
 /* DRL_ESTORE for a counter method used on a blob or the reverse. */
 static int wrong_kind(drl_error *err, drl_bytes key, bool want_counter)

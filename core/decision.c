@@ -597,10 +597,10 @@ bool drl__req_startable(drl__req *q, const char **why)
 	if (l->nlimits != 1 && policy_startable(q, &t)) {
 		if (why)
 			*why = "sent at start as one call deciding the whole "
-			       "policy (a started eval_policy: Redis tx=module's "
-			       "DRL.POLICY), finished by the thread in "
-			       "drl_async_process() on a store with channels, "
-			       "else by the store's I/O thread";
+			       "policy (a started eval_policy: Redis "
+			       "tx=module's DRL.POLICY), finished by the "
+			       "thread in drl_async_process() on a store with "
+			       "channels, else by the store's I/O thread";
 		q->now = t;
 		return true;
 	}

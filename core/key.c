@@ -156,7 +156,8 @@ const char *drl_key_show(char *buf, size_t cap, drl_bytes key)
 		if (plain)
 			buf[o++] = (char)k[i];
 		else
-			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", k[i]);
+			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x",
+					      k[i]);
 	}
 	buf[o] = '\0';
 	return buf;

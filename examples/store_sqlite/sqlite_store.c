@@ -79,8 +79,8 @@
 #define TIMEOUT_MS_MAX 600000
 #define POOL_DEFAULT 4
 #define POOL_MAX 64
-#define SWEEP_EVERY 32  /* writes of this process between two sweeps */
-#define SWEEP_ROWS 64   /* expired rows one sweep deletes at most */
+#define SWEEP_EVERY 32 /* writes of this process between two sweeps */
+#define SWEEP_ROWS 64  /* expired rows one sweep deletes at most */
 
 /* The prepared statements of a connection. */
 enum {
@@ -187,8 +187,6 @@ static int64_t deadline(int64_t now, int64_t ttl_us)
 {
 	return ttl_us > INT64_MAX - now ? INT64_MAX : now + ttl_us;
 }
-
-
 
 /* DRL_ESTORE for a counter method on a blob or the reverse. */
 static int wrong_kind(drl_error *err, drl_bytes key, bool want_counter)

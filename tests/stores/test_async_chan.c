@@ -158,7 +158,8 @@ static void round_in_parts(int write_parts)
 	/* Calls outlive the last callback's wait, also when it fails. */
 	uri_no_breaker(uri, sizeof uri, tu_bound_ms(30000));
 	tu t = tu_open(uri, "fixed_window:1000000/1h");
-	parts p = {.a = async_run_ctx(), .lim = t.lim,
+	parts p = {.a = async_run_ctx(),
+		   .lim = t.lim,
 		   .one_write = write_parts == 1};
 	if (write_parts)
 		assert_int_equal(drl_async_write_parts(p.a, write_parts), 0);
@@ -223,9 +224,9 @@ static void test_round_in_one_write(void **state)
 	round_in_parts(1);
 	drl_async *a = async_run_ctx();
 	assert_int_equal(drl_async_write_parts(a, 0), DRL_EINVAL);
-	assert_int_equal(drl_async_write_parts(
-				 a, DRL_ASYNC_WRITE_PARTS_MAX + 1),
-			 DRL_EINVAL);
+	assert_int_equal(
+		drl_async_write_parts(a, DRL_ASYNC_WRITE_PARTS_MAX + 1),
+		DRL_EINVAL);
 	assert_int_equal(drl_async_write_parts(NULL, 2), DRL_EINVAL);
 	assert_int_equal(drl_async_write_parts(a, DRL_ASYNC_WRITE_PARTS_MAX),
 			 0);

@@ -367,13 +367,11 @@ static void test_caps(void **state)
 	 * (the one eval_policy slot, done set); blocking only without */
 	drl_backend *mod = open_opts("tx=module");
 	drl_backend *mod0 = open_opts("tx=module&pipelines=0");
-	assert_int_equal(mod->caps, base | DRL_CAP_SCRIPT |
-					    DRL_CAP_EVAL_START |
+	assert_int_equal(mod->caps, base | DRL_CAP_SCRIPT | DRL_CAP_EVAL_START |
 					    DRL_CAP_CHANNEL | DRL_CAP_POLICY |
 					    DRL_CAP_POLICY_START);
 	assert_non_null(mod->eval_policy);
-	assert_int_equal(mod0->caps,
-			 base | DRL_CAP_SCRIPT | DRL_CAP_POLICY);
+	assert_int_equal(mod0->caps, base | DRL_CAP_SCRIPT | DRL_CAP_POLICY);
 	mod->destroy(mod);
 	mod0->destroy(mod0);
 

@@ -389,9 +389,8 @@ static void test_key_show(void **state)
 	drl_bytes k = {"a\"b\\c\n\x7f\xffz", 9};
 	assert_string_equal(drl_key_show(buf, DRL_KEY_SHOW_BUF, k),
 			    "a\\x22b\\x5cc\\x0a\\x7f\\xffz");
-	assert_string_equal(drl_key_show(buf, DRL_KEY_SHOW_BUF,
-					 (drl_bytes){"", 0}),
-			    "");
+	assert_string_equal(
+		drl_key_show(buf, DRL_KEY_SHOW_BUF, (drl_bytes){"", 0}), "");
 	/* the longest key's form fits DRL_KEY_SHOW_BUF, cut with "..." */
 	char big[DRL_KEY_SHOW_MAX + 10];
 	memset(big, 0x01, sizeof big);
@@ -401,8 +400,7 @@ static void test_key_show(void **state)
 	assert_memory_equal(buf + DRL_KEY_SHOW_MAX * 4, "...", 4);
 	assert_int_equal(buf[DRL_KEY_SHOW_BUF], 'Z'); /* not overrun */
 	/* exactly DRL_KEY_SHOW_MAX bytes: whole, no "..." */
-	drl_key_show(buf, DRL_KEY_SHOW_BUF,
-		     (drl_bytes){big, DRL_KEY_SHOW_MAX});
+	drl_key_show(buf, DRL_KEY_SHOW_BUF, (drl_bytes){big, DRL_KEY_SHOW_MAX});
 	assert_int_equal(strlen(buf), DRL_KEY_SHOW_MAX * 4);
 	/* every short cap: terminated within cap, "..." when cut */
 	for (size_t cap = 0; cap < 24; cap++) {
