@@ -50,6 +50,29 @@ for j = 0, last do
   end
 end
 
+-- Adds a (a formatted integer) to the current sub-window, as the C side's
+-- add does. Grouped, the first write of its sub-window (c[0] absent or at
+-- most 0) trims the group's dead fields and sets the hash's TTL
+-- (algorithms/subwindow.c, at its top); a key of its own gets its TTL
+-- (µs to whole ms) with every write.
+local function add_current(a)
+  if grouped then
+    redis.call('HINCRBY', KEYS[1], keys[0], a)
+    if c[0] == 0 then
+      local k = cdiv(grace, s)
+      local dead, dropped = i - (n + 1 + k), {}
+      for j = 0, n + 3 * k do
+        dropped[j + 1] = string.format('%d', dead - j)
+      end
+      redis.call('HDEL', KEYS[1], unpack(dropped))
+      redis.call('PEXPIRE', KEYS[1], cdiv(ttl + k * s, 1000))
+    end
+  else
+    redis.call('INCRBY', keys[0], a)
+    redis.call('PEXPIRE', keys[0], cdiv(ttl, 1000))
+  end
+end
+
 -- Adjust mode (drl_adjust): ARGV[8] (after the seven, core/script.c) is
 -- the delta, the call a peek of
 -- cost 1 (ARGV[2]). A penalty adds to the current sub-window, never
@@ -65,22 +88,7 @@ if adj then
       add = adj
     end
     if add > 0 then
-      local a = string.format('%d', add)
-      if grouped then
-        redis.call('HINCRBY', KEYS[1], keys[0], a)
-        if c[0] == 0 then -- the first write of its sub-window: trim
-          local k = cdiv(grace, s)
-          local dead, dropped = i - (n + 1 + k), {}
-          for j = 0, n + 3 * k do
-            dropped[j + 1] = string.format('%d', dead - j)
-          end
-          redis.call('HDEL', KEYS[1], unpack(dropped))
-          redis.call('PEXPIRE', KEYS[1], cdiv(ttl + k * s, 1000))
-        end
-      else
-        redis.call('INCRBY', keys[0], a)
-        redis.call('PEXPIRE', keys[0], cdiv(ttl, 1000))
-      end
+      add_current(string.format('%d', add))
       c[0] = c[0] + add
     end
   else
@@ -170,23 +178,9 @@ if est + cost > limit then
   end
   return {0, limit - est, reset_after(), retry_after(), i}
 end
-if peek == 0 and grouped then
+if peek == 0 then
   -- ARGV[2]: the cost as sent (a number is formatted anew, lua_head.lua)
-  redis.call('HINCRBY', KEYS[1], keys[0], ARGV[2])
-  if c[0] == 0 then -- absent (or at most 0): the first write of its sub-window
-    local k = cdiv(grace, s)
-    local dead, dropped = i - (n + 1 + k), {}
-    for j = 0, n + 3 * k do
-      dropped[j + 1] = string.format('%d', dead - j)
-    end
-    redis.call('HDEL', KEYS[1], unpack(dropped))
-    redis.call('PEXPIRE', KEYS[1], cdiv(ttl + k * s, 1000))
-  end
-  c[0] = c[0] + cost
-  est = est + cost
-elseif peek == 0 then
-  redis.call('INCRBY', keys[0], ARGV[2])
-  redis.call('PEXPIRE', keys[0], cdiv(ttl, 1000)) -- µs to whole ms
+  add_current(ARGV[2])
   c[0] = c[0] + cost -- a negative count read as 0, as in C
   est = est + cost
 end
