@@ -65,9 +65,10 @@ const count = (x) => (x <= 0x3fffffff ? x | 0 : x);
 // decideBatch() writes here before it calls settle(), 6 numbers a row:
 // the item's index in its queue, a code (1 allowed, 0 denied, 2 failed)
 // and RateLimiterRes's 4 fields. memory:// consume()s of one tick, too
-// (_nowQueue): decideNowMany() reads item i's points from row i's first
-// number and writes its code (1 allowed, 0 denied, 2 failed) and the 4
-// fields after it.
+// (_nowQueue): decideNowMany() (or decideNowJoined(): its key's length
+// in the second number) reads item i's points from row i's first number
+// and writes its code (1 allowed, 0 denied, 2 failed) and the 4 fields
+// after it.
 const BATCH_ITEMS = 1024;
 const bout = new Float64Array(6 * BATCH_ITEMS);
 // The consume()s of a tick decided a worker hand-off, by default
@@ -299,10 +300,19 @@ class RateLimiterDrl {
     q.done = true;
     const { keys, points: codes, fns } = q;
     const n = keys.length;
-    for (let i = 0; i < n; i++) bout[6 * i] = codes[i];
+    // Each row: the item's points, and its key's length when a string
+    // (decideNowJoined: every key a string, read in one call).
+    let strings = true;
+    for (let i = 0, j = 0; i < n; i++, j += 6) {
+      const key = keys[i];
+      bout[j] = codes[i];
+      if (typeof key === 'string') bout[j + 1] = key.length;
+      else strings = false;
+    }
     let errs;
     try {
-      errs = native.decideNowMany(this._handle, ...keys);
+      errs = strings ? native.decideNowJoined(this._handle, keys.join('\0'), n)
+        : native.decideNowMany(this._handle, ...keys);
     } catch (e) {
       // Thrown before any item was decided.
       for (let k = 1; k < fns.length; k += 2) fns[k](e);
