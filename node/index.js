@@ -93,6 +93,13 @@ function settle(q, n, errs) {
     }
   }
 }
+// The executor of a memory:// consume()'s promise: one function for all
+// of them, not a closure each; its functions go to nowFns, the queue's
+// (_nowQueue sets it just before).
+let nowFns = null;
+function nowExecutor(resolve, reject) {
+  nowFns.push(resolve, reject);
+}
 // decide()'s promises: their functions by slot id, settled by
 // settleOne(id, code, err) from node/src/decide.c (code 1 allowed, 0
 // denied: the fields in out; 3 get() with nothing used: null; 2 failed:
@@ -282,9 +289,8 @@ class RateLimiterDrl {
     }
     q.keys.push(key);
     q.points.push(points);
-    const p = new Promise((resolve, reject) => {
-      q.fns.push(resolve, reject);
-    });
+    nowFns = q.fns;
+    const p = new Promise(nowExecutor);
     // A full queue is decided now: so at most one waits, and an earlier
     // call is never decided after a later one.
     if (q.keys.length === BATCH_ITEMS) this._nowFlush(q);
