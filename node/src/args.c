@@ -47,7 +47,9 @@ int get_key(napi_env env, napi_value v, keybuf *k)
 	 * one Node-API call less per decision. */
 	if (napi_get_value_string_utf8(env, v, k->small, sizeof k->small, &n) ==
 	    napi_ok) {
-		if (n + 1 < sizeof k->small) {
+		/* V8 stops before a character that does not fit whole (up
+		 * to 4 bytes): with 4 bytes of room left over, none was cut. */
+		if (n + 4 < sizeof k->small) {
 			k->bytes = k->small;
 			k->len = n;
 			return 0;

@@ -242,8 +242,7 @@ typedef struct now_items {
 
 /* Room for n items (kb too when with_kb): 0, or -1 when out of memory
  * (nothing held). */
-static int now_items_init(now_items *t, size_t n, keybuf *stack_kb,
-			  int with_kb)
+static int now_items_init(now_items *t, size_t n, keybuf *stack_kb, int with_kb)
 {
 	t->m = 0;
 	t->errs = NULL;
@@ -277,8 +276,8 @@ static void now_items_free(now_items *t)
 /* Item i (row i of the batch array: its points in the first number),
  * of key[0..len): into t, or failed at once (its row's code 2, its
  * Error in t->errs) with a lone call's message. */
-static void now_item(napi_env env, addon *ad, lim *l, now_items *t,
-		     uint32_t i, const char *key, size_t len)
+static void now_item(napi_env env, addon *ad, lim *l, now_items *t, uint32_t i,
+		     const char *key, size_t len)
 {
 	double *f = ad->bout + 6 * (size_t)i;
 	napi_value bad = NULL;
@@ -408,7 +407,10 @@ static int utf8_span(const unsigned char *s, size_t len, size_t *at,
 		return -1;
 	size_t p = *at, u = (size_t)units;
 	while (u > 0 && p < len) {
-		size_t b = s[p] < 0x80 ? 1 : s[p] < 0xE0 ? 2 : s[p] < 0xF0 ? 3 : 4;
+		size_t b = s[p] < 0x80   ? 1
+			   : s[p] < 0xE0 ? 2
+			   : s[p] < 0xF0 ? 3
+					 : 4;
 		if (b == 4 && u < 2)
 			return -1;
 		p += b;
@@ -450,7 +452,8 @@ napi_value js_decide_now_joined(napi_env env, napi_callback_info info)
 				       &len) != napi_ok)
 		return throw_drl(env, DRL_EINVAL,
 				 "decideNowJoined: keys must be a string", 1);
-	if (len + 1 >= sizeof stack_buf) { /* perhaps cut: all of it */
+	if (len + 4 >= sizeof stack_buf) { /* perhaps cut (get_key says
+					       why): all of it */
 		napi_get_value_string_utf8(env, argv[1], NULL, 0, &len);
 		if ((buf = malloc(len + 1)) == NULL)
 			return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
