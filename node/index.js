@@ -93,6 +93,10 @@ function settle(q, n, errs) {
     }
   }
 }
+// _nowQueue's flush runs from a reaction to this settled promise: a
+// microtask, as queueMicrotask() would make, without the AsyncResource
+// and bound function Node makes for each of those.
+const settled = Promise.resolve();
 // The executor of a memory:// consume()'s promise: one function for all
 // of them, not a closure each; its functions go to nowFns, the queue's
 // (_nowQueue sets it just before).
@@ -275,8 +279,9 @@ class RateLimiterDrl {
   }
 
   // Queue a memory:// consume() for this tick, decided in call order by
-  // one decideNowMany() from a microtask (_nowFlush). Points that are not
-  // a Number reject at once, with the TypeError decideNow() would throw.
+  // one decideNowJoined() or decideNowMany() from a microtask (_nowFlush).
+  // Points that are not a Number reject at once, with the TypeError
+  // decideNow() would throw.
   _nowQueue(key, points) {
     if (typeof points !== 'number') {
       return Promise.reject(Object.assign(new TypeError('points must be a number'),
@@ -285,7 +290,7 @@ class RateLimiterDrl {
     let q = this._mq;
     if (q === null) {
       q = this._mq = { keys: [], points: [], fns: [], done: false };
-      queueMicrotask(() => this._nowFlush(q));
+      settled.then(() => this._nowFlush(q));
     }
     q.keys.push(key);
     q.points.push(points);
