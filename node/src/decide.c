@@ -290,8 +290,13 @@ static void now_item(napi_env env, addon *ad, lim *l, now_items *t, uint32_t i,
 		fail_item(env, &t->errs, f, i, bad);
 		return;
 	}
-	t->items[t->m] =
-		(drl_batch_item){.key = key, .keylen = len, .cost = cost};
+	/* The inputs only: the result is drl_allow_batch()'s to write
+	 * (zeroing it would be a rep stos an item). */
+	drl_batch_item *it = &t->items[t->m];
+	it->key = key;
+	it->keylen = len;
+	it->cost = cost;
+	it->rc = 0;
 	t->idx[t->m++] = i;
 }
 
