@@ -111,6 +111,11 @@ int get_points(napi_env env, napi_value v, const char *what, int64_t *out)
 int points_of(napi_env env, double d, const char *what, int64_t *out)
 {
 	char msg[160];
+	/* The usual case first, without floor(): a whole number in range. */
+	if (d >= 0 && d <= 9007199254740991.0 && d == (double)(int64_t)d) {
+		*out = (int64_t)d;
+		return 0;
+	}
 	if (!isfinite(d) || d != floor(d)) {
 		snprintf(msg, sizeof msg, "%s must be a whole number, got %g",
 			 what, d);
