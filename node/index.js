@@ -65,9 +65,10 @@ const count = (x) => (x <= 0x3fffffff ? x | 0 : x);
 // decideBatch() writes here before it calls settle(), 6 numbers a row:
 // the item's index in its queue, a code (1 allowed, 0 denied, 2 failed)
 // and RateLimiterRes's 4 fields. memory:// consume()s of one tick, too
-// (_nowQueue): decideNowMany() reads item i's points from row i's first
-// number and writes its code (1 allowed, 0 denied, 2 failed) and the 4
-// fields after it.
+// (_nowQueue): decideNowMany() (or decideNowJoined(): its key's length
+// in the second number) reads item i's points from row i's first number
+// and writes its code (1 allowed, 0 denied, 2 failed) and the 4 fields
+// after it.
 const BATCH_ITEMS = 1024;
 const bout = new Float64Array(6 * BATCH_ITEMS);
 // The consume()s of a tick decided a worker hand-off, by default
@@ -91,6 +92,17 @@ function settle(q, n, errs) {
       fns[code === 1 ? k : k + 1](res);
     }
   }
+}
+// _nowQueue's flush runs from a reaction to this settled promise: a
+// microtask, as queueMicrotask() would make, without the AsyncResource
+// and bound function Node makes for each of those.
+const settled = Promise.resolve();
+// The executor of a memory:// consume()'s promise: one function for all
+// of them, not a closure each; its functions go to nowFns, the queue's
+// (_nowQueue sets it just before).
+let nowFns = null;
+function nowExecutor(resolve, reject) {
+  nowFns.push(resolve, reject);
 }
 // decide()'s promises: their functions by slot id, settled by
 // settleOne(id, code, err) from node/src/decide.c (code 1 allowed, 0
@@ -267,8 +279,9 @@ class RateLimiterDrl {
   }
 
   // Queue a memory:// consume() for this tick, decided in call order by
-  // one decideNowMany() from a microtask (_nowFlush). Points that are not
-  // a Number reject at once, with the TypeError decideNow() would throw.
+  // one decideNowJoined() or decideNowMany() from a microtask (_nowFlush).
+  // Points that are not a Number reject at once, with the TypeError
+  // decideNow() would throw.
   _nowQueue(key, points) {
     if (typeof points !== 'number') {
       return Promise.reject(Object.assign(new TypeError('points must be a number'),
@@ -277,13 +290,12 @@ class RateLimiterDrl {
     let q = this._mq;
     if (q === null) {
       q = this._mq = { keys: [], points: [], fns: [], done: false };
-      queueMicrotask(() => this._nowFlush(q));
+      settled.then(() => this._nowFlush(q));
     }
     q.keys.push(key);
     q.points.push(points);
-    const p = new Promise((resolve, reject) => {
-      q.fns.push(resolve, reject);
-    });
+    nowFns = q.fns;
+    const p = new Promise(nowExecutor);
     // A full queue is decided now: so at most one waits, and an earlier
     // call is never decided after a later one.
     if (q.keys.length === BATCH_ITEMS) this._nowFlush(q);
@@ -299,10 +311,19 @@ class RateLimiterDrl {
     q.done = true;
     const { keys, points: codes, fns } = q;
     const n = keys.length;
-    for (let i = 0; i < n; i++) bout[6 * i] = codes[i];
+    // Each row: the item's points, and its key's length when a string
+    // (decideNowJoined: every key a string, read in one call).
+    let strings = true;
+    for (let i = 0, j = 0; i < n; i++, j += 6) {
+      const key = keys[i];
+      bout[j] = codes[i];
+      if (typeof key === 'string') bout[j + 1] = key.length;
+      else strings = false;
+    }
     let errs;
     try {
-      errs = native.decideNowMany(this._handle, ...keys);
+      errs = strings ? native.decideNowJoined(this._handle, keys.join('\0'), n)
+        : native.decideNowMany(this._handle, ...keys);
     } catch (e) {
       // Thrown before any item was decided.
       for (let k = 1; k < fns.length; k += 2) fns[k](e);

@@ -47,7 +47,9 @@ int get_key(napi_env env, napi_value v, keybuf *k)
 	 * one Node-API call less per decision. */
 	if (napi_get_value_string_utf8(env, v, k->small, sizeof k->small, &n) ==
 	    napi_ok) {
-		if (n + 1 < sizeof k->small) {
+		/* V8 stops before a character that does not fit whole (up
+		 * to 4 bytes): with 4 bytes of room left over, none was cut. */
+		if (n + 4 < sizeof k->small) {
 			k->bytes = k->small;
 			k->len = n;
 			return 0;
@@ -109,6 +111,11 @@ int get_points(napi_env env, napi_value v, const char *what, int64_t *out)
 int points_of(napi_env env, double d, const char *what, int64_t *out)
 {
 	char msg[160];
+	/* The usual case first, without floor(): a whole number in range. */
+	if (d >= 0 && d <= 9007199254740991.0 && d == (double)(int64_t)d) {
+		*out = (int64_t)d;
+		return 0;
+	}
 	if (!isfinite(d) || d != floor(d)) {
 		snprintf(msg, sizeof msg, "%s must be a whole number, got %g",
 			 what, d);

@@ -17,6 +17,7 @@
  */
 #include "addon.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct decide_req {
@@ -226,15 +227,120 @@ static void fail_item(napi_env env, napi_value *errs, double *f, uint32_t i,
 /* decideNowMany()'s items live on the stack up to this many. */
 #define NOW_MANY_STACK 64
 
-static void now_many_free(napi_value *argv, napi_value *stack_argv, keybuf *kb,
-			  drl_batch_item *items, uint32_t *idx)
+/* The items of one decideNowMany() or decideNowJoined(): up to n of
+ * them, with each one's queue index (idx) and, for decideNowMany(), its
+ * key's bytes (kb); on the stack up to NOW_MANY_STACK. */
+typedef struct now_items {
+	drl_batch_item *items;
+	uint32_t *idx;
+	keybuf *kb;
+	size_t m; /* the good ones so far */
+	napi_value errs;
+	drl_batch_item stack_items[NOW_MANY_STACK];
+	uint32_t stack_idx[NOW_MANY_STACK];
+} now_items;
+
+/* Room for n items (kb too when with_kb): 0, or -1 when out of memory
+ * (nothing held). */
+static int now_items_init(now_items *t, size_t n, keybuf *stack_kb, int with_kb)
 {
-	if (argv == stack_argv)
+	t->m = 0;
+	t->errs = NULL;
+	t->items = t->stack_items;
+	t->idx = t->stack_idx;
+	t->kb = with_kb ? stack_kb : NULL;
+	if (n <= NOW_MANY_STACK)
+		return 0;
+	t->items = malloc(n * sizeof *t->items);
+	t->idx = malloc(n * sizeof *t->idx);
+	t->kb = with_kb ? malloc(n * sizeof *t->kb) : NULL;
+	if (t->items && t->idx && (t->kb || !with_kb))
+		return 0;
+	free(t->items);
+	free(t->idx);
+	free(t->kb);
+	return -1;
+}
+
+static void now_items_free(now_items *t)
+{
+	for (size_t j = 0; t->kb != NULL && j < t->m; j++)
+		keybuf_free(&t->kb[j]);
+	if (t->items == t->stack_items)
 		return;
-	free(argv);
-	free(kb);
-	free(items);
-	free(idx);
+	free(t->items);
+	free(t->idx);
+	free(t->kb);
+}
+
+/* Item i (row i of the batch array: its points in the first number),
+ * of key[0..len): into t, or failed at once (its row's code 2, its
+ * Error in t->errs) with a lone call's message. */
+static void now_item(napi_env env, addon *ad, lim *l, now_items *t, uint32_t i,
+		     const char *key, size_t len)
+{
+	double *f = ad->bout + 6 * (size_t)i;
+	napi_value bad = NULL;
+	int64_t cost = 0;
+	if (points_of(env, f[0], "points", &cost) != 0)
+		napi_get_and_clear_last_exception(env, &bad);
+	else
+		bad = refused(env, l, key, len, cost);
+	if (bad != NULL) {
+		fail_item(env, &t->errs, f, i, bad);
+		return;
+	}
+	/* The inputs only: the result is drl_allow_batch()'s to write
+	 * (zeroing it would be a rep stos an item). */
+	drl_batch_item *it = &t->items[t->m];
+	it->key = key;
+	it->keylen = len;
+	it->cost = cost;
+	it->rc = 0;
+	t->idx[t->m++] = i;
+}
+
+/* Decide t's good items by one drl_allow_batch() and write each one's
+ * row: its code (1 allowed, 0 denied, 2 failed: its Error in t->errs)
+ * and RateLimiterRes's fields. */
+static void now_decide(napi_env env, addon *ad, lim *l, now_items *t)
+{
+	drl_batch_item *items = t->items;
+	drl_error err = {0, {0}};
+	int rc = t->m ? drl_allow_batch(l->limiter, items, t->m, &err) : 0;
+	for (uint32_t j = 0; j < t->m; j++) {
+		double *f = ad->bout + 6 * (size_t)t->idx[j];
+		int irc = rc ? rc : items[j].rc;
+		if (irc == 0) {
+			f[1] = items[j].result.allowed;
+			decision_fields(&items[j].result, items[j].cost, f + 2);
+			continue;
+		}
+		/* err describes the first item that failed; the others of
+		 * its code (the store failed them alike) get its message. */
+		fail_item(env, &t->errs, f, t->idx[j],
+			  make_drl_error(env, irc,
+					 err.code == irc ? err.message
+							 : drl_strerror(irc),
+					 0));
+	}
+}
+
+/* The limiter of a decideNowMany() or decideNowJoined() of n items:
+ * NULL with an error thrown unless it is memory:// and n fits. */
+static lim *now_lim(napi_env env, addon *ad, napi_value h, size_t n,
+		    const char *what)
+{
+	char msg[64];
+	lim *l = get_lim(env, h);
+	if (l == NULL)
+		return NULL;
+	if (l->inproc && n > 0 && n <= ad->bout_items)
+		return l;
+	snprintf(msg, sizeof msg, "%s: %s", what,
+		 l->inproc ? "bad batch" : "not memory://");
+	throw_drl(env, DRL_EINVAL, msg, 1);
+	return NULL;
 }
 
 /* decideNowMany(handle, ...keys) -> undefined, or errs: the memory://
@@ -248,87 +354,142 @@ static void now_many_free(napi_value *argv, napi_value *stack_argv, keybuf *kb,
  * or a store error, fails its own item only, with the Error a lone
  * decideNow() would throw, in errs[i] (errs made at the first failure).
  * One call for a tick's items keeps libdrl's path in the CPU's caches,
- * which the JS heap evicts between lone calls. A bad handle or n throws. */
+ * which the JS heap evicts between lone calls. A bad handle or n throws.
+ * index.js calls decideNowJoined() instead when every key is a string. */
 napi_value js_decide_now_many(napi_env env, napi_callback_info info)
 {
 	size_t argc = NOW_MANY_STACK + 1;
 	napi_value stack_argv[NOW_MANY_STACK + 1], *argv = stack_argv;
-	napi_value errs = NULL;
-	keybuf stack_kb[NOW_MANY_STACK], *kb = stack_kb;
-	drl_batch_item stack_items[NOW_MANY_STACK], *items = stack_items;
-	uint32_t stack_idx[NOW_MANY_STACK], *idx = stack_idx;
+	keybuf stack_kb[NOW_MANY_STACK];
+	now_items t;
 	addon *ad;
 	lim *l;
-	uint32_t m = 0;
 	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&ad);
 	size_t n = argc ? argc - 1 : 0;
+	if ((l = now_lim(env, ad, argv[0], n, "decideNowMany")) == NULL)
+		return NULL;
 	if (n > NOW_MANY_STACK) { /* more than fit: all of them, on the heap */
 		argv = malloc((n + 1) * sizeof *argv);
-		kb = malloc(n * sizeof *kb);
-		items = malloc(n * sizeof *items);
-		idx = malloc(n * sizeof *idx);
-		if (argv == NULL || kb == NULL || items == NULL ||
-		    idx == NULL) {
-			now_many_free(argv, stack_argv, kb, items, idx);
+		if (argv == NULL)
 			return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
-		}
 		argc = n + 1;
 		napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
 	}
-	napi_value ret = NULL;
-	if ((l = get_lim(env, argv[0])) == NULL)
-		goto out;
-	if (!l->inproc || n == 0 || n > ad->bout_items) {
-		throw_drl(env, DRL_EINVAL,
-			  l->inproc ? "decideNowMany: bad batch"
-				    : "decideNowMany: not memory://",
-			  1);
-		goto out;
+	if (now_items_init(&t, n, stack_kb, 1) != 0) {
+		if (argv != stack_argv)
+			free(argv);
+		return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
 	}
-	/* The good items into items[0..m) (queue index idx[j]); the bad
-	 * ones failed at once, each with a lone call's message. */
 	for (uint32_t i = 0; i < n; i++) {
-		double *f = ad->bout + 6 * (size_t)i;
-		napi_value bad = NULL;
-		int64_t cost = 0;
-		if (get_key(env, argv[i + 1], &kb[m]) != 0) {
+		keybuf *k = &t.kb[t.m];
+		size_t m = t.m;
+		napi_value bad;
+		if (get_key(env, argv[i + 1], k) != 0) {
 			napi_get_and_clear_last_exception(env, &bad);
-		} else if (points_of(env, f[0], "points", &cost) != 0) {
-			napi_get_and_clear_last_exception(env, &bad);
-		} else {
-			bad = refused(env, l, kb[m].bytes, kb[m].len, cost);
-		}
-		if (bad != NULL) {
-			keybuf_free(&kb[m]);
-			fail_item(env, &errs, f, i, bad);
+			fail_item(env, &t.errs, ad->bout + 6 * (size_t)i, i,
+				  bad);
 			continue;
 		}
-		items[m] = (drl_batch_item){
-			.key = kb[m].bytes, .keylen = kb[m].len, .cost = cost};
-		idx[m++] = i;
+		now_item(env, ad, l, &t, i, k->bytes, k->len);
+		if (t.m == m) /* failed: its key is let go now */
+			keybuf_free(k);
 	}
-	drl_error err = {0, {0}};
-	int rc = m ? drl_allow_batch(l->limiter, items, m, &err) : 0;
-	for (uint32_t j = 0; j < m; j++) {
-		double *f = ad->bout + 6 * (size_t)idx[j];
-		int irc = rc ? rc : items[j].rc;
-		keybuf_free(&kb[j]);
-		if (irc == 0) {
-			f[1] = items[j].result.allowed;
-			decision_fields(&items[j].result, items[j].cost, f + 2);
-			continue;
-		}
-		/* err describes the first item that failed; the others of
-		 * its code (the store failed them alike) get its message. */
-		fail_item(env, &errs, f, idx[j],
-			  make_drl_error(env, irc,
-					 err.code == irc ? err.message
-							 : drl_strerror(irc),
-					 0));
-	}
-	ret = errs;
-out:
+	now_decide(env, ad, l, &t);
+	napi_value errs = t.errs;
+	now_items_free(&t);
 	if (argv != stack_argv)
-		now_many_free(argv, stack_argv, kb, items, idx);
-	return ret;
+		free(argv);
+	return errs;
+}
+
+/* The UTF-8 bytes of a key of `units` UTF-16 code units at s[*at..len)
+ * (V8's encoding: a code unit is 1 to 3 bytes, a surrogate pair 4): 0
+ * with *at moved past them, or -1 when s does not hold that many. */
+static int utf8_span(const unsigned char *s, size_t len, size_t *at,
+		     double units)
+{
+	if (!(units >= 0 && units <= (double)len))
+		return -1;
+	size_t p = *at, u = (size_t)units;
+	while (u > 0 && p < len) {
+		size_t b = s[p] < 0x80   ? 1
+			   : s[p] < 0xE0 ? 2
+			   : s[p] < 0xF0 ? 3
+					 : 4;
+		if (b == 4 && u < 2)
+			return -1;
+		p += b;
+		u -= b == 4 ? 2 : 1;
+	}
+	if (u > 0 || p > len)
+		return -1;
+	*at = p;
+	return 0;
+}
+
+/* decideNowJoined(handle, keys, n) -> undefined, or errs:
+ * decideNowMany() of n string keys given as one string, keys[0] + '\0' +
+ * keys[1] + ... (index.js's join('\0')), row i's second number the
+ * .length of key i. One Node-API read for the tick's keys, not one a key
+ * (a read's cost is mostly the call's). Key i's bytes are those a lone
+ * read of keys[i] gives: V8 writes each code unit (a lone surrogate as
+ * U+FFFD) or surrogate pair of the joined string as it would in keys[i]
+ * alone, and the separator keeps a surrogate at one key's end from
+ * pairing with one at the next key's start. Rows, codes and errs as
+ * decideNowMany's; a bad handle or n, or lengths that do not fit the
+ * string, throw. */
+napi_value js_decide_now_joined(napi_env env, napi_callback_info info)
+{
+	size_t argc = 3;
+	napi_value argv[3];
+	char stack_buf[4096], *buf = stack_buf;
+	uint32_t n = 0;
+	size_t len = 0;
+	addon *ad;
+	lim *l;
+	now_items t;
+	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&ad);
+	if (argc < 3 || napi_get_value_uint32(env, argv[2], &n) != napi_ok)
+		n = 0;
+	if ((l = now_lim(env, ad, argv[0], n, "decideNowJoined")) == NULL)
+		return NULL;
+	if (napi_get_value_string_utf8(env, argv[1], buf, sizeof stack_buf,
+				       &len) != napi_ok)
+		return throw_drl(env, DRL_EINVAL,
+				 "decideNowJoined: keys must be a string", 1);
+	if (len + 4 >= sizeof stack_buf) { /* perhaps cut (get_key says
+					       why): all of it */
+		napi_get_value_string_utf8(env, argv[1], NULL, 0, &len);
+		if ((buf = malloc(len + 1)) == NULL)
+			return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
+		napi_get_value_string_utf8(env, argv[1], buf, len + 1, &len);
+	}
+	if (now_items_init(&t, n, NULL, 0) != 0) {
+		if (buf != stack_buf)
+			free(buf);
+		return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
+	}
+	const unsigned char *s = (const unsigned char *)buf;
+	size_t at = 0;
+	uint32_t i;
+	for (i = 0; i < n; i++) {
+		if (i > 0 && (at >= len || s[at++] != '\0'))
+			break;
+		size_t from = at;
+		if (utf8_span(s, len, &at, ad->bout[6 * (size_t)i + 1]) != 0)
+			break;
+		now_item(env, ad, l, &t, i, buf + from, at - from);
+	}
+	napi_value errs = NULL;
+	if (i != n || at != len) {
+		throw_drl(env, DRL_EINVAL,
+			  "decideNowJoined: lengths do not fit the keys", 1);
+	} else {
+		now_decide(env, ad, l, &t);
+		errs = t.errs;
+	}
+	now_items_free(&t);
+	if (buf != stack_buf)
+		free(buf);
+	return errs;
 }

@@ -191,6 +191,52 @@ test('memory://: a tick\'s consume()s decided together, each its own answer', as
   }
 });
 
+// A tick whose keys are all strings is read in one Node-API call (the
+// keys joined by '\0', their lengths beside: decideNowJoined): each key
+// still names the bytes a lone call's key does, its UTF-8 (a lone
+// surrogate as U+FFFD, as Buffer.from writes it), with '\0' inside keys,
+// a surrogate pair split across two keys, every length, and more than
+// the 4 KB read on the stack. Buffer.from(key) in a later tick (read on
+// its own) finds each key's one point.
+test('memory://: a tick of string keys names the bytes lone calls do', async () => {
+  const l = new RateLimiterDrl({ points: 100, duration: 3600, keyPrefix: 'joined' });
+  await l.ready();
+  const u = uniq();
+  const keys = [u + '\uD83D', '\uDE00' + u, '\0', u + '\0' + u, '\uD83D\uDE00' + u, 'é' + u,
+    '\u20AC' + u, '\uDFFFa', '\uD800', u + '\uD83D\uDE00', 'x', u + 'ÿ'];
+  for (let i = 0; i < 24; i++) keys.push(u + i + 'y'.repeat(i * 20) + '\uD834\uDD1E'.repeat(i));
+  const first = await Promise.all(keys.map((k) => l.consume(k)));
+  first.forEach((r, i) => assert.strictEqual(r.consumedPoints, 1, 'key ' + i));
+  for (const [i, k] of keys.entries()) {
+    const r = await l.consume(Buffer.from(k));
+    assert.strictEqual(r.consumedPoints, 2, 'key ' + i + ' as a Buffer');
+  }
+  // Mixed with a Buffer, a tick is read key by key: the same keys.
+  const mixed = await Promise.all([...keys.map((k) => l.consume(k)), l.consume(Buffer.from('b'))]);
+  mixed.slice(0, -1).forEach((r, i) => assert.strictEqual(r.consumedPoints, 3, 'key ' + i));
+});
+
+// A key read into a fixed buffer (256 bytes for a lone key, 4 KB for a
+// tick's keys joined) is read again whole when it may have been cut: V8
+// stops before a character that does not fit, a few bytes short of the
+// end, so a key that only looked whole named its first bytes (two keys
+// one limit, and a key not its Buffer's).
+test('memory://: a key cut short by a buffer is read whole', async () => {
+  const l = new RateLimiterDrl({ points: 10, duration: 3600, keyPrefix: 'cut' });
+  await l.ready();
+  const u = uniq();
+  for (const room of [256, 4096]) {
+    const stem = u + 'a'.repeat(room - 3 - u.length) + '\uD834\uDD1E';
+    const [a, b] = [stem + 'X', stem + 'Y'];
+    assert.strictEqual((await l.consume(a)).consumedPoints, 1, room + ': a');
+    assert.strictEqual((await l.consume(b)).consumedPoints, 1, room + ': b, not a');
+    assert.strictEqual(await l.get(stem + 'Z'), null, room + ': get(), not a');
+    assert.strictEqual((await l.consume(Buffer.from(a))).consumedPoints, 2, room + ': Buffer a');
+    const [a3] = await Promise.all([l.consume(a), l.consume(Buffer.from('m'))]);
+    assert.strictEqual(a3.consumedPoints, 3, room + ': a in a mixed tick');
+  }
+});
+
 test('redis://: one tick of calls through the loop, each its own answer', async (t) => {
   const r = await servers.redis(t);
   if (!r) return;
