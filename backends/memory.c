@@ -646,6 +646,18 @@ static int insert_blob(store *st, shard *sh, uint64_t h, drl_bytes key,
 	return 0;
 }
 
+/* A write's opening (incr, cas, update): lock key's shard (hash h), sweep
+ * it while its slot loads, and return key's live entry, or NULL when
+ * absent. The caller unlocks. */
+static entry *lock_for_write(store *st, shard *sh, uint64_t h, drl_bytes key,
+			     int64_t now)
+{
+	pthread_mutex_lock(&sh->lock);
+	prefetch_slot(sh, h);
+	sweep(st, sh, now, SWEEP_WRITE);
+	return lookup(st, sh, h, key, now);
+}
+
 /* ---- vtable ------------------------------------------------------------ */
 
 /* Add delta to the counter at key (absent: 0), set its TTL, return the new
@@ -663,10 +675,7 @@ static int mem_incr(drl_backend *b, drl_bytes key, int64_t delta,
 	uint64_t h = hash_key(st, key);
 	shard *sh = shard_of(st, h);
 	for (int attempt = 0;; attempt++) {
-		pthread_mutex_lock(&sh->lock);
-		prefetch_slot(sh, h);
-		sweep(st, sh, now, SWEEP_WRITE);
-		entry *e = lookup(st, sh, h, key, now);
+		entry *e = lock_for_write(st, sh, h, key, now);
 		if (e) {
 			if (e->version != 0) {
 				pthread_mutex_unlock(&sh->lock);
@@ -800,10 +809,7 @@ static int locked_write(store *st, drl_bytes key, blob_decide decide, void *arg,
 	uint64_t h = hash_key(st, key);
 	shard *sh = shard_of(st, h);
 	for (int attempt = 0;; attempt++) {
-		pthread_mutex_lock(&sh->lock);
-		prefetch_slot(sh, h);
-		sweep(st, sh, now, SWEEP_WRITE);
-		entry *e = lookup(st, sh, h, key, now);
+		entry *e = lock_for_write(st, sh, h, key, now);
 		if (e && e->version == 0) {
 			pthread_mutex_unlock(&sh->lock);
 			return wrong_kind(err, key, false);
