@@ -142,18 +142,48 @@ static int get_one(RedisModuleCtx *ctx, drl_bytes key, int64_t *v,
 	return rc;
 }
 
+/* Whether p[0..n) are all ASCII digits: eight at a time (a byte is a
+ * digit when its high nibble is 3 and adding 6 leaves it 3; a carry out
+ * of a byte comes only from one that fails its own test). */
+static bool digits(const char *p, size_t n)
+{
+	const uint64_t hi = UINT64_C(0xF0F0F0F0F0F0F0F0);
+	const uint64_t six = UINT64_C(0x0606060606060606);
+	const uint64_t threes = UINT64_C(0x3333333333333333);
+	for (; n >= 8; p += 8, n -= 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		if (((v & hi) | (((v + six) & hi) >> 4)) != threes)
+			return false;
+	}
+	for (; n > 0; p++, n--)
+		if ((unsigned char)(*p - '0') > 9)
+			return false;
+	return true;
+}
+
+/* Whether drl_key_group_split(key) would split key into the group
+ * g[0..glen) and a field: key is that group, '#' and a field of that
+ * form ('-'? and one or more digits), checked forward (no scan back over
+ * the group, which the bytes compared already say). */
+static bool in_group(drl_bytes key, const char *g, size_t glen)
+{
+	const char *p = key.data;
+	if (key.len < glen + 2 || p[glen] != '#' || memcmp(p, g, glen) != 0)
+		return false;
+	size_t j = glen + 1 + (p[glen + 1] == '-');
+	return j < key.len && digits(p + j, key.len - j);
+}
+
 /* Whether keys[0..n) are grouped counters of one group (*glen its
  * length). */
 static bool one_group(size_t n, const drl_bytes *keys, size_t *glen)
 {
 	if (n == 0 || !drl_key_group_split(keys[0], glen))
 		return false;
-	for (size_t i = 1; i < n; i++) {
-		size_t gl = 0;
-		if (!drl_key_group_split(keys[i], &gl) || gl != *glen ||
-		    memcmp(keys[i].data, keys[0].data, gl) != 0)
+	for (size_t i = 1; i < n; i++)
+		if (!in_group(keys[i], keys[0].data, *glen))
 			return false;
-	}
 	return true;
 }
 
