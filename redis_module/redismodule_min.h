@@ -8,6 +8,9 @@
  * (4.0 too) and RedisModule_IsModuleNameBusy (optional: looked up, not
  * required). The numbers are the ABI: they are copied from Redis's
  * documented module API reference and never change within API version 1.
+ * RedisModule_ScanKey, RedisModule_ScanCursorCreate and
+ * RedisModule_ScanCursorDestroy exist since Redis 6.0 (scan.c; a
+ * listpack hash is read in one call, a table-encoded one in several).
  * RedisModule_CreateString and RedisModule_FreeString are called with a
  * NULL context too (fields.c: strings that outlive a command), which the
  * reference documents ("ctx is optional and may be NULL ... the string
@@ -50,10 +53,14 @@ typedef struct RedisModuleCtx RedisModuleCtx;
 typedef struct RedisModuleKey RedisModuleKey;
 typedef struct RedisModuleString RedisModuleString;
 typedef struct RedisModuleCallReply RedisModuleCallReply;
+typedef struct RedisModuleScanCursor RedisModuleScanCursor;
 typedef long long mstime_t;
 
 typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx, RedisModuleString **argv,
 				  int argc);
+typedef void (*RedisModuleScanKeyCB)(RedisModuleKey *key,
+				     RedisModuleString *field,
+				     RedisModuleString *value, void *privdata);
 
 /* clang-format off */
 #ifdef DRL_RM_DEFINE
@@ -80,6 +87,10 @@ DRL_RM_API(RedisModuleString *, CreateString, (RedisModuleCtx *ctx, const char *
 DRL_RM_API(RedisModuleString *, CreateStringFromLongLong, (RedisModuleCtx *ctx, long long ll));
 DRL_RM_API(int, StringToLongLong, (const RedisModuleString *str, long long *ll));
 DRL_RM_API(void, FreeString, (RedisModuleCtx *ctx, RedisModuleString *str));
+DRL_RM_API(void, RetainString, (RedisModuleCtx *ctx, RedisModuleString *str));
+DRL_RM_API(RedisModuleScanCursor *, ScanCursorCreate, (void));
+DRL_RM_API(void, ScanCursorDestroy, (RedisModuleScanCursor *cursor));
+DRL_RM_API(int, ScanKey, (RedisModuleKey *key, RedisModuleScanCursor *cursor, RedisModuleScanKeyCB fn, void *privdata));
 DRL_RM_API(const char *, StringPtrLen, (const RedisModuleString *str, size_t *len));
 DRL_RM_API(int, WrongArity, (RedisModuleCtx *ctx));
 DRL_RM_API(int, ReplyWithError, (RedisModuleCtx *ctx, const char *err));
@@ -118,6 +129,8 @@ static int RedisModule_Init(RedisModuleCtx *ctx, const char *name, int ver,
 	      DRL_RM_GET(HashGet) && DRL_RM_GET(CreateString) &&
 	      DRL_RM_GET(CreateStringFromLongLong) &&
 	      DRL_RM_GET(StringToLongLong) && DRL_RM_GET(FreeString) &&
+	      DRL_RM_GET(RetainString) && DRL_RM_GET(ScanCursorCreate) &&
+	      DRL_RM_GET(ScanCursorDestroy) && DRL_RM_GET(ScanKey) &&
 	      DRL_RM_GET(StringPtrLen) && DRL_RM_GET(WrongArity) &&
 	      DRL_RM_GET(ReplyWithError) && DRL_RM_GET(ReplyWithArray) &&
 	      DRL_RM_GET(ReplyWithLongLong) && DRL_RM_GET(ReplicateVerbatim) &&

@@ -54,12 +54,18 @@ static bool sign(signature *s, const char *twin, size_t twinlen, size_t nargs,
 	return true;
 }
 
+/* The slot of s: a hash of its bytes eight at a time (the tail zero
+ * padded; an entry is found by comparing every byte, so the hash only
+ * spreads the signatures over the slots). */
 static cached *slot_of(const signature *s)
 {
-	uint32_t h = 2166136261u; /* FNV-1a */
-	for (size_t i = 0; i < s->len; i++)
-		h = (h ^ s->b[i]) * 16777619u;
-	return &cache[(h ^ (h >> 16)) % CACHE_SLOTS];
+	uint64_t h = s->len;
+	for (size_t i = 0; i < s->len; i += 8) {
+		uint64_t w = 0;
+		memcpy(&w, s->b + i, s->len - i < 8 ? s->len - i : 8);
+		h = (h ^ w) * UINT64_C(0x9E3779B97F4A7C15);
+	}
+	return &cache[(h >> 32 ^ h) % CACHE_SLOTS];
 }
 
 void drl__rm_twin_cache_clear(void)
