@@ -1158,6 +1158,149 @@ static void test_group_fields(void **state)
 	assert_pong();
 }
 
+/* The server's used_memory (INFO memory): what Redis's allocator holds,
+ * the module's strings and values among it. */
+static long long used_memory(void)
+{
+	redisReply *r = redisCommand(rc_, "INFO memory");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	const char *at = strstr(r->str, "\nused_memory:");
+	assert_non_null(at);
+	long long n = strtoll(at + 13, NULL, 10);
+	freeReplyObject(r);
+	return n;
+}
+
+/* One call of the leak round: argv (argc) and whether it is an error. */
+typedef struct leak_call {
+	int argc;
+	const char *argv[19];
+	bool error;
+} leak_call;
+
+/* The module never leaks: every error path (arity, numbers, a refused
+ * spec, a key of another type, corrupt state bytes, a corrupt counter
+ * group read field by field and in one pass, a policy's mismatch) and
+ * the decisions that read a group both ways, called round after round
+ * on the same keys, leave the server's memory where the first rounds
+ * left it (the caches full, the keys made). A string or value left
+ * unfreed on any one of these paths grows it by tens of bytes a call,
+ * which thousands of rounds make hundreds of kilobytes. */
+static void test_no_leaks(void **state)
+{
+	(void)state;
+	NEED_SERVER();
+	const char *sub = "subwindow:100/10s,subwindows=10";
+	const int64_t now = INT64_C(1700000000500000), i0 = now / SEC;
+	drl__limit lim;
+	drl__keybase list, junk, pass_bad, look_bad, pass_ok, fw, tb;
+	store_key("gcra:5/1s", "leak:", "list", &list, &lim);
+	store_key("token_bucket:5/1s", "leak:", "junk", &junk, &lim);
+	store_key(sub, "leak:", "pass_bad", &pass_bad, &lim);
+	store_key(sub, "leak:", "look_bad", &look_bad, &lim);
+	store_key(sub, "leak:", "pass_ok", &pass_ok, &lim);
+	store_key("fixed_window:5/1h", "leak:", "u", &fw, &lim);
+	store_key("token_bucket:5/1s", "leak:", "u", &tb, &lim);
+	const char *rp[] = {"RPUSH", list.buf, "x"};
+	size_t rpl[] = {5, list.len, 1};
+	freeReplyObject(cmdv(3, rp, rpl));
+	const char *set[] = {"SET", junk.buf, "garbage"};
+	size_t setl[] = {3, junk.len, 7};
+	freeReplyObject(cmdv(3, set, setl));
+	static const int six[] = {0, 1, 2, 3, 4, 5}, two[] = {0, 2};
+	static const char *const bad6[] = {"1", "2", "x", "4", "5", "6", ""};
+	static const char *const ok6[] = {"1", "2", "3", "4", "5", "6", ""};
+	static const char *const bad2[] = {"x", "y", ""};
+	put_fields(pass_bad.buf, i0, six, bad6);
+	put_fields(look_bad.buf, i0, two, bad2);
+	put_fields(pass_ok.buf, i0, six, ok6);
+	char ns[24];
+	snprintf(ns, sizeof ns, "%" PRId64, now);
+	const char *k = "drl:{gcra:1000000:leak}";
+	leak_call calls[] = {
+		{2, {"DRL.TWIN", k}, true},
+		{8,
+		 {"DRL.TWIN", k, "nosuch", "1", "1", "5", "1000000", "5"},
+		 true},
+		{8,
+		 {"DRL.TWIN", k, "gcra", "x", "1", "5", "1000000", "5"},
+		 true},
+		{9,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "5", "1000000", "5", "7"},
+		 true},
+		{11,
+		 {"DRL.TWIN", k, "gcra", "1", "1", "5", "1000000", "5", "0",
+		  "0", "3"},
+		 true},
+		{5, {"DRL.DECIDE", k, "gcra:5/1s,burst=-1", ns, "1"}, true},
+		{5, {"DRL.DECIDE", k, "gcra:5/1s", "x", "1"}, true},
+		{3, {"DRL.DECIDE", k, "gcra:5/1s"}, true},
+		{5, {"DRL.DECIDE", list.buf, "gcra:5/1s", ns, "1"}, true},
+		{5,
+		 {"DRL.DECIDE", junk.buf, "token_bucket:5/1s", ns, "1"},
+		 true},
+		{5, {"DRL.DECIDE", pass_bad.buf, sub, ns, "1"}, true},
+		{5, {"DRL.DECIDE", look_bad.buf, sub, ns, "1"}, true},
+		{5, {"DRL.DECIDE", pass_ok.buf, sub, ns, "1"}, false},
+		{5,
+		 {"DRL.DECIDE", tb.buf, "token_bucket:5/1s", ns, "1"},
+		 false},
+		{9,
+		 {"DRL.POLICY", "k", "gcra", "1", "1", "1", "1000000", "1",
+		  "0"},
+		 true},
+		/* a policy whose second limit's time differs from the first's */
+		{19,
+		 {"DRL.POLICY", fw.buf, "counter", "1700000000000000", "1", "5",
+		  "3600000000", "0", "1", "2", tb.buf, "token_bucket",
+		  "1700000000000001", "1", "5", "1000000", "5", "0", "0"},
+		 true},
+		/* both limits decided: the counter is a group's hash */
+		{19,
+		 {"DRL.POLICY", fw.buf, "counter", "1700000000000000", "1", "5",
+		  "3600000000", "0", "1", "2", tb.buf, "token_bucket",
+		  "1700000000000000", "1", "5", "1000000", "5", "0", "0"},
+		 false},
+	};
+	const size_t ncalls = sizeof calls / sizeof *calls;
+	/* the memory after the warm rounds, and after `rounds` more twice:
+	 * the second stretch is judged (the first may still settle: the
+	 * INFO reply's own buffers, a cache's last slots) */
+	long long mem[3] = {0, 0, 0};
+	const int warm = 50, rounds = 2000;
+	for (int round = 0; round < warm + 2 * rounds; round++) {
+		if (round == warm)
+			mem[0] = used_memory();
+		else if (round == warm + rounds)
+			mem[1] = used_memory();
+		for (size_t c = 0; c < ncalls; c++) {
+			size_t lens[19];
+			for (int j = 0; j < calls[c].argc; j++)
+				lens[j] = strlen(calls[c].argv[j]);
+			redisReply *r =
+				cmdv(calls[c].argc, calls[c].argv, lens);
+			if ((r->type == REDIS_REPLY_ERROR) != calls[c].error)
+				fail_msg("call %zu (%s): reply type %d%s%s", c,
+					 calls[c].argv[0], r->type,
+					 r->str ? ": " : "",
+					 r->str ? r->str : "");
+			freeReplyObject(r);
+		}
+	}
+	mem[2] = used_memory();
+	long long grew = mem[2] - mem[1];
+	print_message("used_memory: %+lld, then %+lld bytes over %d rounds of "
+		      "%zu calls\n",
+		      mem[1] - mem[0], grew, rounds, ncalls);
+	/* a leak of 16 bytes on one path: 32,000 bytes over the rounds */
+	if (grew > 16 * 1024)
+		fail_msg("used_memory grew by %lld bytes over %d rounds of "
+			 "%zu calls",
+			 grew, rounds, ncalls);
+	assert_pong();
+}
+
 /* tx=module on a server without the module: every decision fails with
  * an error that says to load it; nothing is written. */
 static void test_no_module(void **state)
@@ -1800,6 +1943,7 @@ int main(void)
 		cmocka_unit_test(test_twin_cache),
 		cmocka_unit_test(test_corrupt_neighbour),
 		cmocka_unit_test(test_group_fields),
+		cmocka_unit_test(test_no_leaks),
 		cmocka_unit_test(test_hot_key),
 		cmocka_unit_test(test_async_differential),
 		cmocka_unit_test(test_async_hot_key),
