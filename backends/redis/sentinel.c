@@ -661,6 +661,21 @@ static int s_eval(drl_backend *b, const drl_script *script, size_t nkeys,
 	return run((sstore *)b, drl__redis_fwd_eval, &a, err);
 }
 
+/* A policy on the master, as eval; blocking only: forwarded policies
+ * are (forward.c offers no DRL_CAP_POLICY_START). */
+static int s_eval_policy(drl_backend *b, drl_channel *ch, size_t n,
+			 const drl_script_call *calls, int64_t *out,
+			 size_t nout, size_t *nret, drl_eval_done_fn done,
+			 void *arg, drl_error *err)
+{
+	(void)ch, (void)arg;
+	if (done != NULL)
+		return DRL_ENOTSUP;
+	drl__redis_fwd a = {
+		.n = n, .calls = calls, .out = out, .nout = nout, .nret = nret};
+	return run((sstore *)b, drl__redis_fwd_policy, &a, err);
+}
+
 static int s_now(drl_backend *b, int64_t *now_us, drl_error *err)
 {
 	drl__redis_fwd a = {.values = now_us};
@@ -904,6 +919,7 @@ static const drl_backend s_methods = {
 	.add_read_start = s_add_read_start,
 	.trim = s_trim,
 	.trim_start = s_trim_start,
+	.eval_policy = s_eval_policy,
 };
 
 int drl__redis_sentinel_open(drl_backend **out, drl_uri *uri, drl_error *err)

@@ -61,22 +61,13 @@ static redisContext *rc_;
 static int group_setup(void **state)
 {
 	(void)state;
-	if (access(DRL_REDIS_MODULE, R_OK) != 0) {
-		fprintf(stderr, "redis module %s missing\n", DRL_REDIS_MODULE);
-		return drl_fixture_under_ci() ? -1 : 0;
-	}
 	static const char *const extra[] = {"--loadmodule", DRL_REDIS_MODULE,
 					    NULL};
-	/* a sanitizer-built module: its runtimes preloaded into the
-	 * server (leak checks off: the server's own allocations live to
-	 * its exit; an overflow or a use after free still aborts it, and
-	 * the next command fails) */
-	if (DRL_MODULE_PRELOAD[0]) {
-		setenv("LD_PRELOAD", DRL_MODULE_PRELOAD, 1);
-		setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1", 0);
-	}
-	int rc = drl_fixture_redis_start(&srv, extra);
-	unsetenv("LD_PRELOAD");
+	int rc = drl_fixture_module_begin(DRL_REDIS_MODULE, DRL_MODULE_PRELOAD);
+	if (rc)
+		return rc < 0 ? -1 : 0;
+	rc = drl_fixture_redis_start(&srv, extra);
+	drl_fixture_module_end();
 	if (rc < 0)
 		return -1;
 	have_srv = rc == 0;

@@ -44,18 +44,11 @@ static const char *const module_args[] = {"--loadmodule", DRL_REDIS_MODULE,
 static int setup(void **state)
 {
 	(void)state;
-	if (access(DRL_REDIS_MODULE, R_OK) != 0) {
-		fprintf(stderr, "redis module %s missing\n", DRL_REDIS_MODULE);
-		return drl_fixture_under_ci() ? -1 : 0;
-	}
-	/* a sanitizer-built module: its runtimes preloaded into the
-	 * server, as tests/stores/test_redis_module.c does */
-	if (DRL_MODULE_PRELOAD[0]) {
-		setenv("LD_PRELOAD", DRL_MODULE_PRELOAD, 1);
-		setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1", 0);
-	}
-	int rc = drl_fixture_cluster_start_with(&cl, 1, 0, module_args);
-	unsetenv("LD_PRELOAD");
+	int rc = drl_fixture_module_begin(DRL_REDIS_MODULE, DRL_MODULE_PRELOAD);
+	if (rc)
+		return rc < 0 ? -1 : 0;
+	rc = drl_fixture_cluster_start_with(&cl, 1, 0, module_args);
+	drl_fixture_module_end();
 	if (rc < 0)
 		return -1;
 	have = rc == 0;

@@ -27,6 +27,14 @@
  *
  * Printed (not asserted): the time from SENTINEL FAILOVER, and from the
  * kill, to the first decision on the new master (docs/performance.md).
+ *
+ * Built with DRL_REDIS_MODULE (test redis_module_sentinel), the masters
+ * and replicas load the Redis module, every test runs again, and the
+ * exactness and failover tests decide with tx=module where the plain
+ * build uses tx=lua: a
+ * single limit (DRL.TWIN) and a policy (DRL.POLICY) through the Sentinel
+ * store, exact before and after the failover, and the commands seen on
+ * the master.
  */
 #include "async_check.h"
 #include "backends/redis/redis.h"
@@ -44,11 +52,17 @@
 #define MPASS "mpw"
 #define SPASS "spw"
 
+#ifdef DRL_REDIS_MODULE
+#define TX_SCRIPT "module" /* DRL.TWIN where the plain build sends EVALSHA */
+#else
+#define TX_SCRIPT "lua"
+#endif
+
 /* Group a (SENTINEL FAILOVER) and group b (kill): master and replica. */
 static drl_server ma, ra, mb, rb, sen[3];
 static int have;
 static char master_args[2][12][32];
-static const char *margs[2][13], *rargs[2][9];
+static const char *margs[2][15], *rargs[2][11];
 static char conf[3][12][96];
 static const char *confp[3][13];
 
@@ -161,6 +175,20 @@ static bool has_keys(int port, int db, const char *pattern)
 	return has;
 }
 
+#ifdef DRL_REDIS_MODULE
+/* Whether the server at port has run the command `name` (lower case), by
+ * its INFO commandstats. */
+static bool ran_command(int port, const char *name)
+{
+	redisReply *r = cmd(port, MPASS, "INFO commandstats");
+	char want[64];
+	snprintf(want, sizeof want, "cmdstat_%s:calls=", name);
+	bool ran = r && r->type == REDIS_REPLY_STRING && strstr(r->str, want);
+	freeReplyObject(r);
+	return ran;
+}
+#endif
+
 /* Whether every sentinel knows the replica of `name` as a good one (so
  * a failover can pick it): its flags are just "slave". */
 static bool replica_known(const char *name)
@@ -202,6 +230,10 @@ static void server_args(int g)
 	size_t n = 4;
 	for (int i = 0; g == 0 && i < 6; i++)
 		margs[g][n++] = renames[i];
+#ifdef DRL_REDIS_MODULE
+	margs[g][n++] = "--loadmodule";
+	margs[g][n++] = DRL_REDIS_MODULE;
+#endif
 	margs[g][n] = NULL;
 }
 
@@ -214,7 +246,12 @@ static void replica_args(int g, int master_port)
 	snprintf(master_args[g][6], 32, "%d", master_port);
 	for (int i = 4; i < 7; i++)
 		rargs[g][i] = master_args[g][i];
-	rargs[g][7] = NULL;
+	size_t n = 7;
+#ifdef DRL_REDIS_MODULE
+	rargs[g][n++] = "--loadmodule";
+	rargs[g][n++] = DRL_REDIS_MODULE;
+#endif
+	rargs[g][n] = NULL;
 }
 
 /* Sentinel i's config: a password, and both groups watched with short
@@ -246,15 +283,28 @@ static int setup(void **state)
 	(void)state;
 	server_args(0);
 	server_args(1);
+#ifdef DRL_REDIS_MODULE
+	int ready =
+		drl_fixture_module_begin(DRL_REDIS_MODULE, DRL_MODULE_PRELOAD);
+	if (ready)
+		return ready < 0 ? -1 : 0;
+#endif
 	int rc = drl_fixture_redis_start(&ma, margs[0]);
+	if (rc == 0 && drl_fixture_redis_start(&mb, margs[1]) != 0)
+		rc = -1;
+	if (rc == 0) {
+		replica_args(0, ma.port);
+		replica_args(1, mb.port);
+		if (drl_fixture_redis_start(&ra, rargs[0]) ||
+		    drl_fixture_redis_start(&rb, rargs[1]))
+			rc = -1;
+	}
+#ifdef DRL_REDIS_MODULE
+	drl_fixture_module_end();
+#endif
 	if (rc == 1)
 		return 0;
-	if (rc || drl_fixture_redis_start(&mb, margs[1]))
-		return -1;
-	replica_args(0, ma.port);
-	replica_args(1, mb.port);
-	if (drl_fixture_redis_start(&ra, rargs[0]) ||
-	    drl_fixture_redis_start(&rb, rargs[1]))
+	if (rc)
 		return -1;
 	for (int i = 0; i < 3; i++) {
 		rc = sentinel_conf(i);
@@ -341,8 +391,21 @@ static void test_finds_master_exact(void **state)
 	drl_store *s = tu_store(uri_of(uri, sizeof uri, "ga", ""));
 	exact_on(s, "gcra:50/1h", "a1");
 	drl_store_free(s);
+#ifdef DRL_REDIS_MODULE
+	/* tx=module: one limit (DRL.TWIN) and a policy whose tightest is
+	 * the limit (DRL.POLICY), both run on the master */
+	s = tu_store(uri_of(uri, sizeof uri, "ga", "&tx=module&db=3"));
+	exact_on(s, "token_bucket:50/1h", "a2");
+	exact_on(s, "gcra:50/1h;fixed_window:80/1h", "a3");
+	drl_store_free(s);
+	int master = sentinel_master_port("ga");
+	assert_true(master > 0);
+	assert_true(ran_command(master, "drl.twin"));
+	assert_true(ran_command(master, "drl.policy"));
+	assert_true(has_keys(master, 3, "exact:*"));
+#endif
 	if (getenv("DRL_VALGRIND") == NULL)
-		hot_key_run(uri_of(uri, sizeof uri, "ga", "&tx=lua"),
+		hot_key_run(uri_of(uri, sizeof uri, "ga", "&tx=" TX_SCRIPT),
 			    "sliding_window:200/1m", 1);
 }
 
@@ -574,11 +637,11 @@ static void test_sentinel_failover(void **state)
 	 * can move (no periodic check; the old master is never demoted, so
 	 * no connection of it breaks and no write is refused). */
 	drl_store *s[3] = {
-		tu_store(uri_of(u1, sizeof u1, "ga", "&tx=lua&db=1")),
+		tu_store(uri_of(u1, sizeof u1, "ga", "&tx=" TX_SCRIPT "&db=1")),
 		tu_store(uri_of(u2, sizeof u2, "ga",
 				"&tx=watch&pipelines=0&db=2")),
 		tu_store(uri_of(u3, sizeof u3, "ga",
-				"&tx=lua&db=4&sentinel_check_ms=0"))};
+				"&tx=" TX_SCRIPT "&db=4&sentinel_check_ms=0"))};
 	int old = sentinel_master_port("ga");
 	int neu = old == ma.port ? ra.port : ma.port;
 	assert_true(TU_WAIT_FOR(replica_known("ga"), tu_bound_ms(10000)));
