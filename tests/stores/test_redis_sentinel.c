@@ -390,6 +390,9 @@ static void test_finds_master_exact(void **state)
 	char uri[600];
 	drl_store *s = tu_store(uri_of(uri, sizeof uri, "ga", ""));
 	exact_on(s, "gcra:50/1h", "a1");
+	/* a policy (tx=auto: one DRL.POLICY where the module is loaded,
+	 * limit by limit where it is not), the tightest limit exactly */
+	exact_on(s, "gcra:50/1h;fixed_window:80/1h", "a4");
 	drl_store_free(s);
 #ifdef DRL_REDIS_MODULE
 	/* tx=module: one limit (DRL.TWIN) and a policy whose tightest is
