@@ -357,7 +357,8 @@ static void *burst_thread(void *arg)
 	for (int i = 0; i < 30; i++) {
 		drl_result r;
 		drl_error err = {0};
-		if (drl_allow_at(b->l, b->key, 1, 1, b->at, &r, &err) != 0)
+		if (drl_allow_at(b->l, b->key, strlen(b->key), 1, b->at, &r,
+				 &err) != 0)
 			atomic_fetch_add(&b->errors, 1);
 		else if (r.allowed)
 			atomic_fetch_add(&b->allowed, 1);
