@@ -442,7 +442,8 @@ napi_value js_decide_now_joined(napi_env env, napi_callback_info info)
 {
 	size_t argc = 3;
 	napi_value argv[3];
-	char stack_buf[4096], *buf = stack_buf;
+	char stack_buf[4096], *owned = NULL;
+	const char *buf = NULL;
 	uint32_t n = 0;
 	size_t len = 0;
 	addon *ad;
@@ -453,20 +454,15 @@ napi_value js_decide_now_joined(napi_env env, napi_callback_info info)
 		n = 0;
 	if ((l = now_lim(env, ad, argv[0], n, "decideNowJoined")) == NULL)
 		return NULL;
-	if (napi_get_value_string_utf8(env, argv[1], buf, sizeof stack_buf,
-				       &len) != napi_ok)
+	napi_status st = read_string(env, argv[1], stack_buf, sizeof stack_buf,
+				     &owned, &buf, &len, "decideNowJoined");
+	if (st == napi_generic_failure) /* out of memory, thrown */
+		return NULL;
+	if (st != napi_ok)
 		return throw_drl(env, DRL_EINVAL,
 				 "decideNowJoined: keys must be a string", 1);
-	if (len + 4 >= sizeof stack_buf) { /* perhaps cut (get_key says
-					       why): all of it */
-		napi_get_value_string_utf8(env, argv[1], NULL, 0, &len);
-		if ((buf = malloc(len + 1)) == NULL)
-			return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
-		napi_get_value_string_utf8(env, argv[1], buf, len + 1, &len);
-	}
 	if (now_items_init(&t, n, NULL, 0) != 0) {
-		if (buf != stack_buf)
-			free(buf);
+		free(owned);
 		return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
 	}
 	const unsigned char *s = (const unsigned char *)buf;
@@ -489,7 +485,6 @@ napi_value js_decide_now_joined(napi_env env, napi_callback_info info)
 		errs = t.errs;
 	}
 	now_items_free(&t);
-	if (buf != stack_buf)
-		free(buf);
+	free(owned);
 	return errs;
 }
