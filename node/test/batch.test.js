@@ -170,7 +170,7 @@ test('memcached:// stalled: after the batch in flight, each consume() times out 
   const l = new RateLimiterDrl({ store: 'memcached://127.0.0.1:' + m.port + '?timeout_ms=' + timeout,
     points: 100, duration: 60, keyPrefix: 'bt', batch: 8 });
   await l.consume(uniq());
-  process.kill(m.pid, 'SIGSTOP');
+  await servers.pause(m.pid);
   try {
     const round = async () => {
       const t0 = Date.now();

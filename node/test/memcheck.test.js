@@ -69,7 +69,7 @@ test('redis://', async (t) => {
   // A call that times out on a stopped server, then one that cannot connect.
   const l = new RateLimiterDrl({ store: 'redis://127.0.0.1:' + r.port + '?timeout_ms=300' });
   await l.consume('a');
-  process.kill(r.pid, 'SIGSTOP');
+  await servers.pause(r.pid);
   try {
     await assert.rejects(l.consume('a'), Error);
   } finally {
@@ -96,7 +96,7 @@ test('memcached://', async (t) => {
     ['fulfilled', 'rejected', 'fulfilled', 'rejected', 'rejected', 'fulfilled']);
   // A batch that times out, then one of its own while the store fails
   // (node_batch checks the outcomes; here the paths are what count).
-  process.kill(m.pid, 'SIGSTOP');
+  await servers.pause(m.pid);
   try {
     await Promise.allSettled([l.consume('c'), l.consume('d')]);
     await Promise.allSettled([l.consume('e')]);

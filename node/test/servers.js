@@ -164,4 +164,38 @@ async function cluster(t) {
   };
 }
 
-module.exports = { redis, memcached, cluster, cli, sleep, need };
+// Whether every thread of process pid is stopped (state T or t in
+// /proc/PID/task/TID/stat).
+function allStopped(pid) {
+  let tids;
+  try {
+    tids = fs.readdirSync('/proc/' + pid + '/task');
+  } catch (e) {
+    return false;
+  }
+  return tids.every((tid) => {
+    let stat;
+    try {
+      stat = fs.readFileSync('/proc/' + pid + '/task/' + tid + '/stat', 'latin1');
+    } catch (e) {
+      return false;
+    }
+    const state = stat.charAt(stat.lastIndexOf(')') + 2);
+    return state === 'T' || state === 't';
+  });
+}
+
+// SIGSTOP pid and resolve once every thread of it is stopped: a signal is
+// delivered asynchronously, so a thread running on another core (memcached's
+// workers, Redis's I/O threads) could still answer a request sent right
+// after kill(). Rejects when it is not stopped within 60 s.
+async function pause(pid) {
+  process.kill(pid, 'SIGSTOP');
+  const deadline = Date.now() + 60000;
+  while (!allStopped(pid)) {
+    if (Date.now() > deadline) throw new Error('process ' + pid + ' did not stop within 60 s');
+    await sleep(1);
+  }
+}
+
+module.exports = { redis, memcached, cluster, cli, sleep, need, pause };

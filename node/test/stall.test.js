@@ -42,7 +42,7 @@ test('stalled redis-server: timers run, promises settle at timeout_ms', async (t
       const deny = new RateLimiterDrl({ store, points: 100, duration: 60, keyPrefix: 'd' + tx, onError: 'deny' });
       const allow = new RateLimiterDrl({ store, points: 100, duration: 60, keyPrefix: 'a' + tx, onError: 'allow' });
       for (const l of [plain, deny, allow]) await l.consume('warm');
-      process.kill(r.pid, 'SIGSTOP');
+      await servers.pause(r.pid);
       try {
         // delete() and a store's open run on libuv's thread pool: the
         // JS thread does not wait for them either.

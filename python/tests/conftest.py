@@ -18,6 +18,34 @@ import pytest
 READY_S = 20  # waits for an event: generous on a loaded machine
 
 
+def all_stopped(pid):
+    """Whether every thread of process pid is stopped (state T or t in
+    /proc/PID/task/TID/stat)."""
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+        states = []
+        for tid in tids:
+            with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as f:
+                stat = f.read()
+            states.append(stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3])
+    except (OSError, ValueError):
+        return False
+    return all(s in (b"T", b"t") for s in states)
+
+
+def pause(pid):
+    """SIGSTOP pid and return once every thread of it is stopped: a signal
+    is delivered asynchronously, so a thread running on another core
+    (memcached's workers, Redis's I/O threads) could still answer a request
+    sent right after kill()."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 60
+    while not all_stopped(pid):
+        if time.monotonic() > deadline:
+            raise AssertionError("process %d did not stop within 60 s" % pid)
+        time.sleep(0.001)
+
+
 def binary(name):
     path = shutil.which(name) or next(
         (p for p in ("/usr/sbin/" + name, "/usr/bin/" + name)
@@ -103,7 +131,7 @@ class Server:
     def stopped(self):
         """The server stopped (SIGSTOP) while the block runs, resumed
         (SIGCONT) after, however the block ends."""
-        os.kill(self.proc.pid, signal.SIGSTOP)
+        pause(self.proc.pid)
         try:
             yield
         finally:

@@ -8,6 +8,7 @@ import time
 import pytest
 
 import drl
+from conftest import pause
 
 
 def test_memory_decisions_in_order():
@@ -53,7 +54,7 @@ async def stalled_call(limiter, server):
 
     task = asyncio.create_task(counter())
     await asyncio.sleep(0)
-    os.kill(server.pid, signal.SIGSTOP)
+    pause(server.pid)
     t0 = time.monotonic()
     try:
         outcome = await limiter.allow_async("k")

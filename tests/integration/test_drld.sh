@@ -53,6 +53,7 @@ fi
 
 # shellcheck source=../fixtures/drld_proc.sh
 source "$here/../fixtures/drld_proc.sh"
+source "$here/../fixtures/pause.sh"
 
 # start NAME ARGS...: drld with --listen 127.0.0.1:0 and ARGS (drld_start:
 # sets $port and $pid). Returns nonzero when it did not come up.
@@ -1217,7 +1218,7 @@ cp "$tmp/r2.json" "$tmp/ovf/drld.json"
 if start overflow --config "$tmp/ovf/drld.json" --watch-config; then
 	before=$(drld_metric 'drld_config_reloads_total{result="ok"}')
 	q=$(cat /proc/sys/fs/inotify/max_queued_events 2>/dev/null || echo 16384)
-	kill -STOP "$pid"
+	pause_pid "$pid"
 	# two events a file (IN_CREATE, IN_CLOSE_WRITE): past the queue
 	"$PYTHON3" - "$tmp/ovf" $((q / 2 + 1000)) <<'PY'
 import os, sys
@@ -1455,7 +1456,7 @@ if [ -n "$rport" ]; then
 	if start stall --store "$suri" --threads 1; then
 		check_post '{"key":"warm","limit":"fixed_window:5/1h"}'
 		expect_code 200 "stall: the store answers before it is stopped"
-		kill -STOP "$spid"
+		pause_pid "$spid"
 		stalled_checks 12
 		[ "$(grep -c '^503 ' "$tmp/stalled")" -eq 12 ]
 		check $? "stalled store, one HTTP thread: 12 requests at once each end 503 ($(sort "$tmp/stalled" | uniq -c | head -3 | tr '\n' ' '))"
@@ -1465,7 +1466,7 @@ if [ -n "$rport" ]; then
 		kill -CONT "$spid"
 		check_post '{"key":"back","limit":"fixed_window:5/1h"}'
 		expect_code 200 "stall: the store decides again once continued"
-		kill -STOP "$spid"
+		pause_pid "$spid"
 		stalled_checks 4 &
 		sp=$!
 		sleep 0.3 # not a wait for a thread: the requests are sent or not, both end answered
@@ -1577,7 +1578,7 @@ if [ -n "$rport" ]; then
 			"http://127.0.0.1:$port/v1/check")
 		[ "$code" = 200 ]
 		check $? "drain: the store answers before it is stopped (got $code)"
-		kill -STOP "$spid"
+		pause_pid "$spid"
 		cpids=()
 		for i in 0 1 2; do
 			curl -s -o /dev/null -w '%{http_code}\n' -m 60 -X POST \

@@ -57,6 +57,7 @@ start_test_servers "$tmp" # scripts/ports.sh
 start_wrap=()
 # shellcheck source=../fixtures/drld_proc.sh
 source "$here/../fixtures/drld_proc.sh"
+source "$here/../fixtures/pause.sh"
 
 # start NAME ARGS...: drld with --listen and --grpc-listen on 127.0.0.1:0
 # and ARGS (drld_start: sets $port (HTTP), $gport (gRPC) and $pid).
@@ -1161,7 +1162,7 @@ if [ -n "$rport" ]; then
 	if start stall --store "redis://127.0.0.1:$sport?timeout_ms=300&breaker_failures=0&pipelines=0" \
 		--envoy-config "$tmp/stall" --grpc-threads 2 --timeout-s 1; then
 		expect_call "OK OK 999" stall k=a
-		kill -STOP "$spid"
+		pause_pid "$spid"
 		got=$("${client[@]}" flood "$gport" stall k=a 24 1 | tail -n 1)
 		[[ "$got" =~ ^(DEADLINE_EXCEEDED=[0-9]+)?\ ?(UNAVAILABLE=[0-9]+)?$ ]] &&
 			[[ "$got" == *DEADLINE_EXCEEDED=* ]]
@@ -1186,7 +1187,7 @@ if [ -n "$rport" ]; then
 		kill -CONT "$spid" # drld checks its store at start
 		if start stall-full --store "redis://127.0.0.1:$sport?timeout_ms=300&breaker_failures=0&pipelines=0" \
 			--envoy-config "$tmp/stall" --grpc-threads 1 --grpc-queue 8; then
-			kill -STOP "$spid"
+			pause_pid "$spid"
 			got=$("${client[@]}" flood "$gport" stall k=a 40 5 | tail -n 1)
 			[[ "$got" == *RESOURCE_EXHAUSTED=* ]] &&
 				! [[ "$got" =~ (^|\ )OK= ]]
@@ -1228,7 +1229,7 @@ if [ -n "$rport" ] && [ -n "${spid:-}" ]; then
 	if start stall-async --store "$suri" --envoy-config "$tmp/stall" \
 		--grpc-threads 1 --timeout-s 1; then
 		expect_call "OK OK 999" stall k=c
-		kill -STOP "$spid"
+		pause_pid "$spid"
 		got=$("${client[@]}" flood "$gport" stall k=c 24 1 | tail -n 1)
 		[ "$got" = "UNAVAILABLE=24" ]
 		check $? "stalled store, async: 24 calls with a 1 s deadline each end UNAVAILABLE, none past its deadline (got $got)"
@@ -1250,7 +1251,7 @@ if [ -n "$rport" ] && [ -n "${spid:-}" ]; then
 	kill -CONT "$spid"
 	if start stall-async-full --store "$suri" --envoy-config "$tmp/stall" \
 		--grpc-threads 1 --grpc-queue 8; then
-		kill -STOP "$spid"
+		pause_pid "$spid"
 		got=$("${client[@]}" flood "$gport" stall k=c 40 5 | tail -n 1)
 		[[ "$got" == *RESOURCE_EXHAUSTED=* ]] &&
 			! [[ "$got" =~ (^|\ )OK= ]]
@@ -1340,7 +1341,7 @@ if [ -n "$rport" ]; then
 	if start drain --store "redis://127.0.0.1:$dport?tx=watch&pipelines=0&timeout_ms=30000&breaker_failures=0" \
 		--envoy-config "$tmp/drain" --drain-s 1; then
 		expect_call "OK OK 999" drain k=a
-		kill -STOP "$dpid"
+		pause_pid "$dpid"
 		"${client[@]}" flood "$gport" drain k=a 8 60 >"$tmp/drain.out" 2>&1 &
 		fl=$!
 		wait_line "$tmp/drain.out" sent

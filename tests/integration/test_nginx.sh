@@ -55,6 +55,7 @@ trap cleanup EXIT
 
 # shellcheck source=../fixtures/tap.sh
 source "$here/../fixtures/tap.sh"
+source "$here/../fixtures/pause.sh"
 
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 if [ ! -x "$nginx" ] || ! command -v curl >/dev/null; then
@@ -503,7 +504,7 @@ if in_part failure; then
 	check $? "store up: a decision passes"
 
 	# stalled (SIGSTOP): each decision waits timeout_ms, then on_error
-	kill -STOP "$rpid"
+	pause_pid "$rpid"
 	get "$u/allow?k=st" --max-time 30
 	[ "$code" = 200 ] && grep -q '^/allow?k=st 200 PASSED 0 - 2 allow fail_open$' "$tmp/fail/access.log"
 	check $? "stalled store, on_error=allow: 200 after timeout_ms, \$drl_path fail_open"
@@ -575,7 +576,7 @@ if in_part service; then
 	# requests (keys TAG1..TAG3) whose decisions then wait in flight
 	stalled_requests() {
 		local i
-		kill -STOP "$rpid"
+		pause_pid "$rpid"
 		inflight=()
 		for i in 1 2 3; do
 			curl -s -o /dev/null -w '%{http_code}\n' --max-time 60 \
