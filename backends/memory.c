@@ -210,6 +210,20 @@ static shard *shard_of(store *st, uint64_t h)
 	return &st->shards[st->shard_bits ? h >> (64 - st->shard_bits) : 0];
 }
 
+/* Where a key lives, found once a call: the clock read, the key's hash and
+ * its shard. */
+typedef struct place {
+	int64_t now;
+	uint64_t h;
+	shard *sh;
+} place;
+
+static place place_of(store *st, drl_bytes key)
+{
+	uint64_t h = hash_key(st, key);
+	return (place){.now = mono_us(), .h = h, .sh = shard_of(st, h)};
+}
+
 /* A table of n empty slots (n a power of two); NULL when out of memory.
  * A table of HUGE_PAGE bytes or more asks for huge pages: a lookup in a
  * big table then waits for the slot, not for a page walk too. */
@@ -671,19 +685,17 @@ static int mem_incr(drl_backend *b, drl_bytes key, int64_t delta,
 	int rc = check_key(key, err);
 	if (rc)
 		return rc;
-	int64_t now = mono_us();
-	uint64_t h = hash_key(st, key);
-	shard *sh = shard_of(st, h);
+	place p = place_of(st, key);
 	for (int attempt = 0;; attempt++) {
-		entry *e = lock_for_write(st, sh, h, key, now);
+		entry *e = lock_for_write(st, p.sh, p.h, key, p.now);
 		if (e) {
 			if (e->version != 0) {
-				pthread_mutex_unlock(&sh->lock);
+				pthread_mutex_unlock(&p.sh->lock);
 				return wrong_kind(err, key, true);
 			}
 			if ((delta > 0 && e->counter > INT64_MAX - delta) ||
 			    (delta < 0 && e->counter < INT64_MIN - delta)) {
-				pthread_mutex_unlock(&sh->lock);
+				pthread_mutex_unlock(&p.sh->lock);
 				char k[DRL_KEY_SHOW_BUF];
 				return drl_error_set(
 					err, DRL_ERANGE,
@@ -693,29 +705,29 @@ static int mem_incr(drl_backend *b, drl_bytes key, int64_t delta,
 			e->counter += delta;
 			*value = e->counter;
 			if (ttl_us <= 0)
-				drop(st, sh, e);
+				drop(st, p.sh, e);
 			else
-				touch(sh, e, deadline(now, ttl_us));
-			pthread_mutex_unlock(&sh->lock);
+				touch(p.sh, e, deadline(p.now, ttl_us));
+			pthread_mutex_unlock(&p.sh->lock);
 			return 0;
 		}
 		if (ttl_us <= 0) { /* created and expired at once */
-			pthread_mutex_unlock(&sh->lock);
+			pthread_mutex_unlock(&p.sh->lock);
 			*value = delta;
 			return 0;
 		}
-		rc = insert(st, sh, h, key, now, &e);
+		rc = insert(st, p.sh, p.h, key, p.now, &e);
 		if (rc == 0) {
 			e->counter = delta;
-			touch(sh, e, deadline(now, ttl_us));
-			pthread_mutex_unlock(&sh->lock);
+			touch(p.sh, e, deadline(p.now, ttl_us));
+			pthread_mutex_unlock(&p.sh->lock);
 			*value = delta;
 			return 0;
 		}
-		pthread_mutex_unlock(&sh->lock);
+		pthread_mutex_unlock(&p.sh->lock);
 		if ((rc != FULL && rc != GROUP_FULL) || attempt > 0)
 			return insert_error(st, rc, err);
-		reclaim(st, now);
+		reclaim(st, p.now);
 	}
 }
 
@@ -757,24 +769,22 @@ static int mem_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 	int rc = check_key(key, err);
 	if (rc)
 		return rc;
-	int64_t now = mono_us();
-	uint64_t h = hash_key(st, key);
-	shard *sh = shard_of(st, h);
-	pthread_mutex_lock(&sh->lock);
-	const entry *e = lookup(st, sh, h, key, now);
+	place p = place_of(st, key);
+	pthread_mutex_lock(&p.sh->lock);
+	const entry *e = lookup(st, p.sh, p.h, key, p.now);
 	if (!e) {
-		pthread_mutex_unlock(&sh->lock);
+		pthread_mutex_unlock(&p.sh->lock);
 		*len = 0;
 		*version = 0;
 		return 0;
 	}
 	if (e->version == 0) {
-		pthread_mutex_unlock(&sh->lock);
+		pthread_mutex_unlock(&p.sh->lock);
 		return wrong_kind(err, key, false);
 	}
 	size_t need = e->bloblen;
 	if (need > cap) {
-		pthread_mutex_unlock(&sh->lock);
+		pthread_mutex_unlock(&p.sh->lock);
 		*len = need;
 		return drl_error_set(err, DRL_ERANGE,
 				     "memory store: state of %zu bytes does "
@@ -785,7 +795,7 @@ static int mem_load(drl_backend *b, drl_bytes key, void *buf, size_t cap,
 		memcpy(buf, e->blob, need);
 	*len = need;
 	*version = e->version;
-	pthread_mutex_unlock(&sh->lock);
+	pthread_mutex_unlock(&p.sh->lock);
 	return 0;
 }
 
@@ -805,13 +815,11 @@ typedef int (*blob_decide)(void *arg, const entry *e, const void **nb,
 static int locked_write(store *st, drl_bytes key, blob_decide decide, void *arg,
 			drl_error *err)
 {
-	int64_t now = mono_us();
-	uint64_t h = hash_key(st, key);
-	shard *sh = shard_of(st, h);
+	place p = place_of(st, key);
 	for (int attempt = 0;; attempt++) {
-		entry *e = lock_for_write(st, sh, h, key, now);
+		entry *e = lock_for_write(st, p.sh, p.h, key, p.now);
 		if (e && e->version == 0) {
-			pthread_mutex_unlock(&sh->lock);
+			pthread_mutex_unlock(&p.sh->lock);
 			return wrong_kind(err, key, false);
 		}
 		const void *nb = NULL;
@@ -819,31 +827,31 @@ static int locked_write(store *st, drl_bytes key, blob_decide decide, void *arg,
 		int64_t ttl_us = 0;
 		int rc = decide(arg, e, &nb, &nlen, &ttl_us, err);
 		if (rc <= 0) {
-			pthread_mutex_unlock(&sh->lock);
+			pthread_mutex_unlock(&p.sh->lock);
 			return rc;
 		}
 		if (ttl_us <= 0) { /* written and expired at once */
 			if (e)
-				drop(st, sh, e);
-			pthread_mutex_unlock(&sh->lock);
+				drop(st, p.sh, e);
+			pthread_mutex_unlock(&p.sh->lock);
 			return 0;
 		}
 		if (e) {
 			rc = set_blob(e, nb, nlen);
 			if (rc == 0) {
-				e->version = ++sh->vclock;
-				touch(sh, e, deadline(now, ttl_us));
+				e->version = ++p.sh->vclock;
+				touch(p.sh, e, deadline(p.now, ttl_us));
 			}
-			pthread_mutex_unlock(&sh->lock);
+			pthread_mutex_unlock(&p.sh->lock);
 			return rc ? insert_error(st, rc, err) : 0;
 		}
-		rc = insert_blob(st, sh, h, key, now, nb, nlen, ttl_us);
-		pthread_mutex_unlock(&sh->lock);
+		rc = insert_blob(st, p.sh, p.h, key, p.now, nb, nlen, ttl_us);
+		pthread_mutex_unlock(&p.sh->lock);
 		if (rc == 0)
 			return 0;
 		if ((rc != FULL && rc != GROUP_FULL) || attempt > 0)
 			return insert_error(st, rc, err);
-		reclaim(st, now);
+		reclaim(st, p.now);
 	}
 }
 

@@ -8,12 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #define MAX_KEYS_LIMIT ((size_t)1 << 24)
 
 struct entry {
-	struct entry *next;          /* in its bucket */
-	struct entry *newer, *older; /* the LRU list */
+	struct entry *next;     /* in its bucket */
+	TAILQ_ENTRY(entry) lru; /* the LRU list */
 	uint64_t hash;
 	int64_t expires; /* on the cache's clock */
 	bool is_default;
@@ -29,8 +30,8 @@ struct drl_resolver {
 	/* under lock: */
 	struct entry **buckets; /* nbuckets, a power of two */
 	size_t nbuckets, count;
-	struct entry *newest, *oldest;
-	uint64_t gen; /* grows at every invalidation */
+	TAILQ_HEAD(lru_list, entry) lru; /* newest first */
+	uint64_t gen;                    /* grows at every invalidation */
 	drl_resolver_stats stats;
 };
 
@@ -105,6 +106,7 @@ int drl_resolver_new(drl_resolver **out, const drl_resolver_options *opts,
 	r->o = *opts;
 	r->o.default_spec = r->default_spec;
 	r->nbuckets = nb;
+	TAILQ_INIT(&r->lru);
 	pthread_mutex_init(&r->lock, NULL);
 	*out = r;
 	return 0;
@@ -124,27 +126,29 @@ static void unlink_entry(drl_resolver *r, struct entry *e)
 	while (*p != e)
 		p = &(*p)->next;
 	*p = e->next;
-	if (e->newer)
-		e->newer->older = e->older;
-	else
-		r->newest = e->older;
-	if (e->older)
-		e->older->newer = e->newer;
-	else
-		r->oldest = e->newer;
+	TAILQ_REMOVE(&r->lru, e, lru);
 	r->count--;
 }
 
-/* With the lock held: e to the front of the LRU list (e listed). */
-static void push_newest(drl_resolver *r, struct entry *e)
+/* With the lock held: e (unlinked) into its bucket and to the front of
+ * the LRU list. */
+static void link_newest(drl_resolver *r, struct entry *e)
 {
-	e->older = r->newest;
-	e->newer = NULL;
-	if (r->newest)
-		r->newest->newer = e;
-	r->newest = e;
-	if (r->oldest == NULL)
-		r->oldest = e;
+	size_t b = e->hash & (r->nbuckets - 1);
+	e->next = r->buckets[b];
+	r->buckets[b] = e;
+	r->count++;
+	TAILQ_INSERT_HEAD(&r->lru, e, lru);
+}
+
+/* With the lock held: free every entry; the table and list are left
+ * dangling (the caller empties or frees them). */
+static void free_entries(drl_resolver *r)
+{
+	for (struct entry *e = TAILQ_FIRST(&r->lru), *next; e; e = next) {
+		next = TAILQ_NEXT(e, lru);
+		entry_free(e);
+	}
 }
 
 static struct entry *lookup(drl_resolver *r, const void *key, size_t len,
@@ -164,10 +168,7 @@ void drl_resolver_free(drl_resolver *r)
 		return;
 	if (r->o.arg_free != NULL)
 		r->o.arg_free(r->o.arg);
-	for (struct entry *e = r->newest, *next; e; e = next) {
-		next = e->older;
-		entry_free(e);
-	}
+	free_entries(r);
 	pthread_mutex_destroy(&r->lock);
 	free(r->buckets);
 	free(r->default_spec);
@@ -209,16 +210,12 @@ static void store(drl_resolver *r, const void *key, size_t len, uint64_t h,
 	e->is_default = is_default;
 	e->expires = now_of(r) + r->o.ttl_us;
 	while (r->count >= r->o.max_keys) {
-		struct entry *old = r->oldest;
+		struct entry *old = TAILQ_LAST(&r->lru, lru_list);
 		unlink_entry(r, old);
 		entry_free(old);
 		r->stats.evictions++;
 	}
-	size_t b = h & (r->nbuckets - 1);
-	e->next = r->buckets[b];
-	r->buckets[b] = e;
-	r->count++;
-	push_newest(r, e);
+	link_newest(r, e);
 }
 
 int drl_resolver_get(drl_resolver *r, const void *key, size_t keylen,
@@ -239,11 +236,7 @@ int drl_resolver_get(drl_resolver *r, const void *key, size_t keylen,
 	if (e != NULL && now_of(r) < e->expires) {
 		r->stats.hits++;
 		unlink_entry(r, e); /* to the front */
-		size_t b = h & (r->nbuckets - 1);
-		e->next = r->buckets[b];
-		r->buckets[b] = e;
-		r->count++;
-		push_newest(r, e);
+		link_newest(r, e);
 		rc = give(e->spec, spec, cap, err);
 		if (rc == 0 && is_default != NULL)
 			*is_default = e->is_default;
@@ -303,12 +296,9 @@ void drl_resolver_invalidate(drl_resolver *r, const void *key, size_t keylen)
 	pthread_mutex_lock(&r->lock);
 	r->gen++;
 	if (key == NULL) {
-		for (struct entry *e = r->newest, *next; e; e = next) {
-			next = e->older;
-			entry_free(e);
-		}
+		free_entries(r);
 		memset(r->buckets, 0, r->nbuckets * sizeof *r->buckets);
-		r->newest = r->oldest = NULL;
+		TAILQ_INIT(&r->lru);
 		r->count = 0;
 	} else if (keylen >= 1 && keylen <= DRL_KEY_MAX) {
 		struct entry *e = lookup(r, key, keylen, hash_key(key, keylen));

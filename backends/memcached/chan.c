@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -78,7 +79,7 @@ typedef struct op {
 
 /* A started add_read(): done runs once `left` (requests unanswered) is 0. */
 struct mcall {
-	mcall *prev, *next; /* the channel's calls, oldest (earliest) first */
+	TAILQ_ENTRY(mcall) link; /* the channel's calls, oldest first */
 	drl_eval_done_fn done;
 	void *arg;
 	int64_t deadline; /* µs, CLOCK_MONOTONIC */
@@ -109,7 +110,7 @@ typedef struct mconn {
 struct drl_channel {
 	mc_backend *m;
 	int ep;
-	mcall *first, *last;
+	TAILQ_HEAD(, mcall) calls; /* oldest (earliest deadline) first */
 	size_t n;
 	mconn conns[];
 };
@@ -123,6 +124,13 @@ static int64_t mono_us(void)
 
 /* ---- calls ---------------------------------------------------------------- */
 
+/* The oldest call's deadline (the earliest), or none when no call waits. */
+static int64_t oldest_deadline(const drl_channel *ch, int64_t none)
+{
+	const mcall *c = TAILQ_FIRST(&ch->calls);
+	return c ? c->deadline : none;
+}
+
 /* c's request ended with rc (0: answered); c ends once all have. */
 static void call_step(drl_channel *ch, mcall *c, int rc, const drl_error *e)
 {
@@ -135,14 +143,7 @@ static void call_step(drl_channel *ch, mcall *c, int rc, const drl_error *e)
 	}
 	if (--c->left > 0)
 		return;
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		ch->first = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	else
-		ch->last = c->prev;
+	TAILQ_REMOVE(&ch->calls, c, link);
 	c->done(c->arg, c->rc, c->rc ? NULL : c->values, c->rc ? 0 : c->n,
 		c->rc ? &c->err : NULL);
 	free(c);
@@ -286,12 +287,7 @@ int drl__mc_add_read_start(drl_backend *b, drl_channel *ch, size_t n,
 		rc = 0;
 	}
 	c->left = n; /* requests queued */
-	c->prev = ch->last;
-	if (ch->last)
-		ch->last->next = c;
-	else
-		ch->first = c;
-	ch->last = c;
+	TAILQ_INSERT_TAIL(&ch->calls, c, link);
 	c = NULL;
 out:
 	free(c);
@@ -414,8 +410,7 @@ static void conn_write(drl_channel *ch, mconn *k)
 		int rc;
 		const char *msg;
 		/* the requests' earliest deadline: the oldest call's */
-		if (conn_open(ch, k, ch->first ? ch->first->deadline : 0, &rc,
-			      &msg) != 0) {
+		if (conn_open(ch, k, oldest_deadline(ch, 0), &rc, &msg) != 0) {
 			conn_drop(ch, k, rc, msg);
 			return;
 		}
@@ -685,6 +680,7 @@ int drl__mc_chan_open(drl_backend *b, drl_channel **out, drl_error *err)
 	}
 	ch->m = m;
 	ch->n = n;
+	TAILQ_INIT(&ch->calls);
 	for (uint32_t i = 0; i < n; i++) {
 		const memcached_instance_st *s =
 			memcached_server_instance_by_position(m->hasher, i);
@@ -703,7 +699,7 @@ int drl__mc_chan_open(drl_backend *b, drl_channel **out, drl_error *err)
 int drl__mc_chan_poll(drl_channel *ch, short *events, int64_t *deadline)
 {
 	/* the oldest call's deadline is the earliest */
-	*deadline = ch->first ? ch->first->deadline : INT64_MAX;
+	*deadline = oldest_deadline(ch, INT64_MAX);
 	*events = POLLIN;
 	return ch->ep;
 }
@@ -721,10 +717,10 @@ void drl__mc_chan_process(drl_channel *ch, short revents)
 	}
 	/* Deadlines: the oldest call's is the earliest. */
 	int64_t now = mono_us();
-	while (ch->first && ch->first->deadline <= now) {
-		mcall *c = ch->first;
+	for (mcall *c; (c = TAILQ_FIRST(&ch->calls)) && c->deadline <= now;) {
 		bool found = false;
-		for (size_t i = 0; i < ch->n && ch->first == c; i++) {
+		for (size_t i = 0; i < ch->n && TAILQ_FIRST(&ch->calls) == c;
+		     i++) {
 			mconn *k = &ch->conns[i];
 			for (op *o = k->head; o; o = o->next)
 				if (o->call == c) {
