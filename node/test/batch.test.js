@@ -191,8 +191,7 @@ test('memcached:// stalled: after the batch in flight, each consume() times out 
   } finally {
     process.kill(m.pid, 'SIGCONT');
   }
-  // Back: batches again, and exact.
-  await servers.sleep(200);
+  // Back (SIGCONT): batches again, and exact.
   const key = uniq();
   const l2 = new RateLimiterDrl({ store: 'memcached://127.0.0.1:' + m.port, points: 3,
     duration: 60, keyPrefix: 'bt' });
@@ -206,8 +205,7 @@ test('memcached:// unreachable: every consume() of a batch rejects with the Erro
   const m = await servers.memcached({ skip() {} });
   if (!m) return;
   const port = m.port;
-  m.stop();
-  await servers.sleep(200);
+  await m.stop();
   const l = new RateLimiterDrl({ store: 'memcached://127.0.0.1:' + port + '?timeout_ms=500',
     points: 10, duration: 60, keyPrefix: 'bt' });
   await l.ready().catch(() => {});

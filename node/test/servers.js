@@ -82,7 +82,8 @@ function cli(port, ...args) {
 }
 
 // Spawn bin with args (port from freePort); wait (30 s at most) until it
-// accepts. Returns { port, pid, proc, stop() }.
+// accepts. Returns { port, pid, proc, stop() }: stop() kills it and
+// resolves once it has exited.
 async function serve(bin, argsOf, bus) {
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort(bus);
@@ -92,7 +93,11 @@ async function serve(bin, argsOf, bus) {
     started.add(proc);
     proc.unref(); // never what keeps a test alive: killed at exit
     let exited = false;
-    proc.on('exit', () => { exited = true; started.delete(proc); });
+    const gone = new Promise((resolve) => proc.on('exit', () => {
+      exited = true;
+      started.delete(proc);
+      resolve();
+    }));
     const deadline = Date.now() + 30000;
     while (!exited && Date.now() < deadline && !(await accepts(port))) await sleep(20);
     if (!exited && (await accepts(port))) {
@@ -100,9 +105,15 @@ async function serve(bin, argsOf, bus) {
         port,
         pid: proc.pid,
         proc,
+        // SIGKILL; resolves once the process has exited (its port is
+        // closed then), at once when it had.
         stop() {
-          if (!exited) proc.kill('SIGKILL');
+          if (!exited) {
+            proc.ref(); // the wait for its exit keeps the loop alive
+            proc.kill('SIGKILL');
+          }
           fs.rmSync(dir, { recursive: true, force: true });
+          return gone;
         },
       };
     }
