@@ -243,6 +243,13 @@ class RateLimiterDrl {
     this._batch = 0;
     this._q = null; // the queue of this tick's consume()s
     this._mq = null; // memory://: the queue of this tick's consume()s
+    this._nowScheduled = false; // memory://: _nowTick is in the microtask queue
+    // memory://: the microtask that flushes the queue then pending; one
+    // function for the limiter's life, not a closure a queue.
+    this._nowTick = () => {
+      this._nowScheduled = false;
+      if (this._mq !== null) this._nowFlush(this._mq);
+    };
     this._last = null; // the last queue flushed
     this._unflushed = []; // queues made, not yet flushed, oldest first
     this._ready = native.open(store, this.spec, keyPrefix).then((h) => {
@@ -279,9 +286,8 @@ class RateLimiterDrl {
   }
 
   // Queue a memory:// consume() for this tick, decided in call order by
-  // one decideNowJoined() or decideNowMany() from a microtask (_nowFlush).
-  // Points that are not a Number reject at once, with the TypeError
-  // decideNow() would throw.
+  // one decideNowMany() from a microtask (_nowTick). Points that are not a
+  // Number reject at once, with the TypeError decideNow() would throw.
   _nowQueue(key, points) {
     if (typeof points !== 'number') {
       return Promise.reject(Object.assign(new TypeError('points must be a number'),
@@ -289,12 +295,17 @@ class RateLimiterDrl {
     }
     let q = this._mq;
     if (q === null) {
-      q = this._mq = { keys: [], points: [], fns: [], done: false };
-      settled.then(() => this._nowFlush(q));
+      q = this._mq = { keys: [], points: [], fns: [] };
+      if (!this._nowScheduled) {
+        this._nowScheduled = true;
+        settled.then(this._nowTick);
+      }
     }
     q.keys.push(key);
     q.points.push(points);
-    nowFns = q.fns;
+    // Stored only when it changes: storing a new object in the module's
+    // scope takes V8's write barrier's slow path each time.
+    if (nowFns !== q.fns) nowFns = q.fns;
     const p = new Promise(nowExecutor);
     // A full queue is decided now: so at most one waits, and an earlier
     // call is never decided after a later one.
@@ -302,28 +313,26 @@ class RateLimiterDrl {
     return p;
   }
 
-  // Decide queue q's consume()s now (its microtask; a full queue; or a
-  // get()/delete()/penalty()/reward() after them: _sync) and settle their
-  // promises.
+  // Decide queue q, the pending one (this._mq), now and settle its
+  // promises: from _nowTick; when full; or before a get(), delete(),
+  // penalty() or reward() (_sync). A consume() made while they settle
+  // starts the next queue.
   _nowFlush(q) {
-    if (this._mq === q) this._mq = null;
-    if (q.done) return;
-    q.done = true;
+    this._mq = null;
     const { keys, points: codes, fns } = q;
     const n = keys.length;
-    // Each row: the item's points, and its key's length when a string
-    // (decideNowJoined: every key a string, read in one call).
-    let strings = true;
+    // Each row's first number: the item's points. Each string key's
+    // length is read here too, though unused: all of the tick's strings
+    // touched in one loop, their cache misses overlap, rather than one
+    // per Node-API read of a key.
     for (let i = 0, j = 0; i < n; i++, j += 6) {
       const key = keys[i];
       bout[j] = codes[i];
       if (typeof key === 'string') bout[j + 1] = key.length;
-      else strings = false;
     }
     let errs;
     try {
-      errs = strings ? native.decideNowJoined(this._handle, keys.join('\0'), n)
-        : native.decideNowMany(this._handle, ...keys);
+      errs = native.decideNowMany(this._handle, ...keys);
     } catch (e) {
       // Thrown before any item was decided.
       for (let k = 1; k < fns.length; k += 2) fns[k](e);
