@@ -98,11 +98,13 @@ function settle(q, n, errs) {
 // and bound function Node makes for each of those.
 const settled = Promise.resolve();
 // The executor of a memory:// consume()'s promise: one function for all
-// of them, not a closure each; its functions go to nowFns, the queue's
-// (_nowQueue sets it just before).
-let nowFns = null;
+// of them, not a closure each; its resolve goes to nowRes and its reject
+// to nowRej, the queue's arrays (_nowQueue sets them just before).
+let nowRes = null;
+let nowRej = null;
 function nowExecutor(resolve, reject) {
-  nowFns.push(resolve, reject);
+  nowRes.push(resolve);
+  nowRej.push(reject);
 }
 // decide()'s promises: their functions by slot id, settled by
 // settleOne(id, code, err) from node/src/decide.c (code 1 allowed, 0
@@ -295,7 +297,7 @@ class RateLimiterDrl {
     }
     let q = this._mq;
     if (q === null) {
-      q = this._mq = { keys: [], points: [], fns: [] };
+      q = this._mq = { keys: [], points: [], res: [], rej: [] };
       if (!this._nowScheduled) {
         this._nowScheduled = true;
         settled.then(this._nowTick);
@@ -305,7 +307,10 @@ class RateLimiterDrl {
     q.points.push(points);
     // Stored only when it changes: storing a new object in the module's
     // scope takes V8's write barrier's slow path each time.
-    if (nowFns !== q.fns) nowFns = q.fns;
+    if (nowRes !== q.res) {
+      nowRes = q.res;
+      nowRej = q.rej;
+    }
     const p = new Promise(nowExecutor);
     // A full queue is decided now: so at most one waits, and an earlier
     // call is never decided after a later one.
@@ -319,7 +324,7 @@ class RateLimiterDrl {
   // starts the next queue.
   _nowFlush(q) {
     this._mq = null;
-    const { keys, points: codes, fns } = q;
+    const { keys, points: codes, res, rej } = q;
     const n = keys.length;
     // Each row's first number: the item's points. Each string key's
     // length is read here too, though unused: all of the tick's strings
@@ -335,7 +340,7 @@ class RateLimiterDrl {
       errs = native.decideNowMany(this._handle, ...keys);
     } catch (e) {
       // Thrown before any item was decided.
-      for (let k = 1; k < fns.length; k += 2) fns[k](e);
+      for (let i = 0; i < n; i++) rej[i](e);
       return;
     }
     // Every outcome read before any promise settles: keys and codes
@@ -346,7 +351,7 @@ class RateLimiterDrl {
       keys[i] = code === 2 ? errs[i] : new RateLimiterRes(count(bout[j + 2]),
         count(bout[j + 3]), count(bout[j + 4]), bout[j + 5] === 1);
     }
-    for (let i = 0; i < n; i++) fns[codes[i] === 1 ? 2 * i : 2 * i + 1](keys[i]);
+    for (let i = 0; i < n; i++) (codes[i] === 1 ? res : rej)[i](keys[i]);
   }
 
   // Queue a consume() for this tick's batch, decided in call order by one
