@@ -65,10 +65,10 @@ const count = (x) => (x <= 0x3fffffff ? x | 0 : x);
 // decideBatch() writes here before it calls settle(), 6 numbers a row:
 // the item's index in its queue, a code (1 allowed, 0 denied, 2 failed)
 // and RateLimiterRes's 4 fields. memory:// consume()s of one tick, too
-// (_nowQueue): decideNowMany() (or decideNowJoined(): its key's length
-// in the second number) reads item i's points from row i's first number
-// and writes its code (1 allowed, 0 denied, 2 failed) and the 4 fields
-// after it.
+// (_nowQueue): decideNowMany() reads item i's points from row i's first
+// number and writes its code (1 allowed, 0 denied, 2 failed) and the 4
+// fields after it (_nowFlush writes a string key's length in the second
+// number first; the addon does not read it).
 const BATCH_ITEMS = 1024;
 const bout = new Float64Array(6 * BATCH_ITEMS);
 // The consume()s of a tick decided a worker hand-off, by default
