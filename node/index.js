@@ -65,10 +65,10 @@ const count = (x) => (x <= 0x3fffffff ? x | 0 : x);
 // decideBatch() writes here before it calls settle(), 6 numbers a row:
 // the item's index in its queue, a code (1 allowed, 0 denied, 2 failed)
 // and RateLimiterRes's 4 fields. memory:// consume()s of one tick, too
-// (_nowQueue): decideNowMany() (or decideNowJoined(): its key's length
-// in the second number) reads item i's points from row i's first number
-// and writes its code (1 allowed, 0 denied, 2 failed) and the 4 fields
-// after it.
+// (_nowQueue): decideNowMany() reads item i's points from row i's first
+// number and writes its code (1 allowed, 0 denied, 2 failed) and the 4
+// fields after it (_nowFlush writes a string key's length in the second
+// number first; the addon does not read it).
 const BATCH_ITEMS = 1024;
 const bout = new Float64Array(6 * BATCH_ITEMS);
 // The consume()s of a tick decided a worker hand-off, by default
@@ -98,11 +98,13 @@ function settle(q, n, errs) {
 // and bound function Node makes for each of those.
 const settled = Promise.resolve();
 // The executor of a memory:// consume()'s promise: one function for all
-// of them, not a closure each; its functions go to nowFns, the queue's
-// (_nowQueue sets it just before).
-let nowFns = null;
+// of them, not a closure each; its resolve goes to nowRes and its reject
+// to nowRej, the queue's arrays (_nowQueue sets them just before).
+let nowRes = null;
+let nowRej = null;
 function nowExecutor(resolve, reject) {
-  nowFns.push(resolve, reject);
+  nowRes.push(resolve);
+  nowRej.push(reject);
 }
 // decide()'s promises: their functions by slot id, settled by
 // settleOne(id, code, err) from node/src/decide.c (code 1 allowed, 0
@@ -243,6 +245,13 @@ class RateLimiterDrl {
     this._batch = 0;
     this._q = null; // the queue of this tick's consume()s
     this._mq = null; // memory://: the queue of this tick's consume()s
+    this._nowScheduled = false; // memory://: _nowTick is in the microtask queue
+    // memory://: the microtask that flushes the queue then pending; one
+    // function for the limiter's life, not a closure a queue.
+    this._nowTick = () => {
+      this._nowScheduled = false;
+      if (this._mq !== null) this._nowFlush(this._mq);
+    };
     this._last = null; // the last queue flushed
     this._unflushed = []; // queues made, not yet flushed, oldest first
     this._ready = native.open(store, this.spec, keyPrefix).then((h) => {
@@ -279,9 +288,8 @@ class RateLimiterDrl {
   }
 
   // Queue a memory:// consume() for this tick, decided in call order by
-  // one decideNowJoined() or decideNowMany() from a microtask (_nowFlush).
-  // Points that are not a Number reject at once, with the TypeError
-  // decideNow() would throw.
+  // one decideNowMany() from a microtask (_nowTick). Points that are not a
+  // Number reject at once, with the TypeError decideNow() would throw.
   _nowQueue(key, points) {
     if (typeof points !== 'number') {
       return Promise.reject(Object.assign(new TypeError('points must be a number'),
@@ -289,12 +297,20 @@ class RateLimiterDrl {
     }
     let q = this._mq;
     if (q === null) {
-      q = this._mq = { keys: [], points: [], fns: [], done: false };
-      settled.then(() => this._nowFlush(q));
+      q = this._mq = { keys: [], points: [], res: [], rej: [] };
+      if (!this._nowScheduled) {
+        this._nowScheduled = true;
+        settled.then(this._nowTick);
+      }
     }
     q.keys.push(key);
     q.points.push(points);
-    nowFns = q.fns;
+    // Stored only when it changes: storing a new object in the module's
+    // scope takes V8's write barrier's slow path each time.
+    if (nowRes !== q.res) {
+      nowRes = q.res;
+      nowRej = q.rej;
+    }
     const p = new Promise(nowExecutor);
     // A full queue is decided now: so at most one waits, and an earlier
     // call is never decided after a later one.
@@ -302,31 +318,29 @@ class RateLimiterDrl {
     return p;
   }
 
-  // Decide queue q's consume()s now (its microtask; a full queue; or a
-  // get()/delete()/penalty()/reward() after them: _sync) and settle their
-  // promises.
+  // Decide queue q, the pending one (this._mq), now and settle its
+  // promises: from _nowTick; when full; or before a get(), delete(),
+  // penalty() or reward() (_sync). A consume() made while they settle
+  // starts the next queue.
   _nowFlush(q) {
-    if (this._mq === q) this._mq = null;
-    if (q.done) return;
-    q.done = true;
-    const { keys, points: codes, fns } = q;
+    this._mq = null;
+    const { keys, points: codes, res, rej } = q;
     const n = keys.length;
-    // Each row: the item's points, and its key's length when a string
-    // (decideNowJoined: every key a string, read in one call).
-    let strings = true;
+    // Each row's first number: the item's points. Each string key's
+    // length is read here too, though unused: all of the tick's strings
+    // touched in one loop, their cache misses overlap, rather than one
+    // per Node-API read of a key.
     for (let i = 0, j = 0; i < n; i++, j += 6) {
       const key = keys[i];
       bout[j] = codes[i];
       if (typeof key === 'string') bout[j + 1] = key.length;
-      else strings = false;
     }
     let errs;
     try {
-      errs = strings ? native.decideNowJoined(this._handle, keys.join('\0'), n)
-        : native.decideNowMany(this._handle, ...keys);
+      errs = native.decideNowMany(this._handle, ...keys);
     } catch (e) {
       // Thrown before any item was decided.
-      for (let k = 1; k < fns.length; k += 2) fns[k](e);
+      for (let i = 0; i < n; i++) rej[i](e);
       return;
     }
     // Every outcome read before any promise settles: keys and codes
@@ -337,7 +351,7 @@ class RateLimiterDrl {
       keys[i] = code === 2 ? errs[i] : new RateLimiterRes(count(bout[j + 2]),
         count(bout[j + 3]), count(bout[j + 4]), bout[j + 5] === 1);
     }
-    for (let i = 0; i < n; i++) fns[codes[i] === 1 ? 2 * i : 2 * i + 1](keys[i]);
+    for (let i = 0; i < n; i++) (codes[i] === 1 ? res : rej)[i](keys[i]);
   }
 
   // Queue a consume() for this tick's batch, decided in call order by one

@@ -13,10 +13,6 @@
  *                                 memory:// consume()s, points in and
  *                                 outcomes out in init's batch array
  *                                 (decide.c)
- *   decideNowJoined(handle, keys, n) -> undefined | errs: the same
- *                                 for n string keys joined by '\0',
- *                                 their lengths in the batch array
- *                                 (decide.c)
  *   reset(handle, key)            -> Promise<true>          (blocking.c)
  *   adjust(handle, key, delta)    -> Promise<RateLimiterRes> (blocking.c)
  *   direct(handle)                -> whether decisions need no worker
@@ -147,8 +143,6 @@ static napi_value init_module(napi_env env, napi_value exports)
 		 napi_default, ad},
 		{"decideNowMany", NULL, js_decide_now_many, NULL, NULL, NULL,
 		 napi_default, ad},
-		{"decideNowJoined", NULL, js_decide_now_joined, NULL, NULL,
-		 NULL, napi_default, ad},
 		{"direct", NULL, js_direct, NULL, NULL, NULL, napi_default, ad},
 		{"decideBatch", NULL, js_decide_batch, NULL, NULL, NULL,
 		 napi_default, ad},

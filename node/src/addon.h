@@ -156,7 +156,6 @@ napi_value js_open(napi_env env, napi_callback_info info);
 napi_value js_decide(napi_env env, napi_callback_info info);
 napi_value js_decide_now(napi_env env, napi_callback_info info);
 napi_value js_decide_now_many(napi_env env, napi_callback_info info);
-napi_value js_decide_now_joined(napi_env env, napi_callback_info info);
 napi_value js_decide_batch(napi_env env, napi_callback_info info);
 napi_value js_direct(napi_env env, napi_callback_info info);
 

@@ -227,9 +227,9 @@ static void fail_item(napi_env env, napi_value *errs, double *f, uint32_t i,
 /* decideNowMany()'s items live on the stack up to this many. */
 #define NOW_MANY_STACK 64
 
-/* The items of one decideNowMany() or decideNowJoined(): up to n of
- * them, with each one's queue index (idx) and, for decideNowMany(), its
- * key's bytes (kb); on the stack up to NOW_MANY_STACK. */
+/* The items of one decideNowMany(): up to n of them, with each one's
+ * queue index (idx) and its key's bytes (kb); on the stack up to
+ * NOW_MANY_STACK. */
 typedef struct now_items {
 	drl_batch_item *items;
 	uint32_t *idx;
@@ -240,21 +240,20 @@ typedef struct now_items {
 	uint32_t stack_idx[NOW_MANY_STACK];
 } now_items;
 
-/* Room for n items (kb too when with_kb): 0, or -1 when out of memory
- * (nothing held). */
-static int now_items_init(now_items *t, size_t n, keybuf *stack_kb, int with_kb)
+/* Room for n items: 0, or -1 when out of memory (nothing held). */
+static int now_items_init(now_items *t, size_t n, keybuf *stack_kb)
 {
 	t->m = 0;
 	t->errs = NULL;
 	t->items = t->stack_items;
 	t->idx = t->stack_idx;
-	t->kb = with_kb ? stack_kb : NULL;
+	t->kb = stack_kb;
 	if (n <= NOW_MANY_STACK)
 		return 0;
 	t->items = malloc(n * sizeof *t->items);
 	t->idx = malloc(n * sizeof *t->idx);
-	t->kb = with_kb ? malloc(n * sizeof *t->kb) : NULL;
-	if (t->items && t->idx && (t->kb || !with_kb))
+	t->kb = malloc(n * sizeof *t->kb);
+	if (t->items && t->idx && t->kb)
 		return 0;
 	free(t->items);
 	free(t->idx);
@@ -264,8 +263,9 @@ static int now_items_init(now_items *t, size_t n, keybuf *stack_kb, int with_kb)
 
 static void now_items_free(now_items *t)
 {
-	for (size_t j = 0; t->kb != NULL && j < t->m; j++)
-		keybuf_free(&t->kb[j]);
+	for (size_t j = 0; j < t->m; j++)
+		if (t->kb[j].owned != NULL) /* a long key's */
+			keybuf_free(&t->kb[j]);
 	if (t->items == t->stack_items)
 		return;
 	free(t->items);
@@ -326,7 +326,7 @@ static void now_decide(napi_env env, addon *ad, lim *l, now_items *t)
 	}
 }
 
-/* The limiter of a decideNowMany() or decideNowJoined() of n items:
+/* The limiter of a decideNowMany() of n items:
  * NULL with an error thrown unless it is memory:// and n fits. */
 static lim *now_lim(napi_env env, addon *ad, napi_value h, size_t n,
 		    const char *what)
@@ -354,8 +354,7 @@ static lim *now_lim(napi_env env, addon *ad, napi_value h, size_t n,
  * or a store error, fails its own item only, with the Error a lone
  * decideNow() would throw, in errs[i] (errs made at the first failure).
  * One call for a tick's items keeps libdrl's path in the CPU's caches,
- * which the JS heap evicts between lone calls. A bad handle or n throws.
- * index.js calls decideNowJoined() instead when every key is a string. */
+ * which the JS heap evicts between lone calls. A bad handle or n throws. */
 napi_value js_decide_now_many(napi_env env, napi_callback_info info)
 {
 	size_t argc = NOW_MANY_STACK + 1;
@@ -375,7 +374,7 @@ napi_value js_decide_now_many(napi_env env, napi_callback_info info)
 		argc = n + 1;
 		napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
 	}
-	if (now_items_init(&t, n, stack_kb, 1) != 0) {
+	if (now_items_init(&t, n, stack_kb) != 0) {
 		if (argv != stack_argv)
 			free(argv);
 		return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
@@ -399,92 +398,5 @@ napi_value js_decide_now_many(napi_env env, napi_callback_info info)
 	now_items_free(&t);
 	if (argv != stack_argv)
 		free(argv);
-	return errs;
-}
-
-/* The UTF-8 bytes of a key of `units` UTF-16 code units at s[*at..len)
- * (V8's encoding: a code unit is 1 to 3 bytes, a surrogate pair 4): 0
- * with *at moved past them, or -1 when s does not hold that many. */
-static int utf8_span(const unsigned char *s, size_t len, size_t *at,
-		     double units)
-{
-	if (!(units >= 0 && units <= (double)len))
-		return -1;
-	size_t p = *at, u = (size_t)units;
-	while (u > 0 && p < len) {
-		size_t b = s[p] < 0x80   ? 1
-			   : s[p] < 0xE0 ? 2
-			   : s[p] < 0xF0 ? 3
-					 : 4;
-		if (b == 4 && u < 2)
-			return -1;
-		p += b;
-		u -= b == 4 ? 2 : 1;
-	}
-	if (u > 0 || p > len)
-		return -1;
-	*at = p;
-	return 0;
-}
-
-/* decideNowJoined(handle, keys, n) -> undefined, or errs:
- * decideNowMany() of n string keys given as one string, keys[0] + '\0' +
- * keys[1] + ... (index.js's join('\0')), row i's second number the
- * .length of key i. One Node-API read for the tick's keys, not one a key
- * (a read's cost is mostly the call's). Key i's bytes are those a lone
- * read of keys[i] gives: V8 writes each code unit (a lone surrogate as
- * U+FFFD) or surrogate pair of the joined string as it would in keys[i]
- * alone, and the separator keeps a surrogate at one key's end from
- * pairing with one at the next key's start. Rows, codes and errs as
- * decideNowMany's; a bad handle or n, or lengths that do not fit the
- * string, throw. */
-napi_value js_decide_now_joined(napi_env env, napi_callback_info info)
-{
-	size_t argc = 3;
-	napi_value argv[3];
-	char stack_buf[4096], *owned = NULL;
-	const char *buf = NULL;
-	uint32_t n = 0;
-	size_t len = 0;
-	addon *ad;
-	lim *l;
-	now_items t;
-	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&ad);
-	if (argc < 3 || napi_get_value_uint32(env, argv[2], &n) != napi_ok)
-		n = 0;
-	if ((l = now_lim(env, ad, argv[0], n, "decideNowJoined")) == NULL)
-		return NULL;
-	napi_status st = read_string(env, argv[1], stack_buf, sizeof stack_buf,
-				     &owned, &buf, &len, "decideNowJoined");
-	if (st == napi_generic_failure) /* out of memory, thrown */
-		return NULL;
-	if (st != napi_ok)
-		return throw_drl(env, DRL_EINVAL,
-				 "decideNowJoined: keys must be a string", 1);
-	if (now_items_init(&t, n, NULL, 0) != 0) {
-		free(owned);
-		return throw_drl(env, DRL_ENOMEM, "out of memory", 0);
-	}
-	const unsigned char *s = (const unsigned char *)buf;
-	size_t at = 0;
-	uint32_t i;
-	for (i = 0; i < n; i++) {
-		if (i > 0 && (at >= len || s[at++] != '\0'))
-			break;
-		size_t from = at;
-		if (utf8_span(s, len, &at, ad->bout[6 * (size_t)i + 1]) != 0)
-			break;
-		now_item(env, ad, l, &t, i, buf + from, at - from);
-	}
-	napi_value errs = NULL;
-	if (i != n || at != len) {
-		throw_drl(env, DRL_EINVAL,
-			  "decideNowJoined: lengths do not fit the keys", 1);
-	} else {
-		now_decide(env, ad, l, &t);
-		errs = t.errs;
-	}
-	now_items_free(&t);
-	free(owned);
 	return errs;
 }

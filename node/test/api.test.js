@@ -191,13 +191,12 @@ test('memory://: a tick\'s consume()s decided together, each its own answer', as
   }
 });
 
-// A tick whose keys are all strings is read in one Node-API call (the
-// keys joined by '\0', their lengths beside: decideNowJoined): each key
-// still names the bytes a lone call's key does, its UTF-8 (a lone
-// surrogate as U+FFFD, as Buffer.from writes it), with '\0' inside keys,
-// a surrogate pair split across two keys, every length, and more than
-// the 4 KB read on the stack. Buffer.from(key) in a later tick (read on
-// its own) finds each key's one point.
+// A tick's string keys, decided together (decideNowMany), each name the
+// bytes a lone call's key does: its UTF-8 (a lone surrogate as U+FFFD,
+// as Buffer.from writes it), with '\0' inside keys, a surrogate pair
+// split across two keys, every length, and more than 4 KB in all.
+// Buffer.from(key) in a later tick (read on its own) finds each key's
+// one point.
 test('memory://: a tick of string keys names the bytes lone calls do', async () => {
   const l = new RateLimiterDrl({ points: 100, duration: 3600, keyPrefix: 'joined' });
   await l.ready();
@@ -216,8 +215,8 @@ test('memory://: a tick of string keys names the bytes lone calls do', async () 
   mixed.slice(0, -1).forEach((r, i) => assert.strictEqual(r.consumedPoints, 3, 'key ' + i));
 });
 
-// A key read into a fixed buffer (256 bytes for a lone key, 4 KB for a
-// tick's keys joined) is read again whole when it may have been cut: V8
+// A key read into a fixed buffer (256 bytes; a key of 4 KB past it too)
+// is read again whole when it may have been cut: V8
 // stops before a character that does not fit, a few bytes short of the
 // end, so a key that only looked whole named its first bytes (two keys
 // one limit, and a key not its Buffer's).

@@ -33,8 +33,7 @@ async function paths(store) {
 
 test('memory://', () => paths('memory://'));
 
-// memory://'s consume()s of one tick, decided together (decideNowMany;
-// decideNowJoined when every key is a string):
+// memory://'s consume()s of one tick, decided together (decideNowMany):
 // more than its stack holds (64), a bad key and points, a long key, and a
 // store error (max_keys=1).
 test('memory://: a tick of consume()s', async () => {
@@ -46,8 +45,8 @@ test('memory://: a tick of consume()s', async () => {
   const out = await Promise.all(ps);
   assert.ok(out[0] instanceof RateLimiterRes && out[1] instanceof Error); // 'k': no room
   assert.ok(out[70] instanceof TypeError && out[71] instanceof RangeError);
-  // Every key a string: read joined (decideNowJoined), past its 4 KB
-  // stack buffer, with an empty key and bad points among them.
+  // Every key a string, long ones past the 256-byte buffer a key is
+  // read into, with an empty key and bad points among them.
   const js = [];
   for (let i = 0; i < 70; i++) js.push(l.consume(i % 7 ? 'k' : '\uD834\uDD1E'.repeat(100) + i).catch((e) => e));
   js.push(l.consume('', 1).catch((e) => e), l.consume('k', 1.5).catch((e) => e));
