@@ -660,16 +660,15 @@ static int insert_blob(store *st, shard *sh, uint64_t h, drl_bytes key,
 	return 0;
 }
 
-/* A write's opening (incr, cas, update): lock key's shard (hash h), sweep
- * it while its slot loads, and return key's live entry, or NULL when
- * absent. The caller unlocks. */
-static entry *lock_for_write(store *st, shard *sh, uint64_t h, drl_bytes key,
-			     int64_t now)
+/* A write's opening (incr, cas, update): lock the shard of key (at p),
+ * sweep it while its slot loads, and return key's live entry, or NULL
+ * when absent. The caller unlocks p->sh. */
+static entry *lock_for_write(store *st, const place *p, drl_bytes key)
 {
-	pthread_mutex_lock(&sh->lock);
-	prefetch_slot(sh, h);
-	sweep(st, sh, now, SWEEP_WRITE);
-	return lookup(st, sh, h, key, now);
+	pthread_mutex_lock(&p->sh->lock);
+	prefetch_slot(p->sh, p->h);
+	sweep(st, p->sh, p->now, SWEEP_WRITE);
+	return lookup(st, p->sh, p->h, key, p->now);
 }
 
 /* ---- vtable ------------------------------------------------------------ */
@@ -687,7 +686,7 @@ static int mem_incr(drl_backend *b, drl_bytes key, int64_t delta,
 		return rc;
 	place p = place_of(st, key);
 	for (int attempt = 0;; attempt++) {
-		entry *e = lock_for_write(st, p.sh, p.h, key, p.now);
+		entry *e = lock_for_write(st, &p, key);
 		if (e) {
 			if (e->version != 0) {
 				pthread_mutex_unlock(&p.sh->lock);
@@ -817,7 +816,7 @@ static int locked_write(store *st, drl_bytes key, blob_decide decide, void *arg,
 {
 	place p = place_of(st, key);
 	for (int attempt = 0;; attempt++) {
-		entry *e = lock_for_write(st, p.sh, p.h, key, p.now);
+		entry *e = lock_for_write(st, &p, key);
 		if (e && e->version == 0) {
 			pthread_mutex_unlock(&p.sh->lock);
 			return wrong_kind(err, key, false);

@@ -107,14 +107,6 @@ typedef struct keybuf {
 int get_key(napi_env env, napi_value v, keybuf *k);
 void keybuf_free(keybuf *k);
 
-/* The UTF-8 bytes of the JS string v, whole: into stack (cap bytes) when
- * they fit, else into *owned (malloc'd, to free()). napi_ok and *bytes,
- * *len set; napi_string_expected when v is no string; napi_generic_failure
- * with a DRL_ENOMEM Error thrown when out of memory (`what` names it). */
-napi_status read_string(napi_env env, napi_value v, char *stack, size_t cap,
-			char **owned, const char **bytes, size_t *len,
-			const char *what);
-
 /* Points: a whole Number in 0..2^53-1 (a negative one is passed on, for
  * the library's own message). 0 and *out, or -1 with a TypeError (not a
  * number) or RangeError (fractional, not finite, above 2^53) thrown.

@@ -38,44 +38,30 @@ napi_value throw_drl(napi_env env, int code, const char *message,
 	return NULL;
 }
 
-napi_status read_string(napi_env env, napi_value v, char *stack, size_t cap,
-			char **owned, const char **bytes, size_t *len,
-			const char *what)
-{
-	char msg[64];
-	*owned = NULL;
-	napi_status st = napi_get_value_string_utf8(env, v, stack, cap, len);
-	if (st != napi_ok)
-		return st;
-	/* V8 stops before a character that does not fit whole (up to 4
-	 * bytes): with 4 bytes of room left over, none was cut. */
-	if (*len + 4 < cap) {
-		*bytes = stack;
-		return napi_ok;
-	}
-	/* Perhaps cut: ask for the whole length, then copy. */
-	napi_get_value_string_utf8(env, v, NULL, 0, len);
-	if ((*owned = malloc(*len + 1)) == NULL) {
-		snprintf(msg, sizeof msg, "%s: out of memory", what);
-		throw_drl(env, DRL_ENOMEM, msg, 0);
-		return napi_generic_failure;
-	}
-	napi_get_value_string_utf8(env, v, *owned, *len + 1, len);
-	*bytes = *owned;
-	return napi_ok;
-}
-
 int get_key(napi_env env, napi_value v, keybuf *k)
 {
 	bool is_buf = false;
 	/* A string (napi_string_expected otherwise): no napi_typeof first,
 	 * one Node-API call less per decision. */
-	napi_status st = read_string(env, v, k->small, sizeof k->small,
-				     &k->owned, &k->bytes, &k->len, "key");
-	if (st == napi_ok)
+	k->owned = NULL;
+	if (napi_get_value_string_utf8(env, v, k->small, sizeof k->small,
+				       &k->len) == napi_ok) {
+		/* V8 stops before a character that does not fit whole (up
+		 * to 4 bytes): with 4 bytes of room left over, none was cut. */
+		k->bytes = k->small;
+		if (k->len + 4 < sizeof k->small)
+			return 0;
+		/* Perhaps cut: ask for the whole length, then copy. */
+		napi_get_value_string_utf8(env, v, NULL, 0, &k->len);
+		if ((k->owned = malloc(k->len + 1)) == NULL) {
+			throw_drl(env, DRL_ENOMEM, "key: out of memory", 0);
+			return -1;
+		}
+		napi_get_value_string_utf8(env, v, k->owned, k->len + 1,
+					   &k->len);
+		k->bytes = k->owned;
 		return 0;
-	if (st == napi_generic_failure) /* out of memory, thrown */
-		return -1;
+	}
 	if (napi_is_buffer(env, v, &is_buf) == napi_ok && is_buf) {
 		void *data = NULL;
 		napi_get_buffer_info(env, v, &data, &k->len);

@@ -22,15 +22,15 @@ def all_stopped(pid):
     """Whether every thread of process pid is stopped (state T or t in
     /proc/PID/task/TID/stat)."""
     try:
-        tids = os.listdir("/proc/%d/task" % pid)
-        states = []
-        for tid in tids:
+        for tid in os.listdir("/proc/%d/task" % pid):
             with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as f:
                 stat = f.read()
-            states.append(stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3])
+            state = stat[stat.rindex(b")") + 2:][:1]
+            if state not in (b"T", b"t"):
+                return False
     except (OSError, ValueError):
         return False
-    return all(s in (b"T", b"t") for s in states)
+    return True
 
 
 def pause(pid):
