@@ -6,6 +6,11 @@
 #
 #   bash scripts/bench_node.sh [BUILDDIR] [SECONDS] [ROUNDS]
 #   BENCH_STORES="redis" bash scripts/bench_node.sh ...   (some stores only)
+#   BENCH_COMPARE=DIR2 bash scripts/bench_node.sh DIR ... (two addons)
+#
+# BENCH_COMPARE: a second build's addon (DIR2/node/drl.node) runs each
+# cell too, in turn with the first and RLF, and a second table gives the
+# two addons' medians side by side (B is DIR2) and B/A.
 #
 # Every cell: node/bench/bench.js, IN_FLIGHT (16, 64) consume() calls in
 # flight on 10,000 distinct keys, fixed window, limits never reached, for
@@ -34,8 +39,17 @@ addon="$build/node/drl.node"
 	echo "no $addon: build first (meson setup $build && ninja -C $build)" >&2
 	exit 2
 }
-export LIBDRL_NODE_ADDON
-LIBDRL_NODE_ADDON=$(realpath "$addon")
+addon_a=$(realpath "$addon")
+addon_b=
+libs="drl rlf"
+if [ -n "${BENCH_COMPARE:-}" ]; then
+	[ -f "$BENCH_COMPARE/node/drl.node" ] || {
+		echo "no $BENCH_COMPARE/node/drl.node: build it first" >&2
+		exit 2
+	}
+	addon_b=$(realpath "$BENCH_COMPARE/node/drl.node")
+	libs="drl drl-b rlf"
+fi
 
 tmp=$(mktemp -d)
 rport=$(free_port)
@@ -69,8 +83,11 @@ for ((round = 1; round <= rounds; round++)); do
 		read -r store n <<<"$c"
 		port=$rport
 		[ "$store" = memcached ] && port=$mport
-		for lib in drl rlf; do
-			out=$(node node/bench/bench.js "$lib" "$store" "$port" "$n" "$secs")
+		for lib in $libs; do
+			a=$addon_a
+			[ "$lib" = drl-b ] && a=$addon_b
+			out=$(LIBDRL_NODE_ADDON=$a node node/bench/bench.js \
+				"${lib%-b}" "$store" "$port" "$n" "$secs")
 			r=$(awk '{printf "%.0f", $1 / $2}' <<<"$out")
 			u=$(awk '{printf "%.0f", $3 * 1e9 / $1}' <<<"$out")
 			rate["$lib $c"]+="$r "
@@ -98,4 +115,20 @@ for c in "${cells[@]}"; do
 		"$d" "$f" "$(awk -v a="$d" -v b="$f" 'BEGIN{print a / b}')" \
 		"${rate[drl $c]}" "${rate[rlf $c]}" "$dc" "$fc" \
 		"$(awk -v a="$fc" -v b="$dc" 'BEGIN{print a / b}')"
+done
+[ -n "$addon_b" ] || exit 0
+echo
+echo "A: $addon_a, B: $addon_b"
+echo
+echo "| store | in flight | A decisions/s | B decisions/s | B / A | A Node CPU ns/decision | B Node CPU ns/decision | B CPU / A CPU |"
+echo "|---|---|--:|--:|--:|--:|--:|--:|"
+for c in "${cells[@]}"; do
+	read -r store n <<<"$c"
+	a=$(median "${rate[drl $c]}")
+	b=$(median "${rate[drl-b $c]}")
+	ac=$(median "${cpu[drl $c]}")
+	bc=$(median "${cpu[drl-b $c]}")
+	printf '| %s | %s | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |\n' "$store" "$n" \
+		"$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN{print b / a}')" \
+		"$ac" "$bc" "$(awk -v a="$ac" -v b="$bc" 'BEGIN{print b / a}')"
 done

@@ -22,11 +22,16 @@
  * least this many chunks when there are as many items, so batching never
  * leaves a worker idle that would have decided one. */
 #define NODE_WORKERS 16
-/* drl_async_write_parts() of the addon's context (loop.c): the library's
- * default; a build may set another (-DNODE_WRITE_PARTS=2) to compare
- * (docs/performance.md, "The loop writes in parts"). */
+/* drl_async_write_parts() of the addon's context (loop.c): 2, not the
+ * library's 5. A Node callback (settle a promise, run the next
+ * consume()) costs several times a C one, and each write is a loopback
+ * send that wakes the server (~10 us of the Node process's CPU here), so
+ * fewer, larger writes give Node on Redis and memcached more decisions a
+ * second, idle or loaded (docs/performance.md, "A loop whose callbacks
+ * cost more: Node"). A build may set another (-DNODE_WRITE_PARTS=5) to
+ * compare. */
 #ifndef NODE_WRITE_PARTS
-#define NODE_WRITE_PARTS DRL_ASYNC_WRITE_PARTS_DEFAULT
+#define NODE_WRITE_PARTS 2
 #endif
 
 #define NAPI_VERSION 8

@@ -86,10 +86,8 @@ drl_async *addon_async(napi_env env, addon *ad)
 	drl_error err = {0, {0}};
 	drl_async *a = NULL;
 	int rc = drl_async_new(&a, &opts, &err);
-	/* The requests a round's callbacks start go out in the library's
-	 * default parts: fewer save the Node process CPU when it is the busy
-	 * side (a loaded machine), but cost rate at 16 in flight on an idle
-	 * one (docs/performance.md, "The loop writes in parts"). */
+	/* The requests a round's callbacks start go out in NODE_WRITE_PARTS
+	 * writes a round (addon.h), fewer than a C loop's. */
 	if (rc == 0)
 		rc = drl_async_write_parts(a, NODE_WRITE_PARTS);
 	if (rc == 0)
