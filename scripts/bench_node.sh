@@ -101,34 +101,31 @@ median() {
 	tr ' ' '\n' <<<"$1" | grep . | sort -g |
 		awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'
 }
+# rows X Y: a table row per cell, X's medians against Y's: rates, X / Y,
+# the rounds, CPU per decision, and Y's CPU / X's (above 1: X is cheaper).
+rows() {
+	local c store n x y xc yc
+	for c in "${cells[@]}"; do
+		read -r store n <<<"$c"
+		x=$(median "${rate[$1 $c]}")
+		y=$(median "${rate[$2 $c]}")
+		xc=$(median "${cpu[$1 $c]}")
+		yc=$(median "${cpu[$2 $c]}")
+		printf '| %s | %s | %.0f | %.0f | %.2f | %s/ %s| %.0f / %.0f | %.2f |\n' \
+			"$store" "$n" "$x" "$y" "$(awk -v a="$x" -v b="$y" 'BEGIN{print a / b}')" \
+			"${rate[$1 $c]}" "${rate[$2 $c]}" "$xc" "$yc" \
+			"$(awk -v a="$yc" -v b="$xc" 'BEGIN{print a / b}')"
+	done
+}
 echo "rate-limiter-flexible $rlf_version, node $(node --version), $rounds rounds of $secs s, medians"
 echo
 echo "| store | in flight | RateLimiterDrl decisions/s | RLF decisions/s | × RLF | rounds (drl / rlf) | Node CPU ns/decision (drl / RLF) | × RLF by CPU |"
 echo "|---|---|---|---|---|---|---|---|"
-for c in "${cells[@]}"; do
-	read -r store n <<<"$c"
-	d=$(median "${rate[drl $c]}")
-	f=$(median "${rate[rlf $c]}")
-	dc=$(median "${cpu[drl $c]}")
-	fc=$(median "${cpu[rlf $c]}")
-	printf '| %s | %s | %.0f | %.0f | %.2f | %s/ %s| %.0f / %.0f | %.2f |\n' "$store" "$n" \
-		"$d" "$f" "$(awk -v a="$d" -v b="$f" 'BEGIN{print a / b}')" \
-		"${rate[drl $c]}" "${rate[rlf $c]}" "$dc" "$fc" \
-		"$(awk -v a="$fc" -v b="$dc" 'BEGIN{print a / b}')"
-done
+rows drl rlf
 [ -n "$addon_b" ] || exit 0
 echo
 echo "A: $addon_a, B: $addon_b"
 echo
-echo "| store | in flight | A decisions/s | B decisions/s | B / A | A Node CPU ns/decision | B Node CPU ns/decision | B CPU / A CPU |"
-echo "|---|---|--:|--:|--:|--:|--:|--:|"
-for c in "${cells[@]}"; do
-	read -r store n <<<"$c"
-	a=$(median "${rate[drl $c]}")
-	b=$(median "${rate[drl-b $c]}")
-	ac=$(median "${cpu[drl $c]}")
-	bc=$(median "${cpu[drl-b $c]}")
-	printf '| %s | %s | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |\n' "$store" "$n" \
-		"$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN{print b / a}')" \
-		"$ac" "$bc" "$(awk -v a="$ac" -v b="$bc" 'BEGIN{print b / a}')"
-done
+echo "| store | in flight | B decisions/s | A decisions/s | B / A | rounds (B / A) | Node CPU ns/decision (B / A) | A CPU / B CPU |"
+echo "|---|---|---|---|---|---|---|---|"
+rows drl-b drl
