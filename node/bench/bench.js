@@ -1,11 +1,14 @@
 // One cell of scripts/bench_node.sh: IN_FLIGHT consume() calls in flight
-// in this one Node process, on 10,000 distinct keys, for SECONDS, limits
-// never reached (every decision an allowed write), after a warm-up.
+// in this one Node process, on KEYS (default 10,000) distinct keys, for
+// SECONDS, limits never reached (every decision an allowed write), after
+// a warm-up.
 // Prints "decisions seconds cpu_seconds": cpu_seconds is this process's
 // CPU time (user + system, all its threads: process.cpuUsage()) over the
 // same SECONDS, which a busy neighbour does not inflate as it does the
 // wall clock (the servers' CPU is not in it).
-//   node bench.js drl|rlf|none redis|memcached|memory PORT IN_FLIGHT SECONDS
+//   node bench.js drl|rlf|none redis|memcached|memory PORT IN_FLIGHT SECONDS [KEYS]
+// KEYS: fewer keys keep both limiters' tables in the CPU's caches (100:
+// what a decision costs without the cache misses of 10,000).
 // drl: RateLimiterDrl (this addon: LIBDRL_NODE_ADDON or node/drl.node);
 // rlf: rate-limiter-flexible's RateLimiterRedis (ioredis),
 //      RateLimiterMemcache (memcached) or RateLimiterMemory, from
@@ -17,7 +20,9 @@
 'use strict';
 const path = require('path');
 
-const [lib, store, port, inflight, seconds] = process.argv.slice(2);
+const [lib, store, port, inflight, seconds, nkeys = '10000'] = process.argv.slice(2);
+const NKEYS = Number(nkeys);
+if (!Number.isInteger(NKEYS) || NKEYS < 1) throw new RangeError('KEYS must be a whole number >= 1');
 const opts = { keyPrefix: 'bench-' + lib, points: 1000000, duration: 60 };
 let limiter;
 let close = () => {};
@@ -46,9 +51,9 @@ if (lib === 'none') {
   limiter = new RateLimiterMemory(opts);
 }
 
-// The 10,000 keys, made once: the loop measures the limiters, not string
+// The keys, made once: the loop measures the limiters, not string
 // concatenation.
-const keys = Array.from({ length: 10000 }, (_, i) => 'k' + i);
+const keys = Array.from({ length: NKEYS }, (_, i) => 'k' + i);
 
 // Callers, each awaiting its consume() in turn on a random key, until
 // `end` (ns; the clock read every 16 decisions).
@@ -57,7 +62,7 @@ async function run(end, count) {
   async function caller() {
     while (process.hrtime.bigint() < end) {
       for (let i = 0; i < 16; i++) {
-        await limiter.consume(keys[Math.floor(Math.random() * 10000)]);
+        await limiter.consume(keys[Math.floor(Math.random() * NKEYS)]);
       }
       done += 16;
     }
