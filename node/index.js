@@ -471,8 +471,9 @@ class RateLimiterDrl {
     if (typeof points === 'number' && points < 0) {
       return Promise.reject(new RangeError('points ' + points + ' is negative'));
     }
-    return this._call(native.adjust, key,
-      typeof points === 'number' ? sign * points : points);
+    // The points as given (checked by the addon, so a message names the
+    // caller's number) and the sign apart: reward's delta is -points.
+    return this._call(native.adjust, key, points, sign);
   }
 }
 

@@ -14,7 +14,7 @@
  *                                 outcomes out in init's batch array
  *                                 (decide.c)
  *   reset(handle, key)            -> Promise<true>          (blocking.c)
- *   adjust(handle, key, delta)    -> Promise<RateLimiterRes> (blocking.c)
+ *   adjust(handle, key, points, sign) -> Promise<RateLimiterRes> (blocking.c)
  *   direct(handle)                -> whether decisions need no worker
  *                                 (drl_async_direct; batch.c)
  *   decideBatch(handle, keys, points, q, chunk)  consume()s of one

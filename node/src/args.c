@@ -65,7 +65,10 @@ int get_key(napi_env env, napi_value v, keybuf *k)
 	if (napi_is_buffer(env, v, &is_buf) == napi_ok && is_buf) {
 		void *data = NULL;
 		napi_get_buffer_info(env, v, &data, &k->len);
-		k->bytes = data;
+		/* An empty Buffer has no data (NULL): its bytes are "", so the
+		 * library refuses it as the empty string, for its length, not
+		 * as a NULL key. */
+		k->bytes = k->len ? data : "";
 		return 0;
 	}
 	napi_throw_type_error(env, "DRL_EINVAL",

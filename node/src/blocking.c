@@ -154,16 +154,29 @@ napi_value js_reset(napi_env env, napi_callback_info info)
 	return r ? queue(env, r, "drl:reset") : NULL;
 }
 
-/* adjust(handle, key, delta) -> Promise<RateLimiterRes> */
+/* adjust(handle, key, points, sign) -> Promise<RateLimiterRes>: the
+ * key's delta is sign < 0 ? -points : points (reward, penalty). */
 napi_value js_adjust(napi_env env, napi_callback_info info)
 {
-	size_t argc = 3;
-	napi_value argv[3];
+	size_t argc = 4;
+	napi_value argv[4];
 	addon *ad = NULL;
 	int64_t delta = 0;
+	int32_t sign = 1;
 	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&ad);
 	if (get_points(env, argv[2], "points", &delta) != 0)
 		return NULL;
+	/* points checked as the caller gave them (0..2^53-1), negated after
+	 * for reward(): no overflow, and the message names their number */
+	if (delta < 0) {
+		char msg[64];
+		snprintf(msg, sizeof msg, "points %lld is negative",
+			 (long long)delta);
+		return throw_drl(env, DRL_ERANGE, msg, 0);
+	}
+	napi_get_value_int32(env, argv[3], &sign);
+	if (sign < 0)
+		delta = -delta;
 	block_req *r = new_req(env, ad, argv);
 	if (r == NULL)
 		return NULL;

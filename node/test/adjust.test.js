@@ -59,6 +59,10 @@ async function exact(store) {
     assert.strictEqual((await l.get(key)).consumedPoints, 4, what + ': 0 changes nothing');
     await assert.rejects(l.penalty(key, -1), RangeError);
     await assert.rejects(l.reward(key, 1.5), RangeError);
+    // A message names the points the caller gave, not reward's delta.
+    await assert.rejects(l.reward(key, 1.5), /got 1\.5$/);
+    await assert.rejects(l.reward(key, 2 ** 60), /points 1152921504606846976 is above 2\^53/);
+    await assert.rejects(l.reward(key, -1), /points -1 is negative/);
     await assert.rejects(l.penalty(7, 1), TypeError);
   }
 }

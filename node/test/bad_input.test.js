@@ -39,6 +39,11 @@ test('keys: not a string or Buffer, empty, too long', async () => {
   }
   await fails(() => l.consume(''), RangeError, /key/);
   await fails(() => l.delete(''), RangeError, /key/);
+  // An empty Buffer is refused as the empty string is: for its length.
+  for (const empty of [Buffer.alloc(0), new Uint8Array(0)]) {
+    await fails(() => l.consume(empty), RangeError, /key length 0 is outside/);
+    await fails(() => l.get(empty), RangeError, /key length 0 is outside/);
+  }
   await fails(() => l.consume('x'.repeat(1024 * 1024 + 1)), RangeError, /key/);
 });
 
