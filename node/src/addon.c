@@ -28,15 +28,29 @@
 
 #include <stdlib.h>
 
+/* The async cleanup hook is done: the loop calls none of this addon's
+ * code any more. */
+static void hook_done(void *hook)
+{
+	napi_remove_async_cleanup_hook(hook);
+}
+
 /* The environment is ending: settle nothing more in JS, stop the async
  * context (its callbacks run now and only free their requests), free
- * what the addon holds. */
-static void cleanup(void *arg)
+ * what the addon holds. An async cleanup hook, not a plain one: Node
+ * tears the environment down (and unloads an addon that only a
+ * worker_thread loaded) once `hook` is removed, and the loop adapter's
+ * handles close on the loop's next iteration, in close callbacks that
+ * are this addon's code: removed from the last of them (hook_done). With
+ * a plain hook a terminated worker_thread's loop ran them after the
+ * unload: a SIGSEGV (node/test/worker.test.js). `ad` is not touched
+ * after this returns: the instance data's finalizer may free it before
+ * the handles have closed. */
+static void cleanup(napi_async_cleanup_hook_handle hook, void *arg)
 {
 	addon *ad = arg;
 	ad->closing = 1;
-	drl_async_free(ad->async);
-	ad->async = NULL;
+	int closing = addon_async_free(ad, hook_done, hook);
 	lim_release_handles(ad);
 	drl_store_free(ad->check);
 	ad->check = NULL;
@@ -50,6 +64,8 @@ static void cleanup(void *arg)
 			napi_delete_reference(ad->env, *refs[i]);
 		*refs[i] = NULL;
 	}
+	if (!closing)
+		napi_remove_async_cleanup_hook(hook);
 }
 
 static void finalize(napi_env env, void *data, void *hint)
@@ -134,7 +150,7 @@ static napi_value init_module(napi_env env, napi_value exports)
 		return throw_drl(env, rc, err.message, 0);
 	}
 	napi_set_instance_data(env, ad, finalize, NULL);
-	napi_add_env_cleanup_hook(env, cleanup, ad);
+	napi_add_async_cleanup_hook(env, cleanup, ad, NULL);
 
 	napi_property_descriptor fns[] = {
 		{"open", NULL, js_open, NULL, NULL, NULL, napi_default, ad},

@@ -143,6 +143,14 @@ lim *get_lim(napi_env env, napi_value v);
  * at the first call; NULL with an Error thrown when that fails. */
 drl_async *addon_async(napi_env env, addon *ad);
 
+/* The environment ends (ad->closing set): free its async context (the
+ * callbacks of its requests run now, waiting for those in flight at most
+ * their timeout_ms) and detach it from the loop. 1 when closed(arg) will
+ * be called, on the loop's thread, once the loop has closed the
+ * attachment's handles (their close callbacks are this addon's code);
+ * 0 when nothing was on the loop (closed is never called). */
+int addon_async_free(addon *ad, void (*closed)(void *arg), void *arg);
+
 /* Open a handle scope and a callback scope (so promise reactions run
  * when it closes), run fn(arg), close both. For code called by libuv
  * rather than by JS. */

@@ -104,3 +104,16 @@ drl_async *addon_async(napi_env env, addon *ad)
 	ad->async = a;
 	return a;
 }
+
+int addon_async_free(addon *ad, void (*closed)(void *arg), void *arg)
+{
+	int on_loop = ad->uv != NULL;
+	if (on_loop)
+		drl_libuv_on_closed(ad->uv, closed, arg);
+	drl_async_free(ad->async); /* detaches ad->uv: closes its handles */
+	ad->async = NULL;
+	ad->uv = NULL;
+	if (tl_addon == ad)
+		tl_addon = NULL;
+	return on_loop;
+}

@@ -1,5 +1,6 @@
 /* <drl/adapters/libuv.h> on a real uv_loop_t: tests/fixtures/async_loop.c. */
 #include "async_loop.h"
+#include "testutil.h"
 
 #include <drl/adapters/libuv.h>
 
@@ -98,11 +99,48 @@ static void loop_free(void *loop)
 	free(loop);
 }
 
+static void count_closed(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+/* drl_libuv_on_closed(): called once the loop has closed the handles
+ * that drl_async_free() (or drl_libuv_detach()) closed, on the loop's
+ * next iteration, not before; the loop then holds nothing of the
+ * adapter's (uv_loop_close succeeds). */
+static void test_on_closed(void **state)
+{
+	(void)state;
+	for (int by_detach = 0; by_detach < 2; by_detach++) {
+		uv_loop_t *loop = make();
+		drl_async *a = NULL;
+		drl_libuv *h = NULL;
+		drl_error err = {0, {0}};
+		int calls = 0;
+		assert_int_equal(drl_async_new(&a, NULL, &err), 0);
+		assert_int_equal(drl_libuv_attach(&h, loop, a, &err), 0);
+		drl_libuv_on_closed(h, count_closed, &calls);
+		if (by_detach)
+			drl_libuv_detach(h);
+		drl_async_free(a); /* detaches h, unless detached */
+		assert_int_equal(calls, 0);
+		uv_run(loop, UV_RUN_DEFAULT);
+		assert_int_equal(calls, 1);
+		assert_int_equal(uv_loop_close(loop), 0);
+		free(loop);
+	}
+}
+
 int main(void)
 {
 	static const async_loop L = {
 		"libuv", make,      attach,   attach_null, run,  stop,
 		detach,  loop_free, on_error, alive,       hold, release,
 	};
-	return async_loop_main(&L);
+	static const struct CMUnitTest own[] = {
+		cmocka_unit_test(test_on_closed),
+	};
+	int failed = async_loop_main(&L);
+	return failed +
+	       cmocka_run_group_tests_name("libuv adapter", own, NULL, NULL);
 }

@@ -67,6 +67,8 @@ struct drl_libuv {
 	int status;         /* libuv's poll error, or 0 while none */
 	drl_libuv_error_cb on_error;
 	void *error_arg;
+	void (*closed)(void *arg); /* drl_libuv_on_closed() */
+	void *closed_arg;
 };
 
 /* Reference the poll handle while busy (the loop's thread). */
@@ -118,8 +120,13 @@ static void drl_libuv__on_poll(uv_poll_t *poll, int status, int events)
 static void drl_libuv__on_close(uv_handle_t *handle)
 {
 	drl_libuv *h = (drl_libuv *)handle->data;
-	if (--h->closing == 0)
-		free(h);
+	if (--h->closing != 0)
+		return;
+	void (*closed)(void *) = h->closed;
+	void *arg = h->closed_arg;
+	free(h);
+	if (closed != NULL)
+		closed(arg);
 }
 
 /* Close both handles (unhooked from the context already). */
@@ -191,6 +198,22 @@ static inline void drl_libuv_on_error(drl_libuv *h, drl_libuv_error_cb on_error,
 {
 	h->on_error = on_error;
 	h->error_arg = arg;
+}
+
+/* Call closed(arg) once h's handles have closed and h is freed (after
+ * drl_libuv_detach() or drl_async_free() of its context: the loop's next
+ * iteration), on the loop's thread: from then on the loop calls none of
+ * the adapter's code. For a program whose code may go away once the loop
+ * stops calling it: a Node addon's environment cleanup (Node unloads an
+ * addon a worker_thread loaded once the worker's environment is torn
+ * down, and a close callback run after that would jump into unmapped
+ * code), a plugin about to be unloaded. Set it before the detach or the
+ * free; NULL: none. */
+static inline void drl_libuv_on_closed(drl_libuv *h, void (*closed)(void *arg),
+				       void *arg)
+{
+	h->closed = closed;
+	h->closed_arg = arg;
 }
 
 /* Stop watching; the attachment is freed by the loop once its handles
