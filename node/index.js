@@ -60,6 +60,11 @@ const out = new Float64Array(5);
 // the double it is. Doubles alone would make V8 store every field of every
 // RateLimiterRes as a separately allocated number.
 const count = (x) => (x <= 0x3fffffff ? x | 0 : x);
+// Bad input found here, in JS: a TypeError or RangeError with .code
+// 'DRL_EINVAL', as the addon's (every error has a code: docs/node.md).
+function invalid(Cls, message) {
+  return Object.assign(new Cls(message), { code: 'DRL_EINVAL' });
+}
 // memcached:// consume()s made in one tick are decided together
 // (RateLimiterDrl's _queue): at most BATCH_ITEMS a call, whose outcomes
 // decideBatch() writes here before it calls settle(), 6 numbers a row:
@@ -166,7 +171,7 @@ const OPTIONS = new Set(['store', 'points', 'duration', 'keyPrefix', 'algorithm'
 function batchOf(batch) {
   if (batch === undefined) return BATCH;
   if (!Number.isInteger(batch) || batch < 1 || batch > BATCH_ITEMS) {
-    throw new RangeError('batch must be a whole number from 1 to ' + BATCH_ITEMS);
+    throw invalid(RangeError, 'batch must be a whole number from 1 to ' + BATCH_ITEMS);
   }
   return batch;
 }
@@ -176,10 +181,10 @@ function batchOf(batch) {
 // written, so the library's own message names a bad one.
 function specOf(opts) {
   if (opts.spec !== undefined) {
-    if (typeof opts.spec !== 'string') throw new TypeError('spec must be a string');
+    if (typeof opts.spec !== 'string') throw invalid(TypeError, 'spec must be a string');
     for (const name of ['points', 'duration', 'algorithm', 'onError']) {
       if (opts[name] !== undefined) {
-        throw new TypeError('spec replaces ' + name + ': give one or the other');
+        throw invalid(TypeError, 'spec replaces ' + name + ': give one or the other');
       }
     }
     return opts.spec;
@@ -187,16 +192,16 @@ function specOf(opts) {
   const algorithm = opts.algorithm === undefined ? 'fixed_window' : opts.algorithm;
   const points = opts.points === undefined ? 4 : opts.points;
   const duration = opts.duration === undefined ? 1 : opts.duration;
-  if (typeof algorithm !== 'string') throw new TypeError('algorithm must be a string');
-  if (typeof points !== 'number') throw new TypeError('points must be a number');
-  if (typeof duration !== 'number') throw new TypeError('duration must be a number');
+  if (typeof algorithm !== 'string') throw invalid(TypeError, 'algorithm must be a string');
+  if (typeof points !== 'number') throw invalid(TypeError, 'points must be a number');
+  if (typeof duration !== 'number') throw invalid(TypeError, 'duration must be a number');
   const ms = duration * 1000;
   const period = Number.isInteger(duration) ? duration + 's'
     : Number.isInteger(ms) ? ms + 'ms' : String(duration);
   let spec = algorithm + ':' + points + '/' + period;
   if (opts.onError !== undefined) {
     if (!ON_ERROR.has(opts.onError)) {
-      throw new TypeError("onError must be 'deny', 'allow' or 'local'");
+      throw invalid(TypeError, "onError must be 'deny', 'allow' or 'local'");
     }
     spec += ';on_error=' + opts.onError;
   }
@@ -214,18 +219,18 @@ function specOf(opts) {
 class RateLimiterDrl {
   constructor(opts = {}) {
     if (opts === null || typeof opts !== 'object') {
-      throw new TypeError('options must be an object');
+      throw invalid(TypeError, 'options must be an object');
     }
     for (const name of Object.keys(opts)) {
       if (!OPTIONS.has(name)) {
-        throw new TypeError('option ' + name + ' is not supported by RateLimiterDrl '
+        throw invalid(TypeError, 'option ' + name + ' is not supported by RateLimiterDrl '
           + '(docs/node.md: ' + [...OPTIONS].join(', ') + ')');
       }
     }
     const store = opts.store === undefined ? 'memory://' : opts.store;
     const keyPrefix = opts.keyPrefix === undefined ? 'rlflx' : opts.keyPrefix;
-    if (typeof store !== 'string') throw new TypeError('store must be a URI string');
-    if (typeof keyPrefix !== 'string') throw new TypeError('keyPrefix must be a string');
+    if (typeof store !== 'string') throw invalid(TypeError, 'store must be a URI string');
+    if (typeof keyPrefix !== 'string') throw invalid(TypeError, 'keyPrefix must be a string');
     this.spec = specOf(opts);
     // RLF's properties (undefined when a spec stands for them).
     this.points = opts.spec !== undefined ? undefined : opts.points === undefined ? 4 : opts.points;
@@ -292,8 +297,7 @@ class RateLimiterDrl {
   // Number reject at once, with the TypeError decideNow() would throw.
   _nowQueue(key, points) {
     if (typeof points !== 'number') {
-      return Promise.reject(Object.assign(new TypeError('points must be a number'),
-        { code: 'DRL_EINVAL' }));
+      return Promise.reject(invalid(TypeError, 'points must be a number'));
     }
     let q = this._mq;
     if (q === null) {
@@ -469,7 +473,7 @@ class RateLimiterDrl {
         + 'not in this libdrl (' + native.version + ')'), { code: 'DRL_ENOTSUP' }));
     }
     if (typeof points === 'number' && points < 0) {
-      return Promise.reject(new RangeError('points ' + points + ' is negative'));
+      return Promise.reject(invalid(RangeError, 'points ' + points + ' is negative'));
     }
     // The points as given (checked by the addon, so a message names the
     // caller's number) and the sign apart: reward's delta is -points.

@@ -18,6 +18,9 @@ async function fails(fn, cls, pattern) {
   }
   assert.ok(e instanceof cls, 'expected a ' + cls.name + ', got ' + e);
   assert.match(e.message, pattern);
+  // Every error has a code: bad input's is DRL_EINVAL, thrown by index.js
+  // or by the addon alike.
+  assert.strictEqual(e.code, 'DRL_EINVAL', e.message);
   return e;
 }
 
@@ -63,6 +66,10 @@ test('bad specs throw a TypeError with the library message', async () => {
   await fails(() => new RateLimiterDrl({ blockDuration: 10 }), TypeError, /option blockDuration/);
   await fails(() => new RateLimiterDrl({ spec: 'gcra:5/1s', points: 5 }), TypeError, /spec replaces points/);
   await fails(() => new RateLimiterDrl({ storeClient: {} }), TypeError, /option storeClient/);
+  await fails(() => new RateLimiterDrl(null), TypeError, /options must be an object/);
+  await fails(() => new RateLimiterDrl({ batch: 0 }), RangeError, /batch must be/);
+  await fails(() => new RateLimiterDrl({ keyPrefix: 7 }), TypeError, /keyPrefix must be/);
+  await fails(() => l.penalty('k', -1), RangeError, /points -1 is negative/);
 });
 
 test('bad URIs reject every call with a TypeError and the library message', async () => {
