@@ -63,6 +63,8 @@ async function exact(store) {
     await assert.rejects(l.reward(key, 1.5), /got 1\.5$/);
     await assert.rejects(l.reward(key, 2 ** 60), /points 1152921504606846976 is above 2\^53/);
     await assert.rejects(l.reward(key, -1), /points -1 is negative/);
+    await assert.rejects(l.reward(key, 1e9 + 1), /points 1000000001 is above 1000000000/);
+    await assert.rejects(l.penalty(key, 1e9 + 1), /points 1000000001 is above 1000000000/);
     await assert.rejects(l.penalty(7, 1), TypeError);
   }
 }
