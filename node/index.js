@@ -472,9 +472,6 @@ class RateLimiterDrl {
       return Promise.reject(Object.assign(new Error('penalty/reward need drl_adjust(), '
         + 'not in this libdrl (' + native.version + ')'), { code: 'DRL_ENOTSUP' }));
     }
-    if (typeof points === 'number' && points < 0) {
-      return Promise.reject(invalid(RangeError, 'points ' + points + ' is negative'));
-    }
     // The points as given (checked by the addon, so a message names the
     // caller's number) and the sign apart: reward's delta is -points.
     return this._call(native.adjust, key, points, sign);

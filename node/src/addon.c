@@ -50,7 +50,7 @@ static void cleanup(napi_async_cleanup_hook_handle hook, void *arg)
 {
 	addon *ad = arg;
 	ad->closing = 1;
-	int closing = addon_async_free(ad, hook_done, hook);
+	int on_loop = addon_async_free(ad, hook_done, hook);
 	lim_release_handles(ad);
 	drl_store_free(ad->check);
 	ad->check = NULL;
@@ -64,7 +64,7 @@ static void cleanup(napi_async_cleanup_hook_handle hook, void *arg)
 			napi_delete_reference(ad->env, *refs[i]);
 		*refs[i] = NULL;
 	}
-	if (!closing)
+	if (!on_loop) /* nothing to wait for */
 		napi_remove_async_cleanup_hook(hook);
 }
 

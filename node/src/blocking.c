@@ -166,18 +166,21 @@ napi_value js_adjust(napi_env env, napi_callback_info info)
 	napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&ad);
 	if (get_points(env, argv[2], "points", &delta) != 0)
 		return NULL;
-	/* points checked as the caller gave them (0..2^53-1), negated after
-	 * for reward(): no overflow, and the message names their number */
+	/* points checked as the caller gave them (0..2^53-1; a negative one
+	 * is passed on by get_points), negated after for reward(): no
+	 * overflow, and a message names their number, not reward's delta
+	 * (drl_adjust's own would). Bad input: DRL_EINVAL, as get_points. */
 	if (delta < 0 || delta > DRL_LIMIT_MAX) {
-		/* drl_adjust's bound, said of the points given (its own
-		 * message names reward()'s negated delta) */
 		char msg[96];
-		snprintf(msg, sizeof msg,
-			 delta < 0 ? "points %lld is negative"
-				   : "points %lld is above %lld (the most one "
-				     "penalty or reward moves)",
-			 (long long)delta, (long long)DRL_LIMIT_MAX);
-		return throw_drl(env, DRL_ERANGE, msg, 0);
+		if (delta < 0)
+			snprintf(msg, sizeof msg, "points %lld is negative",
+				 (long long)delta);
+		else
+			snprintf(msg, sizeof msg,
+				 "points %lld is above %lld (the most one "
+				 "penalty or reward moves)",
+				 (long long)delta, (long long)DRL_LIMIT_MAX);
+		return throw_drl(env, DRL_EINVAL, msg, 0);
 	}
 	napi_get_value_int32(env, argv[3], &sign);
 	if (sign < 0)

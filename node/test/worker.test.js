@@ -51,7 +51,7 @@ test('memcached and redis, running', async (t) => {
   }
 });
 
-test('a stalled redis: each termination waits at most timeout_ms', async (t) => {
+test('a stalled redis (SIGSTOP, timeout_ms=300): the process lives', async (t) => {
   const r = await servers.redis(t);
   if (!r) return;
   try {
