@@ -151,28 +151,32 @@ static int64_t first_live(const drl__limit *lim, const log_view *v, int64_t now)
 static void put_trailer(const drl__limit *lim, unsigned char *out, int64_t n,
 			size_t *outlen);
 
-/* The live part of a log at now: its first live entry, their counts'
- * sum, the newest one's time (-1: none). */
-typedef struct live {
+/* A stored log as a decision finds it (load): the log, the numbers that
+ * decide it, and its live part at the call's now: its first live entry,
+ * their counts' sum, the newest one's time (-1: none). */
+typedef struct loaded {
+	log_view v;
+	drl__limit eff;
 	int64_t first, used, newest;
-} live;
+} loaded;
 
 /* Read the stored log (read_log), settle which numbers decide it
- * (settle, into *eff) and count its live part at call->now into *l:
+ * (settle, into s->eff) and count its live part at call->now into *s:
  * settle's 1 or 0, or DRL_ECORRUPT (in call->err). */
 static int load(const drl__limit *lim, const drl__call *call, const void *old,
-		size_t oldlen, log_view *v, drl__limit *eff, live *l)
+		size_t oldlen, loaded *s)
 {
+	log_view *v = &s->v;
 	if (read_log(lim, old, oldlen, v))
 		return drl__state_corrupt(lim, call);
-	int changed = settle(lim, call, v, eff);
+	int changed = settle(lim, call, v, &s->eff);
 	if (changed < 0)
 		return changed;
-	l->first = first_live(lim, v, call->now);
-	l->used = 0;
-	for (int64_t i = l->first; i < v->n; i++)
-		l->used += count_at(v, i);
-	l->newest = v->n > l->first ? ts_at(v, v->n - 1) : -1;
+	s->first = first_live(lim, v, call->now);
+	s->used = 0;
+	for (int64_t i = s->first; i < v->n; i++)
+		s->used += count_at(v, i);
+	s->newest = v->n > s->first ? ts_at(v, v->n - 1) : -1;
 	return changed;
 }
 
@@ -266,35 +270,33 @@ static int step(const drl__limit *lim, const drl__call *call, const void *old,
 		int64_t *ttl_us, drl_result *res, drl__undo *undo)
 {
 	(void)cap;
-	log_view v;
-	drl__limit eff;
-	live l;
-	int changed = load(lim, call, old, oldlen, &v, &eff, &l);
+	loaded s;
+	int changed = load(lim, call, old, oldlen, &s);
 	if (changed < 0)
 		return changed;
-	int64_t now = call->now, cost = call->cost, limit = eff.limit;
-	int64_t first = l.first, used = l.used, newest = l.newest;
-	int64_t reset = newest < 0 ? 0 : newest + eff.period_us - now;
+	int64_t now = call->now, cost = call->cost, limit = s.eff.limit;
+	int64_t first = s.first, used = s.used, newest = s.newest;
+	int64_t reset = newest < 0 ? 0 : newest + s.eff.period_us - now;
 	int64_t retry = 0;
 	if (cost <= limit && used + cost > limit) {
 		/* wait until enough of the oldest entries leave */
 		int64_t excess = used + cost - limit, k = first;
 		for (int64_t freed = 0;; k++) {
-			freed += count_at(&v, k);
+			freed += count_at(&s.v, k);
 			if (freed >= excess)
 				break;
 		}
-		retry = ts_at(&v, k) + eff.period_us - now;
+		retry = ts_at(&s.v, k) + s.eff.period_us - now;
 	}
-	int consumed = judge(&eff, call, used, reset, retry, res);
+	int consumed = judge(&s.eff, call, used, reset, retry, res);
 	/* taken over (changed): written under eff's numbers all the same */
 	if (!consumed && (!changed || call->peek))
 		return 0;
 	int64_t stamp = drl__max64(now, newest);
 	if (consumed)
 		undo->a = stamp;
-	write_log(&eff, &v, first, stamp, consumed ? cost : 0, out, outlen);
-	*ttl_us = log_ttl(&eff, out, *outlen, now);
+	write_log(&s.eff, &s.v, first, stamp, consumed ? cost : 0, out, outlen);
+	*ttl_us = log_ttl(&s.eff, out, *outlen, now);
 	return 1;
 }
 
@@ -365,22 +367,20 @@ static int adjust_step(const drl__limit *lim, const drl__call *call,
 		       drl__undo *undo)
 {
 	(void)cap;
-	log_view v;
-	drl__limit eff;
-	live l;
-	int rc = load(lim, call, old, oldlen, &v, &eff, &l);
+	loaded s;
+	int rc = load(lim, call, old, oldlen, &s);
 	if (rc < 0)
 		return rc;
-	int64_t now = call->now, first = l.first, used = l.used;
-	int64_t newest = l.newest;
+	int64_t now = call->now, first = s.first, used = s.used;
+	int64_t newest = s.newest;
 	unsigned char *o = out;
 	if (call->delta > 0) {
 		int64_t add = drl__min64(call->delta,
-					 drl__max64(0, 2 * eff.limit - used));
-		write_log(&eff, &v, first, drl__max64(now, newest), add, o,
+					 drl__max64(0, 2 * s.eff.limit - used));
+		write_log(&s.eff, &s.v, first, drl__max64(now, newest), add, o,
 			  outlen);
 	} else {
-		write_log(&eff, &v, first, 0, 0, o, outlen);
+		write_log(&s.eff, &s.v, first, 0, 0, o, outlen);
 		int64_t n = (int64_t)((*outlen - TRAILER) / ENTRY);
 		for (int64_t r = -call->delta; r > 0 && n > 0;) {
 			unsigned char *e = o + (size_t)(n - 1) * ENTRY;
@@ -392,7 +392,7 @@ static int adjust_step(const drl__limit *lim, const drl__call *call,
 			r -= c;
 			n--;
 		}
-		put_trailer(&eff, o, n, outlen);
+		put_trailer(&s.eff, o, n, outlen);
 	}
 	*ttl_us = log_ttl(lim, o, *outlen, now);
 	/* the peek, on the log as written (it writes nothing) */

@@ -62,48 +62,54 @@ typedef void (*RedisModuleScanKeyCB)(RedisModuleKey *key,
 				     RedisModuleString *field,
 				     RedisModuleString *value, void *privdata);
 
+/* Every function the module uses but GetApi (the context's, below), in
+ * the order RedisModule_Init looks them up: X(return type, name,
+ * parameters, required). One not required is NULL on a server without
+ * it. */
 /* clang-format off */
+#define DRL_RM_FUNCS(X) \
+	X(void, SetModuleAttribs, (RedisModuleCtx *ctx, const char *name, int ver, int apiver), 1) \
+	X(int, CreateCommand, (RedisModuleCtx *ctx, const char *name, RedisModuleCmdFunc cmdfunc, const char *strflags, int firstkey, int lastkey, int keystep), 1) \
+	X(void *, OpenKey, (RedisModuleCtx *ctx, RedisModuleString *keyname, int mode), 1) \
+	X(void, CloseKey, (RedisModuleKey *kp), 1) \
+	X(int, KeyType, (RedisModuleKey *kp), 1) \
+	X(size_t, ValueLength, (RedisModuleKey *kp), 1) \
+	X(int, DeleteKey, (RedisModuleKey *key), 1) \
+	X(char *, StringDMA, (RedisModuleKey *key, size_t *len, int mode), 1) \
+	X(int, StringSet, (RedisModuleKey *key, RedisModuleString *str), 1) \
+	X(int, StringTruncate, (RedisModuleKey *key, size_t newlen), 1) \
+	X(int, SetExpire, (RedisModuleKey *key, mstime_t expire), 1) \
+	X(int, HashSet, (RedisModuleKey *key, int flags, ...), 1) \
+	X(int, HashGet, (RedisModuleKey *key, int flags, ...), 1) \
+	X(RedisModuleString *, CreateString, (RedisModuleCtx *ctx, const char *ptr, size_t len), 1) \
+	X(RedisModuleString *, CreateStringFromLongLong, (RedisModuleCtx *ctx, long long ll), 1) \
+	X(int, StringToLongLong, (const RedisModuleString *str, long long *ll), 1) \
+	X(void, FreeString, (RedisModuleCtx *ctx, RedisModuleString *str), 1) \
+	X(void, RetainString, (RedisModuleCtx *ctx, RedisModuleString *str), 1) \
+	X(RedisModuleScanCursor *, ScanCursorCreate, (void), 1) \
+	X(void, ScanCursorDestroy, (RedisModuleScanCursor *cursor), 1) \
+	X(int, ScanKey, (RedisModuleKey *key, RedisModuleScanCursor *cursor, RedisModuleScanKeyCB fn, void *privdata), 1) \
+	X(const char *, StringPtrLen, (const RedisModuleString *str, size_t *len), 1) \
+	X(int, WrongArity, (RedisModuleCtx *ctx), 1) \
+	X(int, ReplyWithError, (RedisModuleCtx *ctx, const char *err), 1) \
+	X(int, ReplyWithArray, (RedisModuleCtx *ctx, long len), 1) \
+	X(int, ReplyWithLongLong, (RedisModuleCtx *ctx, long long ll), 1) \
+	X(int, ReplicateVerbatim, (RedisModuleCtx *ctx), 1) \
+	X(RedisModuleCallReply *, Call, (RedisModuleCtx *ctx, const char *cmdname, const char *fmt, ...), 1) \
+	X(int, CallReplyType, (RedisModuleCallReply *reply), 1) \
+	X(long long, CallReplyInteger, (RedisModuleCallReply *reply), 1) \
+	X(size_t, CallReplyLength, (RedisModuleCallReply *reply), 1) \
+	X(RedisModuleCallReply *, CallReplyArrayElement, (RedisModuleCallReply *reply, size_t idx), 1) \
+	X(const char *, CallReplyStringPtr, (RedisModuleCallReply *reply, size_t *len), 1) \
+	X(void, FreeCallReply, (RedisModuleCallReply *reply), 1) \
+	X(int, IsModuleNameBusy, (const char *name), 0)
 #ifdef DRL_RM_DEFINE
-#define DRL_RM_API(ret, name, args) ret(*RedisModule_##name) args
+#define DRL_RM_API(ret, name, args, required) ret(*RedisModule_##name) args;
 #else
-#define DRL_RM_API(ret, name, args) extern ret(*RedisModule_##name) args
+#define DRL_RM_API(ret, name, args, required) extern ret(*RedisModule_##name) args;
 #endif
-DRL_RM_API(int, GetApi, (const char *, void *));
-DRL_RM_API(void, SetModuleAttribs, (RedisModuleCtx *ctx, const char *name, int ver, int apiver));
-DRL_RM_API(int, IsModuleNameBusy, (const char *name));
-DRL_RM_API(int, CreateCommand, (RedisModuleCtx *ctx, const char *name, RedisModuleCmdFunc cmdfunc, const char *strflags, int firstkey, int lastkey, int keystep));
-DRL_RM_API(void *, OpenKey, (RedisModuleCtx *ctx, RedisModuleString *keyname, int mode));
-DRL_RM_API(void, CloseKey, (RedisModuleKey *kp));
-DRL_RM_API(int, KeyType, (RedisModuleKey *kp));
-DRL_RM_API(size_t, ValueLength, (RedisModuleKey *kp));
-DRL_RM_API(int, DeleteKey, (RedisModuleKey *key));
-DRL_RM_API(char *, StringDMA, (RedisModuleKey *key, size_t *len, int mode));
-DRL_RM_API(int, StringSet, (RedisModuleKey *key, RedisModuleString *str));
-DRL_RM_API(int, StringTruncate, (RedisModuleKey *key, size_t newlen));
-DRL_RM_API(int, SetExpire, (RedisModuleKey *key, mstime_t expire));
-DRL_RM_API(int, HashSet, (RedisModuleKey *key, int flags, ...));
-DRL_RM_API(int, HashGet, (RedisModuleKey *key, int flags, ...));
-DRL_RM_API(RedisModuleString *, CreateString, (RedisModuleCtx *ctx, const char *ptr, size_t len));
-DRL_RM_API(RedisModuleString *, CreateStringFromLongLong, (RedisModuleCtx *ctx, long long ll));
-DRL_RM_API(int, StringToLongLong, (const RedisModuleString *str, long long *ll));
-DRL_RM_API(void, FreeString, (RedisModuleCtx *ctx, RedisModuleString *str));
-DRL_RM_API(void, RetainString, (RedisModuleCtx *ctx, RedisModuleString *str));
-DRL_RM_API(RedisModuleScanCursor *, ScanCursorCreate, (void));
-DRL_RM_API(void, ScanCursorDestroy, (RedisModuleScanCursor *cursor));
-DRL_RM_API(int, ScanKey, (RedisModuleKey *key, RedisModuleScanCursor *cursor, RedisModuleScanKeyCB fn, void *privdata));
-DRL_RM_API(const char *, StringPtrLen, (const RedisModuleString *str, size_t *len));
-DRL_RM_API(int, WrongArity, (RedisModuleCtx *ctx));
-DRL_RM_API(int, ReplyWithError, (RedisModuleCtx *ctx, const char *err));
-DRL_RM_API(int, ReplyWithArray, (RedisModuleCtx *ctx, long len));
-DRL_RM_API(int, ReplyWithLongLong, (RedisModuleCtx *ctx, long long ll));
-DRL_RM_API(int, ReplicateVerbatim, (RedisModuleCtx *ctx));
-DRL_RM_API(RedisModuleCallReply *, Call, (RedisModuleCtx *ctx, const char *cmdname, const char *fmt, ...));
-DRL_RM_API(int, CallReplyType, (RedisModuleCallReply *reply));
-DRL_RM_API(long long, CallReplyInteger, (RedisModuleCallReply *reply));
-DRL_RM_API(size_t, CallReplyLength, (RedisModuleCallReply *reply));
-DRL_RM_API(RedisModuleCallReply *, CallReplyArrayElement, (RedisModuleCallReply *reply, size_t idx));
-DRL_RM_API(const char *, CallReplyStringPtr, (RedisModuleCallReply *reply, size_t *len));
-DRL_RM_API(void, FreeCallReply, (RedisModuleCallReply *reply));
+DRL_RM_API(int, GetApi, (const char *, void *), 1)
+DRL_RM_FUNCS(DRL_RM_API)
 #undef DRL_RM_API
 /* clang-format on */
 
@@ -112,40 +118,30 @@ DRL_RM_API(void, FreeCallReply, (RedisModuleCallReply *reply));
 			    (void *)&RedisModule_##name) == REDISMODULE_OK)
 
 #ifdef DRL_RM_DEFINE
+/* One function's look-up in RedisModule_Init: REDISMODULE_ERR when a
+ * required one is missing (a server too old), NULL for another. */
+#define DRL_RM_LOOKUP(ret, name, args, required)                               \
+	if (!DRL_RM_GET(name)) {                                               \
+		if (required)                                                  \
+			return REDISMODULE_ERR;                                \
+		RedisModule_##name = NULL;                                     \
+	}
+
 /* What redismodule.h's RedisModule_Init does: take GetApi from the context,
- * look up every function above (REDISMODULE_ERR when one is missing: a
- * server too old), register the module's name. */
+ * look up every function above (DRL_RM_LOOKUP), register the module's
+ * name. */
 static int RedisModule_Init(RedisModuleCtx *ctx, const char *name, int ver,
 			    int apiver)
 {
 	void *getapi = ((void **)ctx)[0];
 	RedisModule_GetApi = (int (*)(const char *, void *))(uintptr_t)getapi;
-	if (!(DRL_RM_GET(SetModuleAttribs) && DRL_RM_GET(CreateCommand) &&
-	      DRL_RM_GET(OpenKey) && DRL_RM_GET(CloseKey) &&
-	      DRL_RM_GET(KeyType) && DRL_RM_GET(ValueLength) &&
-	      DRL_RM_GET(DeleteKey) && DRL_RM_GET(StringDMA) &&
-	      DRL_RM_GET(StringSet) && DRL_RM_GET(StringTruncate) &&
-	      DRL_RM_GET(SetExpire) && DRL_RM_GET(HashSet) &&
-	      DRL_RM_GET(HashGet) && DRL_RM_GET(CreateString) &&
-	      DRL_RM_GET(CreateStringFromLongLong) &&
-	      DRL_RM_GET(StringToLongLong) && DRL_RM_GET(FreeString) &&
-	      DRL_RM_GET(RetainString) && DRL_RM_GET(ScanCursorCreate) &&
-	      DRL_RM_GET(ScanCursorDestroy) && DRL_RM_GET(ScanKey) &&
-	      DRL_RM_GET(StringPtrLen) && DRL_RM_GET(WrongArity) &&
-	      DRL_RM_GET(ReplyWithError) && DRL_RM_GET(ReplyWithArray) &&
-	      DRL_RM_GET(ReplyWithLongLong) && DRL_RM_GET(ReplicateVerbatim) &&
-	      DRL_RM_GET(Call) && DRL_RM_GET(CallReplyType) &&
-	      DRL_RM_GET(CallReplyInteger) && DRL_RM_GET(CallReplyLength) &&
-	      DRL_RM_GET(CallReplyArrayElement) &&
-	      DRL_RM_GET(CallReplyStringPtr) && DRL_RM_GET(FreeCallReply)))
-		return REDISMODULE_ERR;
-	if (!DRL_RM_GET(IsModuleNameBusy))
-		RedisModule_IsModuleNameBusy = NULL;
+	DRL_RM_FUNCS(DRL_RM_LOOKUP)
 	if (RedisModule_IsModuleNameBusy && RedisModule_IsModuleNameBusy(name))
 		return REDISMODULE_ERR;
 	RedisModule_SetModuleAttribs(ctx, name, ver, apiver);
 	return REDISMODULE_OK;
 }
+#undef DRL_RM_LOOKUP
 #endif
 
 #endif
