@@ -18,6 +18,7 @@
  * free loopback port and stops it after.
  */
 #include "bench_redis.h"
+#include "bench_util.h"
 
 #include <drl/async.h>
 
@@ -47,17 +48,11 @@ static void record(double us)
 		lat[i] = us;
 }
 
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 /* Print one run: decisions/s and percentiles. */
 static void report(const char *mode, double secs, long failed)
 {
 	size_t n = nlat < MAX_SAMPLES ? nlat : MAX_SAMPLES;
-	qsort(lat, n, sizeof *lat, cmp);
+	bench_sort(lat, n);
 	printf("%-34s %10.0f %8.0f %8.0f %8.0f %6ld\n", mode, (double)n / secs,
 	       lat[n / 2], lat[n * 99 / 100], lat[n * 999 / 1000], failed);
 	fflush(stdout);
@@ -173,23 +168,18 @@ static long run_blocking(drl_limiter *l, double secs)
 
 int main(int argc, char **argv)
 {
-	double secs = argc > 1 ? atof(argv[1]) : 3;
-	int runs = argc > 2 ? atoi(argv[2]) : 3;
-	if (argc > 3)
-		in_flight = atoi(argv[3]);
-	if (argc > 4)
-		workers = atoi(argv[4]);
-	if (secs <= 0 || runs <= 0 || in_flight < 1 ||
-	    in_flight > IN_FLIGHT_MAX || workers < 1 ||
-	    workers > DRL_ASYNC_THREADS_MAX) {
-		fprintf(stderr,
-			"usage: %s [seconds per run] [runs] [in flight] "
-			"[workers] [URI]\n",
-			argv[0]);
-		return 2;
-	}
-	for (int k = 0; k < KEYS; k++)
-		snprintf(keys[k], sizeof keys[k], "key-%06d", k);
+	bool ok = true;
+	double secs = bench_arg_num(argc, argv, 1, 3, 0.001, 3600, &ok);
+	int runs = (int)bench_arg_int(argc, argv, 2, 3, 1, 1000, &ok);
+	in_flight = (int)bench_arg_int(argc, argv, 3, in_flight, 1,
+				       IN_FLIGHT_MAX, &ok);
+	workers = (int)bench_arg_int(argc, argv, 4, workers, 1,
+				     DRL_ASYNC_THREADS_MAX, &ok);
+	if (!ok)
+		return bench_usage("%s [seconds per run] [runs] [in flight] "
+				   "[workers] [URI]",
+				   argv[0]);
+	bench_name_keys((char *)keys, sizeof keys[0], KEYS, "key-", 6);
 	bench_target t;
 	if (!bench_target_open(&t, argc > 5 ? argv[5] : NULL))
 		return 1;

@@ -14,6 +14,7 @@
  * high that every request is admitted and writes, as the single path does.
  */
 #include "bench_redis.h"
+#include "bench_util.h"
 
 #include <drl/drl.h>
 
@@ -78,26 +79,16 @@ static double run(drl_limiter *l, size_t batch)
 	return (double)done / (t - t0);
 }
 
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
 	static const char *const specs[] = {"token_bucket:1000000/1s",
 					    "fixed_window:1000000/1s"};
 	static const size_t batches[] = {0, 100, 1000};
-	if (argc > 1)
-		seconds = atof(argv[1]);
-	if (seconds <= 0) {
-		fprintf(stderr, "usage: %s [seconds per run] [redis URI]\n",
-			argv[0]);
-		return 2;
-	}
-	for (int k = 0; k < KEYS; k++)
-		snprintf(keys[k], sizeof keys[k], "key-%06d", k);
+	bool ok = true;
+	seconds = bench_arg_num(argc, argv, 1, seconds, 0.001, 3600, &ok);
+	if (!ok)
+		return bench_usage("%s [seconds per run] [redis URI]", argv[0]);
+	bench_name_keys((char *)keys, sizeof keys[0], KEYS, "key-", 6);
 
 	bench_target t;
 	if (!bench_target_open(&t, argc > 2 ? argv[2] : NULL))
@@ -128,7 +119,7 @@ int main(int argc, char **argv)
 				r[b][j] = run(l, batches[b]);
 		for (size_t b = 0; b < MODES; b++) {
 			char calls[32] = "single";
-			qsort(r[b], RUNS, sizeof r[b][0], cmp);
+			bench_sort(r[b], RUNS);
 			if (batches[b])
 				snprintf(calls, sizeof calls, "batch %zu",
 					 batches[b]);

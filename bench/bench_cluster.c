@@ -16,6 +16,7 @@
  * Run: meson test -C build --benchmark cluster --verbose
  * (or build/tests/bench_cluster [seconds per round] [rounds]).
  */
+#include "bench_util.h"
 #include "cluster_fixture.h"
 
 #include <drl/drl.h>
@@ -140,31 +141,20 @@ static round_result one_round(drl_cluster *c, drl_limiter *l)
 			      cl * 1e6 / (double)done};
 }
 
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 static double median(double *v, int n)
 {
-	qsort(v, (size_t)n, sizeof *v, cmp);
+	bench_sort(v, (size_t)n);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 int main(int argc, char **argv)
 {
-	int rounds = 5;
-	if (argc > 1)
-		seconds = atof(argv[1]);
-	if (argc > 2)
-		rounds = atoi(argv[2]);
-	if (seconds <= 0 || seconds > 600 || rounds < 1 ||
-	    rounds > ROUNDS_MAX) {
-		fprintf(stderr, "usage: bench_cluster [seconds 0..600] "
-				"[rounds 1..15]\n");
-		return 2;
-	}
+	bool ok = true;
+	seconds = bench_arg_num(argc, argv, 1, seconds, 0.001, 600, &ok);
+	int rounds = (int)bench_arg_int(argc, argv, 2, 5, 1, ROUNDS_MAX, &ok);
+	if (!ok)
+		return bench_usage("%s [seconds 0.001..600] [rounds 1..%d]",
+				   argv[0], ROUNDS_MAX);
 	/* Cells: a 1-master cluster, a 3-master cluster, one plain Redis. */
 	enum { CELLS = 3 };
 	static drl_cluster store_cl[2];

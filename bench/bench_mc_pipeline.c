@@ -27,6 +27,8 @@
  * against a memcached on 127.0.0.1:PORT (e.g. `memcached -U 0 -p PORT`).
  * Keys are named after a random run id: a server can be reused.
  */
+#include "bench_util.h"
+
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -183,12 +185,6 @@ static void run(job *j, int threads)
 		pthread_join(t[i], NULL);
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-	return (a > b) - (a < b);
-}
-
 int main(int argc, char **argv)
 {
 	static unsigned serial;
@@ -196,17 +192,13 @@ int main(int argc, char **argv)
 	int port, threads, rounds;
 	double seconds;
 
-	if (argc != 5) {
-		fprintf(stderr, "usage: %s PORT THREADS SECONDS ROUNDS\n",
-			argv[0]);
-		return 2;
-	}
-	port = atoi(argv[1]);
-	threads = atoi(argv[2]);
-	seconds = atof(argv[3]);
-	rounds = atoi(argv[4]);
-	if (threads < 1 || threads > 256 || rounds < 1 || rounds > 32)
-		return 2;
+	bool ok = argc == 5;
+	port = (int)bench_arg_int(argc, argv, 1, 0, 1, 65535, &ok);
+	threads = (int)bench_arg_int(argc, argv, 2, 0, 1, 256, &ok);
+	seconds = bench_arg_num(argc, argv, 3, 0, 0.001, 3600, &ok);
+	rounds = (int)bench_arg_int(argc, argv, 4, 0, 1, 32, &ok);
+	if (!ok)
+		return bench_usage("%s PORT THREADS SECONDS ROUNDS", argv[0]);
 	srand((unsigned)time(NULL));
 	unsigned run_id = (unsigned)rand();
 	/* the modes take turns within each round */
@@ -227,12 +219,11 @@ int main(int argc, char **argv)
 		}
 	printf("threads %d, %d rounds of %.1f s, hot key\n", threads, rounds,
 	       seconds);
-	qsort(rate[0], (size_t)rounds, sizeof(double), cmp_double);
+	bench_sort(rate[0], (size_t)rounds);
 	for (int m = 0; m < MODES; m++) {
 		double raw = rate[0][rounds / 2];
 		if (m > 0)
-			qsort(rate[m], (size_t)rounds, sizeof(double),
-			      cmp_double);
+			bench_sort(rate[m], (size_t)rounds);
 		printf("%-8s median %8.0f decisions/s  %.2fx raw\n",
 		       mode_name[m], rate[m][rounds / 2],
 		       rate[m][rounds / 2] / raw);

@@ -12,6 +12,8 @@
  * per decision per thread, as real traffic would; limits are set high so
  * most decisions are admitted and write.
  */
+#include "bench_util.h"
+
 #include <drl/drl.h>
 
 #include <pthread.h>
@@ -67,12 +69,6 @@ static void *run(void *arg)
 	return NULL;
 }
 
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 /* One cell: median over rounds of the mean ns per decision per thread
  * (wall clock, and the threads' CPU time);
  * `span` keys (split between the threads), or the hot key when keys is
@@ -116,8 +112,8 @@ static void cell(const char *spec, const char *keys, long span, int threads)
 			fprintf(stderr, "%s: a decision failed\n", spec);
 			exit(1);
 		}
-	qsort(med, (size_t)rounds, sizeof med[0], cmp);
-	qsort(med_cpu, (size_t)rounds, sizeof med_cpu[0], cmp);
+	bench_sort(med, (size_t)rounds);
+	bench_sort(med_cpu, (size_t)rounds);
 	double ns = med[rounds / 2];
 	char what[32];
 	snprintf(what, sizeof what, "%ld keys", keys ? span : 1L);
@@ -130,16 +126,14 @@ static void cell(const char *spec, const char *keys, long span, int threads)
 
 int main(int argc, char **argv)
 {
-	if (argc > 1)
-		rounds = atoi(argv[1]);
-	if (argc > 2)
-		nkeys = atol(argv[2]);
+	bool ok = true;
+	rounds = (int)bench_arg_int(argc, argv, 1, rounds, 1, 64, &ok);
+	nkeys = bench_arg_int(argc, argv, 2, nkeys, 2, 100000000, &ok);
 	const char *only = argc > 3 ? argv[3] : "";
-	if (rounds < 1 || rounds > 64 || nkeys < 2) {
-		fprintf(stderr,
-			"usage: bench_memory [rounds 1..64] [keys] [spec]\n");
-		return 2;
-	}
+	if (!ok)
+		return bench_usage("%s [rounds 1..64] [keys 2..100000000] "
+				   "[spec]",
+				   argv[0]);
 	per_round = nkeys;
 	char *keys = malloc((size_t)nkeys * KEYLEN);
 	if (!keys)

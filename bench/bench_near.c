@@ -26,6 +26,7 @@
  * port and stops it after.
  */
 #include "bench_redis.h"
+#include "bench_util.h"
 
 #include <drl/drl.h>
 
@@ -234,8 +235,7 @@ static void *local_work(void *arg)
 {
 	local_job *j = arg;
 	char key[LOCAL_KEYS][16];
-	for (int k = 0; k < LOCAL_KEYS; k++)
-		snprintf(key[k], sizeof key[k], "blocked-%d", k);
+	bench_name_keys((char *)key, sizeof key[0], LOCAL_KEYS, "blocked-", 0);
 	pthread_barrier_wait(j->go);
 	while (!atomic_load_explicit(j->stop, memory_order_relaxed)) {
 		for (int k = 0; k < LOCAL_KEYS; k++) {
@@ -314,13 +314,7 @@ static void local(drl_store *s)
 			double r[RUNS];
 			for (int k = 0; k < RUNS; k++)
 				r[k] = local_run(l, t, nkeys);
-			for (int a = 0; a < RUNS; a++) /* sort RUNS values */
-				for (int b = a + 1; b < RUNS; b++)
-					if (r[b] < r[a]) {
-						double x = r[a];
-						r[a] = r[b];
-						r[b] = x;
-					}
+			bench_sort(r, RUNS);
 			printf("%-40s %6d %8d %14.0f %10.1f\n", specs[i], nkeys,
 			       t, r[RUNS / 2], 1e9 * t / r[RUNS / 2]);
 		}
@@ -331,21 +325,16 @@ static void local(drl_store *s)
 
 int main(int argc, char **argv)
 {
-	if (argc > 1)
-		seconds = atof(argv[1]);
-	if (argc > 2)
-		nthreads = atoi(argv[2]);
-	if (seconds <= 0 || nthreads < 1 || nthreads > THREADS_MAX) {
-		fprintf(stderr,
-			"usage: %s [seconds per run] [threads 1..%d] [redis "
-			"URI]\n",
-			argv[0], THREADS_MAX);
-		return 2;
-	}
-	for (int k = 0; k < HOT; k++)
-		snprintf(hot[k], sizeof hot[k], "hot-%d", k);
-	for (int k = 0; k < COLD; k++)
-		snprintf(cold[k], sizeof cold[k], "cold-%06d", k);
+	bool ok = true;
+	seconds = bench_arg_num(argc, argv, 1, seconds, 0.001, 3600, &ok);
+	nthreads = (int)bench_arg_int(argc, argv, 2, nthreads, 1, THREADS_MAX,
+				      &ok);
+	if (!ok)
+		return bench_usage("%s [seconds per run] [threads 1..%d] "
+				   "[redis URI]",
+				   argv[0], THREADS_MAX);
+	bench_name_keys((char *)hot, sizeof hot[0], HOT, "hot-", 0);
+	bench_name_keys((char *)cold, sizeof cold[0], COLD, "cold-", 6);
 	bench_target t;
 	if (!bench_target_open(&t, argc > 3 ? argv[3] : NULL))
 		return 1;
