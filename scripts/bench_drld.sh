@@ -122,20 +122,4 @@ print(c["decisions_per_s"], c["latency_us"]["p50"], c["latency_us"]["p99"])' \
 	done
 done
 
-echo "| store | threads / callers | drld req/s (wrk) | p50 µs | p99 µs | library dec/s (drl bench) | p50 µs | p99 µs | drld / library |"
-echo "|---|--:|--:|--:|--:|--:|--:|--:|--:|"
-"$PYTHON3" - "$results" <<'PY'
-import sys
-sys.path.insert(0, "scripts")
-from bench_cells import medians
-med = medians(sys.argv[1])
-def lat(v):
-    return f"{v:.1f}" if v < 10 else f"{v:,.0f}"
-for cell in med:
-    what, store, t = cell.split("-")
-    if what != "drld":
-        continue
-    d, l = med[cell], med[f"library-{store}-{t}"]
-    print(f"| {store} | {t} | {d[0]:,.0f} | {lat(d[1])} | {lat(d[2])} "
-          f"| {l[0]:,.0f} | {lat(l[1])} | {lat(l[2])} | {d[0] / l[0]:.3f} |")
-PY
+"$PYTHON3" scripts/bench_cells.py drld "$results"

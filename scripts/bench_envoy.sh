@@ -204,23 +204,4 @@ for r in $(seq "$rounds"); do
 	done
 done
 
-echo "| store | client, $conc at once | decisions/s | p50 µs | p99 µs | drld CPU µs/call | / HTTP |"
-echo "|---|---|--:|--:|--:|--:|--:|"
-"$PYTHON3" - "$results" "$conc" <<'PYEOF'
-import sys
-sys.path.insert(0, "scripts")
-from bench_cells import medians
-med = medians(sys.argv[1])
-conc = int(sys.argv[2])
-what = {"grpc-conns": f"gRPC, {conc} connections × 1 (h2load)",
-        "grpc-mux": f"gRPC, 2 connections × {conc // 2} (h2load)",
-        "http": f"HTTP /v1/check, {conc} connections (wrk)",
-        "library": "library (drl bench)"}
-for store in ("memory", "redis"):
-    http = med["http-" + store][0]
-    for w in what:
-        d = med[w + "-" + store]
-        cpu = f"{d[3]:.1f}" if len(d) > 3 else "–"
-        print(f"| {store} | {what[w]} | {d[0]:,.0f} | {d[1]:,.0f} "
-              f"| {d[2]:,.0f} | {cpu} | {d[0] / http:.2f} |")
-PYEOF
+"$PYTHON3" scripts/bench_cells.py envoy "$results" "$conc"

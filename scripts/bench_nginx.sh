@@ -111,15 +111,4 @@ for r in $(seq "$rounds"); do
 	done
 done
 
-echo "| location | req/s (wrk) | p50 µs | p99 µs | worker CPU µs/request | over no limit |"
-echo "|---|--:|--:|--:|--:|--:|"
-"$PYTHON3" - "$results" <<'PY'
-import sys
-sys.path.insert(0, "scripts")
-from bench_cells import medians
-med = medians(sys.argv[1])
-names = {"plain": "no limit", "memory": "drl memory://", "redis": "drl redis://"}
-for loc, (rps, p50, p99, cpu) in med.items():
-    extra = "—" if loc == "plain" else f"+{cpu - med['plain'][3]:.1f} µs"
-    print(f"| {names[loc]} | {rps:,.0f} | {p50:.0f} | {p99:.0f} | {cpu:.1f} | {extra} |")
-PY
+"$PYTHON3" scripts/bench_cells.py nginx "$results"
