@@ -11,8 +11,8 @@
 
 /* Positional argument i (argv[i]) as a whole decimal number in [lo, hi]:
  * dflt when there is no argv[i]; when argv[i] is not such a number (the
- * whole string; no sign but '-', no suffix), a message on stderr, *ok
- * false, and dflt. *ok is only ever set false, so a main reads all its
+ * whole string as strtol reads it: no suffix, not empty), a message on
+ * stderr, *ok false, and dflt. *ok is only ever set false, so a main reads all its
  * arguments and checks once. Not atoi(): "3x" or "" is an error, not 3
  * or 0. */
 long bench_arg_int(int argc, char **argv, int i, long dflt, long lo, long hi,
