@@ -6,9 +6,10 @@ JSON of one `drl bench` grid (scripts/bench_grid.sh ... --json > grid.json):
 prints, for each store of the grid but memory://, its table (the store's
 section; Redis with the pipelined ceiling, `redis-benchmark -P 16`, beside
 the plain one), then for each store with CAS attempts the hot-key conflicts
-table, then the figures the sections' prose quotes (ratios to the ceilings
-by concurrency). A cell's figures are `drl bench`'s: decisions/s the median
-round, latencies over all rounds, `exact` the hot-key check."""
+table, then the figures the sections' prose quotes (how far a cell's rounds
+spread, first; ratios to the ceilings by concurrency). A cell's figures are
+`drl bench`'s: decisions/s the median round, latencies over all rounds,
+`exact` the hot-key check."""
 import json
 import statistics
 import sys
@@ -104,8 +105,18 @@ def summary(name, cells, which="ceiling"):
                     f"(lowest {min(v):.2f})" for k, v in by_c.items()))
 
 
+def noise(cells):
+    """How far a cell's rounds spread (max / min decisions/s): the median
+    and the 90th percentile over the grid's cells."""
+    f = sorted(max(r) / min(r) for r in (c["decisions_per_s_rounds"]
+                                         for c in cells) if min(r) > 0)
+    print(f"# rounds of a cell, max/min: median {statistics.median(f):.2f}, "
+          f"90th percentile {f[int(0.9 * len(f))]:.2f}")
+
+
 def main(path):
     cells = json.load(open(path))
+    noise(cells)
     stores = []
     for c in cells:
         if c["store"] not in stores and not c["store"].startswith("memory"):
